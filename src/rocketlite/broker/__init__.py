@@ -1,0 +1,1 @@
+"""rocketlite.broker (not built yet)."""

@@ -1,0 +1,1 @@
+"""rocketlite.client (not built yet)."""

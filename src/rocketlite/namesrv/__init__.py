@@ -1,0 +1,1 @@
+"""rocketlite.namesrv (not built yet)."""

@@ -1,0 +1,1 @@
+"""rocketlite.spark (not built yet)."""

@@ -1,0 +1,212 @@
+"""One fixed-size segment file of a log, named by the 20-digit zero-padded offset it starts at.
+
+File layout: `file_size` bytes of records written front to back; bytes past the write position are
+zero (segments are pre-zeroed when created, because first writes into a sparse file are far slower
+than overwrites of allocated blocks). Three positions describe a segment::
+
+    0 <= flushed <= committed <= wrote <= file_size
+
+* wrote: bytes appended so far;
+* committed: bytes visible in the file (equal to `wrote` unless a write buffer is in use — the
+  `transientStorePoolEnable` mode, where appends go to memory and `commit` pwrites them);
+* flushed: bytes known durable (fdatasync).
+
+Reads come from a shared read-only mmap of the file and return zero-copy memoryviews. Writes go
+through `os.pwrite` (or into the write buffer); the page cache makes them visible to the mmap at
+once. The class owns no threads; flush and commit are called by services.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+
+log = logging.getLogger("rocketlite.store.mapped_file")
+
+OS_PAGE_SIZE = 4096
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+def segment_name(offset: int) -> str:
+    """`00000000000000000000`-style name of a segment starting at `offset`."""
+    return f"{offset:020d}"
+
+
+def preallocate(path: Path, size: int) -> None:
+    """Create `path` with `size` zero bytes actually written (not sparse), crash-safely.
+
+    The zeros are written to a temporary name that is renamed into place, so a segment file that
+    exists always has its full size.
+    """
+    tmp = path.with_name(path.name + ".alloc")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        pos = 0
+        while pos < size:
+            n = min(len(_ZERO_CHUNK), size - pos)
+            pos += os.pwrite(fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, pos)
+    finally:
+        os.close(fd)
+    tmp.replace(path)
+
+
+class MappedFile:
+    """A segment file: append, commit, flush, zero-copy reads."""
+
+    def __init__(self, path: Path, file_size: int, *, write_buffer: bool = False, create: bool = True) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(path.name)
+        if not path.exists():
+            if not create:
+                raise FileNotFoundError(path)
+            preallocate(path, file_size)
+        actual = path.stat().st_size
+        if actual != file_size:
+            raise ValueError(f"segment {path} has size {actual}, expected {file_size}")
+        self._fd = os.open(path, os.O_RDWR)
+        self._mmap = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
+        self._view = memoryview(self._mmap)
+        self._buffer: bytearray | None = bytearray(file_size) if write_buffer else None
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0  # store time of the last record appended (for flush checkpoints)
+        self.closed = False
+
+    # -- positions --------------------------------------------------------------------------
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def read_position(self) -> int:
+        """How far readers may read: committed bytes when buffered, else everything written."""
+        return self.committed_position if self._buffer is not None else self.wrote_position
+
+    def set_positions(self, position: int) -> None:
+        """After recovery: everything up to `position` is valid, written and on disk."""
+        self.wrote_position = self.committed_position = self.flushed_position = position
+
+    # -- writing ----------------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write `data` at the write position; returns the position it was written at."""
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            raise ValueError(f"append of {n} bytes past the end of {self.path.name}")
+        if self._buffer is not None:
+            self._buffer[pos : pos + n] = data
+        else:
+            os.pwrite(self._fd, data, pos)
+            self.committed_position = pos + n
+        self.wrote_position = pos + n
+        return pos
+
+    def append_parts(self, head: bytes, tail: bytes) -> int:
+        """Append a record given as header + tail without concatenating them first."""
+        pos = self.wrote_position
+        if self._buffer is not None:
+            end = pos + len(head)
+            self._buffer[pos:end] = head
+            self._buffer[end : end + len(tail)] = tail
+            self.wrote_position = end + len(tail)
+        else:
+            n = os.pwritev(self._fd, (head, tail), pos)
+            self.wrote_position = self.committed_position = pos + n
+        return pos
+
+    def _pages_ready(self, done: int, target: int, least_pages: int) -> bool:
+        if self.is_full and target > done:
+            return True
+        if least_pages > 0:
+            return target // OS_PAGE_SIZE - done // OS_PAGE_SIZE >= least_pages
+        return target > done
+
+    def commit(self, least_pages: int = 0) -> int:
+        """Write buffered bytes to the file (write-buffer mode); returns the committed position."""
+        if self._buffer is None:
+            return self.committed_position
+        wrote = self.wrote_position
+        if self._pages_ready(self.committed_position, wrote, least_pages):
+            start = self.committed_position
+            view = memoryview(self._buffer)[start:wrote]
+            written = 0
+            while written < len(view):
+                written += os.pwrite(self._fd, view[written:], start + written)
+            view.release()
+            self.committed_position = wrote
+            if self.committed_position >= self.file_size:
+                self._buffer = None  # the file holds everything now; free the memory
+        return self.committed_position
+
+    def flush(self, least_pages: int = 0) -> int:
+        """fdatasync if enough pages are pending; returns the flushed position."""
+        target = self.committed_position if self._buffer is not None else self.wrote_position
+        if self._pages_ready(self.flushed_position, target, least_pages) and not self.closed:
+            os.fdatasync(self._fd)
+            self.flushed_position = target
+        return self.flushed_position
+
+    def write_at(self, pos: int, data: bytes) -> None:
+        """Overwrite bytes in place (recovery zeroing a torn tail); flushed at once."""
+        if self._buffer is not None:
+            self._buffer[pos : pos + len(data)] = data
+        os.pwrite(self._fd, data, pos)
+
+    def zero_from(self, pos: int, end: int | None = None) -> None:
+        """Zero `[pos, end)` so stale bytes past a truncation point can never be read as records."""
+        stop = self.file_size if end is None else end
+        while pos < stop:
+            n = min(len(_ZERO_CHUNK), stop - pos)
+            self.write_at(pos, _ZERO_CHUNK[:n])
+            pos += n
+        os.fdatasync(self._fd)
+
+    # -- reading ----------------------------------------------------------------------------
+    def read(self, pos: int, size: int) -> memoryview | None:
+        """Zero-copy view of `[pos, pos+size)` if fully readable, else None."""
+        if pos < 0 or size < 0 or pos + size > self.read_position:
+            return None
+        return self._view[pos : pos + size]
+
+    def read_from(self, pos: int) -> memoryview | None:
+        """Zero-copy view from `pos` to the read position."""
+        end = self.read_position
+        if pos < 0 or pos > end:
+            return None
+        return self._view[pos:end]
+
+    def raw_view(self) -> memoryview:
+        """The whole mapped file regardless of positions (recovery scans)."""
+        return self._view
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._view.release()
+            self._mmap.close()
+        except BufferError:
+            # A reader still holds a slice; the mapping goes away when the last view does.
+            log.debug("segment %s still referenced by a reader; unmapping lazily", self.path.name)
+        os.close(self._fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def last_modified_ms(self) -> int:
+        return int(self.path.stat().st_mtime * 1000)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"

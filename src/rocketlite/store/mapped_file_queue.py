@@ -1,0 +1,223 @@
+"""A directory of consecutive `MappedFile` segments seen as one log addressed by absolute offset.
+
+Segment N starts at `N * file_size` and is named by that offset (20 digits). Used for the commit
+log (1 GiB segments) and for every consume queue (6,000,000-byte segments). Owns no threads: the
+allocator it is given may pre-create the next segment in the background.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rocketlite.store.mapped_file import MappedFile, segment_name
+
+log = logging.getLogger("rocketlite.store.mapped_file_queue")
+
+Allocator = Callable[[Path, int, bool], MappedFile]
+
+
+def direct_allocator(path: Path, size: int, write_buffer: bool) -> MappedFile:
+    """Create (pre-zero) the segment in the caller's thread."""
+    return MappedFile(path, size, write_buffer=write_buffer)
+
+
+class MappedFileQueue:
+    """Segments of one log, sorted by start offset."""
+
+    def __init__(
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        allocator: Allocator = direct_allocator,
+        write_buffer: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.allocator = allocator
+        self.write_buffer = write_buffer
+        self.files: list[MappedFile] = []
+        self._starts: list[int] = []
+        self._lock = threading.Lock()  # guards the list, not the bytes
+        self.flushed_where = 0
+        self.committed_where = 0
+
+    # -- loading ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Open every segment in the directory; positions start at end-of-file (recovery fixes them).
+
+        Leftover `.alloc` temp files from an interrupted preallocation are removed; a segment of the
+        wrong size is an error naming the file, never silently ignored.
+        """
+        if not self.directory.exists():
+            return
+        for tmp in self.directory.glob("*.alloc"):
+            tmp.unlink(missing_ok=True)
+        names = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
+        for path in names:
+            mf = MappedFile(path, self.file_size, write_buffer=self.write_buffer, create=False)
+            mf.set_positions(self.file_size)
+            self._add(mf)
+
+    def _add(self, mf: MappedFile) -> None:
+        with self._lock:
+            self.files.append(mf)
+            self._starts.append(mf.file_from_offset)
+
+    # -- access -----------------------------------------------------------------------------
+    @property
+    def last_file(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    @property
+    def first_file(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    def get_last_file(self, start_offset: int = 0, *, create: bool = True) -> MappedFile | None:
+        """The segment to append to; creates the first one (covering `start_offset`) or the next."""
+        last = self.last_file
+        if last is not None and not last.is_full:
+            return last
+        if not create:
+            return last
+        if last is None:
+            create_offset = start_offset - start_offset % self.file_size
+        else:
+            create_offset = last.file_from_offset + self.file_size
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mf = self.allocator(self.directory / segment_name(create_offset), self.file_size, self.write_buffer)
+        if not self.files:
+            self.flushed_where = self.committed_where = create_offset
+        self._add(mf)
+        return mf
+
+    def find_by_offset(self, offset: int, *, first_if_not_found: bool = False) -> MappedFile | None:
+        """The segment holding absolute `offset`."""
+        files, starts = self.files, self._starts
+        if not files:
+            return None
+        idx = bisect.bisect_right(starts, offset) - 1
+        if 0 <= idx < len(files):
+            mf = files[idx]
+            if offset < mf.file_from_offset + self.file_size:
+                return mf
+        return files[0] if first_if_not_found else None
+
+    def __iter__(self) -> Iterator[MappedFile]:
+        return iter(list(self.files))
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @property
+    def min_offset(self) -> int:
+        first = self.first_file
+        return first.file_from_offset if first is not None else 0
+
+    @property
+    def max_offset(self) -> int:
+        """End of readable data."""
+        last = self.last_file
+        return last.file_from_offset + last.read_position if last is not None else 0
+
+    @property
+    def max_wrote_offset(self) -> int:
+        last = self.last_file
+        return last.file_from_offset + last.wrote_position if last is not None else 0
+
+    # -- flush / commit ---------------------------------------------------------------------
+    def commit(self, least_pages: int = 0) -> bool:
+        """Commit the segment at `committed_where`; True when there was nothing to commit."""
+        mf = self.find_by_offset(self.committed_where, first_if_not_found=self.committed_where == 0)
+        if mf is None:
+            return True
+        where = mf.file_from_offset + mf.commit(least_pages)
+        result = where == self.committed_where
+        self.committed_where = where
+        return result
+
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush the segment at `flushed_where`; True when there was nothing to flush."""
+        mf = self.find_by_offset(self.flushed_where, first_if_not_found=self.flushed_where == 0)
+        if mf is None:
+            return True
+        where = mf.file_from_offset + mf.flush(least_pages)
+        result = where == self.flushed_where
+        self.flushed_where = where
+        return result
+
+    def flush_all_to(self, offset: int) -> None:
+        """Flush until `flushed_where >= offset` (crossing segment boundaries)."""
+        while self.flushed_where < offset:
+            before = self.flushed_where
+            self.commit(0)
+            self.flush(0)
+            if self.flushed_where == before:
+                break
+
+    # -- truncation and deletion -------------------------------------------------------------
+    def truncate_dirty(self, offset: int) -> None:
+        """Everything from `offset` on is invalid: zero it, delete later segments, reset positions."""
+        for mf in list(self.files):
+            end = mf.file_from_offset + self.file_size
+            if end <= offset:
+                continue
+            if mf.file_from_offset <= offset:
+                pos = offset - mf.file_from_offset
+                mf.zero_from(pos)
+                mf.set_positions(pos)
+            else:
+                log.warning("deleting segment %s past the valid end %d", mf.path.name, offset)
+                self._remove(mf)
+                mf.destroy()
+        self.flushed_where = self.committed_where = offset
+
+    def _remove(self, mf: MappedFile) -> None:
+        with self._lock:
+            idx = self.files.index(mf)
+            del self.files[idx]
+            del self._starts[idx]
+
+    def delete_first(self) -> MappedFile | None:
+        """Remove and destroy the oldest segment (expiry)."""
+        first = self.first_file
+        if first is None or len(self.files) == 1:
+            return None
+        self._remove(first)
+        first.destroy()
+        return first
+
+    def delete_expired_by_time(self, expire_ms: int, now_ms: int, max_delete: int = 10) -> int:
+        """Delete segments (never the last) not modified for `expire_ms`; returns how many."""
+        deleted = 0
+        while deleted < max_delete and len(self.files) > 1:
+            first = self.files[0]
+            if now_ms - first.last_modified_ms() < expire_ms:
+                break
+            self.delete_first()
+            deleted += 1
+        return deleted
+
+    def delete_before(self, offset: int) -> int:
+        """Delete whole segments that end at or before `offset` (never the last)."""
+        deleted = 0
+        while len(self.files) > 1 and self.files[0].file_from_offset + self.file_size <= offset:
+            self.delete_first()
+            deleted += 1
+        return deleted
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+
+    def destroy(self) -> None:
+        for mf in list(self.files):
+            mf.destroy()
+        self.files.clear()
+        self._starts.clear()
+        if self.directory.exists() and not any(self.directory.iterdir()):
+            self.directory.rmdir()
