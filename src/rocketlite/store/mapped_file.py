@@ -34,13 +34,28 @@ def segment_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def staging_path(path: Path) -> Path:
+    """Where a segment is pre-zeroed before it is renamed into place."""
+    return path.with_name(path.name + ".alloc")
+
+
 def preallocate(path: Path, size: int) -> None:
     """Create `path` with `size` zero bytes actually written (not sparse), crash-safely.
 
-    The zeros are written to a temporary name that is renamed into place, so a segment file that
-    exists always has its full size.
+    The zeros are written to a staging name that is renamed into place, so a segment file that
+    exists always has its full size. A staged file of the right size (made ahead of time by the
+    allocation service) is simply renamed.
     """
-    tmp = path.with_name(path.name + ".alloc")
+    tmp = staging_path(path)
+    if tmp.exists() and tmp.stat().st_size == size:
+        tmp.replace(path)
+        return
+    prezero(tmp, size)
+    tmp.replace(path)
+
+
+def prezero(tmp: Path, size: int) -> None:
+    """Write `size` zero bytes to `tmp` (the slow part of creating a segment)."""
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         pos = 0
@@ -49,24 +64,32 @@ def preallocate(path: Path, size: int) -> None:
             pos += os.pwrite(fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, pos)
     finally:
         os.close(fd)
-    tmp.replace(path)
 
 
 class MappedFile:
     """A segment file: append, commit, flush, zero-copy reads."""
 
-    def __init__(self, path: Path, file_size: int, *, write_buffer: bool = False, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        file_size: int,
+        *,
+        write_buffer: bool = False,
+        create: bool = True,
+        readonly: bool = False,
+    ) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
+        self.readonly = readonly
         if not path.exists():
-            if not create:
+            if not create or readonly:
                 raise FileNotFoundError(path)
             preallocate(path, file_size)
         actual = path.stat().st_size
         if actual != file_size:
             raise ValueError(f"segment {path} has size {actual}, expected {file_size}")
-        self._fd = os.open(path, os.O_RDWR)
+        self._fd = os.open(path, os.O_RDONLY if readonly else os.O_RDWR)
         self._mmap = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
         self._view = memoryview(self._mmap)
         self._buffer: bytearray | None = bytearray(file_size) if write_buffer else None
@@ -149,7 +172,7 @@ class MappedFile:
     def flush(self, least_pages: int = 0) -> int:
         """fdatasync if enough pages are pending; returns the flushed position."""
         target = self.committed_position if self._buffer is not None else self.wrote_position
-        if self._pages_ready(self.flushed_position, target, least_pages) and not self.closed:
+        if self._pages_ready(self.flushed_position, target, least_pages) and not self.closed and not self.readonly:
             os.fdatasync(self._fd)
             self.flushed_position = target
         return self.flushed_position

@@ -35,8 +35,10 @@ class MappedFileQueue:
         *,
         allocator: Allocator = direct_allocator,
         write_buffer: bool = False,
+        readonly: bool = False,
     ) -> None:
         self.directory = directory
+        self.readonly = readonly
         self.file_size = file_size
         self.allocator = allocator
         self.write_buffer = write_buffer
@@ -55,11 +57,14 @@ class MappedFileQueue:
         """
         if not self.directory.exists():
             return
-        for tmp in self.directory.glob("*.alloc"):
-            tmp.unlink(missing_ok=True)
+        if not self.readonly:
+            for tmp in self.directory.glob("*.alloc"):
+                tmp.unlink(missing_ok=True)
         names = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
         for path in names:
-            mf = MappedFile(path, self.file_size, write_buffer=self.write_buffer, create=False)
+            mf = MappedFile(
+                path, self.file_size, write_buffer=self.write_buffer, create=False, readonly=self.readonly
+            )
             mf.set_positions(self.file_size)
             self._add(mf)
 
@@ -82,7 +87,7 @@ class MappedFileQueue:
         last = self.last_file
         if last is not None and not last.is_full:
             return last
-        if not create:
+        if not create or self.readonly:
             return last
         if last is None:
             create_offset = start_offset - start_offset % self.file_size

@@ -1,0 +1,587 @@
+"""Typed custom headers: the `extFields` of each request and response, as frozen dataclasses.
+
+Java builds these by reflection (`makeCustomHeaderToNet` / `decodeCommandCustomHeader`). Here each
+header is a `kw_only` frozen dataclass whose annotations are the schema:
+
+- the wire name is the field name in camelCase (`queue_id` -> `queueId`), or `WIRE_NAMES[field]`
+  for the few Java spells differently (`clientID`, `_UNIQUE_KEY_QUERY`);
+- the type says how the text is read: `str`, `int` (Java int/Integer, 32-bit), `Long` (Java
+  long/Long, 64-bit), `bool`; `X | None` marks a nullable field;
+- a field without a default is required (`@CFNotNull`); its absence raises
+  `MissingHeaderFieldError` with Java's remark `the custom field <x> is null`.
+
+`to_ext` writes numbers in decimal, booleans as `"true"`/`"false"`, and leaves None out: exactly
+Java's `value.toString()`. `from_ext` is as tolerant as the clients need: booleans read `"true"`
+and `"1"` as true (the C++ client sends `"0"`), anything else as false (`Boolean.parseBoolean`);
+an empty value of an optional number reads as absent (Java's NumberFormatException leaves the field
+null); any other bad number raises `BadHeaderFieldError`. Both errors are ProtocolErrors, answered
+with SYSTEM_ERROR and the message as remark.
+
+SEND_MESSAGE has two spellings: V1 long names (codes 10, 324) and the V2 one-letter names a..n
+(codes 310, 320, 325); `SendMessageRequestHeader.from_ext` takes the request code to pick.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import (
+    Annotated,
+    Any,
+    ClassVar,
+    Final,
+    Self,
+    TypeVar,
+    Union,
+    dataclass_transform,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+from rocketlite.errors import ProtocolError
+from rocketlite.protocol.codes import RequestCode
+
+_LONG_MARK: Final = "java.lang.Long"
+Long = Annotated[int, _LONG_MARK]  # a Java long: 64-bit; plain `int` fields are Java ints (32-bit)
+
+_INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
+_RANGES: Final = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+
+
+class HeaderFieldError(ProtocolError):
+    """A custom-header field is missing or unreadable; `field` is the wire name."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MissingHeaderFieldError(HeaderFieldError):
+    """A required (`@CFNotNull`) field is absent. The remark is Java's, word for word."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"the custom field <{field}> is null", field)
+
+
+class BadHeaderFieldError(HeaderFieldError):
+    """A numeric field holds something Java's `parseInt` / `parseLong` would reject."""
+
+    def __init__(self, field: str, value: str, kind: str) -> None:
+        super().__init__(f"the custom field <{field}> is not a valid {kind}: {value[:64]!r}", field)
+        self.value = value
+
+
+class _Kind(Enum):
+    STR = "string"
+    INT = "int"
+    LONG = "long"
+    BOOL = "boolean"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """How one dataclass field maps to one ext entry."""
+
+    attr: str
+    wire: str
+    kind: _Kind
+    required: bool
+
+
+def camel_case(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _kind_of(annotation: Any, where: str) -> _Kind:
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) != 1:
+            raise TypeError(f"{where}: only `X | None` unions are supported")
+        annotation = args[0]
+    if get_origin(annotation) is Annotated:
+        base, *marks = get_args(annotation)
+        if base is int and _LONG_MARK in marks:
+            return _Kind.LONG
+        annotation = base
+    kinds = {str: _Kind.STR, int: _Kind.INT, bool: _Kind.BOOL}
+    if annotation not in kinds:
+        raise TypeError(f"{where}: unsupported header field type {annotation!r}")
+    return kinds[annotation]
+
+
+_SPECS: dict[type, tuple[FieldSpec, ...]] = {}
+
+
+def _parse(spec: FieldSpec, wire: str, text: str) -> object:
+    if spec.kind is _Kind.STR:
+        return text
+    if spec.kind is _Kind.BOOL:
+        return text.strip().lower() in ("true", "1")
+    low, high = _RANGES[spec.kind.value]
+    if _INT_TEXT.fullmatch(text) is None or not low <= int(text) <= high:
+        raise BadHeaderFieldError(wire, text, spec.kind.value)
+    return int(text)
+
+
+def _format(spec: FieldSpec, value: object) -> str:
+    if spec.kind is _Kind.BOOL:
+        return "true" if value else "false"
+    return str(value)
+
+
+class CustomHeader:
+    """Base of every header dataclass: the generic ext <-> dataclass mapping."""
+
+    __slots__ = ()
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def field_specs(cls) -> tuple[FieldSpec, ...]:
+        """The schema derived from the annotations, computed once per class (and checked at import)."""
+        specs = _SPECS.get(cls)
+        if specs is None:
+            hints = get_type_hints(cls, include_extras=True)
+            specs = tuple(
+                FieldSpec(
+                    attr=f.name,
+                    wire=cls.WIRE_NAMES.get(f.name, camel_case(f.name)),
+                    kind=_kind_of(hints[f.name], f"{cls.__name__}.{f.name}"),
+                    required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                )
+                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            )
+            _SPECS[cls] = specs
+        return specs
+
+    @classmethod
+    def _decode(cls, ext: Mapping[str, str] | None, names: Mapping[str, str] | None = None) -> Self:
+        """Build the header from `ext`; `names` overrides wire names (attr -> key) for alternate spellings."""
+        ext = ext or {}
+        values: dict[str, Any] = {}
+        for spec in cls.field_specs():
+            wire = names[spec.attr] if names is not None else spec.wire
+            text = ext.get(wire)
+            if text is None or (text == "" and not spec.required and spec.kind is not _Kind.STR):
+                if spec.required:
+                    raise MissingHeaderFieldError(wire)
+                continue
+            values[spec.attr] = _parse(spec, wire, text)
+        return cls(**values)
+
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, str] | None) -> Self:
+        """Decode from a command's ext fields; unknown keys are ignored."""
+        return cls._decode(ext)
+
+    def _encode(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
+        ext: dict[str, str] = {}
+        for spec in self.field_specs():
+            value = getattr(self, spec.attr)
+            if value is not None:
+                ext[names[spec.attr] if names is not None else spec.wire] = _format(spec, value)
+        return ext
+
+    def to_ext(self) -> dict[str, str]:
+        """The ext fields Java would send for this header."""
+        return self._encode()
+
+
+_H = TypeVar("_H", bound=CustomHeader)
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def _header(cls: type[_H]) -> type[_H]:
+    """Every header is a frozen, slotted, keyword-only dataclass (so required fields may follow optional)."""
+    return dataclass(frozen=True, slots=True, kw_only=True)(cls)
+
+# ------------------------------------------------------------------------------------------ send / pull
+
+
+@_header
+class SendMessageRequestHeader(CustomHeader):
+    """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), SEND_REPLY_MESSAGE(_V2)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: Long
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+    batch: bool = False
+    bname: str | None = None  # 4.9.4+ brokerName; V1 spells it `bname` too
+
+    V2_CODES: ClassVar[frozenset[int]] = frozenset(
+        {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
+    )
+    # SendMessageRequestHeaderV2: field order a..n (`createSendMessageRequestHeaderV2`).
+    V2_NAMES: ClassVar[Mapping[str, str]] = dict(
+        zip(
+            (
+                "producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id",
+                "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "unit_mode",
+                "max_reconsume_times", "batch", "bname",
+            ),
+            "abcdefghijklmn",
+            strict=True,
+        )
+    )  # fmt: skip
+
+    @classmethod
+    def from_ext(cls, ext: Mapping[str, str] | None, request_code: int = RequestCode.SEND_MESSAGE) -> Self:
+        """Long names for codes 10/324, letters a..n for 310/320/325 (errors name the key sent)."""
+        return cls._decode(ext, cls.V2_NAMES if request_code in cls.V2_CODES else None)
+
+    def to_ext_v2(self) -> dict[str, str]:
+        """The one-letter form of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE."""
+        return self._encode(self.V2_NAMES)
+
+    @classmethod
+    def v2_to_v1(cls, ext: Mapping[str, str]) -> dict[str, str]:
+        """Rename letter keys to long names (other keys kept), for code that only knows V1."""
+        long_names = {letter: camel_case(attr) for attr, letter in cls.V2_NAMES.items()}
+        return {long_names.get(k, k): v for k, v in ext.items()}
+
+
+@_header
+class SendMessageResponseHeader(CustomHeader):
+    """msgId is the offsetMsgId (comma-joined for batches); MSG_REGION/TRACE_ON ride along in ext."""
+
+    msg_id: str
+    queue_id: int
+    queue_offset: Long
+    transaction_id: str | None = None
+    msg_region: str | None = None
+    trace_on: str | None = None
+    WIRE_NAMES = {"msg_region": "MSG_REGION", "trace_on": "TRACE_ON"}
+
+
+@_header
+class PullMessageRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: Long
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: Long
+    suspend_timeout_millis: Long
+    subscription: str | None = None
+    sub_version: Long
+    expression_type: str | None = None
+    bname: str | None = None
+
+
+@_header
+class PullMessageResponseHeader(CustomHeader):
+    """All four fields on every pull answer, errors 19/20/21 included (the Java client unboxes them)."""
+
+    suggest_which_broker_id: Long
+    next_begin_offset: Long
+    min_offset: Long
+    max_offset: Long
+
+
+# --------------------------------------------------------------------------------------------- offsets
+
+
+@_header
+class QueryConsumerOffsetRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+@_header
+class QueryConsumerOffsetResponseHeader(CustomHeader):
+    offset: Long
+
+
+@_header
+class UpdateConsumerOffsetRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: Long
+
+
+@_header
+class UpdateConsumerOffsetResponseHeader(CustomHeader):
+    """No fields; exists so every request code has a response header class."""
+
+
+@_header
+class GetMaxOffsetRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+
+
+@_header
+class GetMaxOffsetResponseHeader(CustomHeader):
+    offset: Long
+
+
+@_header
+class GetMinOffsetRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+
+
+@_header
+class GetMinOffsetResponseHeader(CustomHeader):
+    offset: Long
+
+
+@_header
+class GetEarliestMsgStoretimeRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+
+
+@_header
+class GetEarliestMsgStoretimeResponseHeader(CustomHeader):
+    timestamp: Long
+
+
+@_header
+class SearchOffsetRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+    timestamp: Long
+
+
+@_header
+class SearchOffsetResponseHeader(CustomHeader):
+    offset: Long
+
+
+# ------------------------------------------------------------------------------------- messages by key
+
+
+@_header
+class QueryMessageRequestHeader(CustomHeader):
+    """`_UNIQUE_KEY_QUERY` is not a Java field but an extra ext entry the client adds."""
+
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: Long
+    end_timestamp: Long
+    unique_key_query: bool | None = None
+    WIRE_NAMES = {"unique_key_query": "_UNIQUE_KEY_QUERY"}
+
+
+@_header
+class QueryMessageResponseHeader(CustomHeader):
+    index_last_update_timestamp: Long
+    index_last_update_phyoffset: Long
+
+
+@_header
+class ViewMessageRequestHeader(CustomHeader):
+    offset: Long  # commit-log offset decoded from an offsetMsgId
+
+
+# ------------------------------------------------------------------------------ retry and transactions
+
+
+@_header
+class ConsumerSendMsgBackRequestHeader(CustomHeader):
+    offset: Long
+    group: str
+    delay_level: int
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+
+
+@_header
+class EndTransactionRequestHeader(CustomHeader):
+    """commitOrRollback: 0 NOT_TYPE (unknown), 8 COMMIT, 12 ROLLBACK; the remark carries client errors."""
+
+    producer_group: str
+    tran_state_table_offset: Long
+    commit_log_offset: Long
+    commit_or_rollback: int
+    from_transaction_check: bool = False
+    msg_id: str
+    transaction_id: str | None = None
+    bname: str | None = None
+
+
+@_header
+class CheckTransactionStateRequestHeader(CustomHeader):
+    tran_state_table_offset: Long
+    commit_log_offset: Long
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+
+
+# ------------------------------------------------------------------------------------------- clients
+
+
+@_header
+class GetConsumerListByGroupRequestHeader(CustomHeader):
+    consumer_group: str
+
+
+@_header
+class NotifyConsumerIdsChangedRequestHeader(CustomHeader):
+    consumer_group: str
+
+
+@_header
+class UnregisterClientRequestHeader(CustomHeader):
+    client_id: str
+    producer_group: str | None = None
+    consumer_group: str | None = None
+    WIRE_NAMES = {"client_id": "clientID"}
+
+
+# ------------------------------------------------------------------------------------------- namesrv
+
+
+@_header
+class RegisterBrokerRequestHeader(CustomHeader):
+    """bodyCrc32 0 means "do not check"; Java sends `UtilAll.crc32(body)`."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: Long
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@_header
+class RegisterBrokerResponseHeader(CustomHeader):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@_header
+class UnregisterBrokerRequestHeader(CustomHeader):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: Long
+
+
+@_header
+class QueryDataVersionRequestHeader(CustomHeader):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: Long
+
+
+@_header
+class QueryDataVersionResponseHeader(CustomHeader):
+    changed: bool
+
+
+@_header
+class GetRouteInfoRequestHeader(CustomHeader):
+    """acceptStandardJsonOnly (4.9.4+) asks for quoted brokerAddrs keys (see bodies.TopicRouteData)."""
+
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@_header
+class PutKVConfigRequestHeader(CustomHeader):
+    namespace: str
+    key: str
+    value: str
+
+
+@_header
+class GetKVConfigRequestHeader(CustomHeader):
+    namespace: str
+    key: str
+
+
+@_header
+class GetKVConfigResponseHeader(CustomHeader):
+    value: str | None = None
+
+
+@_header
+class DeleteKVConfigRequestHeader(CustomHeader):
+    namespace: str
+    key: str
+
+
+@_header
+class GetKVListByNamespaceRequestHeader(CustomHeader):
+    namespace: str
+
+
+@_header
+class DeleteTopicFromNamesrvRequestHeader(CustomHeader):
+    """DELETE_TOPIC_IN_NAMESRV (216)."""
+
+    topic: str
+    cluster_name: str | None = None
+
+
+# --------------------------------------------------------------------------------------------- admin
+
+
+@_header
+class CreateTopicRequestHeader(CustomHeader):
+    """UPDATE_AND_CREATE_TOPIC (17). topicFilterType is "SINGLE_TAG" or "MULTI_TAG"."""
+
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str
+    topic_sys_flag: int | None = None
+    order: bool
+
+
+@_header
+class DeleteTopicRequestHeader(CustomHeader):
+    """DELETE_TOPIC_IN_BROKER (215)."""
+
+    topic: str
+
+
+@_header
+class GetTopicStatsInfoRequestHeader(CustomHeader):
+    topic: str
+
+
+@_header
+class GetConsumeStatsRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str | None = None
+
+
+@_header
+class GetConsumerConnectionListRequestHeader(CustomHeader):
+    consumer_group: str
+
+
+ALL_HEADERS: Final[tuple[type[CustomHeader], ...]] = tuple(
+    obj for obj in list(globals().values()) if isinstance(obj, type) and issubclass(obj, CustomHeader)
+    and obj is not CustomHeader
+)  # fmt: skip
+for _cls in ALL_HEADERS:  # import-time schema check: a bad annotation fails here, not on first request
+    _cls.field_specs()

@@ -1,0 +1,261 @@
+"""The commit log: one append-only log of stored message records for all topics.
+
+Byte layout: consecutive segments of `mapedFileSizeCommitLog` bytes under `commitlog/`, each named by
+its 20-digit start offset, holding records as `message_record` describes them back to back. When a
+record (plus the 8 bytes a later blank needs) does not fit in what is left of a segment, the rest
+of the segment is marked by an end-of-file blank (`int remaining, int 0xCBD43194`) and the record
+goes to the start of the next segment. A batch is never split across segments.
+
+Appends are serialised by one lock; encoding of everything position-independent happens before
+taking it. The class owns no threads: flushing, committing and dispatching are services that call
+into it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from dataclasses import dataclass
+
+from rocketlite.clock import Clock
+from rocketlite.message import HostAddress, MessageSysFlag
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
+from rocketlite.store.message_record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    INT,
+    LONG,
+    MessageInner,
+    PreparedRecord,
+    SYSFLAG_POS,
+    RecordTooLargeError,
+    blank_record,
+    layout_for,
+    pack_head,
+    prepare_record,
+)
+from rocketlite.store.status import AppendMessageStatus
+
+log = logging.getLogger("rocketlite.store.commit_log")
+
+
+@functools.lru_cache(maxsize=64)
+def _msg_id_prefix(host: HostAddress) -> str:
+    return host.msg_id_prefix()
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """Where a message (or batch) landed. For a batch, `msg_id` is the comma-joined id list."""
+
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    msg_num: int = 1
+    remark: str = ""
+
+    @property
+    def end_offset(self) -> int:
+        return self.wrote_offset + self.wrote_bytes
+
+
+def _advances_queue(sys_flag: int) -> bool:
+    """Prepared and rolled-back transaction records take no consume-queue slot."""
+    tran = sys_flag & MessageSysFlag.TRANSACTION_MASK
+    return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+
+
+class CommitLog:
+    """Append, read and locate records; track the next queue offset of every topic-queue."""
+
+    def __init__(self, config: StoreConfig, clock: Clock, *, allocator: Allocator = direct_allocator) -> None:
+        self.config = config
+        self.clock = clock
+        self.file_size = config.maped_file_size_commit_log
+        self.queue = MappedFileQueue(
+            config.commit_log_dir,
+            self.file_size,
+            allocator=allocator,
+            write_buffer=config.transient_store_pool_enable,
+        )
+        self.max_message_size = config.max_message_size
+        # "topic-queueId" -> next logical offset; rebuilt from the consume queues on recovery.
+        self.topic_queue_table: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.begin_time_in_lock = 0.0
+
+    def load(self) -> None:
+        self.queue.load()
+
+    # -- appending --------------------------------------------------------------------------
+    def _segment_for(self, size: int) -> MappedFile:
+        """The segment to write `size` bytes into, closing the current one with a blank if needed."""
+        mf = self.queue.get_last_file()
+        assert mf is not None
+        if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+            remaining = mf.remaining
+            if remaining >= END_FILE_MIN_BLANK_LENGTH:
+                mf.append(blank_record(remaining))
+            mf.wrote_position = mf.file_size
+            if mf.committed_position < mf.wrote_position and not self.queue.write_buffer:
+                mf.committed_position = mf.wrote_position
+            nxt = self.queue.get_last_file()
+            assert nxt is not None
+            mf = nxt
+        return mf
+
+    def append(self, msg: MessageInner) -> AppendResult:
+        """Append one message; fills its store timestamp, queue offset and commit-log offset."""
+        try:
+            rec = prepare_record(msg, self.max_message_size)
+        except RecordTooLargeError as exc:
+            status = (
+                AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                if "properties" in str(exc)
+                else AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+            )
+            return AppendResult(status, remark=str(exc))
+        key = f"{msg.topic}-{msg.queue_id}"
+        advances = _advances_queue(rec.sys_flag)
+        with self._lock:
+            now = self.clock.now_ms()
+            mf = self._segment_for(rec.total_size)
+            phys = mf.file_from_offset + mf.wrote_position
+            qoff = self.topic_queue_table.get(key, 0) if advances else 0
+            mf.append_parts(pack_head(rec, qoff, phys, now), rec.tail)
+            mf.store_timestamp = now
+            if advances:
+                self.topic_queue_table[key] = qoff + 1
+        msg.store_timestamp, msg.queue_offset, msg.commit_log_offset = now, qoff, phys
+        return AppendResult(
+            AppendMessageStatus.PUT_OK,
+            phys,
+            rec.total_size,
+            _msg_id_prefix(msg.store_host) + format(phys, "016X"),
+            now,
+            qoff,
+        )
+
+    def append_batch(self, msgs: list[MessageInner]) -> AppendResult:
+        """Append messages of one topic-queue with consecutive queue offsets, in one segment."""
+        if not msgs:
+            return AppendResult(AppendMessageStatus.UNKNOWN_ERROR, remark="empty batch")
+        try:
+            recs = [prepare_record(m, self.max_message_size) for m in msgs]
+        except RecordTooLargeError as exc:
+            return AppendResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, remark=str(exc))
+        total = sum(r.total_size for r in recs)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return AppendResult(
+                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                remark=f"batch of {total} bytes does not fit in a {self.file_size}-byte segment",
+            )
+        first = msgs[0]
+        key = f"{first.topic}-{first.queue_id}"
+        advances = _advances_queue(recs[0].sys_flag)
+        prefix = _msg_id_prefix(first.store_host)
+        buf = bytearray(total)
+        with self._lock:
+            now = self.clock.now_ms()
+            mf = self._segment_for(total)
+            base = mf.file_from_offset + mf.wrote_position
+            qoff0 = self.topic_queue_table.get(key, 0) if advances else 0
+            ids = self._pack_batch(buf, recs, base, qoff0 if advances else None, now)
+            mf.append(buf)
+            mf.store_timestamp = now
+            if advances:
+                self.topic_queue_table[key] = qoff0 + len(recs)
+        phys = base
+        for i, m in enumerate(msgs):
+            m.store_timestamp, m.commit_log_offset = now, phys
+            m.queue_offset = qoff0 + i if advances else 0
+            phys += recs[i].total_size
+        return AppendResult(
+            AppendMessageStatus.PUT_OK,
+            base,
+            total,
+            ",".join(prefix + format(o, "016X") for o in ids),
+            now,
+            qoff0,
+            len(msgs),
+        )
+
+    @staticmethod
+    def _pack_batch(
+        buf: bytearray, recs: list[PreparedRecord], base: int, qoff0: int | None, now: int
+    ) -> list[int]:
+        pos = 0
+        offsets: list[int] = []
+        for i, rec in enumerate(recs):
+            head = pack_head(rec, 0 if qoff0 is None else qoff0 + i, base + pos, now)
+            end = pos + len(head)
+            buf[pos:end] = head
+            buf[end : end + len(rec.tail)] = rec.tail
+            offsets.append(base + pos)
+            pos += rec.total_size
+        return offsets
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """End of readable data (what dispatch may consume)."""
+        return self.queue.max_offset
+
+    def get_data(self, offset: int) -> memoryview | None:
+        """Zero-copy view from `offset` to the readable end of its segment."""
+        mf = self.queue.find_by_offset(offset, first_if_not_found=offset == 0)
+        if mf is None:
+            return None
+        return mf.read_from(offset - mf.file_from_offset)
+
+    def get_message(self, offset: int, size: int) -> memoryview | None:
+        """Zero-copy view of `size` bytes at `offset`, or None if not (or no longer) there."""
+        mf = self.queue.find_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.read(offset - mf.file_from_offset, size)
+
+    def read_record(self, offset: int) -> memoryview | None:
+        """The whole record starting at `offset` (size read from its TOTALSIZE field)."""
+        head = self.get_message(offset, 4)
+        if head is None:
+            return None
+        size = INT.unpack_from(head)[0]
+        if size <= 0:
+            return None
+        return self.get_message(offset, size)
+
+    def store_timestamp_of(self, offset: int, size: int) -> int | None:
+        """STORETIMESTAMP of the record at `offset`; None if it is gone."""
+        view = self.get_message(offset, min(size, 96))
+        if view is None or len(view) < 64:
+            return None
+        sys_flag = INT.unpack_from(view, SYSFLAG_POS)[0]
+        return int(LONG.unpack_from(view, layout_for(sys_flag).store_timestamp_pos)[0])
+
+    def roll_next_file(self, offset: int) -> int:
+        """Start of the segment after the one holding `offset`."""
+        return offset + self.file_size - offset % self.file_size
+
+    # -- maintenance ------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.queue.flush(least_pages)
+
+    def commit(self, least_pages: int = 0) -> bool:
+        return self.queue.commit(least_pages)
+
+    @property
+    def flushed_where(self) -> int:
+        return self.queue.flushed_where
+
+    def close(self) -> None:
+        self.queue.close()

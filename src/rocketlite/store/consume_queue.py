@@ -1,0 +1,522 @@
+"""ConsumeQueue: one (topic, queueId)'s index into the commit log, byte for byte RocketMQ 4.x's
+`store/ConsumeQueue.java`.
+
+Files: `consumequeue/{topic}/{queueId}/{20-digit zero-padded start byte offset}`, each exactly
+`StoreConfig.cq_file_size` bytes (default 6,000,000 = 300,000 units), pre-zeroed. The files of a
+queue concatenate into one array of 20-byte units; logical offset N (the queue offset consumers
+see) is the unit at byte N*20 of the concatenation, i.e. in the file named `N*20 // file_size *
+file_size`, at `N*20 % file_size`. The file size is a multiple of 20, so no unit straddles files::
+
+    off  size  field
+      0     8  commitLogOffset   long, big-endian: where the record starts in the commit log
+      8     4  size              int: the record's TOTALSIZE
+     12     8  tagsCode          long: hash of the TAGS property (delay queues: delivery time)
+
+A unit is valid while commitLogOffset >= 0 and size > 0; the first all-zero unit ends the data.
+The padding unit (0, 0x7FFFFFFF, 0) fills the units before the first real one when a queue starts
+in the middle of a file, and a gap left by out-of-order dispatch; it points at no record.
+`min_offset` is the first real unit still backed by the commit log, `max_offset` the next unit
+to write (= units written, padding included).
+
+The class owns no threads. One writer at a time appends (the dispatch thread, or recovery);
+readers on other threads get zero-copy views; the cleaner only ever drops whole files at the head.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlite.store.config import CQ_UNIT_SIZE
+from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
+
+log = logging.getLogger("rocketlite.store.consume_queue")
+
+CQ_UNIT: Final = struct.Struct(
+    ">"
+    "q"  # commitLogOffset
+    "i"  # size
+    "q"  # tagsCode
+)
+UNIT_SIZE: Final = CQ_UNIT.size
+PADDING_SIZE: Final = 0x7FFF_FFFF  # Integer.MAX_VALUE
+PADDING_UNIT: Final = (0, PADDING_SIZE, 0)
+_PADDING_BYTES: Final = CQ_UNIT.pack(*PADDING_UNIT)
+_CQ_DTYPE: Final = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+assert UNIT_SIZE == CQ_UNIT_SIZE == _CQ_DTYPE.itemsize == 20
+
+_LONG_MAX: Final = (1 << 63) - 1
+_SCAN_UNITS: Final = 16_384  # units per numpy chunk when scanning (320 KiB)
+_PAD_CHUNK_UNITS: Final = 65_536  # padding written per append call (1.25 MiB)
+# Recovery looks this far past the valid end for leftover bytes (a torn tail); far more than a
+# queue's unflushed window, far less than re-reading or re-zeroing every 6 MB file at start-up.
+TAIL_CHECK_BYTES: Final = 1 << 20
+
+Unit = tuple[int, int, int]
+_Ints = npt.NDArray[np.int64]
+
+
+def is_padding(unit: Unit) -> bool:
+    """True for the filler unit that points at no record."""
+    return unit[0] == 0 and unit[1] == PADDING_SIZE
+
+
+def _decode(view: memoryview) -> tuple[_Ints, _Ints]:
+    """(commitLogOffset, size) columns of whole units, copied out so the mapping is not pinned."""
+    arr = np.frombuffer(view, dtype=_CQ_DTYPE, count=len(view) // UNIT_SIZE)
+    return arr["phy"].astype(np.int64), arr["size"].astype(np.int64)
+
+
+def _valid_prefix(phy: _Ints, size: _Ints, prev_end: int, below: int | None) -> tuple[int, int]:
+    """How many leading units are valid, and the end (phy+size) of the last real one among them.
+
+    Valid = RocketMQ's rule (offset >= 0, size > 0) plus one it does not check: a real unit never
+    starts before the end of the previous real unit, because one queue's units point at
+    consecutive, non-overlapping records of the log; a unit that goes backwards is garbage.
+    With `below`, real units at or past that commit-log offset are invalid too (truncation).
+    """
+    if len(phy) == 0:
+        return 0, prev_end
+    pad = (phy == 0) & (size == PADDING_SIZE)
+    ok = (phy >= 0) & (size > 0)
+    if below is not None:
+        ok &= pad | (phy < below)
+    ends = np.where(ok & ~pad, np.minimum(phy, 1 << 62) + size, -1)
+    running = np.maximum.accumulate(ends)
+    before = np.empty_like(running)
+    before[0] = prev_end
+    before[1:] = np.maximum(running[:-1], prev_end)
+    ok &= pad | (phy >= before)
+    bad = np.flatnonzero(~ok)
+    n = int(bad[0]) if bad.size else len(phy)
+    return n, (max(prev_end, int(running[n - 1])) if n else prev_end)
+
+
+class ConsumeQueue:
+    """The consume queue of one (topic, queueId): append units, read them, recover, truncate."""
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        root_dir: Path,
+        file_size: int,
+        allocator: Allocator = direct_allocator,
+    ) -> None:
+        if file_size < UNIT_SIZE or file_size % UNIT_SIZE:
+            raise ValueError(f"consume queue file size must be a multiple of {UNIT_SIZE}, got {file_size}")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.units_per_file = file_size // UNIT_SIZE
+        self._mfq = MappedFileQueue(root_dir / topic / str(queue_id), file_size, allocator=allocator)
+        self._min_logic = 0  # byte offset of the first valid real unit (minLogicOffset)
+        self._max_physic = -1  # phy + size of the last real unit; -1 when there is none
+
+    # -- positions --------------------------------------------------------------------------
+    @property
+    def directory(self) -> Path:
+        return self._mfq.directory
+
+    @property
+    def min_offset(self) -> int:
+        """First logical offset that points at a record still in the log (getMinOffsetInQueue)."""
+        return self._min_logic // UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """Next logical offset to write, padding included (getMaxOffsetInQueue)."""
+        return self._mfq.max_offset // UNIT_SIZE
+
+    @property
+    def max_physic_offset(self) -> int:
+        """Commit-log end of the last real unit, -1 if none: dispatch resumes there after a restart."""
+        return self._max_physic
+
+    def roll_next_file(self, index: int) -> int:
+        """First logical offset of the file after the one holding `index` (OFFSET_FOUND_NULL hint)."""
+        return index + self.units_per_file - index % self.units_per_file
+
+    # -- loading and recovery ----------------------------------------------------------------
+    def load(self) -> None:
+        """Open the existing files; `recover` must follow before the positions mean anything."""
+        self._mfq.load()
+
+    def recover(self) -> None:
+        """Find where valid units end after a restart and cut everything after it.
+
+        Like RocketMQ, only the last three files are scanned (older ones were flushed long ago and
+        count as full); the scan stops at the first invalid unit (see `_valid_prefix`), at the
+        first all-zero unit, or at a missing file. The file holding the end gets its positions; if
+        bytes remain past the end (a torn write, garbage) or files follow it, the tail is zeroed
+        and the later files deleted via `MappedFileQueue.truncate_dirty`, so no stale unit can be
+        read as data once new ones reach it. The min offset becomes the first real unit of the
+        first file, the max physic offset the end of the last real unit.
+        """
+        self._min_logic, self._max_physic = 0, -1
+        files = list(self._mfq)
+        if not files:
+            return
+        start = max(0, len(files) - 3)
+        prev_end = -1
+        valid_end = files[start].file_from_offset
+        for mf in files[start:]:
+            if mf.file_from_offset != valid_end:
+                log.error("%s: consume queue file missing before %s; cutting there", self, mf.path.name)
+                break
+            pos, prev_end = self._scan_valid(mf, prev_end, below=None, limit=self.file_size)
+            valid_end = mf.file_from_offset + pos
+            if pos < self.file_size:
+                break
+        self._cut_at(valid_end)
+        first = files[0]
+        first_idx = first.file_from_offset // UNIT_SIZE
+        self._min_logic = UNIT_SIZE * self._next_real(first_idx, first_idx + first.read_position // UNIT_SIZE)
+        self._max_physic = self._last_real_end()
+        log.info("%s recovered: offsets %d..%d, max physic offset %d", self, self.min_offset,
+                 self.max_offset, self._max_physic)  # fmt: skip
+
+    def _scan_valid(self, mf: MappedFile, prev_end: int, *, below: int | None, limit: int) -> tuple[int, int]:
+        """Byte length of the valid prefix of `mf[:limit]`, chunk by chunk so a short queue reads
+        only its first pages; and the end of the last real unit seen."""
+        raw = mf.raw_view()
+        pos = 0
+        while pos < limit:
+            stop = min(limit, pos + _SCAN_UNITS * UNIT_SIZE)
+            n, prev_end = _valid_prefix(*_decode(raw[pos:stop]), prev_end, below)
+            pos += n * UNIT_SIZE
+            if pos < stop:
+                break
+        return pos, prev_end
+
+    def _cut_at(self, end: int) -> None:
+        """Make `end` the end of the data; zero what lies past it only if something does."""
+        holder = self._mfq.find_by_offset(end)
+        later = any(mf.file_from_offset > end for mf in self._mfq)
+        rel = end - holder.file_from_offset if holder is not None else 0
+        dirty = later
+        if holder is not None and not dirty:
+            window = holder.raw_view()[rel : min(self.file_size, rel + TAIL_CHECK_BYTES)]
+            dirty = bool(np.frombuffer(window, dtype=np.uint8).any())
+            del window
+        if dirty:
+            log.warning("%s: zeroing units from logical offset %d on", self, end // UNIT_SIZE)
+            self._mfq.truncate_dirty(end)
+            return
+        if holder is not None:
+            holder.set_positions(rel)
+        self._mfq.flushed_where = self._mfq.committed_where = end
+
+    # -- writing ----------------------------------------------------------------------------
+    def put_unit(self, phy_offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """Append the unit for logical offset `cq_offset` (putMessagePositionInfo).
+
+        A unit whose record ends at or before `max_physic_offset` is already here (re-dispatch
+        after recovery) and is skipped. See `put_units` for where the unit lands. Returns False,
+        writing nothing, for a unit recovery could not read back (offset < 0, size <= 0 or the
+        padding size, values outside Java's ranges); True otherwise.
+        """
+        return self.put_units([(phy_offset, size, tags_code)], cq_offset)
+
+    def put_units(self, units: Sequence[Unit], first_cq_offset: int) -> bool:
+        """Append units for consecutive logical offsets from `first_cq_offset`, one write per file.
+
+        Leading units at or below `max_physic_offset` are skipped as duplicates. The first unit
+        belongs at byte `first_cq_offset*20`. In an empty queue the file covering that position is
+        created and padded up to it, and the min offset starts there. If the queue already ends
+        past it, the units that overlap are skipped (logged); if it ends before it, padding fills
+        the gap (logged). Returns False, writing nothing, if any unit is invalid (see `put_unit`).
+        """
+        if not units:
+            return True
+        bad = next((u for u in units if not (0 <= u[0] <= _LONG_MAX and 0 < u[1] < PADDING_SIZE
+                                             and -_LONG_MAX - 1 <= u[2] <= _LONG_MAX)), None)  # fmt: skip
+        if bad is not None or not 0 <= first_cq_offset <= _LONG_MAX // UNIT_SIZE:
+            log.error("%s: refusing invalid unit %s at offset %d", self, bad, first_cq_offset)
+            return False
+        dup = 0
+        while dup < len(units) and units[dup][0] + units[dup][1] <= self._max_physic:
+            dup += 1
+        if dup:
+            log.debug("%s: %d units already dispatched (max physic offset %d)", self, dup, self._max_physic)
+        if dup < len(units):
+            self._append(units[dup:], first_cq_offset + dup)
+        return True
+
+    def _append(self, units: Sequence[Unit], cq_offset: int) -> None:
+        expected = cq_offset * UNIT_SIZE
+        if not self._mfq.files:
+            self._min_logic = self._new_file(expected).file_from_offset
+        end = self._mfq.max_wrote_offset
+        if expected < end:
+            skip = min(len(units), (end - expected) // UNIT_SIZE)
+            log.warning("%s: offsets %d..%d already written (max offset %d); skipping them",
+                        self, cq_offset, cq_offset + skip - 1, end // UNIT_SIZE)  # fmt: skip
+            units, expected = units[skip:], expected + skip * UNIT_SIZE
+            if not units:
+                return
+        elif expected > end:
+            if self._min_logic >= end:
+                log.info("%s: queue starts at offset %d; padding before it", self, cq_offset)
+                self._min_logic = expected
+            else:
+                log.warning("%s: [BUG] expected offset %d but the queue ends at %d; padding the gap",
+                            self, cq_offset, end // UNIT_SIZE)  # fmt: skip
+            self._write_padding((expected - end) // UNIT_SIZE)
+        buf = bytearray(len(units) * UNIT_SIZE)
+        for i, (phy, size, tags) in enumerate(units):
+            CQ_UNIT.pack_into(buf, i * UNIT_SIZE, phy, size, tags)
+        self._write(buf)
+        self._max_physic = units[-1][0] + units[-1][1]
+
+    def _new_file(self, expected: int) -> MappedFile:
+        mf = self._mfq.get_last_file(expected)
+        if mf is None:  # pragma: no cover - get_last_file(create=True) always returns a file
+            raise OSError(f"{self}: could not create a consume queue file")
+        return mf
+
+    def _write(self, data: bytearray) -> None:
+        """Append at the end, splitting at file boundaries (files hold whole units)."""
+        view = memoryview(data)
+        done = 0
+        while done < len(view):
+            mf = self._new_file(0)
+            n = min(mf.remaining, len(view) - done)
+            mf.append(view[done : done + n])
+            done += n
+
+    def _write_padding(self, count: int) -> None:
+        while count > 0:
+            mf = self._new_file(0)
+            n = min(count, mf.remaining // UNIT_SIZE, _PAD_CHUNK_UNITS)
+            mf.append(_PADDING_BYTES * n)
+            count -= n
+
+    # -- reading ----------------------------------------------------------------------------
+    def get_unit(self, index: int) -> Unit | None:
+        """(commitLogOffset, size, tagsCode) at logical `index`; None below min or at/after max.
+
+        A padding unit is returned as is (`is_padding`); readers skip it like a removed record.
+        """
+        if index < self.min_offset or index >= self.max_offset:
+            return None
+        return self._unit_at(index)
+
+    def get_units(self, start_index: int, max_count: int) -> memoryview | None:
+        """Zero-copy view of up to `max_count` whole units from `start_index` (getIndexBuffer).
+
+        The view stops at the end of the file holding `start_index` and at the written data, so
+        it may hold fewer units; decode with `CQ_UNIT.iter_unpack`. None if `start_index` is below
+        the min offset, at/after the max offset, or its file is gone (then `roll_next_file`).
+        Release the view promptly: it keeps the file's mapping alive.
+        """
+        if max_count <= 0 or start_index < self.min_offset or start_index >= self.max_offset:
+            return None
+        pos = start_index * UNIT_SIZE
+        mf = self._mfq.find_by_offset(pos)
+        if mf is None or mf.closed:
+            return None
+        rel = pos - mf.file_from_offset
+        size = min(mf.read_position - rel, max_count * UNIT_SIZE)
+        try:
+            return mf.read(rel, size - size % UNIT_SIZE)
+        except ValueError:  # the file was closed under us (expiry): like a missing file
+            return None
+
+    def last_unit(self) -> Unit | None:
+        """The last unit that points at a record (trailing padding skipped), or None."""
+        idx = self._last_real_index()
+        return self._unit_at(idx) if idx is not None else None
+
+    def _unit_at(self, index: int) -> Unit | None:
+        pos = index * UNIT_SIZE
+        mf = self._mfq.find_by_offset(pos)
+        if mf is None:
+            return None
+        rel = pos - mf.file_from_offset
+        if rel + UNIT_SIZE > mf.read_position:
+            return None
+        try:
+            phy, size, tags = CQ_UNIT.unpack_from(mf.raw_view(), rel)
+        except ValueError:  # closed under us
+            return None
+        return phy, size, tags
+
+    def _chunk(self, index: int, limit: int, *, backward: bool = False) -> tuple[int, memoryview] | None:
+        """Raw units of one file and at most `_SCAN_UNITS` of them: from `index` up to `limit`,
+        or (backward) ending just before `index` and starting no lower than `limit`."""
+        mf = self._mfq.find_by_offset((index - 1 if backward else index) * UNIT_SIZE)
+        if mf is None:
+            return None
+        base = mf.file_from_offset // UNIT_SIZE
+        if backward:
+            first = max(limit, base, index - _SCAN_UNITS)
+            last = index
+        else:
+            first = index
+            last = min(limit, base + self.units_per_file, index + _SCAN_UNITS)
+        return first, mf.raw_view()[(first - base) * UNIT_SIZE : (last - base) * UNIT_SIZE]
+
+    def _next_real(self, index: int, limit: int) -> int:
+        """First logical offset in [index, limit) that is not padding, else `limit`."""
+        unit = self._unit_at(index) if index < limit else None
+        if unit is None or not is_padding(unit):
+            return index if unit is not None else limit
+        while index < limit:
+            chunk = self._chunk(index, limit)
+            if chunk is None:
+                return limit
+            first, view = chunk
+            phy, size = _decode(view)
+            real = np.flatnonzero((phy != 0) | (size != PADDING_SIZE))
+            if real.size:
+                return first + int(real[0])
+            index = first + len(phy)
+        return limit
+
+    def _last_real_index(self) -> int | None:
+        """Logical offset of the last non-padding unit of the queue, scanning back from the end."""
+        first = self._mfq.first_file
+        if first is None:
+            return None
+        lowest = first.file_from_offset // UNIT_SIZE
+        index = self.max_offset
+        while index > lowest:
+            chunk = self._chunk(index, lowest, backward=True)
+            if chunk is None:
+                return None
+            start, view = chunk
+            phy, size = _decode(view)
+            real = np.flatnonzero((phy != 0) | (size != PADDING_SIZE))
+            if real.size:
+                return start + int(real[-1])
+            index = start
+        return None
+
+    def _last_real_end(self) -> int:
+        unit = self.last_unit()
+        return unit[0] + unit[1] if unit is not None else -1
+
+    def _lower_bound(self, lo: int, hi: int, pred: Callable[[Unit], bool]) -> int:
+        """First real unit in [lo, hi) for which `pred` holds, `pred` being false...true along
+        the queue; `hi` if none. A padding unit takes the value of the next real unit."""
+        end = hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            real = self._next_real(mid, end)
+            unit = self._unit_at(real) if real < end else None
+            if real >= end or (unit is not None and pred(unit)):
+                hi = mid
+            else:
+                lo = real + 1
+        return self._next_real(lo, end)
+
+    # -- min offset, time lookup ----------------------------------------------------------------
+    def correct_min_offset(self, min_commit_log_offset: int) -> None:
+        """Move the min offset to the first real unit of the first file whose record starts at or
+        after `min_commit_log_offset` (binary search from the current min, which only moves
+        forward); to the end of the first file's data if none does (the queue holds no record
+        still in the log; RocketMQ 5 does the same)."""
+        first = self._mfq.first_file
+        if first is None:
+            self._min_logic, self._max_physic = 0, -1
+            return
+        lo = max(self._min_logic, first.file_from_offset) // UNIT_SIZE
+        hi = (first.file_from_offset + first.read_position) // UNIT_SIZE
+        if lo >= hi:
+            self._min_logic = lo * UNIT_SIZE
+            return
+        found = self._lower_bound(lo, hi, lambda u: u[0] >= min_commit_log_offset)
+        if found != lo:
+            log.info("%s: min offset %d -> %d (commit log starts at %d)", self, lo, found, min_commit_log_offset)
+        self._min_logic = found * UNIT_SIZE
+
+    def offset_by_time(self, timestamp_ms: int, store_time_of: Callable[[int, int], int | None]) -> int:
+        """Logical offset of the first message stored at or after `timestamp_ms` (getOffsetInQueueByTime).
+
+        Binary search over [min_offset, max_offset) calling `store_time_of(phy, size)`, which gives
+        a record's STORETIMESTAMP or None if the record is gone from the log; a gone record counts
+        as older than any timestamp (the log loses its oldest records first). Store times are taken
+        as non-decreasing along the queue. Returns `min_offset` (or the first real unit after it)
+        if every message is at or after `timestamp_ms`, `max_offset` if none is. Of several
+        messages with the same store time, the first. These are RocketMQ 5's BoundaryType.LOWER
+        semantics; 4.x instead picked whichever neighbour was closer in time and located the file
+        by its mtime, which is neither stable nor a bound.
+        """
+
+        def at_or_after(unit: Unit) -> bool:
+            stored = store_time_of(unit[0], unit[1])
+            return stored is not None and stored >= timestamp_ms
+
+        return self._lower_bound(self.min_offset, self.max_offset, at_or_after)
+
+    # -- truncation and expiry -----------------------------------------------------------------
+    def truncate_dirty(self, phy_offset: int) -> None:
+        """Drop units whose record starts at or after `phy_offset` (truncateDirtyLogicFiles): the
+        commit log was cut there. Files are examined from the last; a file left without units is
+        deleted, except the one where the queue now ends (kept empty, zeroed, so the queue keeps
+        its logical position); the removed units are zeroed. `max_physic_offset` follows.
+        """
+        files = list(self._mfq)
+        if not files:
+            return
+        last_idx = self._mfq.max_wrote_offset // UNIT_SIZE - 1
+        tail = self._unit_at(last_idx) if last_idx >= files[0].file_from_offset // UNIT_SIZE else None
+        if last_idx < files[0].file_from_offset // UNIT_SIZE or (
+            tail is not None and not is_padding(tail) and tail[0] >= 0 and tail[1] > 0 and tail[0] < phy_offset
+        ):
+            return  # fast path: the last unit (hence every unit) is below the cut
+        end = files[0].file_from_offset
+        for mf in reversed(files):
+            pos, _ = self._scan_valid(mf, -1, below=phy_offset, limit=mf.wrote_position)
+            if pos > 0 or mf is files[0]:
+                end = mf.file_from_offset + pos
+                break
+        self._cut_at(end)
+        self._min_logic = min(self._min_logic, end)
+        self._max_physic = self._last_real_end()
+
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        """Delete whole files (never the last) whose last real unit's record ends at or before
+        `min_commit_log_offset` (deleteExpiredFile), then `correct_min_offset`. Returns files
+        deleted. A first file holding only padding goes too."""
+        deleted = 0
+        while len(self._mfq) > 1:
+            first = self._mfq.first_file
+            if first is None:
+                break
+            base = first.file_from_offset // UNIT_SIZE
+            view = first.raw_view()[: first.read_position]
+            phy, size = _decode(view)
+            del view
+            real = np.flatnonzero((phy != 0) | (size != PADDING_SIZE))
+            if real.size and int(phy[real[-1]]) + int(size[real[-1]]) > min_commit_log_offset:
+                break
+            log.info("%s: deleting expired file %s (units from %d)", self, first.path.name, base)
+            self._mfq.delete_first()
+            deleted += 1
+        self.correct_min_offset(min_commit_log_offset)
+        return deleted
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> bool:
+        """fdatasync the file at the flush point if `least_pages` are pending; True if nothing was."""
+        return self._mfq.flush(least_pages)
+
+    def close(self) -> None:
+        self._mfq.close()
+
+    def destroy(self) -> None:
+        """Delete every file and the queue's directory (topic deletion)."""
+        self._mfq.destroy()
+        self._min_logic, self._max_physic = 0, -1
+
+    def __repr__(self) -> str:
+        return f"ConsumeQueue({self.topic}-{self.queue_id})"

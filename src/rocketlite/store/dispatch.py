@@ -1,0 +1,185 @@
+"""Dispatch ("reput"): turn new commit-log records into consume-queue units and index entries.
+
+`Dispatcher` is the algorithm, with no thread: it reads records from a commit-log offset, groups
+them per queue, and feeds the consume queues (only non-transactional and COMMIT records) and the
+index (every record but ROLLBACK). Recovery runs it synchronously; `ReputService` runs it in the
+background, woken when something is appended.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rocketlite.message import MessageSysFlag
+from rocketlite.store.commit_log import CommitLog
+from rocketlite.store.consume_queue_store import ConsumeQueueStore
+from rocketlite.store.dispatch_request import DispatchRequest
+from rocketlite.store.index_service import IndexService
+from rocketlite.store.record_scan import ScanKind, scan_record
+
+log = logging.getLogger("rocketlite.store.dispatch")
+
+# (topic, queue_id, max_offset after dispatch, tags_code of the last unit, store timestamp)
+ArrivalListener = Callable[[str, int, int, int, int], None]
+
+_DISPATCH_CHUNK = 4 * 1024 * 1024
+
+
+def enters_consume_queue(sys_flag: int) -> bool:
+    tran = sys_flag & MessageSysFlag.TRANSACTION_MASK
+    return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+
+
+@dataclass(slots=True)
+class DispatchStats:
+    records: int = 0
+    cq_units: int = 0
+    last_store_timestamp: int = 0
+
+
+class Dispatcher:
+    """Builds consume queues and the index from commit-log bytes."""
+
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        cq_store: ConsumeQueueStore,
+        index: IndexService | None,
+        *,
+        delay_levels_ms: tuple[int, ...] = (),
+    ) -> None:
+        self.commit_log = commit_log
+        self.cq_store = cq_store
+        self.index = index
+        self.delay_levels_ms = delay_levels_ms
+        self.listeners: list[ArrivalListener] = []
+        self.stats = DispatchStats()
+        self.reput_from_offset = 0
+
+    def dispatch_available(self, *, verify_crc: bool = False, limit_bytes: int = _DISPATCH_CHUNK) -> int:
+        """Dispatch records from `reput_from_offset` up to the readable end (at most ~limit_bytes).
+
+        Returns the number of bytes consumed (0 when caught up).
+        """
+        start = self.reput_from_offset
+        consumed = 0
+        reqs: list[DispatchRequest] = []
+        while consumed < limit_bytes and self.reput_from_offset < self.commit_log.max_offset:
+            offset = self.reput_from_offset
+            data = self.commit_log.get_data(offset)
+            if data is None or len(data) == 0:
+                if offset < self.commit_log.min_offset:
+                    # The segment under us was deleted (retention): continue at the log's start.
+                    log.warning("reput offset %d below the commit log's min offset; jumping", offset)
+                    self.reput_from_offset = self.commit_log.min_offset
+                    continue
+                break
+            pos, rolled, stop = 0, False, False
+            while pos < len(data) and consumed + pos < limit_bytes:
+                res = scan_record(data, pos, verify_crc=verify_crc, delay_levels_ms=self.delay_levels_ms)
+                if res.kind is ScanKind.MESSAGE:
+                    assert res.request is not None
+                    reqs.append(res.request)
+                    pos += res.size
+                elif res.kind is ScanKind.BLANK:
+                    rolled = True
+                    break
+                else:
+                    if res.kind is ScanKind.CORRUPT:
+                        log.error("dispatch stopped at offset %d: %s", offset + pos, res.reason)
+                    stop = True
+                    break
+            data.release()
+            if rolled:
+                self.reput_from_offset = self.commit_log.roll_next_file(offset)
+                consumed += self.reput_from_offset - offset
+                continue
+            self.reput_from_offset = offset + pos
+            consumed += pos
+            if stop or pos == 0:
+                break
+        if reqs:
+            self.apply(reqs)
+        return self.reput_from_offset - start
+
+    def apply(self, reqs: list[DispatchRequest]) -> None:
+        """Feed a run of dispatch requests (in log order) to the consume queues and the index."""
+        groups: dict[tuple[str, int], list[DispatchRequest]] = {}
+        for req in reqs:
+            if enters_consume_queue(req.sys_flag):
+                groups.setdefault((req.topic, req.queue_id), []).append(req)
+        for (topic, queue_id), group in groups.items():
+            cq = self.cq_store.find_or_create(topic, queue_id)
+            run: list[tuple[int, int, int]] = []
+            run_start = group[0].consume_queue_offset
+            for req in group:
+                if req.consume_queue_offset != run_start + len(run):
+                    cq.put_units(run, run_start)
+                    run, run_start = [], req.consume_queue_offset
+                run.append((req.commit_log_offset, req.msg_size, req.tags_code))
+            cq.put_units(run, run_start)
+            self.stats.cq_units += len(group)
+            last = group[-1]
+            for listener in self.listeners:
+                listener(topic, queue_id, last.consume_queue_offset + 1, last.tags_code, last.store_timestamp)
+        if self.index is not None:
+            self.index.build_index_batch(reqs)
+        self.stats.records += len(reqs)
+        self.stats.last_store_timestamp = reqs[-1].store_timestamp
+
+    def dispatch_all(self, *, verify_crc: bool = False) -> int:
+        """Dispatch synchronously until caught up (recovery); returns records dispatched."""
+        before = self.stats.records
+        while self.dispatch_available(verify_crc=verify_crc):
+            pass
+        return self.stats.records - before
+
+
+class ReputService:
+    """Background thread running the dispatcher; `wakeup` after every append."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._caught_up = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="rocketlite-reput", daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(0.01)
+            self._wake.clear()
+            try:
+                while self.dispatcher.dispatch_available():
+                    pass
+            except Exception:
+                log.exception("dispatch failed; retrying")
+                self._stop.wait(0.1)
+            with self._caught_up:
+                self._caught_up.notify_all()
+
+    def wait_caught_up(self, offset: int, timeout: float = 10.0) -> bool:
+        """Block until everything before `offset` is dispatched (tests, shutdown)."""
+        with self._caught_up:
+            return self._caught_up.wait_for(
+                lambda: self.dispatcher.reput_from_offset >= offset, timeout=timeout
+            )
+
+    def shutdown(self) -> None:
+        """Dispatch what is left, then stop."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        while self.dispatcher.dispatch_available():
+            pass

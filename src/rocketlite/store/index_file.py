@@ -1,0 +1,396 @@
+"""One RocketMQ 4.x index file (`IndexFile.java`, `IndexHeader.java`): a hash index from message
+keys to commit-log offsets, byte for byte as the Java broker writes it.
+
+Byte layout (all big-endian)::
+
+    offset                      size              content
+    0                           40                IndexHeader
+      @0   long  beginTimestamp   store time of the first entry (ms)
+      @8   long  endTimestamp     store time of the last entry (ms)
+      @16  long  beginPhyOffset   commit-log offset of the first entry
+      @24  long  endPhyOffset     commit-log offset of the last entry
+      @32  int   hashSlotCount    slots used so far (incremented when an empty slot is first used)
+      @36  int   indexCount       next entry number; starts at 1 (entry 0 is never used, 0 = "none")
+    40                          slotNum * 4       hash slots: int, newest entry number for the slot
+    40 + slotNum*4              indexNum * 20     entries
+      @0   int   keyHash          index_key_hash(key) = abs(String.hashCode), 0 if still negative
+      @4   long  phyOffset        commit-log offset of the message
+      @12  int   timeDiff         (storeTimestamp - beginTimestamp) // 1000, clamped to 0..INT_MAX
+      @16  int   prevIndex        the slot's previous value: the hash chain (0 ends it)
+
+Slot position = 40 + (keyHash % slotNum) * 4; entry position = 40 + slotNum*4 + number*20. A slot
+(or prevIndex) value <= 0 or > indexCount counts as empty. Only the hash is stored, so lookups may
+return false positives; callers re-check the message's keys.
+
+The header lives in memory and is written into the file by `flush` (as Java's
+`IndexHeader.updateByteBuffer` does); slots and entries are written straight into a writable mmap.
+Files are named by creation time, `yyyyMMddHHmmssSSS` in local time. The class owns no threads and
+does no locking; `IndexService` serialises writers.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlite.message import index_key_hash
+
+HEADER: Final = struct.Struct(">qqqqii")
+ENTRY: Final = struct.Struct(">iqii")
+SLOT: Final = struct.Struct(">i")
+assert HEADER.size == 40
+assert ENTRY.size == 20
+assert SLOT.size == 4
+
+HEADER_SIZE: Final = HEADER.size
+ENTRY_SIZE: Final = ENTRY.size
+SLOT_SIZE: Final = SLOT.size
+INVALID_INDEX: Final = 0
+INT_MAX: Final = 0x7FFF_FFFF
+
+# One entry as a numpy record, for batch writes.
+ENTRY_DTYPE: Final = np.dtype(
+    [("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")]
+)
+assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
+
+_NAME_FORMAT: Final = "%Y%m%d%H%M%S"
+
+Int64Array = npt.NDArray[np.int64]
+
+
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    """Bytes in an index file: 40 + slots*4 + entries*20 (420,000,040 with the defaults)."""
+    return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
+
+
+def index_file_name(ms: int) -> str:
+    """`UtilAll.timeMillisToHumanString(ms)`: `yyyyMMddHHmmssSSS` in local time."""
+    return time.strftime(_NAME_FORMAT, time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
+
+
+def next_index_file_name(now_ms: int, last_name: str | None) -> str:
+    """A name for a new file created at `now_ms` that sorts after `last_name`.
+
+    Java can reuse a name when two files are created in one millisecond (or the clock steps back);
+    here the name is then moved one millisecond past `last_name`, so name order stays file order.
+    """
+    name = index_file_name(now_ms)
+    if last_name is None or name > last_name:
+        return name
+    try:
+        stamp = datetime.strptime(last_name[:14], _NAME_FORMAT) + timedelta(
+            milliseconds=int(last_name[14:]) + 1
+        )
+    except ValueError:
+        return name  # a foreign name: keep ours
+    return stamp.strftime(_NAME_FORMAT) + f"{stamp.microsecond // 1000:03d}"
+
+
+class IndexFile:
+    """An index file: `put_key`, `select_phy_offsets`, header accessors, `flush`."""
+
+    def __init__(
+        self,
+        path: Path,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ) -> None:
+        """Open `path`, or create it (sparse, via ftruncate) when it does not exist.
+
+        For a new file, `end_phy_offset`/`end_timestamp` (the previous file's end, as Java's
+        constructor takes them) become the new header's begin and end values.
+        """
+        if hash_slot_num <= 0 or index_num <= 1:
+            raise ValueError(f"bad index geometry: {hash_slot_num} slots, {index_num} entries")
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = index_file_size(hash_slot_num, index_num)
+        self._entry_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
+        created = not path.exists()
+        if created:
+            _create_sparse(path, self.file_size)
+        actual = path.stat().st_size
+        if actual != self.file_size:
+            raise ValueError(f"index file {path} has size {actual}, expected {self.file_size}")
+        self._fd = os.open(path, os.O_RDWR)
+        try:
+            self._mm = mmap.mmap(self._fd, self.file_size, access=mmap.ACCESS_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.closed = False
+        if created:
+            begin_ts = end_ts = end_timestamp if end_timestamp > 0 else 0
+            begin_off = end_off = end_phy_offset if end_phy_offset > 0 else 0
+            slot_count, index_count = 0, 1
+            self._dirty = True  # the header is not in the file until the first flush
+        else:
+            begin_ts, end_ts, begin_off, end_off, slot_count, index_count = HEADER.unpack_from(self._mm, 0)
+            index_count = max(index_count, 1)  # IndexHeader.load: indexCount <= 0 -> 1
+            self._dirty = False
+        self._begin_ts: int = begin_ts
+        self._end_ts: int = end_ts
+        self._begin_off: int = begin_off
+        self._end_off: int = end_off
+        self._hash_slot_count: int = slot_count
+        self._index_count: int = index_count
+
+    # -- header ------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self._begin_ts
+
+    @property
+    def end_timestamp(self) -> int:
+        return self._end_ts
+
+    @property
+    def begin_phy_offset(self) -> int:
+        return self._begin_off
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self._end_off
+
+    @property
+    def hash_slot_count(self) -> int:
+        return self._hash_slot_count
+
+    @property
+    def index_count(self) -> int:
+        """The next entry number (1 for an empty file)."""
+        return self._index_count
+
+    @property
+    def is_write_full(self) -> bool:
+        return self._index_count >= self.index_num
+
+    @property
+    def dirty(self) -> bool:
+        """Written to since the last header snapshot/flush."""
+        return self._dirty
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """`IndexFile.isTimeMatched`: [begin, end] overlaps the file's [beginTimestamp, endTimestamp]."""
+        b, e = self._begin_ts, self._end_ts
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def header_bytes(self) -> bytes:
+        """The 40-byte header as it would be written now."""
+        return HEADER.pack(
+            self._begin_ts,
+            self._end_ts,
+            self._begin_off,
+            self._end_off,
+            self._hash_slot_count,
+            self._index_count,
+        )
+
+    def snapshot_header(self) -> bytes:
+        """`header_bytes()`, marking the file clean; pass the result to `flush` later."""
+        self._dirty = False
+        return self.header_bytes()
+
+    def mark_dirty(self) -> None:
+        """Have the next flush write the header again (after a failed flush)."""
+        self._dirty = True
+
+    def lower_end_phy_offset(self, phy_offset: int) -> None:
+        """Set endPhyOffset to `phy_offset` if below it (the commit log was truncated there), so
+        records rewritten from that offset on are indexed again."""
+        if phy_offset < self._end_off:
+            self._end_off = phy_offset
+            self._dirty = True
+
+    # -- writes ------------------------------------------------------------------------------
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """`IndexFile.putKey`: add one entry; False when the file is full."""
+        return self.put_hash(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_hash(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """`put_key` with the key's `index_key_hash` already computed."""
+        count = self._index_count
+        if count >= self.index_num:
+            return False
+        mm = self._mm
+        slot_pos = HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE
+        (slot_value,) = SLOT.unpack_from(mm, slot_pos)
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+        begin = self._begin_ts
+        time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), INT_MAX)
+        ENTRY.pack_into(
+            mm, self._entry_base + count * ENTRY_SIZE, key_hash, phy_offset, time_diff, slot_value
+        )
+        SLOT.pack_into(mm, slot_pos, count)
+        if count <= 1:
+            self._begin_off = phy_offset
+            self._begin_ts = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self._hash_slot_count += 1
+        self._index_count = count + 1
+        self._end_off = phy_offset
+        self._end_ts = store_timestamp
+        self._dirty = True
+        return True
+
+    def put_hash_batch(self, key_hashes: Int64Array, phy_offsets: Int64Array, timestamps: Int64Array) -> int:
+        """Put entries in order, as repeated `put_hash` calls would; returns how many fitted.
+
+        Byte-identical to the scalar path: chains inside the batch link each entry to the previous
+        batch entry with the same slot, the first one to the slot's validated old value.
+        """
+        room = self.index_num - self._index_count
+        total = min(len(key_hashes), room)
+        if total <= 0:
+            return 0
+        done = 0
+        if self._index_count <= 1:  # the first put also sets the begin values
+            self.put_hash(int(key_hashes[0]), int(phy_offsets[0]), int(timestamps[0]))
+            done = 1
+        m = total - done
+        if m == 0:
+            return done
+        hashes = key_hashes[done:total]
+        offsets = phy_offsets[done:total]
+        stamps = timestamps[done:total]
+        first = self._index_count
+        numbers = np.arange(first, first + m, dtype=np.int64)
+        slots = hashes % self.hash_slot_num
+        order = np.argsort(slots, kind="stable")
+        s_sorted = slots[order]
+        n_sorted = numbers[order]
+        group_start = np.empty(m, dtype=np.bool_)
+        group_start[0] = True
+        np.not_equal(s_sorted[1:], s_sorted[:-1], out=group_start[1:])
+        group_end = np.empty(m, dtype=np.bool_)
+        group_end[-1] = True
+        group_end[:-1] = group_start[1:]
+
+        slot_view = np.frombuffer(self._mm, dtype=">i4", count=self.hash_slot_num, offset=HEADER_SIZE)
+        entry_view = np.frombuffer(
+            self._mm, dtype=ENTRY_DTYPE, count=m, offset=self._entry_base + first * ENTRY_SIZE
+        )
+        try:
+            old = slot_view[s_sorted[group_start]].astype(np.int64)
+            starts_n = n_sorted[group_start]
+            old = np.where((old > INVALID_INDEX) & (old <= starts_n), old, INVALID_INDEX)
+            prev_sorted = np.empty(m, dtype=np.int64)
+            prev_sorted[1:] = n_sorted[:-1]
+            prev_sorted[group_start] = old
+            prev = np.empty(m, dtype=np.int64)
+            prev[order] = prev_sorted
+
+            begin = self._begin_ts
+            if begin <= 0:
+                time_diff = np.zeros(m, dtype=np.int64)
+            else:
+                time_diff = np.clip((stamps - begin) // 1000, 0, INT_MAX)
+            entry_view["key_hash"] = hashes
+            entry_view["phy_offset"] = offsets
+            entry_view["time_diff"] = time_diff
+            entry_view["prev_index"] = prev
+            slot_view[s_sorted[group_end]] = n_sorted[group_end]
+        finally:
+            del slot_view, entry_view  # release the buffer exports so the mmap can close
+
+        self._hash_slot_count += int(np.count_nonzero(old == INVALID_INDEX))
+        self._index_count = first + m
+        self._end_off = int(offsets[-1])
+        self._end_ts = int(stamps[-1])
+        self._dirty = True
+        return total
+
+    # -- reads -------------------------------------------------------------------------------
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """`IndexFile.selectPhyOffset`: offsets of entries whose hash equals the key's and whose
+        time (beginTimestamp + timeDiff*1000) is in [begin, end], newest first, at most `max_num`."""
+        found: list[int] = []
+        if max_num <= 0:
+            return found
+        key_hash = index_key_hash(key)
+        mm = self._mm
+        count = self._index_count
+        (slot_value,) = SLOT.unpack_from(mm, HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE)
+        if slot_value <= INVALID_INDEX or slot_value > count or count <= 1:
+            return found
+        begin_ts = self._begin_ts
+        base = self._entry_base
+        limit = min(count, self.index_num - 1)
+        nxt = slot_value
+        for _ in range(count):  # a chain never has more links than entries (guards corrupt cycles)
+            if len(found) >= max_num or nxt > limit:
+                break
+            key_hash_read, phy_offset, time_diff, prev = ENTRY.unpack_from(mm, base + nxt * ENTRY_SIZE)
+            if time_diff < 0:
+                break
+            time_read = begin_ts + time_diff * 1000
+            if key_hash_read == key_hash and begin <= time_read <= end:
+                found.append(phy_offset)
+            if prev <= INVALID_INDEX or prev > count or prev == nxt or time_read < begin:
+                break
+            nxt = prev
+        return found
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def flush(self, header: bytes | None = None) -> None:
+        """Msync slots and entries, then write the header (`header`, or the current one) and msync
+        its page, so a durable header never counts entries that are not durable."""
+        if header is None:
+            header = self.snapshot_header()
+        self._mm.flush()
+        self._mm[0:HEADER_SIZE] = header
+        self._mm.flush(0, min(mmap.PAGESIZE, self.file_size))
+
+    def close(self) -> None:
+        """Flush and unmap."""
+        if self.closed:
+            return
+        self.flush()
+        self._release()
+
+    def destroy(self) -> None:
+        """Unmap (without flushing) and delete the file."""
+        if not self.closed:
+            self._release()
+        self.path.unlink(missing_ok=True)
+
+    def _release(self) -> None:
+        self.closed = True
+        self._mm.close()
+        os.close(self._fd)
+
+    def __repr__(self) -> str:
+        return (
+            f"IndexFile({self.name}, count={self._index_count}, "
+            f"offsets={self._begin_off}..{self._end_off}, times={self._begin_ts}..{self._end_ts})"
+        )
+
+
+def _create_sparse(path: Path, size: int) -> None:
+    """Create `path` with `size` bytes via ftruncate, under a temporary name renamed into place so
+    an index file that exists always has its full size."""
+    tmp = path.with_name(path.name + ".alloc")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    tmp.replace(path)

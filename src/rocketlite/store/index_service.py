@@ -1,0 +1,374 @@
+"""`IndexService`: the list of index files under `{storeRoot}/index`, fed by the dispatcher and
+queried by QUERY_MESSAGE (RocketMQ 4.x `IndexService.java`).
+
+Each dispatched message is indexed under `topic#UNIQ_KEY` and `topic#k` for every space-separated
+token `k` of its KEYS; ROLLBACK records are not indexed, nor records below the last file's
+endPhyOffset (already indexed). When the last file is full a new one is created whose header
+begins where the old one ended.
+
+`build_index_batch` is the reput loop's fast path: the Java `String.hashCode` of every key is
+computed with numpy, using hash(a + b) = hash(a) * 31^len(b) + hash(b) (mod 2^32) with the
+`topic#` prefix's hash cached per topic, and the entries go into the file in one vectorised step
+(`IndexFile.put_hash_batch`). The result is byte-identical to indexing one key at a time.
+
+Thread safety: writers (dispatch), queries and maintenance all take one `RLock`. `flush` takes it
+only to snapshot headers and msyncs outside it; a second lock serialises flushes with the calls
+that close or delete files.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from rocketlite.clock import Clock
+from rocketlite.message import KEY_SEPARATOR, MessageSysFlag, java_string_hash
+from rocketlite.store.dispatch_request import DispatchRequest
+from rocketlite.store.index_file import IndexFile, Int64Array, next_index_file_name
+
+log = logging.getLogger("rocketlite.store.index_service")
+
+DEFAULT_MAX_QUERY_NUM: Final = 64  # MessageStoreConfig.maxMsgsNumBatch
+_MASK32: Final = 0xFFFF_FFFF
+_SMALL_BATCH: Final = 8  # below this many keys the scalar path beats numpy's fixed costs
+_PREFIX_CACHE_MAX: Final = 100_000
+
+
+@dataclass(slots=True)
+class QueryOffsetResult:
+    """`QueryOffsetResult`: matching commit-log offsets (newest file first) and the last file's end."""
+
+    phy_offsets: list[int]
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+def _utf16_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _hash_u32(s: str) -> int:
+    """Java hashCode of `s` as unsigned; lone surrogates count as their code unit, as in Java."""
+    if s.isascii():
+        return java_string_hash(s) & _MASK32
+    h = 0
+    for (unit,) in struct.iter_unpack("<H", s.encode("utf-16-le", "surrogatepass")):
+        h = (31 * h + unit) & _MASK32
+    return h
+
+
+def _to_index_hash(unsigned: int) -> int:
+    """`indexKeyHashMethod` of an unsigned 32-bit hashCode."""
+    h = (1 << 32) - unsigned if unsigned & 0x8000_0000 else unsigned
+    return 0 if h > 0x7FFF_FFFF else h
+
+
+class IndexService:
+    """Index files of one store; see the module docstring."""
+
+    def __init__(
+        self,
+        index_dir: Path,
+        hash_slot_num: int,
+        index_num: int,
+        clock: Clock,
+        max_query_num: int = DEFAULT_MAX_QUERY_NUM,
+    ) -> None:
+        self.index_dir = index_dir
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.max_query_num = max_query_num
+        self._clock = clock
+        self._files: list[IndexFile] = []
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._prefix_hash: dict[str, int] = {}
+        self._pow31 = self._powers(64)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def load(self, last_exit_ok: bool, checkpoint_index_timestamp: int) -> None:
+        """Open the existing files in name order. After an abnormal exit, delete those whose
+        endTimestamp is past the checkpoint's indexMsgTimestamp (they may be torn); the reput
+        service rebuilds them."""
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.index_dir.glob("*.alloc"):  # a crash while creating a file
+            stale.unlink(missing_ok=True)
+        paths = sorted(
+            (p for p in self.index_dir.iterdir() if p.is_file() and p.name.isdigit()),
+            key=lambda p: p.name,
+        )
+        with self._flush_lock, self._lock:
+            for path in paths:
+                f = IndexFile(path, self.hash_slot_num, self.index_num)
+                if not last_exit_ok and f.end_timestamp > checkpoint_index_timestamp:
+                    log.info("abnormal exit: dropping index file %s (end %d)", path, f.end_timestamp)
+                    f.destroy()
+                    continue
+                self._files.append(f)
+            log.info("loaded %d index files from %s", len(self._files), self.index_dir)
+
+    def close(self) -> None:
+        """Flush and unmap every file."""
+        with self._flush_lock, self._lock:
+            for f in self._files:
+                f.close()
+            self._files.clear()
+
+    def destroy(self) -> None:
+        """Delete every index file."""
+        with self._flush_lock, self._lock:
+            for f in self._files:
+                f.destroy()
+            self._files.clear()
+
+    @property
+    def files(self) -> tuple[IndexFile, ...]:
+        """The files, oldest first (a snapshot)."""
+        with self._lock:
+            return tuple(self._files)
+
+    def has_files(self) -> bool:
+        with self._lock:
+            return bool(self._files)
+
+    def end_phy_offset(self) -> int:
+        """The last file's endPhyOffset: the commit-log offset of the newest indexed record (0
+        without files). Records below it are skipped by `build_index`; one at it is indexed again."""
+        with self._lock:
+            return self._files[-1].end_phy_offset if self._files else 0
+
+    def end_timestamp(self) -> int:
+        """The last file's endTimestamp (0 without files)."""
+        with self._lock:
+            return self._files[-1].end_timestamp if self._files else 0
+
+    # -- building ----------------------------------------------------------------------------
+    def build_index(self, req: DispatchRequest) -> None:
+        """`IndexService.buildIndex` for one record."""
+        self.build_index_batch((req,))
+
+    def build_index_batch(self, reqs: Sequence[DispatchRequest]) -> None:
+        """`build_index` for each record in order, in one step."""
+        if not reqs:
+            return
+        rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+        sep = KEY_SEPARATOR
+        with self._lock:
+            end_offset = self._writable_file().end_phy_offset
+            prefix_cache = self._prefix_hash
+            suffixes: list[str] = []
+            counts: list[int] = []
+            offsets: list[int] = []
+            stamps: list[int] = []
+            prefixes: list[int] = []
+            for req in reqs:
+                offset = req.commit_log_offset
+                if offset < end_offset or req.sys_flag & rollback == rollback:
+                    continue
+                before = len(suffixes)
+                if req.uniq_key is not None:
+                    suffixes.append(req.uniq_key)
+                if req.keys:
+                    suffixes.extend(k for k in req.keys.split(sep) if k)
+                n = len(suffixes) - before
+                if n:
+                    topic = req.topic
+                    ph = prefix_cache.get(topic)
+                    if ph is None:
+                        ph = self._cache_prefix(topic)
+                    counts.append(n)
+                    offsets.append(offset)
+                    stamps.append(req.store_timestamp)
+                    prefixes.append(ph)
+                    end_offset = offset
+            if not suffixes:
+                return
+            if len(suffixes) < _SMALL_BATCH:
+                self._put_scalar(suffixes, counts, offsets, stamps, prefixes)
+            else:
+                self._put_vector(suffixes, counts, offsets, stamps, prefixes)
+
+    def _put_scalar(
+        self,
+        suffixes: list[str],
+        counts: list[int],
+        offsets: list[int],
+        stamps: list[int],
+        prefixes: list[int],
+    ) -> None:
+        i = 0
+        for n, offset, stamp, ph in zip(counts, offsets, stamps, prefixes, strict=True):
+            for suffix in suffixes[i : i + n]:
+                full = (ph * pow(31, _utf16_len(suffix), 1 << 32) + _hash_u32(suffix)) & _MASK32
+                key_hash = _to_index_hash(full)
+                f = self._writable_file()
+                if not f.put_hash(key_hash, offset, stamp):
+                    f = self._roll()
+                    f.put_hash(key_hash, offset, stamp)
+            i += n
+
+    def _put_vector(
+        self,
+        suffixes: list[str],
+        counts: list[int],
+        offsets: list[int],
+        stamps: list[int],
+        prefixes: list[int],
+    ) -> None:
+        reps = np.array(counts, dtype=np.int64)
+        hashes = self._index_hashes(suffixes, np.repeat(np.array(prefixes, dtype=np.uint64), reps))
+        phy = np.repeat(np.array(offsets, dtype=np.int64), reps)
+        ts = np.repeat(np.array(stamps, dtype=np.int64), reps)
+        pos = 0
+        total = len(hashes)
+        while pos < total:
+            f = self._writable_file()
+            put = f.put_hash_batch(hashes[pos:], phy[pos:], ts[pos:])
+            if put == 0:
+                self._roll()
+            pos += put
+
+    def _index_hashes(self, suffixes: list[str], prefix_hashes: np.ndarray) -> Int64Array:
+        """`indexKeyHashMethod(topic + "#" + suffix)` for every suffix, given the prefixes' hashes.
+
+        Each suffix code unit c at distance d from its string's end contributes c * 31^d; the sums
+        per string are taken with `reduceat`. Unsigned 64-bit arithmetic wraps mod 2^64, which keeps
+        every value right mod 2^32.
+        """
+        n = len(suffixes)
+        joined = "".join(suffixes)
+        lens: Int64Array
+        if joined.isascii():
+            data = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+            lens = np.fromiter(map(len, suffixes), dtype=np.int64, count=n)
+        else:
+            data = np.frombuffer(joined.encode("utf-16-le", "surrogatepass"), dtype="<u2")
+            lens = np.fromiter(map(_utf16_len, suffixes), dtype=np.int64, count=n)
+        pw = self._pow31
+        longest = int(lens.max())
+        if longest >= len(pw):
+            pw = self._pow31 = self._powers(longest + 1)
+        ends = np.cumsum(lens)
+        suffix_hash = np.zeros(n, dtype=np.uint64)
+        if data.size:
+            distance = np.repeat(ends - 1, lens) - np.arange(data.size, dtype=np.int64)
+            contrib = data.astype(np.uint64) * pw[distance]
+            nonempty = lens > 0
+            suffix_hash[nonempty] = np.add.reduceat(contrib, (ends - lens)[nonempty])
+        full = (prefix_hashes * pw[lens] + suffix_hash) & np.uint64(_MASK32)
+        signed = full.astype(np.int64)
+        absolute = np.where(signed >= 1 << 31, (1 << 32) - signed, signed)
+        result: Int64Array = np.where(absolute > 0x7FFF_FFFF, 0, absolute)
+        return result
+
+    @staticmethod
+    def _powers(n: int) -> np.ndarray:
+        """31^k mod 2^32 for k < n (at least 64), as uint64."""
+        n = max(n, 64)
+        out = [1] * n
+        for k in range(1, n):
+            out[k] = out[k - 1] * 31 & _MASK32
+        return np.array(out, dtype=np.uint64)
+
+    def _cache_prefix(self, topic: str) -> int:
+        if len(self._prefix_hash) >= _PREFIX_CACHE_MAX:
+            self._prefix_hash.clear()
+        ph = java_string_hash(topic + "#") & _MASK32
+        self._prefix_hash[topic] = ph
+        return ph
+
+    def _writable_file(self) -> IndexFile:
+        """The last file, or a new one when there is none or it is full (`getAndCreateLastIndexFile`)."""
+        if self._files and not self._files[-1].is_write_full:
+            return self._files[-1]
+        return self._roll()
+
+    def _roll(self) -> IndexFile:
+        last = self._files[-1] if self._files else None
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        name = next_index_file_name(self._clock.now_ms(), last.name if last else None)
+        f = IndexFile(
+            self.index_dir / name,
+            self.hash_slot_num,
+            self.index_num,
+            end_phy_offset=last.end_phy_offset if last else 0,
+            end_timestamp=last.end_timestamp if last else 0,
+        )
+        self._files.append(f)
+        log.info("created index file %s", f.path)
+        return f
+
+    # -- queries -----------------------------------------------------------------------------
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
+        """`IndexService.queryOffset`: offsets for `topic#key` stored in [begin, end], newest file
+        first, at most min(max_num, max_query_num); may contain false positives."""
+        max_num = min(max_num, self.max_query_num)
+        found: list[int] = []
+        last_ts = last_offset = 0
+        full_key = f"{topic}#{key}"
+        with self._lock:
+            for i in range(len(self._files) - 1, -1, -1):
+                f = self._files[i]
+                if i == len(self._files) - 1:
+                    last_ts = f.end_timestamp
+                    last_offset = f.end_phy_offset
+                if f.is_time_matched(begin, end):
+                    found.extend(f.select_phy_offsets(full_key, max_num - len(found), begin, end))
+                if f.begin_timestamp < begin or len(found) >= max_num:
+                    break
+        return QueryOffsetResult(found, last_ts, last_offset)
+
+    # -- maintenance -------------------------------------------------------------------------
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        """`deleteExpiredFile`: delete the oldest files (never the last one) whose endPhyOffset is
+        below the commit log's min offset; returns how many were deleted."""
+        with self._flush_lock, self._lock:
+            n = 0
+            while n < len(self._files) - 1 and self._files[n].end_phy_offset < min_commit_log_offset:
+                n += 1
+            for f in self._files[:n]:
+                log.info("deleting expired index file %s", f.path)
+                f.destroy()
+            del self._files[:n]
+            return n
+
+    def truncate(self, phy_offset: int) -> int:
+        """Drop the index past a truncated commit log: delete files beginning at or after
+        `phy_offset`; a file straddling it keeps its entries (callers filter offsets past the
+        log's end) but its endPhyOffset is lowered to `phy_offset`, so the records rewritten there
+        are indexed again. Returns how many files were deleted."""
+        with self._flush_lock, self._lock:
+            keep = [f for f in self._files if f.begin_phy_offset < phy_offset]
+            gone = [f for f in self._files if f.begin_phy_offset >= phy_offset]
+            for f in gone:
+                log.info("truncate to %d: deleting index file %s", phy_offset, f.path)
+                f.destroy()
+            self._files = keep
+            if keep and keep[-1].end_phy_offset > phy_offset:
+                keep[-1].lower_end_phy_offset(phy_offset)
+            return len(gone)
+
+    def flush(self) -> int:
+        """Make every written file durable; returns the newest file's endTimestamp as flushed
+        (0 without files), the value for the checkpoint's indexMsgTimestamp."""
+        with self._flush_lock:
+            with self._lock:
+                if not self._files:
+                    return 0
+                pending = [(f, f.snapshot_header()) for f in self._files if f.dirty]
+                flushed_ts = self._files[-1].end_timestamp
+            try:
+                for f, header in pending:
+                    f.flush(header)
+            except BaseException:
+                for f, _ in pending:
+                    f.mark_dirty()
+                raise
+            return flushed_ts

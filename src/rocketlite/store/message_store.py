@@ -1,0 +1,539 @@
+"""`MessageStore`: the store's API for the broker, and the supervisor of its services.
+
+It wires the data structures (commit log, consume queues, index, checkpoint) to the services that
+keep them moving (allocate, reput, flush, clean), recovers on start, and answers puts and reads
+with RocketMQ's statuses. The structures and services get their collaborators directly; nothing
+holds a reference back to this class.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+from rocketlite.clock import SYSTEM_CLOCK, Clock
+from rocketlite.errors import StoreError
+from rocketlite.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
+from rocketlite.store.allocate import AllocateMappedFileService
+from rocketlite.store.checkpoint import StoreCheckpoint
+from rocketlite.store.clean import CleanService, RunningFlags
+from rocketlite.store.commit_log import AppendResult, CommitLog
+from rocketlite.store.config import CQ_UNIT_SIZE, FlushDiskType, StoreConfig
+from rocketlite.store.consume_queue import CQ_UNIT
+from rocketlite.store.consume_queue_store import ConsumeQueueStore
+from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
+from rocketlite.store.flush import (
+    CommitRealTimeService,
+    FlushConsumeQueueService,
+    FlushRealTimeService,
+    GroupCommitService,
+    ServiceThread,
+)
+from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
+from rocketlite.store.index_service import IndexService
+from rocketlite.store.message_record import MAX_TOPIC_LENGTH, MessageInner, StoredRecord, decode_record
+from rocketlite.store.record_scan import SCHEDULE_TOPIC
+from rocketlite.store.recovery import RecoveryReport, recover
+from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
+
+log = logging.getLogger("rocketlite.store")
+
+# Consume-queue bytes one pull may scan while filtering (RocketMQ's 16000).
+MAX_FILTER_BYTES = 16_000
+SLOW_PUT_MS = 500
+
+_APPEND_TO_PUT = {
+    AppendMessageStatus.MESSAGE_SIZE_EXCEEDED: PutMessageStatus.MESSAGE_ILLEGAL,
+    AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+    AppendMessageStatus.UNKNOWN_ERROR: PutMessageStatus.UNKNOWN_ERROR,
+}
+
+MessageFilter = Callable[[int], bool]
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    append: AppendResult | None = None
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
+
+
+@dataclass(slots=True)
+class PendingPut:
+    """A put whose bytes are written; `flush_future` (SYNC_FLUSH) resolves when they are durable."""
+
+    result: PutMessageResult
+    flush_future: Future[bool] | None = None
+
+
+@dataclass(slots=True)
+class StoreStats:
+    put_count: int = 0
+    put_bytes: int = 0
+    put_max_ms: float = 0.0
+    put_slow_count: int = 0
+    put_failures: int = 0
+    get_found: int = 0
+    get_miss: int = 0
+    started_ms: int = 0
+    put_latency_buckets: dict[str, int] = field(
+        default_factory=lambda: {"<1ms": 0, "<10ms": 0, "<100ms": 0, "<500ms": 0, ">=500ms": 0}
+    )
+
+    def record_put(self, elapsed_ms: float, size: int, n: int) -> None:
+        self.put_count += n
+        self.put_bytes += size
+        self.put_max_ms = max(self.put_max_ms, elapsed_ms)
+        bucket = (
+            "<1ms" if elapsed_ms < 1 else "<10ms" if elapsed_ms < 10 else "<100ms" if elapsed_ms < 100
+            else "<500ms" if elapsed_ms < SLOW_PUT_MS else ">=500ms"
+        )  # fmt: skip
+        self.put_latency_buckets[bucket] += 1
+        if elapsed_ms >= SLOW_PUT_MS:
+            self.put_slow_count += 1
+            log.warning("slow put: %.1f ms for %d message(s)", elapsed_ms, n)
+
+
+class MessageStore:
+    """RocketMQ's `DefaultMessageStore`, minus the god-class: wiring, API, lifecycle."""
+
+    def __init__(self, config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK, master: bool = True) -> None:
+        self.config = config
+        self.clock = clock
+        self.master = master
+        self.flags = RunningFlags()
+        self.stats = StoreStats()
+        self.allocator = AllocateMappedFileService()
+        self.commit_log = CommitLog(config, clock, allocator=self.allocator.allocate)
+        self.cq_store = ConsumeQueueStore(config.consume_queue_dir, config.cq_file_size)
+        self.index: IndexService | None = (
+            IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num, clock)
+            if config.message_index_enable
+            else None
+        )
+        self.checkpoint: StoreCheckpoint | None = None
+        self.dispatcher = Dispatcher(
+            self.commit_log, self.cq_store, self.index, delay_levels_ms=config.delay_levels_ms
+        )
+        self.reput = ReputService(self.dispatcher)
+        self.group_commit: GroupCommitService | None = None
+        self._services: list[ServiceThread] = []
+        self._lock_fd = -1
+        self.recovery_report: RecoveryReport | None = None
+        self.started = False
+        self._shutdown_lock = threading.Lock()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        """Lock the directory, recover, start the services. Raises StoreError if locked."""
+        cfg = self.config
+        cfg.store_path_root_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(cfg.store_path_root_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+            raise StoreError(f"store {cfg.store_path_root_dir} is in use by another process") from None
+        abnormal = cfg.abort_path.exists()
+        if abnormal:
+            log.warning("abort file found: the last shutdown was not clean; recovering abnormally")
+        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+        self.commit_log.load()
+        self.cq_store.load()
+        if self.index is not None:
+            self.index.load(not abnormal, self.checkpoint.index_msg_timestamp)
+        self.recovery_report = recover(
+            self.commit_log,
+            self.cq_store,
+            self.index,
+            self.checkpoint,
+            self.dispatcher,
+            abnormal=abnormal,
+            verify_crc=cfg.verify_crc,
+            index_safe=cfg.message_index_safe,
+        )
+        _create_abort_file(cfg.abort_path)
+        self._start_services()
+        self.stats.started_ms = self.clock.now_ms()
+        self.started = True
+
+    def _start_services(self) -> None:
+        cfg, cp = self.config, self.checkpoint
+        assert cp is not None
+        flusher: ServiceThread
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self.group_commit = GroupCommitService(self.commit_log, cp)
+            flusher = self.group_commit
+        else:
+            flusher = FlushRealTimeService(
+                self.commit_log,
+                cp,
+                self.clock,
+                interval_ms=cfg.flush_interval_commit_log,
+                least_pages=cfg.flush_commit_log_least_pages,
+                thorough_interval_ms=cfg.flush_commit_log_thorough_interval,
+            )
+        services: list[ServiceThread] = [self.allocator]
+        if cfg.transient_store_pool_enable:
+            services.append(
+                CommitRealTimeService(
+                    self.commit_log,
+                    flusher,
+                    self.clock,
+                    interval_ms=cfg.commit_interval_commit_log,
+                    least_pages=cfg.commit_commit_log_least_pages,
+                    thorough_interval_ms=cfg.commit_commit_log_thorough_interval,
+                )
+            )
+        services.append(flusher)
+        services.append(
+            FlushConsumeQueueService(
+                self.cq_store,
+                self.index,
+                self.dispatcher,
+                cp,
+                self.clock,
+                interval_ms=cfg.flush_interval_consume_queue,
+                least_pages=cfg.flush_consume_queue_least_pages,
+                thorough_interval_ms=cfg.flush_consume_queue_thorough_interval,
+            )
+        )
+        services.append(
+            CleanService(
+                self.commit_log,
+                self.cq_store,
+                self.index,
+                self.flags,
+                self.clock,
+                store_root=cfg.store_path_root_dir,
+                interval_ms=cfg.clean_resource_interval,
+                file_reserved_hours=cfg.file_reserved_time,
+                delete_when=cfg.delete_when,
+                disk_max_used_ratio=cfg.disk_max_used_space_ratio,
+            )
+        )
+        self._services = services
+        for svc in services:
+            svc.start()
+        self.reput.start()
+
+    def shutdown(self) -> None:
+        """Stop accepting writes, dispatch and flush everything, remove `abort`. Idempotent."""
+        with self._shutdown_lock:
+            if not self.started:
+                return
+            self.started = False
+            self.flags.shutdown = True
+            self.reput.shutdown()
+            # Stop in reverse: clean, CQ flush, commit-log flush, commit, allocate.
+            for svc in reversed(self._services):
+                svc.shutdown()
+            self.commit_log.queue.flush_all_to(self.commit_log.queue.max_wrote_offset)
+            if self.checkpoint is not None:
+                self.checkpoint.close()
+            self.commit_log.close()
+            self.cq_store.close()
+            if self.index is not None:
+                self.index.close()
+            self.config.abort_path.unlink(missing_ok=True)
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+    def __enter__(self) -> MessageStore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- listeners --------------------------------------------------------------------------
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Called from the dispatch thread when units land in a consume queue (long polling)."""
+        self.dispatcher.listeners.append(listener)
+
+    # -- writing ----------------------------------------------------------------------------
+    def _check_put(self, msg: MessageInner) -> PutMessageResult | None:
+        if self.flags.shutdown or not self.started:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is shut down")
+        if not self.master:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is a slave")
+        if self.flags.disk_full:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                remark="the disk is full (above diskMaxUsedSpaceRatio); writes are refused",
+            )
+        if not self.flags.writeable:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not writeable")
+        if len(msg.topic.encode("utf-8")) > MAX_TOPIC_LENGTH:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic longer than {MAX_TOPIC_LENGTH} bytes"
+            )
+        return None
+
+    def _apply_delay(self, msg: MessageInner) -> None:
+        """Delayed messages go to SCHEDULE_TOPIC_XXXX queue level-1, the real topic in properties."""
+        tran = msg.sys_flag & MessageSysFlag.TRANSACTION_MASK
+        if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+            return
+        if MessageConst.DELAY_TIME_LEVEL + "\x01" not in msg.properties_string:
+            return
+        props = string_to_properties(msg.properties_string)
+        level_text = props.get(MessageConst.DELAY_TIME_LEVEL, "0")
+        level = int(level_text) if level_text.lstrip("-").isdigit() else 0
+        if level <= 0:
+            return
+        level = min(level, len(self.config.delay_levels_ms))
+        props[MessageConst.DELAY_TIME_LEVEL] = str(level)
+        props[MessageConst.REAL_TOPIC] = msg.topic
+        props[MessageConst.REAL_QUEUE_ID] = str(msg.queue_id)
+        msg.properties_string = properties_to_string(props)
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    def put_message_nowait(self, msg: MessageInner) -> PendingPut:
+        """Append without waiting for durability; the broker awaits `flush_future` itself."""
+        bad = self._check_put(msg)
+        if bad is not None:
+            return PendingPut(bad)
+        self._apply_delay(msg)
+        begin = time.perf_counter()
+        res = self.commit_log.append(msg)
+        return self._finish_put(res, begin, 1)
+
+    def put_messages_nowait(self, msgs: list[MessageInner]) -> PendingPut:
+        """Append a batch (one topic-queue, consecutive queue offsets) without waiting."""
+        if not msgs:
+            return PendingPut(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch"))
+        bad = self._check_put(msgs[0])
+        if bad is not None:
+            return PendingPut(bad)
+        if any(MessageConst.DELAY_TIME_LEVEL + "\x01" in m.properties_string for m in msgs):
+            return PendingPut(
+                PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="delayed batches are not supported")
+            )
+        begin = time.perf_counter()
+        res = self.commit_log.append_batch(msgs)
+        return self._finish_put(res, begin, len(msgs))
+
+    def _finish_put(self, res: AppendResult, begin: float, n: int) -> PendingPut:
+        elapsed_ms = (time.perf_counter() - begin) * 1000
+        if res.status is not AppendMessageStatus.PUT_OK:
+            self.stats.put_failures += 1
+            return PendingPut(PutMessageResult(_APPEND_TO_PUT[res.status], res, res.remark))
+        self.stats.record_put(elapsed_ms, res.wrote_bytes, n)
+        self.reput.wakeup()
+        fut = self.group_commit.submit(res.end_offset) if self.group_commit is not None else None
+        return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, res), fut)
+
+    def wait_durable(self, pending: PendingPut) -> PutMessageResult:
+        """Block until a SYNC_FLUSH put is flushed or `syncFlushTimeout` passes."""
+        fut = pending.flush_future
+        if fut is None:
+            return pending.result
+        try:
+            flushed = fut.result(timeout=self.config.sync_flush_timeout / 1000)
+        except FutureTimeout:
+            flushed = False
+        if not flushed:
+            log.error("sync flush timed out after %d ms", self.config.sync_flush_timeout)
+            pending.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return pending.result
+
+    def put_message(self, msg: MessageInner) -> PutMessageResult:
+        """Append one message; with SYNC_FLUSH, return once it is on disk (or timed out)."""
+        return self.wait_durable(self.put_message_nowait(msg))
+
+    def put_messages(self, msgs: list[MessageInner]) -> PutMessageResult:
+        return self.wait_durable(self.put_messages_nowait(msgs))
+
+    # -- reading ----------------------------------------------------------------------------
+    def _correct(self, old: int, new: int) -> int:
+        """`nextOffsetCorrection`: a master moves the consumer; a slave leaves it be."""
+        return new if self.master else old
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+        *,
+        max_transfer_count: int | None = None,
+        max_transfer_bytes: int | None = None,
+    ) -> GetMessageResult:
+        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices."""
+        del group  # kept for RocketMQ's signature; statistics per group are the broker's
+        cq = self.cq_store.get(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._correct(offset, 0))
+        min_off, max_off = cq.min_offset, cq.max_offset
+        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_off, max_off)
+        if max_off == 0:
+            result.next_begin_offset = self._correct(offset, 0)
+            return result
+        if offset < min_off:
+            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, self._correct(
+                offset, min_off
+            )
+            return result
+        if offset == max_off:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            return result
+        if offset > max_off:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = self._correct(offset, min_off if min_off == 0 else max_off)
+            return result
+        max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
+        max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
+        max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
+        units = cq.get_units(offset, max(MAX_FILTER_BYTES, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE)
+        if units is None:
+            result.status = GetMessageStatus.OFFSET_FOUND_NULL
+            per_file = self.config.cq_file_size // CQ_UNIT_SIZE
+            result.next_begin_offset = self._correct(offset, offset + per_file - offset % per_file)
+            return result
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        next_phy_file_start = -1
+        scanned = 0
+        total = 0
+        get = self.commit_log.get_message
+        messages, queue_offsets = result.messages, result.queue_offsets
+        for phy, size, tag in CQ_UNIT.iter_unpack(units):
+            if messages and (len(messages) >= max_msg_nums or total + size > max_bytes):
+                break
+            scanned += 1
+            if phy < next_phy_file_start:
+                continue
+            if message_filter is not None and not message_filter(tag):
+                continue
+            view = get(phy, size)
+            if view is None:
+                if not messages:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = self.commit_log.roll_next_file(phy)
+                continue
+            messages.append(view)
+            queue_offsets.append(offset + scanned - 1)
+            total += size
+        units.release()
+        result.buffer_total_size = total
+        result.next_begin_offset = offset + scanned
+        if messages:
+            result.status = GetMessageStatus.FOUND
+            self.stats.get_found += len(messages)
+        else:
+            self.stats.get_miss += 1
+        return result
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.cq_store.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.cq_store.get(topic, queue_id)
+        return cq.min_offset if cq is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.cq_store.get(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq is not None else None
+        return unit[0] if unit is not None else 0
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.cq_store.get(topic, queue_id)
+        unit = cq.get_unit(cq_offset) if cq is not None else None
+        if unit is None:
+            return -1
+        ts = self.commit_log.store_timestamp_of(unit[0], unit[1])
+        return ts if ts is not None else -1
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.cq_store.get(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self.cq_store.get(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp, self.commit_log.store_timestamp_of)
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    def select_one_message_by_offset(self, offset: int, size: int | None = None) -> memoryview | None:
+        """The stored bytes of the record at commit-log `offset`."""
+        if size is not None:
+            return self.commit_log.get_message(offset, size)
+        return self.commit_log.read_record(offset)
+
+    def look_message_by_offset(self, offset: int) -> StoredRecord | None:
+        view = self.commit_log.read_record(offset)
+        if view is None:
+            return None
+        try:
+            return decode_record(view)
+        except ValueError:
+            return None
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """Records indexed under `topic#key` stored in [begin, end] (hash matches, as RocketMQ)."""
+        result = QueryMessageResult()
+        if self.index is None:
+            return result
+        found = self.index.query_offset(topic, key, max_num, begin, end)
+        result.index_last_update_timestamp = found.index_last_update_timestamp
+        result.index_last_update_phyoffset = found.index_last_update_phyoffset
+        for phy in found.phy_offsets:
+            view = self.commit_log.read_record(phy)
+            if view is not None:
+                result.messages.append(view)
+        return result
+
+    def delete_topics(self, topics: set[str]) -> None:
+        for topic in topics:
+            self.cq_store.delete_topic(topic)
+            prefix = f"{topic}-"
+            for key in [k for k in self.commit_log.topic_queue_table if k.startswith(prefix)]:
+                del self.commit_log.topic_queue_table[key]
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Block until everything appended so far is in the consume queues and index."""
+        return self.reput.wait_caught_up(self.commit_log.max_offset, timeout)
+
+    def runtime_info(self) -> dict[str, str]:
+        return {
+            "commitLogMinOffset": str(self.commit_log.min_offset),
+            "commitLogMaxOffset": str(self.commit_log.max_offset),
+            "dispatchBehindBytes": str(self.commit_log.max_offset - self.dispatcher.reput_from_offset),
+            "putMessageTimesTotal": str(self.stats.put_count),
+            "putMessageSizeTotal": str(self.stats.put_bytes),
+            "putMessageEntireTimeMax": f"{self.stats.put_max_ms:.3f}",
+            "diskFull": str(self.flags.disk_full).lower(),
+        }
+
+
+def _create_abort_file(path: os.PathLike[str]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.fsync(fd)
+    os.close(fd)

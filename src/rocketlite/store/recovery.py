@@ -1,0 +1,216 @@
+"""Recovery: bring the commit log, consume queues and index back to a consistent state on start.
+
+The commit log is the truth; consume queues, index and checkpoint are caches checked against it.
+
+1. Consume queues recover their own tails (a unit is valid while offset >= 0 and size > 0).
+2. The commit log is scanned to find where valid data ends:
+   * after a clean shutdown (no `abort` file): from the third-to-last segment;
+   * after a crash (`abort` present): from the last segment whose first record was stored before
+     the checkpoint's `min(physic, logics) - 3 s`, i.e. the oldest point not known flushed.
+   Each record's magic, size and lengths are checked, and its body CRC unless `checkCRCOnRecover`
+   is off or `fastBoot` is on. Scanning stops at the first invalid record: everything from there on
+   is a torn tail; it is zeroed and later segments deleted.
+3. Consume-queue units and index files that point at or beyond the valid end are dropped.
+4. Whatever the consume queues and the index do not yet cover is dispatched again, synchronously,
+   from the lowest offset either is missing (the whole log when a directory is gone).
+5. The next queue offset of every topic-queue is taken from the consume queues.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rocketlite.store.checkpoint import StoreCheckpoint
+from rocketlite.store.commit_log import CommitLog
+from rocketlite.store.consume_queue_store import ConsumeQueueStore
+from rocketlite.store.dispatch import Dispatcher
+from rocketlite.store.index_service import IndexService
+from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.message_record import INT, LONG, MESSAGE_MAGIC_CODE, SIZE_MAGIC, SYSFLAG_POS, layout_for
+from rocketlite.store.record_scan import ScanKind, scan_record
+
+log = logging.getLogger("rocketlite.store.recovery")
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    """What recovery found and did; `store verify` prints it."""
+
+    abnormal: bool
+    scanned_from: int = 0
+    valid_end: int = 0
+    records_scanned: int = 0
+    truncated_bytes: int = 0
+    problem: str = ""
+    problem_offset: int = -1
+    redispatched_from: int = 0
+    redispatched_records: int = 0
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.problem
+
+
+def _first_store_timestamp(mf: MappedFile) -> int | None:
+    view = mf.raw_view()
+    total, magic = SIZE_MAGIC.unpack_from(view, 0)
+    if magic != MESSAGE_MAGIC_CODE or total <= 0:
+        return None
+    sys_flag = INT.unpack_from(view, SYSFLAG_POS)[0]
+    return int(LONG.unpack_from(view, layout_for(sys_flag).store_timestamp_pos)[0])
+
+
+def _start_index(commit_log: CommitLog, abnormal: bool, checkpoint: StoreCheckpoint, index_safe: bool) -> int:
+    files = commit_log.queue.files
+    if not abnormal:
+        return max(len(files) - 3, 0)
+    safe_ts = checkpoint.min_timestamp(index_safe=index_safe)
+    for i in range(len(files) - 1, -1, -1):
+        ts = _first_store_timestamp(files[i])
+        if ts is not None and ts <= safe_ts:
+            return i
+    return 0
+
+
+def scan_commit_log(
+    commit_log: CommitLog,
+    report: RecoveryReport,
+    *,
+    start_index: int,
+    verify_crc: bool,
+) -> int:
+    """Find the end of valid data, scanning segments from `start_index`; returns that offset."""
+    files = commit_log.queue.files
+    if not files:
+        return 0
+    valid_end = files[start_index].file_from_offset
+    report.scanned_from = valid_end
+    for i in range(start_index, len(files)):
+        mf = files[i]
+        if mf.file_from_offset != valid_end:
+            report.problem = f"segment {mf.path.name} does not follow the previous one"
+            report.problem_offset = valid_end
+            return valid_end
+        view = mf.raw_view()
+        pos = 0
+        while True:
+            res = scan_record(view, pos, verify_crc=verify_crc)
+            if res.kind is ScanKind.MESSAGE:
+                report.records_scanned += 1
+                assert res.request is not None
+                if res.request.commit_log_offset != mf.file_from_offset + pos:
+                    report.problem = "record's PHYSICALOFFSET does not match its position"
+                    report.problem_offset = mf.file_from_offset + pos
+                    return mf.file_from_offset + pos
+                pos += res.size
+                continue
+            if res.kind is ScanKind.BLANK:
+                valid_end = mf.file_from_offset + mf.file_size
+                break
+            valid_end = mf.file_from_offset + pos
+            if res.kind is ScanKind.CORRUPT:
+                report.problem = res.reason
+                report.problem_offset = valid_end
+                return valid_end
+            if i != len(files) - 1 and pos != mf.file_size:
+                # Data ends inside a segment that is not the last: later segments are dirty.
+                return valid_end
+            break
+    return valid_end
+
+
+_TORN_WINDOW = 8 * 1024 * 1024  # a torn write is at most one record or batch in flight
+
+
+def _has_data_after(commit_log: CommitLog, offset: int) -> bool:
+    """Non-zero bytes right after `offset`, or later segments: a tail to truncate."""
+    mf = commit_log.queue.find_by_offset(offset)
+    if mf is not None:
+        pos = offset - mf.file_from_offset
+        window = mf.raw_view()[pos : pos + _TORN_WINDOW]
+        if len(window) and bool(np.frombuffer(window, dtype=np.uint8).any()):
+            return True
+    return any(f.file_from_offset > offset for f in commit_log.queue.files)
+
+
+def recover(
+    commit_log: CommitLog,
+    cq_store: ConsumeQueueStore,
+    index: IndexService | None,
+    checkpoint: StoreCheckpoint,
+    dispatcher: Dispatcher,
+    *,
+    abnormal: bool,
+    verify_crc: bool,
+    index_safe: bool = False,
+    read_only: bool = False,
+) -> RecoveryReport:
+    """Recover all structures (see module docstring). With `read_only`, only find problems."""
+    report = RecoveryReport(abnormal=abnormal)
+    cq_store.recover_all()
+    files = commit_log.queue.files
+    if files:
+        start = _start_index(commit_log, abnormal, checkpoint, index_safe)
+        valid_end = scan_commit_log(commit_log, report, start_index=start, verify_crc=verify_crc)
+    else:
+        valid_end = 0
+    report.valid_end = valid_end
+    max_wrote = files[-1].file_from_offset + files[-1].file_size if files else 0
+    if files and _has_data_after(commit_log, valid_end):
+        report.truncated_bytes = max_wrote - valid_end
+        msg = f"commit log: truncating torn or invalid tail from offset {valid_end}"
+        if report.problem:
+            msg += f" ({report.problem})"
+        report.actions.append(msg)
+        if not report.problem:
+            report.problem = "data after the end of valid records"
+            report.problem_offset = valid_end
+        log.warning(msg)
+    if read_only:
+        return report
+    if files:
+        _set_tail(commit_log, valid_end)
+        if report.truncated_bytes:
+            commit_log.queue.truncate_dirty(valid_end)
+    if cq_store.max_physic_offset() > valid_end:
+        report.actions.append(f"consume queues: dropping units at or beyond offset {valid_end}")
+        log.warning(report.actions[-1])
+        cq_store.truncate_dirty(valid_end)
+    if index is not None:
+        index.truncate(valid_end)
+
+    # Re-dispatch what the consume queues or the index do not cover yet.
+    log_min = commit_log.min_offset
+    cq_from = cq_store.max_physic_offset() if any(True for _ in cq_store.queues()) else log_min
+    redispatch_from = max(min(cq_from, valid_end), log_min)
+    if index is not None:
+        idx_end = index.end_phy_offset() if index.has_files() else log_min
+        redispatch_from = min(redispatch_from, max(idx_end, log_min))
+    dispatcher.reput_from_offset = redispatch_from
+    report.redispatched_from = redispatch_from
+    if redispatch_from < valid_end:
+        n = dispatcher.dispatch_all()
+        report.redispatched_records = n
+        report.actions.append(f"re-dispatched {n} records from offset {redispatch_from}")
+        log.info(report.actions[-1])
+    dispatcher.reput_from_offset = valid_end
+
+    commit_log.topic_queue_table = {
+        f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in cq_store.queues()
+    }
+    return report
+
+
+def _set_tail(commit_log: CommitLog, valid_end: int) -> None:
+    """Set write positions: segments before the one holding `valid_end` are full."""
+    q = commit_log.queue
+    for mf in q.files:
+        if mf.file_from_offset + mf.file_size <= valid_end:
+            mf.set_positions(mf.file_size)
+        elif mf.file_from_offset <= valid_end:
+            mf.set_positions(valid_end - mf.file_from_offset)
+    q.flushed_where = q.committed_where = valid_end
