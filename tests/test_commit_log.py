@@ -173,7 +173,9 @@ def test_prepared_transactions_take_no_queue_offset(tmp_path: Path) -> None:
         max_size=25,
     )
 )
-def test_queue_offsets_contiguous_under_random_batches(tmp_path_factory: object, batches: list[tuple[int, list[int]]]) -> None:
+def test_queue_offsets_contiguous_under_random_batches(
+    tmp_path_factory: object, batches: list[tuple[int, list[int]]]
+) -> None:
     import tempfile  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as d:

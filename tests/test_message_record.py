@@ -139,7 +139,9 @@ def test_properties_codec() -> None:
 
 
 _text = st.text(
-    alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=12
+    alphabet=st.characters(exclude_characters="\x01\x02", exclude_categories=["Cs"]),
+    min_size=1,
+    max_size=12,
 )
 
 

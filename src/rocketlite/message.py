@@ -67,9 +67,7 @@ class MessageSysFlag:
 
 def properties_to_string(props: dict[str, str]) -> str:
     """Encode like 4.9.x `messageProperties2String` (no trailing separator; None values skipped)."""
-    return PROPERTY_SEPARATOR.join(
-        f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None
-    )
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
 
 
 def string_to_properties(text: str) -> dict[str, str]:
@@ -110,7 +108,7 @@ def java_string_hash(s: str) -> int:
         for b in s.encode("ascii"):
             h = (31 * h + b) & 0xFFFF_FFFF
     else:
-        data = s.encode("utf-16-be")
+        data = s.encode("utf-16-be", "surrogatepass")
         for (unit,) in struct.iter_unpack(">H", data):
             h = (31 * h + unit) & 0xFFFF_FFFF
     return _to_int32(h)

@@ -86,7 +86,15 @@ def _freeze(value: Any) -> Hashable:
 
 # ---------------------------------------------------------------------------------------------- writing
 
-_SHORT_ESCAPES: Final = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_SHORT_ESCAPES: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
 # fastjson escapes C0 controls and 0x7F-0x9F; `str.translate` with a table keeps this in C.
 _ESCAPE_TABLE: Final[dict[int, str]] = {
     **{c: f"\\u{c:04X}" for c in [*range(0x20), *range(0x7F, 0xA0)]},

@@ -200,6 +200,7 @@ def _header(cls: type[_H]) -> type[_H]:
     """Every header is a frozen, slotted, keyword-only dataclass (so required fields may follow optional)."""
     return dataclass(frozen=True, slots=True, kw_only=True)(cls)
 
+
 # ------------------------------------------------------------------------------------------ send / pull
 
 

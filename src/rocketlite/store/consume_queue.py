@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Sequence
+from itertools import starmap
 from pathlib import Path
 from typing import Final
 
@@ -66,6 +67,12 @@ _Ints = npt.NDArray[np.int64]
 def is_padding(unit: Unit) -> bool:
     """True for the filler unit that points at no record."""
     return unit[0] == 0 and unit[1] == PADDING_SIZE
+
+
+def _is_writable(unit: Unit) -> bool:
+    """A unit recovery can read back: Java-ranged fields, offset >= 0, 0 < size < padding size."""
+    phy, size, tags = unit
+    return 0 <= phy <= _LONG_MAX and 0 < size < PADDING_SIZE and -_LONG_MAX - 1 <= tags <= _LONG_MAX
 
 
 def _decode(view: memoryview) -> tuple[_Ints, _Ints]:
@@ -180,8 +187,7 @@ class ConsumeQueue:
         first_idx = first.file_from_offset // UNIT_SIZE
         self._min_logic = UNIT_SIZE * self._next_real(first_idx, first_idx + first.read_position // UNIT_SIZE)
         self._max_physic = self._last_real_end()
-        log.info("%s recovered: offsets %d..%d, max physic offset %d", self, self.min_offset,
-                 self.max_offset, self._max_physic)  # fmt: skip
+        log.info("%s recovered: offsets %d..%d", self, self.min_offset, self.max_offset)
 
     def _scan_valid(self, mf: MappedFile, prev_end: int, *, below: int | None, limit: int) -> tuple[int, int]:
         """Byte length of the valid prefix of `mf[:limit]`, chunk by chunk so a short queue reads
@@ -236,8 +242,7 @@ class ConsumeQueue:
         """
         if not units:
             return True
-        bad = next((u for u in units if not (0 <= u[0] <= _LONG_MAX and 0 < u[1] < PADDING_SIZE
-                                             and -_LONG_MAX - 1 <= u[2] <= _LONG_MAX)), None)  # fmt: skip
+        bad = next((u for u in units if not _is_writable(u)), None)
         if bad is not None or not 0 <= first_cq_offset <= _LONG_MAX // UNIT_SIZE:
             log.error("%s: refusing invalid unit %s at offset %d", self, bad, first_cq_offset)
             return False
@@ -257,8 +262,7 @@ class ConsumeQueue:
         end = self._mfq.max_wrote_offset
         if expected < end:
             skip = min(len(units), (end - expected) // UNIT_SIZE)
-            log.warning("%s: offsets %d..%d already written (max offset %d); skipping them",
-                        self, cq_offset, cq_offset + skip - 1, end // UNIT_SIZE)  # fmt: skip
+            log.warning("%s: %d units from offset %d already written; skipped", self, skip, cq_offset)
             units, expected = units[skip:], expected + skip * UNIT_SIZE
             if not units:
                 return
@@ -267,13 +271,9 @@ class ConsumeQueue:
                 log.info("%s: queue starts at offset %d; padding before it", self, cq_offset)
                 self._min_logic = expected
             else:
-                log.warning("%s: [BUG] expected offset %d but the queue ends at %d; padding the gap",
-                            self, cq_offset, end // UNIT_SIZE)  # fmt: skip
+                log.warning("%s: [BUG] gap from %d to %d; padding it", self, end // UNIT_SIZE, cq_offset)
             self._write_padding((expected - end) // UNIT_SIZE)
-        buf = bytearray(len(units) * UNIT_SIZE)
-        for i, (phy, size, tags) in enumerate(units):
-            CQ_UNIT.pack_into(buf, i * UNIT_SIZE, phy, size, tags)
-        self._write(buf)
+        self._write(b"".join(starmap(CQ_UNIT.pack, units)))
         self._max_physic = units[-1][0] + units[-1][1]
 
     def _new_file(self, expected: int) -> MappedFile:
@@ -282,7 +282,7 @@ class ConsumeQueue:
             raise OSError(f"{self}: could not create a consume queue file")
         return mf
 
-    def _write(self, data: bytearray) -> None:
+    def _write(self, data: bytes) -> None:
         """Append at the end, splitting at file boundaries (files hold whole units)."""
         view = memoryview(data)
         done = 0
@@ -332,7 +332,9 @@ class ConsumeQueue:
 
     def last_unit(self) -> Unit | None:
         """The last unit that points at a record (trailing padding skipped), or None."""
-        idx = self._last_real_index()
+        first = self._mfq.first_file
+        base = first.file_from_offset // UNIT_SIZE if first is not None else 0
+        idx = self._find_real(self.max_offset, base, backward=True)
         return self._unit_at(idx) if idx is not None else None
 
     def _unit_at(self, index: int) -> Unit | None:
@@ -349,56 +351,33 @@ class ConsumeQueue:
             return None
         return phy, size, tags
 
-    def _chunk(self, index: int, limit: int, *, backward: bool = False) -> tuple[int, memoryview] | None:
-        """Raw units of one file and at most `_SCAN_UNITS` of them: from `index` up to `limit`,
-        or (backward) ending just before `index` and starting no lower than `limit`."""
-        mf = self._mfq.find_by_offset((index - 1 if backward else index) * UNIT_SIZE)
-        if mf is None:
-            return None
-        base = mf.file_from_offset // UNIT_SIZE
-        if backward:
-            first = max(limit, base, index - _SCAN_UNITS)
-            last = index
-        else:
-            first = index
-            last = min(limit, base + self.units_per_file, index + _SCAN_UNITS)
-        return first, mf.raw_view()[(first - base) * UNIT_SIZE : (last - base) * UNIT_SIZE]
+    def _find_real(self, index: int, limit: int, *, backward: bool = False) -> int | None:
+        """Forward: the first non-padding unit in [index, limit); backward: the last one in
+        [limit, index); None if there is none. Padding is rare, so one unit is tried first, then
+        numpy scans a chunk of one file at a time."""
+        probe = index - 1 if backward else index
+        unit = self._unit_at(probe) if (limit <= probe if backward else probe < limit) else None
+        if unit is None or not is_padding(unit):
+            return probe if unit is not None else None
+        while index > limit if backward else index < limit:
+            mf = self._mfq.find_by_offset((index - 1 if backward else index) * UNIT_SIZE)
+            if mf is None:
+                return None
+            base = mf.file_from_offset // UNIT_SIZE
+            if backward:
+                lo, hi = max(limit, base, index - _SCAN_UNITS), index
+            else:
+                lo, hi = index, min(limit, base + self.units_per_file, index + _SCAN_UNITS)
+            phy, size = _decode(mf.raw_view()[(lo - base) * UNIT_SIZE : (hi - base) * UNIT_SIZE])
+            real = np.flatnonzero((phy != 0) | (size != PADDING_SIZE))
+            if real.size:
+                return lo + int(real[-1] if backward else real[0])
+            index = lo if backward else hi
+        return None
 
     def _next_real(self, index: int, limit: int) -> int:
-        """First logical offset in [index, limit) that is not padding, else `limit`."""
-        unit = self._unit_at(index) if index < limit else None
-        if unit is None or not is_padding(unit):
-            return index if unit is not None else limit
-        while index < limit:
-            chunk = self._chunk(index, limit)
-            if chunk is None:
-                return limit
-            first, view = chunk
-            phy, size = _decode(view)
-            real = np.flatnonzero((phy != 0) | (size != PADDING_SIZE))
-            if real.size:
-                return first + int(real[0])
-            index = first + len(phy)
-        return limit
-
-    def _last_real_index(self) -> int | None:
-        """Logical offset of the last non-padding unit of the queue, scanning back from the end."""
-        first = self._mfq.first_file
-        if first is None:
-            return None
-        lowest = first.file_from_offset // UNIT_SIZE
-        index = self.max_offset
-        while index > lowest:
-            chunk = self._chunk(index, lowest, backward=True)
-            if chunk is None:
-                return None
-            start, view = chunk
-            phy, size = _decode(view)
-            real = np.flatnonzero((phy != 0) | (size != PADDING_SIZE))
-            if real.size:
-                return start + int(real[-1])
-            index = start
-        return None
+        found = self._find_real(index, limit)
+        return limit if found is None else found
 
     def _last_real_end(self) -> int:
         unit = self.last_unit()
@@ -408,6 +387,9 @@ class ConsumeQueue:
         """First real unit in [lo, hi) for which `pred` holds, `pred` being false...true along
         the queue; `hi` if none. A padding unit takes the value of the next real unit."""
         end = hi
+        first = self._mfq.first_file
+        if first is not None:  # the cleaner may have dropped head files before moving the min
+            lo = max(lo, first.file_from_offset // UNIT_SIZE)
         while lo < hi:
             mid = (lo + hi) // 2
             real = self._next_real(mid, end)
@@ -435,7 +417,9 @@ class ConsumeQueue:
             return
         found = self._lower_bound(lo, hi, lambda u: u[0] >= min_commit_log_offset)
         if found != lo:
-            log.info("%s: min offset %d -> %d (commit log starts at %d)", self, lo, found, min_commit_log_offset)
+            log.info(
+                "%s: min offset %d -> %d (commit log starts at %d)", self, lo, found, min_commit_log_offset
+            )
         self._min_logic = found * UNIT_SIZE
 
     def offset_by_time(self, timestamp_ms: int, store_time_of: Callable[[int, int], int | None]) -> int:
@@ -467,12 +451,9 @@ class ConsumeQueue:
         files = list(self._mfq)
         if not files:
             return
-        last_idx = self._mfq.max_wrote_offset // UNIT_SIZE - 1
-        tail = self._unit_at(last_idx) if last_idx >= files[0].file_from_offset // UNIT_SIZE else None
-        if last_idx < files[0].file_from_offset // UNIT_SIZE or (
-            tail is not None and not is_padding(tail) and tail[0] >= 0 and tail[1] > 0 and tail[0] < phy_offset
-        ):
-            return  # fast path: the last unit (hence every unit) is below the cut
+        tail = self._unit_at(self._mfq.max_wrote_offset // UNIT_SIZE - 1)
+        if tail is not None and 0 <= tail[0] < phy_offset and 0 < tail[1] < PADDING_SIZE:
+            return  # the last unit is a real one below the cut, hence so is every unit
         end = files[0].file_from_offset
         for mf in reversed(files):
             pos, _ = self._scan_valid(mf, -1, below=phy_offset, limit=mf.wrote_position)
@@ -493,11 +474,9 @@ class ConsumeQueue:
             if first is None:
                 break
             base = first.file_from_offset // UNIT_SIZE
-            view = first.raw_view()[: first.read_position]
-            phy, size = _decode(view)
-            del view
-            real = np.flatnonzero((phy != 0) | (size != PADDING_SIZE))
-            if real.size and int(phy[real[-1]]) + int(size[real[-1]]) > min_commit_log_offset:
+            idx = self._find_real(base + first.read_position // UNIT_SIZE, base, backward=True)
+            unit = self._unit_at(idx) if idx is not None else None
+            if unit is not None and unit[0] + unit[1] > min_commit_log_offset:
                 break
             log.info("%s: deleting expired file %s (units from %d)", self, first.path.name, base)
             self._mfq.delete_first()

@@ -64,17 +64,17 @@ class Dispatcher:
 
         Returns the number of bytes consumed (0 when caught up).
         """
-        start = self.reput_from_offset
+        start = cursor = self.reput_from_offset
         consumed = 0
         reqs: list[DispatchRequest] = []
-        while consumed < limit_bytes and self.reput_from_offset < self.commit_log.max_offset:
-            offset = self.reput_from_offset
+        while consumed < limit_bytes and cursor < self.commit_log.max_offset:
+            offset = cursor
             data = self.commit_log.get_data(offset)
             if data is None or len(data) == 0:
                 if offset < self.commit_log.min_offset:
                     # The segment under us was deleted (retention): continue at the log's start.
                     log.warning("reput offset %d below the commit log's min offset; jumping", offset)
-                    self.reput_from_offset = self.commit_log.min_offset
+                    cursor = self.commit_log.min_offset
                     continue
                 break
             pos, rolled, stop = 0, False, False
@@ -94,16 +94,19 @@ class Dispatcher:
                     break
             data.release()
             if rolled:
-                self.reput_from_offset = self.commit_log.roll_next_file(offset)
-                consumed += self.reput_from_offset - offset
+                cursor = self.commit_log.roll_next_file(offset)
+                consumed += cursor - offset
                 continue
-            self.reput_from_offset = offset + pos
+            cursor = offset + pos
             consumed += pos
             if stop or pos == 0:
                 break
         if reqs:
             self.apply(reqs)
-        return self.reput_from_offset - start
+        # Published only after the queues and index hold the records, so a reader that sees the
+        # new offset also sees the units.
+        self.reput_from_offset = cursor
+        return cursor - start
 
     def apply(self, reqs: list[DispatchRequest]) -> None:
         """Feed a run of dispatch requests (in log order) to the consume queues and the index."""

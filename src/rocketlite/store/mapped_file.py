@@ -172,7 +172,11 @@ class MappedFile:
     def flush(self, least_pages: int = 0) -> int:
         """fdatasync if enough pages are pending; returns the flushed position."""
         target = self.committed_position if self._buffer is not None else self.wrote_position
-        if self._pages_ready(self.flushed_position, target, least_pages) and not self.closed and not self.readonly:
+        if (
+            self._pages_ready(self.flushed_position, target, least_pages)
+            and not self.closed
+            and not self.readonly
+        ):
             os.fdatasync(self._fd)
             self.flushed_position = target
         return self.flushed_position

@@ -105,9 +105,7 @@ def _make_layout(born_v6: bool, store_v6: bool) -> _Layout:
     )
 
 
-_LAYOUTS: Final = {
-    (b, s): _make_layout(b, s) for b in (False, True) for s in (False, True)
-}
+_LAYOUTS: Final = {(b, s): _make_layout(b, s) for b in (False, True) for s in (False, True)}
 assert _LAYOUTS[(False, False)].fixed_size == 91
 
 
@@ -278,7 +276,7 @@ class RecordFormatError(ValueError):
         self.offset = offset
 
 
-def decode_record(buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = False) -> StoredRecord:
+def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = False) -> StoredRecord:
     """Decode one V1 record at `pos`; `RecordFormatError` if it is blank, torn or corrupt."""
     if len(buf) - pos < PREFIX.size:
         raise RecordFormatError("truncated record header", pos)
@@ -319,7 +317,7 @@ def decode_record(buf: bytes | memoryview, pos: int = 0, *, verify_crc: bool = F
     )  # fmt: skip
 
 
-def decode_records(buf: bytes | memoryview) -> list[StoredRecord]:
+def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]:
     """Records back to back (a pull or query body); like the Java client, stop at the first bad one."""
     out: list[StoredRecord] = []
     pos = 0

@@ -128,6 +128,7 @@ class MessageStore:
         )
         self.reput = ReputService(self.dispatcher)
         self.group_commit: GroupCommitService | None = None
+        self.cleaner: CleanService | None = None
         self._services: list[ServiceThread] = []
         self._lock_fd = -1
         self.recovery_report: RecoveryReport | None = None
@@ -210,20 +211,19 @@ class MessageStore:
                 thorough_interval_ms=cfg.flush_consume_queue_thorough_interval,
             )
         )
-        services.append(
-            CleanService(
-                self.commit_log,
-                self.cq_store,
-                self.index,
-                self.flags,
-                self.clock,
-                store_root=cfg.store_path_root_dir,
-                interval_ms=cfg.clean_resource_interval,
-                file_reserved_hours=cfg.file_reserved_time,
-                delete_when=cfg.delete_when,
-                disk_max_used_ratio=cfg.disk_max_used_space_ratio,
-            )
+        self.cleaner = CleanService(
+            self.commit_log,
+            self.cq_store,
+            self.index,
+            self.flags,
+            self.clock,
+            store_root=cfg.store_path_root_dir,
+            interval_ms=cfg.clean_resource_interval,
+            file_reserved_hours=cfg.file_reserved_time,
+            delete_when=cfg.delete_when,
+            disk_max_used_ratio=cfg.disk_max_used_space_ratio,
         )
+        services.append(self.cleaner)
         self._services = services
         for svc in services:
             svc.start()
@@ -387,8 +387,9 @@ class MessageStore:
             result.next_begin_offset = self._correct(offset, 0)
             return result
         if offset < min_off:
-            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, self._correct(
-                offset, min_off
+            result.status, result.next_begin_offset = (
+                GetMessageStatus.OFFSET_TOO_SMALL,
+                self._correct(offset, min_off),
             )
             return result
         if offset == max_off:
@@ -517,9 +518,15 @@ class MessageStore:
             for key in [k for k in self.commit_log.topic_queue_table if k.startswith(prefix)]:
                 del self.commit_log.topic_queue_table[key]
 
+    def run_clean_pass(self, *, force: bool = False) -> int:
+        """Run one retention / disk check now (admin DELETE_EXPIRED_COMMITLOG, tests)."""
+        if self.cleaner is None:
+            return 0
+        return self.cleaner.clean(force_hour=force)
+
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until everything appended so far is in the consume queues and index."""
-        return self.reput.wait_caught_up(self.commit_log.max_offset, timeout)
+        return self.reput.wait_caught_up(self.commit_log.queue.max_wrote_offset, timeout)
 
     def runtime_info(self) -> dict[str, str]:
         return {

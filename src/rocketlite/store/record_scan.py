@@ -15,8 +15,8 @@ from rocketlite.store.dispatch_request import DispatchRequest
 from rocketlite.store.message_record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
-    MESSAGE_MAGIC_CODE,
     INT,
+    MESSAGE_MAGIC_CODE,
     SHORT,
     SIZE_MAGIC,
     SYSFLAG_POS,

@@ -188,8 +188,13 @@ def recover(
     cq_from = cq_store.max_physic_offset() if any(True for _ in cq_store.queues()) else log_min
     redispatch_from = max(min(cq_from, valid_end), log_min)
     if index is not None:
-        idx_end = index.end_phy_offset() if index.has_files() else log_min
-        redispatch_from = min(redispatch_from, max(idx_end, log_min))
+        idx_from = log_min
+        if any(f.index_count > 1 for f in index.files):
+            # end_phy_offset is the start of the last indexed record: resume after it.
+            last = index.end_phy_offset()
+            head = commit_log.get_message(last, 4) if last >= log_min else None
+            idx_from = last + INT.unpack_from(head)[0] if head is not None else max(last, log_min)
+        redispatch_from = min(redispatch_from, max(idx_from, log_min))
     dispatcher.reput_from_offset = redispatch_from
     report.redispatched_from = redispatch_from
     if redispatch_from < valid_end:
@@ -199,9 +204,7 @@ def recover(
         log.info(report.actions[-1])
     dispatcher.reput_from_offset = valid_end
 
-    commit_log.topic_queue_table = {
-        f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in cq_store.queues()
-    }
+    commit_log.topic_queue_table = {f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in cq_store.queues()}
     return report
 
 

@@ -1,0 +1,599 @@
+"""JSON bodies of the NameServer and client protocols: routes, clusters, topic configs, heartbeats.
+
+Each body is a frozen dataclass with `to_json_obj` / `from_json_obj` (the fastjson bean mapping,
+camelCase keys) and, from `JsonBody`, `to_json(standard=False)` / `from_json(text)`. Writing goes
+through `fastjson.dumps`, so keys come out sorted, nulls are left out and `Map<Long,String>` keys
+(`brokerAddrs`) are unquoted unless `standard=True` (the 4.9.4+ NameServer rule: request
+`version >= 401` or `acceptStandardJsonOnly=true`).
+
+Reading is tolerant in the ways real clients need: numbers may arrive as strings (the C++ client's
+`subVersion`), enums as names or Java ordinals (the C++ heartbeat sends `"consumeType":1`), missing
+optional keys take Java's defaults, unknown keys are ignored, and QueueData's flag is read from
+`topicSysFlag` (4.9.0+) or `topicSynFlag` (older, and the Go client). Both spellings are written.
+Anything structurally wrong raises `BodyError`, a ProtocolError.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Final, Self, TypeVar
+
+from rocketlite.errors import ProtocolError
+from rocketlite.protocol import fastjson
+
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 16  # TopicConfig defaults (`defaultReadQueueNums`)
+PERM_READ_WRITE: Final = 6  # PermName.PERM_READ | PERM_WRITE
+MAX_INFLATED_REGISTER_BODY: Final = 256 * 1024 * 1024  # cap on a compressed REGISTER_BROKER body
+
+
+class BodyError(ProtocolError):
+    """A JSON body does not have the shape its request code promises."""
+
+
+# ------------------------------------------------------------------------------------ tolerant access
+
+
+def expect_obj(value: Any, what: str) -> Mapping[Any, Any]:
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, fastjson.ObjectKey):
+        return value.to_json_obj()
+    raise BodyError(f"{what}: expected a JSON object, got {type(value).__name__}")
+
+
+def get_list(obj: Mapping[Any, Any], key: str) -> list[Any]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return list(value)
+    raise BodyError(f"{key!r}: expected a JSON array")
+
+
+def get_str(obj: Mapping[Any, Any], key: str, default: str | None = None) -> str:
+    value = obj.get(key)
+    if value is None:
+        if default is None:
+            raise BodyError(f"body has no {key!r}")
+        return default
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return fastjson.dumps(value)
+    raise BodyError(f"{key!r}: expected a string")
+
+
+def get_opt_str(obj: Mapping[Any, Any], key: str) -> str | None:
+    return None if obj.get(key) is None else get_str(obj, key)
+
+
+def to_int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise BodyError(f"{what}: expected an integer, got {value!r}")
+
+
+def get_int(obj: Mapping[Any, Any], key: str, default: int | None = None) -> int:
+    value = obj.get(key)
+    if value is None:
+        if default is None:
+            raise BodyError(f"body has no {key!r}")
+        return default
+    return to_int(value, key)
+
+
+def get_bool(obj: Mapping[Any, Any], key: str, default: bool = False) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1")
+    raise BodyError(f"{key!r}: expected a boolean")
+
+
+_E = TypeVar("_E", bound=IntEnum)
+
+
+def get_enum(obj: Mapping[Any, Any], key: str, enum: type[_E], default: _E) -> _E:
+    """A Java enum by name (fastjson) or by ordinal (the C++ client)."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    try:
+        if isinstance(value, str) and not value.strip().lstrip("-").isdigit():
+            return enum[value.strip()]
+        return enum(to_int(value, key))
+    except (KeyError, ValueError) as exc:
+        raise BodyError(f"{key!r}: {value!r} is not a {enum.__name__}") from exc
+
+
+class JsonBody:
+    """Text conversions shared by every body; subclasses supply the object mapping."""
+
+    __slots__ = ()
+
+    def to_json_obj(self) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        raise NotImplementedError
+
+    def to_json(self, *, standard: bool = False) -> str:
+        return fastjson.dumps(self.to_json_obj(), standard=standard)
+
+    def to_bytes(self, *, standard: bool = False) -> bytes:
+        return self.to_json(standard=standard).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, text: str | bytes | bytearray | memoryview) -> Self:
+        return cls.from_json_obj(expect_obj(fastjson.loads(text), cls.__name__))
+
+
+# ------------------------------------------------------------------------------------------ routing
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion(JsonBody):
+    """`{"counter":N,"timestamp":ms}`; the NameServer compares it to skip unchanged registrations."""
+
+    timestamp: int = 0
+    counter: int = 0
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(timestamp=get_int(obj, "timestamp", 0), counter=get_int(obj, "counter", 0))
+
+    def next_version(self, timestamp: int) -> DataVersion:
+        return DataVersion(timestamp=timestamp, counter=self.counter + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData(JsonBody):
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicSynFlag": self.topic_sys_flag,  # <= 4.8.0 spelling, read by the Go client
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        flag = obj.get("topicSysFlag", obj.get("topicSynFlag"))
+        return cls(
+            broker_name=get_str(obj, "brokerName"),
+            read_queue_nums=get_int(obj, "readQueueNums", 0),
+            write_queue_nums=get_int(obj, "writeQueueNums", 0),
+            perm=get_int(obj, "perm", 0),
+            topic_sys_flag=0 if flag is None else to_int(flag, "topicSysFlag"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerData(JsonBody):
+    """`brokerAddrs` maps brokerId (0 = master) to "ip:port"; written with unquoted keys."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: Mapping[int, str] = field(default_factory=dict)
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.broker_addrs.get(0)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "brokerAddrs": dict(self.broker_addrs),
+            "brokerName": self.broker_name,
+            "cluster": self.cluster,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        addrs = expect_obj(obj.get("brokerAddrs") or {}, "brokerAddrs")
+        return cls(
+            cluster=get_str(obj, "cluster", ""),
+            broker_name=get_str(obj, "brokerName"),
+            broker_addrs={to_int(k, "brokerAddrs key"): get_str(addrs, k) for k in addrs},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRouteData(JsonBody):
+    """GET_ROUTEINFO_BY_TOPIC answer; `filterServerTable` is written even when empty, as Java does."""
+
+    queue_datas: tuple[QueueData, ...]
+    broker_datas: tuple[BrokerData, ...]
+    filter_server_table: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    order_topic_conf: str | None = None
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "brokerDatas": [b.to_json_obj() for b in self.broker_datas],
+            "filterServerTable": {k: list(v) for k, v in self.filter_server_table.items()},
+            "orderTopicConf": self.order_topic_conf,
+            "queueDatas": [q.to_json_obj() for q in self.queue_datas],
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        table = expect_obj(obj.get("filterServerTable") or {}, "filterServerTable")
+        return cls(
+            queue_datas=tuple(
+                QueueData.from_json_obj(expect_obj(q, "queueData")) for q in get_list(obj, "queueDatas")
+            ),
+            broker_datas=tuple(
+                BrokerData.from_json_obj(expect_obj(b, "brokerData")) for b in get_list(obj, "brokerDatas")
+            ),
+            filter_server_table={str(k): tuple(str(a) for a in get_list(table, k)) for k in table},
+            order_topic_conf=get_opt_str(obj, "orderTopicConf"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo(JsonBody):
+    """GET_BROKER_CLUSTER_INFO answer; always the plain (unquoted-key) form in Java."""
+
+    broker_addr_table: Mapping[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "brokerAddrTable": {k: v.to_json_obj() for k, v in self.broker_addr_table.items()},
+            "clusterAddrTable": {k: sorted(v) for k, v in self.cluster_addr_table.items()},
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        brokers = expect_obj(obj.get("brokerAddrTable") or {}, "brokerAddrTable")
+        clusters = expect_obj(obj.get("clusterAddrTable") or {}, "clusterAddrTable")
+        return cls(
+            broker_addr_table={
+                str(k): BrokerData.from_json_obj(expect_obj(v, "brokerData")) for k, v in brokers.items()
+            },
+            cluster_addr_table={str(k): tuple(str(n) for n in get_list(clusters, k)) for k in clusters},
+        )
+
+
+# ------------------------------------------------------------------------------------- topic configs
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig(JsonBody):
+    """A broker's topic; defaults are Java's (16/16 queues, RW, SINGLE_TAG)."""
+
+    topic_name: str
+    read_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    write_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
+    perm: int = PERM_READ_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(
+            topic_name=get_str(obj, "topicName"),
+            read_queue_nums=get_int(obj, "readQueueNums", DEFAULT_TOPIC_QUEUE_NUMS),
+            write_queue_nums=get_int(obj, "writeQueueNums", DEFAULT_TOPIC_QUEUE_NUMS),
+            perm=get_int(obj, "perm", PERM_READ_WRITE),
+            topic_filter_type=get_str(obj, "topicFilterType", "SINGLE_TAG"),
+            topic_sys_flag=get_int(obj, "topicSysFlag", 0),
+            order=get_bool(obj, "order"),
+        )
+
+    def encode_text(self) -> str:
+        """`TopicConfig.encode()`: "name readQ writeQ perm FILTERTYPE" (compressed REGISTER_BROKER)."""
+        return f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} {self.topic_filter_type}"
+
+    @classmethod
+    def decode_text(cls, text: str) -> Self:
+        parts = text.split(" ")
+        if len(parts) != 5:
+            raise BodyError(f"topic config text needs 5 fields: {text[:80]!r}")
+        name, read, write, perm, filter_type = parts
+        return cls(
+            name,
+            to_int(read, "readQueueNums"),
+            to_int(write, "writeQueueNums"),
+            to_int(perm, "perm"),
+            filter_type,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigSerializeWrapper(JsonBody):
+    """GET_ALL_TOPIC_CONFIG body, the inner part of REGISTER_BROKER, and topics.json."""
+
+    topic_config_table: Mapping[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self.data_version.to_json_obj(),
+            "topicConfigTable": {k: v.to_json_obj() for k, v in self.topic_config_table.items()},
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        table = expect_obj(obj.get("topicConfigTable") or {}, "topicConfigTable")
+        return cls(
+            topic_config_table={
+                str(k): TopicConfig.from_json_obj(expect_obj(v, "topicConfig")) for k, v in table.items()
+            },
+            data_version=DataVersion.from_json_obj(expect_obj(obj.get("dataVersion") or {}, "dataVersion")),
+        )
+
+
+_INT = struct.Struct(">i")  # length prefixes inside the compressed REGISTER_BROKER body
+
+
+class _Cursor:
+    """Reads `int len, bytes` chunks; any overrun is a BodyError."""
+
+    __slots__ = ("pos", "view")
+
+    def __init__(self, data: bytes) -> None:
+        self.view = memoryview(data)
+        self.pos = 0
+
+    @property
+    def at_end(self) -> bool:
+        return self.pos >= len(self.view)
+
+    def read_int(self) -> int:
+        if self.pos + _INT.size > len(self.view):
+            raise BodyError("compressed register body is torn")
+        (value,) = _INT.unpack_from(self.view, self.pos)
+        self.pos += _INT.size
+        return int(value)
+
+    def chunk(self) -> bytes:
+        length = self.read_int()
+        if length < 0 or self.pos + length > len(self.view):
+            raise BodyError("compressed register body is torn")
+        self.pos += length
+        return bytes(self.view[self.pos - length : self.pos])
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerBody(JsonBody):
+    """REGISTER_BROKER body: JSON, or (header `compressed=true`) a zlib stream of length-prefixed parts.
+
+    Compressed layout (`RegisterBrokerBody.encode(true)`), inside `Deflater(BEST_COMPRESSION)`:
+    `int len, DataVersion JSON, int topicCount, {int len, TopicConfig.encode()}*, int len,
+    filterServerList JSON`. It carries only name/queues/perm/filter type per topic.
+    """
+
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = field(
+        default_factory=TopicConfigSerializeWrapper
+    )
+    filter_server_list: tuple[str, ...] = ()
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "filterServerList": list(self.filter_server_list),
+            "topicConfigSerializeWrapper": self.topic_config_serialize_wrapper.to_json_obj(),
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        wrapper = expect_obj(obj.get("topicConfigSerializeWrapper") or {}, "topicConfigSerializeWrapper")
+        return cls(
+            topic_config_serialize_wrapper=TopicConfigSerializeWrapper.from_json_obj(wrapper),
+            filter_server_list=tuple(str(s) for s in get_list(obj, "filterServerList")),
+        )
+
+    def encode(self, *, compressed: bool = False) -> bytes:
+        if not compressed:
+            return self.to_bytes()
+        wrapper = self.topic_config_serialize_wrapper
+        parts = [wrapper.data_version.to_bytes()]
+        chunks: list[bytes] = [_INT.pack(len(parts[0])), parts[0], _INT.pack(len(wrapper.topic_config_table))]
+        for config in wrapper.topic_config_table.values():
+            text = config.encode_text().encode("utf-8")
+            chunks += [_INT.pack(len(text)), text]
+        servers = fastjson.dumps(list(self.filter_server_list)).encode("utf-8")
+        chunks += [_INT.pack(len(servers)), servers]
+        return zlib.compress(b"".join(chunks), 9)
+
+    @classmethod
+    def decode(cls, body: bytes, *, compressed: bool = False) -> Self:
+        if not compressed:
+            return cls.from_json(body)
+        try:
+            inflater = zlib.decompressobj()
+            raw = inflater.decompress(body, MAX_INFLATED_REGISTER_BODY)
+        except zlib.error as exc:
+            raise BodyError(f"compressed register body does not inflate: {exc}") from exc
+        if inflater.unconsumed_tail:
+            raise BodyError("compressed register body inflates past the size limit")
+        cursor = _Cursor(raw)
+        version = DataVersion.from_json(cursor.chunk())
+        count = cursor.read_int()
+        if count < 0:
+            raise BodyError(f"compressed register body has a topic count of {count}")
+        configs = [TopicConfig.decode_text(cursor.chunk().decode("utf-8", "replace")) for _ in range(count)]
+        servers = fastjson.loads(cursor.chunk()) if not cursor.at_end else []
+        return cls(
+            TopicConfigSerializeWrapper({c.topic_name: c for c in configs}, version),
+            tuple(str(s) for s in servers) if isinstance(servers, list) else (),
+        )
+
+
+# ------------------------------------------------------------------------------------------ heartbeat
+
+
+class ConsumeType(IntEnum):
+    """Values are Java ordinals, which the C++ client sends instead of names."""
+
+    CONSUME_ACTIVELY = 0  # pull
+    CONSUME_PASSIVELY = 1  # push
+
+
+class MessageModel(IntEnum):
+    BROADCASTING = 0
+    CLUSTERING = 1
+
+
+class ConsumeFromWhere(IntEnum):
+    CONSUME_FROM_LAST_OFFSET = 0
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = 1  # deprecated
+    CONSUME_FROM_MIN_OFFSET = 2  # deprecated
+    CONSUME_FROM_MAX_OFFSET = 3  # deprecated
+    CONSUME_FROM_FIRST_OFFSET = 4
+    CONSUME_FROM_TIMESTAMP = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionData(JsonBody):
+    """One subscription. codeSet holds tag hashCodes as the client computed them (C++ sends zeros)."""
+
+    topic: str
+    sub_string: str
+    tags_set: tuple[str, ...] = ()
+    code_set: tuple[int, ...] = ()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+    class_filter_mode: bool = False
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "classFilterMode": self.class_filter_mode,
+            "codeSet": list(self.code_set),
+            "expressionType": self.expression_type,
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": list(self.tags_set),
+            "topic": self.topic,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(
+            topic=get_str(obj, "topic"),
+            sub_string=get_str(obj, "subString", "*"),
+            tags_set=tuple(str(t) for t in get_list(obj, "tagsSet")),
+            code_set=tuple(to_int(c, "codeSet") for c in get_list(obj, "codeSet")),
+            sub_version=get_int(obj, "subVersion", 0),
+            expression_type=get_str(obj, "expressionType", "TAG"),
+            class_filter_mode=get_bool(obj, "classFilterMode"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerData(JsonBody):
+    group_name: str
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"groupName": self.group_name}
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(group_name=get_str(obj, "groupName"))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerData(JsonBody):
+    group_name: str
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    subscription_data_set: tuple[SubscriptionData, ...] = ()
+    unit_mode: bool = False
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "consumeFromWhere": self.consume_from_where,
+            "consumeType": self.consume_type,
+            "groupName": self.group_name,
+            "messageModel": self.message_model,
+            "subscriptionDataSet": [s.to_json_obj() for s in self.subscription_data_set],
+            "unitMode": self.unit_mode,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(
+            group_name=get_str(obj, "groupName"),
+            consume_type=get_enum(obj, "consumeType", ConsumeType, ConsumeType.CONSUME_PASSIVELY),
+            message_model=get_enum(obj, "messageModel", MessageModel, MessageModel.CLUSTERING),
+            consume_from_where=get_enum(
+                obj, "consumeFromWhere", ConsumeFromWhere, ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+            ),
+            subscription_data_set=tuple(
+                SubscriptionData.from_json_obj(expect_obj(s, "subscriptionData"))
+                for s in get_list(obj, "subscriptionDataSet")
+            ),
+            unit_mode=get_bool(obj, "unitMode"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatData(JsonBody):
+    """HEART_BEAT (34) body. `clientID` is the identity GET_CONSUMER_LIST_BY_GROUP must echo verbatim."""
+
+    client_id: str
+    producer_data_set: tuple[ProducerData, ...] = ()
+    consumer_data_set: tuple[ConsumerData, ...] = ()
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "clientID": self.client_id,
+            "consumerDataSet": [c.to_json_obj() for c in self.consumer_data_set],
+            "producerDataSet": [p.to_json_obj() for p in self.producer_data_set],
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(
+            client_id=get_str(obj, "clientID"),
+            producer_data_set=tuple(
+                ProducerData.from_json_obj(expect_obj(p, "producerData"))
+                for p in get_list(obj, "producerDataSet")
+            ),
+            consumer_data_set=tuple(
+                ConsumerData.from_json_obj(expect_obj(c, "consumerData"))
+                for c in get_list(obj, "consumerDataSet")
+            ),
+        )

@@ -1,0 +1,317 @@
+"""Offline, read-only tools over a store directory: `rocketlite store inspect|verify DIR`.
+
+Nothing here writes: segments are opened read-only, so a store of a running broker, an archive or
+a read-only copy (like the real RocketMQ commit log in the test data) can be examined. Segment
+sizes are taken from the files themselves unless given.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketlite.store.checkpoint import CHECKPOINT
+from rocketlite.store.consume_queue import CQ_UNIT
+from rocketlite.store.mapped_file_queue import MappedFileQueue
+from rocketlite.store.record_scan import ScanKind, scan_record
+
+INDEX_HEADER = struct.Struct(">qqqqii")
+
+
+def _segment_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit())
+
+
+def _infer_size(files: list[Path], given: int | None) -> int:
+    if given is not None:
+        return given
+    return files[0].stat().st_size if files else 0
+
+
+@dataclass
+class LogScan:
+    """Everything a full scan of the commit log learns."""
+
+    segment_size: int = 0
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    records: int = 0
+    blanks: int = 0
+    min_offset: int = 0
+    valid_end: int = 0
+    problem: str = ""
+    problem_offset: int = -1
+    trailing_garbage: bool = False
+    queues: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # [min qoff, max qoff, count]
+    first_store_ts: int = 0
+    last_store_ts: int = 0
+    records_at: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)
+
+
+def scan_log(root: Path, segment_size: int | None, *, verify_crc: bool, keep_positions: bool) -> LogScan:
+    """Scan every commit-log record from the first segment, checking magic, sizes and CRC."""
+    directory = root / "commitlog"
+    files = _segment_files(directory)
+    out = LogScan(segment_size=_infer_size(files, segment_size))
+    if not files:
+        return out
+    q = MappedFileQueue(directory, out.segment_size, readonly=True)
+    q.load()
+    try:
+        out.min_offset = q.min_offset
+        expected = q.min_offset
+        for mf in q:
+            seg: dict[str, Any] = {"name": mf.path.name, "records": 0, "used": 0}
+            out.segments.append(seg)
+            if out.problem:
+                continue
+            if mf.file_from_offset != expected:
+                out.problem = f"segment {mf.path.name} does not follow the previous one (gap)"
+                out.problem_offset = expected
+                continue
+            view = mf.raw_view()
+            pos = 0
+            while True:
+                res = scan_record(view, pos, verify_crc=verify_crc)
+                if res.kind is ScanKind.MESSAGE:
+                    req = res.request
+                    assert req is not None
+                    if req.commit_log_offset != mf.file_from_offset + pos:
+                        out.problem = "record's PHYSICALOFFSET does not match its position"
+                        out.problem_offset = mf.file_from_offset + pos
+                        break
+                    out.records += 1
+                    seg["records"] += 1
+                    key = (req.topic, req.queue_id)
+                    stats = out.queues.get(key)
+                    if stats is None:
+                        out.queues[key] = [req.consume_queue_offset, req.consume_queue_offset, 1]
+                    else:
+                        stats[0] = min(stats[0], req.consume_queue_offset)
+                        stats[1] = max(stats[1], req.consume_queue_offset)
+                        stats[2] += 1
+                    if not out.first_store_ts:
+                        out.first_store_ts = req.store_timestamp
+                    out.last_store_ts = req.store_timestamp
+                    if keep_positions:
+                        out.records_at[req.commit_log_offset] = (
+                            req.topic, req.queue_id, req.consume_queue_offset, req.msg_size
+                        )  # fmt: skip
+                    pos += res.size
+                    continue
+                if res.kind is ScanKind.BLANK:
+                    out.blanks += 1
+                    seg["used"] = pos
+                    pos = mf.file_size
+                    expected = mf.file_from_offset + mf.file_size
+                    out.valid_end = expected
+                    break
+                seg["used"] = pos
+                out.valid_end = mf.file_from_offset + pos
+                if res.kind is ScanKind.CORRUPT:
+                    out.problem = res.reason
+                    out.problem_offset = out.valid_end
+                elif any(view[pos:]):
+                    out.trailing_garbage = True
+                    out.problem = "non-zero bytes after the last valid record (torn write?)"
+                    out.problem_offset = out.valid_end
+                expected = -1  # data ended inside this segment: no later segment may hold data
+                break
+            if out.problem:
+                continue
+    finally:
+        q.close()
+    return out
+
+
+def _consume_queues(root: Path) -> list[tuple[str, int, Path]]:
+    base = root / "consumequeue"
+    found: list[tuple[str, int, Path]] = []
+    if not base.is_dir():
+        return found
+    for topic_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+        for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.lstrip("-").isdigit()):
+            found.append((topic_dir.name, int(qdir.name), qdir))
+    return found
+
+
+def _read_units(qdir: Path) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """(first logical offset of the first file, [(logical offset, phy, size, tags)]) of valid units."""
+    files = _segment_files(qdir)
+    units: list[tuple[int, int, int, int]] = []
+    first = int(files[0].name) // CQ_UNIT.size if files else 0
+    for path in files:
+        base = int(path.name) // CQ_UNIT.size
+        data = path.read_bytes()
+        for i, (phy, size, tags) in enumerate(
+            CQ_UNIT.iter_unpack(data[: len(data) // CQ_UNIT.size * CQ_UNIT.size])
+        ):
+            if phy == 0 and size == 0 and tags == 0:
+                break
+            units.append((base + i, phy, size, tags))
+    return first, units
+
+
+def inspect_store(root: Path, *, commit_log_file_size: int | None = None) -> dict[str, Any]:
+    """A summary of a store directory (read-only)."""
+    scan = scan_log(root, commit_log_file_size, verify_crc=False, keep_positions=False)
+    info: dict[str, Any] = {
+        "root": str(root),
+        "commitlog": {
+            "segment_size": scan.segment_size,
+            "segments": scan.segments,
+            "records": scan.records,
+            "blanks": scan.blanks,
+            "min_offset": scan.min_offset,
+            "end_of_valid_data": scan.valid_end,
+            "first_store_timestamp": scan.first_store_ts,
+            "last_store_timestamp": scan.last_store_ts,
+            "problem": scan.problem or None,
+        },
+        "topics": {},
+        "consumequeue": {},
+        "index": [],
+        "checkpoint": None,
+        "abort_file": (root / "abort").exists(),
+    }
+    topics: dict[str, Any] = info["topics"]
+    for (topic, qid), (qmin, qmax, count) in sorted(scan.queues.items()):
+        topics.setdefault(topic, {})[str(qid)] = {
+            "min_offset": qmin,
+            "max_offset": qmax + 1,
+            "records": count,
+        }
+    cqs: dict[str, Any] = info["consumequeue"]
+    for topic, qid, qdir in _consume_queues(root):
+        _first, units = _read_units(qdir)
+        real = [u for u in units if u[2] != 0x7FFFFFFF]
+        cqs.setdefault(topic, {})[str(qid)] = {
+            "min_offset": real[0][0] if real else 0,
+            "max_offset": units[-1][0] + 1 if units else 0,
+            "files": len(_segment_files(qdir)),
+        }
+    index_dir = root / "index"
+    if index_dir.is_dir():
+        for path in sorted(p for p in index_dir.iterdir() if p.is_file()):
+            with path.open("rb") as fh:
+                head = fh.read(INDEX_HEADER.size)
+            if len(head) == INDEX_HEADER.size:
+                bt, et, bp, ep, slots, count = INDEX_HEADER.unpack(head)
+                info["index"].append(
+                    {"name": path.name, "begin_timestamp": bt, "end_timestamp": et, "begin_phy_offset": bp,
+                     "end_phy_offset": ep, "hash_slots_used": slots, "index_count": count}
+                )  # fmt: skip
+    cp = root / "checkpoint"
+    if cp.is_file():
+        data = cp.read_bytes()[: CHECKPOINT.size]
+        if len(data) == CHECKPOINT.size:
+            p, lg, ix = CHECKPOINT.unpack(data)
+            info["checkpoint"] = {"physicMsgTimestamp": p, "logicsMsgTimestamp": lg, "indexMsgTimestamp": ix}
+    return info
+
+
+def format_inspection(info: dict[str, Any]) -> str:
+    """Human-readable text of `inspect_store`'s result."""
+    cl = info["commitlog"]
+    lines = [
+        f"store {info['root']}",
+        f"commit log: {len(cl['segments'])} segment(s) of {cl['segment_size']} bytes, "
+        f"{cl['records']} records, {cl['blanks']} end-of-file blanks, "
+        f"offsets {cl['min_offset']}..{cl['end_of_valid_data']}",
+    ]
+    for seg in cl["segments"]:
+        lines.append(f"  {seg['name']}  records={seg['records']}  used={seg['used']}")
+    if cl["problem"]:
+        lines.append(f"  PROBLEM: {cl['problem']}")
+    lines.append("topics (from the commit log): topic queue min..max records")
+    for topic, queues in info["topics"].items():
+        for qid, q in queues.items():
+            lines.append(f"  {topic} {qid} {q['min_offset']}..{q['max_offset']} {q['records']}")
+    lines.append("consume queues: topic queue min..max files")
+    if not info["consumequeue"]:
+        lines.append("  (none: a broker opening this store rebuilds them from the commit log)")
+    for topic, queues in info["consumequeue"].items():
+        for qid, q in queues.items():
+            lines.append(f"  {topic} {qid} {q['min_offset']}..{q['max_offset']} {q['files']}")
+    lines.append(f"index files: {len(info['index'])}")
+    for ix in info["index"]:
+        span = f"{ix['begin_phy_offset']}..{ix['end_phy_offset']}"
+        lines.append(f"  {ix['name']} entries={ix['index_count'] - 1} phy {span}")
+    cp = info["checkpoint"]
+    lines.append(f"checkpoint: {cp if cp else 'absent'}")
+    lines.append(f"abort file: {'present (last shutdown not clean)' if info['abort_file'] else 'absent'}")
+    return "\n".join(lines)
+
+
+@dataclass
+class VerifyReport:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        out = [f"note: {n}" for n in self.notes]
+        out += [f"BROKEN: {p}" for p in self.problems]
+        out.append(
+            "store verifies clean" if self.ok else f"store is broken ({len(self.problems)} problem(s))"
+        )
+        return out
+
+
+def verify_store(
+    root: Path, *, commit_log_file_size: int | None = None, max_reported: int = 20
+) -> VerifyReport:
+    """Check the store as recovery would, without changing it.
+
+    Problems: a corrupt record or garbage after the valid end of the commit log; consume-queue units
+    pointing past the valid end or at a record of another topic, queue or queue offset; queue
+    offsets with gaps. Consume queues that merely lag the log are notes (recovery rebuilds them).
+    """
+    report = VerifyReport()
+    if not (root / "commitlog").is_dir():
+        report.problems.append(f"{root} has no commitlog directory")
+        return report
+    scan = scan_log(root, commit_log_file_size, verify_crc=True, keep_positions=True)
+    report.notes.append(
+        f"commit log: {scan.records} records in {len(scan.segments)} segment(s), valid end {scan.valid_end}"
+    )
+    if scan.problem:
+        report.problems.append(f"commit log at offset {scan.problem_offset}: {scan.problem}")
+    for (topic, qid), (qmin, qmax, count) in scan.queues.items():
+        if qmax - qmin + 1 != count:
+            report.problems.append(f"{topic}/{qid}: queue offsets {qmin}..{qmax} have gaps ({count} records)")
+    for topic, qid, qdir in _consume_queues(root):
+        _first, units = _read_units(qdir)
+        bad = 0
+        for logical, phy, size, _tags in units:
+            if size == 0x7FFFFFFF:
+                continue
+            rec = scan.records_at.get(phy)
+            if rec is None and phy >= scan.min_offset:
+                bad += 1
+                if bad <= max_reported:
+                    report.problems.append(
+                        f"consumequeue {topic}/{qid} offset {logical}: no record at commit-log offset {phy}"
+                    )
+            elif rec is not None and rec != (topic, qid, logical, size):
+                bad += 1
+                if bad <= max_reported:
+                    report.problems.append(
+                        f"consumequeue {topic}/{qid} offset {logical}: points at {rec[0]}/{rec[1]}#{rec[2]}"
+                    )
+        log_count = scan.queues.get((topic, qid), [0, -1, 0])
+        behind = log_count[1] + 1 - (units[-1][0] + 1 if units else 0)
+        if behind > 0:
+            report.notes.append(
+                f"consumequeue {topic}/{qid} is {behind} units behind the log (rebuilt on start)"
+            )
+    for (topic, qid), _stats in scan.queues.items():
+        if not (root / "consumequeue" / topic / str(qid)).is_dir():
+            report.notes.append(f"no consumequeue for {topic}/{qid} (rebuilt on start)")
+    return report

@@ -1,0 +1,48 @@
+"""Shared fixtures: real stores in temporary directories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.message_store import MessageStore
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+REAL_STORE = SHARED / "testdata" / "rocketmq-4.x-store"
+
+StoreFactory = Callable[..., MessageStore]
+
+
+def small_config(root: Path, **overrides: Any) -> StoreConfig:
+    """Tiny segments so rolls happen within a test."""
+    base: dict[str, Any] = {
+        "store_path_root_dir": root,
+        "maped_file_size_commit_log": 64 * 1024,
+        "maped_file_size_consume_queue": 100 * 20,
+        "max_hash_slot_num": 1000,
+        "max_index_num": 4000,
+        "flush_interval_commit_log": 50,
+        "flush_interval_consume_queue": 50,
+    }
+    base.update(overrides)
+    return StoreConfig(**base)
+
+
+@pytest.fixture
+def open_store(tmp_path: Path) -> Iterator[StoreFactory]:
+    """Open stores on tmp_path (or a given root); all are shut down at the end."""
+    opened: list[MessageStore] = []
+
+    def factory(root: Path | None = None, **overrides: Any) -> MessageStore:
+        store = MessageStore(small_config(root or tmp_path / "store", **overrides))
+        store.start()
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.shutdown()
