@@ -324,7 +324,14 @@ class TopicConfig(JsonBody):
 
     def encode_text(self) -> str:
         """`TopicConfig.encode()`: "name readQ writeQ perm FILTERTYPE" (compressed REGISTER_BROKER)."""
-        return f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} {self.perm} {self.topic_filter_type}"
+        fields = (
+            self.topic_name,
+            self.read_queue_nums,
+            self.write_queue_nums,
+            self.perm,
+            self.topic_filter_type,
+        )
+        return " ".join(map(str, fields))
 
     @classmethod
     def decode_text(cls, text: str) -> Self:

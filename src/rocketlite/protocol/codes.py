@@ -187,7 +187,7 @@ class SerializeType(IntEnum):
 
 
 class CommandFlag(IntFlag):
-    """`RemotingCommand.flag` bits: bit 0 (`RPC_TYPE`) marks a response, bit 1 (`RPC_ONEWAY`) a one-way request."""
+    """`RemotingCommand.flag` bits: bit 0 (`RPC_TYPE`) = response, bit 1 (`RPC_ONEWAY`) = one-way request."""
 
     RESPONSE = 1 << 0
     ONEWAY = 1 << 1

@@ -159,7 +159,8 @@ def ext_value_text(value: Any) -> str | None:
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
-    """fastjson bean order: code, extFields, flag, language, opaque, remark, serializeTypeCurrentRPC, version."""
+    """Keys in fastjson's bean order: code, extFields, flag, language, opaque, remark,
+    serializeTypeCurrentRPC, version; extFields sorted, every value a string."""
     quote = fastjson.quote
     parts = ['{"code":', str(int(cmd.code))]
     if cmd.ext_fields:

@@ -265,7 +265,7 @@ class SendMessageResponseHeader(CustomHeader):
     transaction_id: str | None = None
     msg_region: str | None = None
     trace_on: str | None = None
-    WIRE_NAMES = {"msg_region": "MSG_REGION", "trace_on": "TRACE_ON"}
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"msg_region": "MSG_REGION", "trace_on": "TRACE_ON"}
 
 
 @_header
@@ -380,7 +380,7 @@ class QueryMessageRequestHeader(CustomHeader):
     begin_timestamp: Long
     end_timestamp: Long
     unique_key_query: bool | None = None
-    WIRE_NAMES = {"unique_key_query": "_UNIQUE_KEY_QUERY"}
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"unique_key_query": "_UNIQUE_KEY_QUERY"}
 
 
 @_header
@@ -449,7 +449,7 @@ class UnregisterClientRequestHeader(CustomHeader):
     client_id: str
     producer_group: str | None = None
     consumer_group: str | None = None
-    WIRE_NAMES = {"client_id": "clientID"}
+    WIRE_NAMES: ClassVar[Mapping[str, str]] = {"client_id": "clientID"}
 
 
 # ------------------------------------------------------------------------------------------- namesrv

@@ -12,7 +12,8 @@ file_size`, at `N*20 % file_size`. The file size is a multiple of 20, so no unit
       8     4  size              int: the record's TOTALSIZE
      12     8  tagsCode          long: hash of the TAGS property (delay queues: delivery time)
 
-A unit is valid while commitLogOffset >= 0 and size > 0; the first all-zero unit ends the data.
+A unit is valid while commitLogOffset >= 0 and size > 0; the first all-zero unit ends the data
+(recovery also rejects a real unit starting before the previous real one ends: garbage).
 The padding unit (0, 0x7FFFFFFF, 0) fills the units before the first real one when a queue starts
 in the middle of a file, and a gap left by out-of-order dispatch; it points at no record.
 `min_offset` is the first real unit still backed by the commit log, `max_offset` the next unit

@@ -26,7 +26,7 @@ from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.clean import CleanService, RunningFlags
 from rocketlite.store.commit_log import AppendResult, CommitLog
 from rocketlite.store.config import CQ_UNIT_SIZE, FlushDiskType, StoreConfig
-from rocketlite.store.consume_queue import CQ_UNIT
+from rocketlite.store.consume_queue import CQ_UNIT, PADDING_SIZE, is_padding
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
 from rocketlite.store.flush import (
@@ -418,7 +418,7 @@ class MessageStore:
             if messages and (len(messages) >= max_msg_nums or total + size > max_bytes):
                 break
             scanned += 1
-            if phy < next_phy_file_start:
+            if size == PADDING_SIZE or phy < next_phy_file_start:
                 continue
             if message_filter is not None and not message_filter(tag):
                 continue
@@ -452,12 +452,12 @@ class MessageStore:
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         cq = self.cq_store.get(topic, queue_id)
         unit = cq.get_unit(cq_offset) if cq is not None else None
-        return unit[0] if unit is not None else 0
+        return unit[0] if unit is not None and not is_padding(unit) else 0
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
         cq = self.cq_store.get(topic, queue_id)
         unit = cq.get_unit(cq_offset) if cq is not None else None
-        if unit is None:
+        if unit is None or is_padding(unit):
             return -1
         ts = self.commit_log.store_timestamp_of(unit[0], unit[1])
         return ts if ts is not None else -1

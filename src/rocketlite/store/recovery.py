@@ -204,6 +204,7 @@ def recover(
         log.info(report.actions[-1])
     dispatcher.reput_from_offset = valid_end
 
+    cq_store.correct_min_offset(log_min)
     commit_log.topic_queue_table = {f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in cq_store.queues()}
     return report
 
