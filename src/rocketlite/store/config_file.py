@@ -1,0 +1,196 @@
+"""JSON config files under `{storePathRootDir}/config/`, never half-written.
+
+RocketMQ keeps broker state that is not in the commit log in small fastjson files:
+
+* `consumerOffset.json`   `{"offsetTable":{"topic@group":{0:12,1:7}}}` (integer keys unquoted)
+* `delayOffset.json`      `{"offsetTable":{1:0,2:5}}` (delay level -> SCHEDULE_TOPIC queue offset)
+* `topics.json`           `{"dataVersion":{...},"topicConfigTable":{name:{TopicConfig}}}`
+* `subscriptionGroup.json` `{"dataVersion":{...},"subscriptionGroupTable":{name:{...}}}`
+* `consumerFilter.json`   `{"filterDataByTopic":{...}}`
+
+`persist` writes `NAME.tmp`, fsyncs it, keeps the previous file as `NAME.bak` and renames the new
+one into place, so a crash leaves either the old or the new content. `load` falls back to the
+`.bak` copy when the file is missing or unparsable, and says so in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+from rocketlite.errors import ProtocolError
+from rocketlite.protocol import fastjson
+
+log = logging.getLogger("rocketlite.store.config_file")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text`: temp file, fsync, keep a `.bak` of the old one, rename, fsync dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    data = text.encode("utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if path.exists():
+        path.replace(path.with_name(path.name + ".bak"))
+    tmp.replace(path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class JsonConfigFile(ABC):
+    """One config file: subclasses say how their state encodes and decodes."""
+
+    file_name = ""
+
+    def __init__(self, config_dir: Path) -> None:
+        self.path = config_dir / self.file_name
+        self.lock = threading.RLock()
+
+    @abstractmethod
+    def encode(self) -> str: ...
+
+    @abstractmethod
+    def decode(self, text: str) -> None: ...
+
+    def load(self) -> bool:
+        """Read the file (or its `.bak`); True if either existed and parsed."""
+        for candidate in (self.path, self.path.with_name(self.path.name + ".bak")):
+            if not candidate.exists():
+                continue
+            try:
+                text = candidate.read_text(encoding="utf-8")
+                if text.strip():
+                    with self.lock:
+                        self.decode(text)
+                if candidate != self.path:
+                    log.warning("%s unreadable or missing; loaded %s", self.path.name, candidate.name)
+                return True
+            except (ValueError, TypeError, KeyError, AttributeError, ProtocolError) as exc:
+                log.error("cannot parse %s: %s", candidate, exc)
+        return False
+
+    def persist(self) -> None:
+        with self.lock:
+            text = self.encode()
+        write_atomically(self.path, text)
+
+
+def _int_map(value: Any) -> dict[int, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {int(k): int(v) for k, v in value.items()}
+
+
+class ConsumerOffsetTable(JsonConfigFile):
+    """Committed consumer offsets, keyed `topic@group` then queue id."""
+
+    file_name = "consumerOffset.json"
+
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self.offset_table: dict[str, dict[int, int]] = {}
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        with self.lock:
+            self.offset_table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 when the group has none for that queue."""
+        with self.lock:
+            return self.offset_table.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def query_all(self, group: str, topic: str) -> dict[int, int]:
+        with self.lock:
+            return dict(self.offset_table.get(f"{topic}@{group}", {}))
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        with self.lock:
+            return {k.split("@", 1)[1] for k in self.offset_table if k.split("@", 1)[0] == topic}
+
+    def remove_group(self, group: str) -> None:
+        with self.lock:
+            for key in [k for k in self.offset_table if k.endswith(f"@{group}")]:
+                del self.offset_table[key]
+
+    def remove_topic(self, topic: str) -> None:
+        with self.lock:
+            for key in [k for k in self.offset_table if k.startswith(f"{topic}@")]:
+                del self.offset_table[key]
+
+    def encode(self) -> str:
+        return fastjson.dumps({"offsetTable": self.offset_table})
+
+    def decode(self, text: str) -> None:
+        data = fastjson.loads(text)
+        table = data.get("offsetTable", {}) if isinstance(data, dict) else {}
+        self.offset_table = {str(k): _int_map(v) for k, v in table.items()}
+
+
+class DelayOffsetTable(JsonConfigFile):
+    """How far the schedule service has delivered each delay level's queue."""
+
+    file_name = "delayOffset.json"
+
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self.offset_table: dict[int, int] = {}
+
+    def encode(self) -> str:
+        return fastjson.dumps({"offsetTable": self.offset_table})
+
+    def decode(self, text: str) -> None:
+        data = fastjson.loads(text)
+        self.offset_table = _int_map(data.get("offsetTable", {}) if isinstance(data, dict) else {})
+
+
+class JsonDocumentFile(JsonConfigFile):
+    """A config file kept as a JSON document (topics, subscription groups, filters).
+
+    The broker owns the typed view of these; the store only guarantees safe persistence.
+    """
+
+    def __init__(self, config_dir: Path, file_name: str, default: dict[str, Any]) -> None:
+        self.file_name = file_name
+        super().__init__(config_dir)
+        self.document: dict[str, Any] = default
+
+    def encode(self) -> str:
+        return fastjson.dumps(self.document)
+
+    def decode(self, text: str) -> None:
+        data = fastjson.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.file_name}: expected a JSON object")
+        self.document = data
+
+
+def topics_file(config_dir: Path) -> JsonDocumentFile:
+    return JsonDocumentFile(
+        config_dir, "topics.json", {"dataVersion": {"counter": 0, "timestamp": 0}, "topicConfigTable": {}}
+    )
+
+
+def subscription_group_file(config_dir: Path) -> JsonDocumentFile:
+    return JsonDocumentFile(
+        config_dir,
+        "subscriptionGroup.json",
+        {"dataVersion": {"counter": 0, "timestamp": 0}, "subscriptionGroupTable": {}},
+    )
+
+
+def consumer_filter_file(config_dir: Path) -> JsonDocumentFile:
+    return JsonDocumentFile(config_dir, "consumerFilter.json", {"filterDataByTopic": {}})
