@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,20 @@ import pytest
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+def _find_shared() -> Path:
+    """`shared/` sits beside the checkout (in CI and in the workplace); ROCKETLITE_SHARED overrides."""
+    env = os.environ.get("ROCKETLITE_SHARED")
+    if env:
+        return Path(env)
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "shared"
+        if (candidate / "testdata").is_dir():
+            return candidate
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+SHARED = _find_shared()
 REAL_STORE = SHARED / "testdata" / "rocketmq-4.x-store"
 
 StoreFactory = Callable[..., MessageStore]

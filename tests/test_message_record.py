@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -32,11 +31,9 @@ from rocketlite.store.message_record import (
     encode_record,
     prepare_record,
 )
+from tests.conftest import REAL_STORE
 
-REAL_SEGMENT = (
-    Path(__file__).resolve().parents[2] / "shared" / "testdata" / "rocketmq-4.x-store" / "commitlog"
-    / "00000000000000000000"
-)  # fmt: skip
+REAL_SEGMENT = REAL_STORE / "commitlog" / "00000000000000000000"
 LOCAL = HostAddress.parse("127.0.0.1:10911")
 
 

@@ -1,1 +1,9 @@
-"""Sans-IO RocketMQ 4.x remoting protocol: bytes in, commands out; no sockets, no asyncio."""
+"""Sans-IO RocketMQ 4.x remoting protocol: bytes in, commands out; no sockets, no asyncio, no globals.
+
+Modules: `codes` (request/response/language/serialize-type numbers), `command` (RemotingCommand and
+its JSON / ROCKETMQ header forms), `frame` (stream framing), `headers` (typed extFields),
+`fastjson` (Java-compatible JSON), `bodies` / `queue_bodies` (JSON bodies), `batch` (batch sends).
+
+This file imports nothing on purpose: `rocketlite.errors` imports `protocol.codes`, and the other
+modules import `rocketlite.errors`, so re-exports here would make an import cycle.
+"""

@@ -324,14 +324,8 @@ class TopicConfig(JsonBody):
 
     def encode_text(self) -> str:
         """`TopicConfig.encode()`: "name readQ writeQ perm FILTERTYPE" (compressed REGISTER_BROKER)."""
-        fields = (
-            self.topic_name,
-            self.read_queue_nums,
-            self.write_queue_nums,
-            self.perm,
-            self.topic_filter_type,
-        )
-        return " ".join(map(str, fields))
+        queues = f"{self.read_queue_nums} {self.write_queue_nums}"
+        return f"{self.topic_name} {queues} {self.perm} {self.topic_filter_type}"
 
     @classmethod
     def decode_text(cls, text: str) -> Self:

@@ -26,7 +26,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Mapping
 from enum import Enum
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -376,8 +376,3 @@ def loads(text: str | bytes | bytearray | memoryview) -> Any:
     if reader.skip_ws():
         raise reader.fail("trailing characters after JSON value")
     return result
-
-
-def iter_items(obj: Mapping[Any, Any]) -> Iterator[tuple[Any, Any]]:
-    """Items of a parsed map in key order, for deterministic conversion into typed bodies."""
-    return iter(sorted(obj.items(), key=lambda kv: _sort_key(kv[0])))
