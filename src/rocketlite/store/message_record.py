@@ -276,7 +276,9 @@ class RecordFormatError(ValueError):
         self.offset = offset
 
 
-def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = False) -> StoredRecord:
+def decode_record(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = False
+) -> StoredRecord:
     """Decode one V1 record at `pos`; `RecordFormatError` if it is blank, torn or corrupt."""
     if len(buf) - pos < PREFIX.size:
         raise RecordFormatError("truncated record header", pos)
