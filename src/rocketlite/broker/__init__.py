@@ -1,1 +1,1 @@
-"""rocketlite.broker (not built yet)."""
+"""The broker: glues the store to the remoting protocol (asyncio), one processor module per concern."""

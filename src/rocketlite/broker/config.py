@@ -1,0 +1,85 @@
+"""`BrokerConfig`: the broker's own settings, with RocketMQ's `broker.conf` key names and defaults.
+
+Store settings live in `StoreConfig`; both are built from the same properties file.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from rocketlite.config import require
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    namesrv_addr: str | None = None
+    listen_port: int = 10911
+    listen_host: str = "0.0.0.0"
+    broker_ip1: str = "127.0.0.1"
+    ha_listen_port: int = 0  # 0: listenPort + 1
+    broker_permission: int = 6
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6000
+    force_register: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    long_polling_check_interval_ms: int = 5000
+    transaction_timeout: int = field(default=6000, metadata={"key": "transactionTimeOut"})
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60_000
+    reject_transaction_message: bool = False
+    flush_consumer_offset_interval: int = 5000
+    channel_expired_timeout: int = 120_000
+    notify_consumer_ids_changed_enable: bool = True
+    acl_enable: bool = False
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    slow_put_warning_ms: int = 500
+    enable_property_filter: bool = False
+
+    def __post_init__(self) -> None:
+        require(1 <= self.listen_port <= 65535 or self.listen_port == 0, "listenPort must be 0..65535")
+        require(
+            self.listen_port == 0 or self.listen_port > 2,
+            "listenPort must be above 2 (VIP port is listenPort-2)",
+        )
+        require(self.broker_id >= 0, "brokerId must be >= 0")
+        require(
+            (self.broker_id == 0) == (self.broker_role is not BrokerRole.SLAVE),
+            "brokerId 0 is the master: use brokerRole ASYNC_MASTER or SYNC_MASTER; slaves need brokerId >= 1",
+        )
+        require(self.broker_permission & ~0xF == 0, "brokerPermission must be a PermName bit set (0..15)")
+        require(1 <= self.default_topic_queue_nums <= 1024, "defaultTopicQueueNums must be in 1..1024")
+        require(bool(self.broker_name) and "%" not in self.broker_name, "brokerName must be set, without '%'")
+        require(self.register_name_server_period > 0, "registerNameServerPeriod must be positive")
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role is BrokerRole.SLAVE
+
+    @property
+    def effective_register_period_ms(self) -> int:
+        """RocketMQ clamps registerNameServerPeriod to 10..60 s."""
+        return min(max(self.register_name_server_period, 10_000), 60_000)

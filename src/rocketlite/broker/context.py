@@ -1,0 +1,59 @@
+"""`BrokerContext`: the collaborators a processor module may be wired with, gathered once.
+
+Each processor module exposes `install(ctx, table) -> list[BrokerService]`: it builds its objects
+from the collaborators it needs (passing them explicitly to constructors, never the context itself),
+registers its request handlers, and returns the background services to start. Modules installed
+earlier may publish collaborators for later ones (the client manager, the pull hold service).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.clock import Clock
+from rocketlite.message import HostAddress
+from rocketlite.remoting.client import RemotingClient
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.config_file import ConsumerOffsetTable
+from rocketlite.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from rocketlite.broker.client_manager import ClientManager
+    from rocketlite.broker.pull import PullMessageProcessor
+    from rocketlite.broker.send import SendMessageProcessor
+
+
+class BrokerService(Protocol):
+    """A background service owned by the broker (asyncio tasks, threads)."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class BrokerContext:
+    broker: BrokerConfig
+    store_config: StoreConfig
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetTable
+    stats: BrokerStats
+    clock: Clock
+    store_host: HostAddress
+    loop: asyncio.AbstractEventLoop
+    outbound: RemotingClient
+    # Asks the broker to re-register with the name servers soon (topics changed).
+    request_register: Callable[[], None] = field(default=lambda: None)
+    # Published by modules as they are installed:
+    send: SendMessageProcessor | None = None
+    clients: ClientManager | None = None
+    pull: PullMessageProcessor | None = None

@@ -1,0 +1,353 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): seed 003's send path.
+
+For each request: parse the header (long names for 10, letters a..n for 310/320), check it
+(`msg_check`: broker permission, reserved topics, topic name, auto-create from TBW102, queue id),
+pick a random writable queue when queueId < 0, redirect retries that exhausted their attempts to
+`%DLQ%group` (`handle_retry_and_dlq`), build the stored message (born host = the connection's peer,
+store host = brokerIP1:listenPort, CLUSTER property added, WAIT removed), append it, and answer
+with msgId / queueId / queueOffset plus MSG_REGION and TRACE_ON. With ASYNC_FLUSH the answer is
+produced synchronously; with SYNC_FLUSH the handler awaits the group commit, bounded by
+`syncFlushTimeout`, and answers FLUSH_DISK_TIMEOUT when it runs out (the message is stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from rocketlite.broker import perm as P
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.clock import Clock
+from rocketlite.errors import RocketliteError
+from rocketlite.message import (
+    HostAddress,
+    MessageConst,
+    MessageSysFlag,
+    properties_to_string,
+    string_to_properties,
+)
+from rocketlite.protocol.batch import decode_batch
+from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.store.message_record import MessageInner
+from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
+from rocketlite.store.status import PutMessageStatus
+
+log = logging.getLogger("rocketlite.broker.send")
+
+# Retries beyond this go to the DLQ when the group is unknown to the header (RocketMQ default).
+DEFAULT_MAX_RECONSUME_TIMES = 16
+DLQ_NUMS_PER_GROUP = 1
+
+_STATUS_RESPONSES: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    PutMessageStatus.CREATE_MAPEDFILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. "
+        "msg body length limit {max}, msg properties length limit 32k.",
+    ),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg properties length limit 32k.",
+    ),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: "
+        "the broker's disk is full, messages are put to the slave, message store has been shut down, etc.",
+    ),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_BUSY,
+        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    ),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+# A hook for the transaction module: turns a prepared message into a half message (or refuses).
+HalfMessageHook = Callable[[MessageInner], None]
+
+
+def born_host_of(conn: Connection) -> HostAddress:
+    host = conn.attrs.get("born_host")
+    if host is None:
+        try:
+            host = HostAddress.parse(conn.remote_address)
+        except ValueError:
+            host = HostAddress(b"\x7f\x00\x00\x01", 0)
+        conn.attrs["born_host"] = host
+    assert isinstance(host, HostAddress)
+    return host
+
+
+class SendMessageProcessor:
+    """Handles the three send codes; collaborators are passed in, nothing reaches back."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        stats: BrokerStats,
+        clock: Clock,
+        store_host: HostAddress,
+    ) -> None:
+        self.broker = broker
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.stats = stats
+        self.clock = clock
+        self.store_host = store_host
+        self.start_accept_send_ms = 0
+        self.half_message_hook: HalfMessageHook | None = None
+        self.rng = random.Random()
+
+    def register(self, table: RequestTable) -> None:
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            table.register(code, self.handle)
+
+    # -- checks -----------------------------------------------------------------------------
+    def msg_check(self, header: SendMessageRequestHeader, remote: str) -> TopicConfig:
+        """RocketMQ's `AbstractSendMessageProcessor.msgCheck`; raises with the answer to give."""
+        b = self.broker
+        if not P.is_writeable(b.broker_permission) and P.is_sys_topic(header.topic) is False:
+            raise RocketliteError(
+                f"the broker[{b.broker_ip1}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
+            )
+        problem = P.topic_name_problem(header.topic)
+        if problem is not None:
+            raise RocketliteError(problem)
+        if header.topic in P.NOT_ALLOWED_SEND_TOPICS:
+            raise RocketliteError(
+                f"Sending message to topic[{header.topic}] is forbidden.", code=ResponseCode.NO_PERMISSION
+            )
+        tc = self.topics.select(header.topic)
+        if tc is None:
+            sys_flag = 1 if header.unit_mode else 0  # TopicSysFlag.FLAG_UNIT
+            if header.topic.startswith(P.RETRY_GROUP_TOPIC_PREFIX):
+                tc = self.topics.create_in_send_back(header.topic, 1, P.PERM_READ | P.PERM_WRITE, sys_flag)
+            else:
+                tc = self.topics.create_in_send(
+                    header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag
+                )
+            if tc is None:
+                log.warning("send from %s to unknown topic %s refused", remote, header.topic)
+                raise RocketliteError(
+                    f"topic[{header.topic}] not exist, apply first please! "
+                    "See http://rocketmq.apache.org/docs/faq/",
+                    code=ResponseCode.TOPIC_NOT_EXIST,
+                )
+        if not P.is_writeable(tc.perm):
+            raise RocketliteError(
+                f"the topic[{header.topic}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
+            )
+        queue_limit = max(tc.write_queue_nums, tc.read_queue_nums)
+        if header.queue_id >= queue_limit:
+            raise RocketliteError(f"request queueId[{header.queue_id}] is illegal, {tc} Producer: {remote}")
+        return tc
+
+    def handle_retry_and_dlq(
+        self, header: SendMessageRequestHeader, topic: str, queue_id: int, request_version: int
+    ) -> tuple[str, int]:
+        """A send to %RETRY%group past its max reconsume times goes to %DLQ%group instead."""
+        if not topic.startswith(P.RETRY_GROUP_TOPIC_PREFIX):
+            return topic, queue_id
+        group = topic[len(P.RETRY_GROUP_TOPIC_PREFIX) :]
+        cfg = self.groups.find(group)
+        if cfg is None:
+            raise RocketliteError(
+                f"subscription group not exist, {group} See http://rocketmq.apache.org/docs/faq/",
+                code=ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            )
+        max_times = cfg.retry_max_times
+        if request_version >= 121 and header.max_reconsume_times is not None:  # V3_4_9
+            max_times = header.max_reconsume_times
+        if (header.reconsume_times or 0) > max_times:
+            dlq = P.dlq_topic(group)
+            self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, P.PERM_READ | P.PERM_WRITE)
+            return dlq, self.rng.randrange(DLQ_NUMS_PER_GROUP)
+        return topic, queue_id
+
+    # -- the handler ------------------------------------------------------------------------
+    def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+        now = self.clock.now_ms()
+        if now < self.start_accept_send_ms:
+            return make_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"broker unable to service, until {self.start_accept_send_ms}",
+            )
+        header = SendMessageRequestHeader.from_ext(request.ext_fields, request.code)
+        if self.broker.is_slave:
+            return make_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave")
+        tc = self.msg_check(header, conn.remote_address)
+        queue_id = (
+            header.queue_id if header.queue_id >= 0 else self.rng.randrange(max(tc.write_queue_nums, 1))
+        )
+        body = request.body or b""
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+            return self._send_batch(conn, request, header, tc, queue_id, body)
+        topic, queue_id = self.handle_retry_and_dlq(header, header.topic, queue_id, request.version)
+        props = string_to_properties(header.properties or "")
+        props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        props[MessageConst.CLUSTER] = self.broker.broker_cluster_name
+        sys_flag = header.sys_flag
+        if tc.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+        msg = MessageInner(
+            topic=topic,
+            body=body,
+            born_host=born_host_of(conn),
+            store_host=self.store_host,
+            queue_id=queue_id,
+            flag=header.flag,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            reconsume_times=header.reconsume_times or 0,
+            properties_string=properties_to_string(props),
+        )
+        tran = MessageSysFlag.transaction_value(sys_flag)
+        transaction_id = None
+        if tran == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
+            if self.broker.reject_transaction_message or self.half_message_hook is None:
+                return make_response(
+                    request,
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{self.broker.broker_ip1}] sending transaction message is forbidden",
+                )
+            transaction_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            self.half_message_hook(msg)
+        pending = self.store.put_message_nowait(msg)
+        return self._respond(request, pending, header.topic, queue_id, 1, len(body), transaction_id)
+
+    def _send_batch(
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        tc: TopicConfig,
+        queue_id: int,
+        body: bytes,
+    ) -> HandlerResult:
+        if header.topic.startswith(P.RETRY_GROUP_TOPIC_PREFIX):
+            return make_response(
+                request, ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group"
+            )
+        entries = decode_batch(body)
+        if not entries:
+            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+        batch_props = string_to_properties(header.properties or "")
+        batch_props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        batch_props[MessageConst.CLUSTER] = self.broker.broker_cluster_name
+        born = born_host_of(conn)
+        msgs: list[MessageInner] = []
+        for entry in entries:
+            props = string_to_properties(entry.properties)
+            if MessageConst.DELAY_TIME_LEVEL in props:
+                return make_response(
+                    request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed"
+                )
+            props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+            for k, v in batch_props.items():
+                props.setdefault(k, v)
+            msgs.append(
+                MessageInner(
+                    topic=header.topic,
+                    body=entry.body,
+                    born_host=born,
+                    store_host=self.store_host,
+                    queue_id=queue_id,
+                    flag=entry.flag,
+                    sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
+                    born_timestamp=header.born_timestamp,
+                    reconsume_times=header.reconsume_times or 0,
+                    properties_string=properties_to_string(props),
+                )
+            )
+        del tc
+        pending = self.store.put_messages_nowait(msgs)
+        return self._respond(request, pending, header.topic, queue_id, len(msgs), len(body), None)
+
+    def _respond(
+        self,
+        request: RemotingCommand,
+        pending: PendingPut,
+        topic: str,
+        queue_id: int,
+        n: int,
+        size: int,
+        transaction_id: str | None,
+    ) -> HandlerResult:
+        fut = pending.flush_future
+        if fut is None:
+            return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
+        return self._await_flush(request, pending, fut, topic, queue_id, n, size, transaction_id)
+
+    async def _await_flush(
+        self,
+        request: RemotingCommand,
+        pending: PendingPut,
+        fut: Future[bool],
+        topic: str,
+        queue_id: int,
+        n: int,
+        size: int,
+        transaction_id: str | None,
+    ) -> RemotingCommand:
+        try:
+            flushed = await asyncio.wait_for(
+                asyncio.wrap_future(fut), self.store.config.sync_flush_timeout / 1000
+            )
+        except TimeoutError:
+            flushed = False
+        if not flushed:
+            log.error("sync flush timed out for a message to %s", topic)
+            pending.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
+
+    def _response(
+        self,
+        request: RemotingCommand,
+        result: PutMessageResult,
+        topic: str,
+        queue_id: int,
+        n: int,
+        size: int,
+        transaction_id: str | None,
+    ) -> RemotingCommand:
+        code, remark = _STATUS_RESPONSES[result.status]
+        if remark is not None and "{max}" in remark:
+            remark = remark.format(max=self.store.config.max_message_size)
+        if result.remark and code != ResponseCode.SUCCESS:
+            remark = f"{remark} ({result.remark})" if remark else result.remark
+        append = result.append
+        if append is None or not result.ok:
+            self.stats.put_failures += 1
+            return make_response(request, code, remark)
+        self.stats.record_put(topic, n, size)
+        ext = {
+            "msgId": append.msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(append.logics_offset),
+            "MSG_REGION": self.broker.region_id,
+            "TRACE_ON": "true" if self.broker.trace_on else "false",
+        }
+        if transaction_id is not None:
+            ext["transactionId"] = transaction_id
+        return make_response(request, code, remark, ext)

@@ -1,0 +1,148 @@
+"""`TopicConfigManager`: the broker's topics, persisted as `config/topics.json`.
+
+At start it creates RocketMQ's system topics (SELF_TEST_TOPIC, TBW102 when auto-create is on,
+BenchmarkTest, the cluster and broker topics, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX with 18
+queues, the reply topic). Topics are created on send (`create_in_send`, from TBW102 with
+PERM_INHERIT) and on send-back (`create_in_send_back`, retry and DLQ topics). Every change bumps
+the data version, persists the file atomically, and calls `on_change` so the broker re-registers
+with the name servers at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rocketlite.clock import Clock
+from rocketlite.protocol import fastjson
+from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.store.config_file import JsonConfigFile
+from rocketlite.broker import perm as P
+from rocketlite.broker.config import BrokerConfig
+
+log = logging.getLogger("rocketlite.broker.topic_config")
+
+
+class TopicConfigManager(JsonConfigFile):
+    file_name = "topics.json"
+
+    def __init__(self, config_dir: Path, broker: BrokerConfig, clock: Clock, delay_levels: int) -> None:
+        super().__init__(config_dir)
+        self.broker = broker
+        self.clock = clock
+        self.delay_levels = delay_levels
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.on_change: Callable[[], None] | None = None
+        self._create_lock = threading.Lock()
+
+    # -- persistence ------------------------------------------------------------------------
+    def encode(self) -> str:
+        wrapper = TopicConfigSerializeWrapper(dict(self.table), self.data_version)
+        return fastjson.dumps(wrapper.to_json_obj())
+
+    def decode(self, text: str) -> None:
+        wrapper = TopicConfigSerializeWrapper.from_json(text)
+        self.table.update(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+
+    def start(self) -> None:
+        """Load topics.json, then make sure the system topics exist."""
+        self.load()
+        b = self.broker
+        system = [
+            TopicConfig(P.SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(P.BENCHMARK_TOPIC, 1024, 1024),
+            TopicConfig(P.OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(P.SCHEDULE_TOPIC, self.delay_levels, self.delay_levels),
+            TopicConfig(f"{b.broker_cluster_name}_REPLY_TOPIC", 1, 1),
+        ]
+        cluster_perm = P.PERM_READ | P.PERM_WRITE | P.PERM_INHERIT
+        system.append(
+            TopicConfig(
+                b.broker_cluster_name, 16, 16, cluster_perm if b.cluster_topic_enable else P.PERM_INHERIT
+            )
+        )
+        system.append(
+            TopicConfig(b.broker_name, 1, 1, cluster_perm if b.broker_topic_enable else P.PERM_INHERIT)
+        )
+        if b.trace_topic_enable:
+            system.append(TopicConfig(b.msg_trace_topic_name, 1, 1))
+        for tc in system:
+            self.table.setdefault(tc.topic_name, tc)
+        if b.auto_create_topic_enable:
+            n = b.default_topic_queue_nums
+            self.table[P.DEFAULT_TOPIC] = TopicConfig(P.DEFAULT_TOPIC, n, n, cluster_perm)
+        else:
+            self.table.pop(P.DEFAULT_TOPIC, None)
+        self.persist()
+
+    def _changed(self) -> None:
+        self.data_version = self.data_version.next_version(self.clock.now_ms())
+        self.persist()
+        if self.on_change is not None:
+            self.on_change()
+
+    # -- queries ----------------------------------------------------------------------------
+    def select(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(dict(self.table), self.data_version)
+
+    # -- changes ----------------------------------------------------------------------------
+    def create_in_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """Auto-create `topic` from `default_topic` (TBW102) if that one may be inherited."""
+        with self._create_lock:
+            existing = self.table.get(topic)
+            if existing is not None:
+                return existing
+            default = self.table.get(default_topic)
+            if default is None:
+                log.warning("create topic %s: default topic %s does not exist", topic, default_topic)
+                return None
+            if default_topic == P.DEFAULT_TOPIC and not self.broker.auto_create_topic_enable:
+                return None
+            if not P.is_inherited(default.perm):
+                log.warning(
+                    "create topic %s: default topic %s has no inherit permission", topic, default_topic
+                )
+                return None
+            queues = max(1, min(client_queue_nums, default.write_queue_nums))
+            tc = TopicConfig(
+                topic, queues, queues, default.perm & ~P.PERM_INHERIT, topic_sys_flag=topic_sys_flag
+            )
+            self.table[topic] = tc
+            log.info("auto-created topic %s from %s (%d queues)", topic, default_topic, queues)
+        self._changed()
+        return tc
+
+    def create_in_send_back(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """Retry / DLQ topics: created on heartbeat or send-back."""
+        with self._create_lock:
+            existing = self.table.get(topic)
+            if existing is not None:
+                return existing
+            tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
+            self.table[topic] = tc
+            log.info("created topic %s (%d queues)", topic, queue_nums)
+        self._changed()
+        return tc
+
+    def update(self, tc: TopicConfig) -> None:
+        self.table[tc.topic_name] = tc
+        log.info("topic %s updated: %s", tc.topic_name, tc)
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        log.info("topic %s deleted", topic)
+        self._changed()
+        return True

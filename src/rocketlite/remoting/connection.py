@@ -1,0 +1,236 @@
+"""`Connection`: one TCP connection speaking the remoting protocol, in either direction.
+
+An `asyncio.Protocol` feeds received bytes to the sans-IO `FrameDecoder`. Requests go to a handler
+looked up by request code; responses resolve the future waiting under their opaque. Handlers may
+answer synchronously (a `RemotingCommand`, or None for no answer) or return an awaitable; the hot
+paths (send with ASYNC_FLUSH, pull with data) answer synchronously, so no task is created for them.
+Responses produced while handling one `data_received` are written with one `writelines` call.
+
+Errors: a `RocketliteError` becomes a response with its code and message as remark; any other
+exception becomes SYSTEM_ERROR (1), as RocketMQ's server does; one-way requests never get an
+answer. A framing error (bad length, bad header) closes the connection: nothing on it can be
+trusted any more, and other connections are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rocketlite.errors import ProtocolError, RocketliteError
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.frame import FrameDecoder, encode_command
+
+log = logging.getLogger("rocketlite.remoting")
+
+HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+Handler = Callable[["Connection", RemotingCommand], HandlerResult]
+
+
+class RequestTable:
+    """Request code -> handler; `default` answers codes nobody registered (None = stay silent)."""
+
+    def __init__(self, default: Handler | None = None) -> None:
+        self.handlers: dict[int, Handler] = {}
+        self.default = default
+
+    def register(self, code: int, handler: Handler) -> None:
+        self.handlers[int(code)] = handler
+
+    def lookup(self, code: int) -> Handler | None:
+        return self.handlers.get(code, self.default)
+
+
+def not_supported(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    """The broker's answer to an unknown code: REQUEST_CODE_NOT_SUPPORTED (3)."""
+    del conn
+    return make_response(
+        request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+    )
+
+
+def error_response(request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+    if isinstance(exc, RocketliteError):
+        return make_response(request, exc.code, exc.remark)
+    return make_response(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+_opaque_counter = itertools.count(1)
+
+
+def next_opaque() -> int:
+    """Opaque ids for requests we originate (the Java side uses one counter per process)."""
+    return next(_opaque_counter) & 0x7FFFFFFF
+
+
+class Connection(asyncio.Protocol):
+    """One connection; `table` handles incoming requests, `pending` holds our outstanding ones."""
+
+    def __init__(
+        self,
+        table: RequestTable,
+        *,
+        on_close: Callable[[Connection], None] | None = None,
+        max_frame_length: int = 16 * 1024 * 1024,
+    ) -> None:
+        self.table = table
+        self.decoder = FrameDecoder(max_frame_length)
+        self.transport: asyncio.Transport | None = None
+        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.close_callbacks: list[Callable[[Connection], None]] = []
+        if on_close is not None:
+            self.close_callbacks.append(on_close)
+        self.remote_address = ""
+        self.local_port = 0
+        self.closed = False
+        self.last_active = time.monotonic()
+        self.attrs: dict[str, Any] = {}
+        self._out: list[bytes] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.loop = asyncio.get_running_loop()
+        peer = transport.get_extra_info("peername")
+        if peer:
+            host = peer[0]
+            self.remote_address = f"[{host}]:{peer[1]}" if ":" in host else f"{host}:{peer[1]}"
+        sock = transport.get_extra_info("sockname")
+        if sock:
+            self.local_port = int(sock[1])
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            commands = self.decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing %s: %s", self.remote_address, exc)
+            self.close()
+            return
+        out: list[bytes] = []
+        self._out = out
+        try:
+            for cmd in commands:
+                if cmd.is_response:
+                    fut = self.pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+                else:
+                    self._handle_request(cmd)
+        finally:
+            self._out = None
+        if out and self.transport is not None and not self.closed:
+            self.transport.writelines(out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(f"connection to {self.remote_address} closed"))
+        self.pending.clear()
+        for cb in self.close_callbacks:
+            try:
+                cb(self)
+            except Exception:
+                log.exception("close callback failed")
+
+    # -- requests in ------------------------------------------------------------------------
+    def _handle_request(self, request: RemotingCommand) -> None:
+        handler = self.table.lookup(request.code)
+        if handler is None:
+            return
+        try:
+            result = handler(self, request)
+        except Exception as exc:
+            self._log_failure(request, exc)
+            if not request.is_oneway:
+                self.send(error_response(request, exc))
+            return
+        if result is None or isinstance(result, RemotingCommand):
+            if result is not None and not request.is_oneway:
+                self.send(result)
+            return
+        task = asyncio.ensure_future(result)
+        task.add_done_callback(lambda t: self._finish(request, t))
+
+    def _finish(self, request: RemotingCommand, task: asyncio.Future[RemotingCommand | None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._log_failure(request, exc)
+            if not request.is_oneway:
+                self.send(error_response(request, exc))
+            return
+        response = task.result()
+        if response is not None and not request.is_oneway:
+            self.send(response)
+
+    @staticmethod
+    def _log_failure(request: RemotingCommand, exc: BaseException) -> None:
+        if isinstance(exc, RocketliteError):
+            log.debug("request code %d refused: %s", request.code, exc)
+        else:
+            log.error("request code %d failed", request.code, exc_info=exc)
+
+    # -- writing ----------------------------------------------------------------------------
+    def send(self, cmd: RemotingCommand) -> None:
+        """Queue `cmd` for writing (batched within one `data_received`)."""
+        self.send_raw(encode_command(cmd))
+
+    def send_raw(self, data: bytes) -> None:
+        if self.closed or self.transport is None:
+            return
+        if self._out is not None:
+            self._out.append(data)
+        else:
+            self.transport.write(data)
+
+    def send_parts(self, cmd: RemotingCommand, parts: list[memoryview]) -> None:
+        """Send `cmd` with a body made of `parts` without joining them (pull responses)."""
+        size = sum(len(p) for p in parts)
+        cmd.body = b""
+        head = encode_command(cmd)
+        # Patch the frame length to count the body that follows.
+        total = int.from_bytes(head[:4], "big") + size
+        frame_head = total.to_bytes(4, "big") + head[4:]
+        if self.closed or self.transport is None:
+            return
+        if self._out is not None:
+            self._out.append(frame_head)
+            self._out.extend(bytes(p) for p in parts)
+        else:
+            self.transport.writelines([frame_head, *parts])
+
+    # -- requests out -----------------------------------------------------------------------
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and wait for its response (TimeoutError / ConnectionError otherwise)."""
+        if self.closed or self.loop is None:
+            raise ConnectionError(f"connection to {self.remote_address} is closed")
+        if not cmd.opaque:
+            cmd.opaque = next_opaque()
+        fut: asyncio.Future[RemotingCommand] = self.loop.create_future()
+        self.pending[cmd.opaque] = fut
+        self.send(cmd)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self.pending.pop(cmd.opaque, None)
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        cmd.flag |= 2
+        if not cmd.opaque:
+            cmd.opaque = next_opaque()
+        self.send(cmd)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.closed = True

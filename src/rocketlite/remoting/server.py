@@ -1,0 +1,105 @@
+"""`RemotingServer`: listens on one or more ports and serves a `RequestTable` on each connection.
+
+Binding port 0 picks a free port (tests); `ports` tells what was bound. Idle connections are closed
+after `idle_seconds` (RocketMQ's 120 s). `close` is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable
+
+from rocketlite.remoting.connection import Connection, RequestTable
+
+log = logging.getLogger("rocketlite.remoting.server")
+
+
+class RemotingServer:
+    def __init__(
+        self,
+        table: RequestTable,
+        *,
+        host: str = "0.0.0.0",
+        ports: tuple[int, ...] = (0,),
+        idle_seconds: float = 120.0,
+        on_connection_closed: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.table = table
+        self.host = host
+        self.requested_ports = ports
+        self.idle_seconds = idle_seconds
+        self.on_connection_closed = on_connection_closed
+        self.connections: set[Connection] = set()
+        self._servers: list[asyncio.AbstractServer] = []
+        self._sockets: list[socket.socket] = []
+        self.ports: list[int] = []
+        self._idle_task: asyncio.Task[None] | None = None
+
+    def _make_connection(self) -> Connection:
+        conn = Connection(self.table, on_close=self._closed)
+        self.connections.add(conn)
+        return conn
+
+    def _closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if self.on_connection_closed is not None:
+            self.on_connection_closed(conn)
+
+    def bind(self) -> list[int]:
+        """Bind the listening sockets now (so the real ports are known before serving)."""
+        if self._sockets:
+            return self.ports
+        for port in self.requested_ports:
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.host, port))
+            except OSError as exc:
+                sock.close()
+                for s in self._sockets:
+                    s.close()
+                self._sockets.clear()
+                raise OSError(exc.errno, f"cannot listen on {self.host}:{port}: {exc.strerror}") from exc
+            sock.listen(1024)
+            sock.setblocking(False)
+            self._sockets.append(sock)
+            self.ports.append(int(sock.getsockname()[1]))
+        return self.ports
+
+    async def start(self) -> None:
+        """Bind (if not yet) and serve."""
+        self.bind()
+        loop = asyncio.get_running_loop()
+        for sock in self._sockets:
+            server = await loop.create_server(self._make_connection, sock=sock)
+            self._servers.append(server)
+        self._idle_task = asyncio.create_task(self._close_idle(), name="remoting-idle")
+        log.info("listening on %s ports %s", self.host, self.ports)
+
+    async def _close_idle(self) -> None:
+        while True:
+            await asyncio.sleep(min(self.idle_seconds / 4, 30.0))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if now - conn.last_active > self.idle_seconds and not conn.pending:
+                    log.info("closing idle connection %s", conn.remote_address)
+                    conn.close()
+
+    async def close(self) -> None:
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            self._idle_task = None
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
