@@ -15,8 +15,17 @@ import logging
 import zlib
 from collections.abc import Callable
 
-from rocketlite.broker import admin, client_manager, consumer_offset, lock, pull, query, schedule
-from rocketlite.broker import send_back, transaction
+from rocketlite.broker import (
+    admin,
+    client_manager,
+    consumer_offset,
+    lock,
+    pull,
+    query,
+    schedule,
+    send_back,
+    transaction,
+)
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.send import SendMessageProcessor

@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from rocketlite.broker import perm as P
+from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -126,22 +126,22 @@ class SendMessageProcessor:
     def msg_check(self, header: SendMessageRequestHeader, remote: str) -> TopicConfig:
         """RocketMQ's `AbstractSendMessageProcessor.msgCheck`; raises with the answer to give."""
         b = self.broker
-        if not P.is_writeable(b.broker_permission) and P.is_sys_topic(header.topic) is False:
+        if not perm.is_writeable(b.broker_permission) and perm.is_sys_topic(header.topic) is False:
             raise RocketliteError(
                 f"the broker[{b.broker_ip1}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
             )
-        problem = P.topic_name_problem(header.topic)
+        problem = perm.topic_name_problem(header.topic)
         if problem is not None:
             raise RocketliteError(problem)
-        if header.topic in P.NOT_ALLOWED_SEND_TOPICS:
+        if header.topic in perm.NOT_ALLOWED_SEND_TOPICS:
             raise RocketliteError(
                 f"Sending message to topic[{header.topic}] is forbidden.", code=ResponseCode.NO_PERMISSION
             )
         tc = self.topics.select(header.topic)
         if tc is None:
             sys_flag = 1 if header.unit_mode else 0  # TopicSysFlag.FLAG_UNIT
-            if header.topic.startswith(P.RETRY_GROUP_TOPIC_PREFIX):
-                tc = self.topics.create_in_send_back(header.topic, 1, P.PERM_READ | P.PERM_WRITE, sys_flag)
+            if header.topic.startswith(perm.RETRY_GROUP_TOPIC_PREFIX):
+                tc = self.topics.create_in_send_back(header.topic, 1, perm.PERM_READ | perm.PERM_WRITE, sys_flag)
             else:
                 tc = self.topics.create_in_send(
                     header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag
@@ -153,7 +153,7 @@ class SendMessageProcessor:
                     "See http://rocketmq.apache.org/docs/faq/",
                     code=ResponseCode.TOPIC_NOT_EXIST,
                 )
-        if not P.is_writeable(tc.perm):
+        if not perm.is_writeable(tc.perm):
             raise RocketliteError(
                 f"the topic[{header.topic}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
             )
@@ -166,9 +166,9 @@ class SendMessageProcessor:
         self, header: SendMessageRequestHeader, topic: str, queue_id: int, request_version: int
     ) -> tuple[str, int]:
         """A send to %RETRY%group past its max reconsume times goes to %DLQ%group instead."""
-        if not topic.startswith(P.RETRY_GROUP_TOPIC_PREFIX):
+        if not topic.startswith(perm.RETRY_GROUP_TOPIC_PREFIX):
             return topic, queue_id
-        group = topic[len(P.RETRY_GROUP_TOPIC_PREFIX) :]
+        group = topic[len(perm.RETRY_GROUP_TOPIC_PREFIX) :]
         cfg = self.groups.find(group)
         if cfg is None:
             raise RocketliteError(
@@ -179,8 +179,8 @@ class SendMessageProcessor:
         if request_version >= 121 and header.max_reconsume_times is not None:  # V3_4_9
             max_times = header.max_reconsume_times
         if (header.reconsume_times or 0) > max_times:
-            dlq = P.dlq_topic(group)
-            self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, P.PERM_READ | P.PERM_WRITE)
+            dlq = perm.dlq_topic(group)
+            self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
             return dlq, self.rng.randrange(DLQ_NUMS_PER_GROUP)
         return topic, queue_id
 
@@ -245,7 +245,7 @@ class SendMessageProcessor:
         queue_id: int,
         body: bytes,
     ) -> HandlerResult:
-        if header.topic.startswith(P.RETRY_GROUP_TOPIC_PREFIX):
+        if header.topic.startswith(perm.RETRY_GROUP_TOPIC_PREFIX):
             return make_response(
                 request, ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group"
             )

@@ -15,12 +15,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from rocketlite.broker import perm
+from rocketlite.broker.config import BrokerConfig
 from rocketlite.clock import Clock
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocketlite.store.config_file import JsonConfigFile
-from rocketlite.broker import perm as P
-from rocketlite.broker.config import BrokerConfig
 
 log = logging.getLogger("rocketlite.broker.topic_config")
 
@@ -53,20 +53,20 @@ class TopicConfigManager(JsonConfigFile):
         self.load()
         b = self.broker
         system = [
-            TopicConfig(P.SELF_TEST_TOPIC, 1, 1),
-            TopicConfig(P.BENCHMARK_TOPIC, 1024, 1024),
-            TopicConfig(P.OFFSET_MOVED_EVENT, 1, 1),
-            TopicConfig(P.SCHEDULE_TOPIC, self.delay_levels, self.delay_levels),
+            TopicConfig(perm.SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(perm.BENCHMARK_TOPIC, 1024, 1024),
+            TopicConfig(perm.OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(perm.SCHEDULE_TOPIC, self.delay_levels, self.delay_levels),
             TopicConfig(f"{b.broker_cluster_name}_REPLY_TOPIC", 1, 1),
         ]
-        cluster_perm = P.PERM_READ | P.PERM_WRITE | P.PERM_INHERIT
+        cluster_perm = perm.PERM_READ | perm.PERM_WRITE | perm.PERM_INHERIT
         system.append(
             TopicConfig(
-                b.broker_cluster_name, 16, 16, cluster_perm if b.cluster_topic_enable else P.PERM_INHERIT
+                b.broker_cluster_name, 16, 16, cluster_perm if b.cluster_topic_enable else perm.PERM_INHERIT
             )
         )
         system.append(
-            TopicConfig(b.broker_name, 1, 1, cluster_perm if b.broker_topic_enable else P.PERM_INHERIT)
+            TopicConfig(b.broker_name, 1, 1, cluster_perm if b.broker_topic_enable else perm.PERM_INHERIT)
         )
         if b.trace_topic_enable:
             system.append(TopicConfig(b.msg_trace_topic_name, 1, 1))
@@ -74,9 +74,9 @@ class TopicConfigManager(JsonConfigFile):
             self.table.setdefault(tc.topic_name, tc)
         if b.auto_create_topic_enable:
             n = b.default_topic_queue_nums
-            self.table[P.DEFAULT_TOPIC] = TopicConfig(P.DEFAULT_TOPIC, n, n, cluster_perm)
+            self.table[perm.DEFAULT_TOPIC] = TopicConfig(perm.DEFAULT_TOPIC, n, n, cluster_perm)
         else:
-            self.table.pop(P.DEFAULT_TOPIC, None)
+            self.table.pop(perm.DEFAULT_TOPIC, None)
         self.persist()
 
     def _changed(self) -> None:
@@ -105,16 +105,16 @@ class TopicConfigManager(JsonConfigFile):
             if default is None:
                 log.warning("create topic %s: default topic %s does not exist", topic, default_topic)
                 return None
-            if default_topic == P.DEFAULT_TOPIC and not self.broker.auto_create_topic_enable:
+            if default_topic == perm.DEFAULT_TOPIC and not self.broker.auto_create_topic_enable:
                 return None
-            if not P.is_inherited(default.perm):
+            if not perm.is_inherited(default.perm):
                 log.warning(
                     "create topic %s: default topic %s has no inherit permission", topic, default_topic
                 )
                 return None
             queues = max(1, min(client_queue_nums, default.write_queue_nums))
             tc = TopicConfig(
-                topic, queues, queues, default.perm & ~P.PERM_INHERIT, topic_sys_flag=topic_sys_flag
+                topic, queues, queues, default.perm & ~perm.PERM_INHERIT, topic_sys_flag=topic_sys_flag
             )
             self.table[topic] = tc
             log.info("auto-created topic %s from %s (%d queues)", topic, default_topic, queues)

@@ -88,13 +88,27 @@ class CommitLog:
         self.topic_queue_table: dict[str, int] = {}
         self._lock = threading.Lock()
         self.begin_time_in_lock = 0.0
+        # (store host, its msg-id prefix) of the last append: one host per broker, so the
+        # prefix is almost never recomputed. One tuple, replaced whole, so threads never mix pairs.
+        self._id_prefix: tuple[HostAddress | None, str] = (None, "")
 
     def load(self) -> None:
         self.queue.load()
 
     # -- appending --------------------------------------------------------------------------
+    def _msg_id_prefix(self, host: HostAddress) -> str:
+        cached = self._id_prefix
+        if cached[0] is not host:
+            cached = self._id_prefix = (host, _msg_id_prefix(host))
+        return cached[1]
+
     def _segment_for(self, size: int) -> MappedFile:
         """The segment to write `size` bytes into, closing the current one with a blank if needed."""
+        files = self.queue.files
+        if files:  # fast path: the record fits in the last segment
+            last = files[-1]
+            if size + END_FILE_MIN_BLANK_LENGTH <= last.file_size - last.wrote_position:
+                return last
         mf = self.queue.get_last_file()
         assert mf is not None
         if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
@@ -136,7 +150,7 @@ class CommitLog:
             AppendMessageStatus.PUT_OK,
             phys,
             rec.total_size,
-            _msg_id_prefix(msg.store_host) + format(phys, "016X"),
+            self._msg_id_prefix(msg.store_host) + format(phys, "016X"),
             now,
             qoff,
         )
@@ -158,7 +172,7 @@ class CommitLog:
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
         advances = _advances_queue(recs[0].sys_flag)
-        prefix = _msg_id_prefix(first.store_host)
+        prefix = self._msg_id_prefix(first.store_host)
         buf = bytearray(total)
         with self._lock:
             now = self.clock.now_ms()

@@ -58,6 +58,8 @@ class Dispatcher:
         self.listeners: list[ArrivalListener] = []
         self.stats = DispatchStats()
         self.reput_from_offset = 0
+        # Records below this commit-log offset are not indexed (recovery: already in the index).
+        self.index_from_offset = 0
 
     def dispatch_available(self, *, verify_crc: bool = False, limit_bytes: int = _DISPATCH_CHUNK) -> int:
         """Dispatch records from `reput_from_offset` up to the readable end (at most ~limit_bytes).
@@ -129,7 +131,11 @@ class Dispatcher:
             for listener in self.listeners:
                 listener(topic, queue_id, last.consume_queue_offset + 1, last.tags_code, last.store_timestamp)
         if self.index is not None:
-            self.index.build_index_batch(reqs)
+            floor = self.index_from_offset
+            if reqs[0].commit_log_offset >= floor:
+                self.index.build_index_batch(reqs)
+            else:
+                self.index.build_index_batch([r for r in reqs if r.commit_log_offset >= floor])
         self.stats.records += len(reqs)
         self.stats.last_store_timestamp = reqs[-1].store_timestamp
 
@@ -156,7 +162,9 @@ class ReputService:
         self._thread.start()
 
     def wakeup(self) -> None:
-        self._wake.set()
+        # Called after every append: skip Event.set's lock and notify when a wake-up is pending.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():

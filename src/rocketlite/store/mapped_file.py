@@ -11,9 +11,12 @@ than overwrites of allocated blocks). Three positions describe a segment::
   `transientStorePoolEnable` mode, where appends go to memory and `commit` pwrites them);
 * flushed: bytes known durable (fdatasync).
 
-Reads come from a shared read-only mmap of the file and return zero-copy memoryviews. Writes go
-through `os.pwrite` (or into the write buffer); the page cache makes them visible to the mmap at
-once. The class owns no threads; flush and commit are called by services.
+Appends are copied into a shared writable mapping of the file: no system call (and no release of
+the GIL) per append; the pages are the page cache's, so `fdatasync` on the descriptor makes them
+durable exactly as after a `pwrite`, and the pre-zeroing guarantees the blocks exist. In
+write-buffer mode appends go to memory and `commit` pwrites them. Reads are read-only zero-copy
+memoryviews of the same mapping. The class owns no threads; flush and commit are called by
+services.
 """
 
 from __future__ import annotations
@@ -90,8 +93,9 @@ class MappedFile:
         if actual != file_size:
             raise ValueError(f"segment {path} has size {actual}, expected {file_size}")
         self._fd = os.open(path, os.O_RDONLY if readonly else os.O_RDWR)
-        self._mmap = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
-        self._view = memoryview(self._mmap)
+        access = mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE
+        self._mmap = mmap.mmap(self._fd, file_size, access=access)
+        self._view = memoryview(self._mmap).toreadonly()  # readers never get writable slices
         self._buffer: bytearray | None = bytearray(file_size) if write_buffer else None
         self.wrote_position = 0
         self.committed_position = 0
@@ -127,7 +131,7 @@ class MappedFile:
         if self._buffer is not None:
             self._buffer[pos : pos + n] = data
         else:
-            os.pwrite(self._fd, data, pos)
+            self._mmap[pos : pos + n] = data
             self.committed_position = pos + n
         self.wrote_position = pos + n
         return pos
@@ -135,14 +139,19 @@ class MappedFile:
     def append_parts(self, head: bytes, tail: bytes) -> int:
         """Append a record given as header + tail without concatenating them first."""
         pos = self.wrote_position
+        end = pos + len(head)
+        stop = end + len(tail)
+        if stop > self.file_size:
+            raise ValueError(f"append of {stop - pos} bytes past the end of {self.path.name}")
         if self._buffer is not None:
-            end = pos + len(head)
             self._buffer[pos:end] = head
-            self._buffer[end : end + len(tail)] = tail
-            self.wrote_position = end + len(tail)
+            self._buffer[end:stop] = tail
+            self.wrote_position = stop
         else:
-            n = os.pwritev(self._fd, (head, tail), pos)
-            self.wrote_position = self.committed_position = pos + n
+            mm = self._mmap
+            mm[pos:end] = head
+            mm[end:stop] = tail
+            self.wrote_position = self.committed_position = stop
         return pos
 
     def _pages_ready(self, done: int, target: int, least_pages: int) -> bool:

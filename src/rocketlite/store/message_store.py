@@ -48,6 +48,7 @@ log = logging.getLogger("rocketlite.store")
 # Consume-queue bytes one pull may scan while filtering (RocketMQ's 16000).
 MAX_FILTER_BYTES = 16_000
 SLOW_PUT_MS = 500
+_DELAY_NEEDLE = MessageConst.DELAY_TIME_LEVEL + "\x01"
 
 _APPEND_TO_PUT = {
     AppendMessageStatus.MESSAGE_SIZE_EXCEEDED: PutMessageStatus.MESSAGE_ILLEGAL,
@@ -266,18 +267,21 @@ class MessageStore:
 
     # -- writing ----------------------------------------------------------------------------
     def _check_put(self, msg: MessageInner) -> PutMessageResult | None:
-        if self.flags.shutdown or not self.started:
+        flags = self.flags
+        if flags.shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is shut down")
         if not self.master:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is a slave")
-        if self.flags.disk_full:
+        if flags.disk_full:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE,
                 remark="the disk is full (above diskMaxUsedSpaceRatio); writes are refused",
             )
-        if not self.flags.writeable:
+        if not flags.writeable:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not writeable")
-        if len(msg.topic.encode("utf-8")) > MAX_TOPIC_LENGTH:
+        topic = msg.topic
+        # An ASCII topic's UTF-8 length is its length: no encoding on the common path.
+        if (len(topic) if topic.isascii() else len(topic.encode("utf-8"))) > MAX_TOPIC_LENGTH:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic longer than {MAX_TOPIC_LENGTH} bytes"
             )
@@ -285,10 +289,10 @@ class MessageStore:
 
     def _apply_delay(self, msg: MessageInner) -> None:
         """Delayed messages go to SCHEDULE_TOPIC_XXXX queue level-1, the real topic in properties."""
+        if _DELAY_NEEDLE not in msg.properties_string:
+            return
         tran = msg.sys_flag & MessageSysFlag.TRANSACTION_MASK
         if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
-            return
-        if MessageConst.DELAY_TIME_LEVEL + "\x01" not in msg.properties_string:
             return
         props = string_to_properties(msg.properties_string)
         level_text = props.get(MessageConst.DELAY_TIME_LEVEL, "0")
@@ -320,7 +324,7 @@ class MessageStore:
         bad = self._check_put(msgs[0])
         if bad is not None:
             return PendingPut(bad)
-        if any(MessageConst.DELAY_TIME_LEVEL + "\x01" in m.properties_string for m in msgs):
+        if any(_DELAY_NEEDLE in m.properties_string for m in msgs):
             return PendingPut(
                 PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="delayed batches are not supported")
             )

@@ -2,15 +2,30 @@
 
 `scan_record` is RocketMQ's `checkMessageAndReturnSize`: it classifies the bytes at a position as a
 message (with its `DispatchRequest`), an end-of-file blank, the end of written data (zeros), or
-corruption, without copying the body.
+corruption, without copying the body. `scan_messages` does the same for a run of records in one
+call (the dispatch loop): no `ScanResult` per message.
+
+Both take a fast path for the common record (V1 magic, IPv4 hosts, consistent lengths, not the
+schedule topic) and hand anything else to `_scan_one`, the field-by-field classifier, so unusual
+and corrupt bytes are judged by one piece of code.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
+import zlib
 from dataclasses import dataclass
+from typing import Final
 
-from rocketlite.message import MessageConst, find_property, tags_code
+from rocketlite.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    MessageSysFlag,
+    find_property,
+    tags_code,
+)
 from rocketlite.store.dispatch_request import DispatchRequest
 from rocketlite.store.message_record import (
     BLANK_MAGIC_CODE,
@@ -25,6 +40,19 @@ from rocketlite.store.message_record import (
 )
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+# The fields dispatch needs from a record with IPv4 born and store hosts (the common layout), in
+# one unpack: TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG,
+# STORETIMESTAMP, PREPARED TRANSACTION OFFSET, BODYLEN (FLAG, BORNTIMESTAMP, hosts, reconsume skipped).
+_V4_FIELDS: Final = struct.Struct(">iiii4xqqi16xq12xqi")
+_V4_LAYOUT: Final = layout_for(0)
+_V4_HEAD: Final = _V4_LAYOUT.head.size
+_V4_FIXED: Final = _V4_LAYOUT.fixed_size
+assert _V4_FIELDS.size == _V4_HEAD == 88
+_HOST_V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_KEYS: Final = MessageConst.KEYS + NAME_VALUE_SEPARATOR
+_UNIQ: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
+_TAGS: Final = MessageConst.TAGS + NAME_VALUE_SEPARATOR
 
 
 class ScanKind(enum.Enum):
@@ -46,6 +74,18 @@ def _corrupt(reason: str) -> ScanResult:
     return ScanResult(ScanKind.CORRUPT, 0, None, reason)
 
 
+def _prop(props: str, needle: str) -> str | None:
+    """`find_property(props, name)` with `needle = name + "\x01"`, the usual case inlined."""
+    idx = props.find(needle)
+    if idx < 0:
+        return None
+    if idx == 0 or props[idx - 1] == PROPERTY_SEPARATOR:
+        begin = idx + len(needle)
+        end = props.find(PROPERTY_SEPARATOR, begin)
+        return props[begin:] if end < 0 else props[begin:end]
+    return find_property(props, needle[:-1])  # the needle was inside a value: look further
+
+
 def scan_record(
     buf: memoryview,
     pos: int,
@@ -54,6 +94,87 @@ def scan_record(
     delay_levels_ms: tuple[int, ...] = (),
 ) -> ScanResult:
     """Classify the bytes of `buf` at `pos` (buf ends at the segment's readable end)."""
+    out: list[DispatchRequest] = []
+    _, stop = scan_messages(buf, pos, pos + 1, out, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
+    if out:
+        req = out[0]
+        return ScanResult(ScanKind.MESSAGE, req.msg_size, req)
+    assert stop is not None
+    return stop
+
+
+def scan_messages(
+    buf: memoryview,
+    pos: int,
+    limit: int,
+    out: list[DispatchRequest],
+    *,
+    verify_crc: bool,
+    delay_levels_ms: tuple[int, ...] = (),
+) -> tuple[int, ScanResult | None]:
+    """Scan records from `pos` while `pos < limit`, appending a `DispatchRequest` per message.
+
+    Returns the position after the last message, and what stopped the scan there (a BLANK, END or
+    CORRUPT `ScanResult`, exactly what `scan_record` says at that position), or None if `limit`
+    was reached. A record that starts before `limit` is scanned whole.
+    """
+    size = len(buf)
+    unpack = _V4_FIELDS.unpack_from
+    append = out.append
+    crc32 = zlib.crc32
+    while pos < size and pos < limit:
+        if size - pos >= _V4_FIXED:
+            total, magic, crc, queue_id, queue_offset, phys, sys_flag, store_ts, prepared, body_len = unpack(
+                buf, pos
+            )
+            end = pos + total
+            p = pos + _V4_HEAD + body_len
+            if (
+                magic == MESSAGE_MAGIC_CODE
+                and not sys_flag & _HOST_V6_BITS
+                and total >= _V4_FIXED
+                and end <= size
+                and body_len >= 0
+                and p + 3 <= end
+                and (not verify_crc or crc32(buf[pos + _V4_HEAD : p]) & 0x7FFF_FFFF == crc)
+            ):
+                topic_end = p + 1 + buf[p]
+                if topic_end + 2 <= end:
+                    topic = str(buf[p + 1 : topic_end], "utf-8", "replace")
+                    props_len = SHORT.unpack_from(buf, topic_end)[0]
+                    if props_len >= 0 and topic_end + 2 + props_len == end and topic != SCHEDULE_TOPIC:
+                        if props_len:
+                            props = str(buf[topic_end + 2 : end], "utf-8", "replace")
+                            keys = _prop(props, _KEYS) or ""
+                            uniq = _prop(props, _UNIQ)
+                            code = tags_code(_prop(props, _TAGS))
+                        else:
+                            keys, uniq, code = "", None, 0
+                        append(DispatchRequest(
+                            topic, queue_id, phys, total, code, store_ts, queue_offset, keys, uniq,
+                            sys_flag, prepared,
+                        ))  # fmt: skip
+                        pos = end
+                        continue
+        res = _scan_one(buf, pos, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
+        if res.kind is not ScanKind.MESSAGE:
+            return pos, res
+        assert res.request is not None
+        append(res.request)
+        pos += res.size
+    if pos < limit:
+        return pos, ScanResult(ScanKind.END, 0)
+    return pos, None
+
+
+def _scan_one(
+    buf: memoryview,
+    pos: int,
+    *,
+    verify_crc: bool,
+    delay_levels_ms: tuple[int, ...] = (),
+) -> ScanResult:
+    """`scan_record` field by field: every layout, the schedule topic, and all the corruptions."""
     avail = len(buf) - pos
     if avail < END_FILE_MIN_BLANK_LENGTH:
         return ScanResult(ScanKind.END, 0)

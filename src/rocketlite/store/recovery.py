@@ -189,12 +189,19 @@ def recover(
     redispatch_from = max(min(cq_from, valid_end), log_min)
     if index is not None:
         idx_from = log_min
-        if any(f.index_count > 1 for f in index.files):
-            # end_phy_offset is the start of the last indexed record: resume after it.
-            last = index.end_phy_offset()
+        indexed = [f for f in index.files if f.index_count > 1]
+        if indexed:
+            # end_phy_offset is the start of the last indexed record: resume after it. Take the
+            # highest over the files: one created just before a crash can come back with an
+            # all-zero header (end 0) while the file before it holds the newest entries.
+            last = max(f.end_phy_offset for f in indexed)
             head = commit_log.get_message(last, 4) if last >= log_min else None
             idx_from = last + INT.unpack_from(head)[0] if head is not None else max(last, log_min)
-        redispatch_from = min(redispatch_from, max(idx_from, log_min))
+        idx_from = min(max(idx_from, log_min), valid_end)
+        # Records below idx_from are indexed already: re-dispatching them for the consume queues
+        # must not index them twice.
+        dispatcher.index_from_offset = idx_from
+        redispatch_from = min(redispatch_from, idx_from)
     dispatcher.reput_from_offset = redispatch_from
     report.redispatched_from = redispatch_from
     if redispatch_from < valid_end:
