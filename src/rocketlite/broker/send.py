@@ -141,7 +141,9 @@ class SendMessageProcessor:
         if tc is None:
             sys_flag = 1 if header.unit_mode else 0  # TopicSysFlag.FLAG_UNIT
             if header.topic.startswith(perm.RETRY_GROUP_TOPIC_PREFIX):
-                tc = self.topics.create_in_send_back(header.topic, 1, perm.PERM_READ | perm.PERM_WRITE, sys_flag)
+                tc = self.topics.create_in_send_back(
+                    header.topic, 1, perm.PERM_READ | perm.PERM_WRITE, sys_flag
+                )
             else:
                 tc = self.topics.create_in_send(
                     header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag

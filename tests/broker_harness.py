@@ -1,0 +1,81 @@
+"""A real broker on 127.0.0.1 (free ports, temp store) and a raw remoting client, for broker tests.
+
+Async tests run with `asyncio.run` (pytest-asyncio is not used): write `async def scenario()` and
+call `run(scenario())`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.controller import BrokerController
+from rocketlite.protocol.codes import RequestCode
+from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.remoting.client import RemotingClient
+from rocketlite.store.config import StoreConfig
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@dataclass
+class BrokerUnderTest:
+    controller: BrokerController
+    client: RemotingClient
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.controller.port}"
+
+    async def call(self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None,
+                   timeout: float = 5.0) -> RemotingCommand:  # fmt: skip
+        return await self.client.invoke(self.addr, make_request(code, ext or {}, body), timeout)
+
+    async def send(self, topic: str, body: bytes = b"hello", *, queue_id: int = 0, tags: str | None = None,
+                   keys: str | None = None, props: dict[str, str] | None = None,
+                   reconsume_times: int = 0) -> RemotingCommand:  # fmt: skip
+        p: dict[str, str] = {}
+        if tags:
+            p["TAGS"] = tags
+        if keys:
+            p["KEYS"] = keys
+        p.update(props or {})
+        header = SendMessageRequestHeader(
+            producer_group="test_pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
+            queue_id=queue_id, sys_flag=0, born_timestamp=1, flag=0,
+            properties="\x02".join(f"{k}\x01{v}" for k, v in p.items()), reconsume_times=reconsume_times,
+        )  # fmt: skip
+        return await self.call(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
+
+
+@contextlib.asynccontextmanager
+async def broker_under_test(root: Path, **broker_overrides: Any) -> AsyncIterator[BrokerUnderTest]:
+    """Start a broker with a small store under `root`; store keys may be given as `store_<key>`."""
+    store_kw = {k[len("store_") :]: v for k, v in broker_overrides.items() if k.startswith("store_")}
+    broker_kw = {k: v for k, v in broker_overrides.items() if not k.startswith("store_")}
+    store_cfg = StoreConfig(
+        store_path_root_dir=root,
+        maped_file_size_commit_log=store_kw.pop("maped_file_size_commit_log", 1 << 20),
+        maped_file_size_consume_queue=store_kw.pop("maped_file_size_consume_queue", 1000 * 20),
+        max_hash_slot_num=store_kw.pop("max_hash_slot_num", 1000),
+        max_index_num=store_kw.pop("max_index_num", 4000),
+        **store_kw,
+    )
+    controller = BrokerController(BrokerConfig(listen_port=0, **broker_kw), store_cfg)
+    await controller.start()
+    client = RemotingClient()
+    try:
+        yield BrokerUnderTest(controller, client)
+    finally:
+        await client.close()
+        await controller.close()
