@@ -1,22 +1,35 @@
-"""`rocketlite` command line: servers, store tools. The only place that configures logging."""
+"""`rocketlite` command line: servers and store tools. The only place that configures logging."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import json
 import logging
 import signal
 import sys
-import threading
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rocketlite import __version__
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.controller import BrokerController
 from rocketlite.config import build_config, config_keys, load_properties, warn_unknown_keys
 from rocketlite.errors import RocketliteError
+from rocketlite.namesrv.config import NamesrvConfig
+from rocketlite.namesrv.server import NameServer
+from rocketlite.runtime import new_event_loop
 from rocketlite.store.config import StoreConfig
 
 log = logging.getLogger("rocketlite.cli")
+
+
+class Server(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 def configure_logging(level: str) -> None:
@@ -27,20 +40,88 @@ def configure_logging(level: str) -> None:
     )
 
 
-def _wait_for_signal() -> None:
-    """Block until SIGINT or SIGTERM."""
-    stop = threading.Event()
+# -- servers --------------------------------------------------------------------------------
+async def _serve_until_signal(*servers: Server) -> None:
+    """Start the servers in order, wait for SIGINT/SIGTERM, close them in reverse order."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    started: list[Server] = []
+    try:
+        for server in servers:
+            await server.start()
+            started.append(server)
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        for server in reversed(started):
+            await server.close()
 
-    def _handler(signum: int, _frame: object) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
 
-    signal.signal(signal.SIGINT, _handler)
-    signal.signal(signal.SIGTERM, _handler)
-    while not stop.wait(1.0):
-        pass
+def _run(coro: Coroutine[Any, Any, None]) -> None:
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(coro)
+    finally:
+        loop.close()
 
 
+def load_namesrv_config(path: Path | None, **overrides: Any) -> NamesrvConfig:
+    props = load_properties(path) if path is not None else {}
+    warn_unknown_keys(props, config_keys(NamesrvConfig), str(path))
+    return build_config(NamesrvConfig, props, **overrides)
+
+
+def load_broker_config(path: Path) -> tuple[BrokerConfig, StoreConfig]:
+    """Both configs from one broker.conf (RocketMQ keeps broker and store keys in one file)."""
+    props = load_properties(path)
+    warn_unknown_keys(props, config_keys(BrokerConfig) | config_keys(StoreConfig), str(path))
+    return build_config(BrokerConfig, props), build_config(StoreConfig, props)
+
+
+def cmd_namesrv(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = {}
+    if args.port is not None:
+        overrides["listen_port"] = args.port
+    config = load_namesrv_config(Path(args.config) if args.config else None, **overrides)
+    _run(_serve_until_signal(NameServer(config)))
+    return 0
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    broker, store = load_broker_config(Path(args.config))
+    if args.namesrv:
+        broker = dataclasses.replace(broker, namesrv_addr=args.namesrv)
+    _run(_serve_until_signal(BrokerController(broker, store)))
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    """Name server + broker in one process: store ./data, ports 9876 / 10911, auto-create on."""
+    store_root = Path(args.store)
+    namesrv = NameServer(
+        NamesrvConfig(listen_port=args.namesrv_port, kv_config_path=store_root / "namesrv" / "kvConfig.json")
+    )
+    broker = BrokerConfig(
+        listen_port=args.broker_port,
+        namesrv_addr=f"127.0.0.1:{args.namesrv_port}",
+        broker_ip1=args.broker_ip,
+        auto_create_topic_enable=True,
+    )
+    store = build_config(StoreConfig, {}, store_path_root_dir=store_root)
+    log.info(
+        "rocketlite dev: name server 127.0.0.1:%d, broker %s:%d, store %s",
+        args.namesrv_port,
+        args.broker_ip,
+        args.broker_port,
+        store.store_path_root_dir,
+    )
+    _run(_serve_until_signal(namesrv, BrokerController(broker, store)))
+    return 0
+
+
+# -- store tools ----------------------------------------------------------------------------
 def cmd_store_inspect(args: argparse.Namespace) -> int:
     from rocketlite.store.inspect import format_inspection, inspect_store  # noqa: PLC0415
 
@@ -61,43 +142,28 @@ def cmd_store_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def cmd_dev(args: argparse.Namespace) -> int:
-    """Until the broker exists: open (recover) the store at ./data and keep it open."""
-    from rocketlite.store.message_store import MessageStore  # noqa: PLC0415
-
-    config = build_config(StoreConfig, {}, store_path_root_dir=Path(args.store))
-    store = MessageStore(config)
-    store.start()
-    report = store.recovery_report
-    log.info(
-        "store open at %s: commit log %d..%d%s",
-        config.store_path_root_dir,
-        store.min_phy_offset,
-        store.max_phy_offset,
-        f" (recovered: {'; '.join(report.actions)})" if report and report.actions else "",
-    )
-    log.info("the broker is not built yet; press Ctrl-C to stop")
-    try:
-        _wait_for_signal()
-    finally:
-        store.shutdown()
-    return 0
-
-
-def load_store_config(path: Path) -> tuple[StoreConfig, dict[str, str]]:
-    props = load_properties(path)
-    return build_config(StoreConfig, props), props
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketlite", description=__doc__)
     parser.add_argument("--version", action="version", version=f"rocketlite {__version__}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    dev = sub.add_parser("dev", help="development server on ./data (store only until the broker lands)")
+    dev = sub.add_parser("dev", help="name server + broker in one process (store ./data, ports 9876/10911)")
     dev.add_argument("--store", default="./data", help="store root directory (default ./data)")
+    dev.add_argument("--namesrv-port", type=int, default=9876)
+    dev.add_argument("--broker-port", type=int, default=10911)
+    dev.add_argument("--broker-ip", default="127.0.0.1", help="address put in message ids and routes")
     dev.set_defaults(func=cmd_dev)
+
+    ns = sub.add_parser("namesrv", help="run a name server")
+    ns.add_argument("-c", "--config", help="namesrv.conf (RocketMQ properties; key listenPort)")
+    ns.add_argument("-p", "--port", type=int, default=None, help="override listenPort")
+    ns.set_defaults(func=cmd_namesrv)
+
+    br = sub.add_parser("broker", help="run a broker")
+    br.add_argument("-c", "--config", required=True, help="broker.conf (RocketMQ properties)")
+    br.add_argument("-n", "--namesrv", help="override namesrvAddr (host:port;host:port)")
+    br.set_defaults(func=cmd_broker)
 
     store = sub.add_parser("store", help="offline tools for a store directory")
     store_sub = store.add_subparsers(dest="store_command", required=True)
@@ -124,16 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     try:
-        result: Any = args.func(args)
-        return int(result)
-    except RocketliteError as exc:
+        return int(args.func(args))
+    except (RocketliteError, OSError) as exc:
         print(f"rocketlite: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
 
-
-__all__ = ["config_keys", "main", "warn_unknown_keys"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from rocketlite.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.codes import ResponseCode
@@ -95,8 +95,8 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses; they have the same interface.
+        self.transport = cast(asyncio.Transport, transport)
         self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         if peer:
