@@ -18,7 +18,7 @@ from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch_request import DispatchRequest
 from rocketlite.store.index_service import IndexService
-from rocketlite.store.record_scan import ScanKind, scan_record
+from rocketlite.store.record_scan import ScanKind, scan_messages
 
 log = logging.getLogger("rocketlite.store.dispatch")
 
@@ -79,21 +79,18 @@ class Dispatcher:
                     cursor = self.commit_log.min_offset
                     continue
                 break
-            pos, rolled, stop = 0, False, False
-            while pos < len(data) and consumed + pos < limit_bytes:
-                res = scan_record(data, pos, verify_crc=verify_crc, delay_levels_ms=self.delay_levels_ms)
-                if res.kind is ScanKind.MESSAGE:
-                    assert res.request is not None
-                    reqs.append(res.request)
-                    pos += res.size
-                elif res.kind is ScanKind.BLANK:
-                    rolled = True
-                    break
-                else:
-                    if res.kind is ScanKind.CORRUPT:
-                        log.error("dispatch stopped at offset %d: %s", offset + pos, res.reason)
-                    stop = True
-                    break
+            pos, res = scan_messages(
+                data,
+                0,
+                limit_bytes - consumed,
+                reqs,
+                verify_crc=verify_crc,
+                delay_levels_ms=self.delay_levels_ms,
+            )
+            rolled = res is not None and res.kind is ScanKind.BLANK
+            stop = res is not None and not rolled
+            if res is not None and res.kind is ScanKind.CORRUPT:
+                log.error("dispatch stopped at offset %d: %s", offset + pos, res.reason)
             data.release()
             if rolled:
                 cursor = self.commit_log.roll_next_file(offset)

@@ -232,7 +232,7 @@ class IndexFile:
         mm = self._mm
         slot_pos = HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE
         (slot_value,) = SLOT.unpack_from(mm, slot_pos)
-        if slot_value <= INVALID_INDEX or slot_value > count:
+        if slot_value <= INVALID_INDEX or slot_value >= count:
             slot_value = INVALID_INDEX
         begin = self._begin_ts
         time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), INT_MAX)
@@ -291,7 +291,7 @@ class IndexFile:
         try:
             old = slot_view[s_sorted[group_start]].astype(np.int64)
             starts_n = n_sorted[group_start]
-            old = np.where((old > INVALID_INDEX) & (old <= starts_n), old, INVALID_INDEX)
+            old = np.where((old > INVALID_INDEX) & (old < starts_n), old, INVALID_INDEX)
             prev_sorted = np.empty(m, dtype=np.int64)
             prev_sorted[1:] = n_sorted[:-1]
             prev_sorted[group_start] = old
@@ -318,6 +318,50 @@ class IndexFile:
         self._dirty = True
         return total
 
+    def repair(self) -> int:
+        """After an unclean exit: make the slots agree with the header, which was written at the
+        last flush while slots and entries kept changing in the page cache.
+
+        Entries from `index_count` on are stale (their records are re-indexed by recovery's
+        re-dispatch) and are zeroed; every slot is rebuilt as the newest valid entry of its hash.
+        Returns the number of stale entries removed.
+        """
+        count = self._index_count
+        chunk = 65_536
+        stale_end = count
+        while stale_end < self.index_num:
+            n = min(chunk, self.index_num - stale_end)
+            view = np.frombuffer(self._mm, dtype=np.uint8, count=n * ENTRY_SIZE,
+                                 offset=self._entry_base + stale_end * ENTRY_SIZE)  # fmt: skip
+            nonzero = np.flatnonzero(view)
+            del view
+            if len(nonzero) == 0:
+                break
+            stale_end += int(nonzero[-1]) // ENTRY_SIZE + 1
+            if int(nonzero[-1]) // ENTRY_SIZE + 1 < n:
+                break
+        if stale_end > count:
+            start = self._entry_base + count * ENTRY_SIZE
+            self._mm[start : self._entry_base + stale_end * ENTRY_SIZE] = bytes(
+                (stale_end - count) * ENTRY_SIZE
+            )
+        slot_view = np.frombuffer(self._mm, dtype=">i4", count=self.hash_slot_num, offset=HEADER_SIZE)
+        try:
+            newest = np.zeros(self.hash_slot_num, dtype=np.int64)
+            if count > 1:
+                entries = np.frombuffer(
+                    self._mm, dtype=ENTRY_DTYPE, count=count - 1, offset=self._entry_base + ENTRY_SIZE
+                )
+                slots = entries["key_hash"].astype(np.int64) % self.hash_slot_num
+                np.maximum.at(newest, slots, np.arange(1, count, dtype=np.int64))
+                del entries
+            slot_view[:] = newest
+            self._hash_slot_count = int(np.count_nonzero(newest))
+        finally:
+            del slot_view
+        self._dirty = True
+        return stale_end - count
+
     # -- reads -------------------------------------------------------------------------------
     def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """`IndexFile.selectPhyOffset`: offsets of entries whose hash equals the key's and whose
@@ -329,11 +373,11 @@ class IndexFile:
         mm = self._mm
         count = self._index_count
         (slot_value,) = SLOT.unpack_from(mm, HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE)
-        if slot_value <= INVALID_INDEX or slot_value > count or count <= 1:
+        if slot_value <= INVALID_INDEX or slot_value >= count or count <= 1:
             return found
         begin_ts = self._begin_ts
         base = self._entry_base
-        limit = min(count, self.index_num - 1)
+        limit = min(count - 1, self.index_num - 1)
         nxt = slot_value
         for _ in range(count):  # a chain never has more links than entries (guards corrupt cycles)
             if len(found) >= max_num or nxt > limit:
@@ -344,7 +388,7 @@ class IndexFile:
             time_read = begin_ts + time_diff * 1000
             if key_hash_read == key_hash and begin <= time_read <= end:
                 found.append(phy_offset)
-            if prev <= INVALID_INDEX or prev > count or prev == nxt or time_read < begin:
+            if prev <= INVALID_INDEX or prev >= count or prev == nxt or time_read < begin:
                 break
             nxt = prev
         return found

@@ -111,6 +111,12 @@ class IndexService:
                     log.info("abnormal exit: dropping index file %s (end %d)", path, f.end_timestamp)
                     f.destroy()
                     continue
+                if not last_exit_ok:
+                    removed = f.repair()
+                    if removed:
+                        log.warning(
+                            "abnormal exit: %s had %d unflushed entries; re-indexing them", path, removed
+                        )
                 self._files.append(f)
             log.info("loaded %d index files from %s", len(self._files), self.index_dir)
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rocketlite.store.checkpoint import CHECKPOINT
 from rocketlite.store.consume_queue import CQ_UNIT
 from rocketlite.store.mapped_file_queue import MappedFileQueue
@@ -45,6 +47,7 @@ class LogScan:
     problem: str = ""
     problem_offset: int = -1
     trailing_garbage: bool = False
+    empty_tail_segments: int = 0  # all-zero segments after the end of data
     queues: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # [min qoff, max qoff, count]
     first_store_ts: int = 0
     last_store_ts: int = 0
@@ -69,8 +72,17 @@ def scan_log(root: Path, segment_size: int | None, *, verify_crc: bool, keep_pos
             if out.problem:
                 continue
             if mf.file_from_offset != expected:
-                out.problem = f"segment {mf.path.name} does not follow the previous one (gap)"
-                out.problem_offset = expected
+                if expected == -1 and not np.frombuffer(mf.raw_view(), dtype=np.uint8).any():
+                    # An all-zero segment after the end of data: pre-allocated (RocketMQ's allocator
+                    # creates the next segment ahead of time); recovery deletes it.
+                    out.empty_tail_segments += 1
+                    continue
+                if expected == -1:
+                    out.problem = f"segment {mf.path.name} holds data after the end of the log"
+                    out.problem_offset = out.valid_end
+                else:
+                    out.problem = f"segment {mf.path.name} does not follow the previous one (gap)"
+                    out.problem_offset = expected
                 continue
             view = mf.raw_view()
             pos = 0
@@ -281,6 +293,11 @@ def verify_store(
     report.notes.append(
         f"commit log: {scan.records} records in {len(scan.segments)} segment(s), valid end {scan.valid_end}"
     )
+    if scan.empty_tail_segments:
+        report.notes.append(
+            f"{scan.empty_tail_segments} empty segment(s) after the end of data (pre-allocated; "
+            "a broker opening the store deletes them)"
+        )
     if scan.problem:
         report.problems.append(f"commit log at offset {scan.problem_offset}: {scan.problem}")
     for (topic, qid), (qmin, qmax, count) in scan.queues.items():

@@ -99,8 +99,7 @@ def scan_record(
     if out:
         req = out[0]
         return ScanResult(ScanKind.MESSAGE, req.msg_size, req)
-    assert stop is not None
-    return stop
+    return stop if stop is not None else ScanResult(ScanKind.END, 0)
 
 
 def scan_messages(
@@ -115,8 +114,8 @@ def scan_messages(
     """Scan records from `pos` while `pos < limit`, appending a `DispatchRequest` per message.
 
     Returns the position after the last message, and what stopped the scan there (a BLANK, END or
-    CORRUPT `ScanResult`, exactly what `scan_record` says at that position), or None if `limit`
-    was reached. A record that starts before `limit` is scanned whole.
+    CORRUPT `ScanResult`, exactly what `scan_record` says at that position), or None if `limit` or
+    the end of `buf` was reached. A record that starts before `limit` is scanned whole.
     """
     size = len(buf)
     unpack = _V4_FIELDS.unpack_from
@@ -162,8 +161,6 @@ def scan_messages(
         assert res.request is not None
         append(res.request)
         pos += res.size
-    if pos < limit:
-        return pos, ScanResult(ScanKind.END, 0)
     return pos, None
 
 
