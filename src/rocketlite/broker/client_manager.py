@@ -1,15 +1,496 @@
-"""Placeholder: filled in by its own change (see the broker issue)."""
+"""`ClientManager`: the producers and consumers the broker knows from heartbeats.
+
+RocketMQ splits this into `ProducerManager`, `ConsumerManager` and `ClientManageProcessor`; here one
+class owns both tables because every event that changes one (heartbeat, unregister, a connection
+closing, a channel expiring) is handled the same way for both. The tables are keyed by clientID
+(the identity GET_CONSUMER_LIST_BY_GROUP must echo verbatim, and rebalancing depends on it), with
+the connection the client last heartbeated on; a client that reconnects replaces its old entry
+instead of being listed twice.
+
+Consumer subscriptions are kept per group, as Java does (`ConsumerGroupInfo.subscriptionTable`).
+Their tag code sets are recomputed here from the subscription string: the C++ client sends
+`codeSet:[0,0]`, and the pull path filters consume-queue units by these codes.
+
+When a group's set of clients or its subscriptions change, every client of the group gets a
+one-way NOTIFY_CONSUMER_IDS_CHANGED so it rebalances at once instead of within 20 s. Everything
+runs on the event loop; nothing here blocks except the small config-file writes that creating a
+group or a retry topic triggers.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rocketlite.broker import perm
+from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.remoting.connection import RequestTable
+from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.clock import Clock
+from rocketlite.errors import RocketliteError
+from rocketlite.message import tags_code
+from rocketlite.protocol import fastjson
+from rocketlite.protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    HeartbeatData,
+    MessageModel,
+    SubscriptionData,
+    expect_obj,
+)
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.headers import (
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    MissingHeaderFieldError,
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+)
+from rocketlite.protocol.queue_bodies import ConsumerListBody
+from rocketlite.remoting.connection import Connection, RequestTable
+
+log = logging.getLogger("rocketlite.broker.client")
+
+SUB_ALL = "*"
+TAG_EXPRESSION = "TAG"
+SCAN_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService period
+_CLOSE_HOOK = "rocketlite.client_manager"  # conn.attrs key: close callback installed
+FAQ_SUFFIX = " See http://rocketmq.apache.org/docs/faq/"  # Java appends FAQUrl.suggestTodo(...)
 
 
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    del ctx, table
-    return []
+# ------------------------------------------------------------------------------------ subscriptions
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """`ExpressionType.isTagType`: no type means TAG."""
+    return expression_type is None or expression_type == TAG_EXPRESSION
+
+
+def parse_tags(sub_string: str) -> tuple[str, ...]:
+    """`FilterAPI.buildSubscriptionData`'s split: `||`-separated, trimmed, empties dropped.
+
+    Raises ValueError where Java's `String.split` yields no element at all (only separators).
+    """
+    parts = sub_string.split("||")
+    while parts and parts[-1] == "":  # Java's split drops trailing empty strings
+        parts.pop()
+    if not parts:
+        raise ValueError(f"subString split error: {sub_string!r}")
+    tags: list[str] = []
+    for part in parts:
+        tag = part.strip()
+        if tag and tag not in tags:
+            tags.append(tag)
+    return tuple(tags)
+
+
+def build_subscription_data(
+    topic: str, sub_string: str | None, expression_type: str | None = None, sub_version: int = 0
+) -> SubscriptionData:
+    """`FilterAPI.build`: a subscription with tagsSet/codeSet computed from the expression."""
+    if not is_tag_type(expression_type):
+        return SubscriptionData(
+            topic, sub_string or "", sub_version=sub_version, expression_type=expression_type or ""
+        )
+    if not sub_string or sub_string == SUB_ALL:
+        return SubscriptionData(topic, SUB_ALL, sub_version=sub_version)
+    tags = parse_tags(sub_string)
+    return SubscriptionData(
+        topic, sub_string, tags, tuple(tags_code(t) for t in tags), sub_version=sub_version
+    )
+
+
+def normalize_subscription(sub: SubscriptionData) -> SubscriptionData:
+    """A heartbeat subscription with our own code set (the C++ client sends zeros)."""
+    if not is_tag_type(sub.expression_type) or sub.class_filter_mode:
+        return sub
+    try:
+        built = build_subscription_data(sub.topic, sub.sub_string, sub.expression_type, sub.sub_version)
+    except ValueError:
+        log.warning("unparsable subscription %r for %s; matching everything", sub.sub_string, sub.topic)
+        return replace(sub, sub_string=SUB_ALL, tags_set=(), code_set=())
+    return replace(sub, sub_string=built.sub_string, tags_set=built.tags_set, code_set=built.code_set)
+
+
+def tag_codes(sub: SubscriptionData | None) -> frozenset[int] | None:
+    """The CQ tag codes `sub` accepts, or None when it accepts everything
+    (`ExpressionMessageFilter.isMatchedByConsumeQueue`: no subscription, class filter, or `*`)."""
+    if sub is None or sub.class_filter_mode or sub.sub_string == SUB_ALL:
+        return None
+    return frozenset(sub.code_set)
+
+
+# ---------------------------------------------------------------------------------------- tables
+
+
+@dataclass(slots=True, eq=False)
+class ClientChannelInfo:
+    """One client on one connection; `last_update` is the wall-clock ms of its last heartbeat."""
+
+    conn: Connection
+    client_id: str
+    language: str
+    version: int
+    last_update: int
+
+    def to_connection_json(self) -> dict[str, Any]:
+        """RocketMQ's `Connection` bean (GET_CONSUMER/PRODUCER_CONNECTION_LIST)."""
+        return {
+            "clientAddr": self.conn.remote_address,
+            "clientId": self.client_id,
+            "language": self.language,
+            "version": self.version,
+        }
+
+
+@dataclass(slots=True)
+class ConsumerGroupInfo:
+    """`ConsumerGroupInfo`: how a group consumes, what it subscribes to, who is in it."""
+
+    group: str
+    consume_type: ConsumeType
+    message_model: MessageModel
+    consume_from_where: ConsumeFromWhere
+    subscription_table: dict[str, SubscriptionData] = field(default_factory=dict)
+    channels: dict[str, ClientChannelInfo] = field(default_factory=dict)
+    last_update: int = 0
+
+    def client_ids(self) -> list[str]:
+        return list(self.channels)
+
+    def connections(self) -> list[Connection]:
+        """Distinct live connections of the group's clients, in registration order."""
+        seen: dict[int, Connection] = {}
+        for info in self.channels.values():
+            if not info.conn.closed:
+                seen.setdefault(id(info.conn), info.conn)
+        return list(seen.values())
+
+    def update_channel(self, info: ClientChannelInfo, data: ConsumerData) -> bool:
+        """Record the client (True if it is new or moved to another connection)."""
+        self.consume_type = data.consume_type
+        self.message_model = data.message_model
+        self.consume_from_where = data.consume_from_where
+        self.last_update = info.last_update
+        old = self.channels.get(info.client_id)
+        self.channels[info.client_id] = info
+        return old is None or old.conn is not info.conn
+
+    def update_subscription(self, subs: Iterable[SubscriptionData], now_ms: int) -> bool:
+        """`updateSubscription`: True if a topic was added or removed (a newer version of an
+        existing topic's subscription replaces it without counting as a change, as in Java)."""
+        updated = False
+        wanted: set[str] = set()
+        for sub in subs:
+            wanted.add(sub.topic)
+            old = self.subscription_table.get(sub.topic)
+            if old is None:
+                self.subscription_table[sub.topic] = sub
+                updated = True
+                log.info("group %s subscribes %s (%s)", self.group, sub.topic, sub.sub_string)
+            elif sub.sub_version > old.sub_version:
+                self.subscription_table[sub.topic] = sub
+        for topic in [t for t in self.subscription_table if t not in wanted]:
+            log.warning("group %s no longer subscribes %s", self.group, topic)
+            del self.subscription_table[topic]
+            updated = True
+        self.last_update = now_ms
+        return updated
+
+    def to_consumer_connection_json(self) -> dict[str, Any]:
+        """RocketMQ's `ConsumerConnection` body."""
+        return {
+            "connectionSet": [c.to_connection_json() for c in self.channels.values()],
+            "consumeFromWhere": self.consume_from_where,
+            "consumeType": self.consume_type,
+            "messageModel": self.message_model,
+            "subscriptionTable": {t: s.to_json_obj() for t, s in self.subscription_table.items()},
+        }
+
+
+# ------------------------------------------------------------------------------------ the manager
+
+# A registration to remove: (group, clientID, is_consumer, only-if-on-this-connection or None).
+_Entry = tuple[str, str, bool, Connection | None]
 
 
 class ClientManager:
-    """Producers and consumers known from heartbeats (to be built)."""
+    """Producers and consumers known from heartbeats, and the requests about them."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        clock: Clock,
+        *,
+        scan_interval_s: float = SCAN_INTERVAL_S,
+    ) -> None:
+        self.broker = broker
+        self.topics = topics
+        self.groups = groups
+        self.clock = clock
+        self.scan_interval_s = scan_interval_s
+        self.producers: dict[str, dict[str, ClientChannelInfo]] = {}
+        self.consumers: dict[str, ConsumerGroupInfo] = {}
+        self._scan_task: asyncio.Task[None] | None = None
+
+    def register(self, table: RequestTable) -> None:
+        table.register(RequestCode.HEART_BEAT, self.handle_heartbeat)
+        table.register(RequestCode.UNREGISTER_CLIENT, self.handle_unregister)
+        table.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.handle_consumer_list)
+        table.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.handle_consumer_connections)
+        table.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.handle_producer_connections)
+        table.register(RequestCode.CHECK_CLIENT_CONFIG, self.handle_check_client_config)
+
+    # -- queries for other modules ----------------------------------------------------------
+    def consumer_group(self, group: str) -> ConsumerGroupInfo | None:
+        return self.consumers.get(group)
+
+    def find_subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        info = self.consumers.get(group)
+        return info.subscription_table.get(topic) if info is not None else None
+
+    def producer_channels(self, group: str) -> list[Connection]:
+        """Live connections of a producer group (transaction check-back picks one)."""
+        infos = self.producers.get(group, {})
+        return [i.conn for i in infos.values() if not i.conn.closed]
+
+    def consumer_groups_of_topic(self, topic: str) -> set[str]:
+        """Online groups subscribed to `topic` (`queryTopicConsumeByWho`)."""
+        return {g for g, info in self.consumers.items() if topic in info.subscription_table}
+
+    # -- registration -----------------------------------------------------------------------
+    def _watch(self, conn: Connection) -> None:
+        if not conn.attrs.get(_CLOSE_HOOK):
+            conn.attrs[_CLOSE_HOOK] = True
+            conn.close_callbacks.append(self.on_connection_closed)
+
+    def register_producer(self, group: str, info: ClientChannelInfo) -> None:
+        table = self.producers.setdefault(group, {})
+        if info.client_id not in table:
+            log.info("new producer %s in group %s from %s", info.client_id, group, info.conn.remote_address)
+        table[info.client_id] = info
+
+    def register_consumer(self, data: ConsumerData, info: ClientChannelInfo, *, notify: bool) -> bool:
+        """`ConsumerManager.registerConsumer`; True (and a notification) if the group changed."""
+        group = data.group_name
+        group_info = self.consumers.get(group)
+        if group_info is None:
+            group_info = ConsumerGroupInfo(
+                group, data.consume_type, data.message_model, data.consume_from_where
+            )
+            self.consumers[group] = group_info
+        channel_changed = group_info.update_channel(info, data)
+        subs = [normalize_subscription(s) for s in data.subscription_data_set]
+        subs_changed = group_info.update_subscription(subs, info.last_update)
+        changed = channel_changed or subs_changed
+        if changed:
+            log.info("consumer group %s changed: clients %s", group, group_info.client_ids())
+            if notify:
+                self.notify_ids_changed(group)
+        return changed
+
+    def notify_ids_changed(self, group: str) -> None:
+        """One-way NOTIFY_CONSUMER_IDS_CHANGED to every connection of the group."""
+        if not self.broker.notify_consumer_ids_changed_enable:
+            return
+        info = self.consumers.get(group)
+        if info is None:
+            return
+        ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext()
+        for conn in info.connections():
+            conn.oneway(make_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext))
+
+    def _group_notifies(self, group: str) -> bool:
+        """The group's `notifyConsumerIdsChangedEnable` (true for groups without a config)."""
+        cfg = self.groups.table.get(group)
+        return cfg.notify_consumer_ids_changed_enable if cfg is not None else True
+
+    def _remove_consumer(self, group: str, client_id: str, conn: Connection | None) -> bool:
+        """Remove a client from a group (only if on `conn`, when given); drop emptied groups."""
+        info = self.consumers.get(group)
+        if info is None:
+            return False
+        entry = info.channels.get(client_id)
+        if entry is None or (conn is not None and entry.conn is not conn):
+            return False
+        del info.channels[client_id]
+        log.info("consumer %s left group %s", client_id, group)
+        if not info.channels:
+            del self.consumers[group]
+            log.info("consumer group %s has no clients left", group)
+        return True
+
+    def _remove_producer(self, group: str, client_id: str, conn: Connection | None) -> bool:
+        table = self.producers.get(group)
+        entry = table.get(client_id) if table is not None else None
+        if table is None or entry is None or (conn is not None and entry.conn is not conn):
+            return False
+        del table[client_id]
+        if not table:
+            del self.producers[group]
+        return True
+
+    def _drop(self, doomed: Iterable[_Entry]) -> None:
+        """Remove registrations; tell the groups that lost a consumer."""
+        changed: list[str] = []
+        for group, client_id, is_consumer, conn in doomed:
+            if is_consumer:
+                if self._remove_consumer(group, client_id, conn) and group not in changed:
+                    changed.append(group)
+            else:
+                self._remove_producer(group, client_id, conn)
+        for group in changed:
+            if self._group_notifies(group):
+                self.notify_ids_changed(group)
+
+    def on_connection_closed(self, conn: Connection) -> None:
+        """Forget every client registered through `conn` (a closed channel must not keep queues)."""
+        self._drop(self._entries(lambda info: info.conn is conn))
+
+    def _entries(self, pick: Callable[[ClientChannelInfo], bool]) -> list[_Entry]:
+        out: list[_Entry] = []
+        for group, cinfo in self.consumers.items():
+            out += [(group, cid, True, i.conn) for cid, i in cinfo.channels.items() if pick(i)]
+        for group, table in self.producers.items():
+            out += [(group, cid, False, i.conn) for cid, i in table.items() if pick(i)]
+        return out
+
+    def scan_not_active_channels(self, now_ms: int | None = None) -> int:
+        """Drop (and close) clients silent for more than `channelExpiredTimeout`; returns how many.
+
+        `now_ms` defaults to the clock; tests pass a later time instead of waiting two minutes.
+        """
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        limit = self.broker.channel_expired_timeout
+        expired = self._entries(lambda info: now - info.last_update > limit)
+        for group, client_id, is_consumer, conn in expired:
+            kind = "consumer" if is_consumer else "producer"
+            log.warning("%s %s of group %s expired (no heartbeat for %d ms)", kind, client_id, group, limit)
+            if conn is not None:
+                conn.close()
+        self._drop(expired)
+        return len(expired)
+
+    # -- handlers ---------------------------------------------------------------------------
+    def handle_heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """HEART_BEAT (34): `ClientManageProcessor.heartBeat`."""
+        data = HeartbeatData.from_json(request.body or b"")
+        now = self.clock.now_ms()
+        info = ClientChannelInfo(conn, data.client_id, request.language, request.version, now)
+        self._watch(conn)
+        for consumer in data.consumer_data_set:
+            cfg = self.groups.find(consumer.group_name)
+            notify = True
+            if cfg is not None:
+                notify = cfg.notify_consumer_ids_changed_enable
+                sys_flag = 2 if consumer.unit_mode else 0  # TopicSysFlag.buildSysFlag(false, true)
+                self.topics.create_in_send_back(
+                    perm.retry_topic(consumer.group_name),
+                    cfg.retry_queue_nums,
+                    perm.PERM_READ | perm.PERM_WRITE,
+                    sys_flag,
+                )
+            self.register_consumer(consumer, info, notify=notify)
+        for producer in data.producer_data_set:
+            self.register_producer(producer.group_name, info)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def handle_unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """UNREGISTER_CLIENT (35): remove the clientID from the named producer / consumer group."""
+        del conn
+        header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
+        doomed: list[_Entry] = []
+        if header.producer_group:
+            doomed.append((header.producer_group, header.client_id, False, None))
+        if header.consumer_group:
+            doomed.append((header.consumer_group, header.client_id, True, None))
+        self._drop(doomed)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def handle_consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_LIST_BY_GROUP (38): the exact clientIDs of the group's live clients."""
+        header = GetConsumerListByGroupRequestHeader.from_ext(request.ext_fields)
+        info = self.consumers.get(header.consumer_group)
+        ids = info.client_ids() if info is not None else []
+        if not ids:
+            log.warning("no consumer for group %s (asked by %s)", header.consumer_group, conn.remote_address)
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
+            )
+        return make_response(request, ResponseCode.SUCCESS, body=ConsumerListBody(tuple(ids)).to_bytes())
+
+    def handle_consumer_connections(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_CONNECTION_LIST (203): `ConsumerConnection` of an online group."""
+        del conn
+        header = GetConsumerConnectionListRequestHeader.from_ext(request.ext_fields)
+        info = self.consumers.get(header.consumer_group)
+        if info is None:
+            return make_response(
+                request,
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"the consumer group[{header.consumer_group}] not online",
+            )
+        body = fastjson.dumps(info.to_consumer_connection_json()).encode("utf-8")
+        return make_response(request, ResponseCode.SUCCESS, body=body)
+
+    def handle_producer_connections(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_PRODUCER_CONNECTION_LIST (204): `ProducerConnection` of a producer group."""
+        del conn
+        group = request.ext_fields.get("producerGroup")
+        if group is None:
+            raise MissingHeaderFieldError("producerGroup")
+        table = self.producers.get(group)
+        if not table:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = {"connectionSet": [i.to_connection_json() for i in table.values()]}
+        return make_response(request, ResponseCode.SUCCESS, body=fastjson.dumps(body).encode("utf-8"))
+
+    def handle_check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46): TAG subscriptions pass; SQL92 is refused as by a Java broker
+        without `enablePropertyFilter` (this broker has no SQL92 evaluator)."""
+        del conn
+        if request.body:
+            obj = expect_obj(fastjson.loads(request.body), "CheckClientRequestBody")
+            raw_sub = obj.get("subscriptionData")
+            if raw_sub is not None:
+                sub = SubscriptionData.from_json_obj(expect_obj(raw_sub, "subscriptionData"))
+                if not is_tag_type(sub.expression_type):
+                    raise RocketliteError(
+                        f"The broker does not support consumer to filter message by {sub.expression_type}"
+                    )
+        return make_response(request, ResponseCode.SUCCESS)
+
+    # -- service ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="broker-client-scan")
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.scan_interval_s)
+            try:
+                self.scan_not_active_channels()
+            except Exception:
+                log.exception("client channel scan failed")
+
+    async def close(self) -> None:
+        task, self._scan_task = self._scan_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
+    manager = ClientManager(ctx.broker, ctx.topics, ctx.groups, ctx.clock)
+    manager.register(table)
+    ctx.clients = manager
+    return [manager]

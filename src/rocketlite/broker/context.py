@@ -26,6 +26,7 @@ from rocketlite.store.message_store import MessageStore
 
 if TYPE_CHECKING:
     from rocketlite.broker.client_manager import ClientManager
+    from rocketlite.broker.lock import RebalanceLockManager
     from rocketlite.broker.pull import PullMessageProcessor
     from rocketlite.broker.send import SendMessageProcessor
 
@@ -57,3 +58,4 @@ class BrokerContext:
     send: SendMessageProcessor | None = None
     clients: ClientManager | None = None
     pull: PullMessageProcessor | None = None
+    locks: RebalanceLockManager | None = None

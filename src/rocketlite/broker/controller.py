@@ -231,14 +231,15 @@ class BrokerController:
         for task in (self._register_task, self._persist_task):
             if task is not None:
                 task.cancel()
-        await self.server.close()
         if self.started and self.broker.namesrv_addrs:
             await self._unregister_all()
+        # Services first, while connections are open: held pulls get their answers.
         for svc in reversed(self.services):
             try:
                 await svc.close()
             except Exception:
                 log.exception("closing a broker service failed")
+        await self.server.close()
         await self.outbound.close()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.offsets.persist)

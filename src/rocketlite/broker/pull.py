@@ -1,15 +1,277 @@
-"""Placeholder: filled in by its own change (see the broker issue)."""
+"""PULL_MESSAGE (11): RocketMQ's `PullMessageProcessor.processRequest`, with long polling.
+
+Checks run in Java's order, each with Java's answer: broker not readable (NO_PERMISSION), group
+unknown and not auto-created (SUBSCRIPTION_GROUP_NOT_EXIST), group consumeEnable off
+(NO_PERMISSION), topic unknown (TOPIC_NOT_EXIST), topic not readable (NO_PERMISSION), queueId out
+of range (SYSTEM_ERROR), then the subscription: from the request when the SUBSCRIPTION sysFlag is
+set (pull consumers, ali-ons), otherwise from the group's heartbeat (SUBSCRIPTION_NOT_EXIST /
+SUBSCRIPTION_NOT_LATEST). SQL92 expressions are refused: there is no property filter here.
+
+The store read filters consume-queue units by tag code, and its status maps to a response code
+(table below). Every status answer carries all four header fields (the Java client unboxes them,
+ali-ons calls `.toString()` on them); the remark is the status name. A FOUND body goes out as the
+store's zero-copy slices through `Connection.send_parts`.
+
+A 19 with the SUSPEND flag on the first execution is parked in `PullRequestHoldService` (see
+`pull_hold.py`); a re-run there never parks again and always answers, on the original opaque.
+The piggy-backed commitOffset (COMMIT_OFFSET flag) is stored on the first execution only, never on
+a slave.
+"""
 
 from __future__ import annotations
 
+import logging
+
+from rocketlite.broker import perm
+from rocketlite.broker.client_manager import (
+    FAQ_SUFFIX,
+    ClientManager,
+    build_subscription_data,
+    is_tag_type,
+    tag_codes,
+)
+from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.remoting.connection import RequestTable
+from rocketlite.broker.pull_hold import HeldPull, PullRequestHoldService
+from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.errors import RocketliteError
+from rocketlite.protocol.bodies import MessageModel, SubscriptionData
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from rocketlite.remoting.connection import Connection, RequestTable, error_response
+from rocketlite.store.config_file import ConsumerOffsetTable
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.status import GetMessageStatus
+
+log = logging.getLogger("rocketlite.broker.pull")
+
+# PullSysFlag bits.
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+
+MASTER_ID = 0
+
+# GetMessageStatus -> response code. NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE depend on the
+# request offset (19 at offset 0, else 21) and are handled in `_code_for`.
+_STATUS_CODES: dict[GetMessageStatus, ResponseCode] = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+}
+_EMPTY_QUEUE = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
 
 
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    del ctx, table
-    return []
+def _code_for(status: GetMessageStatus, request_offset: int) -> ResponseCode:
+    if status in _EMPTY_QUEUE:
+        return ResponseCode.PULL_NOT_FOUND if request_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+    return _STATUS_CODES[status]
+
+
+def _refuse(code: ResponseCode, remark: str) -> RocketliteError:
+    return RocketliteError(remark, code=code)
 
 
 class PullMessageProcessor:
-    """PULL_MESSAGE with long polling (to be built)."""
+    """Serves PULL_MESSAGE; owns the hold service it parks pulls in."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        clients: ClientManager,
+        offsets: ConsumerOffsetTable,
+        stats: BrokerStats,
+        hold: PullRequestHoldService | None = None,
+    ) -> None:
+        self.broker = broker
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.clients = clients
+        self.offsets = offsets
+        self.stats = stats
+        self.hold = hold
+
+    def register(self, table: RequestTable) -> None:
+        table.register(RequestCode.PULL_MESSAGE, self.handle)
+
+    # -- entry points -----------------------------------------------------------------------
+    def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        """First execution: may park the pull (no answer now) and may commit the offset."""
+        return self.process(conn, request, allow_suspend=True)
+
+    def wake(self, held: HeldPull) -> None:
+        """Re-run a held pull without suspend and answer it on its connection (original opaque)."""
+        conn, request = held.conn, held.request
+        if conn.closed:
+            return
+        try:
+            response = self.process(conn, request, allow_suspend=False)
+        except Exception as exc:
+            if not isinstance(exc, RocketliteError):
+                log.exception("re-running a held pull failed")
+            response = error_response(request, exc)
+        if response is not None:
+            conn.send(response)
+
+    # -- the request ------------------------------------------------------------------------
+    def _check_group(self, group: str) -> SubscriptionGroupConfig:
+        if not perm.is_readable(self.broker.broker_permission):
+            raise _refuse(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.broker_ip1}] pulling message is forbidden",
+            )
+        cfg = self.groups.find(group)
+        if cfg is None:
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist,{FAQ_SUFFIX}",
+            )
+        if not cfg.consume_enable:
+            raise _refuse(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        return cfg
+
+    def _check_topic(self, header: PullMessageRequestHeader, remote: str) -> None:
+        tc = self.topics.select(header.topic)
+        if tc is None:
+            log.error("pull from %s: topic %s does not exist", remote, header.topic)
+            raise _refuse(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!{FAQ_SUFFIX}",
+            )
+        if not perm.is_readable(tc.perm):
+            raise _refuse(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+            )
+        if header.queue_id < 0 or header.queue_id >= tc.read_queue_nums:
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{remote}]",
+            )
+
+    def _subscription(
+        self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig
+    ) -> SubscriptionData:
+        """From the request (SUBSCRIPTION flag) or from the group's heartbeat."""
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            try:
+                sub = build_subscription_data(
+                    header.topic, header.subscription, header.expression_type, header.sub_version
+                )
+            except ValueError as exc:
+                log.warning("cannot parse subscription %r: %s", header.subscription, exc)
+                raise _refuse(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+                ) from exc
+        else:
+            group = header.consumer_group
+            info = self.clients.consumer_group(group)
+            if info is None:
+                raise _refuse(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ_SUFFIX}"
+                )
+            if not cfg.consume_broadcast_enable and info.message_model is MessageModel.BROADCASTING:
+                raise _refuse(
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{group}] can not consume by broadcast way",
+                )
+            found = info.subscription_table.get(header.topic)
+            if found is None:
+                raise _refuse(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ_SUFFIX}"
+                )
+            if found.sub_version < header.sub_version:
+                raise _refuse(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+            sub = found
+        if not is_tag_type(sub.expression_type):
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}",
+            )
+        return sub
+
+    def process(
+        self, conn: Connection, request: RemotingCommand, *, allow_suspend: bool
+    ) -> RemotingCommand | None:
+        """Run the pull; returns the answer to send, or None when the answer was sent zero-copy or
+        the pull was parked. Refusals raise `RocketliteError` carrying their code."""
+        header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        cfg = self._check_group(header.consumer_group)
+        self._check_topic(header, conn.remote_address)
+        sub = self._subscription(header, cfg)
+        codes = tag_codes(sub) if not header.sys_flag & FLAG_CLASS_FILTER else None
+        message_filter = codes.__contains__ if codes is not None else None
+        result = self.store.get_message(
+            header.consumer_group, header.topic, header.queue_id, header.queue_offset,
+            header.max_msg_nums, message_filter,
+        )  # fmt: skip
+        code = _code_for(result.status, header.queue_offset)
+        next_begin = result.next_begin_offset
+        if code == ResponseCode.PULL_OFFSET_MOVED and self.broker.is_slave:
+            # A slave does not move consumers (offsetCheckInSlave off): retry at the same offset.
+            code, next_begin = ResponseCode.PULL_RETRY_IMMEDIATELY, header.queue_offset
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            log.info(
+                "pull offset moved: group %s %s:%d offset %d -> %d (%s)",
+                header.consumer_group, header.topic, header.queue_id, header.queue_offset,
+                next_begin, result.status.name,
+            )  # fmt: skip
+        ext = PullMessageResponseHeader(
+            suggest_which_broker_id=MASTER_ID,
+            next_begin_offset=next_begin,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        ).to_ext()
+        response = make_response(request, code, result.status.name, ext)
+        if allow_suspend and header.sys_flag & FLAG_COMMIT_OFFSET and not self.broker.is_slave:
+            self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        if code == ResponseCode.SUCCESS:
+            self.stats.record_get(header.consumer_group, result.message_count)
+            conn.send_parts(response, result.messages)
+            return None
+        if (
+            code == ResponseCode.PULL_NOT_FOUND
+            and allow_suspend
+            and header.sys_flag & FLAG_SUSPEND
+            and self.hold is not None
+        ):
+            b = self.broker
+            timeout_ms = (
+                header.suspend_timeout_millis if b.long_polling_enable else b.short_polling_time_mills
+            )
+            held = HeldPull(
+                conn, request, header.topic, header.queue_id, header.queue_offset, codes,
+                seen_max=max(result.max_offset, header.queue_offset),
+            )  # fmt: skip
+            self.hold.suspend(held, timeout_ms / 1000)
+            return None
+        self.stats.record_get(header.consumer_group, 0)
+        return response
+
+
+def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
+    if ctx.clients is None:
+        raise RuntimeError("pull.install needs the client manager installed first")
+    processor = PullMessageProcessor(
+        ctx.broker, ctx.store, ctx.topics, ctx.groups, ctx.clients, ctx.offsets, ctx.stats
+    )
+    b = ctx.broker
+    interval_ms = b.long_polling_check_interval_ms if b.long_polling_enable else b.short_polling_time_mills
+    hold = PullRequestHoldService(ctx.store, ctx.loop, processor.wake, check_interval_s=interval_ms / 1000)
+    processor.hold = hold
+    ctx.store.add_arrival_listener(hold.on_arrival)
+    processor.register(table)
+    ctx.pull = processor
+    return [hold]

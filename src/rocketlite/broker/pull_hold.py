@@ -1,0 +1,203 @@
+"""`PullRequestHoldService`: long polling, RocketMQ's `PullRequestHoldService` on the event loop.
+
+A pull that finds nothing new (PULL_NOT_FOUND) with the SUSPEND flag is parked here under its
+(topic, queueId) instead of being answered, because a push consumer answered 19 at once re-pulls
+at once and spins. A parked pull is re-run (without suspend) and answered when:
+
+* the store reports new units in its queue (`on_arrival`, called from the store's dispatch
+  thread and hopped onto the loop) beyond the pull's offset whose tag code passes the pull's
+  filter;
+* the periodic check (every `longPollingCheckIntervalMs`, 5 s) sees the queue's max offset beyond
+  the pull's offset (tags unknown, so it matches, as in Java);
+* its deadline passes (suspendTimeoutMillis from the request, or shortPollingTimeMills): unlike
+  Java, whose deadlines are only looked at by the 5 s check, each pull has its own timer, so it
+  is never held past its deadline (ali-ons drops the connection when a pull is late).
+
+The dispatcher reports one tag code per queue per batch (the last unit's). Each held pull
+remembers the max offset it has already seen: when a report covers more than one new unit, the
+earlier units' tags are unknown and the report matches, so a wanted message is never sat on.
+
+A pull whose connection closes is dropped. `close` answers what is still held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.remoting.connection import Connection
+
+log = logging.getLogger("rocketlite.broker.pull_hold")
+
+_CLOSE_HOOK = "rocketlite.pull_hold"  # conn.attrs key: close callback installed
+
+QueueKey = tuple[str, int]
+
+
+class MaxOffsetSource(Protocol):
+    """What the service needs from the store."""
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
+
+
+@dataclass(slots=True, eq=False)
+class HeldPull:
+    """A parked PULL_MESSAGE. `codes` None accepts every tag; `seen_max` is the queue's max
+    offset as of the last report this pull looked at."""
+
+    conn: Connection
+    request: RemotingCommand
+    topic: str
+    queue_id: int
+    offset: int
+    codes: frozenset[int] | None
+    seen_max: int
+    timer: asyncio.TimerHandle | None = None
+
+    def matches(self, tags_code: int | None) -> bool:
+        return self.codes is None or tags_code is None or tags_code in self.codes
+
+
+class PullRequestHoldService:
+    """Parks pulls and re-runs them through `wake` (which answers on the pull's connection)."""
+
+    def __init__(
+        self,
+        store: MaxOffsetSource,
+        loop: asyncio.AbstractEventLoop,
+        wake: Callable[[HeldPull], None],
+        *,
+        check_interval_s: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.loop = loop
+        self.wake = wake
+        self.check_interval_s = check_interval_s
+        self.holds: dict[QueueKey, list[HeldPull]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.closed = False
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self.holds.values())
+
+    # -- parking ----------------------------------------------------------------------------
+    def suspend(self, held: HeldPull, timeout_s: float) -> None:
+        """Park `held` until a matching arrival or `timeout_s` from now."""
+        if self.closed:
+            self.wake(held)
+            return
+        key = (held.topic, held.queue_id)
+        self.holds.setdefault(key, []).append(held)
+        held.timer = self.loop.call_later(max(timeout_s, 0.0), self._expire, held)
+        conn = held.conn
+        if not conn.attrs.get(_CLOSE_HOOK):
+            conn.attrs[_CLOSE_HOOK] = True
+            conn.close_callbacks.append(self.drop_connection)
+        # A unit dispatched between the pull's read and the park above was reported while the
+        # queue had no holds (`on_arrival` skips those): look once more.
+        newest = self.store.get_max_offset_in_queue(held.topic, held.queue_id)
+        if newest > held.seen_max:
+            self.loop.call_soon(self.notify_arriving, held.topic, held.queue_id, newest, None)
+
+    def _unpark(self, held: HeldPull) -> bool:
+        """Take `held` out of the table; False if it was not there any more."""
+        key = (held.topic, held.queue_id)
+        pulls = self.holds.get(key)
+        if pulls is None or held not in pulls:
+            return False
+        pulls.remove(held)
+        if not pulls:
+            del self.holds[key]
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        return True
+
+    def _expire(self, held: HeldPull) -> None:
+        held.timer = None
+        if self._unpark(held):
+            self._run(held)
+
+    def _run(self, held: HeldPull) -> None:
+        try:
+            self.wake(held)
+        except Exception:
+            log.exception("re-running a held pull of %s:%d failed", held.topic, held.queue_id)
+
+    def drop_connection(self, conn: Connection) -> None:
+        """The connection closed: nobody can receive its held pulls' answers."""
+        for pulls in list(self.holds.values()):
+            for held in [h for h in pulls if h.conn is conn]:
+                self._unpark(held)
+
+    # -- waking -----------------------------------------------------------------------------
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_ts: int) -> None:
+        """The store's arrival listener; runs on the dispatch thread, so it only hops to the loop.
+
+        Queues without held pulls are skipped without touching the loop (the common case); the
+        race with a pull being parked right now is closed by the re-check in `suspend`.
+        """
+        del store_ts
+        if (topic, queue_id) not in self.holds or self.closed:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closing
+            self.loop.call_soon_threadsafe(self.notify_arriving, topic, queue_id, max_offset, tags_code)
+
+    def notify_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None) -> None:
+        """`notifyMessageArriving`: re-run the held pulls of the queue that the new units satisfy."""
+        key = (topic, queue_id)
+        pulls = self.holds.get(key)
+        if not pulls:
+            return
+        woken: list[HeldPull] = []
+        for held in list(pulls):
+            newest, known = max_offset, tags_code
+            if newest <= held.offset:
+                newest, known = self.store.get_max_offset_in_queue(topic, queue_id), None
+            if newest <= held.offset:
+                continue
+            if newest - max(held.seen_max, held.offset) > 1:
+                known = None  # several new units, only the last one's tag was reported
+            held.seen_max = max(held.seen_max, newest)
+            if held.matches(known):
+                woken.append(held)
+        for held in woken:
+            if self._unpark(held):
+                self._run(held)
+
+    def check_all(self) -> None:
+        """The periodic check: compare every held queue with its current max offset."""
+        for topic, queue_id in list(self.holds):
+            try:
+                newest = self.store.get_max_offset_in_queue(topic, queue_id)
+                self.notify_arriving(topic, queue_id, newest, None)
+            except Exception:
+                log.exception("checking held pulls of %s:%d failed", topic, queue_id)
+
+    # -- service ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._check_loop(), name="broker-pull-hold")
+
+    async def _check_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.check_interval_s)
+            self.check_all()
+
+    async def close(self) -> None:
+        """Stop checking and answer every held pull whose connection is still open."""
+        self.closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for pulls in list(self.holds.values()):
+            for held in list(pulls):
+                if self._unpark(held) and not held.conn.closed:
+                    self._run(held)
