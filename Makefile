@@ -4,7 +4,28 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench clean install
+.PHONY: run test lint typecheck bench clean install clients clean-clients
+
+# Real RocketMQ clients for tests/test_real_clients.py, each in .clients/ (never in $(VENV)):
+# ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
+# in its own venv because every "rocketmq" wheel imports as `rocketmq`). Installed once (stamps).
+# With CI=true on x86_64 a failed install stops `make test`; elsewhere it only warns and the
+# client's tests skip, saying why.
+CLIENTS := .clients
+ONS_VERSION := 3.12.0
+CPP_VERSION := 0.4.4
+ONS_STAMP := $(CLIENTS)/npm/.ali-ons-$(ONS_VERSION).installed
+CPP_VENV := $(CLIENTS)/cpp044
+CPP_STAMP := $(CPP_VENV)/.rocketmq-$(CPP_VERSION).installed
+ARCH := $(shell uname -m)
+CLIENTS_REQUIRED := $(and $(filter true,$(CI)),$(filter x86_64 amd64,$(ARCH)))
+define client_failed
+if [ -n "$(CLIENTS_REQUIRED)" ]; then \
+	echo "error: $(1) could not be installed; CI=true on $(ARCH) requires it" >&2; exit 1; \
+else \
+	echo "warning: $(1) could not be installed on $(ARCH); tests/test_real_clients.py will skip it" >&2; \
+fi
+endef
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -26,7 +47,30 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: $(STAMP)
+$(ONS_STAMP):
+	@mkdir -p $(CLIENTS)/npm
+	@if [ -d $(CLIENTS)/npm/node_modules/ali-ons ] || \
+	   npm install --no-audit --no-fund --prefix $(CLIENTS)/npm ali-ons@$(ONS_VERSION); then \
+		touch $@; \
+	else \
+		$(call client_failed,npm ali-ons@$(ONS_VERSION)); \
+	fi
+
+$(CPP_STAMP):
+	@if { [ -x $(CPP_VENV)/bin/python ] && $(CPP_VENV)/bin/python -c 'import rocketmq.client' 2>/dev/null; } || \
+	   { $(PY) -m venv $(CPP_VENV) && $(CPP_VENV)/bin/pip install -q rocketmq==$(CPP_VERSION) && \
+	     $(CPP_VENV)/bin/python -c 'import rocketmq.client'; }; then \
+		touch $@; \
+	else \
+		$(call client_failed,PyPI rocketmq==$(CPP_VERSION)); \
+	fi
+
+clients: $(ONS_STAMP) $(CPP_STAMP)
+
+clean-clients:
+	rm -rf $(CLIENTS)
+
+test: $(STAMP) clients
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 	$(VPY) -m pytest

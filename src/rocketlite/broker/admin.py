@@ -1,11 +1,541 @@
-"""Placeholder: filled in by its own change (see the broker issue)."""
+"""Admin requests (`AdminBrokerProcessor`): topics, subscription groups, statistics, configuration.
+
+What mqadmin / the dashboard send to a broker, answered as a 4.9.8 broker does:
+
+- topics: UPDATE_AND_CREATE_TOPIC (17; illegal names and system topics refused with SYSTEM_ERROR,
+  success persists topics.json and re-registers with the name servers), DELETE_TOPIC_IN_BROKER
+  (215; config, consume queues and the topic's consumer offsets), GET_ALL_TOPIC_CONFIG (21),
+  GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305), GET_TOPIC_STATS_INFO (202);
+- groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
+  DELETE_SUBSCRIPTIONGROUP (207, optionally with the group's offsets), GET_CONSUME_STATS (208),
+  QUERY_TOPIC_CONSUME_BY_WHO (300);
+- broker: GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
+  DELETE_EXPIRED_COMMITLOG (329).
+
+UPDATE_BROKER_CONFIG never changes anything: rocketlite's configs are immutable once the broker is
+built (every component holds them), so the request is refused. Keys that name a path or directory
+get NO_PERMISSION, as Java answers for `brokerConfigPath` — a remote path write is how
+CVE-2023-37582-style attacks work — and any other key a SYSTEM_ERROR saying to edit broker.conf.
+
+`RuntimeStatsSampler` samples the store's counters every second, for the TPS figures of
+GET_BROKER_RUNTIME_INFO (10 s / 1 min / 10 min windows, as Java's StoreStatsService) and the
+"today / yesterday morning" totals mqadmin's brokerStatus and clusterList print.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import enum
+import logging
+import shutil
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocketlite.broker import perm
+from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.remoting.connection import RequestTable
+from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.clock import Clock
+from rocketlite.config import config_keys, key_of, parse_properties
+from rocketlite.protocol import fastjson
+from rocketlite.protocol.bodies import DataVersion, TopicConfig, expect_obj
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.headers import (
+    CreateTopicRequestHeader,
+    CustomHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+)
+from rocketlite.protocol.queue_bodies import (
+    ConsumeStats,
+    KVTable,
+    MessageQueue,
+    OffsetWrapper,
+    TopicList,
+    TopicOffset,
+    TopicStatsTable,
+)
+from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.config_file import ConsumerOffsetTable
+from rocketlite.store.message_store import MessageStore
+
+log = logging.getLogger("rocketlite.broker.admin")
+
+BROKER_VERSION = 409  # MQVersion.Version.V4_9_8.ordinal()
+BROKER_VERSION_DESC = "V4_9_8"
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+# TopicValidator.SYSTEM_TOPIC_SET (4.9.8); names starting with "rmq_sys_" are system topics too.
+SYSTEM_TOPICS = frozenset(
+    {perm.DEFAULT_TOPIC, perm.SCHEDULE_TOPIC, perm.BENCHMARK_TOPIC, perm.TRANS_HALF_TOPIC,
+     "RMQ_SYS_TRACE_TOPIC", perm.TRANS_OP_HALF_TOPIC, perm.TRANS_CHECK_MAX_TIME_TOPIC,
+     perm.SELF_TEST_TOPIC, perm.OFFSET_MOVED_EVENT}
+)  # fmt: skip
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+# Java's thread-pool queue figures: no such queues here, so empty queues of Java's default capacity.
+_POOL_FIGURES = {
+    "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
+    "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueCapacity": "100000",
+    "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueCapacity": "20000",
+    "EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": "100000",
+    "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+    "queryThreadPoolQueueHeadWaitTimeMills": "0",
+}  # fmt: skip
+_PATH_WORDS = ("path", "dir", "home")  # storePathRootDir, brokerConfigPath, rocketmqHome...
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def human_bytes(n: float) -> str:
+    """`MixAll.humanReadableByteCount(bytes, false)`: "512 B", "1.5 KiB", "39.2 GiB"."""
+    if n < 1024:
+        return f"{int(n)} B"
+    for unit in "KMGTPE":
+        n /= 1024
+        if n < 1024 or unit == "E":
+            return f"{n:.1f} {unit}iB"
+    raise AssertionError("unreachable")
+
+
+def config_properties(*configs: Any) -> str:
+    """Configs as Java properties text (`key=value` lines, RocketMQ key names, nulls left out)."""
+    lines: dict[str, str] = {}
+    for cfg in configs:
+        for f in dataclasses.fields(cfg):
+            value = getattr(cfg, f.name)
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, enum.Enum):
+                text = str(value.value)
+            else:
+                text = str(value)
+            lines[key_of(f)] = text
+    return "".join(f"{k}={v}\n" for k, v in sorted(lines.items()))
+
+
+# --------------------------------------------------------------------------- headers Java has, we lacked
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteSubscriptionGroupRequestHeader(CustomHeader):
+    group_name: str
+    remove_offset: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryTopicConsumeByWhoRequestHeader(CustomHeader):
+    topic: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetBrokerConfigResponseHeader(CustomHeader):
+    version: str
+
+
+# --------------------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    at: float  # monotonic seconds
+    put: int
+    get_found: int
+    get_miss: int
+
+
+class RuntimeStatsSampler:
+    """Per-second samples of the store's counters: TPS windows and day-boundary totals."""
+
+    WINDOWS_S = (10, 60, 600)
+
+    def __init__(self, store: MessageStore, clock: Clock, *, interval_s: float = 1.0) -> None:
+        self.store = store
+        self.clock = clock
+        self.interval_s = interval_s
+        self.samples: deque[_Sample] = deque(maxlen=int(self.WINDOWS_S[-1] / interval_s) + 2)
+        self._day = self._today()
+        first = self.sample()
+        self.today_morning = (first.put, first.get_found)
+        self.yesterday_morning = (0, 0)
+        self._task: asyncio.Task[None] | None = None
+
+    def _today(self) -> datetime.date:
+        return datetime.datetime.fromtimestamp(self.clock.now_ms() / 1000).date()
+
+    def current(self) -> _Sample:
+        s = self.store.stats
+        return _Sample(time.monotonic(), s.put_count, s.get_found, s.get_miss)
+
+    def sample(self) -> _Sample:
+        """Record one sample (the loop's job); roll the day totals over at local midnight."""
+        snap = self.current()
+        self.samples.append(snap)
+        day = self._today()
+        if day != self._day:
+            self._day = day
+            self.yesterday_morning = self.today_morning
+            self.today_morning = (snap.put, snap.get_found)
+        return snap
+
+    def tps(self, pick: Callable[[_Sample], int]) -> str:
+        """Java's "%.4f %.4f %.4f" over the three windows (shorter while the broker is young)."""
+        now = self.current()
+        rates: list[float] = []
+        for window in self.WINDOWS_S:
+            base = next((s for s in self.samples if now.at - s.at <= window), now)
+            elapsed = now.at - base.at
+            rates.append((pick(now) - pick(base)) / elapsed if elapsed > 0 else 0.0)
+        return " ".join(f"{r:.4f}" for r in rates)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            self.sample()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="broker-stats-sampler")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _runtime_text(ms: int) -> str:
+    """`StoreStatsService.getFormatRuntime`: "[ 0 days, 1 hours, 2 minutes, 3 seconds ]"."""
+    secs = max(ms, 0) // 1000
+    days, secs = divmod(secs, 86_400)
+    hours, secs = divmod(secs, 3600)
+    minutes, secs = divmod(secs, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
+
+
+# ------------------------------------------------------------------------------------------ processor
+
+
+class AdminProcessor:
+    """The admin request codes; collaborators are explicit, the client manager's lookups optional."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        store_config: StoreConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetTable,
+        clock: Clock,
+        sampler: RuntimeStatsSampler,
+        *,
+        online_groups_of_topic: Callable[[str], set[str]] | None = None,
+        has_online_consumers: Callable[[str], bool] | None = None,
+        subscribes: Callable[[str, str], bool] | None = None,
+    ) -> None:
+        self.broker = broker
+        self.store_config = store_config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.clock = clock
+        self.sampler = sampler
+        self.online_groups_of_topic = online_groups_of_topic
+        self.has_online_consumers = has_online_consumers
+        self.subscribes = subscribes
+        self.config_version = DataVersion(timestamp=clock.now_ms())
+
+    def register(self, table: RequestTable) -> None:
+        handlers: dict[RequestCode, Callable[[Connection, RemotingCommand], HandlerResult]] = {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topic_list,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
+        }
+        for code, handler in handlers.items():
+            table.register(code, handler)
+
+    @staticmethod
+    def _ok(request: RemotingCommand, body: bytes | None = None) -> RemotingCommand:
+        return make_response(request, ResponseCode.SUCCESS, body=body)
+
+    @staticmethod
+    def _error(
+        request: RemotingCommand, remark: str, code: ResponseCode = ResponseCode.SYSTEM_ERROR
+    ) -> RemotingCommand:
+        return make_response(request, code, remark)
+
+    # -- topics -----------------------------------------------------------------------------
+    def _topic_refusal(self, topic: str) -> str | None:
+        problem = perm.topic_name_problem(topic)
+        if problem is not None:
+            return problem
+        if is_system_topic(topic):
+            return f"The topic[{topic}] is conflict with system topic."
+        if topic == self.broker.broker_cluster_name:
+            return f"the topic[{topic}] is conflict with system reserved words."
+        return None
+
+    def update_and_create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = CreateTopicRequestHeader.from_ext(request.ext_fields)
+        refusal = self._topic_refusal(header.topic)
+        if refusal is not None:
+            return self._error(request, refusal)
+        if header.topic_filter_type not in TOPIC_FILTER_TYPES:
+            return self._error(request, f"No enum constant TopicFilterType.{header.topic_filter_type}")
+        if header.read_queue_nums < 0 or header.write_queue_nums < 0 or not 0 <= header.perm <= 15:
+            return self._error(request, "queue numbers must not be negative and perm must be 0..15")
+        tc = TopicConfig(
+            header.topic,
+            header.read_queue_nums,
+            header.write_queue_nums,
+            header.perm,
+            header.topic_filter_type,
+            header.topic_sys_flag or 0,
+            header.order,
+        )
+        log.info("topic %s created/updated by %s: %s", header.topic, conn.remote_address, tc)
+        self.topics.update(tc)  # persists and asks for a name-server registration
+        return self._ok(request)
+
+    def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteTopicRequestHeader.from_ext(request.ext_fields)
+        refusal = self._topic_refusal(header.topic)
+        if refusal is not None:
+            return self._error(request, refusal)
+        log.info("topic %s deleted by %s", header.topic, conn.remote_address)
+        self.topics.delete(header.topic)
+        self.offsets.remove_topic(header.topic)
+        self.store.delete_topics({header.topic})
+        return self._ok(request)
+
+    def get_all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        return self._ok(request, self.topics.wrapper().to_bytes())
+
+    def get_system_topic_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """`TopicConfigManager.getSystemTopic()`: the topics the broker creates for itself."""
+        del conn
+        b = self.broker
+        names = [perm.SELF_TEST_TOPIC, perm.DEFAULT_TOPIC, perm.BENCHMARK_TOPIC, b.broker_cluster_name,
+                 b.broker_name, perm.OFFSET_MOVED_EVENT, perm.SCHEDULE_TOPIC, b.msg_trace_topic_name,
+                 f"{b.broker_cluster_name}_REPLY_TOPIC"]  # fmt: skip
+        present = tuple(n for n in names if self.topics.select(n) is not None)
+        return self._ok(request, TopicList(present).to_bytes())
+
+    def get_topic_stats_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        header = GetTopicStatsInfoRequestHeader.from_ext(request.ext_fields)
+        tc = self.topics.select(header.topic)
+        if tc is None:
+            return self._error(request, f"topic[{header.topic}] not exist", ResponseCode.TOPIC_NOT_EXIST)
+        table: dict[MessageQueue, TopicOffset] = {}
+        for qid in range(tc.write_queue_nums):
+            low = max(self.store.get_min_offset_in_queue(header.topic, qid), 0)
+            high = max(self.store.get_max_offset_in_queue(header.topic, qid), 0)
+            stamp = self.store.get_message_store_timestamp(header.topic, qid, high - 1) if high > 0 else 0
+            mq = MessageQueue(header.topic, self.broker.broker_name, qid)
+            table[mq] = TopicOffset(low, high, max(stamp, 0))
+        return self._ok(request, TopicStatsTable(table).to_bytes())
+
+    # -- subscription groups ----------------------------------------------------------------
+    def update_and_create_subscription_group(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        obj = expect_obj(fastjson.loads(request.body or b"{}"), "SubscriptionGroupConfig")
+        cfg = SubscriptionGroupConfig.from_json_obj(dict(obj))
+        log.info("subscription group %s created/updated by %s", cfg.group_name, conn.remote_address)
+        self.groups.update(cfg)
+        return self._ok(request)
+
+    def get_all_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        with self.groups.lock:
+            text = self.groups.encode()
+        return self._ok(request, text.encode("utf-8"))
+
+    def delete_subscription_group(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields)
+        log.info("subscription group %s deleted by %s", header.group_name, conn.remote_address)
+        self.groups.delete(header.group_name)
+        if header.remove_offset:
+            self.offsets.remove_group(header.group_name)
+        return self._ok(request)
+
+    def _topics_of_group(self, group: str) -> set[str]:
+        """`ConsumerOffsetManager.whichTopicByConsumer`."""
+        with self.offsets.lock:
+            keys = list(self.offsets.offset_table)
+        return {topic for topic, _, g in (k.partition("@") for k in keys) if g == group}
+
+    def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        header = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
+        group = header.consumer_group
+        topics = {header.topic} if header.topic else self._topics_of_group(group)
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for topic in sorted(topics):
+            tc = self.topics.select(topic)
+            if tc is None:
+                log.warning("consumeStats: topic config of %s does not exist", topic)
+                continue
+            online = self.has_online_consumers is not None and self.has_online_consumers(group)
+            if online and self.subscribes is not None and not self.subscribes(group, topic):
+                continue  # an online group that does not subscribe to the topic (Java skips it)
+            for qid in range(tc.read_queue_nums):
+                broker_offset = max(self.store.get_max_offset_in_queue(topic, qid), 0)
+                consumer_offset = max(self.offsets.query(group, topic, qid), 0)
+                last = 0
+                if consumer_offset > 0:
+                    last = max(self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1), 0)
+                mq = MessageQueue(topic, self.broker.broker_name, qid)
+                table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
+        return self._ok(request, ConsumeStats(table).to_bytes())
+
+    def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        header = QueryTopicConsumeByWhoRequestHeader.from_ext(request.ext_fields)
+        groups = set(self.offsets.groups_of_topic(header.topic))
+        if self.online_groups_of_topic is not None:
+            groups |= self.online_groups_of_topic(header.topic)
+        body = fastjson.dumps({"groupList": sorted(groups)}).encode("utf-8")
+        return self._ok(request, body)
+
+    # -- broker -----------------------------------------------------------------------------
+    def runtime_info(self) -> dict[str, str]:
+        """`AdminBrokerProcessor.prepareRuntimeInfo` + `DefaultMessageStore.getRuntimeInfo`."""
+        store, sampler = self.store, self.sampler
+        info = dict(store.runtime_info())
+        now = self.clock.now_ms()
+        stats = store.stats
+        root = self.store_config.store_path_root_dir
+        earliest = -1
+        first = store.look_message_by_offset(store.min_phy_offset) if store.max_phy_offset else None
+        if first is not None:
+            earliest = first.store_timestamp
+        info.update(
+            {
+                "brokerVersion": str(BROKER_VERSION),
+                "brokerVersionDesc": BROKER_VERSION_DESC,
+                "msgPutTotalYesterdayMorning": str(sampler.yesterday_morning[0]),
+                "msgPutTotalTodayMorning": str(sampler.today_morning[0]),
+                "msgPutTotalTodayNow": str(stats.put_count),
+                "msgGetTotalYesterdayMorning": str(sampler.yesterday_morning[1]),
+                "msgGetTotalTodayMorning": str(sampler.today_morning[1]),
+                "msgGetTotalTodayNow": str(stats.get_found),
+                "putTps": sampler.tps(lambda s: s.put),
+                "getFoundTps": sampler.tps(lambda s: s.get_found),
+                "getMissTps": sampler.tps(lambda s: s.get_miss),
+                "getTotalTps": sampler.tps(lambda s: s.get_found + s.get_miss),
+                "getTransferedTps": sampler.tps(lambda s: s.get_found),
+                "bootTimestamp": str(stats.started_ms),
+                "runtime": _runtime_text(now - stats.started_ms),
+                "earliestMessageTimeStamp": str(earliest),
+                "startAcceptSendRequestTimeStamp": "0",
+                "pageCacheLockTimeMills": "0",
+                "remainHowManyDataToFlush": human_bytes(
+                    max(store.max_phy_offset - store.commit_log.flushed_where, 0)
+                ),
+            }
+        )
+        info.update(_POOL_FIGURES)
+        with contextlib.suppress(OSError):
+            usage = shutil.disk_usage(Path(root))
+            info["commitLogDiskRatio"] = f"{usage.used / usage.total:.6f}" if usage.total else "0"
+            info["commitLogDirCapacity"] = (
+                f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
+            )
+        return info
+
+    def get_broker_runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        return self._ok(request, KVTable(self.runtime_info()).to_bytes())
+
+    def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        body = config_properties(self.broker, self.store_config).encode("utf-8")
+        ext = GetBrokerConfigResponseHeader(version=self.config_version.to_json()).to_ext()
+        return make_response(request, ResponseCode.SUCCESS, None, ext, body)
+
+    def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        props = parse_properties((request.body or b"").decode("utf-8", "replace"))
+        if not props:
+            return self._ok(request)
+        log.warning("refused UPDATE_BROKER_CONFIG from %s: %s", conn.remote_address, sorted(props))
+        if any(word in key.lower() for key in props for word in _PATH_WORDS):
+            return self._error(request, "Can not update config path", ResponseCode.NO_PERMISSION)
+        known = config_keys(BrokerConfig) | config_keys(StoreConfig)
+        unknown = sorted(k for k in props if k not in known)
+        remark = (
+            f"rocketlite cannot change its configuration at runtime; set {', '.join(sorted(props))} "
+            "in broker.conf and restart"
+        )
+        if unknown:
+            remark += f" (unknown keys: {', '.join(unknown)})"
+        return self._error(request, remark)
+
+    def delete_expired_commitlog(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+        """`executeDeleteFilesManually`: one forced retention pass, off the event loop."""
+        log.info("manual commit-log clean requested by %s", conn.remote_address)
+        return self._clean(request)
+
+    async def _clean(self, request: RemotingCommand) -> RemotingCommand:
+        loop = asyncio.get_running_loop()
+        deleted = await loop.run_in_executor(None, lambda: self.store.run_clean_pass(force=True))
+        log.info("manual clean deleted %d file(s)", deleted)
+        return self._ok(request)
 
 
 def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    del ctx, table
-    return []
+    clients = ctx.clients  # looked up defensively: the client manager may offer less
+    groups_of_topic = getattr(clients, "consumer_groups_of_topic", None)
+    consumer_group = getattr(clients, "consumer_group", None)
+    find_subscription = getattr(clients, "find_subscription", None)
+
+    def has_online_consumers(group: str) -> bool:
+        return callable(consumer_group) and consumer_group(group) is not None
+
+    def subscribes(group: str, topic: str) -> bool:
+        return not callable(find_subscription) or find_subscription(group, topic) is not None
+
+    sampler = RuntimeStatsSampler(ctx.store, ctx.clock)
+    processor = AdminProcessor(
+        ctx.broker,
+        ctx.store_config,
+        ctx.store,
+        ctx.topics,
+        ctx.groups,
+        ctx.offsets,
+        ctx.clock,
+        sampler,
+        online_groups_of_topic=groups_of_topic if callable(groups_of_topic) else None,
+        has_online_consumers=has_online_consumers,
+        subscribes=subscribes,
+    )
+    processor.register(table)
+    return [sampler]

@@ -1,11 +1,328 @@
-"""Placeholder: filled in by its own change (see the broker issue)."""
+"""`ScheduleMessageService`: delivers delayed messages when their time comes.
+
+The store parks a message with a `DELAY` level in SCHEDULE_TOPIC_XXXX queue level-1 (real topic and
+queue in `REAL_TOPIC` / `REAL_QID`), and the consume-queue unit's tagsCode is the delivery time
+(store time + the level's delay). Each level's queue is therefore ordered by delivery time, so one
+cursor per level is enough: deliver units while their time has come, stop at the first that has
+not. The cursors are `config/delayOffset.json` (`{"offsetTable":{1:12,2:0}}`, level -> next queue
+offset), persisted every `persist_interval_s` and on close, as RocketMQ's ScheduleMessageService.
+
+Timing: one asyncio task sleeps until the earliest due time of all levels (a loop timer, not a
+poll), or until the dispatcher reports new units in the schedule topic, with a safety tick of
+`SAFETY_TICK_S` in case a wake-up is ever missed. A message is never delivered before its due time
+(checked against the wall clock after every wake-up) and normally within a few milliseconds after.
+
+Delivery (`messageTimeup`): the stored record is re-put to REAL_TOPIC / REAL_QID with DELAY,
+REAL_TOPIC and REAL_QID removed and everything else kept (body as stored, flags, born host and
+time, reconsume times, UNIQ_KEY, RETRY_TOPIC...). Puts are synchronous appends, fine on the loop.
+A put refused for a transient reason (disk full, shutting down) is retried after
+`FAILURE_BACKOFF_S` from the same cursor; a message the store will never take (too large) is
+logged and skipped, so one bad record cannot stall its level forever.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+from rocketlite.broker import perm
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.remoting.connection import RequestTable
+from rocketlite.broker.stats import BrokerStats
+from rocketlite.clock import Clock
+from rocketlite.message import (
+    HostAddress,
+    MessageConst,
+    properties_to_string,
+    string_to_properties,
+    tags_code,
+)
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.store.config_file import DelayOffsetTable
+from rocketlite.store.consume_queue import is_padding
+from rocketlite.store.message_record import MessageInner, RecordFormatError, StoredRecord, decode_record
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.status import PutMessageStatus
+
+log = logging.getLogger("rocketlite.broker.schedule")
+
+SCHEDULE_TOPIC = perm.SCHEDULE_TOPIC
+SAFETY_TICK_S = 1.0
+PERSIST_INTERVAL_S = 10.0  # flushDelayOffsetInterval
+FAILURE_BACKOFF_S = 1.0
+BATCH_PER_PASS = 256  # messages delivered (all levels together) before yielding to the event loop
+_PERMANENT_FAILURES = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
+_MOVED_PROPERTIES = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
+
+
+def message_for_real_topic(
+    record: StoredRecord, store_host: HostAddress, *, drop: tuple[str, ...] = _MOVED_PROPERTIES
+) -> MessageInner | None:
+    """A copy of a parked record (schedule or half topic) addressed to its REAL_TOPIC / REAL_QID.
+
+    `drop` names the properties to remove; None if the record carries no usable real address.
+    The store host is this broker's current one, so the new msgId points at a reachable broker.
+    """
+    props = string_to_properties(record.properties_string)
+    topic = props.get(MessageConst.REAL_TOPIC)
+    qid_text = props.get(MessageConst.REAL_QUEUE_ID, "")
+    if not topic or not qid_text.lstrip("-").isdigit():
+        return None
+    for name in drop:
+        props.pop(name, None)
+    return MessageInner(
+        topic=topic,
+        body=record.body,
+        born_host=record.born_host,
+        store_host=store_host,
+        queue_id=int(qid_text),
+        flag=record.flag,
+        sys_flag=record.sys_flag,
+        born_timestamp=record.born_timestamp,
+        reconsume_times=record.reconsume_times,
+        prepared_transaction_offset=record.prepared_transaction_offset,
+        properties_string=properties_to_string(props),
+        tags_code=tags_code(props.get(MessageConst.TAGS)),
+    )
+
+
+class ScheduleMessageService:
+    """One cursor per delay level over SCHEDULE_TOPIC_XXXX, driven by a single asyncio task."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        stats: BrokerStats,
+        clock: Clock,
+        store_host: HostAddress,
+        config_dir: Path,
+        delay_levels_ms: tuple[int, ...],
+        *,
+        enabled: bool = True,
+        persist_interval_s: float = PERSIST_INTERVAL_S,
+    ) -> None:
+        self.store = store
+        self.stats = stats
+        self.clock = clock
+        self.store_host = store_host
+        self.delay_levels_ms = delay_levels_ms
+        self.enabled = enabled
+        self.persist_interval_s = persist_interval_s
+        self.offsets = DelayOffsetTable(config_dir)
+        self.delivered = 0
+        self._budget = BATCH_PER_PASS
+        self._dirty = False
+        self._closed = False
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- offsets ----------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read delayOffset.json and clamp every cursor into its queue (`correctDelayOffset`)."""
+        self.offsets.load()
+        with self.offsets.lock:
+            for level in range(1, len(self.delay_levels_ms) + 1):
+                cq = self.store.cq_store.get(SCHEDULE_TOPIC, level - 1)
+                if cq is None:
+                    continue
+                current = self.offsets.offset_table.get(level, 0)
+                fixed = min(max(current, cq.min_offset), cq.max_offset)
+                if fixed != current:
+                    log.warning("delay level %d: offset %d corrected to %d", level, current, fixed)
+                    self.offsets.offset_table[level] = fixed
+                    self._dirty = True
+
+    def offset_of(self, level: int) -> int:
+        with self.offsets.lock:
+            return self.offsets.offset_table.get(level, 0)
+
+    def encode(self) -> str:
+        """delayOffset.json's content (GET_ALL_DELAY_OFFSET, slave sync)."""
+        with self.offsets.lock:
+            return self.offsets.encode()
+
+    def persist(self) -> None:
+        self._dirty = False
+        try:
+            self.offsets.persist()
+        except BaseException:
+            self._dirty = True
+            raise
+
+    # -- delivery ---------------------------------------------------------------------------
+    def deliver_due(self) -> float | None:
+        """Deliver every unit whose time has come; return seconds until the next one is due.
+
+        None means nothing is waiting; 0 means more is due right away (a batch limit was hit).
+        """
+        now = self.clock.now_ms()
+        earliest: int | None = None
+        self._budget = BATCH_PER_PASS
+        for level, delay_ms in enumerate(self.delay_levels_ms, start=1):
+            due = self._deliver_level(level, delay_ms, now)
+            if due is not None and (earliest is None or due < earliest):
+                earliest = due
+        if earliest is None:
+            return None
+        return max(0.0, (earliest - now) / 1000)
+
+    def _deliver_level(self, level: int, delay_ms: int, now: int) -> int | None:
+        """Advance one level's cursor; the due time (ms) of the first unit left, or None."""
+        cq = self.store.cq_store.get(SCHEDULE_TOPIC, level - 1)
+        if cq is None:
+            return None
+        stored = self.offset_of(level)
+        offset = max(stored, cq.min_offset)
+        next_due: int | None = None
+        while offset < cq.max_offset:
+            if self._budget <= 0:
+                next_due = now  # more may be due: come back right after yielding
+                break
+            unit = cq.get_unit(offset)
+            if unit is None:
+                break
+            if is_padding(unit):
+                offset += 1
+                continue
+            phy, size, due = unit
+            if due > now + delay_ms:
+                # `correctDeliverTimestamp`: a time beyond now + delay (clock moved back, delay
+                # table shortened) would stall the level; deliver it now instead.
+                due = now
+            if due > now:
+                next_due = due
+                break
+            status = self._deliver_one(phy, size)
+            if status is not None and status not in _PERMANENT_FAILURES:
+                next_due = now + int(FAILURE_BACKOFF_S * 1000)
+                break
+            offset += 1
+            self._budget -= 1
+        if offset != stored:
+            with self.offsets.lock:
+                self.offsets.offset_table[level] = offset
+            self._dirty = True
+        return next_due
+
+    def _deliver_one(self, phy: int, size: int) -> PutMessageStatus | None:
+        """Re-put one parked record; the failure status, or None when done (or skipped)."""
+        view = self.store.select_one_message_by_offset(phy, size)
+        if view is None:
+            log.warning("scheduled message at %d is gone from the commit log; skipped", phy)
+            return None
+        try:
+            record = decode_record(view)
+        except RecordFormatError as exc:
+            log.error("scheduled message at %d unreadable (%s); skipped", phy, exc)
+            return None
+        finally:
+            view.release()
+        msg = message_for_real_topic(record, self.store_host)
+        if msg is None:
+            log.error("scheduled message %s has no REAL_TOPIC/REAL_QID; skipped", record.msg_id)
+            return None
+        topic = msg.topic
+        result = self.store.put_message_nowait(msg).result
+        if not result.ok:
+            log.error(
+                "delayed message %s for %s could not be delivered: %s %s",
+                record.msg_id, topic, result.status.name, result.remark,
+            )  # fmt: skip
+            return result.status
+        self.delivered += 1
+        self.stats.record_put(topic, 1, len(msg.body))
+        return None
+
+    # -- the task ---------------------------------------------------------------------------
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags: int, store_ts: int) -> None:
+        """Dispatch-thread listener: new units in the schedule topic may be due sooner."""
+        del queue_id, max_offset, tags, store_ts
+        if topic != SCHEDULE_TOPIC or self._closed:
+            return
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed under us (shutdown)
+                loop.call_soon_threadsafe(wake.set)
+
+    async def _run(self) -> None:
+        assert self._wake is not None and self._loop is not None
+        wake, loop = self._wake, self._loop
+        while True:
+            wake.clear()
+            try:
+                delay = self.deliver_due()
+            except Exception:
+                log.exception("delivering delayed messages failed")
+                delay = FAILURE_BACKOFF_S
+            if delay == 0:
+                await asyncio.sleep(0)
+                continue
+            timeout = SAFETY_TICK_S if delay is None else min(delay, SAFETY_TICK_S)
+            # A millisecond of slack: the loop may fire a timer up to its clock resolution early.
+            timer = loop.call_later(timeout + 0.001, wake.set)
+            try:
+                await wake.wait()
+            finally:
+                timer.cancel()
+
+    async def _persist_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.persist_interval_s)
+            if self._dirty:
+                try:
+                    await loop.run_in_executor(None, self.persist)
+                except Exception:
+                    log.exception("persisting %s failed", self.offsets.path)
+
+    async def start(self) -> None:
+        if not self.enabled:
+            log.info("schedule service idle (slave broker)")
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self.store.add_arrival_listener(self._on_arrival)
+        self._tasks = [
+            asyncio.create_task(self._run(), name="broker-schedule"),
+            asyncio.create_task(self._persist_loop(), name="broker-schedule-persist"),
+        ]
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        with contextlib.suppress(ValueError):
+            self.store.dispatcher.listeners.remove(self._on_arrival)
+        if self.enabled:
+            await asyncio.get_running_loop().run_in_executor(None, self.persist)
+
+    # -- GET_ALL_DELAY_OFFSET (45) -----------------------------------------------------------
+    def register(self, table: RequestTable) -> None:
+        table.register(RequestCode.GET_ALL_DELAY_OFFSET, self.handle_get_all_delay_offset)
+
+    def handle_get_all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        return make_response(request, ResponseCode.SUCCESS, body=self.encode().encode("utf-8"))
 
 
 def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    del ctx, table
-    return []
+    service = ScheduleMessageService(
+        ctx.store,
+        ctx.stats,
+        ctx.clock,
+        ctx.store_host,
+        ctx.store_config.config_dir,
+        ctx.store_config.delay_levels_ms,
+        enabled=not ctx.broker.is_slave,
+    )
+    service.load()
+    service.register(table)
+    return [service]

@@ -1,11 +1,199 @@
-"""Placeholder: filled in by its own change (see the broker issue)."""
+"""CONSUMER_SEND_MSG_BACK (36): a consumer hands back a message it failed to consume.
+
+Java 4.9's `SendMessageProcessor.asyncConsumerSendMsgBack`, step by step: the group must exist
+(auto-created when `autoCreateSubscriptionGroup` is on), `%RETRY%group` is created if needed, and
+the failed message is looked up **by its commit-log offset** — the C++ 1.x client sends nothing
+else (no originMsgId, no originTopic). A copy goes to the retry topic with `DELAY` = 3 +
+reconsumeTimes (or the level asked for), so the store parks it in SCHEDULE_TOPIC_XXXX and the
+schedule service delivers it later; once reconsumeTimes reaches the group's (or the header's)
+maximum, or the client asks with delayLevel < 0, it goes to `%DLQ%group` instead, undelayed.
+
+The copy keeps the stored body (compressed or not) and sysFlag, the born host and time, gets
+reconsumeTimes + 1, `RETRY_TOPIC` = the original topic (kept when already set, so retries of
+retries still name the user's topic) and `ORIGIN_MESSAGE_ID`. Differences from Java, on purpose:
+the copy's store host is this broker's current address (its msgId must be reachable even if the
+port changed since the original was stored), `ORIGIN_MESSAGE_ID` falls back to the header's
+originMsgId / the UNIQ_KEY before the offsetMsgId, and a flush or replication timeout counts as
+success (the copy is stored; failing would make the client send a duplicate).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from rocketlite.broker import perm
+from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.remoting.connection import RequestTable
+from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.message import HostAddress, MessageConst, properties_to_string, string_to_properties
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader
+from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.store.message_record import MessageInner
+from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
+from rocketlite.store.status import PutMessageStatus
+
+log = logging.getLogger("rocketlite.broker.send_back")
+
+DLQ_NUMS_PER_GROUP = 1
+V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal(): from here the header's maxReconsumeTimes counts
+FAQ_SUFFIX = " See http://rocketmq.apache.org/docs/faq/"
+TOPIC_SYS_FLAG_UNIT_SUB = 2  # TopicSysFlag.buildSysFlag(false, true)
+
+
+def answer_after_flush(
+    store: MessageStore, pending: PendingPut, build: Callable[[PutMessageResult], RemotingCommand]
+) -> HandlerResult:
+    """Answer at once with ASYNC_FLUSH; with SYNC_FLUSH, once the put is durable or times out.
+
+    Shared by the modules that store on a client's behalf (send-back, end-transaction), so a
+    SYNC_FLUSH broker never acknowledges something that is not on disk yet.
+    """
+    fut = pending.flush_future
+    if fut is None:
+        return build(pending.result)
+    return _await_flush(store, pending, fut, build)
+
+
+async def _await_flush(
+    store: MessageStore,
+    pending: PendingPut,
+    fut: Future[bool],
+    build: Callable[[PutMessageResult], RemotingCommand],
+) -> RemotingCommand:
+    try:
+        flushed = await asyncio.wait_for(asyncio.wrap_future(fut), store.config.sync_flush_timeout / 1000)
+    except TimeoutError:
+        flushed = False
+    if not flushed:
+        log.error("sync flush timed out after %d ms", store.config.sync_flush_timeout)
+        pending.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+    return build(pending.result)
+
+
+class SendBackProcessor:
+    """Handles CONSUMER_SEND_MSG_BACK; collaborators are explicit, nothing reaches back."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        stats: BrokerStats,
+        store_host: HostAddress,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.broker = broker
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.stats = stats
+        self.store_host = store_host
+        self.rng = rng or random.Random()
+
+    def register(self, table: RequestTable) -> None:
+        table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.handle)
+
+    def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+        del conn
+        header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
+        group = header.group
+        cfg = self.groups.find(group)
+        if cfg is None:
+            return make_response(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group}{FAQ_SUFFIX}",
+            )
+        if not perm.is_writeable(self.broker.broker_permission):
+            return make_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.broker_ip1}] sending message is forbidden",
+            )
+        if cfg.retry_queue_nums <= 0:
+            log.info("group %s has no retry queues: message at %d dropped", group, header.offset)
+            return make_response(request, ResponseCode.SUCCESS)
+
+        new_topic = perm.retry_topic(group)
+        queue_id = self.rng.randrange(cfg.retry_queue_nums)
+        topic_sys_flag = TOPIC_SYS_FLAG_UNIT_SUB if header.unit_mode else 0
+        tc = self.topics.create_in_send_back(
+            new_topic, cfg.retry_queue_nums, perm.PERM_READ | perm.PERM_WRITE, topic_sys_flag
+        )
+        if not perm.is_writeable(tc.perm):
+            return make_response(
+                request, ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden"
+            )
+        original = self.store.look_message_by_offset(header.offset)
+        if original is None:
+            return make_response(
+                request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
+            )
+
+        props = string_to_properties(original.properties_string)
+        props.setdefault(MessageConst.RETRY_TOPIC, original.topic)
+        props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        max_times = cfg.retry_max_times
+        if request.version >= V3_4_9 and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        delay_level = header.delay_level
+        if original.reconsume_times >= max_times or delay_level < 0:
+            new_topic = perm.dlq_topic(group)
+            queue_id = self.rng.randrange(DLQ_NUMS_PER_GROUP)
+            self.topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
+            props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+            log.info(
+                "message at %d of group %s goes to %s after %d reconsumes",
+                header.offset, group, new_topic, original.reconsume_times,
+            )  # fmt: skip
+        else:
+            if delay_level == 0:
+                delay_level = 3 + original.reconsume_times
+            props[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = (
+                header.origin_msg_id
+                or props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                or original.msg_id
+            )
+        msg = MessageInner(
+            topic=new_topic,
+            body=original.body,
+            born_host=original.born_host,
+            store_host=self.store_host,
+            queue_id=queue_id,
+            flag=original.flag,
+            sys_flag=original.sys_flag,
+            born_timestamp=original.born_timestamp,
+            reconsume_times=original.reconsume_times + 1,
+            properties_string=properties_to_string(props),
+        )
+        back_topic = props[MessageConst.RETRY_TOPIC]
+        target = new_topic  # the store rewrites msg.topic to the schedule topic when delayed
+        pending = self.store.put_message_nowait(msg)
+
+        def build(result: PutMessageResult) -> RemotingCommand:
+            if not result.ok:
+                log.warning("send-back for group %s failed: %s %s", group, result.status.name, result.remark)
+                return make_response(request, ResponseCode.SYSTEM_ERROR, result.status.name)
+            self.stats.send_back_nums += 1
+            self.stats.record_put(target, 1, len(msg.body))
+            log.debug("sent back %s message of group %s to %s", back_topic, group, target)
+            return make_response(request, ResponseCode.SUCCESS)
+
+        return answer_after_flush(self.store, pending, build)
 
 
 def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    del ctx, table
+    processor = SendBackProcessor(ctx.broker, ctx.store, ctx.topics, ctx.groups, ctx.stats, ctx.store_host)
+    processor.register(table)
     return []
