@@ -165,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("-n", "--namesrv", help="override namesrvAddr (host:port;host:port)")
     br.set_defaults(func=cmd_broker)
 
+    from rocketlite.admin.cli import add_admin_parser  # noqa: PLC0415
+
+    add_admin_parser(sub)
+
     store = sub.add_parser("store", help="offline tools for a store directory")
     store_sub = store.add_subparsers(dest="store_command", required=True)
     for name, func, text in (

@@ -1,0 +1,1 @@
+"""`rocketlite admin`: mqadmin's verbs over the remoting protocol."""
