@@ -1,0 +1,317 @@
+"""`AdminClient`: the request/response plumbing every admin verb shares.
+
+The verbs talk to two kinds of servers over plain `RemotingClient` requests, the way mqadmin's
+`DefaultMQAdminExt` does: the name server for routes, cluster layout, topic lists and KV entries,
+and each broker (found through the name server) for everything else. This layer exists so the
+verbs never see transport details:
+
+- a broker or name server answering with an error code becomes `AdminError("<remark> (code N)")`,
+  which the top-level CLI prints as `rocketlite: error: ...`;
+- a server that cannot be reached (refused, timed out, connection dropped) becomes an
+  `AdminError` that names the address and the role ("cannot reach name server 127.0.0.1:9876:
+  connection refused"), instead of a bare errno;
+- `-n "a:9876;b:9876"` lists several name servers; reads go to the first that answers (mqadmin
+  picks one too), writes that every name server must see (`deleteTopic`) go to all.
+
+It is not a client SDK: there is no heartbeat, no route cache and no retry, because an admin
+command is one short conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Protocol
+
+from rocketlite.errors import RocketliteError
+from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.headers import GetKVConfigResponseHeader, GetRouteInfoRequestHeader
+from rocketlite.protocol.queue_bodies import TopicList
+
+MASTER_ID: Final = 0
+DEFAULT_TIMEOUT_S: Final = 5.0
+ROUTE_WAIT_S: Final = 3.0  # how long updateTopic waits for the name server to show the new route
+
+
+class AdminError(RocketliteError):
+    """A verb failed; `response_code` is the server's code when a server refused."""
+
+    def __init__(self, message: str, response_code: int | None = None) -> None:
+        text = message if response_code is None else f"{message} (code {response_code})"
+        super().__init__(text)
+        self.response_code = response_code
+
+
+class Reporter(Protocol):
+    """Progress for long operations; `task` yields a function advancing the bar by n steps."""
+
+    def task(
+        self, description: str, total: int
+    ) -> contextlib.AbstractContextManager[Callable[[int], None]]: ...
+
+
+def _ignore(steps: int) -> None:
+    del steps
+
+
+class NullReporter:
+    """No progress output (JSON mode, pipes, tests)."""
+
+    @contextlib.contextmanager
+    def task(self, description: str, total: int) -> Iterator[Callable[[int], None]]:
+        del description, total
+        yield _ignore
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTarget:
+    """One broker a verb writes to: names for the output, the address for the request."""
+
+    cluster: str
+    broker_name: str
+    addr: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"cluster": self.cluster, "brokerName": self.broker_name, "brokerAddr": self.addr}
+
+
+def split_addresses(text: str) -> list[str]:
+    """`"a:9876;b:9876"` -> ["a:9876", "b:9876"] (mqadmin's separator; blanks dropped)."""
+    return [part.strip() for part in text.replace(",", ";").split(";") if part.strip()]
+
+
+def describe_failure(exc: BaseException, timeout: float) -> str:
+    """A short reason for a transport failure, for the error line."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
+
+
+def code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request {code}"
+
+
+def check_response(response: RemotingCommand, ok: Collection[int], what: str) -> RemotingCommand:
+    if response.code not in ok:
+        raise AdminError(response.remark or f"{what} failed", response.code)
+    return response
+
+
+class AdminClient:
+    """Requests to the name servers in `namesrv` (";"-separated) and to the brokers they name."""
+
+    def __init__(
+        self,
+        namesrv: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        reporter: Reporter | None = None,
+    ) -> None:
+        from rocketlite.remoting.client import RemotingClient  # noqa: PLC0415 - keeps --help fast
+
+        self.namesrv_addrs = split_addresses(namesrv)
+        if not self.namesrv_addrs:
+            raise AdminError("no name server address given (-n host:port)")
+        self.timeout = timeout
+        self.reporter: Reporter = reporter or NullReporter()
+        self.remoting = RemotingClient(connect_timeout=timeout)
+        self._cluster_info: ClusterInfo | None = None
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+    # -- requests ---------------------------------------------------------------------------
+    def _transport_error(self, addr: str, role: str, exc: Exception) -> AdminError:
+        if isinstance(exc, ValueError):  # "host" without a port, a port that is not a number
+            return AdminError(f"bad {role} address {addr!r}: expected host:port")
+        self.remoting.close_address(addr)
+        return AdminError(f"cannot reach {role} {addr}: {describe_failure(exc, self.timeout)}")
+
+    async def local_ip(self, addr: str) -> bytes:
+        """Our IPv4 address on the connection to `addr` (what a client puts in its UNIQ_KEY);
+        127.0.0.1 when the connection is not over IPv4."""
+        try:
+            conn = await self.remoting.connection(addr)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise self._transport_error(addr, "broker", exc) from exc
+        sockname: Any = conn.transport.get_extra_info("sockname") if conn.transport is not None else None
+        try:
+            return socket.inet_aton(str(sockname[0]))
+        except (OSError, TypeError, IndexError):
+            return bytes((127, 0, 0, 1))
+
+    async def request(
+        self,
+        addr: str,
+        code: int,
+        ext: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        role: str = "broker",
+    ) -> RemotingCommand:
+        """One request; transport failures become an AdminError naming `role` and `addr`."""
+        try:
+            return await self.remoting.invoke(addr, make_request(code, ext, body), self.timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise self._transport_error(addr, role, exc) from exc
+
+    async def call(
+        self,
+        addr: str,
+        code: int,
+        ext: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        ok: Collection[int] = (ResponseCode.SUCCESS,),
+        role: str = "broker",
+    ) -> RemotingCommand:
+        """`request`, and an AdminError with the server's remark and code unless the code is in `ok`."""
+        response = await self.request(addr, code, ext, body, role=role)
+        return check_response(response, ok, code_name(code))
+
+    async def namesrv_call(
+        self,
+        code: int,
+        ext: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        ok: Collection[int] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        """Ask the name servers in order until one answers; an error answer is final."""
+        failures: list[str] = []
+        for addr in self.namesrv_addrs:
+            try:
+                response = await self.request(addr, code, ext, body, role="name server")
+            except AdminError as exc:
+                failures.append(str(exc))
+                continue
+            return check_response(response, ok, code_name(code))
+        raise AdminError("; ".join(failures))
+
+    async def each_namesrv(
+        self, code: int, ext: Mapping[str, str] | None = None, body: bytes | None = None
+    ) -> list[str]:
+        """Send to every name server (writes they must all see); returns the addresses done."""
+        for addr in self.namesrv_addrs:
+            await self.call(addr, code, ext, body, role="name server")
+        return list(self.namesrv_addrs)
+
+    # -- name server queries ----------------------------------------------------------------
+    async def cluster_info(self, *, refresh: bool = False) -> ClusterInfo:
+        if self._cluster_info is None or refresh:
+            response = await self.namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO)
+            self._cluster_info = ClusterInfo.from_json(response.body or b"{}")
+        return self._cluster_info
+
+    async def topic_route_or_none(self, topic: str) -> TopicRouteData | None:
+        ext = GetRouteInfoRequestHeader(topic=topic, accept_standard_json_only=True).to_ext()
+        response = await self.namesrv_call(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST)
+        )
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        return TopicRouteData.from_json(response.body or b"{}")
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        route = await self.topic_route_or_none(topic)
+        if route is None:
+            raise AdminError(
+                f"No topic route info in name server for the topic: {topic}", ResponseCode.TOPIC_NOT_EXIST
+            )
+        return route
+
+    async def all_topics(self) -> list[str]:
+        response = await self.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return sorted(TopicList.from_json(response.body or b"{}").topic_list)
+
+    async def get_kv(self, namespace: str, key: str) -> str | None:
+        response = await self.namesrv_call(
+            RequestCode.GET_KV_CONFIG,
+            {"namespace": namespace, "key": key},
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+        )
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        return GetKVConfigResponseHeader.from_ext(response.ext_fields).value
+
+    # -- brokers ----------------------------------------------------------------------------
+    async def masters(self, cluster: str | None = None) -> list[BrokerTarget]:
+        """Master brokers (of one cluster, or all), sorted by cluster and name."""
+        info = await self.cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+            raise AdminError(f"cluster {cluster!r} not found in the name server (known: {known})")
+        out: list[BrokerTarget] = []
+        for name in sorted(info.broker_addr_table):
+            data = info.broker_addr_table[name]
+            if cluster is not None and data.cluster != cluster:
+                continue
+            master = data.broker_addrs.get(MASTER_ID)
+            if master is not None:
+                out.append(BrokerTarget(data.cluster, name, master))
+        return sorted(out, key=lambda t: (t.cluster, t.broker_name))
+
+    async def targets(self, broker_addr: str | None, cluster: str | None) -> list[BrokerTarget]:
+        """mqadmin's `-b brokerAddr | -c clusterName`: that broker, or every master of the cluster."""
+        if broker_addr is not None:
+            info = await self.cluster_info()
+            for name, data in info.broker_addr_table.items():
+                if broker_addr in data.broker_addrs.values():
+                    return [BrokerTarget(data.cluster, name, broker_addr)]
+            return [BrokerTarget("", broker_addr, broker_addr)]
+        targets = await self.masters(cluster)
+        if not targets:
+            raise AdminError(f"cluster {cluster!r} has no master broker")
+        return targets
+
+    async def broker_addr(self, broker_name: str) -> str:
+        """Master address of a broker name (from the cluster info)."""
+        info = await self.cluster_info()
+        data = info.broker_addr_table.get(broker_name)
+        addr = data.broker_addrs.get(MASTER_ID) if data is not None else None
+        if addr is None:
+            raise AdminError(f"broker {broker_name!r} has no master in the name server")
+        return addr
+
+    async def known_broker_addrs(self) -> set[str]:
+        info = await self.cluster_info()
+        return {a for data in info.broker_addr_table.values() for a in data.broker_addrs.values()}
+
+    async def wait_for_route(
+        self, topic: str, broker_names: Collection[str], predicate: RoutePredicate
+    ) -> bool:
+        """Poll the name server until every broker in `broker_names` shows `topic` as `predicate`
+        wants (brokers re-register right after a topic change); False after ROUTE_WAIT_S."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ROUTE_WAIT_S
+        while True:
+            route = await self.topic_route_or_none(topic)
+            if predicate(route, broker_names):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+
+
+RoutePredicate = Callable[[TopicRouteData | None, Collection[str]], bool]

@@ -1,0 +1,232 @@
+"""Verbs that move messages: sendMessage, consumeMessage, printMsg.
+
+They use raw remoting requests (SEND_MESSAGE_V2, PULL_MESSAGE) instead of the client SDK: an
+admin command sends or reads a handful of messages once, needs no heartbeat, rebalance or offset
+store, and must work against any broker the name server lists, so the few requests are written
+out here. What a producer would do is kept: the message gets a client UNIQ_KEY (so it can be
+found with `queryMsgById -t`), WAIT=true, and a topic without a route is sent with the TBW102
+route so a broker with autoCreateTopicEnable creates it.
+
+Reading never commits offsets: consumeMessage and printMsg pull as the tools group
+(`TOOLS_CONSUMER` unless `-g`) with the subscription in the request, like mqadmin's pull
+consumer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+from datetime import datetime
+from typing import Any, Final
+
+from rocketlite.admin.client import AdminClient, AdminError
+from rocketlite.admin.messages import (
+    TOOLS_CONSUMER_GROUP,
+    QueueRef,
+    max_offset,
+    message_json,
+    min_offset,
+    pull_range,
+    readable_queues,
+    search_offset,
+)
+from rocketlite.message import MessageConst, properties_to_string
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+
+DEFAULT_TOPIC: Final = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 4  # the client's defaultTopicQueueNums
+PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
+PERM_WRITE: Final = 2
+SEND_STATUS: Final = {
+    ResponseCode.SUCCESS: "SEND_OK",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+}
+
+_counter = itertools.count(random.randrange(1 << 16))
+_CLASS_HASH = random.getrandbits(32)
+
+
+def new_unique_id(ip: bytes, now_ms: int | None = None) -> str:
+    """A client message id laid out like `MessageClientIDSetter`'s: ip(4) + pid(2) + class-loader
+    hash(4) + ms since the start of the month(4) + counter(2), 32 upper-case hex digits."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    now = datetime.fromtimestamp(now_ms / 1000)
+    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    since = (now_ms - int(month_start.timestamp() * 1000)) & 0xFFFFFFFF
+    raw = (
+        ip
+        + (os.getpid() & 0xFFFF).to_bytes(2, "big")
+        + _CLASS_HASH.to_bytes(4, "big")
+        + since.to_bytes(4, "big")
+        + (next(_counter) & 0xFFFF).to_bytes(2, "big")
+    )
+    return raw.hex().upper()
+
+
+async def _send_queues(admin: AdminClient, topic: str) -> tuple[list[QueueRef], bool]:
+    """Writable queues of the topic, or of TBW102 (capped at 4 per broker) when it has no route."""
+    route = await admin.topic_route_or_none(topic)
+    auto = route is None
+    if route is None:
+        route = await admin.topic_route(DEFAULT_TOPIC)
+    masters = {b.broker_name: b.master_addr for b in route.broker_datas}
+    out: list[QueueRef] = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        addr = masters.get(qd.broker_name)
+        if addr is None or not qd.perm & PERM_WRITE:
+            continue
+        count = min(qd.write_queue_nums, DEFAULT_TOPIC_QUEUE_NUMS) if auto else qd.write_queue_nums
+        out += [QueueRef(qd.broker_name, addr, qid) for qid in range(count)]
+    return out, auto
+
+
+async def send_message(
+    admin: AdminClient,
+    *,
+    topic: str,
+    body: bytes,
+    keys: str | None = None,
+    tags: str | None = None,
+    broker_name: str | None = None,
+    queue_id: int | None = None,
+) -> dict[str, Any]:
+    """SEND_MESSAGE_V2 (310) to a queue picked at random among those `-b` / `-i` allow."""
+    queues, auto = await _send_queues(admin, topic)
+    candidates = [
+        q
+        for q in queues
+        if (broker_name is None or q.broker_name == broker_name)
+        and (queue_id is None or q.queue_id == queue_id)
+    ]
+    if not candidates:
+        where = f" on broker {broker_name}" if broker_name else ""
+        which = f" with queue id {queue_id}" if queue_id is not None else ""
+        raise AdminError(f"topic {topic} has no writable queue{where}{which}")
+    queue = random.choice(candidates)
+    unique_id = new_unique_id(await admin.local_ip(queue.addr))
+    props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique_id, MessageConst.WAIT_STORE_MSG_OK: "true"}
+    if keys:
+        props[MessageConst.KEYS] = keys
+    if tags:
+        props[MessageConst.TAGS] = tags
+    header = SendMessageRequestHeader(
+        producer_group=PRODUCER_GROUP,
+        topic=topic,
+        default_topic=DEFAULT_TOPIC,
+        default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS,
+        queue_id=queue.queue_id,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=properties_to_string(props),
+        reconsume_times=0,
+        bname=queue.broker_name,
+    )
+    response = await admin.call(
+        queue.addr, RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body, ok=tuple(SEND_STATUS)
+    )
+    result = SendMessageResponseHeader.from_ext(response.ext_fields)
+    return {
+        "topic": topic,
+        "brokerName": queue.broker_name,
+        "queueId": result.queue_id,
+        "queueOffset": result.queue_offset,
+        "sendStatus": SEND_STATUS[ResponseCode(response.code)],
+        "msgId": unique_id,
+        "offsetMsgId": result.msg_id,
+        "autoCreated": auto,
+    }
+
+
+async def _bounds(
+    admin: AdminClient, queue: QueueRef, topic: str, begin: int | None, end: int | None
+) -> tuple[int, int, int, int]:
+    """(min, max, start, stop) of a queue: start/stop from the timestamps when given."""
+    low = await min_offset(admin, queue.addr, topic, queue.queue_id)
+    high = await max_offset(admin, queue.addr, topic, queue.queue_id)
+    start = low if begin is None else await search_offset(admin, queue.addr, topic, queue.queue_id, begin)
+    stop = high if end is None else await search_offset(admin, queue.addr, topic, queue.queue_id, end)
+    return low, high, max(start, low), min(stop, high)
+
+
+async def consume_message(
+    admin: AdminClient,
+    *,
+    topic: str,
+    broker_name: str | None = None,
+    queue_id: int | None = None,
+    offset: int | None = None,
+    group: str = TOOLS_CONSUMER_GROUP,
+    begin: int | None = None,
+    end: int | None = None,
+    count: int = 128,
+) -> dict[str, Any]:
+    """Read up to `count` messages: from one queue at `-o` (needs `-b` and `-i`), or from every
+    readable queue of the topic, each limited to [begin, end) by store time when given."""
+    if offset is not None and (broker_name is None or queue_id is None):
+        raise AdminError("consuming from an offset (-o) needs the broker name (-b) and queue id (-i)")
+    queues = await readable_queues(admin, topic, broker_name)
+    if queue_id is not None:
+        queues = [q for q in queues if q.queue_id == queue_id]
+    if not queues:
+        raise AdminError(f"topic {topic} has no readable queue matching the broker / queue id given")
+    spans: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    with admin.reporter.task("Consuming", count) as advance:
+        for queue in queues:
+            if len(messages) >= count:
+                break
+            low, high, start, stop = await _bounds(admin, queue, topic, begin, end)
+            if offset is not None:
+                if not low <= offset <= high:
+                    raise AdminError(f"offset {offset} is outside the queue's range [{low}, {high}]")
+                start = offset
+            records = await pull_range(
+                admin, queue.addr, topic=topic, queue_id=queue.queue_id, start=start, end=stop,
+                limit=count - len(messages), group=group,
+            )  # fmt: skip
+            messages += [{"brokerName": queue.broker_name, **message_json(r)} for r in records]
+            advance(len(records))
+            spans.append(
+                {"brokerName": queue.broker_name, "queueId": queue.queue_id, "startOffset": start,
+                 "endOffset": stop, "count": len(records)}
+            )  # fmt: skip
+    return {"topic": topic, "group": group, "queues": spans, "messages": messages}
+
+
+async def print_msg(
+    admin: AdminClient,
+    *,
+    topic: str,
+    charset: str = "utf-8",
+    expression: str = "*",
+    begin: int | None = None,
+    end: int | None = None,
+    print_body: bool = True,
+) -> dict[str, Any]:
+    """Every message of every readable queue (within [begin, end) by store time), per queue."""
+    queues = await readable_queues(admin, topic)
+    plans = [(q, await _bounds(admin, q, topic, begin, end)) for q in queues]
+    total = sum(max(stop - start, 0) for _, (_, _, start, stop) in plans)
+    out: list[dict[str, Any]] = []
+    with admin.reporter.task(f"Reading {topic}", total) as advance:
+        for queue, (low, high, start, stop) in plans:
+            records = await pull_range(
+                admin, queue.addr, topic=topic, queue_id=queue.queue_id, start=start, end=stop,
+                expression=expression, advance=advance,
+            )  # fmt: skip
+            out.append(
+                {
+                    "brokerName": queue.broker_name,
+                    "queueId": queue.queue_id,
+                    "minOffset": low,
+                    "maxOffset": high,
+                    "messages": [message_json(r, charset, with_body=print_body) for r in records],
+                }
+            )
+    return {"topic": topic, "queues": out}
