@@ -7,8 +7,10 @@ of the segment is marked by an end-of-file blank (`int remaining, int 0xCBD43194
 goes to the start of the next segment. A batch is never split across segments.
 
 Appends are serialised by one lock; encoding of everything position-independent happens before
-taking it. The class owns no threads: flushing, committing and dispatching are services that call
-into it.
+taking it. Records are encoded here directly, with the header structs of `message_record`: the
+same bytes as its `prepare_record` + `pack_head` (the reference, and still the path of a message
+over a limit, which reports the limit) without their per-message objects. The class owns no
+threads: flushing, committing and dispatching are services that call into it.
 """
 
 from __future__ import annotations
@@ -49,13 +51,14 @@ from rocketlite.store.status import AppendMessageStatus
 
 log = logging.getLogger("rocketlite.store.commit_log")
 
-# Batch encoding (see `CommitLog._encode_batch`): per host-family bits of SYSFLAG, the header struct,
-# the fixed part of the record size, and where STORETIMESTAMP sits, all taken from `layout_for`.
+# Record encoding (`CommitLog.append`, `_encode_batch`): per host-family bits of SYSFLAG, the header
+# struct, the fixed part of the record size, and where STORETIMESTAMP sits, all from `layout_for`.
 _HOST_V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-_BATCH_LAYOUTS: Final = {
+_LAYOUTS_BY_HOST_BITS: Final = {
     bits: (layout_for(bits).head, layout_for(bits).fixed_size, layout_for(bits).store_timestamp_pos)
     for bits in (0, MessageSysFlag.BORNHOST_V6_FLAG, MessageSysFlag.STOREHOSTADDRESS_V6_FLAG, _HOST_V6_BITS)
 }
+_TOPIC_CACHE_MAX: Final = 4096
 # QUEUEOFFSET and PHYSICALOFFSET are adjacent: patched with one pack under the lock.
 _QUEUE_AND_PHYSICAL: Final = struct.Struct(">qq")
 assert PHYSICAL_OFFSET_POS == QUEUE_OFFSET_POS + 8
@@ -111,6 +114,8 @@ class CommitLog:
         # (store host, its msg-id prefix) of the last append: one host per broker, so the
         # prefix is almost never recomputed. One tuple, replaced whole, so threads never mix pairs.
         self._id_prefix: tuple[HostAddress | None, str] = (None, "")
+        # topic -> TOPICLEN byte + UTF-8 topic, for topics within the length limit.
+        self._topic_parts: dict[str, bytes] = {}
 
     def load(self) -> None:
         self.queue.load()
@@ -121,6 +126,18 @@ class CommitLog:
         if cached[0] is not host:
             cached = self._id_prefix = (host, _msg_id_prefix(host))
         return cached[1]
+
+    def _topic_part(self, topic: str) -> bytes | None:
+        """TOPICLEN + TOPIC as stored; None if the topic is longer than the limit."""
+        part = self._topic_parts.get(topic)
+        if part is None:
+            encoded = topic.encode("utf-8")
+            if len(encoded) > MAX_TOPIC_LENGTH:
+                return None
+            if len(self._topic_parts) >= _TOPIC_CACHE_MAX:
+                self._topic_parts.clear()
+            part = self._topic_parts[topic] = bytes((len(encoded),)) + encoded
+        return part
 
     def _segment_for(self, size: int) -> MappedFile:
         """The segment to write `size` bytes into, closing the current one with a blank if needed."""
@@ -144,7 +161,58 @@ class CommitLog:
         return mf
 
     def append(self, msg: MessageInner) -> AppendResult:
-        """Append one message; fills its store timestamp, queue offset and commit-log offset."""
+        """Append one message; fills its store timestamp, queue offset and commit-log offset.
+
+        Encodes the record directly (byte for byte what `prepare_record` + `pack_head` produce);
+        a message over a limit goes to `_append_prepared`, which says which limit.
+        """
+        topic_part = self._topic_part(msg.topic)
+        props = msg.properties_string.encode("utf-8")
+        props_len = len(props)
+        body = msg.body
+        body_len = len(body)
+        born, store = msg.born_host, msg.store_host
+        sys_flag = msg.sys_flag & ~_HOST_V6_BITS
+        if len(born.ip) == 16:
+            sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
+        if len(store.ip) == 16:
+            sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+        head, fixed, _ = _LAYOUTS_BY_HOST_BITS[sys_flag & _HOST_V6_BITS]
+        if topic_part is None or props_len > MAX_PROPERTIES_LENGTH:
+            return self._append_prepared(msg)
+        size = fixed + body_len + len(topic_part) - 1 + props_len
+        if size > self.max_message_size:
+            return self._append_prepared(msg)
+        crc = zlib.crc32(body) & 0x7FFF_FFFF
+        tail = b"".join((body, topic_part, SHORT.pack(props_len), props))
+        key = f"{msg.topic}-{msg.queue_id}"
+        advances = _advances_queue(sys_flag)
+        with self._lock:
+            now = self.clock.now_ms()
+            mf = self._segment_for(size)
+            phys = mf.file_from_offset + mf.wrote_position
+            qoff = self.topic_queue_table.get(key, 0) if advances else 0
+            header = head.pack(
+                size, MESSAGE_MAGIC_CODE, crc, msg.queue_id, msg.flag, qoff, phys, sys_flag,
+                msg.born_timestamp, born.ip, born.port, now, store.ip, store.port,
+                msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+            )  # fmt: skip
+            mf.append_parts(header, tail)
+            mf.store_timestamp = now
+            if advances:
+                self.topic_queue_table[key] = qoff + 1
+        msg.store_timestamp, msg.queue_offset, msg.commit_log_offset = now, qoff, phys
+        return AppendResult(
+            AppendMessageStatus.PUT_OK,
+            phys,
+            size,
+            self._msg_id_prefix(store) + format(phys, "016X"),
+            now,
+            qoff,
+        )
+
+    def _append_prepared(self, msg: MessageInner) -> AppendResult:
+        """`append` via `prepare_record` (reports which limit a message exceeds)."""
         try:
             rec = prepare_record(msg, self.max_message_size)
         except RecordTooLargeError as exc:
@@ -235,7 +303,7 @@ class CommitLog:
         if a message exceeds a limit (topic, properties or message size).
         """
         max_size = self.max_message_size
-        layouts = _BATCH_LAYOUTS
+        layouts = _LAYOUTS_BY_HOST_BITS
         crc32 = zlib.crc32
         pack_short = SHORT.pack
         parts: list[bytes] = []
@@ -250,11 +318,10 @@ class CommitLog:
         for m in msgs:
             if m.topic is not topic:
                 topic = m.topic
-                encoded_topic = topic.encode("utf-8")
-                topic_len = len(encoded_topic)
-                if topic_len > MAX_TOPIC_LENGTH:
+                part = self._topic_part(topic)
+                if part is None:
                     return None
-                topic_part = bytes((topic_len,)) + encoded_topic
+                topic_part, topic_len = part, len(part) - 1
             props = m.properties_string.encode("utf-8")
             props_len = len(props)
             body = m.body

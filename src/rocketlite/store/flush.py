@@ -182,7 +182,10 @@ class GroupCommitService(ServiceThread):
         fut: Future[bool] = Future()
         with self._lock:
             self._requests.append((end_offset, fut))
-        self._wake.set()
+        # The loop clears the event before taking the requests, so a set event means this
+        # request will be seen: skip Event.set's lock and notify (one put in many pays it).
+        if not self._wake.is_set():
+            self._wake.set()
         return fut
 
     def run_once(self) -> None:

@@ -11,12 +11,14 @@ than overwrites of allocated blocks). Three positions describe a segment::
   `transientStorePoolEnable` mode, where appends go to memory and `commit` pwrites them);
 * flushed: bytes known durable (fdatasync).
 
-Appends are copied into a shared writable mapping of the file: no system call (and no release of
-the GIL) per append; the pages are the page cache's, so `fdatasync` on the descriptor makes them
-durable exactly as after a `pwrite`, and the pre-zeroing guarantees the blocks exist. In
-write-buffer mode appends go to memory and `commit` pwrites them. Reads are read-only zero-copy
-memoryviews of the same mapping. The class owns no threads; flush and commit are called by
-services.
+Small appends (single records) are copied into a shared writable mapping of the file: no system
+call, and no release of the GIL for another thread to grab, per append. The pages are the page
+cache's, so `fdatasync` on the descriptor makes them durable exactly as after a `pwrite`, and the
+pre-zeroing guarantees the blocks exist. Appends of `PWRITE_MIN_BYTES` or more (batches) are
+pwritten instead: for them the page faults on freshly mapped pages and the write-protection of
+mapped pages at writeback cost more than one system call. In write-buffer mode appends go to
+memory and `commit` pwrites them. Reads are read-only zero-copy memoryviews of the mapping. The
+class owns no threads; flush and commit are called by services.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 log = logging.getLogger("rocketlite.store.mapped_file")
 
 OS_PAGE_SIZE = 4096
+PWRITE_MIN_BYTES = 16 * 1024  # appends this large use pwrite, smaller ones the mapping (see above)
 _ZERO_CHUNK = bytes(1 << 20)
 
 
@@ -130,8 +133,14 @@ class MappedFile:
             raise ValueError(f"append of {n} bytes past the end of {self.path.name}")
         if self._buffer is not None:
             self._buffer[pos : pos + n] = data
-        else:
+        elif n < PWRITE_MIN_BYTES:
             self._mmap[pos : pos + n] = data
+            self.committed_position = pos + n
+        else:
+            with memoryview(data) as view:
+                done = 0
+                while done < n:
+                    done += os.pwrite(self._fd, view[done:], pos + done)
             self.committed_position = pos + n
         self.wrote_position = pos + n
         return pos

@@ -416,7 +416,11 @@ class MessageStore:
         next_phy_file_start = -1
         scanned = 0
         total = 0
-        get = self.commit_log.get_message
+        get_data = self.commit_log.get_data
+        # The readable rest of the segment holding the last record read: the records of one pull
+        # are mostly in one segment, so each is a slice of this view instead of a segment lookup.
+        seg: memoryview | None = None
+        seg_start = seg_end = 0
         messages, queue_offsets = result.messages, result.queue_offsets
         for phy, size, tag in CQ_UNIT.iter_unpack(units):
             if messages and (len(messages) >= max_msg_nums or total + size > max_bytes):
@@ -426,15 +430,22 @@ class MessageStore:
                 continue
             if message_filter is not None and not message_filter(tag):
                 continue
-            view = get(phy, size)
-            if view is None:
+            if phy < seg_start or phy + size > seg_end:
+                if seg is not None:
+                    seg.release()
+                seg = get_data(phy) if phy >= 0 else None
+                seg_start = phy
+                seg_end = phy + len(seg) if seg is not None else phy
+            if seg is None or size < 0 or phy + size > seg_end:
                 if not messages:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
                 next_phy_file_start = self.commit_log.roll_next_file(phy)
                 continue
-            messages.append(view)
+            messages.append(seg[phy - seg_start : phy - seg_start + size])
             queue_offsets.append(offset + scanned - 1)
             total += size
+        if seg is not None:
+            seg.release()
         units.release()
         result.buffer_total_size = total
         result.next_begin_offset = offset + scanned
