@@ -220,7 +220,10 @@ class Connection(asyncio.Protocol):
         self.pending[cmd.opaque] = fut
         self.send(cmd)
         try:
-            return await asyncio.wait_for(fut, timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # races with the response (CPython gh-86296), leaving cancelled callers running.
+            async with asyncio.timeout(timeout):
+                return await fut
         finally:
             self.pending.pop(cmd.opaque, None)
 

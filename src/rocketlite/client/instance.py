@@ -1,0 +1,573 @@
+"""`ClientInstance`: the per-process client core shared by producers and consumers (`MQClientInstance`).
+
+Java shares one `MQClientInstance` per clientID (`ip@instanceName`) between every producer and
+consumer of a process: one set of broker connections, one route table, one heartbeat. Brokers key
+consumer-group membership by clientID, so two consumers of the **same group** need different
+instance names (Java 4.9 makes the default instance name unique per client; here "DEFAULT" means
+the pid, like Java up to 4.8 and ali-ons, so that clients of one process share connections).
+
+An instance belongs to the event loop that created it (`acquire` is keyed by loop, name server
+list and instance name) and lives while some producer or consumer holds it. Its background tasks:
+
+* route refresh every 30 s (`pollNameServerInterval`) for every topic a member uses;
+* heartbeat to every known broker every 30 s (masters only when there are no consumers);
+* rebalance every 20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED;
+* consumer offset persistence every 5 s.
+
+Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
+the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP.
+Every request goes through `invoke`, which turns timeouts and broken connections into
+`RemotingTimeoutError` / `RemotingConnectError` so callers only ever see `ClientError`s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Protocol
+
+from rocketlite.client._aio import wait_event
+from rocketlite.client.errors import (
+    ClientError,
+    ClientStateError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeoutError,
+    TopicNotExistError,
+    for_code,
+)
+from rocketlite.client.message import UniqIdGenerator
+from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
+from rocketlite.message import MessageConst, find_property
+from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    GetRouteInfoRequestHeader,
+    UnregisterClientRequestHeader,
+)
+from rocketlite.protocol.queue_bodies import MessageQueue
+from rocketlite.remoting.client import RemotingClient
+from rocketlite.remoting.connection import Connection, RequestTable, next_opaque, not_supported
+from rocketlite.store.message_record import decode_records
+
+log = logging.getLogger("rocketlite.client.instance")
+
+MASTER_ID = 0
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+CLIENT_LANGUAGE = "PYTHON"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Settings of the shared instance (the first client to create it decides; Java's `ClientConfig`)."""
+
+    namesrv_addr: str
+    instance_name: str = "DEFAULT"
+    client_ip: str | None = None
+    request_timeout: float = 3.0
+    poll_name_server_interval: float = 30.0
+    heartbeat_broker_interval: float = 30.0
+    persist_consumer_offset_interval: float = 5.0
+    rebalance_interval: float = 20.0
+    unit_name: str | None = None
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def resolved_instance_name(self) -> str:
+        return str(os.getpid()) if self.instance_name == "DEFAULT" else self.instance_name
+
+
+def local_ip() -> str:
+    """The first non-loopback IPv4 address (`RemotingUtil.getLocalAddress`), else 127.0.0.1.
+
+    A UDP `connect` picks the outgoing interface without sending anything.
+    """
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect(("10.255.255.255", 1))
+        ip = str(sock.getsockname()[0])
+        if not ip.startswith("127.") and ip != "0.0.0.0":
+            return ip
+    return "127.0.0.1"
+
+
+class ProducerMember(Protocol):
+    group: str
+
+    def publish_topics(self) -> Iterable[str]: ...
+
+    def on_check_transaction(
+        self, conn: Connection, header: CheckTransactionStateRequestHeader, body: bytes
+    ) -> None: ...
+
+
+class ConsumerMember(Protocol):
+    group: str
+
+    def consumer_data(self) -> ConsumerData: ...
+
+    def subscribed_topics(self) -> Iterable[str]: ...
+
+    async def do_rebalance(self) -> bool: ...
+
+    async def persist_offsets(self) -> None: ...
+
+
+class ClientInstance:
+    """One per (event loop, name servers, instance name); see the module docstring."""
+
+    _instances: ClassVar[dict[tuple[int, str, str], ClientInstance]] = {}
+
+    def __init__(self, config: ClientConfig, key: tuple[int, str, str]) -> None:
+        self.config = config
+        self.key = key
+        self.loop = asyncio.get_running_loop()
+        self.ip = config.client_ip or local_ip()
+        self.instance_name = config.resolved_instance_name()
+        self.client_id = f"{self.ip}@{self.instance_name}"
+        if config.unit_name:
+            self.client_id += f"@{config.unit_name}"
+        self.uniq_ids = UniqIdGenerator(self.ip)
+        table = RequestTable(default=not_supported)
+        table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
+        table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        self.remoting = RemotingClient(table, connect_timeout=config.request_timeout)
+        self.namesrv_addrs = config.namesrv_addrs
+        if not self.namesrv_addrs:
+            raise ClientStateError("no name server address given")
+        self._ns_index = random.randrange(len(self.namesrv_addrs))
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.broker_versions: dict[str, int] = {}
+        self.producers: dict[str, ProducerMember] = {}
+        self.consumers: dict[str, ConsumerMember] = {}
+        self._refs = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self._rebalance_now = asyncio.Event()
+        self._heartbeat_lock = asyncio.Lock()
+        self._inner_producer: Any = None
+        self._inner_lock = asyncio.Lock()
+        self.started = False
+        self._closing = False
+        self.closed = False
+
+    # -- sharing ---------------------------------------------------------------------------
+    @classmethod
+    async def acquire(cls, config: ClientConfig) -> ClientInstance:
+        """The shared instance for `config` on the running loop, started; release it when done."""
+        loop = asyncio.get_running_loop()
+        key = (id(loop), config.namesrv_addr, config.resolved_instance_name())
+        inst = cls._instances.get(key)
+        if inst is None or inst._closing or inst.loop is not loop:
+            inst = cls(config, key)
+            cls._instances[key] = inst
+        inst._refs += 1
+        inst._start()
+        return inst
+
+    async def release(self) -> None:
+        self._refs -= 1
+        if self._refs <= 0:
+            await self.shutdown()
+
+    def _start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        cfg = self.config
+        self._tasks = [
+            self._every(cfg.poll_name_server_interval, self.refresh_routes, "route refresh"),
+            self._every(cfg.heartbeat_broker_interval, self.send_heartbeat_to_all, "heartbeat"),
+            self._every(cfg.persist_consumer_offset_interval, self.persist_all_offsets, "offset persist"),
+            self.loop.create_task(self._rebalance_loop(), name=f"rocketlite-rebalance-{self.client_id}"),
+        ]
+        log.info("client instance %s started (name servers %s)", self.client_id, self.namesrv_addrs)
+
+    def _every(self, period: float, job: Callable[[], Awaitable[Any]], what: str) -> asyncio.Task[None]:
+        async def loop() -> None:
+            while not self.closed:
+                await asyncio.sleep(period)
+                try:
+                    await job()
+                except Exception:
+                    log.exception("%s failed", what)
+
+        return self.loop.create_task(loop(), name=f"rocketlite-{what}-{self.client_id}")
+
+    async def shutdown(self) -> None:
+        if self._closing:
+            return
+        self._closing = True  # acquire() makes a new instance from now on
+        if self._inner_producer is not None:
+            with contextlib.suppress(Exception):
+                await self._inner_producer.close()  # still open: it unregisters its group
+        self.closed = True
+        tasks = [*self._tasks, *self._background]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
+        await self.remoting.close()
+        if self._instances.get(self.key) is self:
+            del self._instances[self.key]
+        log.info("client instance %s stopped", self.client_id)
+
+    # -- membership ------------------------------------------------------------------------
+    def register_producer(self, member: ProducerMember) -> None:
+        if member.group in self.producers:
+            raise ClientStateError(
+                f"producer group {member.group!r} already exists in client {self.client_id}; "
+                "use another instance_name"
+            )
+        self.producers[member.group] = member
+
+    def register_consumer(self, member: ConsumerMember) -> None:
+        if member.group in self.consumers:
+            raise ClientStateError(
+                f"consumer group {member.group!r} already exists in client {self.client_id}; "
+                "use another instance_name"
+            )
+        self.consumers[member.group] = member
+
+    async def unregister_producer(self, group: str) -> None:
+        if self.producers.pop(group, None) is not None:
+            await self._unregister_client(producer_group=group)
+
+    async def unregister_consumer(self, group: str) -> None:
+        if self.consumers.pop(group, None) is not None:
+            await self._unregister_client(consumer_group=group)
+
+    async def _unregister_client(
+        self, producer_group: str | None = None, consumer_group: str | None = None
+    ) -> None:
+        header = UnregisterClientRequestHeader(
+            client_id=self.client_id, producer_group=producer_group, consumer_group=consumer_group
+        )
+        addrs = {a for addrs in self.broker_addrs.values() for a in addrs.values()}
+
+        async def one(addr: str) -> None:
+            try:
+                response = await self.invoke(
+                    addr, self.command(RequestCode.UNREGISTER_CLIENT, header.to_ext())
+                )
+                if response.code != ResponseCode.SUCCESS:
+                    log.warning("unregister from %s refused: %s", addr, response.remark)
+            except ClientError as exc:
+                log.warning("unregister from %s failed: %s", addr, exc)
+
+        await asyncio.gather(*(one(a) for a in sorted(addrs)))
+
+    async def inner_producer(self) -> Any:
+        """The instance's own producer (group CLIENT_INNER_PRODUCER), for send-back fallbacks."""
+        async with self._inner_lock:
+            if self._inner_producer is None:
+                from rocketlite.client.producer import AsyncProducer  # noqa: PLC0415 - producer imports us
+
+                producer = AsyncProducer(CLIENT_INNER_PRODUCER_GROUP, config=self.config)
+                await producer.start()
+                self._refs -= 1  # our own producer must not keep us alive; shutdown() closes it
+                self._inner_producer = producer
+        return self._inner_producer
+
+    # -- requests --------------------------------------------------------------------------
+    def command(
+        self,
+        code: int,
+        ext: dict[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        remark: str | None = None,
+    ) -> RemotingCommand:
+        return make_request(code, ext, body, remark=remark, language=CLIENT_LANGUAGE)
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        """Request/response with transport failures mapped to `RemotingError`s."""
+        if self.closed:
+            raise ClientStateError(f"client {self.client_id} is shut down")
+        limit = self.config.request_timeout if timeout is None else timeout
+        try:
+            conn = await self.remoting.connection(addr)
+            return await _request(conn, cmd, limit)
+        except TimeoutError as exc:
+            raise RemotingTimeoutError(
+                f"request code {cmd.code} to {addr} timed out after {limit:.1f}s"
+            ) from exc
+        except OSError as exc:  # ConnectionError included
+            raise RemotingConnectError(f"request code {cmd.code} to {addr} failed: {exc}") from exc
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        try:
+            await self.remoting.invoke_oneway(addr, cmd)
+        except TimeoutError as exc:
+            raise RemotingTimeoutError(f"connecting to {addr} timed out") from exc
+        except OSError as exc:
+            raise RemotingConnectError(f"one-way code {cmd.code} to {addr} failed: {exc}") from exc
+
+    async def invoke_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
+        """Try the name servers in turn, starting with the one that last worked."""
+        last: RemotingError | None = None
+        n = len(self.namesrv_addrs)
+        for attempt in range(n):
+            index = (self._ns_index + attempt) % n
+            try:
+                response = await self.invoke(self.namesrv_addrs[index], replace_opaque(cmd))
+            except RemotingError as exc:
+                last = exc
+                continue
+            self._ns_index = index
+            return response
+        assert last is not None
+        raise last
+
+    # -- routes ----------------------------------------------------------------------------
+    async def fetch_route(self, topic: str) -> TopicRouteData:
+        header = GetRouteInfoRequestHeader(topic=topic, accept_standard_json_only=True)
+        response = await self.invoke_namesrv(
+            self.command(RequestCode.GET_ROUTEINFO_BY_TOPIC, header.to_ext())
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise for_code(response.code, response.remark or f"no route for topic {topic}")
+        if not response.body:
+            raise TopicNotExistError(f"empty route for topic {topic}")
+        return TopicRouteData.from_json(response.body)
+
+    async def update_topic_route(
+        self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4
+    ) -> TopicRouteData | None:
+        """Fetch and install a topic's route; None when the name server does not know it.
+
+        With `default_topic` (the producer's TBW102 fallback) the default topic's route is copied
+        for `topic` with at most `default_queue_nums` queues per broker, so the first send reaches
+        a broker that auto-creates the topic.
+        """
+        try:
+            if default_topic is None:
+                route = await self.fetch_route(topic)
+            else:
+                base = await self.fetch_route(default_topic)
+                queue_datas = tuple(
+                    replace(
+                        qd,
+                        read_queue_nums=min(default_queue_nums, qd.read_queue_nums),
+                        write_queue_nums=min(default_queue_nums, qd.read_queue_nums),
+                    )
+                    for qd in base.queue_datas
+                )
+                route = replace(base, queue_datas=queue_datas)
+        except TopicNotExistError:
+            return None
+        self.routes[topic] = route
+        new_broker = False
+        for bd in route.broker_datas:
+            addrs = dict(bd.broker_addrs)
+            new_broker = new_broker or self.broker_addrs.get(bd.broker_name) != addrs
+            self.broker_addrs[bd.broker_name] = addrs
+        if new_broker and not self.closed:
+            # Java waits for the 30 s heartbeat; telling a new broker about us at once lets it
+            # route transaction checks and count our consumers straight away.
+            self.spawn(self.send_heartbeat_to_all(), "heartbeat")
+        return route
+
+    def _topics_in_use(self) -> set[str]:
+        topics: set[str] = set()
+        for p in self.producers.values():
+            topics.update(p.publish_topics())
+        for c in self.consumers.values():
+            topics.update(c.subscribed_topics())
+        return topics
+
+    def spawn(self, coro: Awaitable[None], what: str) -> None:
+        """Run `coro` in the background, logging failures; cancelled at shutdown."""
+
+        async def run() -> None:
+            try:
+                await coro
+            except Exception:
+                log.exception("%s failed", what)
+
+        task = self.loop.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def refresh_routes(self) -> None:
+        for topic in sorted(self._topics_in_use()):
+            try:
+                await self.update_topic_route(topic)
+            except ClientError as exc:
+                log.warning("route refresh for %s failed: %s", topic, exc)
+        self._clean_offline_brokers()
+
+    def _clean_offline_brokers(self) -> None:
+        """Forget broker addresses no route mentions any more (`cleanOfflineBroker`)."""
+        live = {
+            (bd.broker_name, addr)
+            for route in self.routes.values()
+            for bd in route.broker_datas
+            for addr in bd.broker_addrs.values()
+        }
+        for name in list(self.broker_addrs):
+            addrs = {i: a for i, a in self.broker_addrs[name].items() if (name, a) in live}
+            if addrs:
+                self.broker_addrs[name] = addrs
+            else:
+                del self.broker_addrs[name]
+
+    def publish_info(self, topic: str) -> TopicPublishInfo | None:
+        route = self.routes.get(topic)
+        return None if route is None else publish_info_of(topic, route)
+
+    def subscribe_info(self, topic: str) -> list[MessageQueue] | None:
+        route = self.routes.get(topic)
+        return None if route is None else subscribe_info_of(topic, route)
+
+    def master_addr(self, broker_name: str) -> str | None:
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        """`findBrokerAddressInSubscribe`: that id if known, else the master, else any address."""
+        addrs = self.broker_addrs.get(broker_name, {})
+        addr = addrs.get(broker_id) or addrs.get(MASTER_ID)
+        if addr is None and addrs:
+            addr = addrs[min(addrs)]
+        return addr
+
+    async def require_master(self, broker_name: str, topic: str) -> str:
+        """The master of `broker_name`, refreshing `topic`'s route once if it is unknown."""
+        addr = self.master_addr(broker_name)
+        if addr is None:
+            await self.update_topic_route(topic)
+            addr = self.master_addr(broker_name)
+        if addr is None:
+            raise ClientError(f"broker {broker_name} has no known master address", retriable=True)
+        return addr
+
+    def any_broker_of_topic(self, topic: str) -> str | None:
+        """`findBrokerAddrByTopic`: a random broker of the route, its master if it has one."""
+        route = self.routes.get(topic)
+        if route is None or not route.broker_datas:
+            return None
+        bd = random.choice(route.broker_datas)
+        return bd.master_addr or next(iter(bd.broker_addrs.values()), None)
+
+    # -- heartbeat -------------------------------------------------------------------------
+    def heartbeat_data(self) -> HeartbeatData:
+        producers = [ProducerData(g) for g in sorted(self.producers)]
+        if producers and CLIENT_INNER_PRODUCER_GROUP not in self.producers:
+            producers.append(ProducerData(CLIENT_INNER_PRODUCER_GROUP))
+        return HeartbeatData(
+            client_id=self.client_id,
+            producer_data_set=tuple(producers),
+            consumer_data_set=tuple(c.consumer_data() for c in self.consumers.values()),
+        )
+
+    async def send_heartbeat_to_all(self) -> None:
+        """HEART_BEAT to every known broker (masters only when no consumer is registered)."""
+        async with self._heartbeat_lock:
+            data = self.heartbeat_data()
+            if not data.producer_data_set and not data.consumer_data_set:
+                return
+            body = data.to_bytes()
+            targets = [
+                addr
+                for addrs in self.broker_addrs.values()
+                for broker_id, addr in addrs.items()
+                if broker_id == MASTER_ID or data.consumer_data_set
+            ]
+            await asyncio.gather(*(self._heartbeat(addr, body) for addr in sorted(set(targets))))
+
+    async def _heartbeat(self, addr: str, body: bytes) -> None:
+        try:
+            response = await self.invoke(addr, self.command(RequestCode.HEART_BEAT, body=body))
+        except ClientError as exc:
+            log.warning("heartbeat to %s failed: %s", addr, exc)
+            return
+        if response.code == ResponseCode.SUCCESS:
+            self.broker_versions[addr] = response.version
+        else:
+            log.warning("heartbeat to %s refused: %s %s", addr, response.code, response.remark)
+
+    # -- rebalance and offsets -------------------------------------------------------------
+    def rebalance_immediately(self) -> None:
+        self._rebalance_now.set()
+
+    async def _rebalance_loop(self) -> None:
+        interval = self.config.rebalance_interval
+        delay, quick = interval, 0.2
+        while not self.closed:
+            await wait_event(self._rebalance_now, delay)
+            self._rebalance_now.clear()
+            complete = True
+            for consumer in list(self.consumers.values()):
+                try:
+                    complete = await consumer.do_rebalance() and complete
+                except Exception:
+                    log.exception("rebalance of group %s failed", consumer.group)
+                    complete = False
+            # A topic without a route yet (a %RETRY% topic right after the first heartbeat) is
+            # retried soon, backing off to the normal interval, instead of waiting 20 s.
+            if complete:
+                delay, quick = interval, 0.2
+            else:
+                delay, quick = min(interval, quick), quick * 2
+
+    async def persist_all_offsets(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.persist_offsets()
+            except Exception:
+                log.exception("persisting offsets of group %s failed", consumer.group)
+
+    # -- broker -> client requests ---------------------------------------------------------
+    def _on_notify_ids_changed(self, conn: Connection, request: RemotingCommand) -> None:
+        log.info(
+            "consumer ids of %s changed (from %s): rebalancing",
+            request.ext_fields.get("consumerGroup"),
+            conn.remote_address,
+        )
+        self.rebalance_immediately()
+
+    def _on_check_transaction(self, conn: Connection, request: RemotingCommand) -> None:
+        header = CheckTransactionStateRequestHeader.from_ext(request.ext_fields)
+        records = decode_records(request.body or b"")
+        group = find_property(records[0].properties_string, MessageConst.PRODUCER_GROUP) if records else None
+        producer = self.producers.get(group or "")
+        if producer is None:
+            log.warning("transaction check for unknown producer group %r ignored", group)
+            return
+        producer.on_check_transaction(conn, header, request.body or b"")
+
+
+async def _request(conn: Connection, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    """`Connection.request` with `asyncio.timeout` instead of `asyncio.wait_for`.
+
+    On Python 3.11 `wait_for` returns the result when a cancellation races with the response
+    (gh-86296), silently eating the cancel; the instance's background loops then kept running
+    after shutdown cancelled them. `asyncio.timeout` always delivers the cancellation.
+    """
+    if conn.closed or conn.loop is None:
+        raise ConnectionError(f"connection to {conn.remote_address} is closed")
+    if not cmd.opaque:
+        cmd.opaque = next_opaque()
+    fut: asyncio.Future[RemotingCommand] = conn.loop.create_future()
+    conn.pending[cmd.opaque] = fut
+    conn.send(cmd)
+    try:
+        async with asyncio.timeout(timeout):
+            return await fut
+    finally:
+        conn.pending.pop(cmd.opaque, None)
+
+
+def replace_opaque(cmd: RemotingCommand) -> RemotingCommand:
+    """A copy of `cmd` with a fresh opaque, for resending after a failure."""
+    return replace(cmd, opaque=0, ext_fields=dict(cmd.ext_fields))

@@ -1,0 +1,171 @@
+"""Rebalance: which queues this consumer owns (`RebalanceImpl`), and the allocation strategies.
+
+In clustering mode every member of a group computes the same answer independently: it takes
+the topic's readable queues and the group's client ids (GET_CONSUMER_LIST_BY_GROUP), sorts both
+and applies the strategy, so members agree without talking to each other as long as they see
+the same membership (brokers send NOTIFY_CONSUMER_IDS_CHANGED when it changes, and every client
+also rebalances every 20 s). In broadcasting mode a consumer owns every queue.
+
+`Rebalancer.do_rebalance` then reconciles the process-queue table: queues no longer owned are
+given up through the owner's `release_queue` (commit offset, unlock for orderly consumers, drop
+the process queue) and new ones are taken through `claim_queue` (lock for orderly consumers,
+find the start offset, start pulling). A queue that cannot be claimed now (its lock is held by
+the previous owner, its offset unreadable) is simply tried again on the next round.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from rocketlite.client.api import BrokerApi
+from rocketlite.client.errors import ClientError
+from rocketlite.client.instance import ClientInstance
+from rocketlite.client.message import MessageQueue
+from rocketlite.client.process_queue import ProcessQueue
+from rocketlite.protocol.bodies import MessageModel, SubscriptionData
+
+log = logging.getLogger("rocketlite.client.rebalance")
+
+AllocateStrategy = Callable[[str, str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
+QueueListener = Callable[[str, list[MessageQueue], list[MessageQueue]], None]
+
+
+def allocate_averagely(
+    group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+) -> list[MessageQueue]:
+    """`AllocateMessageQueueAveragely`: contiguous blocks; the first `len(mq) % len(cid)` get one more."""
+    del group
+    if current_cid not in cid_all or not mq_all:
+        return []
+    index = list(cid_all).index(current_cid)
+    n_mq, n_cid = len(mq_all), len(cid_all)
+    mod = n_mq % n_cid
+    if n_mq <= n_cid:
+        average = 1
+    elif mod > 0 and index < mod:
+        average = n_mq // n_cid + 1
+    else:
+        average = n_mq // n_cid
+    start = index * average if mod > 0 and index < mod else index * average + mod
+    size = min(average, n_mq - start)
+    return [mq_all[(start + i) % n_mq] for i in range(max(0, size))]
+
+
+def allocate_averagely_by_circle(
+    group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+) -> list[MessageQueue]:
+    """`AllocateMessageQueueAveragelyByCircle`: queue i goes to client i % n."""
+    del group
+    if current_cid not in cid_all:
+        return []
+    index = list(cid_all).index(current_cid)
+    return [mq for i, mq in enumerate(mq_all) if i % len(cid_all) == index]
+
+
+class RebalanceOwner(Protocol):
+    """What the rebalancer needs from its consumer."""
+
+    group: str
+    message_model: MessageModel
+
+    def subscriptions(self) -> dict[str, SubscriptionData]: ...
+
+    async def claim_queue(self, mq: MessageQueue) -> ProcessQueue | None: ...
+
+    async def release_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool: ...
+
+
+class Rebalancer:
+    """The process-queue table of one consumer and the logic that keeps it in line with ownership."""
+
+    def __init__(
+        self,
+        owner: RebalanceOwner,
+        instance: ClientInstance,
+        api: BrokerApi,
+        strategy: AllocateStrategy = allocate_averagely,
+        listener: QueueListener | None = None,
+    ) -> None:
+        self.owner = owner
+        self.instance = instance
+        self.api = api
+        self.strategy = strategy
+        self.listener = listener
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._assigned: dict[str, list[MessageQueue]] = {}
+
+    async def do_rebalance(self) -> bool:
+        """One round for every subscribed topic; False when some topic could not be settled yet."""
+        complete = True
+        subs = self.owner.subscriptions()
+        for topic in sorted(subs):
+            try:
+                complete = await self._rebalance_topic(topic) and complete
+            except ClientError as exc:
+                log.warning("rebalance of %s for %s failed: %s", topic, self.owner.group, exc)
+                complete = False
+        for mq in [mq for mq in self.process_queues if mq.topic not in subs]:
+            pq = self.process_queues[mq]
+            if await self.owner.release_queue(mq, pq):
+                del self.process_queues[mq]
+        return complete
+
+    async def _rebalance_topic(self, topic: str) -> bool:
+        mq_all = self.instance.subscribe_info(topic)
+        if not mq_all:
+            await self.instance.update_topic_route(topic)
+            mq_all = self.instance.subscribe_info(topic)
+        if not mq_all:
+            log.debug("rebalance of %s: topic %s has no route yet", self.owner.group, topic)
+            return False
+        if self.owner.message_model is MessageModel.BROADCASTING:
+            mine = list(mq_all)
+        else:
+            cids = sorted(await self.api.consumer_id_list(self.owner.group, topic))
+            if not cids:
+                log.debug("rebalance of %s: no consumer ids for %s yet", self.owner.group, topic)
+                return False
+            mine = self.strategy(self.owner.group, self.instance.client_id, sorted(mq_all), cids)
+            if self.instance.client_id not in cids:
+                return False
+        settled = await self._update_table(topic, set(mine))
+        if sorted(mine) != self._assigned.get(topic):
+            self._assigned[topic] = sorted(mine)
+            log.info(
+                "rebalance %s/%s: %d of %d queues: %s",
+                self.owner.group, topic, len(mine), len(mq_all),
+                [f"{mq.broker_name}:{mq.queue_id}" for mq in sorted(mine)],
+            )  # fmt: skip
+            if self.listener is not None:
+                try:
+                    self.listener(topic, sorted(mq_all), sorted(mine))
+                except Exception:
+                    log.exception("queue listener failed")
+        return settled
+
+    async def _update_table(self, topic: str, mine: set[MessageQueue]) -> bool:
+        settled = True
+        for mq in [mq for mq in self.process_queues if mq.topic == topic]:
+            pq = self.process_queues[mq]
+            if mq not in mine or pq.dropped:
+                if await self.owner.release_queue(mq, pq):
+                    del self.process_queues[mq]
+                else:
+                    settled = False
+        for mq in sorted(mine - set(self.process_queues)):
+            claimed = await self.owner.claim_queue(mq)
+            if claimed is None:
+                settled = False
+            else:
+                self.process_queues[mq] = claimed
+        return settled
+
+    def assigned(self) -> list[MessageQueue]:
+        return sorted(mq for mq, pq in self.process_queues.items() if not pq.dropped)
+
+    async def release_all(self) -> None:
+        for mq, pq in list(self.process_queues.items()):
+            await self.owner.release_queue(mq, pq)
+        self.process_queues.clear()
