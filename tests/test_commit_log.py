@@ -18,6 +18,7 @@ from rocketlite.store.message_record import (
     SIZE_MAGIC,
     MessageInner,
     decode_record,
+    encode_record,
 )
 from rocketlite.store.record_scan import ScanKind, scan_record
 from rocketlite.store.status import AppendMessageStatus
@@ -182,10 +183,15 @@ def test_queue_offsets_contiguous_under_random_batches(
         log = make_log(Path(d))
         expected: dict[int, int] = {}
         placed: list[tuple[int, int, int, int]] = []  # phys, queue, queue offset, body len
+        appended: list[MessageInner] = []
         for queue_id, sizes in batches:
-            batch = [msg(queue_id=queue_id, body=bytes(s)) for s in sizes]
+            batch = [
+                msg(queue_id=queue_id, body=bytes(s), properties_string=f"TAGS\x01t{s}\x02KEYS\x01k{s} x")
+                for s in sizes
+            ]
             res = log.append_batch(batch) if len(batch) > 1 else log.append(batch[0])
             assert res.status is AppendMessageStatus.PUT_OK
+            appended.extend(batch)
             for m in batch:
                 assert m.queue_offset == expected.get(queue_id, 0)
                 expected[queue_id] = m.queue_offset + 1
@@ -195,5 +201,10 @@ def test_queue_offsets_contiguous_under_random_batches(
             assert rec is not None
             d2 = decode_record(rec, verify_crc=True)
             assert (d2.queue_id, d2.queue_offset, len(d2.body)) == (queue_id, qoff, n)
+            rec.release()
+        # The append fast path must write exactly what the reference encoder writes.
+        for m in appended:
+            rec = log.read_record(m.commit_log_offset)
+            assert rec is not None and bytes(rec) == encode_record(m)
             rec.release()
         log.close()
