@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench clean install clients clean-clients
+.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients demo
 
 # Real RocketMQ clients for tests/test_real_clients.py, each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -32,7 +32,7 @@ $(VPY):
 	$(VPY) -m pip install -q -U pip
 
 $(STAMP): $(VPY) pyproject.toml
-	$(VPY) -m pip install -q -e '.[fast,cli,test,lint]'
+	$(VPY) -m pip install -q -e '.[fast,cli,test,lint,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -77,6 +77,14 @@ test: $(STAMP) clients
 
 bench: $(STAMP)
 	$(VPY) bench/store_bench.py
+
+# Broker vs Redis Streams over loopback (needs Debian's redis-server: apt-get install -y redis-server).
+bench-broker: $(STAMP)
+	$(VPY) bench/broker_bench.py
+
+# The Spark clickstream pipeline end to end on an embedded broker (needs Java 17+ on the PATH).
+demo: $(STAMP)
+	$(VPY) examples/clickstream/pipeline.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
