@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients demo
+.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients
 
 # Real RocketMQ clients for tests/test_real_clients.py, each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
