@@ -48,6 +48,9 @@ async def _serve_until_signal(*servers: Server) -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     started: list[Server] = []
+    reloads: set[asyncio.Task[None]] = set()
+    # SIGHUP: servers that can, reload their config files (a broker re-reads topics.json).
+    loop.add_signal_handler(signal.SIGHUP, _reload_all, started, reloads)
     try:
         for server in servers:
             await server.start()
@@ -57,6 +60,21 @@ async def _serve_until_signal(*servers: Server) -> None:
     finally:
         for server in reversed(started):
             await server.close()
+
+
+def _reload_all(servers: list[Server], tasks: set[asyncio.Task[None]]) -> None:
+    async def reload(server: Any) -> None:
+        try:
+            await server.reload()
+        except Exception:
+            log.exception("reload failed")
+
+    for server in servers:
+        if callable(getattr(server, "reload", None)):
+            log.info("SIGHUP: reloading %s", type(server).__name__)
+            task = asyncio.ensure_future(reload(server))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
 
 def _run(coro: Coroutine[Any, Any, None]) -> None:

@@ -9,13 +9,8 @@ What mqadmin / the dashboard send to a broker, answered as a 4.9.8 broker does:
 - groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
   DELETE_SUBSCRIPTIONGROUP (207, optionally with the group's offsets), GET_CONSUME_STATS (208),
   QUERY_TOPIC_CONSUME_BY_WHO (300);
-- broker: GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG (26), UPDATE_BROKER_CONFIG (25),
-  DELETE_EXPIRED_COMMITLOG (329).
-
-UPDATE_BROKER_CONFIG never changes anything: rocketlite's configs are immutable once the broker is
-built (every component holds them), so the request is refused. Keys that name a path or directory
-get NO_PERMISSION, as Java answers for `brokerConfigPath` — a remote path write is how
-CVE-2023-37582-style attacks work — and any other key a SYSTEM_ERROR saying to edit broker.conf.
+- broker: GET_BROKER_RUNTIME_INFO (28), DELETE_EXPIRED_COMMITLOG (329). GET_BROKER_CONFIG (26) and
+  UPDATE_BROKER_CONFIG (25) are live_config.py's.
 
 `RuntimeStatsSampler` samples the store's counters every second, for the TPS figures of
 GET_BROKER_RUNTIME_INFO (10 s / 1 min / 10 min windows, as Java's StoreStatsService) and the
@@ -26,9 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime
-import enum
 import logging
 import shutil
 import time
@@ -36,7 +29,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
@@ -44,9 +36,8 @@ from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.config import config_keys, key_of, parse_properties
 from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import DataVersion, TopicConfig, expect_obj
+from rocketlite.protocol.bodies import TopicConfig, expect_obj
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import (
@@ -91,7 +82,6 @@ _POOL_FIGURES = {
     "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
     "queryThreadPoolQueueHeadWaitTimeMills": "0",
 }  # fmt: skip
-_PATH_WORDS = ("path", "dir", "home")  # storePathRootDir, brokerConfigPath, rocketmqHome...
 
 
 def is_system_topic(topic: str) -> bool:
@@ -109,24 +99,6 @@ def human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
-def config_properties(*configs: Any) -> str:
-    """Configs as Java properties text (`key=value` lines, RocketMQ key names, nulls left out)."""
-    lines: dict[str, str] = {}
-    for cfg in configs:
-        for f in dataclasses.fields(cfg):
-            value = getattr(cfg, f.name)
-            if value is None:
-                continue
-            if isinstance(value, bool):
-                text = "true" if value else "false"
-            elif isinstance(value, enum.Enum):
-                text = str(value.value)
-            else:
-                text = str(value)
-            lines[key_of(f)] = text
-    return "".join(f"{k}={v}\n" for k, v in sorted(lines.items()))
-
-
 # --------------------------------------------------------------------------- headers Java has, we lacked
 
 
@@ -139,11 +111,6 @@ class DeleteSubscriptionGroupRequestHeader(CustomHeader):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueryTopicConsumeByWhoRequestHeader(CustomHeader):
     topic: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GetBrokerConfigResponseHeader(CustomHeader):
-    version: str
 
 
 # --------------------------------------------------------------------------------------- statistics
@@ -246,6 +213,7 @@ class AdminProcessor:
         online_groups_of_topic: Callable[[str], set[str]] | None = None,
         has_online_consumers: Callable[[str], bool] | None = None,
         subscribes: Callable[[str, str], bool] | None = None,
+        extra_info: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.broker = broker
         self.store_config = store_config
@@ -258,7 +226,7 @@ class AdminProcessor:
         self.online_groups_of_topic = online_groups_of_topic
         self.has_online_consumers = has_online_consumers
         self.subscribes = subscribes
-        self.config_version = DataVersion(timestamp=clock.now_ms())
+        self.extra_info = extra_info
 
     def register(self, table: RequestTable) -> None:
         handlers: dict[RequestCode, Callable[[Connection, RemotingCommand], HandlerResult]] = {
@@ -273,8 +241,6 @@ class AdminProcessor:
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
-            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
-            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
         }
         for code, handler in handlers.items():
@@ -464,6 +430,8 @@ class AdminProcessor:
             }
         )
         info.update(_POOL_FIGURES)
+        if self.extra_info is not None:
+            info.update(self.extra_info())
         with contextlib.suppress(OSError):
             usage = shutil.disk_usage(Path(root))
             info["commitLogDiskRatio"] = f"{usage.used / usage.total:.6f}" if usage.total else "0"
@@ -476,29 +444,6 @@ class AdminProcessor:
         del conn
         return self._ok(request, KVTable(self.runtime_info()).to_bytes())
 
-    def get_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
-        body = config_properties(self.broker, self.store_config).encode("utf-8")
-        ext = GetBrokerConfigResponseHeader(version=self.config_version.to_json()).to_ext()
-        return make_response(request, ResponseCode.SUCCESS, None, ext, body)
-
-    def update_broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        props = parse_properties((request.body or b"").decode("utf-8", "replace"))
-        if not props:
-            return self._ok(request)
-        log.warning("refused UPDATE_BROKER_CONFIG from %s: %s", conn.remote_address, sorted(props))
-        if any(word in key.lower() for key in props for word in _PATH_WORDS):
-            return self._error(request, "Can not update config path", ResponseCode.NO_PERMISSION)
-        known = config_keys(BrokerConfig) | config_keys(StoreConfig)
-        unknown = sorted(k for k in props if k not in known)
-        remark = (
-            f"rocketlite cannot change its configuration at runtime; set {', '.join(sorted(props))} "
-            "in broker.conf and restart"
-        )
-        if unknown:
-            remark += f" (unknown keys: {', '.join(unknown)})"
-        return self._error(request, remark)
-
     def delete_expired_commitlog(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
         """`executeDeleteFilesManually`: one forced retention pass, off the event loop."""
         log.info("manual commit-log clean requested by %s", conn.remote_address)
@@ -509,6 +454,12 @@ class AdminProcessor:
         deleted = await loop.run_in_executor(None, lambda: self.store.run_clean_pass(force=True))
         log.info("manual clean deleted %d file(s)", deleted)
         return self._ok(request)
+
+
+def _ha_info(ctx: BrokerContext) -> dict[str, str]:
+    """HA figures for GET_BROKER_RUNTIME_INFO (ha.install publishes its service after this module)."""
+    ha = ctx.ha_master or ctx.ha_slave
+    return ha.runtime_info() if ha is not None else {}
 
 
 def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
@@ -536,6 +487,7 @@ def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
         online_groups_of_topic=groups_of_topic if callable(groups_of_topic) else None,
         has_online_consumers=has_online_consumers,
         subscribes=subscribes,
+        extra_info=lambda: _ha_info(ctx),
     )
     processor.register(table)
     return [sampler]

@@ -26,8 +26,16 @@ class BrokerConfig:
     namesrv_addr: str | None = None
     listen_port: int = 10911
     listen_host: str = "0.0.0.0"
-    broker_ip1: str = "127.0.0.1"
-    ha_listen_port: int = 0  # 0: listenPort + 1
+    broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1", "aliases": ("brokerIp1",)})
+    ha_listen_port: int = 0  # 0: listenPort + 1 (an ephemeral port when listenPort is 0)
+    # HA (replication); RocketMQ keeps these in MessageStoreConfig, broker.conf names them alike.
+    ha_master_address: str | None = None  # a slave's master HA address; else from the name server
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    slave_read_enable: bool = False
+    access_message_in_memory_max_ratio: int = 40
     broker_permission: int = 6
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
@@ -70,6 +78,24 @@ class BrokerConfig:
         require(1 <= self.default_topic_queue_nums <= 1024, "defaultTopicQueueNums must be in 1..1024")
         require(bool(self.broker_name) and "%" not in self.broker_name, "brokerName must be set, without '%'")
         require(self.register_name_server_period > 0, "registerNameServerPeriod must be positive")
+        require(0 <= self.ha_listen_port <= 65535, "haListenPort must be 0..65535")
+        require(self.ha_max_gap_not_in_sync > 0, "haMaxGapNotInSync must be positive")
+        require(self.ha_send_heartbeat_interval > 0, "haSendHeartbeatInterval must be positive")
+        require(
+            self.ha_housekeeping_interval > self.ha_send_heartbeat_interval,
+            "haHousekeepingInterval must be longer than haSendHeartbeatInterval",
+        )
+        require(
+            4096 <= self.ha_transfer_batch_size <= 64 * 1024 * 1024,
+            "haTransferBatchSize must be in 4 KiB..64 MiB",
+        )
+        require(
+            0 <= self.access_message_in_memory_max_ratio <= 100,
+            "accessMessageInMemoryMaxRatio must be in 0..100",
+        )
+        if self.ha_master_address:
+            host, _, port = self.ha_master_address.strip().rpartition(":")
+            require(bool(host) and port.isdigit(), "haMasterAddress must be host:port")
 
     @property
     def namesrv_addrs(self) -> list[str]:

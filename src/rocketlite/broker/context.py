@@ -19,6 +19,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.message import HostAddress
+from rocketlite.protocol.headers import RegisterBrokerResponseHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.config_file import ConsumerOffsetTable
@@ -26,6 +27,10 @@ from rocketlite.store.message_store import MessageStore
 
 if TYPE_CHECKING:
     from rocketlite.broker.client_manager import ClientManager
+    from rocketlite.broker.ha_master import HAMasterService
+    from rocketlite.broker.ha_slave import HASlaveService
+    from rocketlite.broker.ha_sync import SlaveSynchronize
+    from rocketlite.broker.live_config import LiveConfig
     from rocketlite.broker.lock import RebalanceLockManager
     from rocketlite.broker.pull import PullMessageProcessor
     from rocketlite.broker.send import SendMessageProcessor
@@ -54,8 +59,15 @@ class BrokerContext:
     outbound: RemotingClient
     # Asks the broker to re-register with the name servers soon (topics changed).
     request_register: Callable[[], None] = field(default=lambda: None)
+    # Called with the name server's answer to every registration (a slave learns its master).
+    register_listeners: list[Callable[[RegisterBrokerResponseHeader], None]] = field(default_factory=list)
     # Published by modules as they are installed:
     send: SendMessageProcessor | None = None
     clients: ClientManager | None = None
     pull: PullMessageProcessor | None = None
     locks: RebalanceLockManager | None = None
+    live: LiveConfig | None = None
+    ha_port: int = 0  # the bound haListenPort of a master (registered as haServerAddr)
+    ha_master: HAMasterService | None = None
+    ha_slave: HASlaveService | None = None
+    slave_sync: SlaveSynchronize | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import zlib
 from collections.abc import Callable
@@ -19,7 +20,10 @@ from rocketlite.broker import (
     admin,
     client_manager,
     consumer_offset,
+    ha,
+    live_config,
     lock,
+    perm,
     pull,
     query,
     schedule,
@@ -34,10 +38,14 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.message import HostAddress
-from rocketlite.protocol.bodies import RegisterBrokerBody
+from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
-from rocketlite.protocol.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from rocketlite.protocol.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer
@@ -48,6 +56,8 @@ from rocketlite.store.message_store import MessageStore
 log = logging.getLogger("rocketlite.broker")
 
 Installer = Callable[[BrokerContext, RequestTable], list[BrokerService]]
+
+REGISTER_RETRY_S = 3.0  # after a failed registration
 
 # Order matters: later modules use what earlier ones publish on the context.
 INSTALLERS: tuple[Installer, ...] = (
@@ -60,6 +70,8 @@ INSTALLERS: tuple[Installer, ...] = (
     transaction.install,
     query.install,
     admin.install,
+    live_config.install,  # HA: UPDATE/GET_BROKER_CONFIG, published as ctx.live
+    ha.install,  # HA: master service or slave replication + config sync (uses ctx.send, ctx.live)
 )
 
 
@@ -100,8 +112,16 @@ class BrokerController:
 
     @property
     def ha_address(self) -> str:
-        ha = self.broker.ha_listen_port or self.port + 1
-        return f"{self.broker.broker_ip1}:{ha}"
+        # HA: the master's bound HA port (ha.py) once installed.
+        bound = self.context.ha_port if self.context is not None else 0
+        ha_port = bound or self.broker.ha_listen_port or self.port + 1
+        return f"{self.broker.broker_ip1}:{ha_port}"
+
+    async def reload(self) -> None:
+        """Re-read topics.json (SIGHUP to `rocketlite broker`): live_config.LiveConfig.reload_topics."""
+        if self.context is not None and self.context.live is not None:
+            live = self.context.live
+            await asyncio.get_running_loop().run_in_executor(None, live.reload_topics)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -139,8 +159,8 @@ class BrokerController:
         await self.server.start()
         self.started = True
         if self.broker.namesrv_addrs:
-            await self.register_all()
-            self._register_task = asyncio.create_task(self._register_loop(), name="broker-register")
+            registered = await self.register_all()
+            self._register_task = asyncio.create_task(self._register_loop(registered), name="broker-register")
         self._persist_task = asyncio.create_task(self._persist_loop(), name="broker-persist")
         log.info(
             "broker %s (%s, id %d) serving on %s, ports %s, store %s",
@@ -160,7 +180,16 @@ class BrokerController:
             ctx.loop.call_soon_threadsafe(self._register_soon.set)
 
     def _register_request(self) -> tuple[RegisterBrokerRequestHeader, bytes]:
-        body = RegisterBrokerBody(self.topics.wrapper()).encode()
+        wrapper = self.topics.wrapper()
+        broker_perm = self.broker.broker_permission
+        if not (perm.is_readable(broker_perm) and perm.is_writeable(broker_perm)):
+            # Java's registerBrokerAll: topic permissions are masked by brokerPermission.
+            wrapper = TopicConfigSerializeWrapper(
+                {name: dataclasses.replace(tc, perm=tc.perm & broker_perm)
+                 for name, tc in wrapper.topic_config_table.items()},
+                wrapper.data_version,
+            )  # fmt: skip
+        body = RegisterBrokerBody(wrapper).encode()
         header = RegisterBrokerRequestHeader(
             broker_name=self.broker.broker_name,
             broker_addr=self.address,
@@ -188,17 +217,26 @@ class BrokerController:
             if response.code != ResponseCode.SUCCESS:
                 log.warning("name server %s refused registration: %s", addr, response.remark)
                 ok = False
+                continue
+            if self.context is not None:  # HA: a slave learns its master's addresses here
+                result = RegisterBrokerResponseHeader.from_ext(response.ext_fields)
+                for listener in self.context.register_listeners:
+                    listener(result)
         return ok
 
-    async def _register_loop(self) -> None:
+    async def _register_loop(self, registered: bool) -> None:
         period = self.broker.effective_register_period_ms / 1000
         while True:
+            # A failed registration is retried soon, not a whole period later: a slave learns
+            # its master's address only once the master is registered (HA).
+            wait = period if registered else min(period, REGISTER_RETRY_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_soon.wait(), period)
+                await asyncio.wait_for(self._register_soon.wait(), wait)
             self._register_soon.clear()
             try:
-                await self.register_all()
+                registered = await self.register_all()
             except Exception:
+                registered = False
                 log.exception("registration failed")
 
     async def _unregister_all(self) -> None:

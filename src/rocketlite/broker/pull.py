@@ -16,11 +16,18 @@ A 19 with the SUSPEND flag on the first execution is parked in `PullRequestHoldS
 `pull_hold.py`); a re-run there never parks again and always answers, on the original opaque.
 The piggy-backed commitOffset (COMMIT_OFFSET flag) is stored on the first execution only, never on
 a slave.
+
+suggestWhichBrokerId (RocketMQ 4.x): the master (0) unless `slaveReadEnable`; with it, the group's
+`whichBrokerWhenConsumeSlowly` when the last record pulled lies further behind the end of the log
+than `accessMessageInMemoryMaxRatio` % of physical memory (no longer in page cache: let the slave
+serve it), else the group's `brokerId`. A slave serves every pull it gets (clients come to it when
+the master is gone).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 from rocketlite.broker import perm
 from rocketlite.broker.client_manager import (
@@ -43,6 +50,8 @@ from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketlite.remoting.connection import Connection, RequestTable, error_response
 from rocketlite.store.config_file import ConsumerOffsetTable
+from rocketlite.store.get_result import GetMessageResult
+from rocketlite.store.message_record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus
 
@@ -55,6 +64,7 @@ FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 
 MASTER_ID = 0
+_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 # GetMessageStatus -> response code. NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE depend on the
 # request offset (19 at offset 0, else 21) and are handled in `_code_for`.
@@ -202,6 +212,18 @@ class PullMessageProcessor:
             )
         return sub
 
+    def _suggest_broker(self, cfg: SubscriptionGroupConfig, result: GetMessageResult) -> int:
+        """Which broker of the group the client should pull from next (see the module doc)."""
+        b = self.broker
+        if not b.slave_read_enable:
+            return MASTER_ID
+        if result.messages and len(result.messages[-1]) >= PHYSICAL_OFFSET_POS + 8:
+            phys = LONG.unpack_from(result.messages[-1], PHYSICAL_OFFSET_POS)[0]
+            in_memory = _PHYSICAL_MEMORY * b.access_message_in_memory_max_ratio / 100
+            if self.store.max_phy_offset - phys > in_memory:
+                return cfg.which_broker_when_consume_slowly
+        return cfg.broker_id
+
     def process(
         self, conn: Connection, request: RemotingCommand, *, allow_suspend: bool
     ) -> RemotingCommand | None:
@@ -229,7 +251,7 @@ class PullMessageProcessor:
                 next_begin, result.status.name,
             )  # fmt: skip
         ext = PullMessageResponseHeader(
-            suggest_which_broker_id=MASTER_ID,
+            suggest_which_broker_id=self._suggest_broker(cfg, result),
             next_begin_offset=next_begin,
             min_offset=result.min_offset,
             max_offset=result.max_offset,

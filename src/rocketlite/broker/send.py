@@ -7,7 +7,10 @@ pick a random writable queue when queueId < 0, redirect retries that exhausted t
 store host = brokerIP1:listenPort, CLUSTER property added, WAIT removed), append it, and answer
 with msgId / queueId / queueOffset plus MSG_REGION and TRACE_ON. With ASYNC_FLUSH the answer is
 produced synchronously; with SYNC_FLUSH the handler awaits the group commit, bounded by
-`syncFlushTimeout`, and answers FLUSH_DISK_TIMEOUT when it runs out (the message is stored).
+`syncFlushTimeout`, and answers FLUSH_DISK_TIMEOUT when it runs out (the message is stored). On a
+SYNC_MASTER it then awaits the slave (`replica`, see ha_master): FLUSH_SLAVE_TIMEOUT when the slave
+does not acknowledge within `syncFlushTimeout`, SLAVE_NOT_AVAILABLE when no slave is in sync (the
+message is stored in both cases, as RocketMQ's `handleHA`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import random
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Protocol
 
 from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
@@ -82,6 +86,12 @@ _STATUS_RESPONSES: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
 HalfMessageHook = Callable[[MessageInner], None]
 
 
+class ReplicaWaiter(Protocol):
+    """A SYNC_MASTER's HA service: PUT_OK once a slave holds the log up to `end_offset`."""
+
+    async def wait_replicated(self, end_offset: int) -> PutMessageStatus: ...
+
+
 def born_host_of(conn: Connection) -> HostAddress:
     host = conn.attrs.get("born_host")
     if host is None:
@@ -116,6 +126,7 @@ class SendMessageProcessor:
         self.store_host = store_host
         self.start_accept_send_ms = 0
         self.half_message_hook: HalfMessageHook | None = None
+        self.replica: ReplicaWaiter | None = None  # HA: set on a SYNC_MASTER by ha.install
         self.rng = random.Random()
 
     def register(self, table: RequestTable) -> None:
@@ -297,7 +308,8 @@ class SendMessageProcessor:
         transaction_id: str | None,
     ) -> HandlerResult:
         fut = pending.flush_future
-        if fut is None:
+        replicate = self.replica is not None and pending.result.ok and pending.result.append is not None
+        if fut is None and not replicate:
             return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
         return self._await_flush(request, pending, fut, topic, queue_id, n, size, transaction_id)
 
@@ -305,22 +317,28 @@ class SendMessageProcessor:
         self,
         request: RemotingCommand,
         pending: PendingPut,
-        fut: Future[bool],
+        fut: Future[bool] | None,
         topic: str,
         queue_id: int,
         n: int,
         size: int,
         transaction_id: str | None,
     ) -> RemotingCommand:
-        try:
-            flushed = await asyncio.wait_for(
-                asyncio.wrap_future(fut), self.store.config.sync_flush_timeout / 1000
-            )
-        except TimeoutError:
-            flushed = False
-        if not flushed:
-            log.error("sync flush timed out for a message to %s", topic)
-            pending.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        if fut is not None:
+            try:
+                flushed = await asyncio.wait_for(
+                    asyncio.wrap_future(fut), self.store.config.sync_flush_timeout / 1000
+                )
+            except TimeoutError:
+                flushed = False
+            if not flushed:
+                log.error("sync flush timed out for a message to %s", topic)
+                pending.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        append = pending.result.append
+        if self.replica is not None and append is not None and pending.result.ok:
+            status = await self.replica.wait_replicated(append.end_offset)  # HA: SYNC_MASTER
+            if status is not PutMessageStatus.PUT_OK:
+                pending.result.status = status
         return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
 
     def _response(

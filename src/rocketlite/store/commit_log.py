@@ -409,6 +409,35 @@ class CommitLog:
             pos += rec.total_size
         return offsets
 
+    # -- replication (HA slave) -------------------------------------------------------------
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview, store_timestamp: int = 0) -> int:
+        """Write a master's commit-log bytes verbatim at `offset`; returns the new end of the log.
+
+        `offset` must be where this log ends (for an empty log: a segment start). The bytes carry
+        the master's end-of-file blanks, so segments roll at the same offsets and the two logs stay
+        byte-identical. `store_timestamp` (of the last record in `data`) is what the flush service
+        records in the checkpoint. Queue offsets are not tracked: a slave takes no appends.
+        """
+        with self._lock, memoryview(data) as view:
+            q = self.queue
+            end = q.max_wrote_offset if q.files else offset
+            if offset != end:
+                raise ValueError(f"replicated bytes for offset {offset}, but the commit log ends at {end}")
+            if not q.files and offset % self.file_size:
+                raise ValueError(f"replication must start at a segment boundary, not at offset {offset}")
+            done, total = 0, len(view)
+            mf: MappedFile | None = None
+            while done < total:
+                mf = q.get_last_file(offset)
+                assert mf is not None
+                n = min(mf.file_size - mf.wrote_position, total - done)
+                with view[done : done + n] as part:
+                    mf.append(part)
+                done += n
+            if mf is not None and store_timestamp:
+                mf.store_timestamp = store_timestamp
+            return q.max_wrote_offset
+
     # -- reading ----------------------------------------------------------------------------
     @property
     def min_offset(self) -> int:

@@ -59,6 +59,9 @@ class JsonConfigFile(ABC):
     def __init__(self, config_dir: Path) -> None:
         self.path = config_dir / self.file_name
         self.lock = threading.RLock()
+        # Serialises whole persists (two threads writing one NAME.tmp would break the rename),
+        # without holding `lock`, which guards the in-memory state, during the fsync.
+        self._persist_lock = threading.Lock()
 
     @abstractmethod
     def encode(self) -> str: ...
@@ -84,9 +87,10 @@ class JsonConfigFile(ABC):
         return False
 
     def persist(self) -> None:
-        with self.lock:
-            text = self.encode()
-        write_atomically(self.path, text)
+        with self._persist_lock:
+            with self.lock:
+                text = self.encode()
+            write_atomically(self.path, text)
 
 
 def _int_map(value: Any) -> dict[int, int]:

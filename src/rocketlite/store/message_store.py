@@ -167,6 +167,10 @@ class MessageStore:
             index_safe=cfg.message_index_safe,
         )
         _create_abort_file(cfg.abort_path)
+        if self.master and not self.commit_log.queue.files:
+            # Create (pre-zero) the first segment now, not on the first put: with 1 GiB segments
+            # that takes about a second, longer than some clients wait for a send answer.
+            self.commit_log.queue.get_last_file(0)
         self._start_services()
         self.stats.started_ms = self.clock.now_ms()
         self.started = True
@@ -264,6 +268,11 @@ class MessageStore:
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called from the dispatch thread when units land in a consume queue (long polling)."""
         self.dispatcher.listeners.append(listener)
+
+    @property
+    def running_services(self) -> tuple[ServiceThread, ...]:
+        """The started service threads (flush, commit, clean...): `live_settings` retunes them."""
+        return tuple(self._services)
 
     # -- writing ----------------------------------------------------------------------------
     def _check_put(self, msg: MessageInner) -> PutMessageResult | None:

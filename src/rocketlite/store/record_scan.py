@@ -75,7 +75,8 @@ def _corrupt(reason: str) -> ScanResult:
 
 
 def _prop(props: str, needle: str) -> str | None:
-    """`find_property(props, name)` with `needle = name + "\x01"`, the usual case inlined."""
+    """`find_property(props, name)`, `needle` being `name + NAME_VALUE_SEPARATOR`; the usual case
+    (the first occurrence starts a property) without building the needle or looping."""
     idx = props.find(needle)
     if idx < 0:
         return None
