@@ -142,6 +142,18 @@ def test_broker_status(admin: Admin) -> None:
     assert data["brokers"][addr]["brokerVersion"] == "409"
 
 
+def test_get_and_update_broker_config(admin: Admin) -> None:
+    addr = admin.cluster.broker_addr
+    before = admin.json("getBrokerConfig", "-b", addr)["brokers"][addr]
+    assert before["brokerName"] == admin.cluster.broker.broker.broker_name
+    out = admin.table("updateBrokerConfig", "-b", addr, "-k", "flushIntervalCommitLog", "-v", "321")
+    assert "update broker config success" in out
+    after = admin.json("getBrokerConfig", "-c", CLUSTER)["brokers"][addr]
+    assert after["flushIntervalCommitLog"] == "321"
+    err = admin.error("updateBrokerConfig", "-b", addr, "-k", "storePathRootDir", "-v", "/tmp/x")
+    assert "code 16" in err
+
+
 # -- topics -----------------------------------------------------------------------------------------
 
 

@@ -207,6 +207,14 @@ def _cfg_cluster_list(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--clusterName", dest="cluster", help="only this cluster")
 
 
+def _cfg_update_broker_config(p: argparse.ArgumentParser) -> None:
+    _cfg_broker_status(p)
+    p.add_argument(
+        "-k", "--key", required=True, help="config key (RocketMQ name, e.g. flushIntervalCommitLog)"
+    )
+    p.add_argument("-v", "--value", required=True, help="new value")
+
+
 def _cfg_broker_status(p: argparse.ArgumentParser) -> None:
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("-b", "--brokerAddr", dest="broker_addr", type=address, help="one broker")
@@ -334,6 +342,13 @@ VERBS: tuple[Verb, ...] = (
          render.producer_connection),
     Verb("clusterList", "List all clusters and their brokers", _cfg_cluster_list,
          lambda a, ns: cluster.cluster_list(a, cluster=ns.cluster), render.cluster_list),
+    Verb("getBrokerConfig", "Get broker config by cluster or special broker", _cfg_broker_status,
+         lambda a, ns: cluster.get_broker_config(a, broker_addr=ns.broker_addr, cluster=ns.cluster),
+         render.broker_status),
+    Verb("updateBrokerConfig", "Update broker's config at run time", _cfg_update_broker_config,
+         lambda a, ns: cluster.update_broker_config(
+             a, broker_addr=ns.broker_addr, cluster=ns.cluster, key=ns.key, value=ns.value),
+         render.update_broker_config),
     Verb("brokerStatus", "Fetch broker runtime status data", _cfg_broker_status,
          lambda a, ns: cluster.broker_status(a, broker_addr=ns.broker_addr, cluster=ns.cluster),
          render.broker_status),

@@ -95,6 +95,54 @@ async def cluster_list(admin: AdminClient, *, cluster: str | None = None) -> dic
     return {"brokers": rows}
 
 
+async def _broker_addrs(admin: AdminClient, broker_addr: str | None, cluster: str | None, *,
+                        masters_only: bool) -> list[str]:  # fmt: skip
+    if broker_addr is not None:
+        return [broker_addr]
+    info = await admin.cluster_info()
+    if cluster not in info.cluster_addr_table:
+        raise AdminError(f"cluster {cluster!r} not found in the name server")
+    return [
+        addr
+        for name in sorted(info.cluster_addr_table[str(cluster)])
+        if name in info.broker_addr_table
+        for bid, addr in sorted(info.broker_addr_table[name].broker_addrs.items())
+        if not masters_only or int(bid) == 0
+    ]
+
+
+def _parse_properties(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.lstrip().startswith("#"):
+            out[key.strip()] = value.strip()
+    return out
+
+
+async def get_broker_config(
+    admin: AdminClient, *, broker_addr: str | None, cluster: str | None
+) -> dict[str, Any]:
+    """GET_BROKER_CONFIG (26) of one broker or of every broker of a cluster."""
+    out: dict[str, dict[str, str]] = {}
+    for addr in await _broker_addrs(admin, broker_addr, cluster, masters_only=False):
+        response = await admin.call(addr, RequestCode.GET_BROKER_CONFIG)
+        out[addr] = _parse_properties((response.body or b"").decode("utf-8", "replace"))
+    return {"brokers": out}
+
+
+async def update_broker_config(
+    admin: AdminClient, *, broker_addr: str | None, cluster: str | None, key: str, value: str
+) -> dict[str, Any]:
+    """UPDATE_BROKER_CONFIG (25): `key=value` as properties text, applied at run time by the broker."""
+    body = f"{key}={value}\n".encode()
+    updated = []
+    for addr in await _broker_addrs(admin, broker_addr, cluster, masters_only=False):
+        await admin.call(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        updated.append(addr)
+    return {"key": key, "value": value, "updated": updated}
+
+
 async def broker_status(
     admin: AdminClient, *, broker_addr: str | None, cluster: str | None
 ) -> dict[str, Any]:

@@ -236,6 +236,12 @@ def broker_status(out: Output, data: dict[str, Any], args: argparse.Namespace) -
         out.pairs(table.items(), title=addr)
 
 
+def update_broker_config(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:
+    del args
+    for addr in data["updated"]:
+        out.line(f"update broker config success, {addr} {data['key']}={data['value']}")
+
+
 # -- messages --------------------------------------------------------------------------------------
 
 
