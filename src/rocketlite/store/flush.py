@@ -79,7 +79,30 @@ class ServiceThread:
             self._thread.join(timeout=30)
 
 
-class FlushRealTimeService(ServiceThread):
+class PeriodicFlushService(ServiceThread):
+    """A service that flushes or commits at least `least_pages` pages each round, and everything
+    once every `thorough_interval_ms` (RocketMQ's "thorough" flush). Live config may change the
+    three attributes while it runs."""
+
+    def __init__(
+        self, clock: Clock, *, interval_ms: int, least_pages: int, thorough_interval_ms: int
+    ) -> None:
+        super().__init__(interval_ms / 1000)
+        self.clock = clock
+        self.least_pages = least_pages
+        self.thorough_interval_ms = thorough_interval_ms
+        self._last_thorough = clock.monotonic()
+
+    def pages_this_round(self) -> int:
+        """`least_pages`, or 0 (flush everything) when a thorough round is due."""
+        now = self.clock.monotonic()
+        if (now - self._last_thorough) * 1000 >= self.thorough_interval_ms:
+            self._last_thorough = now
+            return 0
+        return self.least_pages
+
+
+class FlushRealTimeService(PeriodicFlushService):
     name = "flush-commitlog"
 
     def __init__(
@@ -92,20 +115,14 @@ class FlushRealTimeService(ServiceThread):
         least_pages: int,
         thorough_interval_ms: int,
     ) -> None:
-        super().__init__(interval_ms / 1000)
+        super().__init__(
+            clock, interval_ms=interval_ms, least_pages=least_pages, thorough_interval_ms=thorough_interval_ms
+        )
         self.commit_log = commit_log
         self.checkpoint = checkpoint
-        self.clock = clock
-        self.least_pages = least_pages
-        self.thorough_interval_ms = thorough_interval_ms
-        self._last_thorough = clock.monotonic()
 
     def run_once(self) -> None:
-        least = self.least_pages
-        now = self.clock.monotonic()
-        if (now - self._last_thorough) * 1000 >= self.thorough_interval_ms:
-            self._last_thorough = now
-            least = 0
+        least = self.pages_this_round()
         self.flush(least)
 
     def flush(self, least_pages: int) -> None:
@@ -127,7 +144,7 @@ def _record_physic_timestamp(commit_log: CommitLog, checkpoint: StoreCheckpoint)
         checkpoint.physic_msg_timestamp = mf.store_timestamp
 
 
-class CommitRealTimeService(ServiceThread):
+class CommitRealTimeService(PeriodicFlushService):
     """Write-buffer mode: copy committed-but-unwritten bytes into the file, then wake a flusher."""
 
     name = "commit-commitlog"
@@ -142,20 +159,14 @@ class CommitRealTimeService(ServiceThread):
         least_pages: int,
         thorough_interval_ms: int,
     ) -> None:
-        super().__init__(interval_ms / 1000)
+        super().__init__(
+            clock, interval_ms=interval_ms, least_pages=least_pages, thorough_interval_ms=thorough_interval_ms
+        )
         self.commit_log = commit_log
         self.flusher = flusher
-        self.clock = clock
-        self.least_pages = least_pages
-        self.thorough_interval_ms = thorough_interval_ms
-        self._last_thorough = clock.monotonic()
 
     def run_once(self) -> None:
-        least = self.least_pages
-        now = self.clock.monotonic()
-        if (now - self._last_thorough) * 1000 >= self.thorough_interval_ms:
-            self._last_thorough = now
-            least = 0
+        least = self.pages_this_round()
         if not self.commit_log.commit(least):
             self.flusher.wakeup()
 
@@ -213,7 +224,7 @@ class GroupCommitService(ServiceThread):
             fut.set_result(False)
 
 
-class FlushConsumeQueueService(ServiceThread):
+class FlushConsumeQueueService(PeriodicFlushService):
     """Flush consume queues and index, then write the checkpoint."""
 
     name = "flush-consumequeue"
@@ -230,22 +241,16 @@ class FlushConsumeQueueService(ServiceThread):
         least_pages: int,
         thorough_interval_ms: int,
     ) -> None:
-        super().__init__(interval_ms / 1000)
+        super().__init__(
+            clock, interval_ms=interval_ms, least_pages=least_pages, thorough_interval_ms=thorough_interval_ms
+        )
         self.cq_store = cq_store
         self.index = index
         self.dispatcher = dispatcher
         self.checkpoint = checkpoint
-        self.clock = clock
-        self.least_pages = least_pages
-        self.thorough_interval_ms = thorough_interval_ms
-        self._last_thorough = clock.monotonic()
 
     def run_once(self) -> None:
-        least = self.least_pages
-        now = self.clock.monotonic()
-        if (now - self._last_thorough) * 1000 >= self.thorough_interval_ms:
-            self._last_thorough = now
-            least = 0
+        least = self.pages_this_round()
         self.flush(least)
 
     def flush(self, least_pages: int) -> None:
