@@ -1,0 +1,1 @@
+"""Reliability tests: hostile input (fuzzing, slowloris, idle connections) and broker-process crashes."""

@@ -1,0 +1,466 @@
+"""Hostile input: fuzz the decoders (bounded, hypothesis) and a live broker over raw sockets.
+
+Decoder properties (each a bounded hypothesis run, about 10 s for the module):
+
+- `FrameDecoder.feed` over arbitrary bytes, split at arbitrary points: only `ProtocolError` may
+  escape; feeding the same bytes whole or in pieces yields the same commands (or both fail); the
+  buffer never holds more than was fed, and never reaches `max_frame_length`; a frame whose length
+  field exceeds the limit is refused as soon as those four bytes arrive (nothing is allocated for
+  it: `buffered` stays at the four bytes).
+- `decode_json_header`, `decode_rocketmq_header`, `decode_batch`: `ProtocolError` only.
+- `decode_records`: never raises (it stops at the first bad record, like the Java client).
+- `CustomHeader.from_ext` of every header class, over random ext maps built from the class's own
+  wire names and random keys/values: `HeaderFieldError` (a `ProtocolError`) only.
+
+Live broker (`tests.broker_harness.broker_under_test`, same event loop, raw sockets): random
+bytes and mutated valid frames never kill it and never break other connections; a slowloris
+partial frame does not block anyone else; N idle connections (``ROCKETLITE_IDLE_CONNS``, default
+200 here to keep the suite fast; `bench/fuzz.py --idle 1000` holds 1,000) are held while a
+producer keeps sending, and the throughput with them is compared with the throughput without.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import random
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketlite.errors import ProtocolError
+from rocketlite.message import HostAddress
+from rocketlite.protocol import headers as headers_mod
+from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
+from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rocketlite.protocol.command import (
+    RemotingCommand,
+    decode_json_header,
+    decode_rocketmq_header,
+    make_request,
+)
+from rocketlite.protocol.frame import FrameDecoder, encode_command
+from rocketlite.protocol.headers import CustomHeader, HeaderFieldError, SendMessageRequestHeader
+from rocketlite.store.message_record import MessageInner, decode_records, encode_record
+from tests.broker_harness import BrokerUnderTest, broker_under_test, run
+
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=True,
+)
+SMALL_LIMIT = 4096
+IDLE_CONNS = int(os.environ.get("ROCKETLITE_IDLE_CONNS", "200"))
+
+
+# -- corpus helpers (shared with bench/fuzz.py) -----------------------------------------------
+def sample_frames() -> list[bytes]:
+    """Valid frames of the kinds a broker sees: JSON and ROCKETMQ headers, send, pull, batch."""
+    send = SendMessageRequestHeader(
+        producer_group="pg", topic="FuzzTopic", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=0, sys_flag=0, born_timestamp=1, flag=0, properties="KEYS\x01k\x02TAGS\x01t",
+        reconsume_times=0,
+    )  # fmt: skip
+    batch = encode_batch([BatchEntry(0, b"a", "KEYS\x01x"), BatchEntry(1, b"bb", "")])
+    cmds = [
+        make_request(RequestCode.SEND_MESSAGE_V2, send.to_ext_v2(), b"body"),
+        make_request(RequestCode.SEND_MESSAGE, send.to_ext(), b"body"),
+        make_request(RequestCode.SEND_BATCH_MESSAGE, {**send.to_ext_v2(), "j": "1"}, batch),
+        make_request(
+            RequestCode.HEART_BEAT, {}, b'{"clientID":"c","consumerDataSet":[],"producerDataSet":[]}'
+        ),
+        make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "FuzzTopic"}),
+        make_request(
+            RequestCode.QUERY_MESSAGE,
+            {"topic": "FuzzTopic", "key": "k", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": "9"},
+        ),
+        make_request(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": "g",
+                "topic": "FuzzTopic",
+                "queueId": "0",
+                "queueOffset": "0",
+                "maxMsgNums": "32",
+                "sysFlag": "4",
+                "commitOffset": "0",
+                "suspendTimeoutMillis": "0",
+                "subscription": "*",
+                "subVersion": "0",
+            },
+        ),
+        make_request(RequestCode.GET_MAX_OFFSET, {"topic": "FuzzTopic", "queueId": "0"}),
+    ]
+    out: list[bytes] = []
+    for cmd in cmds:
+        out.append(encode_command(cmd))
+        cmd.serialize_type = SerializeType.ROCKETMQ
+        out.append(encode_command(cmd))
+    return out
+
+
+SAMPLES = sample_frames()
+
+
+def mutate(rng: random.Random, data: bytes) -> bytes:
+    """A few random byte-level mutations (flip, set interesting value, insert, delete, splice)."""
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        op = rng.randrange(6)
+        pos = rng.randrange(len(buf)) if buf else 0
+        if op == 0 and buf:
+            buf[pos] ^= 1 << rng.randrange(8)
+        elif op == 1 and buf:
+            buf[pos] = rng.choice((0, 0x7F, 0x80, 0xFF, ord('"'), ord("{"), ord("}"), ord(":")))
+        elif op == 2:
+            buf[pos:pos] = rng.randbytes(rng.randint(1, 8))
+        elif op == 3 and buf:
+            del buf[pos : pos + rng.randint(1, 8)]
+        elif op == 4 and len(buf) >= 4:
+            word = rng.choice((0, 1, 0x7FFF_FFFF, 0xFFFF_FFFF, 0x0100_0000, 0x00FF_FFFF, rng.getrandbits(32)))
+            p = rng.randrange(len(buf) - 3)
+            buf[p : p + 4] = struct.pack(">I", word)
+        else:
+            other = rng.choice(SAMPLES)
+            buf[pos:] = other[rng.randrange(len(other)) :]
+    return bytes(buf)
+
+
+def command_key(cmd: RemotingCommand) -> tuple[Any, ...]:
+    return (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark,
+            sorted(cmd.ext_fields.items()), cmd.body)  # fmt: skip
+
+
+def feed_all(decoder: FrameDecoder, chunks: list[bytes]) -> list[RemotingCommand] | None:
+    """Feed the chunks; the commands, or None once a ProtocolError was raised. Checks the buffer bound."""
+    out: list[RemotingCommand] = []
+    fed = 0
+    for chunk in chunks:
+        fed += len(chunk)
+        try:
+            out += decoder.feed(chunk)
+        except ProtocolError:
+            return None
+        assert decoder.buffered <= fed
+        assert decoder.buffered < decoder.max_frame_length
+    return out
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    bounds = [0, *points, len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+# -- frame decoder ----------------------------------------------------------------------------
+@FUZZ
+@given(st.binary(max_size=2048), st.lists(st.integers(min_value=0), max_size=12))
+def test_frame_decoder_random_bytes_any_split(data: bytes, cuts: list[int]) -> None:
+    for limit in (SMALL_LIMIT, 16 * 1024 * 1024):
+        whole = feed_all(FrameDecoder(limit), [data])
+        pieces = feed_all(FrameDecoder(limit), split(data, cuts))
+        if whole is None or pieces is None:
+            # The whole feed stops at the first bad frame; a split feed may have returned the good
+            # frames before it. Either way, both must agree that the stream is bad.
+            assert whole is None and pieces is None
+        else:
+            assert [command_key(c) for c in whole] == [command_key(c) for c in pieces]
+
+
+@FUZZ
+@given(st.integers(min_value=0, max_value=len(SAMPLES) - 1), st.randoms(use_true_random=False),
+       st.lists(st.integers(min_value=0), max_size=8))  # fmt: skip
+def test_frame_decoder_mutated_valid_frames(index: int, rng: random.Random, cuts: list[int]) -> None:
+    data = mutate(rng, SAMPLES[index] + SAMPLES[(index + 1) % len(SAMPLES)])
+    whole = feed_all(FrameDecoder(SMALL_LIMIT), [data])
+    pieces = feed_all(FrameDecoder(SMALL_LIMIT), split(data, cuts))
+    assert (whole is None) == (pieces is None)
+
+
+@FUZZ
+@given(st.integers(min_value=SMALL_LIMIT - 3, max_value=0x7FFF_FFFF), st.binary(max_size=64))
+def test_huge_length_refused_before_allocation(length: int, tail: bytes) -> None:
+    decoder = FrameDecoder(SMALL_LIMIT)
+    prefix = struct.pack(">i", length)
+    for byte in prefix[:3]:
+        assert decoder.feed(bytes([byte])) == []
+    try:
+        decoder.feed(prefix[3:] + tail)
+    except ProtocolError:
+        pass
+    else:
+        raise AssertionError(f"length {length} over the {SMALL_LIMIT}-byte limit was accepted")
+    # Nothing is allocated for the claimed length: at most the bytes of this one feed are held
+    # (the decoder appends a feed before checking the prefix it completes), and the stream is dead.
+    assert decoder.buffered <= len(prefix) + len(tail)
+    try:
+        decoder.feed(b"more")
+    except ProtocolError:
+        pass
+    else:
+        raise AssertionError("a failed stream accepted more input")
+
+
+def test_default_limit_refuses_16_mib_plus_one_at_once() -> None:
+    decoder = FrameDecoder()
+    try:
+        decoder.feed(struct.pack(">i", 16 * 1024 * 1024 - 3))  # 16 MiB + 1 on the wire
+    except ProtocolError:
+        assert decoder.buffered <= 4
+    else:
+        raise AssertionError("16 MiB + 1 frame accepted")
+    ok = FrameDecoder()
+    assert ok.feed(struct.pack(">iI", 16 * 1024 * 1024 - 4, 0)) == []  # exactly 16 MiB: waits for data
+    assert ok.buffered == 8
+
+
+# -- header and body decoders -----------------------------------------------------------------
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+HEADER_KEYS = st.sampled_from(["code", "language", "version", "opaque", "flag", "remark", "extFields",
+                               "serializeTypeCurrentRPC"])  # fmt: skip
+
+
+@FUZZ
+@given(st.one_of(
+    st.binary(max_size=512),
+    st.dictionaries(HEADER_KEYS, JSON_VALUES, max_size=7).map(lambda d: json.dumps(d).encode()),
+    JSON_VALUES.map(lambda v: json.dumps(v).encode()),
+))  # fmt: skip
+def test_decode_json_header_only_protocol_error(data: bytes) -> None:
+    try:
+        cmd = decode_json_header(data)
+    except ProtocolError:
+        return
+    assert isinstance(cmd.code, int) and isinstance(cmd.ext_fields, dict)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in cmd.ext_fields.items())
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=512),
+                 st.builds(lambda i, r: mutate(r, SAMPLES[i][8:]), st.integers(0, len(SAMPLES) - 1),
+                           st.randoms(use_true_random=False))))  # fmt: skip
+def test_decode_rocketmq_header_only_protocol_error(data: bytes) -> None:
+    with contextlib.suppress(ProtocolError):
+        decode_rocketmq_header(data)
+
+
+def _valid_batch() -> bytes:
+    return encode_batch([BatchEntry(0, b"x" * 10, "KEYS\x01a"), BatchEntry(3, b"", "TAGS\x01b\x02KEYS\x01c")])
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=512),
+                 st.randoms(use_true_random=False).map(lambda r: mutate(r, _valid_batch()))))  # fmt: skip
+def test_decode_batch_only_protocol_error(data: bytes) -> None:
+    try:
+        entries = decode_batch(data)
+    except ProtocolError:
+        return
+    assert sum(22 + len(e.body) + len(e.properties.encode()) for e in entries) == len(data)
+
+
+def _valid_records() -> bytes:
+    host = HostAddress(bytes([127, 0, 0, 1]), 10911)
+    msgs = [MessageInner(topic="T", body=b"hello" * i, born_host=host, store_host=host, queue_id=1,
+                         properties_string=f"KEYS\x01k{i}") for i in range(3)]  # fmt: skip
+    return b"".join(encode_record(m) for m in msgs)
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=1024),
+                 st.randoms(use_true_random=False).map(lambda r: mutate(r, _valid_records()))))  # fmt: skip
+def test_decode_records_never_raises(data: bytes) -> None:
+    records = decode_records(data)
+    assert sum(r.total_size for r in records) <= len(data)
+
+
+HEADER_CLASSES = sorted(
+    (c for c in vars(headers_mod).values()
+     if isinstance(c, type) and issubclass(c, CustomHeader) and c is not CustomHeader),
+    key=lambda c: c.__name__,
+)  # fmt: skip
+EXT_TEXT = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["", "0", "-1", "1", "true", "false", "null", "9223372036854775808", "2147483648",
+                     "-9223372036854775809", " 1", "1.5", "0x10", "1e3", "NaN", "٣", "1_000"]),
+)  # fmt: skip
+
+
+@st.composite
+def header_and_ext(draw: st.DrawFn) -> tuple[type[CustomHeader], dict[str, str]]:
+    cls = draw(st.sampled_from(HEADER_CLASSES))
+    wires = [spec.wire for spec in cls.field_specs()]
+    keys = st.sampled_from(wires) | st.text(max_size=8) if wires else st.text(max_size=8)
+    return cls, draw(st.dictionaries(keys, EXT_TEXT, max_size=len(wires) + 3))
+
+
+@FUZZ
+@given(header_and_ext())
+def test_header_from_ext_only_header_field_errors(case: tuple[type[CustomHeader], dict[str, str]]) -> None:
+    cls, ext = case
+    try:
+        header = cls.from_ext(ext)
+    except HeaderFieldError:
+        return
+    header.to_ext()  # whatever was accepted can be encoded back
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"])
+                       | st.text(max_size=4), EXT_TEXT, max_size=16),
+       st.sampled_from([RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                        RequestCode.SEND_BATCH_MESSAGE]))  # fmt: skip
+def test_send_header_v2_from_ext(ext: dict[str, str], code: int) -> None:
+    with contextlib.suppress(HeaderFieldError):
+        SendMessageRequestHeader.from_ext(ext, code)
+
+
+# -- live broker ------------------------------------------------------------------------------
+class _Collect(logging.Handler):
+    """Records with tracebacks from rocketlite loggers: an exception that reached a handler's edge."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(record)
+
+
+async def _healthy(b: BrokerUnderTest) -> None:
+    r = await b.call(RequestCode.GET_MAX_OFFSET, {"topic": "FuzzTopic", "queueId": "0"}, timeout=5.0)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+
+
+async def _blast(port: int, payload: bytes, read_for: float = 0.05) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(payload)
+        await writer.drain()
+        try:
+            async with asyncio.timeout(read_for):
+                while await reader.read(65536):
+                    pass
+        except TimeoutError:
+            pass
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await writer.wait_closed()
+
+
+def test_live_broker_survives_random_and_mutated_frames(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    collect = _Collect()
+    logging.getLogger("rocketlite").addHandler(collect)
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            assert (await b.send("FuzzTopic", b"seed")).code == ResponseCode.SUCCESS
+            port = b.controller.port
+            # A long-lived bystander connection that must keep working throughout.
+            bystander = b
+            for i in range(300):
+                if i % 3 == 0:
+                    payload = rng.randbytes(rng.randint(1, 300))
+                else:
+                    payload = mutate(rng, b"".join(rng.sample(SAMPLES, 2)))
+                await _blast(port, payload, read_for=0.01)
+                if i % 25 == 0:
+                    await _healthy(bystander)
+            await _healthy(bystander)
+            assert (await b.send("FuzzTopic", b"after")).code == ResponseCode.SUCCESS
+
+    try:
+        run(scenario())
+    finally:
+        logging.getLogger("rocketlite").removeHandler(collect)
+    leaked = [f"{r.name}: {r.getMessage()} {r.exc_info[1]!r}" for r in collect.records if r.exc_info]
+    assert not leaked, leaked[:5]
+
+
+def test_slowloris_partial_frame_does_not_block_others(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            frame = SAMPLES[0]
+            slow: list[asyncio.StreamWriter] = []
+            for cut in (1, 3, 4, 7, 8, 20, len(frame) - 1):
+                _r, w = await asyncio.open_connection("127.0.0.1", b.controller.port)
+                w.write(frame[:cut])
+                await w.drain()
+                slow.append(w)
+            # One byte at a time on one connection while others send and query.
+            r1, w1 = await asyncio.open_connection("127.0.0.1", b.controller.port)
+            started = time.monotonic()
+            for i, byte in enumerate(frame):
+                w1.write(bytes([byte]))
+                await w1.drain()
+                if i % 16 == 0:
+                    assert (await b.send("FuzzTopic", b"x")).code == ResponseCode.SUCCESS
+            assert time.monotonic() - started < 10
+            # The dribbled frame is complete now and gets its answer.
+            async with asyncio.timeout(5):
+                (length,) = struct.unpack(">i", await r1.readexactly(4))
+                await r1.readexactly(length)
+            await _healthy(b)
+            for w in [*slow, w1]:
+                w.close()
+
+    run(scenario())
+
+
+async def _throughput(b: BrokerUnderTest, seconds: float) -> float:
+    sent = 0
+    deadline = time.monotonic() + seconds
+    started = time.monotonic()
+    while time.monotonic() < deadline:
+        r = await b.send("LoadTopic", b"y" * 128, keys=f"k{sent}")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        sent += 1
+    return sent / (time.monotonic() - started)
+
+
+async def hold_idle_connections(b: BrokerUnderTest, count: int, seconds: float) -> tuple[float, float, int]:
+    """Throughput without, then with `count` idle connections held; and how many the broker holds."""
+    await _throughput(b, 0.3)  # warm-up: topic creation, caches
+    baseline = await _throughput(b, seconds)
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    for _ in range(count):
+        idle.append(await asyncio.open_connection("127.0.0.1", b.controller.port))
+    # Half of them hold a partial frame (a header word, no more), the rest nothing at all.
+    for _r, w in idle[::2]:
+        w.write(SAMPLES[0][:6])
+    with_idle = await _throughput(b, seconds)
+    held = sum(1 for r, w in idle if not r.at_eof() and not w.is_closing())
+    for _r, w in idle:
+        w.close()
+    return baseline, with_idle, held
+
+
+def test_idle_connections_do_not_starve_a_producer(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            baseline, with_idle, held = await hold_idle_connections(b, IDLE_CONNS, 1.0)
+            print(f"\nidle={IDLE_CONNS} held={held} baseline={baseline:.0f}/s with_idle={with_idle:.0f}/s")
+            assert held == IDLE_CONNS
+            assert with_idle > baseline * 0.5, (baseline, with_idle)
+
+    run(scenario())
