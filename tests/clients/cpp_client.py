@@ -99,12 +99,16 @@ def produce(argv: list[str]) -> int:
     ap.add_argument("--group", required=True)
     ap.add_argument("--spec", required=True)
     ap.add_argument("--timeout-s", type=float, default=30.0)
+    ap.add_argument("--access-key")  # optional ACL credentials
+    ap.add_argument("--secret-key", default="")
     args = ap.parse_args(argv)
     exit_after(args.timeout_s, "producer")
     messages: list[dict[str, Any]] = json.loads(args.spec)["messages"]
 
     producer = Producer(args.group)
     producer.set_namesrv_addr(args.namesrv)
+    if args.access_key is not None:
+        producer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     producer.start()
     failed = 0
     for i, spec in enumerate(messages):
@@ -148,12 +152,16 @@ def consume(argv: list[str]) -> int:
     ap.add_argument("--props", default="")
     ap.add_argument("--instance")
     ap.add_argument("--timeout-s", type=float, default=60.0)
+    ap.add_argument("--access-key")  # optional ACL credentials
+    ap.add_argument("--secret-key", default="")
     args = ap.parse_args(argv)
     exit_after(args.timeout_s, "consumer")
     prop_names = [p for p in args.props.split(",") if p]
 
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
+    if args.access_key is not None:
+        consumer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     if args.instance:
         consumer.set_instance_name(args.instance)
 

@@ -64,4 +64,10 @@ function die(err) {
   process.exit(2);
 }
 
-module.exports = { loadOns, emit, parseArgs, dummyHttpclient, stderrLogger, exitAfter, die };
+// Optional ACL credentials: --access-key AK --secret-key SK (ali-ons signs only when both are set).
+function credentials(args) {
+  if (args['access-key'] === undefined) return {};
+  return { accessKeyId: String(args['access-key']), accessKeySecret: String(args['secret-key'] || '') };
+}
+
+module.exports = { loadOns, emit, parseArgs, dummyHttpclient, stderrLogger, exitAfter, die, credentials };

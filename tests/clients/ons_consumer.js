@@ -3,7 +3,7 @@
 //
 //   node ons_consumer.js --namesrv ADDR --group G --topic T [--expression 'TagA || TagB']
 //        [--from first|last] [--fail-match TEXT] [--fail-until N] [--max-reconsume N]
-//        [--rebalance-ms MS] [--timeout-ms MS]
+//        [--rebalance-ms MS] [--timeout-ms MS] [--access-key AK --secret-key SK]
 //
 // Lines on stdout (JSON, one per line):
 //   {"event":"ready","clientId":...,"queues":[0,1,...]}   first time queues of T are assigned
@@ -17,7 +17,7 @@
 // Write "exit" on stdin (or close stdin) to close the consumer gracefully and exit 0.
 
 const readline = require('readline');
-const { loadOns, emit, parseArgs, dummyHttpclient, stderrLogger, exitAfter, die } = require('./ons_common');
+const { loadOns, emit, parseArgs, dummyHttpclient, stderrLogger, exitAfter, die, credentials } = require('./ons_common');
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
@@ -33,6 +33,7 @@ async function main() {
     clientIP: '127.0.0.1',
     logger: stderrLogger,
     consumeFromWhere: args.from === 'last' ? 'CONSUME_FROM_LAST_OFFSET' : 'CONSUME_FROM_FIRST_OFFSET',
+    ...credentials(args),
   };
   if (args['max-reconsume'] !== undefined) options.maxReconsumeTimes = Number(args['max-reconsume']);
   if (args['rebalance-ms'] !== undefined) options.rebalanceInterval = Number(args['rebalance-ms']);

@@ -2,6 +2,7 @@
 // ali-ons producer driver.
 //
 //   node ons_producer.js --namesrv 127.0.0.1:9876 --group PG --spec '<json>' [--timeout-ms 30000]
+//        [--access-key AK --secret-key SK]
 //
 // spec: {"messages": [{"topic": T, "body": "...", "tags": "TagA", "keys": ["k1", "k2"],
 //         "shardingKey": "s", "delayLevel": 3, "props": {"name": "value"}}, ...]}
@@ -10,7 +11,7 @@
 // or {"event":"send_error","i":0,"error":...}, then {"event":"done","sent":N,"failed":M}.
 // Exit code 0 when every send succeeded, 1 otherwise.
 
-const { loadOns, emit, parseArgs, dummyHttpclient, stderrLogger, exitAfter, die } = require('./ons_common');
+const { loadOns, emit, parseArgs, dummyHttpclient, stderrLogger, exitAfter, die, credentials } = require('./ons_common');
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
@@ -23,6 +24,7 @@ async function main() {
     httpclient: dummyHttpclient,
     clientIP: '127.0.0.1',
     logger: stderrLogger,
+    ...credentials(args),
   });
   producer.on('error', err => console.error('[producer error]', err));
   await producer.ready();

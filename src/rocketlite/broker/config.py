@@ -58,6 +58,7 @@ class BrokerConfig:
     channel_expired_timeout: int = 120_000
     notify_consumer_ids_changed_enable: bool = True
     acl_enable: bool = False
+    acl_config_file: str | None = None  # plain_acl.yml; default $ROCKETMQ_HOME/conf/plain_acl.yml
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     slow_put_warning_ms: int = 500

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable
 
 from rocketlite.broker import (
+    acl,
     admin,
     client_manager,
     consumer_offset,
@@ -92,7 +93,12 @@ class BrokerController:
         self.stats = BrokerStats()
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
-        self.server = RemotingServer(self.table, host=broker.listen_host, ports=ports)
+        served = self.table
+        self.acl: acl.AclValidator | None = None
+        if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
+            self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
+            served = acl.AclRequestTable(self.table, self.acl)
+        self.server = RemotingServer(served, host=broker.listen_host, ports=ports)
         self.outbound = RemotingClient(self.table)
         self.services: list[BrokerService] = []
         self.context: BrokerContext | None = None
