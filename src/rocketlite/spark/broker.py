@@ -1,0 +1,297 @@
+"""Broker access for the `rocketmq` data source, over the Python client SDK (`rocketlite.client`).
+
+The SDK's `AsyncPullConsumer` (no heartbeat, no auto-commit) gives routes, queue offsets and
+timestamp search; its `AsyncProducer` sends batches. Two requests are made here on the SDK's
+`ClientInstance` because the data source needs them in a form the SDK does not offer:
+
+* PULL_MESSAGE returning the *raw* body (records back to back), so `records.decode_batch` can
+  decode thousands of messages at once instead of building a `MessageExt` per message. The pull
+  carries its tag expression (sysFlag SUBSCRIPTION, 0x4), never suspends, never commits;
+* QUERY_MESSAGE by unique key (UNIQ_KEY), which the idempotent sink uses to find out whether a
+  chunk it is about to send was stored by an earlier attempt.
+
+Everything is blocking: coroutines run on the SDK's shared client loop (`client.sync.shared_loop`).
+`client_for` caches one `BrokerClient` per (name server, group) in a process, so the Python
+workers Spark reuses across tasks keep their connections. Nothing here is pickled; readers and
+writers create clients lazily where they run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Coroutine, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from rocketlite.client.api import PullSysFlag, build_subscription
+from rocketlite.client.consumer_pull import AsyncPullConsumer
+from rocketlite.client.errors import ClientError, NoRouteError, TopicNotExistError, for_code
+from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.message import Message, MessageQueue, SendResult
+from rocketlite.client.producer import AsyncProducer
+from rocketlite.client.sync import shared_loop
+from rocketlite.message import MessageConst
+from rocketlite.protocol.bodies import SubscriptionData
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.headers import (
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryMessageRequestHeader,
+)
+from rocketlite.protocol.queue_bodies import TopicList
+from rocketlite.spark.offsets import QueueRef
+from rocketlite.store.message_record import decode_records
+
+log = logging.getLogger("rocketlite.spark.broker")
+
+T = TypeVar("T")
+
+PULL_FLAGS: Final = PullSysFlag.SUBSCRIPTION
+QUERY_END_MS: Final = (1 << 63) - 1
+
+
+class PullOutcome:
+    FOUND = "found"
+    NO_NEW = "no_new"  # offset is at the queue's end
+    NO_MATCH = "no_match"  # nothing matched the tags in the entries scanned; go on from next_begin
+    MOVED = "moved"  # offset out of the queue's range (deleted by retention, or past the end)
+
+
+_OUTCOMES: Final = {
+    ResponseCode.SUCCESS: PullOutcome.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullOutcome.NO_NEW,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullOutcome.NO_MATCH,
+    ResponseCode.PULL_OFFSET_MOVED: PullOutcome.MOVED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RawPull:
+    outcome: str
+    next_begin: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
+def _mq(ref: QueueRef) -> MessageQueue:
+    return MessageQueue(ref.topic, ref.broker, ref.queue_id)
+
+
+class BrokerClient:
+    """Blocking broker access for one (name server, group); see the module docstring."""
+
+    def __init__(self, name_server: str, group: str, *, timeout: float = 30.0) -> None:
+        self.name_server = name_server
+        self.group = group
+        self.timeout = timeout
+        self._loop = shared_loop()
+        self._config = ClientConfig(name_server)  # instance name DEFAULT: the pid, unique per worker
+        self._consumer = AsyncPullConsumer(group, config=self._config, heartbeat=False, auto_commit=False)
+        self._producer: AsyncProducer | None = None
+        self._producer_lock = threading.Lock()
+        self._subs: dict[tuple[str, str], SubscriptionData] = {}
+        self._run(self._consumer.start())
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.call(coro, timeout=None)
+
+    @property
+    def _instance(self) -> ClientInstance:
+        return self._consumer.instance
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._run(self._producer.close())
+        self._run(self._consumer.close())
+
+    # -- metadata ----------------------------------------------------------------------------
+    def topics(self) -> list[str]:
+        """Every topic the name server knows."""
+
+        async def call() -> list[str]:
+            cmd = self._instance.command(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+            response = await self._instance.invoke_namesrv(cmd)
+            if response.code != ResponseCode.SUCCESS:
+                raise for_code(response.code, response.remark)
+            return sorted(TopicList.from_json(response.body or b"{}").topic_list)
+
+        return self._run(call())
+
+    def queues(self, topic: str) -> list[QueueRef]:
+        """The topic's readable queues from a fresh route; none when the topic does not exist."""
+        try:
+            found = self._run(self._consumer.fetch_queues(topic))
+        except (NoRouteError, TopicNotExistError):
+            return []
+        return sorted(QueueRef(mq.topic, mq.broker_name, mq.queue_id) for mq in found)
+
+    def _each(self, refs: Iterable[QueueRef], make: Any) -> dict[QueueRef, int]:
+        refs = list(refs)
+
+        async def call() -> list[int]:
+            return list(await asyncio.gather(*(make(_mq(r)) for r in refs)))
+
+        return dict(zip(refs, self._run(call()), strict=True))
+
+    def max_offsets(self, refs: Iterable[QueueRef]) -> dict[QueueRef, int]:
+        """The next offset to be written of each queue."""
+        return self._each(refs, self._consumer.get_max_offset)
+
+    def min_offsets(self, refs: Iterable[QueueRef]) -> dict[QueueRef, int]:
+        """The first offset still stored of each queue."""
+        return self._each(refs, self._consumer.get_min_offset)
+
+    def offsets_for_time(self, refs: Iterable[QueueRef], timestamp_ms: int) -> dict[QueueRef, int]:
+        """SEARCH_OFFSET_BY_TIMESTAMP per queue."""
+
+        def make(mq: MessageQueue) -> Any:
+            return self._consumer.search_offset_by_timestamp(mq, timestamp_ms)
+
+        return self._each(refs, make)
+
+    # -- reading -----------------------------------------------------------------------------
+    def pull(self, ref: QueueRef, offset: int, max_nums: int, expression: str = "*") -> RawPull:
+        """One PULL_MESSAGE from `offset`, answered with the raw body."""
+        return self.pull_async(ref, offset, max_nums, expression).result()
+
+    def pull_async(
+        self, ref: QueueRef, offset: int, max_nums: int, expression: str = "*", timeout: float | None = None
+    ) -> concurrent.futures.Future[RawPull]:
+        """`pull` started in the background (readers keep one pull in flight while decoding)."""
+        sub = self._subs.get((ref.topic, expression))
+        if sub is None:
+            sub = build_subscription(ref.topic, expression, 0)
+            self._subs[(ref.topic, expression)] = sub
+        return self._loop.submit(self._pull(ref, sub, offset, max_nums, timeout or self.timeout))
+
+    async def _pull(
+        self, ref: QueueRef, sub: SubscriptionData, offset: int, max_nums: int, timeout: float
+    ) -> RawPull:
+        instance = self._instance
+        addr = instance.broker_addr(ref.broker)
+        if addr is None:
+            await instance.update_topic_route(ref.topic)
+            addr = instance.broker_addr(ref.broker)
+        if addr is None:
+            raise ClientError(f"broker {ref.broker} of {ref.topic} is not in the route", retriable=True)
+        header = PullMessageRequestHeader(
+            consumer_group=self.group,
+            topic=ref.topic,
+            queue_id=ref.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=PULL_FLAGS,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription=sub.sub_string,
+            sub_version=sub.sub_version,
+            expression_type=sub.expression_type,
+            bname=ref.broker,
+        )
+        cmd = instance.command(RequestCode.PULL_MESSAGE, header.to_ext())
+        response = await instance.invoke(addr, cmd, timeout)
+        outcome = _OUTCOMES.get(ResponseCode(response.code)) if response.code in _OUTCOMES else None
+        if outcome is None:
+            raise for_code(response.code, response.remark)
+        rh = PullMessageResponseHeader.from_ext(response.ext_fields)
+        body = response.body if outcome == PullOutcome.FOUND and response.body else b""
+        return RawPull(outcome, rh.next_begin_offset, rh.min_offset, rh.max_offset, bytes(body))
+
+    def commit(self, offsets: dict[QueueRef, int]) -> None:
+        """UPDATE_CONSUMER_OFFSET for this client's group: `offset` is the next one to read."""
+        todo = {_mq(ref): offset for ref, offset in offsets.items()}
+
+        async def call() -> None:
+            await asyncio.gather(*(self._consumer.api.update_consumer_offset(
+                self.group, mq, offset, oneway=False) for mq, offset in todo.items()))  # fmt: skip
+
+        self._run(call())
+
+    def committed(self, refs: Iterable[QueueRef]) -> dict[QueueRef, int]:
+        """The group's committed offsets (-1 where none)."""
+        return self._each(refs, self._consumer.committed)
+
+    # -- writing -----------------------------------------------------------------------------
+    def producer(self, group: str) -> AsyncProducer:
+        with self._producer_lock:
+            if self._producer is None:
+                producer = AsyncProducer(group, config=self._config, retry_times_when_send_failed=0)
+                self._run(producer.start())
+                self._producer = producer
+            return self._producer
+
+    def publish_queues(self, group: str, topic: str) -> list[MessageQueue]:
+        producer = self.producer(group)
+        return sorted(self._run(producer.fetch_publish_queues(topic)))
+
+    def send_batch(
+        self, group: str, queue: MessageQueue, messages: Sequence[Message], timeout: float
+    ) -> SendResult:
+        """One SEND_BATCH_MESSAGE (or more if the messages exceed the producer's maximum size)."""
+        producer = self.producer(group)
+        results = self._run(producer.send_batch(messages, queue=queue, timeout=timeout))
+        return results[-1]
+
+    def has_unique_key(self, topic: str, key: str) -> bool:
+        """Whether a message of `topic` with UNIQ_KEY `key` is stored on any broker of the topic."""
+        return self._run(self._has_unique_key(topic, key))
+
+    async def _has_unique_key(self, topic: str, key: str) -> bool:
+        instance = self._instance
+        route = instance.routes.get(topic) or await instance.update_topic_route(topic)
+        if route is None:
+            return False
+        header = QueryMessageRequestHeader(
+            topic=topic,
+            key=key,
+            max_num=32,
+            begin_timestamp=0,
+            end_timestamp=QUERY_END_MS,
+            unique_key_query=True,
+        )
+        for broker in route.broker_datas:
+            addr = broker.master_addr
+            if addr is None:
+                continue
+            response = await instance.invoke(
+                addr, instance.command(RequestCode.QUERY_MESSAGE, header.to_ext()), self.timeout
+            )
+            if response.code == ResponseCode.QUERY_NOT_FOUND:
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                raise for_code(response.code, response.remark)
+            for rec in decode_records(response.body or b""):
+                if rec.topic == topic and rec.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
+                    return True
+        return False
+
+
+_clients: dict[tuple[str, str], BrokerClient] = {}
+_clients_lock = threading.Lock()
+
+
+def client_for(name_server: str, group: str) -> BrokerClient:
+    """The process's shared client for (name server, group), created on first use."""
+    key = (name_server, group)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = BrokerClient(name_server, group)
+            _clients[key] = client
+        return client
+
+
+def close_clients() -> None:
+    """Close every cached client (tests, the end of a demo)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        try:
+            client.close()
+        except ClientError as exc:  # a broker already gone
+            log.debug("closing %s: %s", client.name_server, exc)
