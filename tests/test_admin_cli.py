@@ -182,6 +182,7 @@ def test_topic_lifecycle(admin: Admin) -> None:
         (BROKER, 0, 0, 0), (BROKER, 1, 0, 0), (BROKER, 2, 0, 0)
     ]  # fmt: skip
     admin.send("AdmTopic", "one", "-b", BROKER, "-i", "2")
+    admin.dispatched()
     status_table = admin.table("topicStatus", "-t", "AdmTopic")
     assert "Max Offset" in status_table and "Last Updated" in status_table
     assert admin.json("topicStatus", "-t", "AdmTopic")["queues"][2]["maxOffset"] == 1
@@ -211,6 +212,7 @@ def test_send_and_query_messages(admin: Admin) -> None:
     out = admin.table("sendMessage", "-t", "AdmMsg", "-p", "hello [world]", "-k", "order-1 shared",
                       "-c", "TagA", "-b", BROKER, "-i", "0")  # fmt: skip
     assert "SEND_OK" in out and "Send Result" in out
+    admin.dispatched()  # a send is answered before the consume queue has it, as in RocketMQ
     first = admin.json("queryMsgByOffset", "-t", "AdmMsg", "-b", BROKER, "-i", "0", "-o", "0")["messages"][0]
     second = admin.send("AdmMsg", "second body", "-k", "shared", "-c", "TagB", "-b", BROKER, "-i", "1")
     assert (second["brokerName"], second["queueId"], second["queueOffset"]) == (BROKER, 1, 0)
