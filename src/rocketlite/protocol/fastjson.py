@@ -18,17 +18,26 @@ Reading (`loads`): a tolerant recursive-descent reader over a small tokenizer. I
 fastjson accepts and peers actually send: unquoted numeric and identifier keys, object and array
 keys (returned as hashable `ObjectKey` / tuples), single-quoted strings, trailing commas, `\\v` and
 `\\xNN` escapes, Java number suffixes (`1L`). Strict JSON takes the C-accelerated stdlib path first.
+
+Fast paths (headers are quoted and parsed on every request): `quote` hands text to the stdlib's C
+string encoder whenever that writes exactly what fastjson does, i.e. when the text holds none of
+the characters the two spell differently (`_STDLIB_DIFFERS`: controls whose `\\uXXXX` has hex
+letters, which fastjson writes upper-case, and 0x7F-0x9F, which only fastjson escapes); strict
+parsing calls the C scanner of one prebuilt decoder directly, falling back to `json.loads`'s full
+rules (BOM, surrounding whitespace) only when the scan does not cover the whole text.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import json.encoder
+import json.scanner
 import math
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from enum import Enum
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from rocketlite.errors import ProtocolError
 
@@ -101,6 +110,11 @@ _ESCAPE_TABLE: Final[dict[int, str]] = {
     **{ord(k): v for k, v in _SHORT_ESCAPES.items()},
 }
 _BROWSER_SPECIAL: Final = re.compile(r'[^\x20-\x7e]|["\\]')
+# Where the stdlib's encoder (`json.dumps(ensure_ascii=False)` of a string) and fastjson disagree:
+# the stdlib writes `\u000b`-style lower-case hex and leaves 0x7F-0x9F alone. Everything else
+# (`\"`, `\\`, `\b\t\n\f\r`, `\u0000`..`\u0019` without letters, all other text as-is) is identical.
+_STDLIB_DIFFERS: Final = re.compile("[\x0b\x0e\x0f\x1a-\x1f\x7f-\x9f]")
+_c_quote: Final = json.encoder.encode_basestring  # the C function when _json is there
 
 
 def _browser_escape(match: re.Match[str]) -> str:
@@ -118,6 +132,18 @@ def quote(text: str, *, standard: bool = False) -> str:
     """A JSON string literal as fastjson writes it (`standard`: BrowserCompatible, all non-ASCII escaped)."""
     if standard:
         return '"' + _BROWSER_SPECIAL.sub(_browser_escape, text) + '"'
+    return quote_plain(text)
+
+
+def quote_plain(text: str) -> str:
+    """`quote(text)` (fastjson's default form): the C encoder when it agrees, else the escape table."""
+    if type(text) is str and ((text.isascii() and text.isprintable()) or not _STDLIB_DIFFERS.search(text)):
+        return _c_quote(text)
+    return quote_reference(text)
+
+
+def quote_reference(text: str) -> str:
+    """The definition `quote_plain` is pinned to: every character through fastjson's escape table."""
     return '"' + text.translate(_ESCAPE_TABLE) + '"'
 
 
@@ -360,6 +386,29 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(name)
 
 
+_STRICT: Final = json.JSONDecoder(parse_constant=_reject_constant)  # NaN / Infinity are not strict JSON
+# The C scanner when available; typeshed types make_scanner as a class, hence the cast.
+_scan_strict: Final[Callable[[str, int], tuple[Any, int]]] = cast(Any, json.scanner.make_scanner)(_STRICT)
+
+
+def loads_strict(text: str) -> Any:
+    """`json.loads(text)` without NaN/Infinity; ValueError or RecursionError when not strict JSON.
+
+    The common case (no whitespace around the value) is one call of the C scanner; anything else
+    takes `json.loads`'s own path, so the outcome is the same either way.
+    """
+    try:
+        value, end = _scan_strict(text, 0)
+    except StopIteration:  # leading whitespace, BOM, or not JSON at all
+        pass
+    else:
+        if end == len(text):
+            return value
+    if text.startswith("\ufeff"):  # json.loads refuses a BOM in a str; the lenient reader skips it
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    return _STRICT.decode(text)
+
+
 def loads(text: str | bytes | bytearray | memoryview) -> Any:
     """Parse fastjson output (or plain JSON). Raises `JsonDecodeError` (a ProtocolError) when malformed."""
     if not isinstance(text, str):
@@ -368,9 +417,14 @@ def loads(text: str | bytes | bytearray | memoryview) -> Any:
         except UnicodeDecodeError as exc:
             raise JsonDecodeError("JSON text is not UTF-8", exc.start) from exc
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return loads_strict(text)
     except (ValueError, RecursionError):
         pass  # not strict JSON: fall back to the lenient reader
+    return loads_lenient(text)
+
+
+def loads_lenient(text: str) -> Any:
+    """The lenient reader alone (what `loads` falls back to)."""
     reader = _Reader(text)
     result = reader.value(0)
     if reader.skip_ws():

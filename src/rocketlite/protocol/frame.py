@@ -12,8 +12,11 @@ total size, length field included, may not exceed 16 MiB. The limit is part of t
 contract: `FrameDecoder` rejects an oversized length as soon as its four bytes arrive, before any
 of the frame is buffered, so a hostile peer cannot make us hold more than one limit's worth.
 
-`FrameDecoder.feed` appends to one `bytearray` and cuts complete frames from its front once per
-call, so the work over any split of the input is O(total bytes): no re-slicing per byte.
+`FrameDecoder.feed` decodes complete frames straight out of the bytes it is given (the common
+case: a read holds whole frames) and keeps only a torn tail in its `bytearray`; while that tail is
+an incomplete frame, further input is appended without copying, and once the first frame is
+complete the buffer is taken as bytes once. Every byte is copied a bounded number of times, so
+the work over any split of the input is O(total bytes): no re-slicing per byte.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ import struct
 from typing import Final
 
 from rocketlite.errors import ProtocolError
-from rocketlite.protocol.command import RemotingCommand, decode_header, encode_header
+from rocketlite.protocol.codes import SerializeType
+from rocketlite.protocol.command import (
+    RemotingCommand,
+    decode_header,
+    decode_json_header,
+    encode_header,
+    encode_json_header,
+)
 
 DEFAULT_MAX_FRAME_LENGTH: Final = 16 * 1024 * 1024  # bytes on the wire, length field included
 
@@ -39,14 +49,21 @@ MIN_LENGTH: Final = HEADER_WORD.size  # a frame carries at least the header word
 assert FRAME_PREFIX.size == LENGTH.size + HEADER_WORD.size == 8
 
 
+_JSON: Final = SerializeType.JSON
+
+
 def encode_command(cmd: RemotingCommand) -> bytes:
     """The whole frame for `cmd`, header in the command's serialize type."""
-    header = encode_header(cmd)
-    if len(header) > HEADER_LENGTH_MASK:
-        raise ProtocolError(f"header of {len(header)} bytes does not fit the 24-bit header length")
-    body = cmd.body or b""
-    word = (int(cmd.serialize_type) << SERIALIZE_TYPE_SHIFT) | len(header)
-    return b"".join((FRAME_PREFIX.pack(HEADER_WORD.size + len(header) + len(body), word), header, body))
+    serialize_type = cmd.serialize_type
+    header = encode_json_header(cmd) if serialize_type is _JSON else encode_header(cmd)
+    header_length = len(header)
+    if header_length > HEADER_LENGTH_MASK:
+        raise ProtocolError(f"header of {header_length} bytes does not fit the 24-bit header length")
+    word = (int(serialize_type) << SERIALIZE_TYPE_SHIFT) | header_length
+    body = cmd.body
+    if not body:
+        return FRAME_PREFIX.pack(HEADER_WORD.size + header_length, word) + header
+    return b"".join((FRAME_PREFIX.pack(HEADER_WORD.size + header_length + len(body), word), header, body))
 
 
 def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
@@ -82,9 +99,8 @@ class FrameDecoder:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buffer)
 
-    def _check_prefix(self, pos: int) -> int:
+    def _check_prefix(self, buf: bytes | bytearray, pos: int) -> int:
         """Validate the length (and header word, when present) of the frame at `pos`; return its length."""
-        buf = self._buffer
         (length,) = LENGTH.unpack_from(buf, pos)
         if length < MIN_LENGTH:
             raise ProtocolError(f"frame length {length} is below the minimum {MIN_LENGTH}")
@@ -101,22 +117,49 @@ class FrameDecoder:
         """Buffer `data`; return every command it completes, in order."""
         if self._error is not None:
             raise ProtocolError(f"stream already failed: {self._error}")
-        buf = self._buffer
-        buf += data
-        commands: list[RemotingCommand] = []
-        pos = 0
         try:
-            while len(buf) - pos >= LENGTH.size:
-                length = self._check_prefix(pos)
-                end = pos + LENGTH.size + length
-                if end > len(buf):
-                    break
-                # A copy, not a view: a live export would forbid the `del` below.
-                commands.append(decode_frame(buf[pos + LENGTH.size : end]))
-                pos = end
+            return self._feed(data)
         except ProtocolError as exc:
             self._error = str(exc)
             raise
-        finally:
-            del buf[:pos]
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        buf = self._buffer
+        if buf:
+            buf += data
+            # Until the frame at the front is complete, keep appending (no copy of the buffer).
+            if len(buf) < LENGTH.size or LENGTH.size + self._check_prefix(buf, 0) > len(buf):
+                return []
+            src = bytes(buf)
+            buf.clear()
+        else:
+            src = data if type(data) is bytes else bytes(data)
+        commands: list[RemotingCommand] = []
+        size = len(src)
+        pos = 0
+        limit = self.max_frame_length - LENGTH.size
+        with memoryview(src) as view:  # over immutable bytes: slices never pin the buffer
+            while size - pos >= FRAME_PREFIX.size:
+                length, word = FRAME_PREFIX.unpack_from(src, pos)
+                header_length = word & HEADER_LENGTH_MASK
+                if not MIN_LENGTH <= length <= limit or header_length > length - HEADER_WORD.size:
+                    self._check_prefix(src, pos)  # raises, with the message for what is wrong
+                end = pos + LENGTH.size + length
+                if end > size:
+                    break
+                start = pos + FRAME_PREFIX.size
+                header_end = start + header_length
+                serialize_type = word >> SERIALIZE_TYPE_SHIFT
+                if serialize_type == 0:
+                    cmd = decode_json_header(view[start:header_end])
+                else:
+                    cmd = decode_header(view[start:header_end], serialize_type)
+                if header_end < end:
+                    cmd.body = src[header_end:end]
+                commands.append(cmd)
+                pos = end
+            if pos < size:
+                if size - pos >= LENGTH.size:
+                    self._check_prefix(src, pos)  # a bad length is refused as soon as it arrives
+                buf += view[pos:]
         return commands

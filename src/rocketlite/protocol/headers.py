@@ -19,6 +19,13 @@ with SYSTEM_ERROR and the message as remark.
 
 SEND_MESSAGE has two spellings: V1 long names (codes 10, 324) and the V2 one-letter names a..n
 (codes 310, 320, 325); `SendMessageRequestHeader.from_ext` takes the request code to pick.
+
+Speed: `from_ext` / `to_ext` run on every request, so each class (and each alternate spelling)
+gets a specialised decoder and encoder, generated from its schema on first use: straight-line
+`ext.get` calls, `int()` behind a cheap all-ASCII-digits test (anything else, signs included, goes
+through the generic `_parse`), and the instance filled slot by slot. The generic loops
+(`_decode_generic`, `_encode_generic`) stay the reference: the tests pin the generated code to
+them, errors included, and a decoder meeting a value that is not a `str` defers to them.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import (
@@ -37,6 +44,7 @@ from typing import (
     Self,
     TypeVar,
     Union,
+    cast,
     dataclass_transform,
     get_args,
     get_origin,
@@ -135,6 +143,165 @@ def _format(spec: FieldSpec, value: object) -> str:
     return str(value)
 
 
+# -------------------------------------------------------------------------- generated fast paths
+
+_Decoder = Callable[[Mapping[str, str] | None], Any]
+_Encoder = Callable[[Any], dict[str, str]]
+_DECODERS: dict[type, _Decoder] = {}  # class -> decoder for its own wire names
+_V2_DECODERS: dict[type, _Decoder] = {}  # SendMessageRequestHeader (and subclasses) -> V2 decoder
+_NAMED_DECODERS: dict[tuple[type, int], tuple[Mapping[str, str], _Decoder]] = {}  # (class, id(names))
+_ENCODERS: dict[tuple[type, int], tuple[Mapping[str, str] | None, _Encoder]] = {}  # id(None) for own names
+_OWN_ENCODERS: dict[type, _Encoder] = {}  # class -> encoder for its own wire names
+_EMPTY_EXT: Final[Mapping[str, str]] = types.MappingProxyType({})
+# Up to this many ASCII digits a number always fits (2**31 - 1 has 10 digits, 2**63 - 1 has 19).
+_SAFE_DIGITS: Final = {_Kind.INT: 9, _Kind.LONG: 18}
+_BOOL_WORDS: Final = {"true": True, "false": False, "1": True, "0": False}
+# The numbers most fields carry (queue ids, flags, counts), in their canonical spelling: one lookup.
+_SMALL_INTS: Final = {str(n): n for n in range(-1, 1025)}
+
+
+def _parse_number(spec: FieldSpec, wire: str, text: str) -> int:
+    """The generic number rule, for text the generated fast test did not accept."""
+    return cast(int, _parse(spec, wire, text))
+
+
+def _parse_bool(text: str) -> bool:
+    return text.strip().lower() in ("true", "1")
+
+
+def _builds_by_slots(cls: type) -> bool:
+    """True when an instance may be made by `object.__new__` and filled through the slot
+    descriptors: a slotted dataclass whose `__init__` is the generated one, with no
+    `__post_init__` and a slot per field (what `cls(**values)` would do, minus the call)."""
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    return (
+        cast(Any, cls).__new__ is object.__new__
+        and not hasattr(cls, "__post_init__")
+        and code is not None
+        and code.co_filename == "<string>"  # dataclasses' generated __init__
+        and all(
+            f.init and isinstance(cls.__dict__.get(f.name), types.MemberDescriptorType)
+            for f in dataclasses.fields(cls)
+        )
+    )
+
+
+def _compile_decoder(cls: type[CustomHeader], names: Mapping[str, str] | None) -> _Decoder:
+    """Generate `decode(ext)`, equivalent to `cls._decode_generic(ext, names)`."""
+    specs = cls.field_specs()
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    if not all(f.init for f in fields.values()):  # the generated call passes every field
+        return lambda ext: cls._decode_generic(ext, names)
+    by_slots = _builds_by_slots(cls)
+    ns: dict[str, Any] = {
+        "cls": cls,
+        "names": names,
+        "new": object.__new__,
+        "EMPTY": _EMPTY_EXT,
+        "Missing": MissingHeaderFieldError,
+        "number": _parse_number,
+        "bool_words": _BOOL_WORDS,
+        "small_ints": _SMALL_INTS,
+        "parse_bool": _parse_bool,
+        "generic": cls._decode_generic,
+    }
+    body: list[str] = []
+    for i, spec in enumerate(specs):
+        wire = names[spec.attr] if names is not None else spec.wire
+        ns[f"spec{i}"] = spec
+        var = f"x{i}"
+        f = fields[spec.attr]
+        if spec.required:
+            default = ""
+        elif f.default is not dataclasses.MISSING:
+            ns[f"default{i}"] = f.default
+            default = f"default{i}"
+        else:
+            ns[f"factory{i}"] = f.default_factory
+            default = f"factory{i}()"
+        body.append(f"    {var} = get({wire!r})")
+        parse: list[str] = []  # statements turning the text in `var` into the value
+        if spec.kind is _Kind.BOOL:
+            parse = [f"b = bool_words.get({var})", f"{var} = parse_bool({var}) if b is None else b"]
+        elif spec.kind is not _Kind.STR:
+            parse = [
+                f"n = small_ints.get({var})",
+                "if n is not None:",
+                f"    {var} = n",
+                f"elif type({var}) is str and {var}.isdigit() and {var}.isascii()"
+                f" and len({var}) <= {_SAFE_DIGITS[spec.kind]}:",
+                f"    {var} = int({var})",
+                "else:",
+                f"    {var} = number(spec{i}, {wire!r}, {var})",
+            ]
+        if spec.required:
+            body += [f"    if {var} is None:", f"        raise Missing({wire!r})"]
+            body += [f"    {line}" for line in parse]
+        else:
+            # An empty optional number or boolean reads as absent; an empty string is a value.
+            absent = f"{var} is None" if spec.kind is _Kind.STR else f"{var} is None or {var} == ''"
+            body += [f"    if {absent}:", f"        {var} = {default}"]
+            if parse:
+                body += ["    else:", *(f"        {line}" for line in parse)]
+    if by_slots:
+        for i, spec in enumerate(specs):
+            ns[f"set{i}"] = cls.__dict__[spec.attr].__set__
+        sets = [f"    set{i}(obj, x{i})" for i in range(len(specs))]
+        build = ["    obj = new(cls)", *sets, "    return obj"]
+    else:
+        build = [f"    return cls({', '.join(f'{s.attr}=x{i}' for i, s in enumerate(specs))})"]
+    src = "\n".join(
+        [
+            "def decode(ext):",
+            "    if not ext:",
+            "        ext = EMPTY",
+            "    try:",
+            "        get = ext.get",
+            *(f"    {line}" for line in body),
+            "    except (AttributeError, TypeError):",  # a value that is not text: the generic rules
+            "        return generic(ext, names)",
+            *build,
+        ]
+    )
+    exec(compile(src, f"<{cls.__name__} decoder>", "exec"), ns)  # source built from the schema
+    return cast(_Decoder, ns["decode"])
+
+
+def _compile_encoder(cls: type[CustomHeader], names: Mapping[str, str] | None) -> _Encoder:
+    """Generate `encode(header)`, equivalent to `header._encode_generic(names)`."""
+    lines = ["def encode(self):", "    ext = {}"]
+    for spec in cls.field_specs():
+        wire = names[spec.attr] if names is not None else spec.wire
+        text = '"true" if v else "false"' if spec.kind is _Kind.BOOL else "str(v)"
+        lines += [f"    v = self.{spec.attr}", f"    if v is not None:\n        ext[{wire!r}] = {text}"]
+    lines.append("    return ext")
+    ns: dict[str, Any] = {}
+    exec(compile("\n".join(lines), f"<{cls.__name__} encoder>", "exec"), ns)
+    return cast(_Encoder, ns["encode"])
+
+
+def _decoder(cls: type[CustomHeader], names: Mapping[str, str] | None) -> _Decoder:
+    if names is None:
+        fn = _DECODERS.get(cls)
+        if fn is None:
+            fn = _DECODERS[cls] = _compile_decoder(cls, None)
+        return fn
+    # Keyed by identity (mappings do not hash); the entry keeps `names` alive, so no other mapping
+    # can get its id. Alternate spellings are class constants (V2_NAMES): a handful of entries.
+    entry = _NAMED_DECODERS.get((cls, id(names)))
+    if entry is None:
+        entry = _NAMED_DECODERS[(cls, id(names))] = (names, _compile_decoder(cls, names))
+    return entry[1]
+
+
+def _encoder(cls: type[CustomHeader], names: Mapping[str, str] | None) -> _Encoder:
+    entry = _ENCODERS.get((cls, id(names)))  # keyed like `_decoder`'s named entries
+    if entry is None:
+        entry = _ENCODERS[(cls, id(names))] = (names, _compile_encoder(cls, names))
+    return entry[1]
+
+
 class CustomHeader:
     """Base of every header dataclass: the generic ext <-> dataclass mapping."""
 
@@ -162,6 +329,15 @@ class CustomHeader:
     @classmethod
     def _decode(cls, ext: Mapping[str, str] | None, names: Mapping[str, str] | None = None) -> Self:
         """Build the header from `ext`; `names` overrides wire names (attr -> key) for alternate spellings."""
+        fn = _DECODERS.get(cls) if names is None else None
+        if fn is None:
+            fn = _decoder(cls, names)
+        header: Self = fn(ext)  # an annotation, not typing.cast: no call per request
+        return header
+
+    @classmethod
+    def _decode_generic(cls, ext: Mapping[str, str] | None, names: Mapping[str, str] | None = None) -> Self:
+        """The reference decoder: the schema interpreted field by field (the generated one's model)."""
         ext = ext or {}
         values: dict[str, Any] = {}
         for spec in cls.field_specs():
@@ -177,9 +353,22 @@ class CustomHeader:
     @classmethod
     def from_ext(cls, ext: Mapping[str, str] | None) -> Self:
         """Decode from a command's ext fields; unknown keys are ignored."""
-        return cls._decode(ext)
+        fn = _DECODERS.get(cls)
+        if fn is None:
+            fn = _decoder(cls, None)
+        header: Self = fn(ext)
+        return header
 
     def _encode(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
+        if names is None:
+            fn = _OWN_ENCODERS.get(type(self))
+            if fn is None:
+                fn = _OWN_ENCODERS[type(self)] = _encoder(type(self), None)
+            return fn(self)
+        return _encoder(type(self), names)(self)
+
+    def _encode_generic(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The reference encoder (the generated one's model)."""
         ext: dict[str, str] = {}
         for spec in self.field_specs():
             value = getattr(self, spec.attr)
@@ -189,7 +378,10 @@ class CustomHeader:
 
     def to_ext(self) -> dict[str, str]:
         """The ext fields Java would send for this header."""
-        return self._encode()
+        fn = _OWN_ENCODERS.get(type(self))
+        if fn is None:
+            fn = _OWN_ENCODERS[type(self)] = _encoder(type(self), None)
+        return fn(self)
 
 
 _H = TypeVar("_H", bound=CustomHeader)
@@ -242,7 +434,14 @@ class SendMessageRequestHeader(CustomHeader):
     @classmethod
     def from_ext(cls, ext: Mapping[str, str] | None, request_code: int = RequestCode.SEND_MESSAGE) -> Self:
         """Long names for codes 10/324, letters a..n for 310/320/325 (errors name the key sent)."""
-        return cls._decode(ext, cls.V2_NAMES if request_code in cls.V2_CODES else None)
+        if request_code in cls.V2_CODES:
+            fn = _V2_DECODERS.get(cls)
+            if fn is None:
+                fn = _V2_DECODERS[cls] = _decoder(cls, cls.V2_NAMES)
+        else:
+            fn = _DECODERS.get(cls) or _decoder(cls, None)
+        header: Self = fn(ext)
+        return header
 
     def to_ext_v2(self) -> dict[str, str]:
         """The one-letter form of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE."""

@@ -4,7 +4,14 @@ An `asyncio.Protocol` feeds received bytes to the sans-IO `FrameDecoder`. Reques
 looked up by request code; responses resolve the future waiting under their opaque. Handlers may
 answer synchronously (a `RemotingCommand`, or None for no answer) or return an awaitable; the hot
 paths (send with ASYNC_FLUSH, pull with data) answer synchronously, so no task is created for them.
-Responses produced while handling one `data_received` are written with one `writelines` call.
+Responses produced while handling one `data_received` are joined and written with one `write`
+call: one system call, and one buffer for the event loop instead of one per frame (a pull answer
+is a single buffer too, its record slices copied out of the store's mappings, which must not stay
+pinned by the transport). Frames sent outside `data_received` (answers completing later, such as
+SYNC_FLUSH sends and woken long polls; requests we originate) are collected the same way and
+written together by one callback at the next turn of the loop, so a burst of them costs one
+system call too; `close` writes what is still pending first. Without a loop (a connection not
+started by one) every frame is written at once.
 
 Errors: a `RocketliteError` becomes a response with its code and message as remark; any other
 exception becomes SYSTEM_ERROR (1), as RocketMQ's server does; one-way requests never get an
@@ -19,14 +26,18 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from rocketlite.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.frame import FrameDecoder, encode_command
+from rocketlite.protocol.frame import LENGTH, FrameDecoder, encode_command
 
 log = logging.getLogger("rocketlite.remoting")
+
+# Above this many bytes the responses of one batch go to `writelines` as they are, not joined.
+JOIN_LIMIT: Final = 1 << 20
+_ONEWAY: Final = 2  # CommandFlag.ONEWAY
 
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 Handler = Callable[["Connection", RemotingCommand], HandlerResult]
@@ -90,7 +101,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.last_active = time.monotonic()
         self.attrs: dict[str, Any] = {}
-        self._out: list[bytes] | None = None
+        self._out: list[bytes] | None = None  # frames of the data_received batch being handled
+        self._later: list[bytes] | None = None  # frames sent since, for `_flush_later`
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -114,11 +126,14 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.remote_address, exc)
             self.close()
             return
-        out: list[bytes] = []
+        if not commands:
+            return
+        out = self._later or []  # frames still waiting for `_flush_later` go first
+        self._later = None
         self._out = out
         try:
             for cmd in commands:
-                if cmd.is_response:
+                if cmd.flag & 1:  # CommandFlag.RESPONSE
                     fut = self.pending.pop(cmd.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
@@ -127,10 +142,26 @@ class Connection(asyncio.Protocol):
         finally:
             self._out = None
         if out and self.transport is not None and not self.closed:
-            self.transport.writelines(out)
+            self._write_all(self.transport, out)
+
+    @staticmethod
+    def _write_all(transport: asyncio.Transport, out: list[bytes]) -> None:
+        if len(out) == 1:
+            transport.write(out[0])
+        elif sum(map(len, out)) <= JOIN_LIMIT:
+            transport.write(b"".join(out))
+        else:
+            transport.writelines(out)
+
+    def _flush_later(self) -> None:
+        out = self._later
+        self._later = None
+        if out and self.transport is not None and not self.closed:
+            self._write_all(self.transport, out)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._later = None
         for fut in self.pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionError(f"connection to {self.remote_address} closed"))
@@ -150,11 +181,13 @@ class Connection(asyncio.Protocol):
             result = handler(self, request)
         except Exception as exc:
             self._log_failure(request, exc)
-            if not request.is_oneway:
+            if not request.flag & _ONEWAY:
                 self.send(error_response(request, exc))
             return
-        if result is None or isinstance(result, RemotingCommand):
-            if result is not None and not request.is_oneway:
+        if result is None:
+            return
+        if isinstance(result, RemotingCommand):
+            if not request.flag & _ONEWAY:
                 self.send(result)
             return
         task = asyncio.ensure_future(result)
@@ -182,7 +215,7 @@ class Connection(asyncio.Protocol):
 
     # -- writing ----------------------------------------------------------------------------
     def send(self, cmd: RemotingCommand) -> None:
-        """Queue `cmd` for writing (batched within one `data_received`)."""
+        """Queue `cmd` for writing (batched within one `data_received`, else within one loop turn)."""
         self.send_raw(encode_command(cmd))
 
     def send_raw(self, data: bytes) -> None:
@@ -190,24 +223,26 @@ class Connection(asyncio.Protocol):
             return
         if self._out is not None:
             self._out.append(data)
+        elif self._later is not None:
+            self._later.append(data)
+        elif self.loop is not None:
+            self._later = [data]
+            self.loop.call_soon(self._flush_later)
         else:
             self.transport.write(data)
 
     def send_parts(self, cmd: RemotingCommand, parts: list[memoryview]) -> None:
-        """Send `cmd` with a body made of `parts` without joining them (pull responses)."""
-        size = sum(len(p) for p in parts)
+        """Send `cmd` with a body made of `parts` (pull responses): header and parts are joined
+        into one buffer, the parts' only copy (the views are released when this returns)."""
         cmd.body = b""
-        head = encode_command(cmd)
-        # Patch the frame length to count the body that follows.
-        total = int.from_bytes(head[:4], "big") + size
-        frame_head = total.to_bytes(4, "big") + head[4:]
         if self.closed or self.transport is None:
             return
-        if self._out is not None:
-            self._out.append(frame_head)
-            self._out.extend(bytes(p) for p in parts)
-        else:
-            self.transport.writelines([frame_head, *parts])
+        head = encode_command(cmd)
+        # The frame length (first 4 bytes) must count the body that follows the header.
+        total = len(head) - LENGTH.size + sum(map(len, parts))
+        with memoryview(head) as rest:
+            frame = b"".join([LENGTH.pack(total), rest[LENGTH.size :], *parts])
+        self.send_raw(frame)
 
     # -- requests out -----------------------------------------------------------------------
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
@@ -235,5 +270,8 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
+            later, self._later = self._later, None
+            if later:
+                self._write_all(self.transport, later)  # the transport sends buffered data before closing
             self.transport.close()
         self.closed = True

@@ -2,7 +2,8 @@
 `store/ConsumeQueue.java`.
 
 Files: `consumequeue/{topic}/{queueId}/{20-digit zero-padded start byte offset}`, each exactly
-`StoreConfig.cq_file_size` bytes (default 6,000,000 = 300,000 units), pre-zeroed. The files of a
+`StoreConfig.cq_file_size` bytes (default 6,000,000 = 300,000 units), all zeros when created
+(blocks reserved, not written: `mapped_file_queue.reserve_allocator`). The files of a
 queue concatenate into one array of 20-byte units; logical offset N (the queue offset consumers
 see) is the unit at byte N*20 of the concatenation, i.e. in the file named `N*20 // file_size *
 file_size`, at `N*20 % file_size`. The file size is a multiple of 20, so no unit straddles files::
@@ -37,7 +38,12 @@ import numpy.typing as npt
 
 from rocketlite.store.config import CQ_UNIT_SIZE
 from rocketlite.store.mapped_file import MappedFile
-from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
+from rocketlite.store.mapped_file_queue import (
+    Allocator,
+    MappedFileQueue,
+    direct_allocator,
+    reserve_allocator,
+)
 
 log = logging.getLogger("rocketlite.store.consume_queue")
 
@@ -124,6 +130,11 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.units_per_file = file_size // UNIT_SIZE
+        if allocator is direct_allocator:
+            # The store's default ("create in the caller's thread") means, for a consume queue,
+            # reserve without pre-zeroing: writing 6 MB of zeros stalled the dispatch thread for
+            # 150-250 ms per new queue, while units are 20-byte appends that gain nothing from it.
+            allocator = reserve_allocator
         self._mfq = MappedFileQueue(root_dir / topic / str(queue_id), file_size, allocator=allocator)
         self._min_logic = 0  # byte offset of the first valid real unit (minLogicOffset)
         self._max_physic = -1  # phy + size of the last real unit; -1 when there is none
