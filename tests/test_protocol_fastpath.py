@@ -37,7 +37,7 @@ from rocketlite.protocol.frame import FRAME_PREFIX, FrameDecoder, decode_frame, 
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.mapped_file import staging_path
-from rocketlite.store.mapped_file_queue import direct_allocator, reserve, reserve_allocator
+from rocketlite.store.mapped_file_queue import reserve, reserve_allocator
 
 # ------------------------------------------------------------------------------------------ helpers
 
@@ -556,7 +556,7 @@ def test_reserved_segment_reads_as_zeros_with_blocks_reserved(tmp_path: Path) ->
 
 
 def test_consume_queue_files_are_reserved_not_prezeroed(tmp_path: Path) -> None:
-    cq = ConsumeQueue("T", 0, tmp_path, 6_000_000, direct_allocator)
+    cq = ConsumeQueue("T", 0, tmp_path, 6_000_000)  # the default allocator reserves, never pre-zeroes
     assert cq._mfq.allocator is reserve_allocator
     cq.put_units([(0, 100, 1), (100, 50, 2)], 0)
     cq.close()

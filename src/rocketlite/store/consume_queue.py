@@ -41,7 +41,6 @@ from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (
     Allocator,
     MappedFileQueue,
-    direct_allocator,
     reserve_allocator,
 )
 
@@ -122,19 +121,17 @@ class ConsumeQueue:
         queue_id: int,
         root_dir: Path,
         file_size: int,
-        allocator: Allocator = direct_allocator,
+        allocator: Allocator = reserve_allocator,
     ) -> None:
+        """`allocator` defaults to reserving blocks without pre-zeroing: writing 6 MB of zeros
+        stalled the dispatch thread for 150-250 ms per new queue, and units are 20-byte appends
+        that gain nothing from it."""
         if file_size < UNIT_SIZE or file_size % UNIT_SIZE:
             raise ValueError(f"consume queue file size must be a multiple of {UNIT_SIZE}, got {file_size}")
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
         self.units_per_file = file_size // UNIT_SIZE
-        if allocator is direct_allocator:
-            # The store's default ("create in the caller's thread") means, for a consume queue,
-            # reserve without pre-zeroing: writing 6 MB of zeros stalled the dispatch thread for
-            # 150-250 ms per new queue, while units are 20-byte appends that gain nothing from it.
-            allocator = reserve_allocator
         self._mfq = MappedFileQueue(root_dir / topic / str(queue_id), file_size, allocator=allocator)
         self._min_logic = 0  # byte offset of the first valid real unit (minLogicOffset)
         self._max_physic = -1  # phy + size of the last real unit; -1 when there is none
