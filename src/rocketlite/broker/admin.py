@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlite.broker import perm
+from rocketlite.broker import metrics, perm
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -487,7 +487,7 @@ def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
         online_groups_of_topic=groups_of_topic if callable(groups_of_topic) else None,
         has_online_consumers=has_online_consumers,
         subscribes=subscribes,
-        extra_info=lambda: _ha_info(ctx),
+        extra_info=lambda: {**_ha_info(ctx), **metrics.runtime_figures(ctx)},
     )
     processor.register(table)
     return [sampler]

@@ -63,6 +63,9 @@ class BrokerConfig:
     trace_on: bool = True
     slow_put_warning_ms: int = 500
     enable_property_filter: bool = False
+    metrics_port: int = 0  # Prometheus text endpoint (GET /metrics); 0 = off
+    metrics_host: str = "127.0.0.1"
+    max_sync_flush_waiters: int = 10_000  # SYNC_FLUSH sends awaiting the group commit; more: SYSTEM_BUSY
 
     def __post_init__(self) -> None:
         require(1 <= self.listen_port <= 65535 or self.listen_port == 0, "listenPort must be 0..65535")
@@ -80,6 +83,8 @@ class BrokerConfig:
         require(bool(self.broker_name) and "%" not in self.broker_name, "brokerName must be set, without '%'")
         require(self.register_name_server_period > 0, "registerNameServerPeriod must be positive")
         require(0 <= self.ha_listen_port <= 65535, "haListenPort must be 0..65535")
+        require(0 <= self.metrics_port <= 65535, "metricsPort must be 0..65535")
+        require(self.max_sync_flush_waiters > 0, "maxSyncFlushWaiters must be positive")
         require(self.ha_max_gap_not_in_sync > 0, "haMaxGapNotInSync must be positive")
         require(self.ha_send_heartbeat_interval > 0, "haSendHeartbeatInterval must be positive")
         require(

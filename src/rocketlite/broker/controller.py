@@ -24,6 +24,7 @@ from rocketlite.broker import (
     ha,
     live_config,
     lock,
+    metrics,
     perm,
     pull,
     query,
@@ -73,6 +74,7 @@ INSTALLERS: tuple[Installer, ...] = (
     admin.install,
     live_config.install,  # HA: UPDATE/GET_BROKER_CONFIG, published as ctx.live
     ha.install,  # HA: master service or slave replication + config sync (uses ctx.send, ctx.live)
+    metrics.install,  # GET /metrics on metricsPort (0 = off)
 )
 
 

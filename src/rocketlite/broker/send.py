@@ -82,6 +82,8 @@ _STATUS_RESPONSES: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 
+SYSTEM_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
+
 # A hook for the transaction module: turns a prepared message into a half message (or refuses).
 HalfMessageHook = Callable[[MessageInner], None]
 
@@ -128,6 +130,7 @@ class SendMessageProcessor:
         self.half_message_hook: HalfMessageHook | None = None
         self.replica: ReplicaWaiter | None = None  # HA: set on a SYNC_MASTER by ha.install
         self.rng = random.Random()
+        self.flush_waiters = 0  # SYNC_FLUSH sends awaiting the group commit (flow control)
 
     def register(self, table: RequestTable) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
@@ -209,6 +212,8 @@ class SendMessageProcessor:
         header = SendMessageRequestHeader.from_ext(request.ext_fields, request.code)
         if self.broker.is_slave:
             return make_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave")
+        if self.flush_waiters >= self.broker.max_sync_flush_waiters:
+            return make_response(request, ResponseCode.SYSTEM_BUSY, SYSTEM_BUSY_REMARK)
         tc = self.msg_check(header, conn.remote_address)
         queue_id = (
             header.queue_id if header.queue_id >= 0 else self.rng.randrange(max(tc.write_queue_nums, 1))
@@ -325,12 +330,15 @@ class SendMessageProcessor:
         transaction_id: str | None,
     ) -> RemotingCommand:
         if fut is not None:
+            self.flush_waiters += 1
             try:
                 flushed = await asyncio.wait_for(
                     asyncio.wrap_future(fut), self.store.config.sync_flush_timeout / 1000
                 )
             except TimeoutError:
                 flushed = False
+            finally:
+                self.flush_waiters -= 1
             if not flushed:
                 log.error("sync flush timed out for a message to %s", topic)
                 pending.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT

@@ -38,6 +38,8 @@ log = logging.getLogger("rocketlite.remoting")
 # Above this many bytes the responses of one batch go to `writelines` as they are, not joined.
 JOIN_LIMIT: Final = 1 << 20
 _ONEWAY: Final = 2  # CommandFlag.ONEWAY
+# Flow control: above this many bytes buffered for a peer, stop reading its requests until drained.
+WRITE_HIGH_WATER: Final = 16 * 1024 * 1024
 
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 Handler = Callable[["Connection", RemotingCommand], HandlerResult]
@@ -104,6 +106,9 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] | None = None  # frames of the data_received batch being handled
         self._later: list[bytes] | None = None  # frames sent since, for `_flush_later`
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.write_high_water = WRITE_HIGH_WATER
+        self.reading_paused = False
+        self.pause_count = 0  # times reading was paused for a slow reader (tests, diagnostics)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -117,6 +122,22 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("sockname")
         if sock:
             self.local_port = int(sock[1])
+        self.transport.set_write_buffer_limits(high=self.write_high_water, low=self.write_high_water // 4)
+
+    # -- flow control: a peer that does not read stops being read ---------------------------
+    def pause_writing(self) -> None:
+        """The transport's buffer passed the high-water mark: read no more requests from the peer."""
+        if self.transport is not None and not self.closed and not self.reading_paused:
+            self.reading_paused = True
+            self.pause_count += 1
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        """Drained below the low-water mark: serve the peer again."""
+        if self.reading_paused:
+            self.reading_paused = False
+            if self.transport is not None and not self.closed:
+                self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
