@@ -101,6 +101,13 @@ class PeriodicFlushService(ServiceThread):
             return 0
         return self.least_pages
 
+    def run_once(self) -> None:
+        self.flush(self.pages_this_round())
+
+    def flush(self, least_pages: int) -> None:
+        """One round's work: flush (or commit) at least `least_pages` pages, 0 meaning all."""
+        raise NotImplementedError
+
 
 class FlushRealTimeService(PeriodicFlushService):
     name = "flush-commitlog"
@@ -120,10 +127,6 @@ class FlushRealTimeService(PeriodicFlushService):
         )
         self.commit_log = commit_log
         self.checkpoint = checkpoint
-
-    def run_once(self) -> None:
-        least = self.pages_this_round()
-        self.flush(least)
 
     def flush(self, least_pages: int) -> None:
         self.commit_log.flush(least_pages)
@@ -165,9 +168,8 @@ class CommitRealTimeService(PeriodicFlushService):
         self.commit_log = commit_log
         self.flusher = flusher
 
-    def run_once(self) -> None:
-        least = self.pages_this_round()
-        if not self.commit_log.commit(least):
+    def flush(self, least_pages: int) -> None:
+        if not self.commit_log.commit(least_pages):
             self.flusher.wakeup()
 
     def on_shutdown(self) -> None:
@@ -248,10 +250,6 @@ class FlushConsumeQueueService(PeriodicFlushService):
         self.index = index
         self.dispatcher = dispatcher
         self.checkpoint = checkpoint
-
-    def run_once(self) -> None:
-        least = self.pages_this_round()
-        self.flush(least)
 
     def flush(self, least_pages: int) -> None:
         logics_ts = self.dispatcher.stats.last_store_timestamp
