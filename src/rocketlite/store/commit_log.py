@@ -172,11 +172,7 @@ class CommitLog:
         body = msg.body
         body_len = len(body)
         born, store = msg.born_host, msg.store_host
-        sys_flag = msg.sys_flag & ~_HOST_V6_BITS
-        if len(born.ip) == 16:
-            sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
-        if len(store.ip) == 16:
-            sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+        sys_flag = msg.effective_sys_flag()
         head, fixed, _ = _LAYOUTS_BY_HOST_BITS[sys_flag & _HOST_V6_BITS]
         if topic_part is None or props_len > MAX_PROPERTIES_LENGTH:
             return self._append_prepared(msg)
@@ -327,11 +323,7 @@ class CommitLog:
             body = m.body
             body_len = len(body)
             born, store = m.born_host, m.store_host
-            sys_flag = m.sys_flag & ~_HOST_V6_BITS
-            if len(born.ip) == 16:
-                sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
-            if len(store.ip) == 16:
-                sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+            sys_flag = m.effective_sys_flag()
             head, fixed, stamp_pos = layouts[sys_flag & _HOST_V6_BITS]
             size = fixed + body_len + topic_len + props_len
             if props_len > MAX_PROPERTIES_LENGTH or size > max_size:
