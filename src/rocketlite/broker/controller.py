@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import zlib
 from collections.abc import Callable
 
 from rocketlite.broker import (
@@ -40,7 +39,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.message import HostAddress
-from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
 from rocketlite.protocol.headers import (
@@ -205,7 +204,7 @@ class BrokerController:
             ha_server_addr=self.ha_address,
             broker_id=self.broker.broker_id,
             compressed=False,
-            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            body_crc32=register_body_crc32(body),
         )
         return header, body
 

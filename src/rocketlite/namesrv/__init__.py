@@ -6,9 +6,10 @@ the state and can be used without sockets; `processor.py` maps request codes to 
 
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
-from rocketlite.namesrv.processor import NamesrvProcessor, register_body_crc32
+from rocketlite.namesrv.processor import NamesrvProcessor
 from rocketlite.namesrv.route_info import BrokerLiveInfo, RegisterResult, RouteInfoManager
 from rocketlite.namesrv.server import NameServer
+from rocketlite.protocol.bodies import register_body_crc32
 
 __all__ = [
     "NAMESPACE_ORDER_TOPIC_CONFIG",

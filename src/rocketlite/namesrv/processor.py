@@ -26,32 +26,39 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.errors import ProtocolError
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketlite.namesrv.route_info import RouteInfoManager
-from rocketlite.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketlite.protocol.bodies import (
+    DataVersion,
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    register_body_crc32,
+)
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import (
-    CustomHeader,
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     GetKVConfigRequestHeader,
     GetKVConfigResponseHeader,
     GetKVListByNamespaceRequestHeader,
     GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
     PutKVConfigRequestHeader,
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
 )
 from rocketlite.protocol.queue_bodies import TopicList
 from rocketlite.remoting.connection import Connection, RequestTable
@@ -60,38 +67,6 @@ log = logging.getLogger("rocketlite.namesrv.processor")
 
 STANDARD_JSON_MIN_VERSION: Final = 401  # MQVersion.V4_9_4.ordinal()
 FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."  # FAQUrl.suggestTodo
-CRC32_MASK: Final = 0x7FFF_FFFF
-
-
-def register_body_crc32(body: bytes | None) -> int:
-    """`UtilAll.crc32(body)`: zlib's CRC-32 masked to 31 bits; 0 for no body (0 also means "skip")."""
-    return zlib.crc32(body) & CRC32_MASK if body else 0
-
-
-# Headers of the admin codes the protocol package does not declare (yet); same conventions.
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WipeWritePermOfBrokerRequestHeader(CustomHeader):
-    broker_name: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WipeWritePermOfBrokerResponseHeader(CustomHeader):
-    wipe_topic_count: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AddWritePermOfBrokerRequestHeader(CustomHeader):
-    broker_name: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AddWritePermOfBrokerResponseHeader(CustomHeader):
-    add_topic_count: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GetTopicsByClusterRequestHeader(CustomHeader):
-    cluster: str
 
 
 def _ok(

@@ -397,6 +397,12 @@ class _Cursor:
         return bytes(self.view[self.pos - length : self.pos])
 
 
+def register_body_crc32(body: bytes | None) -> int:
+    """`UtilAll.crc32(body)` for REGISTER_BROKER's `bodyCrc32`: zlib's CRC-32 masked to 31 bits;
+    0 for no body (0 also means "do not check")."""
+    return zlib.crc32(body) & 0x7FFF_FFFF if body else 0
+
+
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerBody(JsonBody):
     """REGISTER_BROKER body: JSON, or (header `compressed=true`) a zlib stream of length-prefixed parts.

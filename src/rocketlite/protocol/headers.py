@@ -779,6 +779,34 @@ class GetConsumerConnectionListRequestHeader(CustomHeader):
     consumer_group: str
 
 
+# ------------------------------------------------------------------------------ name-server admin
+
+
+@_header
+class WipeWritePermOfBrokerRequestHeader(CustomHeader):
+    broker_name: str
+
+
+@_header
+class WipeWritePermOfBrokerResponseHeader(CustomHeader):
+    wipe_topic_count: int
+
+
+@_header
+class AddWritePermOfBrokerRequestHeader(CustomHeader):
+    broker_name: str
+
+
+@_header
+class AddWritePermOfBrokerResponseHeader(CustomHeader):
+    add_topic_count: int
+
+
+@_header
+class GetTopicsByClusterRequestHeader(CustomHeader):
+    cluster: str
+
+
 ALL_HEADERS: Final[tuple[type[CustomHeader], ...]] = tuple(
     obj for obj in list(globals().values()) if isinstance(obj, type) and issubclass(obj, CustomHeader)
     and obj is not CustomHeader
