@@ -36,8 +36,8 @@ from rocketlite.protocol.command import (
 from rocketlite.protocol.frame import FRAME_PREFIX, FrameDecoder, decode_frame, encode_command
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.consume_queue import ConsumeQueue
-from rocketlite.store.mapped_file import staging_path
-from rocketlite.store.mapped_file_queue import reserve, reserve_allocator
+from rocketlite.store.mapped_file import reserve, staging_path
+from rocketlite.store.mapped_file_queue import reserve_allocator
 
 # ------------------------------------------------------------------------------------------ helpers
 

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlite.message import index_key_hash
+from rocketlite.store.mapped_file import reserve
 
 HEADER: Final = struct.Struct(">qqqqii")
 ENTRY: Final = struct.Struct(">iqii")
@@ -107,7 +108,8 @@ class IndexFile:
         end_phy_offset: int = 0,
         end_timestamp: int = 0,
     ) -> None:
-        """Open `path`, or create it (sparse, via ftruncate) when it does not exist.
+        """Open `path`, or create it (blocks reserved, see `mapped_file.reserve`) when it does not
+        exist: writes go through the mapping, so a hole on a full disk would be a SIGBUS.
 
         For a new file, `end_phy_offset`/`end_timestamp` (the previous file's end, as Java's
         constructor takes them) become the new header's begin and end values.
@@ -121,7 +123,7 @@ class IndexFile:
         self._entry_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
         created = not path.exists()
         if created:
-            _create_sparse(path, self.file_size)
+            reserve(path, self.file_size)
         actual = path.stat().st_size
         if actual != self.file_size:
             raise ValueError(f"index file {path} has size {actual}, expected {self.file_size}")
@@ -426,15 +428,3 @@ class IndexFile:
             f"IndexFile({self.name}, count={self._index_count}, "
             f"offsets={self._begin_off}..{self._end_off}, times={self._begin_ts}..{self._end_ts})"
         )
-
-
-def _create_sparse(path: Path, size: int) -> None:
-    """Create `path` with `size` bytes via ftruncate, under a temporary name renamed into place so
-    an index file that exists always has its full size."""
-    tmp = path.with_name(path.name + ".alloc")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.ftruncate(fd, size)
-    finally:
-        os.close(fd)
-    tmp.replace(path)

@@ -23,6 +23,7 @@ class owns no threads; flush and commit are called by services.
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -60,6 +61,35 @@ def preallocate(path: Path, size: int) -> None:
     tmp.replace(path)
 
 
+# posix_fallocate failures that mean "not on this file system": the file stays sparse instead.
+_NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS})
+
+
+def reserve(path: Path, size: int) -> None:
+    """Create `path` with `size` bytes that read as zeros, blocks reserved but not written.
+
+    Reserving (rather than leaving a hole) keeps a full disk an error here, at creation, instead
+    of a SIGBUS when a write through the mapping first touches a page. Crash-safe like
+    `mapped_file.preallocate`: built under the staging name, then renamed.
+    """
+    tmp = staging_path(path)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        if hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                if exc.errno not in _NO_FALLOCATE:
+                    raise
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    tmp.replace(path)
+
+
 def prezero(tmp: Path, size: int) -> None:
     """Write `size` zero bytes to `tmp` (the slow part of creating a segment)."""
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -68,8 +98,12 @@ def prezero(tmp: Path, size: int) -> None:
         while pos < size:
             n = min(len(_ZERO_CHUNK), size - pos)
             pos += os.pwrite(fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, pos)
-    finally:
+    except BaseException:
+        # A half-zeroed file on a full disk would hold the space the next attempt needs.
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
 
 
 class MappedFile:

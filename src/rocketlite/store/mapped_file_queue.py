@@ -16,14 +16,12 @@ both read back as zeros.
 from __future__ import annotations
 
 import bisect
-import errno
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocketlite.store.mapped_file import MappedFile, segment_name, staging_path
+from rocketlite.store.mapped_file import MappedFile, reserve, segment_name
 
 log = logging.getLogger("rocketlite.store.mapped_file_queue")
 
@@ -33,35 +31,6 @@ Allocator = Callable[[Path, int, bool], MappedFile]
 def direct_allocator(path: Path, size: int, write_buffer: bool) -> MappedFile:
     """Create (pre-zero) the segment in the caller's thread."""
     return MappedFile(path, size, write_buffer=write_buffer)
-
-
-# posix_fallocate failures that mean "not on this file system": the file stays sparse instead.
-_NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS})
-
-
-def reserve(path: Path, size: int) -> None:
-    """Create `path` with `size` bytes that read as zeros, blocks reserved but not written.
-
-    Reserving (rather than leaving a hole) keeps a full disk an error here, at creation, instead
-    of a SIGBUS when a write through the mapping first touches a page. Crash-safe like
-    `mapped_file.preallocate`: built under the staging name, then renamed.
-    """
-    tmp = staging_path(path)
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.ftruncate(fd, size)
-        if hasattr(os, "posix_fallocate"):
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except OSError as exc:
-                if exc.errno not in _NO_FALLOCATE:
-                    raise
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    tmp.replace(path)
 
 
 def reserve_allocator(path: Path, size: int, write_buffer: bool) -> MappedFile:
