@@ -41,6 +41,13 @@ class CorruptRecordError(StoreError):
         self.offset = offset
 
 
+class SegmentCreateError(StoreError):
+    """A new log segment could not be created (disk full, permissions): nothing was written, and
+    the next put tries again, so writes resume by themselves once space returns."""
+
+    retriable = True
+
+
 class MessageIllegalError(RocketliteError):
     """Message too large, properties too long, topic name illegal."""
 

@@ -48,5 +48,11 @@ class AllocateMappedFileService(ServiceThread):
                 tmp = staging_path(path)
                 if path.exists() or (tmp.exists() and tmp.stat().st_size == size):
                     continue
-                prezero(tmp, size)
+                try:
+                    prezero(tmp, size)
+                except OSError as exc:
+                    # The append path creates the segment itself when it needs it (and reports
+                    # a full disk to the producer then); nothing is lost by giving up here.
+                    log.warning("cannot stage segment %s: %s", path.name, exc)
+                    continue
             log.debug("staged segment %s", path.name)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.clock import Clock
+from rocketlite.errors import SegmentCreateError
 from rocketlite.message import HostAddress, MessageSysFlag
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
@@ -110,6 +111,7 @@ class CommitLog:
         # "topic-queueId" -> next logical offset; rebuilt from the consume queues on recovery.
         self.topic_queue_table: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._segment_failing = False  # the last segment creation failed (disk full, ...)
         self.begin_time_in_lock = 0.0
         # (store host, its msg-id prefix) of the last append: one host per broker, so the
         # prefix is almost never recomputed. One tuple, replaced whole, so threads never mix pairs.
@@ -146,8 +148,7 @@ class CommitLog:
             last = files[-1]
             if size + END_FILE_MIN_BLANK_LENGTH <= last.file_size - last.wrote_position:
                 return last
-        mf = self.queue.get_last_file()
-        assert mf is not None
+        mf = self._last_segment()
         if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
             remaining = mf.remaining
             if remaining >= END_FILE_MIN_BLANK_LENGTH:
@@ -155,9 +156,24 @@ class CommitLog:
             mf.wrote_position = mf.file_size
             if mf.committed_position < mf.wrote_position and not self.queue.write_buffer:
                 mf.committed_position = mf.wrote_position
-            nxt = self.queue.get_last_file()
-            assert nxt is not None
-            mf = nxt
+            # If this fails the full segment stays closed by its blank; the next put retries.
+            mf = self._last_segment()
+        return mf
+
+    def _last_segment(self) -> MappedFile:
+        try:
+            mf = self.queue.get_last_file()
+        except OSError as exc:
+            # Logged once per outage: every put fails the same way until space returns.
+            (log.debug if self._segment_failing else log.error)(
+                "cannot create a commit-log segment in %s: %s", self.queue.directory, exc
+            )
+            self._segment_failing = True
+            raise SegmentCreateError(f"cannot create a commit-log segment: {exc.strerror or exc}") from exc
+        if self._segment_failing:
+            self._segment_failing = False
+            log.info("commit-log segment %s created; writes resume", mf and mf.path.name)
+        assert mf is not None
         return mf
 
     def append(self, msg: MessageInner) -> AppendResult:

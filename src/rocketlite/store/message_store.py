@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.errors import StoreError
+from rocketlite.errors import SegmentCreateError, StoreError
 from rocketlite.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
 from rocketlite.store.allocate import AllocateMappedFileService
 from rocketlite.store.checkpoint import StoreCheckpoint
@@ -323,7 +323,10 @@ class MessageStore:
             return PendingPut(bad)
         self._apply_delay(msg)
         begin = time.perf_counter()
-        res = self.commit_log.append(msg)
+        try:
+            res = self.commit_log.append(msg)
+        except SegmentCreateError as exc:
+            return self._segment_failed(exc)
         return self._finish_put(res, begin, 1)
 
     def put_messages_nowait(self, msgs: list[MessageInner]) -> PendingPut:
@@ -338,8 +341,15 @@ class MessageStore:
                 PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="delayed batches are not supported")
             )
         begin = time.perf_counter()
-        res = self.commit_log.append_batch(msgs)
+        try:
+            res = self.commit_log.append_batch(msgs)
+        except SegmentCreateError as exc:
+            return self._segment_failed(exc)
         return self._finish_put(res, begin, len(msgs))
+
+    def _segment_failed(self, exc: SegmentCreateError) -> PendingPut:
+        self.stats.put_failures += 1
+        return PendingPut(PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc)))
 
     def _finish_put(self, res: AppendResult, begin: float, n: int) -> PendingPut:
         elapsed_ms = (time.perf_counter() - begin) * 1000
