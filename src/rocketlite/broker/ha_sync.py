@@ -106,7 +106,7 @@ class SlaveSynchronize:
             raise ProtocolError(f"{code.name}: code {response.code} {response.remark or ''}".strip())
         return response.body or b""
 
-    async def _persist(self, persist: Callable[[], None]) -> None:
+    async def _persist(self, persist: Callable[[], object]) -> None:
         await asyncio.get_running_loop().run_in_executor(None, persist)
 
     async def sync_topics(self, addr: str) -> None:

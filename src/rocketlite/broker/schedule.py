@@ -146,12 +146,7 @@ class ScheduleMessageService:
             return self.offsets.encode()
 
     def persist(self) -> None:
-        self._dirty = False
-        try:
-            self.offsets.persist()
-        except BaseException:
-            self._dirty = True
-            raise
+        self._dirty = not self.offsets.persist()
 
     # -- delivery ---------------------------------------------------------------------------
     def deliver_due(self) -> float | None:

@@ -39,8 +39,11 @@ def write_atomically(path: Path, text: str) -> None:
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        tmp.unlink(missing_ok=True)  # a half-written temp file only holds space on a full disk
+        raise
+    os.close(fd)
     if path.exists():
         path.replace(path.with_name(path.name + ".bak"))
     tmp.replace(path)
@@ -62,6 +65,7 @@ class JsonConfigFile(ABC):
         # Serialises whole persists (two threads writing one NAME.tmp would break the rename),
         # without holding `lock`, which guards the in-memory state, during the fsync.
         self._persist_lock = threading.Lock()
+        self.dirty = False  # the last persist failed: the file is older than the state
 
     @abstractmethod
     def encode(self) -> str: ...
@@ -86,11 +90,26 @@ class JsonConfigFile(ABC):
                 log.error("cannot parse %s: %s", candidate, exc)
         return False
 
-    def persist(self) -> None:
+    def persist(self) -> bool:
+        """Write the file. On an OS error (disk full, permissions) log it, keep the state in
+        memory marked `dirty` for `persist_if_dirty` to retry, and return False: as with
+        RocketMQ's ConfigManager, a failed config write never fails the request that changed
+        the state, and the file on disk stays the previous complete version."""
         with self._persist_lock:
             with self.lock:
                 text = self.encode()
-            write_atomically(self.path, text)
+            try:
+                write_atomically(self.path, text)
+            except OSError as exc:
+                self.dirty = True
+                log.error("cannot write %s (%s); the state stays in memory, written later", self.path, exc)
+                return False
+            self.dirty = False
+            return True
+
+    def persist_if_dirty(self) -> bool:
+        """Retry a persist that failed; True when the file is up to date."""
+        return self.persist() if self.dirty else True
 
 
 def _int_map(value: Any) -> dict[int, int]:
