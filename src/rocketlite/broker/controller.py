@@ -133,6 +133,16 @@ class BrokerController:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.start)
+        try:
+            await self._start_after_store(loop)
+        except BaseException:
+            # An unreadable config file or a port in use: stop the store cleanly (no abort file
+            # left to force an abnormal recovery) and write nothing over the files we could
+            # not load.
+            await self._close(persist=False)
+            raise
+
+    async def _start_after_store(self, loop: asyncio.AbstractEventLoop) -> None:
         self.topics.start()
         self.groups.start()
         self.offsets.load()
@@ -264,12 +274,21 @@ class BrokerController:
         while True:
             await asyncio.sleep(self.broker.flush_consumer_offset_interval / 1000)
             try:
-                await loop.run_in_executor(None, self.offsets.persist)
+                await loop.run_in_executor(None, self._persist_configs)
             except Exception:
                 log.exception("persisting consumer offsets failed")
 
+    def _persist_configs(self) -> None:
+        """Consumer offsets every round; topics and groups when a write of theirs failed."""
+        self.offsets.persist()
+        self.topics.persist_if_dirty()
+        self.groups.persist_if_dirty()
+
     # -- shutdown ---------------------------------------------------------------------------
     async def close(self) -> None:
+        await self._close(persist=True)
+
+    async def _close(self, *, persist: bool) -> None:
         if self.closed:
             return
         self.closed = True
@@ -287,6 +306,7 @@ class BrokerController:
         await self.server.close()
         await self.outbound.close()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.offsets.persist)
+        if persist:
+            await loop.run_in_executor(None, self.offsets.persist)
         await loop.run_in_executor(None, self.store.shutdown)
         log.info("broker %s stopped", self.broker.broker_name)
