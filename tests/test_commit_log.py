@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,27 @@ def test_queue_roll_find_truncate(tmp_path: Path) -> None:
     assert bytes(tail[:10]) == b"\x01" * 10 and not any(tail[10:])
     assert q2.delete_before(4096) == 1 and q2.min_offset == 4096
     q2.close()
+
+
+def test_load_reserves_the_holes_of_a_sparse_last_segment(tmp_path: Path) -> None:
+    # RocketMQ creates segments sparse; appending into a hole through the mapping on a full disk
+    # is a SIGBUS, so the segment that takes appends gets its blocks when the queue loads.
+    directory = tmp_path / "log"
+    directory.mkdir()
+    size = 1 << 20
+    for start in (0, size):
+        with (directory / f"{start:020d}").open("wb") as f:
+            f.write(b"\x01" * 100)
+            f.truncate(size)
+    first, last = directory / f"{0:020d}", directory / f"{size:020d}"
+    if last.stat().st_blocks * 512 >= size:
+        pytest.skip("this file system does not make sparse files")
+    q = MappedFileQueue(directory, size)
+    q.load()
+    q.close()
+    assert last.stat().st_blocks * 512 >= size  # filled in
+    assert first.stat().st_blocks * 512 < size  # older segments are only read: left alone
+    assert last.read_bytes()[:101] == b"\x01" * 100 + b"\x00"  # data unchanged
 
 
 def make_log(tmp_path: Path, size: int = 4096, **kw: object) -> CommitLog:

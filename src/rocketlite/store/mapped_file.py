@@ -90,6 +90,26 @@ def reserve(path: Path, size: int) -> None:
     tmp.replace(path)
 
 
+def fill_holes(path: Path) -> None:
+    """Reserve blocks for any hole in an existing segment (data unchanged). Segments written by
+    RocketMQ itself are sparse; appending into one through the mapping on a full disk would be a
+    SIGBUS, so the segment that takes appends is filled in when the store opens. On a full disk
+    this only logs: the appends then fail the same way any new segment would."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    st = path.stat()
+    if st.st_blocks * 512 >= st.st_size:
+        return  # no hole: leave the file (and its mtime) alone
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, st.st_size)
+    except OSError as exc:
+        if exc.errno not in _NO_FALLOCATE:
+            log.error("cannot reserve the blocks of %s: %s", path, exc)
+    finally:
+        os.close(fd)
+
+
 def prezero(tmp: Path, size: int) -> None:
     """Write `size` zero bytes to `tmp` (the slow part of creating a segment)."""
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocketlite.store.mapped_file import MappedFile, reserve, segment_name
+from rocketlite.store.mapped_file import MappedFile, fill_holes, reserve, segment_name
 
 log = logging.getLogger("rocketlite.store.mapped_file_queue")
 
@@ -76,6 +76,8 @@ class MappedFileQueue:
             for tmp in self.directory.glob("*.alloc"):
                 tmp.unlink(missing_ok=True)
         names = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
+        if names and not self.readonly:
+            fill_holes(names[-1])
         for path in names:
             mf = MappedFile(
                 path, self.file_size, write_buffer=self.write_buffer, create=False, readonly=self.readonly
