@@ -32,6 +32,7 @@ from rocketlite.clock import Clock
 from rocketlite.message import KEY_SEPARATOR, MessageSysFlag, java_string_hash
 from rocketlite.store.dispatch_request import DispatchRequest
 from rocketlite.store.index_file import IndexFile, Int64Array, next_index_file_name
+from rocketlite.store.mapped_file import fill_holes
 
 log = logging.getLogger("rocketlite.store.index_service")
 
@@ -104,6 +105,8 @@ class IndexService:
             (p for p in self.index_dir.iterdir() if p.is_file() and p.name.isdigit()),
             key=lambda p: p.name,
         )
+        if paths:
+            fill_holes(paths[-1])  # the file that takes new entries (RocketMQ's are sparse)
         with self._flush_lock, self._lock:
             for path in paths:
                 f = IndexFile(path, self.hash_slot_num, self.index_num)
