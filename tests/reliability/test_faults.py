@@ -8,10 +8,12 @@
   otherwise) makes opening one named store file fail with EACCES, as `chmod 000` would for a
   non-root broker. The broker must refuse to start with the file's name in the message and
   change nothing on disk; `rocketlite store verify` must fail the same way.
-* Slow disk: `slow_sync.c`, LD_PRELOADed into the broker, delays every fdatasync/fsync/msync by
-  what a control file says. SYNC_FLUSH sends must answer FLUSH_DISK_TIMEOUT after
+* Slow disk: `slow_disk.c`, LD_PRELOADed into the broker, delays every fdatasync/fsync/msync (or
+  pwrite) by what a control file says. SYNC_FLUSH sends must answer FLUSH_DISK_TIMEOUT after
   `syncFlushTimeout` (the message is stored), other requests must not wait for the disk, and
-  when the disk is fast again sends succeed and every message is there.
+  when the disk is fast again sends succeed and every message is there. With
+  `transientStorePoolEnable`, slow writes must not let segment buffers pile up in memory: once
+  `transientStorePoolSize` are taken, sends get SYSTEM_BUSY.
 """
 
 from __future__ import annotations
@@ -337,21 +339,21 @@ def test_unreadable_file_stops_startup_and_changes_nothing(written_store: Path, 
 
 # -- slow disk ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def slow_sync_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def slow_disk_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler for the LD_PRELOAD slow-disk shim")
-    out = tmp_path_factory.mktemp("shim") / "slow_sync.so"
-    source = HERE / "slow_sync.c"
+    out = tmp_path_factory.mktemp("shim") / "slow_disk.so"
+    source = HERE / "slow_disk.c"
     subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(source), "-ldl"], check=True)
     return out
 
 
-def test_slow_fsync_answers_flush_disk_timeout_and_never_hangs(slow_sync_lib: Path, tmp_path: Path) -> None:
+def test_slow_fsync_answers_flush_disk_timeout_and_never_hangs(slow_disk_lib: Path, tmp_path: Path) -> None:
     ctl = tmp_path / "sync_delay_ms"
     ctl.write_text("0")
     settings = {"flushDiskType": "SYNC_FLUSH", "syncFlushTimeout": "400"}
-    env = {"LD_PRELOAD": str(slow_sync_lib), "SLOW_SYNC_CTL": str(ctl)}
+    env = {"LD_PRELOAD": str(slow_disk_lib), "SLOW_SYNC_CTL": str(ctl)}
 
     async def scenario() -> None:
         broker = Broker(tmp_path, tmp_path / "store", settings, env=env)
@@ -396,5 +398,67 @@ def test_slow_fsync_answers_flush_disk_timeout_and_never_hangs(slow_sync_lib: Pa
             await client.close()
             assert broker.stop() == 0, broker.output
         assert "sync flush timed out" in broker.output
+
+    asyncio.run(scenario())
+
+
+Stored = dict[str, tuple[int, int]]
+
+
+async def _send_until_success(client: RemotingClient, addr: str, prefix: str, stored: Stored,
+                              allowed: tuple[int, ...], timeout: float = 15.0) -> None:  # fmt: skip
+    """Send until one is answered SUCCESS (the disk has caught up); record what was stored."""
+    deadline = time.monotonic() + timeout
+    i = 0
+    while True:
+        code, remark, q, off = await _send(client, addr, f"{prefix}-{i}", 1024)
+        assert code in (ResponseCode.SUCCESS, *allowed), (code, remark)
+        if q >= 0:
+            stored[f"{prefix}-{i}"] = (q, off)
+        i += 1
+        if code == ResponseCode.SUCCESS:
+            return
+        assert time.monotonic() < deadline, "sends never succeeded again"
+
+
+def test_slow_writes_with_write_buffers_answer_system_busy(slow_disk_lib: Path, tmp_path: Path) -> None:
+    ctl = tmp_path / "write_delay_ms"
+    ctl.write_text("0")
+    settings = {
+        **SMALL_SEGMENTS,
+        "transientStorePoolEnable": "true",
+        "transientStorePoolSize": "2",
+        "commitIntervalCommitLog": "50",
+    }
+    env = {"LD_PRELOAD": str(slow_disk_lib), "SLOW_WRITE_CTL": str(ctl)}
+
+    async def scenario() -> None:
+        broker = Broker(tmp_path, tmp_path / "store", settings, env=env)
+        client = RemotingClient()
+        stored: dict[str, tuple[int, int]] = {}
+        try:
+            await broker.ready()
+            await _send_until_success(client, broker.addr, "fast", stored, ())
+            ctl.write_text("3000")  # each pwrite of the commit service now takes 3 s
+            busy = None
+            for i in range(400):  # ~6 segments of 64 KiB: more than 2 buffers can hold
+                started = time.monotonic()
+                code, remark, q, off = await _send(client, broker.addr, f"slow-{i}", 1024)
+                assert time.monotonic() - started < 1.0, "a send waited for the disk"
+                if code == ResponseCode.SYSTEM_BUSY:
+                    busy = remark
+                    break
+                assert code == ResponseCode.SUCCESS, (code, remark)
+                stored[f"slow-{i}"] = (q, off)
+            assert busy is not None and busy.startswith("[REJECTREQUEST]system busy"), busy
+            # At most two segments' worth was taken in while the disk was stuck.
+            assert len(stored) <= 1 + 2 * 65536 // 1024, len(stored)
+            ctl.write_text("0")
+            await _send_until_success(client, broker.addr, "back", stored, (ResponseCode.SYSTEM_BUSY,))
+            found = await _await_consumable(client, broker.addr, stored)
+            assert {k: found.get(k) for k in stored} == stored
+        finally:
+            await client.close()
+            assert broker.stop() == 0, broker.output
 
     asyncio.run(scenario())

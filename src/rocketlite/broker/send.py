@@ -200,6 +200,14 @@ class SendMessageProcessor:
             return dlq, self.rng.randrange(DLQ_NUMS_PER_GROUP)
         return topic, queue_id
 
+    def reject_request(self) -> bool:
+        """RocketMQ's `rejectRequest`: too many sends wait on the disk, or every segment write
+        buffer is taken. Either way more sends would only queue up in memory."""
+        return (
+            self.flush_waiters >= self.broker.max_sync_flush_waiters
+            or self.store.transient_store_pool_deficient()
+        )
+
     # -- the handler ------------------------------------------------------------------------
     def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
         now = self.clock.now_ms()
@@ -212,7 +220,7 @@ class SendMessageProcessor:
         header = SendMessageRequestHeader.from_ext(request.ext_fields, request.code)
         if self.broker.is_slave:
             return make_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave")
-        if self.flush_waiters >= self.broker.max_sync_flush_waiters:
+        if self.reject_request():
             return make_response(request, ResponseCode.SYSTEM_BUSY, SYSTEM_BUSY_REMARK)
         tc = self.msg_check(header, conn.remote_address)
         queue_id = (

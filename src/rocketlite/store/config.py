@@ -64,6 +64,7 @@ class StoreConfig:
     disk_max_used_space_ratio: int = 75
     clean_resource_interval: int = 10_000
     transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5  # segment write buffers in use at once; more: SYSTEM_BUSY
     check_crc_on_recover: bool = field(default=True, metadata={"key": "checkCRCOnRecover"})
     fast_boot: bool = False
     message_delay_level: str = DEFAULT_DELAY_LEVELS
@@ -84,6 +85,7 @@ class StoreConfig:
         require(self.max_hash_slot_num > 0, "maxHashSlotNum must be positive")
         require(self.max_index_num > 1, "maxIndexNum must be greater than 1")
         require(self.sync_flush_timeout > 0, "syncFlushTimeout must be positive")
+        require(self.transient_store_pool_size >= 2, "transientStorePoolSize must be at least 2")
         require(self.flush_interval_commit_log > 0, "flushIntervalCommitLog must be positive")
         require(10 <= self.disk_max_used_space_ratio <= 95, "diskMaxUsedSpaceRatio must be in 10..95")
         require(self.file_reserved_time > 0, "fileReservedTime must be positive (hours)")

@@ -166,6 +166,11 @@ class MappedFile:
         return self.file_size - self.wrote_position
 
     @property
+    def holds_write_buffer(self) -> bool:
+        """Write-buffer mode, and the buffer still holds bytes the file does not."""
+        return self._buffer is not None
+
+    @property
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
 

@@ -316,6 +316,17 @@ class MessageStore:
         msg.topic = SCHEDULE_TOPIC
         msg.queue_id = level - 1
 
+    def transient_store_pool_deficient(self) -> bool:
+        """`isTransientStorePoolDeficient`: every segment write buffer is taken (the commit
+        service lags, the disk is slow), so the broker rejects sends with SYSTEM_BUSY instead of
+        holding ever more segments in memory."""
+        cfg = self.config
+        if not cfg.transient_store_pool_enable:
+            return False
+        size = cfg.transient_store_pool_size
+        files = self.commit_log.queue.files
+        return sum(1 for mf in files[-size:] if mf.holds_write_buffer) >= size
+
     def put_message_nowait(self, msg: MessageInner) -> PendingPut:
         """Append without waiting for durability; the broker awaits `flush_future` itself."""
         bad = self._check_put(msg)
