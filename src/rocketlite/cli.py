@@ -18,6 +18,7 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.config import build_config, config_keys, load_properties, warn_unknown_keys
 from rocketlite.errors import RocketliteError
+from rocketlite.logs import configure_logging
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.server import NameServer
 from rocketlite.runtime import new_event_loop
@@ -30,14 +31,6 @@ class Server(Protocol):
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 # -- servers --------------------------------------------------------------------------------
@@ -164,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketlite", description=__doc__)
     parser.add_argument("--version", action="version", version=f"rocketlite {__version__}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    parser.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="json: one JSON object per line"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="name server + broker in one process (store ./data, ports 9876/10911)")
@@ -210,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     try:
         return int(args.func(args))
     except (RocketliteError, OSError) as exc:
