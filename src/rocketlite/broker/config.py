@@ -66,6 +66,8 @@ class BrokerConfig:
     metrics_port: int = 0  # Prometheus text endpoint (GET /metrics); 0 = off
     metrics_host: str = "127.0.0.1"
     max_sync_flush_waiters: int = 10_000  # SYNC_FLUSH sends awaiting the group commit; more: SYSTEM_BUSY
+    server_channel_max_idle_time_seconds: int = 120  # a connection silent this long is closed
+    server_partial_frame_timeout_millis: int = 30_000  # a frame begun but not finished this long: closed
 
     def __post_init__(self) -> None:
         require(1 <= self.listen_port <= 65535 or self.listen_port == 0, "listenPort must be 0..65535")
@@ -85,6 +87,8 @@ class BrokerConfig:
         require(0 <= self.ha_listen_port <= 65535, "haListenPort must be 0..65535")
         require(0 <= self.metrics_port <= 65535, "metricsPort must be 0..65535")
         require(self.max_sync_flush_waiters > 0, "maxSyncFlushWaiters must be positive")
+        require(self.server_channel_max_idle_time_seconds > 0, "serverChannelMaxIdleTimeSeconds must be > 0")
+        require(self.server_partial_frame_timeout_millis > 0, "serverPartialFrameTimeoutMillis must be > 0")
         require(self.ha_max_gap_not_in_sync > 0, "haMaxGapNotInSync must be positive")
         require(self.ha_send_heartbeat_interval > 0, "haSendHeartbeatInterval must be positive")
         require(

@@ -99,7 +99,13 @@ class BrokerController:
         if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
             self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
             served = acl.AclRequestTable(self.table, self.acl)
-        self.server = RemotingServer(served, host=broker.listen_host, ports=ports)
+        self.server = RemotingServer(
+            served,
+            host=broker.listen_host,
+            ports=ports,
+            idle_seconds=float(broker.server_channel_max_idle_time_seconds),
+            partial_frame_seconds=broker.server_partial_frame_timeout_millis / 1000,
+        )
         self.outbound = RemotingClient(self.table)
         self.services: list[BrokerService] = []
         self.context: BrokerContext | None = None

@@ -42,6 +42,7 @@ class NamesrvConfig:
     cluster_test: bool = False
     kv_config_path: Path = field(default_factory=default_kv_config_path)
     server_channel_max_idle_time_seconds: int = 120
+    server_partial_frame_timeout_millis: int = 30_000
 
     def __post_init__(self) -> None:
         require(0 <= self.listen_port <= 65535, f"listenPort must be within 0..65535, got {self.listen_port}")
@@ -53,6 +54,10 @@ class NamesrvConfig:
         require(
             self.scan_not_active_broker_interval > 0,
             f"scanNotActiveBrokerInterval must be positive (ms), got {self.scan_not_active_broker_interval}",
+        )
+        require(
+            self.server_partial_frame_timeout_millis > 0,
+            f"serverPartialFrameTimeoutMillis must be > 0, got {self.server_partial_frame_timeout_millis}",
         )
         require(
             self.server_channel_max_idle_time_seconds > 0,

@@ -68,6 +68,7 @@ class NameServer:
             host=self.config.listen_host,
             ports=(self.config.listen_port,),
             idle_seconds=float(self.config.server_channel_max_idle_time_seconds),
+            partial_frame_seconds=self.config.server_partial_frame_timeout_millis / 1000,
             on_connection_closed=self._on_connection_closed,
         )
         self.remoting = remoting

@@ -102,6 +102,9 @@ class Connection(asyncio.Protocol):
         self.local_port = 0
         self.closed = False
         self.last_active = time.monotonic()
+        # When the incomplete frame in the decoder started waiting for its rest (0: none). Reset
+        # whenever a frame completes, so a busy pipelined stream never looks stalled.
+        self.partial_since = 0.0
         self.attrs: dict[str, Any] = {}
         self._out: list[bytes] | None = None  # frames of the data_received batch being handled
         self._later: list[bytes] | None = None  # frames sent since, for `_flush_later`
@@ -140,13 +143,17 @@ class Connection(asyncio.Protocol):
                 self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = now = time.monotonic()
         try:
             commands = self.decoder.feed(data)
         except ProtocolError as exc:
             log.warning("closing %s: %s", self.remote_address, exc)
             self.close()
             return
+        if not self.decoder.buffered:
+            self.partial_since = 0.0
+        elif commands or not self.partial_since:
+            self.partial_since = now
         if not commands:
             return
         out = self._later or []  # frames still waiting for `_flush_later` go first

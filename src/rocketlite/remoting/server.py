@@ -1,7 +1,8 @@
 """`RemotingServer`: listens on one or more ports and serves a `RequestTable` on each connection.
 
 Binding port 0 picks a free port (tests); `ports` tells what was bound. Idle connections are closed
-after `idle_seconds` (RocketMQ's 120 s). `close` is idempotent.
+after `idle_seconds` (RocketMQ's 120 s), and those holding an incomplete frame for
+`partial_frame_seconds` (30 s). `close` is idempotent.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ class RemotingServer:
         host: str = "0.0.0.0",
         ports: tuple[int, ...] = (0,),
         idle_seconds: float = 120.0,
+        partial_frame_seconds: float = 30.0,
         on_connection_closed: Callable[[Connection], None] | None = None,
     ) -> None:
         self.table = table
         self.host = host
         self.requested_ports = ports
         self.idle_seconds = idle_seconds
+        self.partial_frame_seconds = partial_frame_seconds
         self.on_connection_closed = on_connection_closed
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.AbstractServer] = []
@@ -81,11 +84,22 @@ class RemotingServer:
         log.info("listening on %s ports %s", self.host, self.ports)
 
     async def _close_idle(self) -> None:
+        """Close connections idle for `idle_seconds`, and those whose started frame has not
+        completed within `partial_frame_seconds` (a slowloris peer dribbling bytes is never
+        idle, but must not hold a connection and a frame buffer forever)."""
         while True:
-            await asyncio.sleep(min(self.idle_seconds / 4, 30.0))
+            await asyncio.sleep(min(self.idle_seconds / 4, self.partial_frame_seconds / 4, 30.0))
             now = time.monotonic()
             for conn in list(self.connections):
-                if now - conn.last_active > self.idle_seconds and not conn.pending:
+                if conn.partial_since and now - conn.partial_since > self.partial_frame_seconds:
+                    log.warning(
+                        "closing %s: a frame started %.1f s ago is still incomplete (%d bytes)",
+                        conn.remote_address,
+                        now - conn.partial_since,
+                        conn.decoder.buffered,
+                    )
+                    conn.close()
+                elif now - conn.last_active > self.idle_seconds and not conn.pending:
                     log.info("closing idle connection %s", conn.remote_address)
                     conn.close()
 
