@@ -230,9 +230,9 @@ def test_broker_checks_keys_signatures_and_perms(tmp_path: Path) -> None:
             r = await b.call(RequestCode.SEND_MESSAGE_V2, ext, b"tampered")
             assert denied(r, "Check signature failed"), r
             # Per-topic perms: SUB-only, DENY and unlisted (defaultTopicPerm DENY) topics can't be sent to.
-            for topic, why in [("topicC", "No permission for topic=topicC"),
-                               ("topicA", "No permission for topic=topicA"),
-                               ("topicX", "No default permission for topic=topicX")]:  # fmt: skip
+            for topic, why in [("topicC", "No permission for topic:topicC"),
+                               ("topicA", "No permission for topic:topicA"),
+                               ("topicX", "No default permission for topic:topicX")]:  # fmt: skip
                 r = await signed(b, RequestCode.SEND_MESSAGE_V2, send_ext(topic), b"x")
                 assert denied(r, why), (topic, r)
             assert (await signed(b, RequestCode.SEND_MESSAGE_V2, send_ext("topicD"), b"x")).code == 0
@@ -243,14 +243,14 @@ def test_broker_checks_keys_signatures_and_perms(tmp_path: Path) -> None:
             r = await signed(b, RequestCode.PULL_MESSAGE, pull)
             assert r.code != ResponseCode.NO_PERMISSION, r
             r = await signed(b, RequestCode.PULL_MESSAGE, {**pull, "topic": "topicD"})
-            assert denied(r, "No permission for topic=topicD"), r
+            assert denied(r, "No permission for topic:topicD"), r
             r = await signed(
                 b, RequestCode.PULL_MESSAGE, {**pull, "topic": "topicB", "consumerGroup": "groupA"}
             )
-            assert denied(r, "No permission for group=groupA"), r
+            assert denied(r, "No permission for group:groupA"), r
             # Heart beat: every subscribed topic SUB.
             r = await signed(b, RequestCode.HEART_BEAT, {}, heartbeat("groupB", "topicA"))
-            assert denied(r, "No permission for topic=topicA"), r
+            assert denied(r, "No permission for topic:topicA"), r
             hb_ok = heartbeat("groupB", "topicB")
             assert (await signed(b, RequestCode.HEART_BEAT, {}, hb_ok)).code == ResponseCode.SUCCESS
             # Codes without resources just need a valid signature.

@@ -202,10 +202,9 @@ ADMIN_MATRIX: dict[str, str] = {
 def reason(outcome: str, *, topic: str = "", group: str = "", code: int = 0, access_key: str = "") -> str:
     """The broker's remark for a refusal, as a regular expression.
 
-    RocketMQ prints resources as "topic:X" / "group:X" (PlainAccessResource.printStr); this broker
-    says "topic=X". Both are accepted so the matrix does not pin that detail.
+    Resources print as RocketMQ's PlainAccessResource.printStr does: "topic:X" / "group:X".
     """
-    sep = "[=:]"
+    sep = ":"
     remarks = {
         TOPIC: f"No permission for topic{sep}{re.escape(topic)}",
         DEFAULT: f"No default permission for topic{sep}{re.escape(topic)}",

@@ -359,9 +359,10 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
 
 
 def _print_resource(resource: str) -> str:
+    """`PlainAccessResource.printStr`: "topic:T", or "group:G" for a retry topic."""
     if resource.startswith(RETRY_PREFIX):
-        return "group=" + resource[len(RETRY_PREFIX) :]
-    return "topic=" + resource
+        return "group:" + resource[len(RETRY_PREFIX) :]
+    return "topic:" + resource
 
 
 class AclValidator:
