@@ -17,20 +17,18 @@ from rocketlite.broker.acl import (
     SUB,
     AclValidator,
     AddressMatcher,
-    calc_signature,
     check_permission,
     default_acl_path,
     needed_resources,
     parse_acl_config,
     parse_perm,
     remote_ip,
-    sign,
-    signing_content,
 )
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.errors import ConfigError
+from rocketlite.protocol.acl_signature import calc_signature, sign, signing_content
 from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request

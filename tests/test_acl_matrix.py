@@ -53,7 +53,7 @@ from typing import Any
 
 import pytest
 
-from rocketlite.broker.acl import ACCESS_KEY, AclError, AclValidator, sign
+from rocketlite.broker.acl import AclError, AclValidator
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.client import (
     AsyncProducer,
@@ -66,6 +66,7 @@ from rocketlite.client import (
 )
 from rocketlite.client.instance import ClientInstance
 from rocketlite.embedded import EmbeddedCluster, embedded
+from rocketlite.protocol.acl_signature import ACCESS_KEY, sign
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import CreateTopicRequestHeader

@@ -10,7 +10,8 @@ Mirrors `acl/.../plain/PlainAccessValidator` and `PlainPermissionManager`:
 * a request passes when its remote IP matches a global white address; otherwise its `AccessKey`
   must be configured, the account's own `whiteRemoteAddress` lets it through, or its `Signature`
   must equal Base64(HmacSHA1(secretKey, values of all ext fields except `Signature` and
-  `_UNIQUE_KEY_QUERY`, sorted by key in Java String order, concatenated, + body)); then admin-only
+  `_UNIQUE_KEY_QUERY`, sorted by key in Java String order, concatenated, + body)) -- computed by
+  `rocketlite.protocol.acl_signature`, which clients use to sign; then admin-only
   codes need `admin: true` and the request's resources (topics PUB/SUB, groups as
   `%RETRY%group` SUB) must be allowed by the account's topic/group perms or its defaults.
 
@@ -20,15 +21,12 @@ server does not check ACL (4.x).
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import ipaddress
 import logging
 import os
 import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,13 @@ from typing import Any
 import yaml
 
 from rocketlite.errors import ConfigError
+from rocketlite.protocol.acl_signature import (
+    ACCESS_KEY,
+    SIGNATURE,
+    UNSIGNED_KEYS,
+    calc_signature,
+    signing_content,
+)
 from rocketlite.protocol.bodies import HeartbeatData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
@@ -43,10 +48,6 @@ from rocketlite.remoting.connection import Connection, Handler, HandlerResult, R
 
 log = logging.getLogger("rocketlite.broker.acl")
 
-ACCESS_KEY = "AccessKey"
-SIGNATURE = "Signature"
-SECURITY_TOKEN = "SecurityToken"
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 RETRY_PREFIX = "%RETRY%"
 RELOAD_CHECK_S = 1.0
 
@@ -90,37 +91,6 @@ def check_permission(needed: int, owned: int) -> bool:
     if needed & ANY:
         return bool(owned & (PUB | SUB))
     return bool(needed & owned)
-
-
-def _java_key(key: str) -> bytes:
-    # Java's String.compareTo orders by UTF-16 code units.
-    return key.encode("utf-16-be")
-
-
-def signing_content(ext: Mapping[str, str | None], body: bytes | None, *,
-                    exclude: tuple[str, ...] = (SIGNATURE,)) -> bytes:  # fmt: skip
-    """AclUtils.combineRequestContent: sorted ext values (keys left out) as UTF-8, then the body."""
-    values = [
-        v
-        for k, v in sorted(ext.items(), key=lambda kv: _java_key(kv[0]))
-        if k not in exclude and v is not None
-    ]
-    content = "".join(values).encode("utf-8")
-    return content + body if body else content
-
-
-def calc_signature(content: bytes, secret_key: str) -> str:
-    """AclSigner: Base64(HmacSHA1(secretKey, content))."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
-
-
-def sign(ext: Mapping[str, str], body: bytes | None, access_key: str, secret_key: str) -> dict[str, str]:
-    """Client side (AclClientRPCHook): ext + AccessKey + Signature."""
-    out = {k: v for k, v in ext.items() if k != SIGNATURE}
-    out[ACCESS_KEY] = access_key
-    out[SIGNATURE] = calc_signature(signing_content(out, body), secret_key)
-    return out
 
 
 # ------------------------------------------------------------------------------- remote addresses
@@ -428,7 +398,7 @@ class AclValidator:
             raise AclError(f"No acl config for {access_key}")
         if account.white_remote_address.match(ip):
             return
-        content = signing_content(ext, request.body, exclude=(SIGNATURE, UNIQUE_KEY_QUERY))
+        content = signing_content(ext, request.body, exclude=UNSIGNED_KEYS)
         expected = calc_signature(content, account.secret_key)
         if not hmac.compare_digest(expected.encode(), (ext.get(SIGNATURE) or "").encode()):
             raise AclError(f"Check signature failed for accessKey={access_key}")
