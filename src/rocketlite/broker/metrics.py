@@ -4,7 +4,16 @@ A plain `asyncio.start_server` with a minimal HTTP/1.x request parser (request l
 to the blank line; no bodies, no keep-alive). The figures are read from what the broker already
 keeps: `BrokerStats` (ctx.stats), the store's `StoreStats` and `runtime_info()`, the disk usage of
 the store root, the committed consumer offsets against the queues' max offsets (consumer lag),
-and the client manager's connections. TPS is sampled here once a second over a 10 s window.
+the commit log's flush and commit positions, and the client manager's connections. TPS is sampled
+here once a second over a 10 s window.
+
+Commit-log positions (`commit_log_positions`): `commitlog_flushed_offset` is where the last
+fdatasync reached; everything appended past it, `commitlog_unflushed_bytes`, is what a machine
+crash (power loss, kernel panic) may take under ASYNC_FLUSH. Without a write buffer that is
+`commitlog_max_offset - commitlog_flushed_offset`. With `transientStorePoolEnable` the max offset is
+the committed (readable) end, and `commitlog_uncommitted_bytes` more sit in the process's write
+buffer: those are what a mere process kill takes. The offsets only grow, so a value read is a lower
+bound of the position a moment later.
 
 `runtime_figures` gives the same figures as GET_BROKER_RUNTIME_INFO keys (admin.py's extra_info).
 """
@@ -125,12 +134,26 @@ def _disk_ratio(ctx: BrokerContext) -> float:
         return 0.0
 
 
+def commit_log_positions(ctx: BrokerContext) -> tuple[int, int, int]:
+    """(flushed offset, unflushed bytes, uncommitted bytes) of the commit log.
+
+    The flushed offset is read first, so the unflushed bytes may be overstated, never understated.
+    Uncommitted bytes (in the write buffer, not yet in the file) are 0 without a write buffer.
+    """
+    q = ctx.store.commit_log.queue
+    flushed, committed = q.flushed_where, q.committed_where
+    wrote = q.max_wrote_offset
+    uncommitted = max(wrote - committed, 0) if q.write_buffer else 0
+    return flushed, max(wrote - flushed, 0), uncommitted
+
+
 def render(ctx: BrokerContext, sampler: TpsSampler) -> str:
     """The whole exposition (text format 0.0.4)."""
     bstats, store = ctx.stats, ctx.store
     sstats = store.stats
     info = store.runtime_info()
     put_tps, get_tps = sampler.tps()
+    flushed, unflushed, uncommitted = commit_log_positions(ctx)
     labels = {"cluster": ctx.broker.broker_cluster_name, "broker": ctx.broker.broker_name}
     pre = "rocketlite_"
     plain: list[tuple[str, str, str, float]] = [
@@ -151,6 +174,9 @@ def render(ctx: BrokerContext, sampler: TpsSampler) -> str:
         ("disk_used_ratio", "gauge", "Used fraction of the store's file system.", _disk_ratio(ctx)),
         ("commitlog_min_offset", "gauge", "Commit-log min physical offset.", int(info["commitLogMinOffset"])),
         ("commitlog_max_offset", "gauge", "Commit-log max physical offset.", int(info["commitLogMaxOffset"])),
+        ("commitlog_flushed_offset", "gauge", "Commit-log offset the last flush reached.", flushed),
+        ("commitlog_unflushed_bytes", "gauge", "Commit-log bytes appended but not flushed.", unflushed),
+        ("commitlog_uncommitted_bytes", "gauge", "Write-buffer bytes not in the file yet.", uncommitted),
         ("dispatch_behind_bytes", "gauge", "Log bytes not dispatched yet.", int(info["dispatchBehindBytes"])),
         ("disk_full", "gauge", "1 when the disk is full.", int(store.flags.disk_full)),
         ("client_connections", "gauge", "Live connections of registered clients.", connection_count(ctx)),
