@@ -17,12 +17,14 @@ an unknown access key, no keys, the admin account, the white-listed account (wro
 `test_sdk_resource_matrix` drives rocketlite.client (AsyncProducer.send, AsyncPullConsumer.fetch)
 for every credentials row × {send, pull as G_SUB, pull as G_DENY} × the five topics, and
 `test_sdk_admin_matrix` sends the admin-only UPDATE_AND_CREATE_TOPIC (17) and
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) through the SDK's client instance. The SDK has no ACL
-option yet, so the `sdk_acl_hook` fixture plays Java's `AclClientRPCHook`: it signs every request
-of a client instance named `acl-<row>` with that row's keys (and binds the 127.0.0.2 row's sockets
-to that address). An allowed send is read back with the admin keys (same body at the offset the
-send returned); an allowed pull returns the body the admin seeded; a refused one raises
-NoPermissionError with code 16 and the broker's remark, matched whole (see `reason()`).
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) through the SDK's client instance. Each row's clients
+get its keys the SDK's way (`access_key=` / `secret_key=` on the producer and consumer, or in
+`ClientConfig`), and the SDK signs every request as Java's `AclClientRPCHook` does; they run as
+client instance `acl-<row>`. Only the 127.0.0.2 row needs a test-side hook (`bind_global_white`):
+its instance's sockets are bound to that address. An allowed send is read back with the admin
+keys (same body at the offset the send returned); an allowed pull returns the body the admin
+seeded; a refused one raises NoPermissionError with code 16 and the broker's remark, matched
+whole (see `reason()`).
 
 `test_real_producer` / `test_real_consumer` run the unmodified ali-ons and C++ (rocketmq==0.4.4)
 clients with the right and a wrong secret on a subset (producers: T_PUB, T_SUB, T_DENY; consumers:
@@ -66,7 +68,7 @@ from rocketlite.client import (
 )
 from rocketlite.client.instance import ClientInstance
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.acl_signature import ACCESS_KEY, sign
+from rocketlite.protocol.acl_signature import ACCESS_KEY
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import CreateTopicRequestHeader
@@ -124,7 +126,7 @@ class Creds:
 
     name: str
     access_key: str | None = None
-    secret_key: str = ""
+    secret_key: str | None = None
     source_ip: str | None = None
 
     @property
@@ -144,7 +146,6 @@ CREDS = {
         Creds("global-white", source_ip=GLOBAL_WHITE_IP),
     )
 }
-SDK_BY_INSTANCE = {c.instance_name: c for c in CREDS.values()}
 SDK_ADMIN = CREDS["admin"]
 
 # -- the expected outcomes -------------------------------------------------------------------------
@@ -315,7 +316,7 @@ SEND_CODES = frozenset(
 )
 
 
-# -- the SDK's credentials (a test-side AclClientRPCHook) ---------------------------------------------
+# -- the global white-list row: connections from 127.0.0.2 --------------------------------------------
 class BoundRemotingClient(RemotingClient):
     """RemotingClient whose connections leave from `source_ip` (the global white-list row)."""
 
@@ -339,46 +340,29 @@ class BoundRemotingClient(RemotingClient):
             return protocol
 
 
-def _sign_for(instance: ClientInstance, cmd: RemotingCommand) -> None:
-    creds = SDK_BY_INSTANCE.get(instance.instance_name)
-    if creds is not None and creds.access_key is not None:
-        cmd.ext_fields = sign(cmd.ext_fields, cmd.body, creds.access_key, creds.secret_key)
-
-
 @pytest.fixture(scope="module")
-def sdk_acl_hook() -> Iterator[None]:
-    """Sign every request of the `acl-<row>` client instances, like Java's AclClientRPCHook."""
-    orig_init, orig_invoke, orig_oneway = (
-        ClientInstance.__init__,
-        ClientInstance.invoke,
-        ClientInstance.invoke_oneway,
-    )
+def bind_global_white() -> Iterator[None]:
+    """The global white-list row's client instance connects from 127.0.0.2 (nothing else changes)."""
+    orig_init = ClientInstance.__init__
+    source_ip = CREDS["global-white"].source_ip
+    assert source_ip is not None
 
     def init(self: ClientInstance, config: ClientConfig, key: tuple[int, str, str]) -> None:
         orig_init(self, config, key)
-        creds = SDK_BY_INSTANCE.get(self.instance_name)
-        if creds is not None and creds.source_ip is not None:
-            self.remoting = BoundRemotingClient(self.remoting, creds.source_ip)
-
-    async def invoke(self: ClientInstance, addr: str, cmd: RemotingCommand,
-                     timeout: float | None = None) -> RemotingCommand:  # fmt: skip
-        _sign_for(self, cmd)
-        return await orig_invoke(self, addr, cmd, timeout)
-
-    async def invoke_oneway(self: ClientInstance, addr: str, cmd: RemotingCommand) -> None:
-        _sign_for(self, cmd)
-        await orig_oneway(self, addr, cmd)
+        if self.instance_name == CREDS["global-white"].instance_name:
+            self.remoting = BoundRemotingClient(self.remoting, source_ip)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ClientInstance, "__init__", init)
-        mp.setattr(ClientInstance, "invoke", invoke)
-        mp.setattr(ClientInstance, "invoke_oneway", invoke_oneway)
         yield
 
 
 @contextlib.asynccontextmanager
 async def sdk_producer(cluster: EmbeddedCluster, creds: Creds) -> AsyncIterator[AsyncProducer]:
-    producer = AsyncProducer(f"PG_{creds.name}", cluster.namesrv_addr, instance_name=creds.instance_name)
+    producer = AsyncProducer(
+        f"PG_{creds.name}", cluster.namesrv_addr, instance_name=creds.instance_name,
+        access_key=creds.access_key, secret_key=creds.secret_key,
+    )  # fmt: skip
     await producer.start()
     try:
         yield producer
@@ -389,8 +373,9 @@ async def sdk_producer(cluster: EmbeddedCluster, creds: Creds) -> AsyncIterator[
 @contextlib.asynccontextmanager
 async def sdk_puller(cluster: EmbeddedCluster, creds: Creds, group: str) -> AsyncIterator[AsyncPullConsumer]:
     consumer = AsyncPullConsumer(
-        group, cluster.namesrv_addr, instance_name=creds.instance_name, heartbeat=False, auto_commit=False
-    )
+        group, cluster.namesrv_addr, instance_name=creds.instance_name,
+        access_key=creds.access_key, secret_key=creds.secret_key, heartbeat=False, auto_commit=False,
+    )  # fmt: skip
     await consumer.start()
     try:
         yield consumer
@@ -441,8 +426,8 @@ class AclCluster:
 
 
 @pytest.fixture(scope="module")
-def acl_cluster(tmp_path_factory: pytest.TempPathFactory, sdk_acl_hook: None) -> Iterator[AclCluster]:
-    del sdk_acl_hook
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory, bind_global_white: None) -> Iterator[AclCluster]:
+    del bind_global_white
     root = tmp_path_factory.mktemp("acl_matrix")
     acl_file = root / "plain_acl.yml"
     acl_file.write_text(ACL_YML, encoding="utf-8")
@@ -527,9 +512,11 @@ def test_sdk_admin_matrix(acl_cluster: AclCluster, creds_name: str, op: str, out
         body = json.dumps(SubscriptionGroupConfig(name).to_json_obj()).encode()
 
     async def scenario() -> RemotingCommand:
-        instance = await ClientInstance.acquire(
-            ClientConfig(cluster.namesrv_addr, instance_name=creds.instance_name)
-        )
+        config = ClientConfig(
+            cluster.namesrv_addr, instance_name=creds.instance_name,
+            access_key=creds.access_key, secret_key=creds.secret_key,
+        )  # fmt: skip
+        instance = await ClientInstance.acquire(config)
         try:
             return await instance.invoke(cluster.broker_addr, instance.command(code, ext, body))
         finally:

@@ -19,10 +19,17 @@ Quick start::
     consumer.register_message_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
     consumer.start()
 
+Against a broker with ACL (`aclEnable=true`) give every client the account's keys, which it signs
+each request with (Java's `AclClientRPCHook`); a refusal raises `NoPermissionError` (code 16)::
+
+    Producer("pg", "127.0.0.1:9876", access_key="RocketMQ", secret_key="12345678")
+    PushConsumer("cg", "127.0.0.1:9876", access_key="RocketMQ", secret_key="12345678")
+
 Errors are `ClientError`s (a `rocketlite.errors.RocketliteError`) carrying `response_code` and
 `retriable`; `for_code(code, remark)` maps a response code to its class.
 """
 
+from rocketlite.client.config import ClientConfig
 from rocketlite.client.consume_service import (
     ConsumeConcurrentlyContext,
     ConsumeOrderlyContext,
@@ -51,7 +58,6 @@ from rocketlite.client.errors import (
     TopicNotExistError,
     for_code,
 )
-from rocketlite.client.instance import ClientConfig
 from rocketlite.client.message import (
     Message,
     MessageExt,

@@ -25,8 +25,9 @@ from collections.abc import Iterable
 from typing import Final
 
 from rocketlite.client.api import BrokerApi, PullSysFlag, build_subscription, read_offset_from_broker
+from rocketlite.client.config import ClientConfig, make_config
 from rocketlite.client.errors import ClientError, ClientStateError, NoRouteError
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
@@ -51,18 +52,20 @@ class AsyncPullConsumer:
         *,
         config: ClientConfig | None = None,
         instance_name: str = "DEFAULT",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
         pull_batch_size: int = 32,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         auto_commit: bool = True,
         heartbeat: bool = True,
         pull_timeout: float = 10.0,
     ) -> None:
-        if config is None:
-            if not namesrv_addr:
-                raise ClientStateError("namesrv_addr is required")
-            config = ClientConfig(namesrv_addr, instance_name=instance_name)
         self.group = group
-        self.config = config
+        self.config = make_config(
+            namesrv_addr, config, instance_name=instance_name,
+            access_key=access_key, secret_key=secret_key, security_token=security_token,
+        )  # fmt: skip
         self.pull_batch_size = pull_batch_size
         self.consume_from_where = consume_from_where
         self.auto_commit = auto_commit

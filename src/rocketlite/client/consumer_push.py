@@ -29,6 +29,7 @@ from typing import Final
 
 from rocketlite.client._aio import acquire_within, wait_event
 from rocketlite.client.api import BrokerApi, PullSysFlag, build_subscription
+from rocketlite.client.config import ClientConfig, make_config
 from rocketlite.client.consume_service import (
     ConcurrentConsumeService,
     ConcurrentListener,
@@ -36,7 +37,7 @@ from rocketlite.client.consume_service import (
     OrderlyListener,
 )
 from rocketlite.client.errors import ClientError, ClientStateError
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import Message, MessageExt, MessageQueue, PullStatus
 from rocketlite.client.offset_store import (
     LocalFileOffsetStore,
@@ -88,6 +89,9 @@ class AsyncPushConsumer:
         *,
         config: ClientConfig | None = None,
         instance_name: str = "DEFAULT",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: int | None = None,
@@ -105,12 +109,11 @@ class AsyncPushConsumer:
         await_termination: float = 10.0,
         queue_listener: QueueListener | None = None,
     ) -> None:
-        if config is None:
-            if not namesrv_addr:
-                raise ClientStateError("namesrv_addr is required")
-            config = ClientConfig(namesrv_addr, instance_name=instance_name)
         self.group = group
-        self.config = config
+        self.config = make_config(
+            namesrv_addr, config, instance_name=instance_name,
+            access_key=access_key, secret_key=secret_key, security_token=security_token,
+        )  # fmt: skip
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp = (

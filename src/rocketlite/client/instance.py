@@ -16,8 +16,10 @@ list and instance name) and lives while some producer or consumer holds it. Its 
 
 Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
 the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP.
-Every request goes through `invoke`, which turns timeouts and broken connections into
-`RemotingTimeoutError` / `RemotingConnectError` so callers only ever see `ClientError`s.
+Every request goes through `invoke` / `invoke_oneway`, which turn timeouts and broken connections
+into `RemotingTimeoutError` / `RemotingConnectError` so callers only ever see `ClientError`s, and
+sign it (every request, name servers ignore it) when the config has ACL keys, like Java's
+`AclClientRPCHook`. The keys belong to the shared instance: other keys need another instance name.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 import socket
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
 from rocketlite.client._aio import wait_event
+from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import (
     ClientError,
     ClientStateError,
@@ -58,33 +60,22 @@ from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, next_opaque, not_supported
 from rocketlite.store.message_record import decode_records
 
+__all__ = [
+    "CLIENT_INNER_PRODUCER_GROUP",
+    "MASTER_ID",
+    "ClientConfig",  # defined in rocketlite.client.config, imported from here too
+    "ClientInstance",
+    "ConsumerMember",
+    "ProducerMember",
+    "local_ip",
+    "replace_opaque",
+]
+
 log = logging.getLogger("rocketlite.client.instance")
 
 MASTER_ID = 0
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 CLIENT_LANGUAGE = "PYTHON"
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConfig:
-    """Settings of the shared instance (the first client to create it decides; Java's `ClientConfig`)."""
-
-    namesrv_addr: str
-    instance_name: str = "DEFAULT"
-    client_ip: str | None = None
-    request_timeout: float = 3.0
-    poll_name_server_interval: float = 30.0
-    heartbeat_broker_interval: float = 30.0
-    persist_consumer_offset_interval: float = 5.0
-    rebalance_interval: float = 20.0
-    unit_name: str | None = None
-
-    @property
-    def namesrv_addrs(self) -> list[str]:
-        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
-
-    def resolved_instance_name(self) -> str:
-        return str(os.getpid()) if self.instance_name == "DEFAULT" else self.instance_name
 
 
 def local_ip() -> str:
@@ -137,6 +128,7 @@ class ClientInstance:
         if config.unit_name:
             self.client_id += f"@{config.unit_name}"
         self.uniq_ids = UniqIdGenerator(self.ip)
+        self.credentials = config.credentials
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
@@ -171,6 +163,12 @@ class ClientInstance:
         if inst is None or inst._closing or inst.loop is not loop:
             inst = cls(config, key)
             cls._instances[key] = inst
+        elif inst.credentials != config.credentials:
+            held = inst.credentials.access_key if inst.credentials else None
+            raise ClientStateError(
+                f"client instance {inst.client_id} already signs with access key {held!r}; "
+                "clients with other ACL keys need another instance_name"
+            )
         inst._refs += 1
         inst._start()
         return inst
@@ -290,10 +288,15 @@ class ClientInstance:
     ) -> RemotingCommand:
         return make_request(code, ext, body, remark=remark, language=CLIENT_LANGUAGE)
 
+    def sign(self, cmd: RemotingCommand) -> RemotingCommand:
+        """Add AccessKey / Signature (/ SecurityToken) when the config has ACL keys."""
+        return cmd if self.credentials is None else self.credentials.sign_request(cmd)
+
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
-        """Request/response with transport failures mapped to `RemotingError`s."""
+        """Request/response (signed, see `sign`) with transport failures mapped to `RemotingError`s."""
         if self.closed:
             raise ClientStateError(f"client {self.client_id} is shut down")
+        self.sign(cmd)
         limit = self.config.request_timeout if timeout is None else timeout
         try:
             conn = await self.remoting.connection(addr)
@@ -306,6 +309,7 @@ class ClientInstance:
             raise RemotingConnectError(f"request code {cmd.code} to {addr} failed: {exc}") from exc
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        self.sign(cmd)
         try:
             await self.remoting.invoke_oneway(addr, cmd)
         except TimeoutError as exc:

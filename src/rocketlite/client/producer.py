@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
+from rocketlite.client.config import ClientConfig, make_config
 from rocketlite.client.errors import (
     ClientError,
     ClientStateError,
@@ -33,7 +34,7 @@ from rocketlite.client.errors import (
     RemotingTimeoutError,
     for_code,
 )
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import Message, MessageQueue, SendResult, SendStatus
 from rocketlite.client.route import TopicPublishInfo
 from rocketlite.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
@@ -126,7 +127,10 @@ def check_topic(topic: str) -> None:
 
 
 class AsyncProducer:
-    """An asyncio producer; `start()` before sending, `close()` after (or `async with`)."""
+    """An asyncio producer; `start()` before sending, `close()` after (or `async with`).
+
+    `access_key` / `secret_key` (/ `security_token`): sign requests for a broker with ACL.
+    """
 
     def __init__(
         self,
@@ -135,6 +139,9 @@ class AsyncProducer:
         *,
         config: ClientConfig | None = None,
         instance_name: str = "DEFAULT",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
         send_timeout: float = 3.0,
         retry_times_when_send_failed: int = 2,
         retry_times_when_send_async_failed: int = 2,
@@ -145,12 +152,11 @@ class AsyncProducer:
         create_topic_key: str = DEFAULT_TOPIC,
         retry_backoff: float = 0.05,
     ) -> None:
-        if config is None:
-            if not namesrv_addr:
-                raise ClientStateError("namesrv_addr is required")
-            config = ClientConfig(namesrv_addr, instance_name=instance_name)
         self.group = group
-        self.config = config
+        self.config = make_config(
+            namesrv_addr, config, instance_name=instance_name,
+            access_key=access_key, secret_key=secret_key, security_token=security_token,
+        )  # fmt: skip
         self.send_timeout = send_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed

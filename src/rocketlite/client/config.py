@@ -1,0 +1,83 @@
+"""`ClientConfig`: the settings of a shared `ClientInstance` (Java's `ClientConfig`), ACL keys included.
+
+`access_key` / `secret_key` (and an optional `security_token`) are Java's `SessionCredentials`
+handed to an `AclClientRPCHook`: when set, the instance signs every request it sends (see
+`rocketlite.protocol.acl_signature`), so a broker with `aclEnable=true` lets it through. The
+secret is left out of the repr. Producers and consumers take the same keys as keyword arguments
+(`AsyncProducer("pg", ns, access_key=..., secret_key=...)`), which `make_config` turns into a
+config.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from rocketlite.client.errors import ClientStateError
+from rocketlite.protocol.acl_signature import SessionCredentials
+
+__all__ = ["ClientConfig", "make_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Settings of the shared instance (the first client to create it decides; Java's `ClientConfig`)."""
+
+    namesrv_addr: str
+    instance_name: str = "DEFAULT"
+    client_ip: str | None = None
+    request_timeout: float = 3.0
+    poll_name_server_interval: float = 30.0
+    heartbeat_broker_interval: float = 30.0
+    persist_consumer_offset_interval: float = 5.0
+    rebalance_interval: float = 20.0
+    unit_name: str | None = None
+    # Plain ACL (AclClientRPCHook + SessionCredentials): sign every request with these keys.
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.access_key is None) != (self.secret_key is None):
+            raise ClientStateError("access_key and secret_key must be given together")
+        if self.security_token is not None and self.access_key is None:
+            raise ClientStateError("security_token needs access_key and secret_key")
+
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """The ACL keys requests are signed with, or None (requests go unsigned)."""
+        if self.access_key is None or self.secret_key is None:
+            return None
+        return SessionCredentials(self.access_key, self.secret_key, self.security_token)
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def resolved_instance_name(self) -> str:
+        return str(os.getpid()) if self.instance_name == "DEFAULT" else self.instance_name
+
+
+def make_config(
+    namesrv_addr: str | None,
+    config: ClientConfig | None,
+    *,
+    instance_name: str = "DEFAULT",
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    security_token: str | None = None,
+) -> ClientConfig:
+    """A producer's or consumer's `ClientConfig`: `config`, else one built from the arguments."""
+    if config is not None:
+        if access_key is not None or secret_key is not None or security_token is not None:
+            raise ClientStateError("pass the ACL keys in config= or as access_key=/secret_key=, not both")
+        return config
+    if not namesrv_addr:
+        raise ClientStateError("namesrv_addr is required")
+    return ClientConfig(
+        namesrv_addr,
+        instance_name=instance_name,
+        access_key=access_key,
+        secret_key=secret_key,
+        security_token=security_token,
+    )
