@@ -4,7 +4,9 @@ The verbs and flags are those of RocketMQ 4.x `mqadmin` (`tools/.../command/*Sub
 scripts and habits carry over: `-n` name server (or env NAMESRV_ADDR), `-t` topic, `-g` group,
 `-b`/`-c` broker address / cluster, and each verb's own letters. Boolean options take a value
 (`-o true`), as in mqadmin. Every verb also takes `--json` (the data as JSON on stdout, for
-scripts) and `--timeout` (seconds per request).
+scripts), `--timeout` (seconds per request) and `--access-key AK --secret-key SK` (the ACL keys
+requests are signed with; without them, `accessKey` / `secretKey` of
+`$ROCKETMQ_HOME/conf/tools.yml` as mqadmin reads them, see `credentials`).
 
 This module only parses and dispatches: the operations live in `topics`, `groups`, `cluster`,
 `messages` and `transfer` (async functions over `AdminClient`, returning JSON-able data), and
@@ -29,6 +31,7 @@ from typing import Any
 
 from rocketlite.admin import cluster, groups, messages, render, topics, transfer
 from rocketlite.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, split_addresses
+from rocketlite.admin.credentials import resolve_credentials
 from rocketlite.admin.output import Output, ProgressReporter
 
 Run = Callable[[AdminClient, argparse.Namespace], Awaitable[dict[str, Any]]]
@@ -394,9 +397,12 @@ VERBS: tuple[Verb, ...] = (
 def run_verb(verb: Verb, args: argparse.Namespace) -> int:
     """Run one verb on a fresh event loop; print JSON or tables. Errors propagate to `main`."""
     reporter = ProgressReporter(enabled=not args.json and sys.stderr.isatty())
+    credentials = resolve_credentials(args.access_key, args.secret_key)
 
     async def go() -> dict[str, Any]:
-        async with AdminClient(args.namesrv, timeout=args.timeout, reporter=reporter) as admin:
+        async with AdminClient(
+            args.namesrv, timeout=args.timeout, reporter=reporter, credentials=credentials
+        ) as admin:
             return await verb.run(admin, args)
 
     data = asyncio.run(go())
@@ -420,6 +426,11 @@ def _common_options() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds per request (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    keys = "default: accessKey/secretKey of $ROCKETMQ_HOME/conf/tools.yml"
+    common.add_argument("--access-key", dest="access_key", metavar="AK", help=f"ACL access key ({keys})")
+    common.add_argument(
+        "--secret-key", dest="secret_key", metavar="SK", help="ACL secret key (with --access-key)"
     )
     return common
 

@@ -11,7 +11,10 @@ verbs never see transport details:
   `AdminError` that names the address and the role ("cannot reach name server 127.0.0.1:9876:
   connection refused"), instead of a bare errno;
 - `-n "a:9876;b:9876"` lists several name servers; reads go to the first that answers (mqadmin
-  picks one too), writes that every name server must see (`deleteTopic`) go to all.
+  picks one too), writes that every name server must see (`deleteTopic`) go to all;
+- with `credentials` (ACL keys, see `rocketlite.admin.credentials`) every request is signed, as
+  mqadmin's `AclClientRPCHook` does; a broker's NO_PERMISSION (16) becomes
+  `AdminError("NO_PERMISSION: <remark> (code 16)")`, with a hint about the keys when none were given.
 
 It is not a client SDK: there is no heartbeat, no route cache and no retry, because an admin
 command is one short conversation.
@@ -28,6 +31,7 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 from rocketlite.errors import RocketliteError
+from rocketlite.protocol.acl_signature import SessionCredentials
 from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
@@ -37,14 +41,18 @@ from rocketlite.protocol.queue_bodies import TopicList
 MASTER_ID: Final = 0
 DEFAULT_TIMEOUT_S: Final = 5.0
 ROUTE_WAIT_S: Final = 3.0  # how long updateTopic waits for the name server to show the new route
+NO_KEYS_HINT: Final = (
+    "the broker checks ACL: pass --access-key and --secret-key, "
+    "or set accessKey and secretKey in $ROCKETMQ_HOME/conf/tools.yml"
+)
 
 
 class AdminError(RocketliteError):
     """A verb failed; `response_code` is the server's code when a server refused."""
 
-    def __init__(self, message: str, response_code: int | None = None) -> None:
+    def __init__(self, message: str, response_code: int | None = None, *, hint: str | None = None) -> None:
         text = message if response_code is None else f"{message} (code {response_code})"
-        super().__init__(text)
+        super().__init__(text if hint is None else f"{text}; {hint}")
         self.response_code = response_code
 
 
@@ -104,10 +112,17 @@ def code_name(code: int) -> str:
         return f"request {code}"
 
 
-def check_response(response: RemotingCommand, ok: Collection[int], what: str) -> RemotingCommand:
-    if response.code not in ok:
-        raise AdminError(response.remark or f"{what} failed", response.code)
-    return response
+def check_response(
+    response: RemotingCommand, ok: Collection[int], what: str, *, signed: bool = False
+) -> RemotingCommand:
+    """`response`, or an AdminError with its remark and code (`signed`: the request carried keys)."""
+    if response.code in ok:
+        return response
+    message = response.remark or f"{what} failed"
+    if response.code == ResponseCode.NO_PERMISSION:
+        hint = None if signed else NO_KEYS_HINT
+        raise AdminError(f"NO_PERMISSION: {message}", response.code, hint=hint)
+    raise AdminError(message, response.code)
 
 
 class AdminClient:
@@ -119,6 +134,7 @@ class AdminClient:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         reporter: Reporter | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         from rocketlite.remoting.client import RemotingClient  # noqa: PLC0415 - keeps --help fast
 
@@ -126,6 +142,7 @@ class AdminClient:
         if not self.namesrv_addrs:
             raise AdminError("no name server address given (-n host:port)")
         self.timeout = timeout
+        self.credentials = credentials
         self.reporter: Reporter = reporter or NullReporter()
         self.remoting = RemotingClient(connect_timeout=timeout)
         self._cluster_info: ClusterInfo | None = None
@@ -170,9 +187,13 @@ class AdminClient:
         *,
         role: str = "broker",
     ) -> RemotingCommand:
-        """One request; transport failures become an AdminError naming `role` and `addr`."""
+        """One request (signed with `credentials`, if any); transport failures become an AdminError
+        naming `role` and `addr`."""
+        cmd = make_request(code, ext, body)
+        if self.credentials is not None:
+            self.credentials.sign_request(cmd)
         try:
-            return await self.remoting.invoke(addr, make_request(code, ext, body), self.timeout)
+            return await self.remoting.invoke(addr, cmd, self.timeout)
         except (OSError, TimeoutError, ValueError) as exc:
             raise self._transport_error(addr, role, exc) from exc
 
@@ -188,7 +209,7 @@ class AdminClient:
     ) -> RemotingCommand:
         """`request`, and an AdminError with the server's remark and code unless the code is in `ok`."""
         response = await self.request(addr, code, ext, body, role=role)
-        return check_response(response, ok, code_name(code))
+        return check_response(response, ok, code_name(code), signed=self.credentials is not None)
 
     async def namesrv_call(
         self,
@@ -206,7 +227,7 @@ class AdminClient:
             except AdminError as exc:
                 failures.append(str(exc))
                 continue
-            return check_response(response, ok, code_name(code))
+            return check_response(response, ok, code_name(code), signed=self.credentials is not None)
         raise AdminError("; ".join(failures))
 
     async def each_namesrv(
