@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from rocketlite.client.errors import ClientStateError
 from rocketlite.protocol.acl_signature import SessionCredentials
 
-__all__ = ["ClientConfig", "make_config"]
+__all__ = ["ClientConfig", "ClientOptions", "make_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +59,22 @@ class ClientConfig:
         return str(os.getpid()) if self.instance_name == "DEFAULT" else self.instance_name
 
 
+class ClientOptions(TypedDict, total=False):
+    """The config keywords every producer and consumer takes (`**options: Unpack[ClientOptions]`).
+
+    Spelled out once here rather than in each client's signature; `make_config` gives the defaults.
+    """
+
+    config: ClientConfig | None
+    instance_name: str
+    access_key: str | None
+    secret_key: str | None
+    security_token: str | None
+
+
 def make_config(
     namesrv_addr: str | None,
-    config: ClientConfig | None,
+    config: ClientConfig | None = None,
     *,
     instance_name: str = "DEFAULT",
     access_key: str | None = None,

@@ -22,20 +22,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Unpack
 
 from rocketlite.client.api import BrokerApi, PullSysFlag, build_subscription, read_offset_from_broker
-from rocketlite.client.config import ClientConfig, make_config
+from rocketlite.client.config import ClientOptions
 from rocketlite.client.errors import ClientError, ClientStateError, NoRouteError
 from rocketlite.client.instance import ClientInstance
+from rocketlite.client.lifecycle import AsyncConsumerBase
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, PullStatus
-from rocketlite.protocol.bodies import (
-    ConsumeFromWhere,
-    ConsumerData,
-    ConsumeType,
-    MessageModel,
-    SubscriptionData,
-)
+from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 
 log = logging.getLogger("rocketlite.client.pull_consumer")
 
@@ -44,36 +39,30 @@ __all__ = ["AsyncPullConsumer"]
 LITE_FLAGS: Final = PullSysFlag.SUBSCRIPTION | PullSysFlag.LITE_PULL
 
 
-class AsyncPullConsumer:
+class AsyncPullConsumer(AsyncConsumerBase):
+    kind = "pull consumer"
+    consume_type = ConsumeType.CONSUME_ACTIVELY
+    message_model = MessageModel.CLUSTERING
+
     def __init__(
         self,
         group: str,
         namesrv_addr: str | None = None,
         *,
-        config: ClientConfig | None = None,
-        instance_name: str = "DEFAULT",
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        security_token: str | None = None,
         pull_batch_size: int = 32,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         auto_commit: bool = True,
         heartbeat: bool = True,
         pull_timeout: float = 10.0,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self.group = group
-        self.config = make_config(
-            namesrv_addr, config, instance_name=instance_name,
-            access_key=access_key, secret_key=secret_key, security_token=security_token,
-        )  # fmt: skip
+        super().__init__(group, namesrv_addr, **options)
         self.pull_batch_size = pull_batch_size
         self.consume_from_where = consume_from_where
         self.auto_commit = auto_commit
         self.heartbeat = heartbeat
         self.pull_timeout = pull_timeout
-        self._instance: ClientInstance | None = None
         self._api: BrokerApi | None = None
-        self._subs: dict[str, SubscriptionData] = {}
         self._assigned: list[MessageQueue] = []
         self._positions: dict[MessageQueue, int] = {}
         self._committed: dict[MessageQueue, int] = {}
@@ -83,13 +72,7 @@ class AsyncPullConsumer:
     async def start(self) -> None:
         if self._instance is not None:
             return
-        instance = await ClientInstance.acquire(self.config)
-        if self.heartbeat:
-            try:
-                instance.register_consumer(self)
-            except ClientError:
-                await instance.release()
-                raise
+        instance = await self._acquire_instance()
         self._instance = instance
         self._api = BrokerApi(instance)
 
@@ -99,23 +82,16 @@ class AsyncPullConsumer:
             return
         if self.auto_commit:
             await self.commit()
-        if self.heartbeat:
-            await instance.unregister_consumer(self.group)
         self._instance = None
-        await instance.release()
+        await self._release_instance(instance)
 
-    async def __aenter__(self) -> AsyncPullConsumer:
-        await self.start()
-        return self
+    def _register(self, instance: ClientInstance) -> None:
+        if self.heartbeat:  # without one the group stays unknown to the instance and the brokers
+            super()._register(instance)
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError(f"pull consumer {self.group} is not started")
-        return self._instance
+    async def _unregister(self, instance: ClientInstance) -> None:
+        if self.heartbeat:
+            await super()._unregister(instance)
 
     @property
     def api(self) -> BrokerApi:
@@ -124,18 +100,6 @@ class AsyncPullConsumer:
         return self._api
 
     # -- ClientInstance member protocol -----------------------------------------------------
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(
-            group_name=self.group,
-            consume_type=ConsumeType.CONSUME_ACTIVELY,
-            message_model=MessageModel.CLUSTERING,
-            consume_from_where=self.consume_from_where,
-            subscription_data_set=tuple(self._subs[t] for t in sorted(self._subs)),
-        )
-
-    def subscribed_topics(self) -> list[str]:
-        return list(self._subs)
-
     async def do_rebalance(self) -> bool:
         return True
 

@@ -25,11 +25,11 @@ import concurrent.futures
 import logging
 import time
 from pathlib import Path
-from typing import Final
+from typing import Final, Unpack
 
 from rocketlite.client._aio import acquire_within, wait_event
 from rocketlite.client.api import BrokerApi, PullSysFlag, build_subscription
-from rocketlite.client.config import ClientConfig, make_config
+from rocketlite.client.config import ClientOptions
 from rocketlite.client.consume_service import (
     ConcurrentConsumeService,
     ConcurrentListener,
@@ -37,7 +37,7 @@ from rocketlite.client.consume_service import (
     OrderlyListener,
 )
 from rocketlite.client.errors import ClientError, ClientStateError
-from rocketlite.client.instance import ClientInstance
+from rocketlite.client.lifecycle import AsyncConsumerBase
 from rocketlite.client.message import Message, MessageExt, MessageQueue, PullStatus
 from rocketlite.client.offset_store import (
     LocalFileOffsetStore,
@@ -50,7 +50,6 @@ from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalan
 from rocketlite.message import MessageConst
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
-    ConsumerData,
     ConsumeType,
     MessageModel,
     SubscriptionData,
@@ -75,23 +74,21 @@ LAST_OFFSET_KINDS: Final = frozenset(
 )
 
 
-class AsyncPushConsumer:
+class AsyncPushConsumer(AsyncConsumerBase):
     """Subscribe, register one listener, `start()`; `close()` when done (or `async with`).
 
     `max_reconsume_times=None` leaves the limit to the broker's subscription-group setting
     (`retryMaxTimes`, 16 by default); Java always sends 16, which hides the group setting.
+    `config=` / `instance_name=` / the ACL keys: see `ClientOptions`.
     """
+
+    consume_type = ConsumeType.CONSUME_PASSIVELY
 
     def __init__(
         self,
         group: str,
         namesrv_addr: str | None = None,
         *,
-        config: ClientConfig | None = None,
-        instance_name: str = "DEFAULT",
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        security_token: str | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp: int | None = None,
@@ -108,12 +105,9 @@ class AsyncPushConsumer:
         post_subscription_when_pull: bool = False,
         await_termination: float = 10.0,
         queue_listener: QueueListener | None = None,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self.group = group
-        self.config = make_config(
-            namesrv_addr, config, instance_name=instance_name,
-            access_key=access_key, secret_key=secret_key, security_token=security_token,
-        )  # fmt: skip
+        super().__init__(group, namesrv_addr, **options)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp = (
@@ -134,10 +128,8 @@ class AsyncPushConsumer:
         self.post_subscription_when_pull = post_subscription_when_pull
         self.await_termination = await_termination
         self.queue_listener = queue_listener
-        self._subs: dict[str, SubscriptionData] = {}
         self._concurrent: ConcurrentListener | None = None
         self._orderly: OrderlyListener | None = None
-        self._instance: ClientInstance | None = None
         self._service: ConcurrentConsumeService | OrderlyConsumeService | None = None
         self._rebalancer: Rebalancer | None = None
         self._lock_task: asyncio.Task[None] | None = None
@@ -190,12 +182,6 @@ class AsyncPushConsumer:
     def retry_topic(self) -> str:
         return RETRY_PREFIX + self.group
 
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError(f"consumer {self.group} is not started")
-        return self._instance
-
     def assigned_queues(self) -> list[MessageQueue]:
         return self._rebalancer.assigned() if self._rebalancer else []
 
@@ -209,12 +195,7 @@ class AsyncPushConsumer:
             raise ClientStateError("subscribe to a topic before start()")
         if self.message_model is MessageModel.CLUSTERING:
             self._subs[self.retry_topic] = build_subscription(self.retry_topic, "*", int(time.time() * 1000))
-        instance = await ClientInstance.acquire(self.config)
-        try:
-            instance.register_consumer(self)
-        except ClientError:
-            await instance.release()
-            raise
+        instance = await self._acquire_instance()
         self._instance = instance
         self.api = BrokerApi(instance)
         if self.message_model is MessageModel.BROADCASTING:
@@ -274,32 +255,13 @@ class AsyncPushConsumer:
         for pq in rebalancer.process_queues.values():
             pq.dropped = True
         rebalancer.process_queues.clear()
-        await instance.unregister_consumer(self.group)
+        await self._unregister(instance)
         self.executor.shutdown(wait=False, cancel_futures=True)
         self._instance = None
         await instance.release()
         log.info("push consumer %s closed", self.group)
 
-    async def __aenter__(self) -> AsyncPushConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     # -- ClientInstance member protocol -----------------------------------------------------
-    def consumer_data(self) -> ConsumerData:
-        return ConsumerData(
-            group_name=self.group,
-            consume_type=ConsumeType.CONSUME_PASSIVELY,
-            message_model=self.message_model,
-            consume_from_where=self.consume_from_where,
-            subscription_data_set=tuple(self._subs[t] for t in sorted(self._subs)),
-        )
-
-    def subscribed_topics(self) -> list[str]:
-        return list(self._subs)
-
     def subscriptions(self) -> dict[str, SubscriptionData]:
         return dict(self._subs)
 

@@ -23,9 +23,9 @@ import re
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, Unpack
 
-from rocketlite.client.config import ClientConfig, make_config
+from rocketlite.client.config import ClientOptions
 from rocketlite.client.errors import (
     ClientError,
     ClientStateError,
@@ -35,6 +35,7 @@ from rocketlite.client.errors import (
     for_code,
 )
 from rocketlite.client.instance import ClientInstance
+from rocketlite.client.lifecycle import AsyncClientBase
 from rocketlite.client.message import Message, MessageQueue, SendResult, SendStatus
 from rocketlite.client.route import TopicPublishInfo
 from rocketlite.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
@@ -126,22 +127,20 @@ def check_topic(topic: str) -> None:
         raise MessageIllegalError(f"sending message to topic[{topic}] is forbidden")
 
 
-class AsyncProducer:
+class AsyncProducer(AsyncClientBase):
     """An asyncio producer; `start()` before sending, `close()` after (or `async with`).
 
-    `access_key` / `secret_key` (/ `security_token`): sign requests for a broker with ACL.
+    `config=`, or `instance_name=` and `access_key` / `secret_key` (/ `security_token`) to sign
+    requests for a broker with ACL: see `ClientOptions`.
     """
+
+    kind = "producer"
 
     def __init__(
         self,
         group: str = "DEFAULT_PRODUCER",
         namesrv_addr: str | None = None,
         *,
-        config: ClientConfig | None = None,
-        instance_name: str = "DEFAULT",
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        security_token: str | None = None,
         send_timeout: float = 3.0,
         retry_times_when_send_failed: int = 2,
         retry_times_when_send_async_failed: int = 2,
@@ -151,12 +150,9 @@ class AsyncProducer:
         default_topic_queue_nums: int = 4,
         create_topic_key: str = DEFAULT_TOPIC,
         retry_backoff: float = 0.05,
+        **options: Unpack[ClientOptions],
     ) -> None:
-        self.group = group
-        self.config = make_config(
-            namesrv_addr, config, instance_name=instance_name,
-            access_key=access_key, secret_key=secret_key, security_token=security_token,
-        )  # fmt: skip
+        super().__init__(group, namesrv_addr, **options)
         self.send_timeout = send_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
@@ -166,7 +162,6 @@ class AsyncProducer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
         self.retry_backoff = retry_backoff
-        self._instance: ClientInstance | None = None
         self._topics: set[str] = set()
         self._index: dict[str, int] = {}
         self._pending: set[asyncio.Task[Any]] = set()
@@ -175,12 +170,7 @@ class AsyncProducer:
     async def start(self) -> None:
         if self._instance is not None:
             return
-        instance = await ClientInstance.acquire(self.config)
-        try:
-            instance.register_producer(self)
-        except ClientError:
-            await instance.release()
-            raise
+        instance = await self._acquire_instance()
         self._instance = instance
         await instance.send_heartbeat_to_all()
 
@@ -190,21 +180,13 @@ class AsyncProducer:
             return
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
+        await self._release_instance(instance)
+
+    def _register(self, instance: ClientInstance) -> None:
+        instance.register_producer(self)
+
+    async def _unregister(self, instance: ClientInstance) -> None:
         await instance.unregister_producer(self.group)
-        await instance.release()
-
-    async def __aenter__(self) -> AsyncProducer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError(f"producer {self.group} is not started")
-        return self._instance
 
     @property
     def client_id(self) -> str:
