@@ -387,13 +387,16 @@ async def pull_queue(
 
 
 async def query_key(client: RemotingClient, addr: str, key: str) -> list[str]:
+    """Bodies of the messages with `key`. The index is by hash of topic#key, so the answer can hold
+    other keys with the same hash: they are dropped here, as RocketMQ's client does."""
     ext = QueryMessageRequestHeader(
         topic=TOPIC, key=key, max_num=32, begin_timestamp=0, end_timestamp=int(time.time() * 1000) + 60_000
     ).to_ext()
     r = await client.invoke(addr, make_request(RequestCode.QUERY_MESSAGE, ext), timeout=10.0)
     if r.code != ResponseCode.SUCCESS:
         return []
-    return [rec.body.decode() for rec in decode_records(r.body or b"")]
+    records = decode_records(r.body or b"")
+    return [rec.body.decode() for rec in records if key in (rec.get_property("KEYS") or "").split(" ")]
 
 
 def index_keys(queue_id: int, entries: list[tuple[int, str]], found: dict[str, tuple[int, int]]) -> None:
