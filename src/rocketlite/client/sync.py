@@ -17,22 +17,26 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
 
 from rocketlite.client.consumer_pull import AsyncPullConsumer
 from rocketlite.client.consumer_push import AsyncPushConsumer
 from rocketlite.client.errors import ClientStateError
-from rocketlite.client.message import Message, MessageExt, MessageQueue, PullResult, SendResult
+from rocketlite.client.lifecycle import AsyncClientBase
+from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.producer import AsyncProducer, MessageQueueSelector, SendCallback
-from rocketlite.client.transaction import AsyncTransactionProducer, TransactionSendResult
+from rocketlite.client.transaction import AsyncTransactionProducer
 from rocketlite.runtime import LoopThread
 
 __all__ = ["Producer", "PullConsumer", "PushConsumer", "TransactionProducer", "shared_loop"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+A = TypeVar("A", bound=AsyncClientBase)
 
 _lock = threading.Lock()
 _runner: LoopThread | None = None
@@ -83,10 +87,52 @@ def _on_loop(fn: Callable[..., T], *args: Any) -> T:
     return _run(call())
 
 
-class _Blocking:
-    """start/close and context management over an async client with those coroutines."""
+def _blocking(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[_Blocking[Any], P], T]:
+    """A blocking method running the wrapped client's coroutine method of the same name on the loop.
 
-    _async: Any
+    Most blocking methods only forward their arguments; declaring them as `send =
+    _blocking(AsyncProducer.send)` keeps one signature (and docstring) per method instead of a
+    copy to keep in step. The method is looked up on the wrapped client, so overrides apply.
+    """
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: _Blocking[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        bound: Callable[P, Coroutine[Any, Any, T]] = getattr(self._async, name)
+        return _run(bound(*args, **kwargs))
+
+    return call
+
+
+def _blocking_plain(method: Callable[Concatenate[Any, P], T]) -> Callable[Concatenate[_Blocking[Any], P], T]:
+    """`_blocking` for a plain (not coroutine) method: called on the loop thread via `_on_loop`."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: _Blocking[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        bound: Callable[P, T] = getattr(self._async, name)
+        return _on_loop(lambda: bound(*args, **kwargs))
+
+    return call
+
+
+class _Blocking(Generic[A]):
+    """A blocking client over its async twin `_client`, made with the same arguments.
+
+    Gives start/close/shutdown, context management and `group`; the rest is `_blocking(...)`.
+    """
+
+    _client: type[A]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        shared_loop()
+        self._async: A = self._client(*args, **kwargs)
+
+    @property
+    def group(self) -> str:
+        return self._async.group
 
     def start(self) -> None:
         _run(self._async.start())
@@ -98,7 +144,7 @@ class _Blocking:
         """Java's name for `close`."""
         self.close()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -106,32 +152,15 @@ class _Blocking:
         self.close()
 
 
-class Producer(_Blocking):
+class Producer(_Blocking[AsyncProducer]):
     """Blocking `AsyncProducer`; takes the same arguments."""
 
-    def __init__(
-        self, group: str = "DEFAULT_PRODUCER", namesrv_addr: str | None = None, **kwargs: Any
-    ) -> None:
-        shared_loop()
-        self._async: AsyncProducer = self._make(group, namesrv_addr, **kwargs)
+    _client: type[AsyncProducer] = AsyncProducer
 
-    def _make(self, group: str, namesrv_addr: str | None, **kwargs: Any) -> AsyncProducer:
-        return AsyncProducer(group, namesrv_addr, **kwargs)
-
-    @property
-    def group(self) -> str:
-        return self._async.group
-
-    def send(
-        self,
-        msg: Message,
-        *,
-        queue: MessageQueue | None = None,
-        selector: MessageQueueSelector | None = None,
-        arg: Any = None,
-        timeout: float | None = None,
-    ) -> SendResult:
-        return _run(self._async.send(msg, queue=queue, selector=selector, arg=arg, timeout=timeout))
+    send = _blocking(AsyncProducer.send)
+    send_oneway = _blocking(AsyncProducer.send_oneway)
+    send_batch = _blocking(AsyncProducer.send_batch)
+    fetch_publish_queues = _blocking(AsyncProducer.fetch_publish_queues)
 
     def send_async(
         self,
@@ -159,55 +188,24 @@ class Producer(_Blocking):
             future.add_done_callback(done)
         return future
 
-    def send_oneway(
-        self,
-        msg: Message,
-        *,
-        queue: MessageQueue | None = None,
-        selector: MessageQueueSelector | None = None,
-        arg: Any = None,
-    ) -> None:
-        _run(self._async.send_oneway(msg, queue=queue, selector=selector, arg=arg))
-
-    def send_batch(
-        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout: float | None = None
-    ) -> list[SendResult]:
-        return _run(self._async.send_batch(msgs, queue=queue, timeout=timeout))
-
-    def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
-        return _run(self._async.fetch_publish_queues(topic))
-
 
 class TransactionProducer(Producer):
     """Blocking `AsyncTransactionProducer` (`listener=` is required)."""
 
+    _client = AsyncTransactionProducer
     _async: AsyncTransactionProducer
 
-    def _make(self, group: str, namesrv_addr: str | None, **kwargs: Any) -> AsyncTransactionProducer:
-        return AsyncTransactionProducer(group, namesrv_addr, **kwargs)
-
-    def send_message_in_transaction(
-        self, msg: Message, arg: Any = None, *, timeout: float | None = None
-    ) -> TransactionSendResult:
-        return _run(self._async.send_message_in_transaction(msg, arg, timeout=timeout))
+    send_message_in_transaction = _blocking(AsyncTransactionProducer.send_message_in_transaction)
 
 
-class PushConsumer(_Blocking):
+class PushConsumer(_Blocking[AsyncPushConsumer]):
     """Blocking `AsyncPushConsumer`; listeners are plain functions run in its thread pool."""
 
-    def __init__(self, group: str, namesrv_addr: str | None = None, **kwargs: Any) -> None:
-        shared_loop()
-        self._async: AsyncPushConsumer = AsyncPushConsumer(group, namesrv_addr, **kwargs)
+    _client = AsyncPushConsumer
 
-    @property
-    def group(self) -> str:
-        return self._async.group
-
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        _on_loop(self._async.subscribe, topic, expression)
-
-    def unsubscribe(self, topic: str) -> None:
-        _on_loop(self._async.unsubscribe, topic)
+    subscribe = _blocking_plain(AsyncPushConsumer.subscribe)
+    unsubscribe = _blocking_plain(AsyncPushConsumer.unsubscribe)
+    assigned_queues = _blocking_plain(AsyncPushConsumer.assigned_queues)
 
     def register_message_listener(self, listener: Any) -> None:
         self._async.register_message_listener(listener)
@@ -215,75 +213,30 @@ class PushConsumer(_Blocking):
     def register_message_listener_orderly(self, listener: Any) -> None:
         self._async.register_message_listener_orderly(listener)
 
-    def assigned_queues(self) -> list[MessageQueue]:
-        return _on_loop(self._async.assigned_queues)
 
-
-class PullConsumer(_Blocking):
+class PullConsumer(_Blocking[AsyncPullConsumer]):
     """Blocking `AsyncPullConsumer`."""
 
-    def __init__(self, group: str, namesrv_addr: str | None = None, **kwargs: Any) -> None:
-        shared_loop()
-        self._async: AsyncPullConsumer = AsyncPullConsumer(group, namesrv_addr, **kwargs)
+    _client = AsyncPullConsumer
 
-    @property
-    def group(self) -> str:
-        return self._async.group
-
-    def fetch_queues(self, topic: str) -> list[MessageQueue]:
-        return _run(self._async.fetch_queues(topic))
-
-    def fetch(
-        self,
-        queue: MessageQueue,
-        offset: int,
-        max_nums: int = 32,
-        *,
-        expression: str = "*",
-        suspend_timeout: float = 0.0,
-    ) -> PullResult:
-        return _run(
-            self._async.fetch(queue, offset, max_nums, expression=expression, suspend_timeout=suspend_timeout)
-        )
-
-    def get_max_offset(self, queue: MessageQueue) -> int:
-        return _run(self._async.get_max_offset(queue))
-
-    def get_min_offset(self, queue: MessageQueue) -> int:
-        return _run(self._async.get_min_offset(queue))
-
-    def search_offset_by_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
-        return _run(self._async.search_offset_by_timestamp(queue, timestamp_ms))
-
-    def get_earliest_msg_store_time(self, queue: MessageQueue) -> int:
-        return _run(self._async.get_earliest_msg_store_time(queue))
+    fetch_queues = _blocking(AsyncPullConsumer.fetch_queues)
+    fetch = _blocking(AsyncPullConsumer.fetch)
+    get_max_offset = _blocking(AsyncPullConsumer.get_max_offset)
+    get_min_offset = _blocking(AsyncPullConsumer.get_min_offset)
+    search_offset_by_timestamp = _blocking(AsyncPullConsumer.search_offset_by_timestamp)
+    get_earliest_msg_store_time = _blocking(AsyncPullConsumer.get_earliest_msg_store_time)
+    assignment = _blocking_plain(AsyncPullConsumer.assignment)
+    position = _blocking_plain(AsyncPullConsumer.position)
+    seek = _blocking_plain(AsyncPullConsumer.seek)
+    seek_to_begin = _blocking(AsyncPullConsumer.seek_to_begin)
+    seek_to_end = _blocking(AsyncPullConsumer.seek_to_end)
+    seek_by_timestamp = _blocking(AsyncPullConsumer.seek_by_timestamp)
+    committed = _blocking(AsyncPullConsumer.committed)
+    poll = _blocking(AsyncPullConsumer.poll)
 
     def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
-        _on_loop(self._async.assign, list(queues), expression)
-
-    def assignment(self) -> list[MessageQueue]:
-        return _on_loop(self._async.assignment)
-
-    def position(self, queue: MessageQueue) -> int | None:
-        return _on_loop(self._async.position, queue)
-
-    def seek(self, queue: MessageQueue, offset: int) -> None:
-        _on_loop(self._async.seek, queue, offset)
-
-    def seek_to_begin(self, queue: MessageQueue) -> None:
-        _run(self._async.seek_to_begin(queue))
-
-    def seek_to_end(self, queue: MessageQueue) -> None:
-        _run(self._async.seek_to_end(queue))
-
-    def seek_by_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> None:
-        _run(self._async.seek_by_timestamp(queue, timestamp_ms))
-
-    def committed(self, queue: MessageQueue) -> int:
-        return _run(self._async.committed(queue))
-
-    def poll(self, timeout: float = 5.0) -> list[MessageExt]:
-        return _run(self._async.poll(timeout))
+        _on_loop(self._async.assign, list(queues), expression)  # an iterator is read here, not there
 
     def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """The current positions (or `offsets`) as the group's next offsets; waits for the brokers."""
         _run(self._async.commit(offsets))
