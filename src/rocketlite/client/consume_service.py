@@ -116,6 +116,27 @@ def _mark_start(msgs: list[MessageExt]) -> None:
         m.properties[MessageConst.CONSUME_START_TIME] = now
 
 
+async def _listen(
+    who: str,
+    listener: Callable[..., Any],
+    c: ConsumerCore,
+    msgs: list[MessageExt],
+    ctx: ConsumeConcurrentlyContext | ConsumeOrderlyContext,
+) -> Any:
+    """A batch through the user's listener, the same way for both services.
+
+    Retried messages show their original topic, CONSUME_START_TIME is stamped, and an exception
+    is logged and becomes None (no verdict), which each service maps to its own failure status.
+    """
+    c.reset_retry_topic(msgs)
+    _mark_start(msgs)
+    try:
+        return await call_listener(listener, msgs, ctx, c.executor)
+    except Exception:
+        log.exception("%s of %s failed on %d message(s) of %s", who, c.group, len(msgs), ctx.queue)
+        return None
+
+
 class _TaskSet:
     def __init__(self) -> None:
         self.tasks: set[asyncio.Task[None]] = set()
@@ -159,14 +180,8 @@ class ConcurrentConsumeService:
             if pq.dropped:
                 return
             c = self.consumer
-            c.reset_retry_topic(msgs)
-            _mark_start(msgs)
             ctx = ConsumeConcurrentlyContext(mq)
-            try:
-                status = await call_listener(self.listener, msgs, ctx, c.executor)
-            except Exception:
-                log.exception("listener of %s failed on %d message(s) of %s", c.group, len(msgs), mq)
-                status = None
+            status = await _listen("listener", self.listener, c, msgs, ctx)
             if not isinstance(status, ConsumeStatus):
                 if status is not None:
                     log.warning("listener of %s returned %r; treating it as RECONSUME_LATER", c.group, status)
@@ -264,14 +279,8 @@ class OrderlyConsumeService:
     async def _consume_batch(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> float:
         """Consume one batch; the pause before the next one (0 = go on)."""
         c = self.consumer
-        c.reset_retry_topic(msgs)
-        _mark_start(msgs)
         ctx = ConsumeOrderlyContext(mq)
-        try:
-            status = await call_listener(self.listener, msgs, ctx, c.executor)
-        except Exception:
-            log.exception("orderly listener of %s failed on %d message(s) of %s", c.group, len(msgs), mq)
-            status = None
+        status = await _listen("orderly listener", self.listener, c, msgs, ctx)
         if not isinstance(status, ConsumeOrderlyStatus):
             status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and await self._needs_retry(msgs):
