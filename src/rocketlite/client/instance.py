@@ -31,7 +31,7 @@ import random
 import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from rocketlite.client._aio import wait_event
 from rocketlite.client.config import ClientConfig
@@ -76,6 +76,8 @@ log = logging.getLogger("rocketlite.client.instance")
 MASTER_ID = 0
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 CLIENT_LANGUAGE = "PYTHON"
+
+M = TypeVar("M")
 
 
 def local_ip() -> str:
@@ -222,20 +224,18 @@ class ClientInstance:
 
     # -- membership ------------------------------------------------------------------------
     def register_producer(self, member: ProducerMember) -> None:
-        if member.group in self.producers:
-            raise ClientStateError(
-                f"producer group {member.group!r} already exists in client {self.client_id}; "
-                "use another instance_name"
-            )
-        self.producers[member.group] = member
+        self._register("producer", self.producers, member.group, member)
 
     def register_consumer(self, member: ConsumerMember) -> None:
-        if member.group in self.consumers:
+        self._register("consumer", self.consumers, member.group, member)
+
+    def _register(self, kind: str, members: dict[str, M], group: str, member: M) -> None:
+        """One member per group and role in an instance (heartbeats carry groups, not members)."""
+        if group in members:
             raise ClientStateError(
-                f"consumer group {member.group!r} already exists in client {self.client_id}; "
-                "use another instance_name"
+                f"{kind} group {group!r} already exists in client {self.client_id}; use another instance_name"
             )
-        self.consumers[member.group] = member
+        members[group] = member
 
     async def unregister_producer(self, group: str) -> None:
         if self.producers.pop(group, None) is not None:
