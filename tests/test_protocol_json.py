@@ -334,3 +334,30 @@ def test_small_bodies_round_trip() -> None:
 def test_data_version_next() -> None:
     assert DataVersion(1, 2).next_version(9) == DataVersion(9, 3)
     assert not math.isnan(ConsumeStats().consume_tps)
+
+
+# Inputs atheris found escaping the JSON decoders with errors other than ProtocolError.
+@pytest.mark.parametrize(
+    ("header", "remark", "ext"),
+    [
+        (b'{"code":1,"opaque":1,"remark":{[1]:1}}', "{[1]:1}", {}),  # an array as a map key
+        (b'{"code":1,"opaque":1,"extFields":{"a":{[1]:1}}}', None, {"a": "{[1]:1}"}),
+    ],
+)
+def test_array_keys_are_written_back_as_arrays(
+    header: bytes, remark: str | None, ext: dict[str, str]
+) -> None:
+    from rocketlite.protocol.command import decode_json_header  # noqa: PLC0415
+
+    cmd = decode_json_header(header)
+    assert (cmd.remark, cmd.ext_fields) == (remark, ext)
+
+
+@pytest.mark.parametrize("depth", [496, 5000, 100_000])
+def test_objects_nested_in_key_position_are_refused(depth: int) -> None:
+    from rocketlite.protocol.command import decode_json_header  # noqa: PLC0415
+
+    with pytest.raises(ProtocolError, match="nesting too deep"):
+        decode_json_header(b"{" * depth)
+    with pytest.raises(ProtocolError, match="nesting too deep"):
+        fastjson.loads(b"{" * depth)

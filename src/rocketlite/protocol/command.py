@@ -299,7 +299,10 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
         try:
             obj = fastjson.loads_strict(text)
         except (ValueError, RecursionError):
-            return _decode_json_object(fastjson.loads_lenient(text))
+            try:
+                return _decode_json_object(fastjson.loads_lenient(text))
+            except (TypeError, ValueError, RecursionError) as exc:  # ProtocolError is not among them
+                raise ProtocolError(f"remoting JSON header cannot be read: {exc}") from exc
     if type(obj) is not dict:
         return _decode_json_object(obj)
     raw_ext = obj.get("extFields")

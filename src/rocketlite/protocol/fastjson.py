@@ -181,6 +181,8 @@ def _write_key(key: object, out: list[str], standard: bool, depth: int) -> None:
         _write_map(dict(key), out, standard, depth + 1)
     elif isinstance(key, JsonObject):
         _write_map(key.to_json_obj(), out, standard, depth + 1)
+    elif isinstance(key, tuple):  # an array met in key position (`loads` freezes it to a tuple)
+        _write(list(key), out, standard, depth + 1)
     else:
         raise TypeError(f"cannot write a {type(key).__name__} as a JSON map key")
 
@@ -330,6 +332,9 @@ class _Reader:
             raise self.fail(f"bad number {text[:40]!r}") from exc
 
     def key(self, depth: int) -> Hashable:
+        # Objects and arrays in key position nest through here, not through `value`: guard too.
+        if depth > MAX_DEPTH:
+            raise self.fail("JSON nesting too deep")
         ch = self.text[self.pos : self.pos + 1]
         if ch in ('"', "'"):
             return self.string(ch)
@@ -426,7 +431,10 @@ def loads(text: str | bytes | bytearray | memoryview) -> Any:
 def loads_lenient(text: str) -> Any:
     """The lenient reader alone (what `loads` falls back to)."""
     reader = _Reader(text)
-    result = reader.value(0)
+    try:
+        result = reader.value(0)
+    except RecursionError:  # MAX_DEPTH keeps well below the limit; a deep caller stack may not
+        raise reader.fail("JSON nesting too deep") from None
     if reader.skip_ws():
         raise reader.fail("trailing characters after JSON value")
     return result
