@@ -29,7 +29,13 @@ printed next to the bound "acks in the last ``flushIntervalCommitLog`` before th
 ``--write-buffer`` (transientStorePoolEnable=true) keeps appends in the process's memory until the
 commit service writes them to the file, every ``commitIntervalCommitLog`` ms: a plain kill loses
 the acks not committed yet. The committed offset is read before each kill; lost per cycle is
-printed next to "acks in the last ``commitIntervalCommitLog`` before the kill".
+printed next to "acks in the last ``commitIntervalCommitLog`` before the kill". Sends the broker
+refuses with SYSTEM_BUSY (every write buffer of ``transientStorePoolSize`` taken) are not acks;
+they are counted as ``busy=``.
+
+The flush and commit services advance one segment per round, so the windows above hold only while
+a round's writes fit in one segment: with the harness's 64 KiB segments (``--segment-bytes``) and
+thousands of acks/s the flushed offset falls behind for as long as the load lasts.
 """
 
 from __future__ import annotations
