@@ -133,6 +133,25 @@ def test_transient_store_pool_mode(open_store: StoreFactory) -> None:
     got.release()
 
 
+def test_write_buffers_after_a_restart(open_store: StoreFactory, tmp_path: Path) -> None:
+    # Reopened segments must not each hold a write buffer: the full ones would never free it, and
+    # with transientStorePoolSize of them every send would be refused as SYSTEM_BUSY for good.
+    kw = {"transient_store_pool_enable": True, "commit_interval_commit_log": 10,
+          "maped_file_size_commit_log": 4096, "transient_store_pool_size": 2}  # fmt: skip
+    store = open_store(tmp_path / "wb", **kw)
+    for i in range(60):  # ~8 segments of 4 KiB
+        assert store.put_message(mk(body=bytes([i]) * 400)).ok
+    store.shutdown()
+    again = open_store(tmp_path / "wb", **kw)
+    files = again.commit_log.queue.files
+    assert len(files) >= 5
+    assert [mf.holds_write_buffer for mf in files[:-1]] == [False] * (len(files) - 1)
+    assert not again.transient_store_pool_deficient()
+    assert again.put_message(mk(body=b"after")).ok
+    assert again.wait_dispatched()
+    assert again.get_max_offset_in_queue("T", 0) == 61
+
+
 def test_delay_and_transactions(open_store: StoreFactory) -> None:
     store = open_store()
     delayed = store.put_message(mk(tags="x", DELAY="3"))

@@ -153,7 +153,10 @@ class MappedFile:
         access = mmap.ACCESS_READ if readonly else mmap.ACCESS_WRITE
         self._mmap = mmap.mmap(self._fd, file_size, access=access)
         self._view = memoryview(self._mmap).toreadonly()  # readers never get writable slices
-        self._buffer: bytearray | None = bytearray(file_size) if write_buffer else None
+        # Write-buffer mode: a buffer exactly while the segment can still take appends. A segment
+        # opened from disk (create=False) gets one only if `set_positions` leaves room in it.
+        self._buffer_mode = write_buffer and not readonly
+        self._buffer: bytearray | None = bytearray(file_size) if self._buffer_mode and create else None
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -180,8 +183,16 @@ class MappedFile:
         return self.committed_position if self._buffer is not None else self.wrote_position
 
     def set_positions(self, position: int) -> None:
-        """After recovery: everything up to `position` is valid, written and on disk."""
+        """After recovery: everything up to `position` is valid, written and on disk.
+
+        In write-buffer mode a full segment drops its buffer (it would never be committed again,
+        and it counts against `transientStorePoolSize`) and one with room gets one."""
         self.wrote_position = self.committed_position = self.flushed_position = position
+        if self._buffer_mode:
+            if position >= self.file_size:
+                self._buffer = None
+            elif self._buffer is None:
+                self._buffer = bytearray(self.file_size)
 
     # -- writing ----------------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -257,6 +268,11 @@ class MappedFile:
             os.fdatasync(self._fd)
             self.flushed_position = target
         return self.flushed_position
+
+    def sync(self) -> None:
+        """fdatasync whatever the page cache holds of this file, whoever wrote it."""
+        if not self.closed and not self.readonly:
+            os.fdatasync(self._fd)
 
     def write_at(self, pos: int, data: bytes) -> None:
         """Overwrite bytes in place (recovery zeroing a torn tail); flushed at once."""

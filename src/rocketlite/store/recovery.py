@@ -176,6 +176,11 @@ def recover(
         _set_tail(commit_log, valid_end)
         if report.truncated_bytes:
             commit_log.queue.truncate_dirty(valid_end)
+        if abnormal:
+            # The dead process may have left appends only in the page cache; the positions now
+            # call them flushed, so make that true before anything is acknowledged on top.
+            for mf in files[start:]:
+                mf.sync()
     if cq_store.max_physic_offset() > valid_end:
         report.actions.append(f"consume queues: dropping units at or beyond offset {valid_end}")
         log.warning(report.actions[-1])
