@@ -39,10 +39,12 @@ def send_request(key: str, queue_id: int, body: bytes | None = None) -> Remoting
     return make_request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body or f"body-{key}".encode())
 
 
-async def pull_queue(client: RemotingClient, addr: str, queue_id: int) -> list[tuple[int, str]]:
-    """(queue offset, KEYS) of every message in the queue, from offset 0."""
+async def pull_queue(
+    client: RemotingClient, addr: str, queue_id: int, start: int = 0
+) -> list[tuple[int, str]]:
+    """(queue offset, KEYS) of every message in the queue from `start`, checked contiguous."""
     out: list[tuple[int, str]] = []
-    offset = 0
+    offset = start
     while True:
         ext = PullMessageRequestHeader(
             consumer_group=GROUP, topic=TOPIC, queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
@@ -51,25 +53,27 @@ async def pull_queue(client: RemotingClient, addr: str, queue_id: int) -> list[t
         ).to_ext()  # fmt: skip
         r = await client.invoke(addr, make_request(RequestCode.PULL_MESSAGE, ext), timeout=10.0)
         if r.code != ResponseCode.SUCCESS:
-            assert r.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY), (
-                r.code,
-                r.remark,
-            )
+            # Past the end: NOT_FOUND one past it, OFFSET_MOVED further (a start a cut removed).
+            ends = (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
+            assert r.code in (*ends, ResponseCode.PULL_OFFSET_MOVED), (r.code, r.remark)
             assert int(r.ext_fields.get("maxOffset", "0")) <= offset, (queue_id, offset, r.ext_fields)
             return out
         records = decode_records(r.body or b"")
         assert records, (queue_id, offset)
         for rec in records:
+            assert rec.queue_offset == start + len(out), f"queue {queue_id} offsets not contiguous"
             out.append((rec.queue_offset, rec.get_property("KEYS") or ""))
         offset = int(r.ext_fields["nextBeginOffset"])
 
 
 async def query_key(client: RemotingClient, addr: str, key: str) -> list[str]:
-    """Bodies of the messages of TOPIC indexed under `key`."""
+    """Bodies of the messages with `key`. The index is by hash of topic#key, so the answer can hold
+    other keys with the same hash: they are dropped here, as RocketMQ's client does."""
     ext = QueryMessageRequestHeader(
         topic=TOPIC, key=key, max_num=32, begin_timestamp=0, end_timestamp=int(time.time() * 1000) + 60_000
     ).to_ext()
     r = await client.invoke(addr, make_request(RequestCode.QUERY_MESSAGE, ext), timeout=10.0)
     if r.code != ResponseCode.SUCCESS:
         return []
-    return [rec.body.decode() for rec in decode_records(r.body or b"")]
+    records = decode_records(r.body or b"")
+    return [rec.body.decode() for rec in records if key in (rec.get_property("KEYS") or "").split(" ")]
