@@ -23,10 +23,12 @@ class owns no threads; flush and commit are called by services.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger("rocketlite.store.mapped_file")
@@ -65,6 +67,31 @@ def preallocate(path: Path, size: int) -> None:
 _NO_FALLOCATE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS})
 
 
+def _allocate_blocks(fd: int, size: int) -> None:
+    """Reserve disk blocks for `[0, size)` (data unchanged); a file system that cannot is let be."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in _NO_FALLOCATE:
+            raise
+
+
+@contextlib.contextmanager
+def _new_file(tmp: Path) -> Iterator[int]:
+    """A descriptor on a fresh `tmp`; if the body fails, `tmp` is removed: a half-built file on a
+    full disk would only hold the space the next attempt needs."""
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        yield fd
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+
+
 def reserve(path: Path, size: int) -> None:
     """Create `path` with `size` bytes that read as zeros, blocks reserved but not written.
 
@@ -73,20 +100,9 @@ def reserve(path: Path, size: int) -> None:
     `mapped_file.preallocate`: built under the staging name, then renamed.
     """
     tmp = staging_path(path)
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
+    with _new_file(tmp) as fd:
         os.ftruncate(fd, size)
-        if hasattr(os, "posix_fallocate"):
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except OSError as exc:
-                if exc.errno not in _NO_FALLOCATE:
-                    raise
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
+        _allocate_blocks(fd, size)
     tmp.replace(path)
 
 
@@ -95,35 +111,25 @@ def fill_holes(path: Path) -> None:
     RocketMQ itself are sparse; appending into one through the mapping on a full disk would be a
     SIGBUS, so the segment that takes appends is filled in when the store opens. On a full disk
     this only logs: the appends then fail the same way any new segment would."""
-    if not hasattr(os, "posix_fallocate"):
-        return
     st = path.stat()
     if st.st_blocks * 512 >= st.st_size:
         return  # no hole: leave the file (and its mtime) alone
     fd = os.open(path, os.O_RDWR)
     try:
-        os.posix_fallocate(fd, 0, st.st_size)
+        _allocate_blocks(fd, st.st_size)
     except OSError as exc:
-        if exc.errno not in _NO_FALLOCATE:
-            log.error("cannot reserve the blocks of %s: %s", path, exc)
+        log.error("cannot reserve the blocks of %s: %s", path, exc)
     finally:
         os.close(fd)
 
 
 def prezero(tmp: Path, size: int) -> None:
     """Write `size` zero bytes to `tmp` (the slow part of creating a segment)."""
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
+    with _new_file(tmp) as fd:
         pos = 0
         while pos < size:
             n = min(len(_ZERO_CHUNK), size - pos)
             pos += os.pwrite(fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, pos)
-    except BaseException:
-        # A half-zeroed file on a full disk would hold the space the next attempt needs.
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
 
 
 class MappedFile:
