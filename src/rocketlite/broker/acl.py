@@ -37,7 +37,6 @@ from rocketlite.errors import ConfigError
 from rocketlite.protocol.acl_signature import (
     ACCESS_KEY,
     SIGNATURE,
-    UNSIGNED_KEYS,
     calc_signature,
     signing_content,
 )
@@ -398,7 +397,7 @@ class AclValidator:
             raise AclError(f"No acl config for {access_key}")
         if account.white_remote_address.match(ip):
             return
-        content = signing_content(ext, request.body, exclude=UNSIGNED_KEYS)
+        content = signing_content(ext, request.body)
         expected = calc_signature(content, account.secret_key)
         if not hmac.compare_digest(expected.encode(), (ext.get(SIGNATURE) or "").encode()):
             raise AclError(f"Check signature failed for accessKey={access_key}")

@@ -63,7 +63,7 @@ def _java_key(key: str) -> bytes:
 
 
 def signing_content(ext: Mapping[str, str | None], body: bytes | None, *,
-                    exclude: tuple[str, ...] = (SIGNATURE,)) -> bytes:  # fmt: skip
+                    exclude: tuple[str, ...] = UNSIGNED_KEYS) -> bytes:  # fmt: skip
     """AclUtils.combineRequestContent: sorted ext values (keys left out) as UTF-8, then the body."""
     values = [
         v
@@ -90,7 +90,7 @@ def sign(ext: Mapping[str, str], body: bytes | None, access_key: str, secret_key
     out[ACCESS_KEY] = access_key
     if security_token is not None:
         out[SECURITY_TOKEN] = security_token
-    out[SIGNATURE] = calc_signature(signing_content(out, body, exclude=UNSIGNED_KEYS), secret_key)
+    out[SIGNATURE] = calc_signature(signing_content(out, body), secret_key)
     return out
 
 
