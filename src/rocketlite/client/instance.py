@@ -57,7 +57,7 @@ from rocketlite.protocol.headers import (
 )
 from rocketlite.protocol.queue_bodies import MessageQueue
 from rocketlite.remoting.client import RemotingClient
-from rocketlite.remoting.connection import Connection, RequestTable, next_opaque, not_supported
+from rocketlite.remoting.connection import Connection, RequestTable, not_supported
 from rocketlite.store.message_record import decode_records
 
 __all__ = [
@@ -300,7 +300,7 @@ class ClientInstance:
         limit = self.config.request_timeout if timeout is None else timeout
         try:
             conn = await self.remoting.connection(addr)
-            return await _request(conn, cmd, limit)
+            return await conn.request(cmd, limit)
         except TimeoutError as exc:
             raise RemotingTimeoutError(
                 f"request code {cmd.code} to {addr} timed out after {limit:.1f}s"
@@ -549,27 +549,6 @@ class ClientInstance:
             log.warning("transaction check for unknown producer group %r ignored", group)
             return
         producer.on_check_transaction(conn, header, request.body or b"")
-
-
-async def _request(conn: Connection, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-    """`Connection.request` with `asyncio.timeout` instead of `asyncio.wait_for`.
-
-    On Python 3.11 `wait_for` returns the result when a cancellation races with the response
-    (gh-86296), silently eating the cancel; the instance's background loops then kept running
-    after shutdown cancelled them. `asyncio.timeout` always delivers the cancellation.
-    """
-    if conn.closed or conn.loop is None:
-        raise ConnectionError(f"connection to {conn.remote_address} is closed")
-    if not cmd.opaque:
-        cmd.opaque = next_opaque()
-    fut: asyncio.Future[RemotingCommand] = conn.loop.create_future()
-    conn.pending[cmd.opaque] = fut
-    conn.send(cmd)
-    try:
-        async with asyncio.timeout(timeout):
-            return await fut
-    finally:
-        conn.pending.pop(cmd.opaque, None)
 
 
 def replace_opaque(cmd: RemotingCommand) -> RemotingCommand:
