@@ -44,7 +44,8 @@ def crash_config(root: Path, flush_disk_type: FlushDiskType = FlushDiskType.SYNC
         max_index_num=1500,
         flush_interval_commit_log=50,
         flush_interval_consume_queue=50,
-        disk_max_used_space_ratio=95,
+        disk_space_clean_forcibly_ratio=100,  # whatever the host's disk, nothing is deleted
+        disk_space_warning_level_ratio=100,
     )
 
 

@@ -72,6 +72,8 @@ def test_alias_key_names() -> None:
         ("deleteWhen", "25", "bad hour"),
         ("messageDelayLevel", "1x", "bad level"),
         ("diskMaxUsedSpaceRatio", "99", "10..95"),
+        ("diskSpaceWarningLevelRatio", "101", "10..100"),
+        ("diskSpaceCleanForciblyRatio", "5", "10..100"),
     ],
 )
 def test_bad_values_fail_clearly(key: str, value: str, message: str) -> None:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 from rocketlite.message import HostAddress, MessageSysFlag, make_msg_id, properties_to_string, tags_code
+from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType
+from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.message_record import MessageInner, decode_record, decode_records
+from rocketlite.store.message_store import MessageStore
 from rocketlite.store.record_scan import SCHEDULE_TOPIC
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
 from tests.conftest import REAL_STORE, StoreFactory
@@ -182,16 +187,82 @@ def test_size_and_topic_limits(open_store: StoreFactory) -> None:
     assert store.max_phy_offset == 0
 
 
-def test_disk_full_refuses_writes_keeps_reads(open_store: StoreFactory) -> None:
-    store = open_store(disk_max_used_space_ratio=10)
-    store.flags.disk_full = False
-    store.put_message(mk())  # may or may not pass before the first check
-    store.run_clean_pass()
-    assert store.flags.disk_full  # any real disk is more than 10% used
-    refused = store.put_message(mk())
-    assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "disk" in refused.remark
+def test_disk_used_ratio_is_what_df_shows(tmp_path: Path) -> None:
+    out = subprocess.run(["df", "-P", str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    pcent = int(out.splitlines()[-1].split()[4].rstrip("%"))  # df rounds up
+    assert pcent - 1 <= disk_used_ratio(tmp_path) * 100 <= pcent
+
+
+def _aged_segments(store: MessageStore, count: int) -> list[MappedFile]:
+    """Fill the store until it has `count` segments; all but the last two look 3 days old."""
+    while len(list(store.commit_log.queue)) < count:
+        store.put_message(mk(body=bytes(500)))
     assert store.wait_dispatched()
-    assert store.get_message("g", "T", 0, 0, 1).status is GetMessageStatus.FOUND
+    segments = list(store.commit_log.queue)
+    old = time.time() - 3 * 86_400
+    for mf in segments[:-2]:
+        os.utime(mf.path, (old, old))
+    return segments
+
+
+def _not_now() -> str:
+    """A `deleteWhen` hour that is not this one, so only the disk levels can trigger deletion."""
+    return str((time.localtime().tm_hour + 12) % 24)
+
+
+def _disk_at(store: MessageStore, ratio: float) -> None:
+    """The disk probe reports `ratio` used: the host's real disk stays out of the levels' tests."""
+    assert store.cleaner is not None
+    store.cleaner.disk_ratio = lambda _path: ratio
+
+
+def test_disk_levels_outside_delete_hours(open_store: StoreFactory) -> None:
+    store = open_store(delete_when=_not_now())
+    segments = _aged_segments(store, 5)
+    _disk_at(store, 0.70)  # below every level: nothing happens outside deleteWhen
+    assert store.run_clean_pass() == 0 and not store.flags.disk_full
+    _disk_at(store, 0.80)  # above diskMaxUsedSpaceRatio: expired segments go now, the rest stay
+    assert store.run_clean_pass() == len(segments) - 2
+    assert store.min_phy_offset == segments[-2].file_from_offset
+    assert store.put_message(mk()).status is PutMessageStatus.PUT_OK
+    _disk_at(store, 0.87)  # above diskSpaceCleanForciblyRatio: all but the last, expired or not
+    assert store.run_clean_pass() == 1
+    assert store.min_phy_offset == segments[-1].file_from_offset
+    assert store.put_message(mk()).status is PutMessageStatus.PUT_OK and not store.flags.disk_full
+
+
+def test_clean_forcibly_can_be_disabled(open_store: StoreFactory) -> None:
+    store = open_store(clean_file_forcibly_enable=False, delete_when=_not_now())
+    segments = _aged_segments(store, 4)
+    _disk_at(store, 0.89)
+    assert store.run_clean_pass() == len(segments) - 2  # only the expired ones
+    assert len(list(store.commit_log.queue)) == 2
+
+
+def test_disk_full_refuses_writes_keeps_reads_then_recovers(open_store: StoreFactory) -> None:
+    store = open_store(clean_file_forcibly_enable=False)
+    assert store.put_message(mk()).status is PutMessageStatus.PUT_OK
+    _disk_at(store, 0.91)  # above diskSpaceWarningLevelRatio
+    store.run_clean_pass()
+    assert store.flags.disk_full
+    refused = store.put_message(mk())
+    assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert "diskSpaceWarningLevelRatio" in refused.remark
+    assert store.wait_dispatched()
+    found = store.get_message("g", "T", 0, 0, 1)
+    assert found.status is GetMessageStatus.FOUND
+    found.release()
+    _disk_at(store, 0.50)
+    store.run_clean_pass()
+    assert not store.flags.disk_full and store.put_message(mk()).status is PutMessageStatus.PUT_OK
+
+
+def test_disk_guard_off_at_100(open_store: StoreFactory) -> None:
+    store = open_store(disk_space_warning_level_ratio=100, disk_space_clean_forcibly_ratio=100)
+    segments = _aged_segments(store, 3)
+    _disk_at(store, 1.0)  # completely full: only expired segments go, puts are still tried
+    assert store.run_clean_pass() == len(segments) - 2
+    assert not store.flags.disk_full and store.put_message(mk()).status is PutMessageStatus.PUT_OK
 
 
 def test_expired_segments_deleted(open_store: StoreFactory) -> None:

@@ -194,8 +194,9 @@ def _fill(path: Path) -> int:
 
 def test_disk_full_refuses_puts_keeps_reads_and_resumes(small_fs: Path, tmp_path: Path) -> None:
     store = small_fs / "store"
-    # The disk guard (diskMaxUsedSpaceRatio) is kept out of the way: this is about the real ENOSPC.
-    settings = {"diskMaxUsedSpaceRatio": "95", "cleanResourceInterval": "3600000"}
+    # The disk guard (diskSpaceWarningLevelRatio) is kept out of the way: this is about the real ENOSPC.
+    settings = {"diskSpaceWarningLevelRatio": "100", "diskSpaceCleanForciblyRatio": "100",
+                "cleanResourceInterval": "3600000"}  # fmt: skip
 
     async def scenario() -> None:
         broker = Broker(tmp_path, store, settings)

@@ -1,22 +1,31 @@
 """Retention and disk protection.
 
-Every `cleanResourceInterval` ms the service measures the store disk. Above
-`diskMaxUsedSpaceRatio` it marks the store not writable (puts answer SERVICE_NOT_AVAILABLE; reads
-go on) and deletes expired segments at once; otherwise it deletes commit-log segments older than
-`fileReservedTime` hours only at the `deleteWhen` hours. Consume-queue files and index files that
-point only below the commit log's new minimum offset follow.
+Every `cleanResourceInterval` ms the service measures the store disk, with RocketMQ's three
+levels (percent of the file system used, as `df` reports it):
+
+- above `diskMaxUsedSpaceRatio` (75): segments older than `fileReservedTime` hours are deleted now,
+  not only at the `deleteWhen` hours;
+- above `diskSpaceCleanForciblyRatio` (85): with `cleanFileForciblyEnable`, every segment but the
+  last is deleted, expired or not;
+- above `diskSpaceWarningLevelRatio` (90): besides, the store is marked not writable (puts answer
+  SERVICE_NOT_AVAILABLE; reads go on) until the disk drops below it again.
+
+Consume-queue files and index files that point only below the commit log's new minimum offset
+follow the commit log.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlite.clock import Clock
 from rocketlite.store.commit_log import CommitLog
+from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.flush import ServiceThread
 from rocketlite.store.index_service import IndexService
@@ -38,9 +47,35 @@ class RunningFlags:
 
 
 def disk_used_ratio(path: Path) -> float:
-    """Used fraction of the file system holding `path` (0..1)."""
-    usage = shutil.disk_usage(path)
-    return (usage.total - usage.free) / usage.total if usage.total else 0.0
+    """Used fraction of the file system holding `path` (0..1), as `df` computes Use%.
+
+    used / (used + available to us): blocks reserved for root count neither way, so the ratio
+    reaches 1.0 exactly when our writes start failing with ENOSPC. (RocketMQ divides by the total
+    instead, which never reaches 1.0 on a file system with reserved blocks.)
+    """
+    st = os.statvfs(path)
+    used = st.f_blocks - st.f_bfree
+    usable = used + st.f_bavail
+    return used / usable if usable > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DiskThresholds:
+    """The three disk levels, as fractions (see the module docstring)."""
+
+    delete_expired: float = 0.75
+    delete_forcibly: float = 0.85
+    refuse_writes: float = 0.90
+    forcibly_enabled: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: StoreConfig) -> DiskThresholds:
+        return cls(
+            delete_expired=cfg.disk_max_used_space_ratio / 100,
+            delete_forcibly=cfg.disk_space_clean_forcibly_ratio / 100,
+            refuse_writes=cfg.disk_space_warning_level_ratio / 100,
+            forcibly_enabled=cfg.clean_file_forcibly_enable,
+        )
 
 
 class CleanService(ServiceThread):
@@ -58,7 +93,8 @@ class CleanService(ServiceThread):
         interval_ms: int,
         file_reserved_hours: int,
         delete_when: str,
-        disk_max_used_ratio: int,
+        thresholds: DiskThresholds,
+        disk_ratio: Callable[[Path], float] = disk_used_ratio,
     ) -> None:
         super().__init__(interval_ms / 1000)
         self.commit_log = commit_log
@@ -69,7 +105,8 @@ class CleanService(ServiceThread):
         self.store_root = store_root
         self.file_reserved_ms = file_reserved_hours * 3_600_000
         self.delete_hours = {int(h) for h in delete_when.split(";") if h.strip()}
-        self.disk_max_used_ratio = disk_max_used_ratio / 100
+        self.thresholds = thresholds
+        self.disk_ratio = disk_ratio
         self.manual_delete_requested = False
 
     def run_once(self) -> None:
@@ -77,25 +114,30 @@ class CleanService(ServiceThread):
 
     def clean(self, *, force_hour: bool) -> int:
         """One cleaning pass; returns commit-log segments deleted."""
-        ratio = disk_used_ratio(self.store_root)
-        full = ratio > self.disk_max_used_ratio
+        ratio = self.disk_ratio(self.store_root)
+        levels = self.thresholds
+        full = ratio > levels.refuse_writes
         if full != self.flags.disk_full:
             if full:
                 log.error(
-                    "disk %.0f%% used, above diskMaxUsedSpaceRatio %.0f%%: store not writable",
+                    "disk %.0f%% used, above diskSpaceWarningLevelRatio %.0f%%: store not writable",
                     ratio * 100,
-                    self.disk_max_used_ratio * 100,
+                    levels.refuse_writes * 100,
                 )
             else:
                 log.info("disk %.0f%% used: store writable again", ratio * 100)
             self.flags.disk_full = full
+        at_once = levels.forcibly_enabled and ratio > levels.delete_forcibly
+        space_short = ratio > levels.delete_expired
         now = self.clock.now_ms()
         hour = time.localtime(now / 1000).tm_hour
-        due = force_hour or full or self.manual_delete_requested or hour in self.delete_hours
+        due = force_hour or space_short or self.manual_delete_requested or hour in self.delete_hours
         if not due:
             return 0
         self.manual_delete_requested = False
-        expire_ms = 0 if full else self.file_reserved_ms
+        if space_short:
+            log.warning("disk %.0f%% used: reclaiming space%s", ratio * 100, " at once" if at_once else "")
+        expire_ms = 0 if at_once else self.file_reserved_ms
         deleted = self.commit_log.queue.delete_expired_by_time(expire_ms, now)
         if deleted:
             min_offset = self.commit_log.min_offset

@@ -61,7 +61,10 @@ class StoreConfig:
     message_index_safe: bool = False
     file_reserved_time: int = 72
     delete_when: str = "04"
-    disk_max_used_space_ratio: int = 75
+    disk_max_used_space_ratio: int = 75  # above: delete expired segments now
+    disk_space_clean_forcibly_ratio: int = 85  # above: delete any segment but the last
+    disk_space_warning_level_ratio: int = 90  # above: refuse puts
+    clean_file_forcibly_enable: bool = True
     clean_resource_interval: int = 10_000
     transient_store_pool_enable: bool = False
     transient_store_pool_size: int = 5  # segment write buffers in use at once; more: SYSTEM_BUSY
@@ -88,6 +91,11 @@ class StoreConfig:
         require(self.transient_store_pool_size >= 2, "transientStorePoolSize must be at least 2")
         require(self.flush_interval_commit_log > 0, "flushIntervalCommitLog must be positive")
         require(10 <= self.disk_max_used_space_ratio <= 95, "diskMaxUsedSpaceRatio must be in 10..95")
+        for key, value in (
+            ("diskSpaceCleanForciblyRatio", self.disk_space_clean_forcibly_ratio),
+            ("diskSpaceWarningLevelRatio", self.disk_space_warning_level_ratio),
+        ):
+            require(10 <= value <= 100, f"{key} must be in 10..100 (100: never), got {value}")
         require(self.file_reserved_time > 0, "fileReservedTime must be positive (hours)")
         for hour in self.delete_when.split(";"):
             require(hour.strip().isdigit() and 0 <= int(hour) <= 23, f"deleteWhen: bad hour {hour!r}")

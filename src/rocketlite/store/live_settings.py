@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketlite.store.clean import CleanService
+from rocketlite.store.clean import CleanService, DiskThresholds
 from rocketlite.store.flush import CommitRealTimeService, FlushConsumeQueueService, FlushRealTimeService
 from rocketlite.store.message_store import MessageStore
 
@@ -35,6 +35,9 @@ LIVE_STORE_FIELDS: Final = frozenset(
         "file_reserved_time",
         "delete_when",
         "disk_max_used_space_ratio",
+        "disk_space_clean_forcibly_ratio",
+        "disk_space_warning_level_ratio",
+        "clean_file_forcibly_enable",
         "clean_resource_interval",
         "max_transfer_bytes_on_message_in_memory",
         "max_transfer_count_on_message_in_memory",
@@ -63,7 +66,7 @@ def apply_live_settings(store: MessageStore) -> None:
             svc.interval_s = cfg.clean_resource_interval / 1000
             svc.file_reserved_ms = cfg.file_reserved_time * 3_600_000
             svc.delete_hours = {int(h) for h in cfg.delete_when.split(";") if h.strip()}
-            svc.disk_max_used_ratio = cfg.disk_max_used_space_ratio / 100
+            svc.thresholds = DiskThresholds.from_config(cfg)
         else:
             continue
         svc.wakeup()

@@ -23,7 +23,7 @@ from rocketlite.errors import SegmentCreateError, StoreError
 from rocketlite.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
 from rocketlite.store.allocate import AllocateMappedFileService
 from rocketlite.store.checkpoint import StoreCheckpoint
-from rocketlite.store.clean import CleanService, RunningFlags
+from rocketlite.store.clean import CleanService, DiskThresholds, RunningFlags
 from rocketlite.store.commit_log import AppendResult, CommitLog
 from rocketlite.store.config import CQ_UNIT_SIZE, FlushDiskType, StoreConfig
 from rocketlite.store.consume_queue import CQ_UNIT, PADDING_SIZE, is_padding
@@ -226,7 +226,7 @@ class MessageStore:
             interval_ms=cfg.clean_resource_interval,
             file_reserved_hours=cfg.file_reserved_time,
             delete_when=cfg.delete_when,
-            disk_max_used_ratio=cfg.disk_max_used_space_ratio,
+            thresholds=DiskThresholds.from_config(cfg),
         )
         services.append(self.cleaner)
         self._services = services
@@ -284,7 +284,7 @@ class MessageStore:
         if flags.disk_full:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                remark="the disk is full (above diskMaxUsedSpaceRatio); writes are refused",
+                remark="the disk is full (above diskSpaceWarningLevelRatio); writes are refused",
             )
         if not flags.writeable:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not writeable")
