@@ -145,6 +145,27 @@ def test_end_of_file_blank_and_roll(tmp_path: Path) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("write_buffer", [False, True])
+def test_one_flush_pass_crosses_every_full_segment(tmp_path: Path, write_buffer: bool) -> None:
+    """An interval that wrote several segments flushes them all, not one per interval."""
+    log = make_log(tmp_path, transient_store_pool_enable=write_buffer)
+    for _ in range(13):  # three 1092-byte records a segment: five segments, the last with one
+        log.append(msg(body=bytes(1000)))
+    assert len(log.queue.files) == 5
+    if write_buffer:
+        assert not log.commit(4)  # whole segments are always ready; the last one's page is not
+        assert log.queue.committed_where == 4 * 4096
+        assert not log.commit(0)
+        assert log.queue.committed_where == log.queue.max_wrote_offset
+    assert not log.flush(4)
+    assert log.flushed_where == 4 * 4096  # the last segment's single page waits for least_pages
+    assert all(mf.flushed_position == 4096 for mf in log.queue.files[:4])
+    assert not log.flush(0)
+    assert log.flushed_where == log.queue.max_wrote_offset
+    assert log.flush(0)  # nothing left
+    log.close()
+
+
 def test_batch_append_is_contiguous(tmp_path: Path) -> None:
     log = make_log(tmp_path, size=8192)
     log.append(msg(body=bytes(5000)))

@@ -153,24 +153,33 @@ class MappedFileQueue:
 
     # -- flush / commit ---------------------------------------------------------------------
     def commit(self, least_pages: int = 0) -> bool:
-        """Commit the segment at `committed_where`; True when there was nothing to commit."""
-        mf = self.find_by_offset(self.committed_where, first_if_not_found=self.committed_where == 0)
-        if mf is None:
-            return True
-        where = mf.file_from_offset + mf.commit(least_pages)
-        result = where == self.committed_where
-        self.committed_where = where
-        return result
+        """Commit from `committed_where` on; True when there was nothing to commit."""
+        start = self.committed_where
+        self.committed_where = self._advance(start, lambda mf: mf.commit(least_pages))
+        return self.committed_where == start
 
     def flush(self, least_pages: int = 0) -> bool:
-        """Flush the segment at `flushed_where`; True when there was nothing to flush."""
-        mf = self.find_by_offset(self.flushed_where, first_if_not_found=self.flushed_where == 0)
-        if mf is None:
-            return True
-        where = mf.file_from_offset + mf.flush(least_pages)
-        result = where == self.flushed_where
-        self.flushed_where = where
-        return result
+        """Flush from `flushed_where` on; True when there was nothing to flush."""
+        start = self.flushed_where
+        self.flushed_where = self._advance(start, lambda mf: mf.flush(least_pages))
+        return self.flushed_where == start
+
+    def _advance(self, where: int, step: Callable[[MappedFile], int]) -> int:
+        """Apply `step` to the segment holding `where`, and on to the next while each one completes.
+
+        RocketMQ moves one segment per call, so a flush interval that wrote several segments
+        left all but the first unflushed until later intervals: the ASYNC_FLUSH loss window then
+        grew with the write rate. Whole segments are always ready (`_pages_ready`), so this
+        stops at the first segment with room, where `least_pages` decides.
+        """
+        while True:
+            mf = self.find_by_offset(where, first_if_not_found=where == 0)
+            if mf is None:
+                return where
+            reached = mf.file_from_offset + step(mf)
+            if reached == where or reached < mf.file_from_offset + self.file_size:
+                return reached
+            where = reached
 
     def flush_all_to(self, offset: int) -> None:
         """Flush until `flushed_where >= offset` (crossing segment boundaries)."""
