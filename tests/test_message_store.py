@@ -190,7 +190,8 @@ def test_size_and_topic_limits(open_store: StoreFactory) -> None:
 def test_disk_used_ratio_is_what_df_shows(tmp_path: Path) -> None:
     out = subprocess.run(["df", "-P", str(tmp_path)], capture_output=True, text=True, check=True).stdout
     pcent = int(out.splitlines()[-1].split()[4].rstrip("%"))  # df rounds up
-    assert pcent - 1 <= disk_used_ratio(tmp_path) * 100 <= pcent
+    # A point of slack either way: other processes may write between the two readings.
+    assert pcent - 2 <= disk_used_ratio(tmp_path) * 100 <= pcent + 1
 
 
 def _aged_segments(store: MessageStore, count: int) -> list[MappedFile]:
