@@ -46,8 +46,8 @@ from tests.reliability.test_fuzz import HEADER_CLASSES, SAMPLES, hold_idle_conne
 from rocketlite.errors import ProtocolError
 from rocketlite.protocol.batch import decode_batch
 from rocketlite.protocol.command import decode_json_header, decode_rocketmq_header
+from rocketlite.protocol.custom_header import HeaderFieldError
 from rocketlite.protocol.frame import FrameDecoder
-from rocketlite.protocol.headers import HeaderFieldError
 from rocketlite.store.message_record import decode_records
 
 COUNT = [0]

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketlite.protocol import custom_header as ch
 from rocketlite.protocol import fastjson
 from rocketlite.protocol import headers as h
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
@@ -68,15 +69,15 @@ def same_outcome(fast: tuple[Any, ...], generic: tuple[Any, ...]) -> None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)  # no slots: built by calling the class
-class _UnslottedHeader(h.CustomHeader):
+class _UnslottedHeader(ch.CustomHeader):
     topic: str
     queue_id: int
-    offset: h.Long | None = None
+    offset: ch.Long | None = None
     flag: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _PostInitHeader(h.CustomHeader):
+class _PostInitHeader(ch.CustomHeader):
     """A `__post_init__` must run, so the decoder may not fill the slots itself."""
 
     seen: ClassVar[list[int]] = []
@@ -88,14 +89,14 @@ class _PostInitHeader(h.CustomHeader):
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class _NoInitFieldHeader(h.CustomHeader):
+class _NoInitFieldHeader(ch.CustomHeader):
     """A field the constructor does not take: such a class is left to the generic decoder."""
 
     topic: str
     version: int = dataclasses.field(default=0, init=False)
 
 
-HEADER_CLASSES: tuple[type[h.CustomHeader], ...] = (
+HEADER_CLASSES: tuple[type[ch.CustomHeader], ...] = (
     *h.ALL_HEADERS,
     _UnslottedHeader,
     _PostInitHeader,
@@ -111,14 +112,14 @@ NUMBER_TEXTS = [
 BOOL_TEXTS = ["true", "false", "TRUE", "True", " true ", "1", "0", "", "yes", "t", "\ttrue\n"]
 
 
-def _wire_value(kind: h._Kind) -> st.SearchStrategy[Any]:
+def _wire_value(kind: ch._Kind) -> st.SearchStrategy[Any]:
     texts = st.text(max_size=12)
-    if kind is h._Kind.STR:
+    if kind is ch._Kind.STR:
         choices = texts
-    elif kind is h._Kind.BOOL:
+    elif kind is ch._Kind.BOOL:
         choices = st.sampled_from(BOOL_TEXTS) | texts
     else:
-        limit = 2**31 if kind is h._Kind.INT else 2**63
+        limit = 2**31 if kind is ch._Kind.INT else 2**63
         choices = (
             st.sampled_from(NUMBER_TEXTS)
             | st.integers(-2 * limit, 2 * limit).map(str)
@@ -130,7 +131,7 @@ def _wire_value(kind: h._Kind) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def header_ext(draw: st.DrawFn) -> tuple[type[h.CustomHeader], dict[str, Any], dict[str, str] | None]:
+def header_ext(draw: st.DrawFn) -> tuple[type[ch.CustomHeader], dict[str, Any], dict[str, str] | None]:
     cls = draw(st.sampled_from(HEADER_CLASSES))
     names: dict[str, str] | None = None
     if cls is h.SendMessageRequestHeader and draw(st.booleans()):
@@ -148,7 +149,7 @@ def header_ext(draw: st.DrawFn) -> tuple[type[h.CustomHeader], dict[str, Any], d
 @settings(max_examples=600)
 @given(header_ext())
 def test_generated_decoder_matches_the_generic_one(
-    case: tuple[type[h.CustomHeader], dict[str, Any], Any],
+    case: tuple[type[ch.CustomHeader], dict[str, Any], Any],
 ) -> None:
     cls, ext, names = case
     same_outcome(outcome(cls._decode, ext, names), outcome(cls._decode_generic, ext, names))
@@ -159,7 +160,7 @@ def test_generated_decoder_matches_the_generic_one(
 def test_every_number_spelling_decodes_like_the_generic_rule(text: str, required: bool) -> None:
     if required:
         ext = {"topic": "t", "queueId": text, "timestamp": text}
-        cls: type[h.CustomHeader] = h.SearchOffsetRequestHeader
+        cls: type[ch.CustomHeader] = h.SearchOffsetRequestHeader
     else:
         ext = {"topic": "t", "queueId": "1", "offset": text}
         cls = _UnslottedHeader
@@ -182,16 +183,16 @@ def test_send_header_codes_pick_the_spelling_and_errors_name_the_key_sent() -> N
     v2 = {"a": "g", "b": "t", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "5", "h": "0"}
     header = h.SendMessageRequestHeader.from_ext(v2, RequestCode.SEND_MESSAGE_V2)
     assert header == h.SendMessageRequestHeader._decode_generic(v2, h.SendMessageRequestHeader.V2_NAMES)
-    with pytest.raises(h.MissingHeaderFieldError, match="<producerGroup>"):
+    with pytest.raises(ch.MissingHeaderFieldError, match="<producerGroup>"):
         h.SendMessageRequestHeader.from_ext(v2, RequestCode.SEND_MESSAGE)
-    with pytest.raises(h.BadHeaderFieldError) as bad:
+    with pytest.raises(ch.BadHeaderFieldError) as bad:
         h.SendMessageRequestHeader.from_ext({**v2, "e": "x1"}, RequestCode.SEND_BATCH_MESSAGE)
     assert (bad.value.field, bad.value.value, bad.value.remark) == (
         "e",
         "x1",
         "the custom field <e> is not a valid int: 'x1'",
     )
-    with pytest.raises(h.MissingHeaderFieldError) as missing:
+    with pytest.raises(ch.MissingHeaderFieldError) as missing:
         h.SendMessageRequestHeader.from_ext({k: v for k, v in v2.items() if k != "d"}, 310)
     assert missing.value.remark == "the custom field <d> is null"
 
@@ -206,16 +207,16 @@ def test_post_init_and_unslotted_headers_are_built_by_their_constructor() -> Non
 
 
 @st.composite
-def header_instances(draw: st.DrawFn) -> h.CustomHeader:
+def header_instances(draw: st.DrawFn) -> ch.CustomHeader:
     cls = draw(st.sampled_from(HEADER_CLASSES))
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        kind = h._kind_of(get_type_hints(cls, include_extras=True)[f.name], f.name)
+        kind = ch._kind_of(get_type_hints(cls, include_extras=True)[f.name], f.name)
         value = {
-            h._Kind.STR: st.text(max_size=10),
-            h._Kind.INT: st.integers(-(2**31), 2**31 - 1),
-            h._Kind.LONG: st.integers(-(2**63), 2**63 - 1),
-            h._Kind.BOOL: st.booleans(),
+            ch._Kind.STR: st.text(max_size=10),
+            ch._Kind.INT: st.integers(-(2**31), 2**31 - 1),
+            ch._Kind.LONG: st.integers(-(2**63), 2**63 - 1),
+            ch._Kind.BOOL: st.booleans(),
         }[kind]
         if f.init:
             values[f.name] = draw(value | st.none() if f.default is None else value)
@@ -223,7 +224,7 @@ def header_instances(draw: st.DrawFn) -> h.CustomHeader:
 
 
 @given(header_instances())
-def test_generated_encoder_matches_the_generic_one(header: h.CustomHeader) -> None:
+def test_generated_encoder_matches_the_generic_one(header: ch.CustomHeader) -> None:
     assert header.to_ext() == header._encode_generic()
     assert list(header.to_ext()) == list(header._encode_generic())  # same order too
     if isinstance(header, h.SendMessageRequestHeader):

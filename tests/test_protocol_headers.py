@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketlite.errors import ProtocolError
+from rocketlite.protocol import custom_header as ch
 from rocketlite.protocol import headers as h
 from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -88,21 +89,21 @@ def test_v2_and_v1_spellings_are_selected_by_request_code() -> None:
 
 
 def test_missing_required_field_error_names_the_wire_key() -> None:
-    with pytest.raises(h.MissingHeaderFieldError) as v2_error:
+    with pytest.raises(ch.MissingHeaderFieldError) as v2_error:
         h.SendMessageRequestHeader.from_ext({"b": "t"}, RequestCode.SEND_MESSAGE_V2)
     assert v2_error.value.field == "a"
     assert v2_error.value.remark == "the custom field <a> is null"
     assert v2_error.value.code == ResponseCode.SYSTEM_ERROR
     assert isinstance(v2_error.value, ProtocolError)
-    with pytest.raises(h.MissingHeaderFieldError, match="<producerGroup>"):
+    with pytest.raises(ch.MissingHeaderFieldError, match="<producerGroup>"):
         h.SendMessageRequestHeader.from_ext({"topic": "t"})
-    with pytest.raises(h.MissingHeaderFieldError, match="<clientID>"):
+    with pytest.raises(ch.MissingHeaderFieldError, match="<clientID>"):
         h.UnregisterClientRequestHeader.from_ext(None)
 
 
 @pytest.mark.parametrize("value", ["", "abc", "1.5", " 1", "0x10", "2147483648", "-2147483649", "1_000"])
 def test_bad_int_raises(value: str) -> None:
-    with pytest.raises(h.BadHeaderFieldError) as error:
+    with pytest.raises(ch.BadHeaderFieldError) as error:
         h.GetMaxOffsetRequestHeader.from_ext({"topic": "t", "queueId": value})
     assert error.value.field == "queueId" and error.value.value == value
 
@@ -111,7 +112,7 @@ def test_long_range_and_signs() -> None:
     ext = {"topic": "t", "queueId": "+3", "timestamp": str(2**63 - 1)}
     assert h.SearchOffsetRequestHeader.from_ext(ext).timestamp == 2**63 - 1
     assert h.SearchOffsetRequestHeader.from_ext(ext).queue_id == 3
-    with pytest.raises(h.BadHeaderFieldError):
+    with pytest.raises(ch.BadHeaderFieldError):
         h.SearchOffsetRequestHeader.from_ext({**ext, "timestamp": str(2**63)})
 
 
@@ -185,7 +186,7 @@ def test_unknown_ext_keys_are_ignored() -> None:
     assert header.consumer_group == "g"
 
 
-def _value_strategy(spec: h.FieldSpec) -> st.SearchStrategy[Any]:
+def _value_strategy(spec: ch.FieldSpec) -> st.SearchStrategy[Any]:
     kinds: dict[str, st.SearchStrategy[Any]] = {
         "string": st.text(max_size=16),
         "int": st.integers(-(2**31), 2**31 - 1),
@@ -197,7 +198,7 @@ def _value_strategy(spec: h.FieldSpec) -> st.SearchStrategy[Any]:
 
 
 @st.composite
-def any_header(draw: st.DrawFn) -> h.CustomHeader:
+def any_header(draw: st.DrawFn) -> ch.CustomHeader:
     cls = draw(st.sampled_from(h.ALL_HEADERS))
     values = {spec.attr: draw(_value_strategy(spec)) for spec in cls.field_specs()}
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -208,7 +209,7 @@ def any_header(draw: st.DrawFn) -> h.CustomHeader:
 
 
 @given(any_header())
-def test_every_header_round_trips(header: h.CustomHeader) -> None:
+def test_every_header_round_trips(header: ch.CustomHeader) -> None:
     ext = header.to_ext()
     assert all(isinstance(v, str) for v in ext.values())
     assert type(header).from_ext(ext) == header

@@ -47,8 +47,9 @@ from rocketlite.protocol.command import (
     decode_rocketmq_header,
     make_request,
 )
+from rocketlite.protocol.custom_header import CustomHeader, HeaderFieldError
 from rocketlite.protocol.frame import FrameDecoder, encode_command
-from rocketlite.protocol.headers import CustomHeader, HeaderFieldError, SendMessageRequestHeader
+from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.store.message_record import MessageInner, decode_records, encode_record
 from tests.broker_harness import BrokerUnderTest, broker_under_test, run
 

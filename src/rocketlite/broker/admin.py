@@ -40,9 +40,9 @@ from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import TopicConfig, expect_obj
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.custom_header import CustomHeader
 from rocketlite.protocol.headers import (
     CreateTopicRequestHeader,
-    CustomHeader,
     DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,

@@ -46,10 +46,10 @@ from rocketlite.protocol.bodies import (
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.custom_header import MissingHeaderFieldError
 from rocketlite.protocol.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
-    MissingHeaderFieldError,
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )

@@ -49,7 +49,7 @@ from rocketlite.errors import ConfigError, RocketliteError
 from rocketlite.protocol.bodies import DataVersion
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.headers import CustomHeader
+from rocketlite.protocol.custom_header import CustomHeader
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.live_settings import LIVE_STORE_FIELDS, apply_live_settings
