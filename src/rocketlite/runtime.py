@@ -1,10 +1,12 @@
-"""Running rocketlite's asyncio servers: the event loop choice (uvloop when installed) and a
-background-thread runner for synchronous callers (embedded clusters, tests, the Spark source)."""
+"""Running rocketlite's asyncio servers: the event loop choice (uvloop when installed), stopping
+background tasks, and a background-thread runner for synchronous callers (embedded clusters,
+tests, the Spark source)."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 from collections.abc import Coroutine
@@ -23,6 +25,20 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         return uvloop.new_event_loop()
     except ImportError:
         return asyncio.new_event_loop()
+
+
+async def cancel_tasks(*tasks: asyncio.Task[Any] | None) -> None:
+    """Cancel the tasks (None entries skipped) and wait until each has ended.
+
+    All are cancelled before the first is awaited, so none runs on while another winds down; their
+    CancelledError stays here, any other exception they end with is raised.
+    """
+    live = [t for t in tasks if t is not None]
+    for task in live:
+        task.cancel()
+    for task in live:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 class LoopThread:

@@ -57,6 +57,7 @@ from rocketlite.protocol.queue_bodies import (
     TopicStatsTable,
 )
 from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.runtime import cancel_tasks
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.config_file import ConsumerOffsetTable
 from rocketlite.store.message_store import MessageStore
@@ -178,10 +179,7 @@ class RuntimeStatsSampler:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(task)
 
 
 def _runtime_text(ms: int) -> str:

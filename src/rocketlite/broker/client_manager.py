@@ -20,7 +20,6 @@ group or a retry topic triggers.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -55,6 +54,7 @@ from rocketlite.protocol.headers import (
 )
 from rocketlite.protocol.queue_bodies import ConsumerListBody
 from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.runtime import cancel_tasks
 
 log = logging.getLogger("rocketlite.broker.client")
 
@@ -483,10 +483,7 @@ class ClientManager:
 
     async def close(self) -> None:
         task, self._scan_task = self._scan_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(task)
 
 
 def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:

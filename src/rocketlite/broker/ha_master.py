@@ -30,6 +30,7 @@ import time
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.ha_protocol import HEADER, REFUSED_OFFSET, REPORT, transfer_start
+from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 
@@ -92,9 +93,7 @@ class HAConnection:
             if not self.closed:
                 log.warning("HA: slave %s: %s", self.peer, exc)
         finally:
-            reads.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reads
+            await cancel_tasks(reads)
 
     async def _read_reports(self) -> None:
         housekeeping = self.service.config.ha_housekeeping_interval / 1000
@@ -187,11 +186,7 @@ class HAMasterService:
             self._server.close()
         for conn in list(self.connections):
             conn.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(*self._tasks)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)

@@ -21,7 +21,6 @@ can still be pulled from the slave. The next round replaces it with the master's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +34,7 @@ from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSeri
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
 from rocketlite.remoting.client import RemotingClient
+from rocketlite.runtime import cancel_tasks
 from rocketlite.store.config_file import ConsumerOffsetTable, DelayOffsetTable, write_atomically
 
 log = logging.getLogger("rocketlite.broker.ha")
@@ -73,10 +73,7 @@ class SlaveSynchronize:
         self._task = asyncio.create_task(self._loop(), name="broker-slave-sync")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_tasks(self._task)
 
     async def _loop(self) -> None:
         while True:

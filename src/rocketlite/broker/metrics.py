@@ -30,6 +30,7 @@ from typing import Final
 
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.remoting.connection import RequestTable
+from rocketlite.runtime import cancel_tasks
 from rocketlite.store.clean import disk_used_ratio
 
 log = logging.getLogger("rocketlite.broker.metrics")
@@ -230,10 +231,7 @@ class MetricsServer:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(task)
         server, self._server = self._server, None
         if server is not None:
             server.close()

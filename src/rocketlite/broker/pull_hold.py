@@ -31,6 +31,7 @@ from typing import Protocol
 
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.remoting.connection import Connection
+from rocketlite.runtime import cancel_tasks
 
 log = logging.getLogger("rocketlite.broker.pull_hold")
 
@@ -193,10 +194,7 @@ class PullRequestHoldService:
         """Stop checking and answer every held pull whose connection is still open."""
         self.closed = True
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(task)
         for pulls in list(self.holds.values()):
             for held in list(pulls):
                 if self._unpark(held) and not held.conn.closed:

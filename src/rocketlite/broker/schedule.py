@@ -41,6 +41,7 @@ from rocketlite.message import (
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.runtime import cancel_tasks
 from rocketlite.store.config_file import DelayOffsetTable
 from rocketlite.store.consume_queue import is_padding
 from rocketlite.store.message_record import MessageInner, RecordFormatError, StoredRecord, decode_record
@@ -288,11 +289,7 @@ class ScheduleMessageService:
 
     async def close(self) -> None:
         self._closed = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(*self._tasks)
         self._tasks = []
         with contextlib.suppress(ValueError):
             self.store.dispatcher.listeners.remove(self._on_arrival)

@@ -31,7 +31,6 @@ never passes an op whose half is still at or above the half cursor, so a restart
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -56,6 +55,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.runtime import cancel_tasks
 from rocketlite.store.config_file import ConsumerOffsetTable
 from rocketlite.store.consume_queue import Unit, is_padding
 from rocketlite.store.message_record import (
@@ -437,10 +437,7 @@ class TransactionalMessageService:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_tasks(task)
 
 
 def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
