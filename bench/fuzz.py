@@ -6,7 +6,7 @@
 
 atheris is optional (``pip install -e '.[fuzz]'``); without it ``--engine atheris`` falls back to
 random. Only the decoder modules (`DECODER_MODULES`: ``rocketlite.protocol.*`` and
-``rocketlite.store.message_record``, ~700 functions) are instrumented for coverage feedback; the
+``rocketlite.protocol.record``, ~700 functions) are instrumented for coverage feedback; the
 stdlib and the rest of rocketlite run uninstrumented. (``atheris.instrument_all()`` patches every
 loaded function, ~11,000 with the stdlib, spends ~40 s doing it, and its cov/ft figures then count
 json/re/enum edges as well as ours.) libFuzzer starts from `SAMPLES` (valid frames, one seed per
@@ -43,12 +43,12 @@ from typing import Any
 from tests.broker_harness import broker_under_test
 from tests.reliability.test_fuzz import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
 
-from rocketlite.errors import ProtocolError
 from rocketlite.protocol.batch import decode_batch
 from rocketlite.protocol.command import decode_json_header, decode_rocketmq_header
 from rocketlite.protocol.custom_header import HeaderFieldError
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame import FrameDecoder
-from rocketlite.store.message_record import decode_records
+from rocketlite.protocol.record import decode_records
 
 COUNT = [0]
 
@@ -115,7 +115,7 @@ def one_input(raw: bytes) -> None:
     TARGETS[selector % len(TARGETS)](raw[1:], selector // len(TARGETS))
 
 
-DECODER_MODULES = ("rocketlite.protocol", "rocketlite.store.message_record")
+DECODER_MODULES = ("rocketlite.protocol", "rocketlite.protocol.record")
 
 
 def _is_decoder_module(name: str) -> bool:

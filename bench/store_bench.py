@@ -59,10 +59,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocketlite.message import HostAddress, properties_to_string
+from rocketlite.protocol.message import HostAddress, properties_to_string
+from rocketlite.protocol.record import MessageInner, encode_record
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.mapped_file import prezero, segment_name, staging_path
-from rocketlite.store.message_record import MessageInner, encode_record
 from rocketlite.store.message_store import MessageStore, PendingPut
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ import random
 import sys
 from pathlib import Path
 
-from rocketlite.message import HostAddress, properties_to_string
+from rocketlite.protocol.message import HostAddress, properties_to_string
+from rocketlite.protocol.record import MessageInner
 from rocketlite.store.config import FlushDiskType, StoreConfig
-from rocketlite.store.message_record import MessageInner
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 

@@ -19,15 +19,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.queue_bodies import KVTable
+from rocketlite.protocol.record import StoredRecord, decode_records
 from rocketlite.remoting.client import RemotingClient
-from rocketlite.store.message_record import StoredRecord, decode_records
 
 SEGMENT = 256 * 1024  # small commit-log segments: every test rolls a few
-PULL_SUBSCRIPTION_FLAG = 0x4
 
 
 def free_port() -> int:
@@ -200,7 +199,7 @@ class Raw:
         while True:
             ext = PullMessageRequestHeader(
                 consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset,
-                max_msg_nums=32, sys_flag=PULL_SUBSCRIPTION_FLAG, commit_offset=0,
+                max_msg_nums=32, sys_flag=PullSysFlag.SUBSCRIPTION, commit_offset=0,
                 suspend_timeout_millis=0, subscription="*", sub_version=0,
             ).to_ext()  # fmt: skip
             r = await self.call(addr, RequestCode.PULL_MESSAGE, ext)

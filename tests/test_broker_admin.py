@@ -12,7 +12,6 @@ from pathlib import Path
 
 from rocketlite.broker.admin import RuntimeStatsSampler, human_bytes
 from rocketlite.clock import ManualClock
-from rocketlite.message import HostAddress
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import (
     ConsumerData,
@@ -28,10 +27,11 @@ from rocketlite.protocol.headers import (
     GetConsumeStatsRequestHeader,
     RegisterBrokerRequestHeader,
 )
+from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.queue_bodies import ConsumeStats, KVTable, MessageQueue, TopicList, TopicStatsTable
+from rocketlite.protocol.record import MessageInner
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.remoting.server import RemotingServer
-from rocketlite.store.message_record import MessageInner
 from tests.broker_harness import BrokerUnderTest, broker_under_test, run
 from tests.conftest import StoreFactory
 

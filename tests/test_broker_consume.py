@@ -15,15 +15,15 @@ from pathlib import Path
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.lock import RebalanceLockManager
 from rocketlite.broker.pull import PullMessageProcessor
-from rocketlite.message import java_string_hash
 from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import PullMessageRequestHeader
+from rocketlite.protocol.message import java_string_hash
 from rocketlite.protocol.queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from rocketlite.protocol.record import decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable
-from rocketlite.store.message_record import decode_records
 from tests.broker_harness import BrokerUnderTest, broker_under_test, run
 
 PULL_FIELDS = {"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}

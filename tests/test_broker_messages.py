@@ -19,7 +19,6 @@ from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
-from rocketlite.message import parse_msg_id, string_to_properties
 from rocketlite.protocol.bodies import HeartbeatData, ProducerData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
@@ -28,10 +27,11 @@ from rocketlite.protocol.headers import (
     QueryMessageRequestHeader,
     SendMessageRequestHeader,
 )
+from rocketlite.protocol.message import parse_msg_id, string_to_properties
+from rocketlite.protocol.record import StoredRecord, decode_record, decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.config import FlushDiskType
-from rocketlite.store.message_record import StoredRecord, decode_record, decode_records
 from rocketlite.store.message_store import MessageStore
 from tests.broker_harness import BrokerUnderTest, broker_under_test, run
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketlite.message import parse_msg_id
 from rocketlite.protocol.batch import BatchEntry, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.headers import SendMessageRequestHeader
-from rocketlite.store.message_record import decode_record
+from rocketlite.protocol.message import parse_msg_id
+from rocketlite.protocol.record import decode_record
 from tests.broker_harness import broker_under_test, run
 
 

@@ -27,7 +27,7 @@ from rocketlite.client import (
     select_by_hash,
 )
 from rocketlite.embedded import EmbeddedCluster
-from rocketlite.message import MessageConst
+from rocketlite.protocol.message import MessageConst
 from tests.test_client_support import Collector, cluster, read_queues, run, unique, wait_messages
 
 __all__ = ["cluster"]  # the module-scoped fixture, imported for pytest

@@ -39,9 +39,9 @@ from rocketlite.client import (
 )
 from rocketlite.client.message import UniqIdGenerator
 from rocketlite.embedded import EmbeddedCluster
-from rocketlite.errors import RocketliteError
-from rocketlite.message import MessageConst, MessageSysFlag, parse_msg_id
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id
 from tests.test_client_support import cluster, read_queues, run, unique, wait_messages, wait_route
 
 __all__ = ["cluster"]  # the module-scoped fixture, imported for pytest

@@ -9,18 +9,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.clock import ManualClock
-from rocketlite.message import HostAddress, MessageSysFlag, make_msg_id
-from rocketlite.store.commit_log import CommitLog
-from rocketlite.store.config import StoreConfig
-from rocketlite.store.mapped_file import MappedFile, preallocate, segment_name, staging_path
-from rocketlite.store.mapped_file_queue import MappedFileQueue
-from rocketlite.store.message_record import (
+from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
+from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     SIZE_MAGIC,
     MessageInner,
     decode_record,
     encode_record,
 )
+from rocketlite.store.commit_log import CommitLog
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.mapped_file import MappedFile, preallocate, segment_name, staging_path
+from rocketlite.store.mapped_file_queue import MappedFileQueue
 from rocketlite.store.record_scan import ScanKind, scan_record
 from rocketlite.store.status import AppendMessageStatus
 

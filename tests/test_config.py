@@ -14,7 +14,7 @@ from rocketlite.config import (
     parse_properties,
     warn_unknown_keys,
 )
-from rocketlite.errors import ConfigError
+from rocketlite.protocol.errors import ConfigError
 from rocketlite.store.config import FlushDiskType, StoreConfig, parse_delay_levels
 
 BROKER_CONF = """\

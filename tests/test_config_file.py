@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.store.config_file import (
+from rocketlite.atomic_file import write_atomically
+from rocketlite.broker.state_files import (
     ConsumerOffsetTable,
     DelayOffsetTable,
     consumer_filter_file,
     subscription_group_file,
     topics_file,
-    write_atomically,
 )
 
 

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.message import HostAddress, properties_to_string, tags_code
-from rocketlite.store.consume_queue import is_padding
-from rocketlite.store.inspect import verify_store
-from rocketlite.store.message_record import (
+from rocketlite.protocol.consume_queue_unit import is_padding
+from rocketlite.protocol.message import HostAddress, properties_to_string, tags_code
+from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     SIZE_MAGIC,
     MessageInner,
@@ -32,6 +31,7 @@ from rocketlite.store.message_record import (
     encode_record,
     layout_for,
 )
+from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.recovery import RecoveryReport
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus

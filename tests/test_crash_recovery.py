@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.message import tags_code
+from rocketlite.protocol.consume_queue_unit import is_padding
+from rocketlite.protocol.message import tags_code
+from rocketlite.protocol.record import decode_record
 from rocketlite.store.config import FlushDiskType, StoreConfig
-from rocketlite.store.consume_queue import is_padding
 from rocketlite.store.inspect import verify_store
-from rocketlite.store.message_record import decode_record
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
 from tests.crash_child import QUEUES, TOPIC, body_for, crash_config, make_message

@@ -20,7 +20,7 @@ from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.headers import GetRouteInfoRequestHeader
-from rocketlite.store.message_record import decode_record
+from rocketlite.protocol.record import decode_record
 from tests.broker_harness import run
 from tests.ha_harness import Cluster, Proc, Raw, cluster, log_bytes, msg_offset, segments
 

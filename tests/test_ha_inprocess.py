@@ -15,14 +15,14 @@ from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.ha_protocol import HEADER, REPORT, transfer_start, whole_records
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.clock import SYSTEM_CLOCK
-from rocketlite.errors import ProtocolError
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader
+from rocketlite.protocol.record import BLANK_MAGIC_CODE, SIZE_MAGIC
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.flush import FlushRealTimeService
-from rocketlite.store.message_record import BLANK_MAGIC_CODE, SIZE_MAGIC
 from tests.broker_harness import BrokerUnderTest, broker_under_test, run
 from tests.conftest import StoreFactory
 
@@ -149,8 +149,8 @@ def test_diverged_slave_is_refused_and_stops_serving(tmp_path: Path, other_body_
 
 
 def test_transfer_start_and_whole_records(open_store: StoreFactory, tmp_path: Path) -> None:
-    from rocketlite.message import HostAddress  # noqa: PLC0415
-    from rocketlite.store.message_record import MessageInner  # noqa: PLC0415
+    from rocketlite.protocol.message import HostAddress  # noqa: PLC0415
+    from rocketlite.protocol.record import MessageInner  # noqa: PLC0415
 
     store = open_store(maped_file_size_commit_log=4096)
     host = HostAddress.of("127.0.0.1", 10911)
@@ -322,7 +322,7 @@ def test_concurrent_persists_of_one_config_file(tmp_path: Path) -> None:
     """The slave's sync and the broker's periodic persist write consumerOffset.json concurrently."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    from rocketlite.store.config_file import ConsumerOffsetTable  # noqa: PLC0415
+    from rocketlite.broker.state_files import ConsumerOffsetTable  # noqa: PLC0415
 
     table = ConsumerOffsetTable(tmp_path)
     for i in range(200):
@@ -337,7 +337,7 @@ def test_concurrent_persists_of_one_config_file(tmp_path: Path) -> None:
 def test_ha_keys_in_broker_conf() -> None:
     from rocketlite.broker.config import BrokerConfig  # noqa: PLC0415
     from rocketlite.config import build_config  # noqa: PLC0415
-    from rocketlite.errors import ConfigError  # noqa: PLC0415
+    from rocketlite.protocol.errors import ConfigError  # noqa: PLC0415
 
     props = {
         "brokerIP1": "10.1.2.3", "brokerRole": "SLAVE", "brokerId": "1", "haMasterAddress": "10.1.2.4:10912",

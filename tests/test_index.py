@@ -13,16 +13,10 @@ import numpy as np
 import pytest
 
 from rocketlite.clock import ManualClock
-from rocketlite.message import index_key_hash
+from rocketlite.protocol.index_layout import ENTRY, HEADER, index_file_size
+from rocketlite.protocol.message import index_key_hash
 from rocketlite.store.dispatch_request import DispatchRequest
-from rocketlite.store.index_file import (
-    ENTRY,
-    HEADER,
-    IndexFile,
-    index_file_name,
-    index_file_size,
-    next_index_file_name,
-)
+from rocketlite.store.index_file import IndexFile, index_file_name, next_index_file_name
 from rocketlite.store.index_service import IndexService
 
 T0 = 1_700_000_000_000
@@ -33,7 +27,7 @@ FOREVER = 2**62
 
 # -- independent reference ----------------------------------------------------------------------
 def ref_hash_code(s: str) -> int:
-    """Java String.hashCode, written independently of rocketlite.message."""
+    """Java String.hashCode, written independently of rocketlite.protocol.message."""
     units = struct.unpack(
         f">{len(s.encode('utf-16-be', 'surrogatepass')) // 2}H", s.encode("utf-16-be", "surrogatepass")
     )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.message import (
+from rocketlite.protocol.message import (
     HostAddress,
     find_property,
     index_key_hash,
@@ -19,7 +19,7 @@ from rocketlite.message import (
     string_to_properties,
     tags_code,
 )
-from rocketlite.store.message_record import (
+from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     MessageInner,

@@ -8,13 +8,19 @@ import subprocess
 import time
 from pathlib import Path
 
-from rocketlite.message import HostAddress, MessageSysFlag, make_msg_id, properties_to_string, tags_code
+from rocketlite.protocol.message import (
+    HostAddress,
+    MessageSysFlag,
+    make_msg_id,
+    properties_to_string,
+    tags_code,
+)
+from rocketlite.protocol.record import MessageInner, decode_record, decode_records
+from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.mapped_file import MappedFile
-from rocketlite.store.message_record import MessageInner, decode_record, decode_records
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.record_scan import SCHEDULE_TOPIC
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
 from tests.conftest import REAL_STORE, StoreFactory
 

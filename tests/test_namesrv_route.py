@@ -9,9 +9,9 @@ import pytest
 
 from rocketlite.clock import ManualClock
 from rocketlite.config import build_config
-from rocketlite.errors import ConfigError
 from rocketlite.namesrv import KVConfigManager, NamesrvConfig, RouteInfoManager, register_body_crc32
 from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol.errors import ConfigError
 
 CLUSTER = "DefaultCluster"
 A0 = "10.0.0.1:10911"

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.errors import ProtocolError
 from rocketlite.protocol.codes import CommandFlag, LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.command import (
     RemotingCommand,
@@ -18,6 +17,7 @@ from rocketlite.protocol.command import (
     make_request,
     make_response,
 )
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, decode_frame, encode_command
 
 ROUTE_HEADER = (

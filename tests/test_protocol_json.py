@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.errors import ProtocolError
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import (
     BodyError,
@@ -31,6 +30,7 @@ from rocketlite.protocol.bodies import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.queue_bodies import (
     ConsumerListBody,
     ConsumeStats,

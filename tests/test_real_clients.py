@@ -41,12 +41,12 @@ import pytest
 
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.message import string_to_properties
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.message import string_to_properties
+from rocketlite.protocol.record import StoredRecord, decode_records
 from rocketlite.remoting.client import RemotingClient
-from rocketlite.store.message_record import StoredRecord, decode_records
 
 pytestmark = pytest.mark.timeout(120)
 

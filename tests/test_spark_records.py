@@ -17,7 +17,8 @@ pytest.importorskip("pyspark")
 import numpy as np
 import pyarrow as pa
 
-from rocketlite.message import HostAddress, MessageSysFlag, make_msg_id
+from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
+from rocketlite.protocol.record import MessageInner, blank_record, encode_record
 from rocketlite.spark.options import StoreOptions
 from rocketlite.spark.records import (
     ARROW_SCHEMA,
@@ -28,7 +29,6 @@ from rocketlite.spark.records import (
     validate_positions,
 )
 from rocketlite.spark.store_source import SegmentRange, read_segment_range, resync
-from rocketlite.store.message_record import MessageInner, blank_record, encode_record
 from tests.conftest import REAL_STORE
 
 V4 = HostAddress.parse("10.1.2.3:10911")

@@ -12,7 +12,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from rocketlite.embedded import embedded
-from rocketlite.store.message_record import SIZE_MAGIC, decode_record
+from rocketlite.protocol.record import SIZE_MAGIC, decode_record
 from tests.conftest import REAL_STORE
 from tests.spark_session import create_topic, produce, spark_fixture  # noqa: F401
 

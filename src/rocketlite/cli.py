@@ -17,10 +17,10 @@ from rocketlite import __version__
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.config import build_config, config_keys, load_properties, warn_unknown_keys
-from rocketlite.errors import RocketliteError
 from rocketlite.logs import configure_logging
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.server import NameServer
+from rocketlite.protocol.errors import RocketliteError
 from rocketlite.runtime import new_event_loop
 from rocketlite.store.config import StoreConfig
 

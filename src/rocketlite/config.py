@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rocketlite.errors import ConfigError
+from rocketlite.protocol.errors import ConfigError
 
 log = logging.getLogger("rocketlite.config")
 

@@ -36,8 +36,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.errors import ProtocolError
-from rocketlite.message import HostAddress
 from rocketlite.protocol import headers as headers_mod
 from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
@@ -48,9 +46,11 @@ from rocketlite.protocol.command import (
     make_request,
 )
 from rocketlite.protocol.custom_header import CustomHeader, HeaderFieldError
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame import FrameDecoder, encode_command
 from rocketlite.protocol.headers import SendMessageRequestHeader
-from rocketlite.store.message_record import MessageInner, decode_records, encode_record
+from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.record import MessageInner, decode_records, encode_record
 from tests.broker_harness import BrokerUnderTest, broker_under_test, run
 
 FUZZ = settings(

@@ -7,16 +7,15 @@ from __future__ import annotations
 import socket
 import time
 
-from rocketlite.client.api import PullSysFlag
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import (
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
     SendMessageRequestHeader,
 )
+from rocketlite.protocol.record import decode_records
 from rocketlite.remoting.client import RemotingClient
-from rocketlite.store.message_record import decode_records
 
 TOPIC = "CrashTopic"
 QUEUES = 4

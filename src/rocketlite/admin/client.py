@@ -30,15 +30,15 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Protocol
 
-from rocketlite.errors import RocketliteError
 from rocketlite.protocol.acl_signature import SessionCredentials
 from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import GetKVConfigResponseHeader, GetRouteInfoRequestHeader
 from rocketlite.protocol.queue_bodies import TopicList
+from rocketlite.protocol.reserved import MASTER_ID
 
-MASTER_ID: Final = 0
 DEFAULT_TIMEOUT_S: Final = 5.0
 ROUTE_WAIT_S: Final = 3.0  # how long updateTopic waits for the name server to show the new route
 NO_KEYS_HINT: Final = (

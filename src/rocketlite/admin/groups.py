@@ -20,7 +20,7 @@ import time
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError, BrokerTarget
-from rocketlite.admin.topics import DLQ_PREFIX, RETRY_PREFIX, delete_topic
+from rocketlite.admin.topics import delete_topic
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -36,6 +36,8 @@ from rocketlite.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketlite.protocol.queue_bodies import ConsumeStats, MessageQueue, OffsetWrapper
+from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 
 PERM_READ: Final = 4
 

@@ -23,13 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError
-from rocketlite.message import (
-    MessageConst,
-    MessageSysFlag,
-    parse_msg_id,
-    string_to_properties,
-)
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.headers import (
     GetMaxOffsetRequestHeader,
     GetMaxOffsetResponseHeader,
@@ -42,10 +36,15 @@ from rocketlite.protocol.headers import (
     SearchOffsetResponseHeader,
     ViewMessageRequestHeader,
 )
-from rocketlite.store.message_record import StoredRecord, decode_records
+from rocketlite.protocol.message import (
+    MessageConst,
+    MessageSysFlag,
+    parse_msg_id,
+    string_to_properties,
+)
+from rocketlite.protocol.record import StoredRecord, decode_records
 
 TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP
-PULL_FLAG_SUBSCRIPTION: Final = 0x4
 PULL_BATCH: Final = 32
 MAX_TIMESTAMP: Final = 2**63 - 1
 UNIQUE_QUERY_MAX: Final = 32
@@ -118,7 +117,7 @@ async def pull(
         queue_id=queue_id,
         queue_offset=offset,
         max_msg_nums=max_nums,
-        sys_flag=PULL_FLAG_SUBSCRIPTION,
+        sys_flag=PullSysFlag.SUBSCRIPTION,
         commit_offset=0,
         suspend_timeout_millis=0,
         subscription=expression,

@@ -29,11 +29,11 @@ from rocketlite.protocol.headers import (
     GetTopicStatsInfoRequestHeader,
 )
 from rocketlite.protocol.queue_bodies import TopicStatsTable
+from rocketlite.protocol.reserved import DEFAULT_TOPIC
+from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 
-DEFAULT_TOPIC: Final = "TBW102"
 ORDER_TOPIC_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
-RETRY_PREFIX: Final = "%RETRY%"
-DLQ_PREFIX: Final = "%DLQ%"
 FLAG_UNIT: Final = 1  # TopicSysFlag
 FLAG_UNIT_SUB: Final = 2
 

@@ -32,11 +32,11 @@ from rocketlite.admin.messages import (
     readable_queues,
     search_offset,
 )
-from rocketlite.message import MessageConst, properties_to_string
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
+from rocketlite.protocol.message import MessageConst, properties_to_string
+from rocketlite.protocol.reserved import DEFAULT_TOPIC
 
-DEFAULT_TOPIC: Final = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4  # the client's defaultTopicQueueNums
 PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
 PERM_WRITE: Final = 2

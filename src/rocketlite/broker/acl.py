@@ -33,7 +33,6 @@ from typing import Any
 
 import yaml
 
-from rocketlite.errors import ConfigError
 from rocketlite.protocol.acl_signature import (
     ACCESS_KEY,
     SIGNATURE,
@@ -43,11 +42,12 @@ from rocketlite.protocol.acl_signature import (
 from rocketlite.protocol.bodies import HeartbeatData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.errors import ConfigError
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rocketlite.remoting.connection import Connection, Handler, HandlerResult, RequestTable
 
 log = logging.getLogger("rocketlite.broker.acl")
 
-RETRY_PREFIX = "%RETRY%"
 RELOAD_CHECK_S = 1.0
 
 # org.apache.rocketmq.acl.common.Permission

@@ -30,13 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlite.broker import metrics, perm
+from rocketlite.broker import metrics
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
+from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.protocol import fastjson
+from rocketlite.protocol import fastjson, perm, reserved
 from rocketlite.protocol.bodies import TopicConfig, expect_obj
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
@@ -59,7 +60,6 @@ from rocketlite.protocol.queue_bodies import (
 from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.config_file import ConsumerOffsetTable
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.admin")
@@ -69,9 +69,9 @@ BROKER_VERSION_DESC = "V4_9_8"
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 # TopicValidator.SYSTEM_TOPIC_SET (4.9.8); names starting with "rmq_sys_" are system topics too.
 SYSTEM_TOPICS = frozenset(
-    {perm.DEFAULT_TOPIC, perm.SCHEDULE_TOPIC, perm.BENCHMARK_TOPIC, perm.TRANS_HALF_TOPIC,
-     "RMQ_SYS_TRACE_TOPIC", perm.TRANS_OP_HALF_TOPIC, perm.TRANS_CHECK_MAX_TIME_TOPIC,
-     perm.SELF_TEST_TOPIC, perm.OFFSET_MOVED_EVENT}
+    {reserved.DEFAULT_TOPIC, reserved.SCHEDULE_TOPIC, reserved.BENCHMARK_TOPIC, reserved.TRANS_HALF_TOPIC,
+     "RMQ_SYS_TRACE_TOPIC", reserved.TRANS_OP_HALF_TOPIC, reserved.TRANS_CHECK_MAX_TIME_TOPIC,
+     reserved.SELF_TEST_TOPIC, reserved.OFFSET_MOVED_EVENT}
 )  # fmt: skip
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 # Java's thread-pool queue figures: no such queues here, so empty queues of Java's default capacity.
@@ -306,9 +306,9 @@ class AdminProcessor:
         """`TopicConfigManager.getSystemTopic()`: the topics the broker creates for itself."""
         del conn
         b = self.broker
-        names = [perm.SELF_TEST_TOPIC, perm.DEFAULT_TOPIC, perm.BENCHMARK_TOPIC, b.broker_cluster_name,
-                 b.broker_name, perm.OFFSET_MOVED_EVENT, perm.SCHEDULE_TOPIC, b.msg_trace_topic_name,
-                 f"{b.broker_cluster_name}_REPLY_TOPIC"]  # fmt: skip
+        names = [reserved.SELF_TEST_TOPIC, reserved.DEFAULT_TOPIC, reserved.BENCHMARK_TOPIC,
+                 b.broker_cluster_name, b.broker_name, reserved.OFFSET_MOVED_EVENT, reserved.SCHEDULE_TOPIC,
+                 b.msg_trace_topic_name, f"{b.broker_cluster_name}_REPLY_TOPIC"]  # fmt: skip
         present = tuple(n for n in names if self.topics.select(n) is not None)
         return self._ok(request, TopicList(present).to_bytes())
 

@@ -25,15 +25,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.errors import RocketliteError
-from rocketlite.message import tags_code
-from rocketlite.protocol import fastjson
+from rocketlite.protocol import fastjson, perm, reserved
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -46,6 +43,7 @@ from rocketlite.protocol.bodies import (
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.custom_header import MissingHeaderFieldError
+from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -53,58 +51,18 @@ from rocketlite.protocol.headers import (
     UnregisterClientRequestHeader,
 )
 from rocketlite.protocol.queue_bodies import ConsumerListBody
+from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data, is_tag_type
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.runtime import cancel_tasks
 
 log = logging.getLogger("rocketlite.broker.client")
 
-SUB_ALL = "*"
-TAG_EXPRESSION = "TAG"
 SCAN_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService period
 _CLOSE_HOOK = "rocketlite.client_manager"  # conn.attrs key: close callback installed
 FAQ_SUFFIX = " See http://rocketmq.apache.org/docs/faq/"  # Java appends FAQUrl.suggestTodo(...)
 
 
 # ------------------------------------------------------------------------------------ subscriptions
-
-
-def is_tag_type(expression_type: str | None) -> bool:
-    """`ExpressionType.isTagType`: no type means TAG."""
-    return expression_type is None or expression_type == TAG_EXPRESSION
-
-
-def parse_tags(sub_string: str) -> tuple[str, ...]:
-    """`FilterAPI.buildSubscriptionData`'s split: `||`-separated, trimmed, empties dropped.
-
-    Raises ValueError where Java's `String.split` yields no element at all (only separators).
-    """
-    parts = sub_string.split("||")
-    while parts and parts[-1] == "":  # Java's split drops trailing empty strings
-        parts.pop()
-    if not parts:
-        raise ValueError(f"subString split error: {sub_string!r}")
-    tags: list[str] = []
-    for part in parts:
-        tag = part.strip()
-        if tag and tag not in tags:
-            tags.append(tag)
-    return tuple(tags)
-
-
-def build_subscription_data(
-    topic: str, sub_string: str | None, expression_type: str | None = None, sub_version: int = 0
-) -> SubscriptionData:
-    """`FilterAPI.build`: a subscription with tagsSet/codeSet computed from the expression."""
-    if not is_tag_type(expression_type):
-        return SubscriptionData(
-            topic, sub_string or "", sub_version=sub_version, expression_type=expression_type or ""
-        )
-    if not sub_string or sub_string == SUB_ALL:
-        return SubscriptionData(topic, SUB_ALL, sub_version=sub_version)
-    tags = parse_tags(sub_string)
-    return SubscriptionData(
-        topic, sub_string, tags, tuple(tags_code(t) for t in tags), sub_version=sub_version
-    )
 
 
 def normalize_subscription(sub: SubscriptionData) -> SubscriptionData:
@@ -117,14 +75,6 @@ def normalize_subscription(sub: SubscriptionData) -> SubscriptionData:
         log.warning("unparsable subscription %r for %s; matching everything", sub.sub_string, sub.topic)
         return replace(sub, sub_string=SUB_ALL, tags_set=(), code_set=())
     return replace(sub, sub_string=built.sub_string, tags_set=built.tags_set, code_set=built.code_set)
-
-
-def tag_codes(sub: SubscriptionData | None) -> frozenset[int] | None:
-    """The CQ tag codes `sub` accepts, or None when it accepts everything
-    (`ExpressionMessageFilter.isMatchedByConsumeQueue`: no subscription, class filter, or `*`)."""
-    if sub is None or sub.class_filter_mode or sub.sub_string == SUB_ALL:
-        return None
-    return frozenset(sub.code_set)
 
 
 # ---------------------------------------------------------------------------------------- tables
@@ -394,7 +344,7 @@ class ClientManager:
                 notify = cfg.notify_consumer_ids_changed_enable
                 sys_flag = 2 if consumer.unit_mode else 0  # TopicSysFlag.buildSysFlag(false, true)
                 self.topics.create_in_send_back(
-                    perm.retry_topic(consumer.group_name),
+                    reserved.retry_topic(consumer.group_name),
                     cfg.retry_queue_nums,
                     perm.PERM_READ | perm.PERM_WRITE,
                     sys_flag,

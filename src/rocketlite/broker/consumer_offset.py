@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from rocketlite.broker.context import BrokerContext, BrokerService
+from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import (
@@ -34,7 +35,6 @@ from rocketlite.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketlite.remoting.connection import Connection, RequestTable
-from rocketlite.store.config_file import ConsumerOffsetTable
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.consumer_offset")

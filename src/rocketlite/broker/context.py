@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.message import HostAddress
 from rocketlite.protocol.headers import RegisterBrokerResponseHeader
+from rocketlite.protocol.message import HostAddress
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.config_file import ConsumerOffsetTable
 from rocketlite.store.message_store import MessageStore
 
 if TYPE_CHECKING:

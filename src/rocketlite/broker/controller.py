@@ -24,7 +24,6 @@ from rocketlite.broker import (
     live_config,
     lock,
     metrics,
-    perm,
     pull,
     query,
     schedule,
@@ -34,11 +33,12 @@ from rocketlite.broker import (
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.send import SendMessageProcessor
+from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.message import HostAddress
+from rocketlite.protocol import perm
 from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
@@ -47,11 +47,11 @@ from rocketlite.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
+from rocketlite.protocol.message import HostAddress
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.config_file import ConsumerOffsetTable
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker")

@@ -25,9 +25,8 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from rocketlite.errors import ProtocolError
-from rocketlite.store.commit_log import CommitLog
-from rocketlite.store.message_record import (
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
     INT,
@@ -38,6 +37,7 @@ from rocketlite.store.message_record import (
     SYSFLAG_POS,
     layout_for,
 )
+from rocketlite.store.commit_log import CommitLog
 
 REPORT: Final = struct.Struct(">q")  # slave -> master: max offset held
 HEADER: Final = struct.Struct(">qi")  # master -> slave: physical offset, body size

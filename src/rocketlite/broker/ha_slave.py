@@ -40,7 +40,7 @@ from rocketlite.broker.ha_protocol import (
     RefusedError,
     whole_records,
 )
-from rocketlite.errors import ProtocolError
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.headers import RegisterBrokerResponseHeader
 from rocketlite.store.mapped_file import prezero, segment_name, staging_path
 from rocketlite.store.message_store import MessageStore

@@ -25,17 +25,17 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from rocketlite.broker import perm
+from rocketlite.atomic_file import write_atomically
+from rocketlite.broker.state_files import ConsumerOffsetTable, DelayOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
-from rocketlite.errors import ProtocolError
-from rocketlite.protocol import fastjson
+from rocketlite.protocol import fastjson, perm
 from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.runtime import cancel_tasks
-from rocketlite.store.config_file import ConsumerOffsetTable, DelayOffsetTable, write_atomically
 
 log = logging.getLogger("rocketlite.broker.ha")
 

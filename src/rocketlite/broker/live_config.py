@@ -45,11 +45,11 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.config import build_config, config_keys, key_of, parse_properties
-from rocketlite.errors import ConfigError, RocketliteError
 from rocketlite.protocol.bodies import DataVersion
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.custom_header import CustomHeader
+from rocketlite.protocol.errors import ConfigError, RocketliteError
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.live_settings import LIVE_STORE_FIELDS, apply_live_settings

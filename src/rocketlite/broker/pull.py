@@ -29,41 +29,31 @@ from __future__ import annotations
 import logging
 import os
 
-from rocketlite.broker import perm
-from rocketlite.broker.client_manager import (
-    FAQ_SUFFIX,
-    ClientManager,
-    build_subscription_data,
-    is_tag_type,
-    tag_codes,
-)
+from rocketlite.broker.client_manager import FAQ_SUFFIX, ClientManager
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.pull_hold import HeldPull, PullRequestHoldService
+from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
-from rocketlite.errors import RocketliteError
+from rocketlite.protocol import perm
 from rocketlite.protocol.bodies import MessageModel, SubscriptionData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from rocketlite.protocol.record import LONG, PHYSICAL_OFFSET_POS
+from rocketlite.protocol.reserved import MASTER_ID
+from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.remoting.connection import Connection, RequestTable, error_response
-from rocketlite.store.config_file import ConsumerOffsetTable
 from rocketlite.store.get_result import GetMessageResult
-from rocketlite.store.message_record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pull")
 
-# PullSysFlag bits.
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
 
-MASTER_ID = 0
 _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 # GetMessageStatus -> response code. NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE depend on the
@@ -175,7 +165,7 @@ class PullMessageProcessor:
         self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig
     ) -> SubscriptionData:
         """From the request (SUBSCRIPTION flag) or from the group's heartbeat."""
-        if header.sys_flag & FLAG_SUBSCRIPTION:
+        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
             try:
                 sub = build_subscription_data(
                     header.topic, header.subscription, header.expression_type, header.sub_version
@@ -233,7 +223,7 @@ class PullMessageProcessor:
         cfg = self._check_group(header.consumer_group)
         self._check_topic(header, conn.remote_address)
         sub = self._subscription(header, cfg)
-        codes = tag_codes(sub) if not header.sys_flag & FLAG_CLASS_FILTER else None
+        codes = tag_codes(sub) if not header.sys_flag & PullSysFlag.CLASS_FILTER else None
         message_filter = codes.__contains__ if codes is not None else None
         result = self.store.get_message(
             header.consumer_group, header.topic, header.queue_id, header.queue_offset,
@@ -257,7 +247,7 @@ class PullMessageProcessor:
             max_offset=result.max_offset,
         ).to_ext()
         response = make_response(request, code, result.status.name, ext)
-        if allow_suspend and header.sys_flag & FLAG_COMMIT_OFFSET and not self.broker.is_slave:
+        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not self.broker.is_slave:
             self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         if code == ResponseCode.SUCCESS:
             self.stats.record_get(header.consumer_group, result.message_count)
@@ -266,7 +256,7 @@ class PullMessageProcessor:
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and allow_suspend
-            and header.sys_flag & FLAG_SUSPEND
+            and header.sys_flag & PullSysFlag.SUSPEND
             and self.hold is not None
         ):
             b = self.broker

@@ -26,8 +26,8 @@ from rocketlite.protocol.headers import (
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
+from rocketlite.protocol.record import RecordFormatError, decode_record
 from rocketlite.remoting.connection import Connection, RequestTable
-from rocketlite.store.message_record import RecordFormatError, decode_record
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.query")

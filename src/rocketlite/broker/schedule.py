@@ -27,30 +27,30 @@ import contextlib
 import logging
 from pathlib import Path
 
-from rocketlite.broker import perm
 from rocketlite.broker.context import BrokerContext, BrokerService
+from rocketlite.broker.state_files import DelayOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import Clock
-from rocketlite.message import (
+from rocketlite.protocol import reserved
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.consume_queue_unit import is_padding
+from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
     properties_to_string,
     string_to_properties,
     tags_code,
 )
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.runtime import cancel_tasks
-from rocketlite.store.config_file import DelayOffsetTable
-from rocketlite.store.consume_queue import is_padding
-from rocketlite.store.message_record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.schedule")
 
-SCHEDULE_TOPIC = perm.SCHEDULE_TOPIC
+SCHEDULE_TOPIC = reserved.SCHEDULE_TOPIC
 SAFETY_TICK_S = 1.0
 PERSIST_INTERVAL_S = 10.0  # flushDelayOffsetInterval
 FAILURE_BACKOFF_S = 1.0

@@ -22,27 +22,27 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol
 
-from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.errors import RocketliteError
-from rocketlite.message import (
+from rocketlite.protocol import perm, reserved
+from rocketlite.protocol.batch import decode_batch
+from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
     MessageSysFlag,
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.batch import decode_batch
-from rocketlite.protocol.bodies import TopicConfig
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.record import MessageInner
 from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
-from rocketlite.store.message_record import MessageInner
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -140,21 +140,21 @@ class SendMessageProcessor:
     def msg_check(self, header: SendMessageRequestHeader, remote: str) -> TopicConfig:
         """RocketMQ's `AbstractSendMessageProcessor.msgCheck`; raises with the answer to give."""
         b = self.broker
-        if not perm.is_writeable(b.broker_permission) and perm.is_sys_topic(header.topic) is False:
+        if not perm.is_writeable(b.broker_permission) and reserved.is_sys_topic(header.topic) is False:
             raise RocketliteError(
                 f"the broker[{b.broker_ip1}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
             )
         problem = perm.topic_name_problem(header.topic)
         if problem is not None:
             raise RocketliteError(problem)
-        if header.topic in perm.NOT_ALLOWED_SEND_TOPICS:
+        if header.topic in reserved.NOT_ALLOWED_SEND_TOPICS:
             raise RocketliteError(
                 f"Sending message to topic[{header.topic}] is forbidden.", code=ResponseCode.NO_PERMISSION
             )
         tc = self.topics.select(header.topic)
         if tc is None:
             sys_flag = 1 if header.unit_mode else 0  # TopicSysFlag.FLAG_UNIT
-            if header.topic.startswith(perm.RETRY_GROUP_TOPIC_PREFIX):
+            if header.topic.startswith(reserved.RETRY_GROUP_TOPIC_PREFIX):
                 tc = self.topics.create_in_send_back(
                     header.topic, 1, perm.PERM_READ | perm.PERM_WRITE, sys_flag
                 )
@@ -182,9 +182,9 @@ class SendMessageProcessor:
         self, header: SendMessageRequestHeader, topic: str, queue_id: int, request_version: int
     ) -> tuple[str, int]:
         """A send to %RETRY%group past its max reconsume times goes to %DLQ%group instead."""
-        if not topic.startswith(perm.RETRY_GROUP_TOPIC_PREFIX):
+        if not topic.startswith(reserved.RETRY_GROUP_TOPIC_PREFIX):
             return topic, queue_id
-        group = topic[len(perm.RETRY_GROUP_TOPIC_PREFIX) :]
+        group = topic[len(reserved.RETRY_GROUP_TOPIC_PREFIX) :]
         cfg = self.groups.find(group)
         if cfg is None:
             raise RocketliteError(
@@ -195,7 +195,7 @@ class SendMessageProcessor:
         if request_version >= 121 and header.max_reconsume_times is not None:  # V3_4_9
             max_times = header.max_reconsume_times
         if (header.reconsume_times or 0) > max_times:
-            dlq = perm.dlq_topic(group)
+            dlq = reserved.dlq_topic(group)
             self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
             return dlq, self.rng.randrange(DLQ_NUMS_PER_GROUP)
         return topic, queue_id
@@ -271,7 +271,7 @@ class SendMessageProcessor:
         queue_id: int,
         body: bytes,
     ) -> HandlerResult:
-        if header.topic.startswith(perm.RETRY_GROUP_TOPIC_PREFIX):
+        if header.topic.startswith(reserved.RETRY_GROUP_TOPIC_PREFIX):
             return make_response(
                 request, ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group"
             )

@@ -25,18 +25,18 @@ import random
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
-from rocketlite.message import HostAddress, MessageConst, properties_to_string, string_to_properties
+from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader
+from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
+from rocketlite.protocol.record import MessageInner
 from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
-from rocketlite.store.message_record import MessageInner
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -123,7 +123,7 @@ class SendBackProcessor:
             log.info("group %s has no retry queues: message at %d dropped", group, header.offset)
             return make_response(request, ResponseCode.SUCCESS)
 
-        new_topic = perm.retry_topic(group)
+        new_topic = reserved.retry_topic(group)
         queue_id = self.rng.randrange(cfg.retry_queue_nums)
         topic_sys_flag = TOPIC_SYS_FLAG_UNIT_SUB if header.unit_mode else 0
         tc = self.topics.create_in_send_back(
@@ -147,7 +147,7 @@ class SendBackProcessor:
             max_times = header.max_reconsume_times
         delay_level = header.delay_level
         if original.reconsume_times >= max_times or delay_level < 0:
-            new_topic = perm.dlq_topic(group)
+            new_topic = reserved.dlq_topic(group)
             queue_id = self.rng.randrange(DLQ_NUMS_PER_GROUP)
             self.topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
             props.pop(MessageConst.DELAY_TIME_LEVEL, None)

@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rocketlite.broker.state_files import JsonConfigFile
 from rocketlite.clock import Clock
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import DataVersion, get_bool, get_int, get_str
-from rocketlite.store.config_file import JsonConfigFile
 
 log = logging.getLogger("rocketlite.broker.subscription_group")
 

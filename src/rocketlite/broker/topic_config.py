@@ -15,12 +15,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.state_files import JsonConfigFile
 from rocketlite.clock import Clock
-from rocketlite.protocol import fastjson
+from rocketlite.protocol import fastjson, perm, reserved
 from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from rocketlite.store.config_file import JsonConfigFile
 
 log = logging.getLogger("rocketlite.broker.topic_config")
 
@@ -53,10 +52,10 @@ class TopicConfigManager(JsonConfigFile):
         self.load()
         b = self.broker
         system = [
-            TopicConfig(perm.SELF_TEST_TOPIC, 1, 1),
-            TopicConfig(perm.BENCHMARK_TOPIC, 1024, 1024),
-            TopicConfig(perm.OFFSET_MOVED_EVENT, 1, 1),
-            TopicConfig(perm.SCHEDULE_TOPIC, self.delay_levels, self.delay_levels),
+            TopicConfig(reserved.SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(reserved.BENCHMARK_TOPIC, 1024, 1024),
+            TopicConfig(reserved.OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(reserved.SCHEDULE_TOPIC, self.delay_levels, self.delay_levels),
             TopicConfig(f"{b.broker_cluster_name}_REPLY_TOPIC", 1, 1),
         ]
         cluster_perm = perm.PERM_READ | perm.PERM_WRITE | perm.PERM_INHERIT
@@ -74,9 +73,9 @@ class TopicConfigManager(JsonConfigFile):
             self.table.setdefault(tc.topic_name, tc)
         if b.auto_create_topic_enable:
             n = b.default_topic_queue_nums
-            self.table[perm.DEFAULT_TOPIC] = TopicConfig(perm.DEFAULT_TOPIC, n, n, cluster_perm)
+            self.table[reserved.DEFAULT_TOPIC] = TopicConfig(reserved.DEFAULT_TOPIC, n, n, cluster_perm)
         else:
-            self.table.pop(perm.DEFAULT_TOPIC, None)
+            self.table.pop(reserved.DEFAULT_TOPIC, None)
         self.persist()
 
     def _changed(self) -> None:
@@ -105,7 +104,7 @@ class TopicConfigManager(JsonConfigFile):
             if default is None:
                 log.warning("create topic %s: default topic %s does not exist", topic, default_topic)
                 return None
-            if default_topic == perm.DEFAULT_TOPIC and not self.broker.auto_create_topic_enable:
+            if default_topic == reserved.DEFAULT_TOPIC and not self.broker.auto_create_topic_enable:
                 return None
             if not perm.is_inherited(default.perm):
                 log.warning(

@@ -36,43 +36,43 @@ import random
 from collections.abc import Callable
 from enum import Enum
 
-from rocketlite.broker import perm
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.schedule import message_for_real_topic
 from rocketlite.broker.send_back import answer_after_flush
+from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.message import (
+from rocketlite.protocol import perm, reserved
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.consume_queue_unit import Unit, is_padding
+from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
     MessageSysFlag,
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
-from rocketlite.runtime import cancel_tasks
-from rocketlite.store.config_file import ConsumerOffsetTable
-from rocketlite.store.consume_queue import Unit, is_padding
-from rocketlite.store.message_record import (
+from rocketlite.protocol.record import (
     MessageInner,
     RecordFormatError,
     StoredRecord,
     decode_record,
     encode_record,
 )
+from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.transaction")
 
-HALF_TOPIC = perm.TRANS_HALF_TOPIC
-OP_TOPIC = perm.TRANS_OP_HALF_TOPIC
-CHECK_MAX_TOPIC = perm.TRANS_CHECK_MAX_TIME_TOPIC
+HALF_TOPIC = reserved.TRANS_HALF_TOPIC
+OP_TOPIC = reserved.TRANS_OP_HALF_TOPIC
+CHECK_MAX_TOPIC = reserved.TRANS_CHECK_MAX_TIME_TOPIC
 HALF_QUEUE_ID = 0
 REMOVE_TAG = "d"
 SYS_TRANS_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: owner of the two cursors

@@ -25,7 +25,7 @@ each request with (Java's `AclClientRPCHook`); a refusal raises `NoPermissionErr
     Producer("pg", "127.0.0.1:9876", access_key="RocketMQ", secret_key="12345678")
     PushConsumer("cg", "127.0.0.1:9876", access_key="RocketMQ", secret_key="12345678")
 
-Errors are `ClientError`s (a `rocketlite.errors.RocketliteError`) carrying `response_code` and
+Errors are `ClientError`s (a `rocketlite.protocol.errors.RocketliteError`) carrying `response_code` and
 `retriable`; `for_code(code, remark)` maps a response code to its class.
 """
 

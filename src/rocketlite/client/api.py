@@ -4,7 +4,7 @@ Consumers of both kinds and the offset store use these; each resolves the broker
 the instance's route table (refreshing the topic's route once when the broker is unknown),
 sends the request and maps every non-success answer to a `ClientError` via `for_code`.
 
-Pulls decode their body with the broker's own record decoder (`store.message_record`), inflate
+Pulls decode their body with the broker's own record decoder (`protocol.record`), inflate
 compressed bodies, drop messages whose TAGS are not in the subscription's tag set (the broker
 filters by hash code only, so collisions slip through; `PullAPIWrapper.processPullResult`), and
 set MIN_OFFSET / MAX_OFFSET from the response header, as the Java client does.
@@ -19,9 +19,8 @@ from typing import Final
 from rocketlite.client.errors import ClientError, QueryNotFoundError, for_code
 from rocketlite.client.instance import MASTER_ID, ClientInstance
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, PullStatus, message_from_record
-from rocketlite.message import MessageConst, tags_code
 from rocketlite.protocol.bodies import SubscriptionData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -40,22 +39,12 @@ from rocketlite.protocol.headers import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.queue_bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
-from rocketlite.store.message_record import decode_records
+from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data
 
 log = logging.getLogger("rocketlite.client.api")
-
-SUB_ALL: Final = "*"
-
-
-class PullSysFlag:
-    """`PullSysFlag` bits of the PULL_MESSAGE header."""
-
-    COMMIT_OFFSET = 0x1
-    SUSPEND = 0x2
-    SUBSCRIPTION = 0x4
-    CLASS_FILTER = 0x8
-    LITE_PULL = 0x10
 
 
 PULL_STATUS: Final = {
@@ -67,19 +56,18 @@ PULL_STATUS: Final = {
 
 
 def build_subscription(topic: str, expression: str | None, sub_version: int) -> SubscriptionData:
-    """`FilterAPI.buildSubscriptionData` for TAG expressions: `"*"`, or `"TagA || TagB"`."""
+    """`FilterAPI.buildSubscriptionData` for TAG expressions: `"*"`, or `"TagA || TagB"`.
+
+    The SDK refuses an expression that names no tag, where the broker would match nothing."""
     if not expression or expression.strip() == SUB_ALL:
         return SubscriptionData(topic, SUB_ALL, sub_version=sub_version)
-    tags: list[str] = []
-    for part in expression.split("||"):
-        tag = part.strip()
-        if tag and tag not in tags:
-            tags.append(tag)
-    if not tags:
+    try:
+        sub = build_subscription_data(topic, expression, sub_version=sub_version)
+    except ValueError:
+        sub = None
+    if sub is None or not sub.tags_set:
         raise ClientError(f"subscription expression {expression!r} names no tag")
-    return SubscriptionData(
-        topic, expression, tuple(tags), tuple(tags_code(t) for t in tags), sub_version=sub_version
-    )
+    return sub
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,13 +24,14 @@ import time
 from collections.abc import Iterable
 from typing import Final, Unpack
 
-from rocketlite.client.api import BrokerApi, PullSysFlag, build_subscription, read_offset_from_broker
+from rocketlite.client.api import BrokerApi, build_subscription, read_offset_from_broker
 from rocketlite.client.config import ClientOptions
 from rocketlite.client.errors import ClientError, ClientStateError, NoRouteError
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncConsumerBase
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketlite.protocol.codes import PullSysFlag
 
 log = logging.getLogger("rocketlite.client.pull_consumer")
 

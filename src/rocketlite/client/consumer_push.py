@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Final, Unpack
 
 from rocketlite.client._aio import acquire_within, wait_event
-from rocketlite.client.api import BrokerApi, PullSysFlag, build_subscription
+from rocketlite.client.api import BrokerApi, build_subscription
 from rocketlite.client.config import ClientOptions
 from rocketlite.client.consume_service import (
     ConcurrentConsumeService,
@@ -47,17 +47,18 @@ from rocketlite.client.offset_store import (
 )
 from rocketlite.client.process_queue import ProcessQueue
 from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer, allocate_averagely
-from rocketlite.message import MessageConst
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
     SubscriptionData,
 )
+from rocketlite.protocol.codes import PullSysFlag
+from rocketlite.protocol.message import MessageConst
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 
 log = logging.getLogger("rocketlite.client.consumer")
 
-RETRY_PREFIX: Final = "%RETRY%"
 BROKER_SUSPEND_MAX_TIME_MS: Final = 15_000
 CONSUMER_TIMEOUT_WHEN_SUSPEND: Final = 30.0
 PULL_DELAY_WHEN_EXCEPTION: Final = 3.0

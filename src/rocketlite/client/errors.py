@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rocketlite.errors import RocketliteError
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.errors import RocketliteError
 
 __all__ = [
     "BrokerError",

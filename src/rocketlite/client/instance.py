@@ -46,7 +46,6 @@ from rocketlite.client.errors import (
 )
 from rocketlite.client.message import UniqIdGenerator
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
-from rocketlite.message import MessageConst, find_property
 from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
@@ -55,10 +54,12 @@ from rocketlite.protocol.headers import (
     GetRouteInfoRequestHeader,
     UnregisterClientRequestHeader,
 )
+from rocketlite.protocol.message import MessageConst, find_property
 from rocketlite.protocol.queue_bodies import MessageQueue
+from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.reserved import MASTER_ID
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
-from rocketlite.store.message_record import decode_records
 
 __all__ = [
     "CLIENT_INNER_PRODUCER_GROUP",
@@ -73,7 +74,6 @@ __all__ = [
 
 log = logging.getLogger("rocketlite.client.instance")
 
-MASTER_ID = 0
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 CLIENT_LANGUAGE = "PYTHON"
 

@@ -3,7 +3,7 @@
 `Message` keeps everything in one properties dict, as Java's `Message` does, so tags, keys, delay
 level and user properties all travel in the same `name\\x01value\\x02...` string; the accessors
 are views onto it. `MessageExt` adds what the broker stored (queue, offsets, hosts, times,
-reconsume count) and is built from a stored record (`store.message_record.decode_records`, the
+reconsume count) and is built from a stored record (`protocol.record.decode_records`, the
 broker's own decoder, so the two sides can never disagree on the layout).
 
 Message ids: `msg_id` is the client-made `UNIQ_KEY` when present (what Java's
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from rocketlite.message import (
+from rocketlite.protocol.message import (
     KEY_SEPARATOR,
     MessageConst,
     MessageSysFlag,
@@ -36,7 +36,7 @@ from rocketlite.message import (
     string_to_properties,
 )
 from rocketlite.protocol.queue_bodies import MessageQueue
-from rocketlite.store.message_record import StoredRecord
+from rocketlite.protocol.record import StoredRecord
 
 log = logging.getLogger("rocketlite.client.message")
 

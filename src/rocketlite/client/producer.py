@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -38,7 +37,6 @@ from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncClientBase
 from rocketlite.client.message import Message, MessageQueue, SendResult, SendStatus
 from rocketlite.client.route import TopicPublishInfo
-from rocketlite.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
 from rocketlite.protocol.batch import ENTRY_OVERHEAD, BatchEntry, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.headers import (
@@ -46,6 +44,10 @@ from rocketlite.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
+from rocketlite.protocol.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
+from rocketlite.protocol.perm import TOPIC_MAX_LENGTH, TOPIC_NAME_RE
+from rocketlite.protocol.reserved import DEFAULT_TOPIC, NOT_ALLOWED_SEND_TOPICS
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.client.producer")
@@ -58,14 +60,6 @@ __all__ = [
     "select_random",
 ]
 
-DEFAULT_TOPIC: Final = "TBW102"
-RETRY_PREFIX: Final = "%RETRY%"
-TOPIC_RE: Final = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH: Final = 127
-NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
-    {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"}
-)  # fmt: skip
 BACKOFF_CODES: Final = frozenset({ResponseCode.SYSTEM_BUSY, ResponseCode.FLOW_CONTROL})
 SEND_STATUS: Final[dict[int, SendStatus]] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -119,7 +113,7 @@ def check_topic(topic: str) -> None:
     """`Validators.checkTopic` + the not-allowed-send set."""
     if not topic:
         raise MessageIllegalError("the specified topic is blank")
-    if not TOPIC_RE.match(topic):
+    if not TOPIC_NAME_RE.match(topic):
         raise MessageIllegalError(f"the specified topic[{topic}] contains illegal characters")
     if len(topic.encode("utf-8")) > TOPIC_MAX_LENGTH:
         raise MessageIllegalError(f"the specified topic is longer than {TOPIC_MAX_LENGTH} bytes")

@@ -28,11 +28,11 @@ from typing import Any, Protocol
 from rocketlite.client.errors import ClientError
 from rocketlite.client.message import Message, MessageExt, SendResult, SendStatus, message_from_record
 from rocketlite.client.producer import AsyncProducer
-from rocketlite.message import MessageConst, MessageSysFlag, parse_msg_id
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id
+from rocketlite.protocol.record import decode_records
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.message_record import decode_records
 
 log = logging.getLogger("rocketlite.client.transaction")
 

@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from rocketlite.errors import ConfigError, ProtocolError
+from rocketlite.atomic_file import write_atomically
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import expect_obj, get_str
+from rocketlite.protocol.errors import ConfigError, ProtocolError
 from rocketlite.protocol.queue_bodies import KVTable
-from rocketlite.store.config_file import write_atomically
 
 log = logging.getLogger("rocketlite.namesrv.kv")
 

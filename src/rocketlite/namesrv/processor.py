@@ -29,7 +29,6 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from rocketlite.errors import ProtocolError
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketlite.namesrv.route_info import RouteInfoManager
@@ -41,6 +40,7 @@ from rocketlite.protocol.bodies import (
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.headers import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,

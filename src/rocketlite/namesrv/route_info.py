@@ -44,10 +44,10 @@ from rocketlite.protocol.bodies import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
+from rocketlite.protocol.reserved import MASTER_ID
 
 log = logging.getLogger("rocketlite.namesrv.route")
 
-MASTER_ID: Final = 0  # `MixAll.MASTER_ID`
 PERM_READ: Final = 4  # `PermName`
 PERM_WRITE: Final = 2
 FLAG_UNIT: Final = 1  # `TopicSysFlag`

@@ -4,6 +4,6 @@ Modules: `codes` (request/response/language/serialize-type numbers), `command` (
 its JSON / ROCKETMQ header forms), `frame` (stream framing), `headers` (typed extFields),
 `fastjson` (Java-compatible JSON), `bodies` / `queue_bodies` (JSON bodies), `batch` (batch sends).
 
-This file imports nothing on purpose: `rocketlite.errors` imports `protocol.codes`, and the other
-modules import `rocketlite.errors`, so re-exports here would make an import cycle.
+This file imports nothing on purpose: `rocketlite.protocol.errors` imports `protocol.codes`, and the other
+modules import `rocketlite.protocol.errors`, so re-exports here would make an import cycle.
 """

@@ -15,7 +15,7 @@ Each entry, big-endian::
 TOTALSIZE counts PROPLEN too: Java's `encodeMessage` and the C++ `BatchMessage::encode` both
 write `20 + bodyLen + 2 + propLen` (the fact sheet's "20 + bodyLen + propLen" drops the 2).
 
-This is not the stored record (`store.message_record`): topic, queue, sysflag and hosts come from
+This is not the stored record (`protocol.record`): topic, queue, sysflag and hosts come from
 the request header, and the broker appends the header's batch-level properties to each entry.
 Decoding is strict, because a torn entry would shift every message after it: a length that
 overruns the body, a negative length or a TOTALSIZE that disagrees with the parts is a ProtocolError.
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from rocketlite.errors import ProtocolError
+from rocketlite.protocol.errors import ProtocolError
 
 ENTRY_HEAD = struct.Struct(
     ">"

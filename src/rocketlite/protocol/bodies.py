@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final, Self, TypeVar
 
-from rocketlite.errors import ProtocolError
 from rocketlite.protocol import fastjson
+from rocketlite.protocol.errors import ProtocolError
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 16  # TopicConfig defaults (`defaultReadQueueNums`)
 PERM_READ_WRITE: Final = 6  # PermName.PERM_READ | PERM_WRITE

@@ -191,3 +191,13 @@ class CommandFlag(IntFlag):
 
     RESPONSE = 1 << 0
     ONEWAY = 1 << 1
+
+
+class PullSysFlag(IntFlag):
+    """`PullSysFlag`: the `sysFlag` bits of a PULL_MESSAGE request header."""
+
+    COMMIT_OFFSET = 1 << 0  # the request carries the consumer's offset to commit
+    SUSPEND = 1 << 1  # hold the request (long polling) when nothing is there yet
+    SUBSCRIPTION = 1 << 2  # the request carries its subscription expression
+    CLASS_FILTER = 1 << 3  # class filter mode: no tag filtering on the broker
+    LITE_PULL = 1 << 4  # 5.x lite pull consumer

@@ -40,9 +40,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketlite.errors import ProtocolError
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.codes import CommandFlag, LanguageCode, SerializeType
+from rocketlite.protocol.errors import ProtocolError
 
 DEFAULT_VERSION: Final = 409  # MQVersion.V4_9_8.ordinal(); clients store the broker's reply version
 DEFAULT_LANGUAGE: Final = "JAVA"

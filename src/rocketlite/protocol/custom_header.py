@@ -48,7 +48,7 @@ from typing import (
     get_type_hints,
 )
 
-from rocketlite.errors import ProtocolError
+from rocketlite.protocol.errors import ProtocolError
 
 _LONG_MARK: Final = "java.lang.Long"
 Long = Annotated[int, _LONG_MARK]  # a Java long: 64-bit; plain `int` fields are Java ints (32-bit)

@@ -39,7 +39,7 @@ from collections.abc import Callable, Hashable, Mapping
 from enum import Enum
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
-from rocketlite.errors import ProtocolError
+from rocketlite.protocol.errors import ProtocolError
 
 MAX_DEPTH: Final = 256  # nesting guard for hostile bodies; RocketMQ bodies nest 5 deep at most
 

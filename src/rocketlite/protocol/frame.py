@@ -24,7 +24,6 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from rocketlite.errors import ProtocolError
 from rocketlite.protocol.codes import SerializeType
 from rocketlite.protocol.command import (
     RemotingCommand,
@@ -33,6 +32,7 @@ from rocketlite.protocol.command import (
     encode_header,
     encode_json_header,
 )
+from rocketlite.protocol.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_LENGTH: Final = 16 * 1024 * 1024  # bytes on the wire, length field included
 

@@ -28,9 +28,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, cast
 
-from rocketlite.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.frame import LENGTH, FrameDecoder, encode_command
 
 log = logging.getLogger("rocketlite.remoting")

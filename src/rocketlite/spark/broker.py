@@ -26,24 +26,24 @@ from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from rocketlite.client.api import PullSysFlag, build_subscription
+from rocketlite.client.api import build_subscription
 from rocketlite.client.consumer_pull import AsyncPullConsumer
 from rocketlite.client.errors import ClientError, NoRouteError, TopicNotExistError, for_code
 from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.producer import AsyncProducer
 from rocketlite.client.sync import shared_loop
-from rocketlite.message import MessageConst
 from rocketlite.protocol.bodies import SubscriptionData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryMessageRequestHeader,
 )
+from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.queue_bodies import TopicList
+from rocketlite.protocol.record import decode_records
 from rocketlite.spark.offsets import QueueRef
-from rocketlite.store.message_record import decode_records
 
 log = logging.getLogger("rocketlite.spark.broker")
 

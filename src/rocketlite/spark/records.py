@@ -21,7 +21,7 @@ Both readers of `rocketlite.spark` hold bytes with records back to back: a PULL_
 
 Records the fast path does not handle (IPv6 hosts, compressed bodies, properties that are not
 UTF-8) send the whole chunk down `_decode_slow`, a per-record decoder built on
-`store.message_record.decode_record`; both paths give identical rows.
+`protocol.record.decode_record`; both paths give identical rows.
 
 msgId is the client-made UNIQ_KEY when the message has one, else the broker's offsetMsgId (store
 host + commit-log offset, 32 upper-case hex digits for IPv4), as `MessageClientExt.getMsgId()`.
@@ -41,23 +41,34 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketlite.message import (
+from rocketlite.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     MessageConst,
     MessageSysFlag,
     make_msg_id,
 )
-from rocketlite.spark.schema import COLUMNS
-from rocketlite.store.message_record import (
+from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
+    BODY_CRC_POS,
+    BORN_TIMESTAMP_POS,
     MESSAGE_MAGIC_CODE,
+    PHYSICAL_OFFSET_POS,
+    QUEUE_ID_POS,
+    QUEUE_OFFSET_POS,
     SIZE_MAGIC,
+    SYSFLAG_POS,
+    V4_BODY_LEN_POS,
+    V4_BODY_POS,
+    V4_FIXED_SIZE,
+    V4_RECONSUME_POS,
+    V4_STORE_HOST_POS,
+    V4_STORE_TIMESTAMP_POS,
     RecordFormatError,
     body_crc,
     decode_record,
-    layout_for,
 )
+from rocketlite.spark.schema import COLUMNS
 
 log = logging.getLogger("rocketlite.spark.records")
 
@@ -91,20 +102,19 @@ _TYPES: Final = {
 ARROW_SCHEMA: Final = pa.schema([pa.field(name, _TYPES[name]) for name in COLUMNS])
 """What Spark expects from `read()` for the schema in `schema.SPARK_DDL` (timestamps in UTC)."""
 
-# Field positions of the record with IPv4 born and store hosts (see store.message_record).
-_OFF_CRC: Final = 8
-_OFF_QUEUE_ID: Final = 12
-_OFF_QUEUE_OFFSET: Final = 20
-_OFF_PHYS: Final = 28
-_OFF_SYSFLAG: Final = 36
-_OFF_BORN_TS: Final = 40
-_OFF_STORE_TS: Final = 56
-_OFF_STORE_HOST: Final = 64
-_OFF_RECONSUME: Final = 72
-_OFF_BODY_LEN: Final = 84
-_OFF_BODY: Final = 88
-_V4_FIXED: Final = layout_for(0).fixed_size
-assert layout_for(0).head.size == _OFF_BODY and _V4_FIXED == 91
+# Field positions of the record with IPv4 born and store hosts (declared in protocol.record).
+_OFF_CRC: Final = BODY_CRC_POS
+_OFF_QUEUE_ID: Final = QUEUE_ID_POS
+_OFF_QUEUE_OFFSET: Final = QUEUE_OFFSET_POS
+_OFF_PHYS: Final = PHYSICAL_OFFSET_POS
+_OFF_SYSFLAG: Final = SYSFLAG_POS
+_OFF_BORN_TS: Final = BORN_TIMESTAMP_POS
+_OFF_STORE_TS: Final = V4_STORE_TIMESTAMP_POS
+_OFF_STORE_HOST: Final = V4_STORE_HOST_POS
+_OFF_RECONSUME: Final = V4_RECONSUME_POS
+_OFF_BODY_LEN: Final = V4_BODY_LEN_POS
+_OFF_BODY: Final = V4_BODY_POS
+_V4_FIXED: Final = V4_FIXED_SIZE
 
 _V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 _SLOW_BITS: Final = _V6_BITS | MessageSysFlag.COMPRESSED_FLAG

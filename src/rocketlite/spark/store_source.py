@@ -39,6 +39,8 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from rocketlite.protocol.consume_queue_unit import CQ_DTYPE, PADDING_SIZE
+from rocketlite.protocol.record import MESSAGE_MAGIC_CODE
 from rocketlite.spark.options import StoreOptions
 from rocketlite.spark.records import (
     Stop,
@@ -47,7 +49,6 @@ from rocketlite.spark.records import (
     validate_positions,
 )
 from rocketlite.spark.schema import COLUMNS, SPARK_DDL
-from rocketlite.store.message_record import MESSAGE_MAGIC_CODE
 
 log = logging.getLogger("rocketlite.spark.store_source")
 
@@ -55,8 +56,6 @@ __all__ = ["CorruptStoreError", "RocketMQStoreDataSource", "SegmentRange", "comm
 
 DEFAULT_RANGE_BYTES: Final = 64 * 1024 * 1024
 _MAGIC: Final = MESSAGE_MAGIC_CODE.to_bytes(4, "big", signed=True)
-_CQ_DTYPE: Final = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-_PADDING_SIZE: Final = 0x7FFF_FFFF
 
 
 class CorruptStoreError(RuntimeError):
@@ -207,14 +206,14 @@ def _queue_units(part: QueueFiles) -> npt.NDArray[Any]:
     chunks = []
     for name in part.files:
         raw = np.fromfile(name, dtype=np.uint8)
-        in_file = raw[: len(raw) // _CQ_DTYPE.itemsize * _CQ_DTYPE.itemsize].view(_CQ_DTYPE)
+        in_file = raw[: len(raw) // CQ_DTYPE.itemsize * CQ_DTYPE.itemsize].view(CQ_DTYPE)
         empty = np.flatnonzero((in_file["phy"] == 0) & (in_file["size"] == 0))
         chunks.append(in_file[: int(empty[0])] if len(empty) else in_file)
         if len(empty):
             break
-    units: npt.NDArray[Any] = np.concatenate(chunks) if chunks else np.zeros(0, dtype=_CQ_DTYPE)
+    units: npt.NDArray[Any] = np.concatenate(chunks) if chunks else np.zeros(0, dtype=CQ_DTYPE)
     real_units: npt.NDArray[Any] = units[
-        (units["size"] != _PADDING_SIZE) & (units["size"] > 0) & (units["phy"] >= 0)
+        (units["size"] != PADDING_SIZE) & (units["size"] > 0) & (units["phy"] >= 0)
     ]
     return real_units
 

@@ -1,13 +1,13 @@
 """The commit log: one append-only log of stored message records for all topics.
 
 Byte layout: consecutive segments of `mapedFileSizeCommitLog` bytes under `commitlog/`, each named by
-its 20-digit start offset, holding records as `message_record` describes them back to back. When a
+its 20-digit start offset, holding records as `protocol.record` describes them back to back. When a
 record (plus the 8 bytes a later blank needs) does not fit in what is left of a segment, the rest
 of the segment is marked by an end-of-file blank (`int remaining, int 0xCBD43194`) and the record
 goes to the start of the next segment. A batch is never split across segments.
 
 Appends are serialised by one lock; encoding of everything position-independent happens before
-taking it. Records are encoded here directly, with the header structs of `message_record`: the
+taking it. Records are encoded here directly, with the header structs of `protocol.record`: the
 same bytes as its `prepare_record` + `pack_head` (the reference, and still the path of a message
 over a limit, which reports the limit) without their per-message objects. The class owns no
 threads: flushing, committing and dispatching are services that call into it.
@@ -24,12 +24,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.clock import Clock
-from rocketlite.errors import SegmentCreateError
-from rocketlite.message import HostAddress, MessageSysFlag
-from rocketlite.store.config import StoreConfig
-from rocketlite.store.mapped_file import MappedFile
-from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
-from rocketlite.store.message_record import (
+from rocketlite.protocol.errors import SegmentCreateError
+from rocketlite.protocol.message import HostAddress, MessageSysFlag
+from rocketlite.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     INT,
     LONG,
@@ -48,6 +45,9 @@ from rocketlite.store.message_record import (
     pack_head,
     prepare_record,
 )
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
 from rocketlite.store.status import AppendMessageStatus
 
 log = logging.getLogger("rocketlite.store.commit_log")

@@ -6,17 +6,10 @@ Files: `consumequeue/{topic}/{queueId}/{20-digit zero-padded start byte offset}`
 (blocks reserved, not written: `mapped_file_queue.reserve_allocator`). The files of a
 queue concatenate into one array of 20-byte units; logical offset N (the queue offset consumers
 see) is the unit at byte N*20 of the concatenation, i.e. in the file named `N*20 // file_size *
-file_size`, at `N*20 % file_size`. The file size is a multiple of 20, so no unit straddles files::
-
-    off  size  field
-      0     8  commitLogOffset   long, big-endian: where the record starts in the commit log
-      8     4  size              int: the record's TOTALSIZE
-     12     8  tagsCode          long: hash of the TAGS property (delay queues: delivery time)
-
-A unit is valid while commitLogOffset >= 0 and size > 0; the first all-zero unit ends the data
-(recovery also rejects a real unit starting before the previous real one ends: garbage).
-The padding unit (0, 0x7FFFFFFF, 0) fills the units before the first real one when a queue starts
-in the middle of a file, and a gap left by out-of-order dispatch; it points at no record.
+file_size`, at `N*20 % file_size`. The file size is a multiple of 20, so no unit straddles files.
+The unit's byte layout, and the padding unit, are declared in `protocol/consume_queue_unit.py`.
+Recovery also rejects a real unit starting before the previous real one ends (garbage), and a gap
+left by out-of-order dispatch is filled with padding units.
 `min_offset` is the first real unit still backed by the commit log, `max_offset` the next unit
 to write (= units written, padding included).
 
@@ -27,7 +20,6 @@ readers on other threads get zero-copy views; the cleaner only ever drops whole 
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable, Sequence
 from itertools import starmap
 from pathlib import Path
@@ -36,7 +28,15 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from rocketlite.store.config import CQ_UNIT_SIZE
+from rocketlite.protocol.consume_queue_unit import (
+    CQ_DTYPE,
+    CQ_UNIT,
+    PADDING_BYTES,
+    PADDING_SIZE,
+    UNIT_SIZE,
+    Unit,
+    is_padding,
+)
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (
     Allocator,
@@ -46,19 +46,6 @@ from rocketlite.store.mapped_file_queue import (
 
 log = logging.getLogger("rocketlite.store.consume_queue")
 
-CQ_UNIT: Final = struct.Struct(
-    ">"
-    "q"  # commitLogOffset
-    "i"  # size
-    "q"  # tagsCode
-)
-UNIT_SIZE: Final = CQ_UNIT.size
-PADDING_SIZE: Final = 0x7FFF_FFFF  # Integer.MAX_VALUE
-PADDING_UNIT: Final = (0, PADDING_SIZE, 0)
-_PADDING_BYTES: Final = CQ_UNIT.pack(*PADDING_UNIT)
-_CQ_DTYPE: Final = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-assert UNIT_SIZE == CQ_UNIT_SIZE == _CQ_DTYPE.itemsize == 20
-
 _LONG_MAX: Final = (1 << 63) - 1
 _SCAN_UNITS: Final = 16_384  # units per numpy chunk when scanning (320 KiB)
 _PAD_CHUNK_UNITS: Final = 65_536  # padding written per append call (1.25 MiB)
@@ -66,13 +53,7 @@ _PAD_CHUNK_UNITS: Final = 65_536  # padding written per append call (1.25 MiB)
 # queue's unflushed window, far less than re-reading or re-zeroing every 6 MB file at start-up.
 TAIL_CHECK_BYTES: Final = 1 << 20
 
-Unit = tuple[int, int, int]
 _Ints = npt.NDArray[np.int64]
-
-
-def is_padding(unit: Unit) -> bool:
-    """True for the filler unit that points at no record."""
-    return unit[0] == 0 and unit[1] == PADDING_SIZE
 
 
 def _is_writable(unit: Unit) -> bool:
@@ -83,7 +64,7 @@ def _is_writable(unit: Unit) -> bool:
 
 def _decode(view: memoryview) -> tuple[_Ints, _Ints]:
     """(commitLogOffset, size) columns of whole units, copied out so the mapping is not pinned."""
-    arr = np.frombuffer(view, dtype=_CQ_DTYPE, count=len(view) // UNIT_SIZE)
+    arr = np.frombuffer(view, dtype=CQ_DTYPE, count=len(view) // UNIT_SIZE)
     return arr["phy"].astype(np.int64), arr["size"].astype(np.int64)
 
 
@@ -305,7 +286,7 @@ class ConsumeQueue:
         while count > 0:
             mf = self._new_file(0)
             n = min(count, mf.remaining // UNIT_SIZE, _PAD_CHUNK_UNITS)
-            mf.append(_PADDING_BYTES * n)
+            mf.append(PADDING_BYTES * n)
             count -= n
 
     # -- reading ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketlite.message import MessageSysFlag
+from rocketlite.protocol.message import MessageSysFlag
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch_request import DispatchRequest

@@ -7,19 +7,17 @@ sizes are taken from the files themselves unless given.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rocketlite.protocol.consume_queue_unit import CQ_UNIT
+from rocketlite.protocol.index_layout import HEADER
 from rocketlite.store.checkpoint import CHECKPOINT
-from rocketlite.store.consume_queue import CQ_UNIT
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 from rocketlite.store.record_scan import ScanKind, scan_record
-
-INDEX_HEADER = struct.Struct(">qqqqii")
 
 
 def _segment_files(directory: Path) -> list[Path]:
@@ -209,9 +207,9 @@ def inspect_store(root: Path, *, commit_log_file_size: int | None = None) -> dic
     if index_dir.is_dir():
         for path in sorted(p for p in index_dir.iterdir() if p.is_file()):
             with path.open("rb") as fh:
-                head = fh.read(INDEX_HEADER.size)
-            if len(head) == INDEX_HEADER.size:
-                bt, et, bp, ep, slots, count = INDEX_HEADER.unpack(head)
+                head = fh.read(HEADER.size)
+            if len(head) == HEADER.size:
+                bt, et, bp, ep, slots, count = HEADER.unpack(head)
                 info["index"].append(
                     {"name": path.name, "begin_timestamp": bt, "end_timestamp": et, "begin_phy_offset": bp,
                      "end_phy_offset": ep, "hash_slots_used": slots, "index_count": count}

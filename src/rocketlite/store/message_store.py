@@ -19,14 +19,21 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.errors import SegmentCreateError, StoreError
-from rocketlite.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
+from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_SIZE, UNIT_SIZE, is_padding
+from rocketlite.protocol.errors import SegmentCreateError, StoreError
+from rocketlite.protocol.message import (
+    MessageConst,
+    MessageSysFlag,
+    properties_to_string,
+    string_to_properties,
+)
+from rocketlite.protocol.record import MAX_TOPIC_LENGTH, MessageInner, StoredRecord, decode_record
+from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.clean import CleanService, DiskThresholds, RunningFlags
 from rocketlite.store.commit_log import AppendResult, CommitLog
-from rocketlite.store.config import CQ_UNIT_SIZE, FlushDiskType, StoreConfig
-from rocketlite.store.consume_queue import CQ_UNIT, PADDING_SIZE, is_padding
+from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
 from rocketlite.store.flush import (
@@ -38,8 +45,6 @@ from rocketlite.store.flush import (
 )
 from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
 from rocketlite.store.index_service import IndexService
-from rocketlite.store.message_record import MAX_TOPIC_LENGTH, MessageInner, StoredRecord, decode_record
-from rocketlite.store.record_scan import SCHEDULE_TOPIC
 from rocketlite.store.recovery import RecoveryReport, recover
 from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
 
@@ -436,10 +441,10 @@ class MessageStore:
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
-        units = cq.get_units(offset, max(MAX_FILTER_BYTES, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE)
+        units = cq.get_units(offset, max(MAX_FILTER_BYTES, max_msg_nums * UNIT_SIZE) // UNIT_SIZE)
         if units is None:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            per_file = self.config.cq_file_size // CQ_UNIT_SIZE
+            per_file = self.config.cq_file_size // UNIT_SIZE
             result.next_begin_offset = self._correct(offset, offset + per_file - offset % per_file)
             return result
         result.status = GetMessageStatus.NO_MATCHED_MESSAGE

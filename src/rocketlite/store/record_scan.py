@@ -13,12 +13,11 @@ and corrupt bytes are judged by one piece of code.
 from __future__ import annotations
 
 import enum
-import struct
 import zlib
 from dataclasses import dataclass
 from typing import Final
 
-from rocketlite.message import (
+from rocketlite.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
     MessageConst,
@@ -26,8 +25,7 @@ from rocketlite.message import (
     find_property,
     tags_code,
 )
-from rocketlite.store.dispatch_request import DispatchRequest
-from rocketlite.store.message_record import (
+from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
     INT,
@@ -35,20 +33,17 @@ from rocketlite.store.message_record import (
     SHORT,
     SIZE_MAGIC,
     SYSFLAG_POS,
+    V4_BODY_POS,
+    V4_FIXED_SIZE,
+    V4_SCAN_FIELDS,
     body_crc,
     layout_for,
 )
+from rocketlite.protocol.reserved import SCHEDULE_TOPIC
+from rocketlite.store.dispatch_request import DispatchRequest
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-
-# The fields dispatch needs from a record with IPv4 born and store hosts (the common layout), in
-# one unpack: TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG,
-# STORETIMESTAMP, PREPARED TRANSACTION OFFSET, BODYLEN (FLAG, BORNTIMESTAMP, hosts, reconsume skipped).
-_V4_FIELDS: Final = struct.Struct(">iiii4xqqi16xq12xqi")
-_V4_LAYOUT: Final = layout_for(0)
-_V4_HEAD: Final = _V4_LAYOUT.head.size
-_V4_FIXED: Final = _V4_LAYOUT.fixed_size
-assert _V4_FIELDS.size == _V4_HEAD == 88
+_V4_HEAD: Final = V4_BODY_POS
+_V4_FIXED: Final = V4_FIXED_SIZE
 _HOST_V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 _KEYS: Final = MessageConst.KEYS + NAME_VALUE_SEPARATOR
 _UNIQ: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
@@ -119,7 +114,7 @@ def scan_messages(
     the end of `buf` was reached. A record that starts before `limit` is scanned whole.
     """
     size = len(buf)
-    unpack = _V4_FIELDS.unpack_from
+    unpack = V4_SCAN_FIELDS.unpack_from
     append = out.append
     crc32 = zlib.crc32
     while pos < size and pos < limit:

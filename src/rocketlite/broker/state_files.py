@@ -1,4 +1,4 @@
-"""JSON config files under `{storePathRootDir}/config/`, never half-written.
+"""The broker's state files under `{storePathRootDir}/config/`, never half-written.
 
 RocketMQ keeps broker state that is not in the commit log in small fastjson files:
 
@@ -16,42 +16,16 @@ one into place, so a crash leaves either the old or the new content. `load` fall
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from rocketlite.errors import ProtocolError
+from rocketlite.atomic_file import write_atomically
 from rocketlite.protocol import fastjson
+from rocketlite.protocol.errors import ProtocolError
 
-log = logging.getLogger("rocketlite.store.config_file")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text`: temp file, fsync, keep a `.bak` of the old one, rename, fsync dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    data = text.encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)  # a half-written temp file only holds space on a full disk
-        raise
-    os.close(fd)
-    if path.exists():
-        path.replace(path.with_name(path.name + ".bak"))
-    tmp.replace(path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+log = logging.getLogger("rocketlite.broker.state_files")
 
 
 class JsonConfigFile(ABC):

@@ -1,0 +1,41 @@
+"""RocketMQ's reserved names and ids (Java `MixAll`, `TopicValidator`): system topics, the retry and
+dead-letter prefixes, the master's broker id.
+
+Broker, SDK, admin CLI and Spark all recognise these names; each takes them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+MASTER_ID: Final = 0
+"""`MixAll.MASTER_ID`: the broker id of a master in routes and registrations; slaves are > 0."""
+
+DEFAULT_TOPIC: Final = "TBW102"
+SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC: Final = "BenchmarkTest"
+OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+
+NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
+    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
+     OFFSET_MOVED_EVENT}
+)  # fmt: skip
+"""`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`: topics producers may not send to."""
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_sys_topic(topic: str) -> bool:
+    return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith("rmq_sys_") or topic == DEFAULT_TOPIC
