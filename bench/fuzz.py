@@ -40,8 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.broker_harness import broker_under_test
 from tests.reliability.test_fuzz import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
+from tests.support.broker_harness import broker_under_test
 
 from rocketlite.protocol.batch import decode_batch
 from rocketlite.protocol.command import decode_json_header, decode_rocketmq_header

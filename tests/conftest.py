@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
-
-
-def _find_shared() -> Path:
-    """`shared/` sits beside the checkout (in CI and in the workplace); ROCKETLITE_SHARED overrides."""
-    env = os.environ.get("ROCKETLITE_SHARED")
-    if env:
-        return Path(env)
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared"
-        if (candidate / "testdata").is_dir():
-            return candidate
-    return Path(__file__).resolve().parents[2] / "shared"
-
-
-SHARED = _find_shared()
-REAL_STORE = SHARED / "testdata" / "rocketmq-4.x-store"
-
-StoreFactory = Callable[..., MessageStore]
-
-
-def small_config(root: Path, **overrides: Any) -> StoreConfig:
-    """Tiny segments so rolls happen within a test."""
-    base: dict[str, Any] = {
-        "store_path_root_dir": root,
-        "maped_file_size_commit_log": 64 * 1024,
-        "maped_file_size_consume_queue": 100 * 20,
-        "max_hash_slot_num": 1000,
-        "max_index_num": 4000,
-        "flush_interval_commit_log": 50,
-        "flush_interval_consume_queue": 50,
-    }
-    base.update(overrides)
-    return StoreConfig(**base)
+from tests.support.store import StoreFactory, small_config
 
 
 @pytest.fixture

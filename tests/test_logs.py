@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from rocketlite.logs import JsonFormatter
-from tests.reliability.wire import free_port
+from tests.support.wire import free_port
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

@@ -45,7 +45,7 @@ import pytest
 
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.remoting.client import RemotingClient
-from tests.reliability.wire import QUEUES, free_port, pull_queue, query_key, send_request
+from tests.support.wire import QUEUES, free_port, pull_queue, query_key, send_request
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PRODUCERS = 4

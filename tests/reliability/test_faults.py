@@ -34,7 +34,7 @@ import pytest
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
 from rocketlite.remoting.client import RemotingClient
-from tests.reliability.wire import QUEUES, TOPIC, free_port, pull_queue, query_key, send_request
+from tests.support.wire import QUEUES, TOPIC, free_port, pull_queue, query_key, send_request
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SMALL_SEGMENTS = {"mapedFileSizeCommitLog": "65536", "mapedFileSizeConsumeQueue": "2000"}

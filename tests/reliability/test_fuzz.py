@@ -12,7 +12,7 @@ Decoder properties (each a bounded hypothesis run, about 10 s for the module):
 - `CustomHeader.from_ext` of every header class, over random ext maps built from the class's own
   wire names and random keys/values: `HeaderFieldError` (a `ProtocolError`) only.
 
-Live broker (`tests.broker_harness.broker_under_test`, same event loop, raw sockets): random
+Live broker (`tests.support.broker_harness.broker_under_test`, same event loop, raw sockets): random
 bytes and mutated valid frames never kill it and never break other connections; a slowloris
 partial frame does not block anyone else; N idle connections (``ROCKETLITE_IDLE_CONNS``, default
 200 here to keep the suite fast; `bench/fuzz.py --idle 1000` holds 1,000) are held while a
@@ -51,7 +51,7 @@ from rocketlite.protocol.frame import FrameDecoder, encode_command
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import MessageInner, decode_records, encode_record
-from tests.broker_harness import BrokerUnderTest, broker_under_test, run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test, run
 
 FUZZ = settings(
     max_examples=300,

@@ -1,0 +1,174 @@
+"""Record codec: literal bytes, the real broker's segment, and property round trips."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocketlite.protocol.message import (
+    HostAddress,
+    find_property,
+    index_key_hash,
+    java_string_hash,
+    make_msg_id,
+    parse_msg_id,
+    properties_to_string,
+    string_to_properties,
+    tags_code,
+)
+from rocketlite.protocol.record import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    MessageInner,
+    RecordFormatError,
+    RecordTooLargeError,
+    body_crc,
+    decode_record,
+    decode_records,
+    encode_record,
+    prepare_record,
+)
+from tests.support.store import REAL_STORE
+
+REAL_SEGMENT = REAL_STORE / "commitlog" / "00000000000000000000"
+LOCAL = HostAddress.parse("127.0.0.1:10911")
+
+
+def test_java_hash_facts() -> None:
+    assert java_string_hash("TagA") == 2598919
+    assert java_string_hash("TagB") == 2598920
+    assert java_string_hash("*") == 42
+    assert java_string_hash("TopicTest#key1") == -1655984460
+    assert index_key_hash("TopicTest#key1") == 1655984460
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert index_key_hash("polygenelubricants") == 0
+    assert tags_code(None) == 0 and tags_code("") == 0
+    # Non-BMP characters count as two UTF-16 code units.
+    assert java_string_hash("😀") == 0xD83D * 31 + 0xDE00
+
+
+def test_crc_and_magic_facts() -> None:
+    assert body_crc(b"Hello") == 2010220930
+    assert MESSAGE_MAGIC_CODE & 0xFFFFFFFF == 0xDAA320A7
+    assert BLANK_MAGIC_CODE & 0xFFFFFFFF == 0xCBD43194
+
+
+def test_msg_id() -> None:
+    assert make_msg_id(LOCAL, 0) == "7F00000100002A9F0000000000000000"
+    parsed = parse_msg_id("7F00000100002A9F00000000000000AB")
+    assert parsed.address == LOCAL and parsed.offset == 0xAB
+    v6 = HostAddress.parse("[::1]:10911")
+    mid = make_msg_id(v6, 5)
+    assert len(mid) == 56 and parse_msg_id(mid).address == v6
+    with pytest.raises(ValueError):
+        parse_msg_id("ABCD")
+
+
+def test_record_bytes_exact() -> None:
+    msg = MessageInner(
+        topic="T", body=b"Hi", born_host=HostAddress.parse("10.0.0.2:5555"), store_host=LOCAL,
+        queue_id=3, flag=7, born_timestamp=1000, properties_string="TAGS\x01a",
+        store_timestamp=2000, queue_offset=9, commit_log_offset=4096, reconsume_times=1,
+    )  # fmt: skip
+    raw = encode_record(msg)
+    expected = (
+        struct.pack(">iiiiiqqiq", 91 + 2 + 1 + 6, MESSAGE_MAGIC_CODE, body_crc(b"Hi"), 3, 7, 9, 4096, 0, 1000)
+        + bytes([10, 0, 0, 2]) + struct.pack(">i", 5555)
+        + struct.pack(">q", 2000) + bytes([127, 0, 0, 1]) + struct.pack(">i", 10911)
+        + struct.pack(">iqi", 1, 0, 2) + b"Hi" + b"\x01T" + struct.pack(">h", 6) + b"TAGS\x01a"
+    )  # fmt: skip
+    assert raw == expected
+    rec = decode_record(raw, verify_crc=True)
+    assert rec.tags == "a" and rec.msg_id == make_msg_id(LOCAL, 4096) and rec.reconsume_times == 1
+
+
+def test_ipv6_hosts_shift_fields() -> None:
+    v6 = HostAddress.parse("[::1]:1")
+    msg = MessageInner(topic="t", body=b"x", born_host=v6, store_host=v6, store_timestamp=77)
+    raw = encode_record(msg)
+    assert len(raw) == 91 + 1 + 1 + 24
+    rec = decode_record(raw)
+    assert rec.sys_flag & 0x30 == 0x30 and rec.store_timestamp == 77 and rec.born_host == v6
+
+
+def test_limits() -> None:
+    with pytest.raises(RecordTooLargeError):
+        prepare_record(MessageInner(topic="x" * 128, body=b"", born_host=LOCAL, store_host=LOCAL), 1 << 20)
+    with pytest.raises(RecordTooLargeError):
+        prepare_record(MessageInner(topic="t", body=bytes(2000), born_host=LOCAL, store_host=LOCAL), 1024)
+
+
+def test_corrupt_records_rejected() -> None:
+    raw = bytearray(encode_record(MessageInner(topic="t", body=b"abc", born_host=LOCAL, store_host=LOCAL)))
+    with pytest.raises(RecordFormatError):
+        decode_record(raw[:-1])
+    raw[88] ^= 0x01  # first body byte: lengths still consistent, only the CRC catches it
+    decode_record(raw)
+    with pytest.raises(RecordFormatError, match="CRC"):
+        decode_record(raw, verify_crc=True)
+    raw[-4] = 100  # TOPICLEN pointing past the record
+    with pytest.raises(RecordFormatError):
+        decode_record(raw)
+
+
+def test_real_rocketmq_segment_decodes() -> None:
+    data = REAL_SEGMENT.read_bytes()
+    records = decode_records(data)
+    assert len(records) == 47
+    assert [r.queue_offset for r in records] == list(range(47))
+    assert all(r.topic == "abc" and r.total_size == 172 and r.tags == "TAG1" for r in records)
+    assert records[0].body == b"Once, there was a chance for me!"
+    assert sum(r.total_size for r in records) == 8084
+    for r in records:
+        assert decode_record(data, r.physical_offset, verify_crc=True).physical_offset == r.physical_offset
+        assert r.keys is not None and r.keys.isdigit()
+
+
+def test_properties_codec() -> None:
+    assert properties_to_string({"a": "1", "b": "2"}) == "a\x011\x02b\x012"
+    assert string_to_properties("a\x011\x02b\x012\x02") == {"a": "1", "b": "2"}
+    assert string_to_properties("\x02junk\x02=\x01\x02k\x01v") == {"k": "v"}
+    assert find_property("XTAGS\x01no\x02TAGS\x01yes", "TAGS") == "yes"
+    assert find_property("TAGS\x01yes", "KEYS") is None
+
+
+_text = st.text(
+    alphabet=st.characters(exclude_characters="\x01\x02", exclude_categories=["Cs"]),
+    min_size=1,
+    max_size=12,
+)
+
+
+@given(
+    topic=st.text(alphabet="abcXYZ_-%|019", min_size=1, max_size=40),
+    body=st.binary(max_size=300),
+    props=st.dictionaries(_text, _text, max_size=5),
+    queue_id=st.integers(0, 2**31 - 1),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    offsets=st.tuples(st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**62)),
+    v6=st.booleans(),
+)
+def test_record_round_trip(
+    topic: str,
+    body: bytes,
+    props: dict[str, str],
+    queue_id: int,
+    flag: int,
+    offsets: tuple[int, int, int],
+    v6: bool,
+) -> None:
+    host = HostAddress.parse("[fe80::1]:9") if v6 else LOCAL
+    msg = MessageInner(
+        topic=topic, body=body, born_host=host, store_host=LOCAL, queue_id=queue_id, flag=flag,
+        properties_string=properties_to_string(props), queue_offset=offsets[0],
+        commit_log_offset=offsets[1], store_timestamp=offsets[2], born_timestamp=offsets[2],
+    )  # fmt: skip
+    raw = encode_record(msg)
+    rec = decode_record(raw, verify_crc=True)
+    assert (rec.topic, rec.body, rec.queue_id, rec.flag) == (topic, body, queue_id, flag)
+    assert (rec.queue_offset, rec.physical_offset, rec.store_timestamp) == offsets
+    assert string_to_properties(rec.properties_string) == props
+    assert rec.born_host == host and rec.total_size == len(raw)

@@ -1,0 +1,459 @@
+"""The `rocketmq` data source: driver-side logic against a fake broker (no Spark), then end to end
+on the run's one `local[2]` Spark session and embedded broker (tests/spark_session.py)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+from rocketlite.embedded import EmbeddedCluster
+from rocketlite.spark import offsets as off
+from rocketlite.spark import source as src
+from rocketlite.spark.broker import PullOutcome, RawPull, client_for
+from rocketlite.spark.offsets import QueueRef
+from rocketlite.spark.options import SinkOptions, SourceOptions
+from rocketlite.spark.schema import COLUMNS
+from rocketlite.spark.sink import _rows, write_partition
+from rocketlite.spark.source import DataLossError, QueueRange, StreamReader, read_range
+from tests.support.spark_session import (
+    create_topic,
+    produce,
+    spark_cluster_fixture,  # noqa: F401 - the spark_cluster fixture
+    spark_fixture,  # noqa: F401 - the spark fixture
+    wait_dispatched,
+)
+
+A0 = QueueRef("T", "broker-a", 0)
+A1 = QueueRef("T", "broker-a", 1)
+P0 = QueueRef("PatNew", "broker-a", 0)
+
+
+class FakeClient:
+    """Queue bounds the test sets; records commits; answers pulls from a script."""
+
+    def __init__(self) -> None:
+        self.lo: dict[QueueRef, int] = {}
+        self.hi: dict[QueueRef, int] = {}
+        self.committed: dict[QueueRef, int] = {}
+        self.pulls: list[RawPull] = []
+
+    def topics(self) -> list[str]:
+        return sorted({q.topic for q in self.hi})
+
+    def queues(self, topic: str) -> list[QueueRef]:
+        return sorted(q for q in self.hi if q.topic == topic)
+
+    def min_offsets(self, refs: Any) -> dict[QueueRef, int]:
+        return {q: self.lo[q] for q in refs}
+
+    def max_offsets(self, refs: Any) -> dict[QueueRef, int]:
+        return {q: self.hi[q] for q in refs}
+
+    def commit(self, offsets: dict[QueueRef, int]) -> None:
+        self.committed.update(offsets)
+
+    def pull_async(self, ref: QueueRef, offset: int, max_nums: int, expression: str, timeout: float) -> Any:
+        future: concurrent.futures.Future[RawPull] = concurrent.futures.Future()
+        future.set_result(self.pulls.pop(0))
+        return future
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeClient:
+    client = FakeClient()
+    monkeypatch.setattr(src, "client_for", lambda *a: client)
+    return client
+
+
+def _reader(**opts: str) -> StreamReader:
+    base = {"nameServer": "fake:1", "topicPattern": "T|PatNew", "startingOffsets": "earliest"}
+    return StreamReader(SourceOptions.parse({**base, **opts}, streaming=True))
+
+
+def test_stream_reader_offsets_limits_and_new_queues(fake: FakeClient) -> None:
+    fake.lo, fake.hi = {A0: 0, A1: 5}, {A0: 60, A1: 35}
+    reader = _reader(maxOffsetsPerTrigger="40", consumerGroup="lag-group")
+    assert reader.getDefaultReadLimit() == ReadMaxRows(40)
+    start = reader.initialOffset()
+    assert start == {"T": {"broker-a:0": 0, "broker-a:1": 5}}
+    end = reader.latestOffset(start, ReadMaxRows(40))  # backlogs 60 and 30: 2/3 and 1/3 of 40
+    assert end == {"T": {"broker-a:0": 27, "broker-a:1": 18}}
+    parts = reader.partitions(start, end)
+    assert [(p.queue_id, p.start, p.end) for p in parts] == [(0, 0, 27), (1, 5, 18)]  # type: ignore[attr-defined]
+    # A new topic matching the pattern is registered at its earliest offset, then read.
+    fake.lo[P0], fake.hi[P0] = 3, 10
+    end2 = reader.latestOffset(end, ReadAllAvailable())
+    assert end2 == {"PatNew": {"broker-a:0": 3}, "T": {"broker-a:0": 60, "broker-a:1": 35}}
+    assert [(p.topic, p.start, p.end) for p in reader.partitions(end, end2)] == [  # type: ignore[attr-defined]
+        ("T", 27, 60), ("T", 18, 35),
+    ]  # fmt: skip
+    end3 = reader.latestOffset(end2, ReadAllAvailable())
+    assert off.from_json_obj(end3)[P0] == 10
+    assert reader.reportLatestOffset() == end3
+    # A broker leaving the route keeps its queues' offsets.
+    del fake.hi[A1], fake.lo[A1]
+    assert off.from_json_obj(reader.latestOffset(end3, ReadAllAvailable()))[A1] == 35
+    # Commits mirror the (exclusive) end offsets to the group, idempotently.
+    reader.commit(end3)
+    reader.commit(end3)
+    assert fake.committed == off.from_json_obj(end3)
+    # Pickled for the executors without driver-side state.
+    state = reader.__getstate__()
+    assert state["_latest"] == {} and state["_frozen"] is None
+
+
+def test_stream_reader_available_now_freezes_the_target(fake: FakeClient) -> None:
+    fake.lo, fake.hi = {A0: 0}, {A0: 10}
+    reader = _reader(maxOffsetsPerTrigger="4")
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    fake.hi[A0] = 1000  # arrives after the query started: not read by this AvailableNow run
+    seen = []
+    while True:
+        end = reader.latestOffset(start, ReadMaxRows(4))
+        if end == start:
+            break
+        seen.append(off.from_json_obj(end)[A0])
+        start = end
+    assert seen == [4, 8, 10]
+
+
+def test_stream_reader_data_loss(fake: FakeClient) -> None:
+    fake.lo, fake.hi = {A0: 50}, {A0: 80}  # retention removed 0..49
+    with pytest.raises(DataLossError, match=r"offsets 10\.\.49 are no longer stored"):
+        _reader().latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable())
+    assert _reader(failOnDataLoss="false").latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable()) == {
+        "T": {"broker-a:0": 80}
+    }
+    # The queue went backwards (topic recreated): fail, or continue from its new end.
+    fake.lo, fake.hi = {A0: 0}, {A0: 5}
+    with pytest.raises(DataLossError, match="before the checkpointed offset"):
+        _reader().latestOffset({"T": {"broker-a:0": 70}}, ReadAllAvailable())
+    assert _reader(failOnDataLoss="false").latestOffset({"T": {"broker-a:0": 70}}, ReadMaxRows(3)) == {
+        "T": {"broker-a:0": 5}
+    }
+
+
+def test_read_range_skips_or_fails_on_deleted_offsets(
+    fake: FakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    part = QueueRange("T", "broker-a", 0, 0, 100)
+    fake.pulls = [RawPull(PullOutcome.MOVED, 60, 60, 100, b""), RawPull(PullOutcome.NO_NEW, 60, 60, 60, b"")]
+    opts = SourceOptions.parse(
+        {"nameServer": "fake:1", "topic": "T", "failOnDataLoss": "false"}, streaming=False
+    )
+    assert list(read_range(opts, part)) == []
+    assert "offsets 0..59 are no longer stored" in caplog.text
+    assert "the queue ends at 60" in caplog.text
+    fake.pulls = [RawPull(PullOutcome.MOVED, 60, 60, 100, b"")]
+    strict = SourceOptions.parse({"nameServer": "fake:1", "topic": "T"}, streaming=False)
+    with pytest.raises(DataLossError):
+        list(read_range(strict, part))
+
+
+# -- the sink's row handling (no Spark) ---------------------------------------------------------------
+def test_sink_rows_ids_and_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow as pa  # noqa: PLC0415
+
+    from rocketlite.client.message import MessageQueue  # noqa: PLC0415
+    from rocketlite.spark import sink  # noqa: PLC0415
+
+    opts = SinkOptions.parse({"nameServer": "x:1", "batchSize": "3"}, streaming=True)
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "topic": ["A"] * 5 + ["B"],
+            "value": ["v0", "v1", "v1", "v3", "v4", "v5"],
+            "keys": [["k1", "k2"], None, None, None, None, None],
+            "properties": [[("DELAY", "3"), ("TAGS", "fromProps"), ("user", "x")]] + [None] * 5,
+        },
+        schema=pa.schema([
+            ("topic", pa.string()), ("value", pa.string()), ("keys", pa.list_(pa.string())),
+            ("properties", pa.map_(pa.string(), pa.string())),
+        ]),
+    )  # fmt: skip
+    rows = list(_rows(opts, iter([batch])))
+    first = rows[0].message
+    assert first.body == b"v0" and first.keys == "k1 k2" and first.tags == "fromProps"
+    assert first.properties["user"] == "x" and "DELAY" not in first.properties
+
+    sent: list[tuple[str, int, list[str]]] = []
+
+    class Client:
+        def publish_queues(self, group: str, topic: str) -> list[MessageQueue]:
+            return [MessageQueue(topic, "broker-a", i) for i in range(4)]
+
+        def has_unique_key(self, topic: str, key: str) -> bool:
+            return key in stored
+
+        def send_batch(self, group: str, queue: MessageQueue, messages: Any, timeout: float) -> None:
+            sent.append((queue.topic, queue.queue_id, [m.properties["UNIQ_KEY"] for m in messages]))
+            stored.update(m.properties["UNIQ_KEY"] for m in messages)
+
+    stored: set[str] = set()
+    monkeypatch.setattr(sink, "client_for", lambda *a: Client())
+    monkeypatch.setattr(sink, "_task_context", lambda: (3, "7", "query-1"))
+    r1 = write_partition(opts, iter([batch]), streaming=True)
+    first_run = list(sent)
+    assert r1.sent == 6 and r1.skipped == 0 and r1.chunks == 3  # A: 3 + 2, B: 1
+    assert len(stored) == 6  # identical rows (v1, v1) got distinct ids
+    # A replay of the same batch and partition, rows in another order: same ids, same chunks, nothing sent.
+    sent.clear()
+    reordered = batch.take(pa.array([5, 4, 3, 2, 1, 0]))
+    r2 = write_partition(opts, iter([reordered]), streaming=True)
+    assert r2.sent == 0 and r2.skipped == 6 and sent == []
+    # A replay that failed after the first chunk: only the missing chunks go out.
+    stored.clear()
+    stored.update(first_run[0][2])
+    r3 = write_partition(opts, iter([reordered]), streaming=True)
+    assert r3.skipped == 3 and r3.sent == 3 and sent == first_run[1:]
+    # Another batch id gives other ids.
+    monkeypatch.setattr(sink, "_task_context", lambda: (3, "8", "query-1"))
+    sent.clear()
+    write_partition(opts, iter([batch]), streaming=True)
+    assert not {u for c in sent for u in c[2]} & {u for c in first_run for u in c[2]}
+
+
+# -- end to end on Spark --------------------------------------------------------------------------------
+def _bodies(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() for i in range(n)]
+
+
+def test_batch_read_offsets_timestamps_tags(spark: Any, spark_cluster: EmbeddedCluster) -> None:
+    c = spark_cluster
+    create_topic(c, "SparkBatch", 2)
+    parity = ["even" if i % 2 == 0 else "odd" for i in range(20)]
+    first = produce(c, "SparkBatch", _bodies("a", 20), tags=parity, keys=[f"key-{i}" for i in range(20)])
+    time.sleep(0.05)
+    boundary = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(c, "SparkBatch", _bodies("b", 10), tags=["even"] * 10)
+    wait_dispatched(c)
+
+    def reader() -> Any:  # DataFrameReader.option() changes the reader: a new one per query
+        return (
+            spark.read.format("rocketmq").option("nameServer", c.namesrv_addr).option("topic", "SparkBatch")
+        )
+
+    df = reader().load()
+    assert df.columns == list(COLUMNS)
+    rows = df.collect()
+    assert len(rows) == 30 and df.rdd.getNumPartitions() == 2
+    by_body = {r.body: r for r in rows}
+    r0 = by_body[b"a-0"]
+    assert (r0.topic, r0.brokerName, r0.tags, r0.keys, r0.reconsumeTimes) == (
+        "SparkBatch",
+        "broker-a",
+        "even",
+        "key-0",
+        0,
+    )
+    assert r0.msgId == first[0].msg_id and r0.properties["UNIQ_KEY"] == first[0].msg_id
+    assert (r0.queueId, r0.queueOffset) == (first[0].queue.queue_id, first[0].queue_offset)
+    assert r0.storeTimestamp >= r0.bornTimestamp
+    # Offsets: JSON start/end per queue, -2 = earliest.
+    q0 = f"broker-a:{first[0].queue.queue_id}"
+    q1 = f"broker-a:{first[1].queue.queue_id}"
+    part = (
+        reader()
+        .option("startingOffsets", f'{{"SparkBatch": {{"{q0}": 3, "{q1}": -2}}}}')
+        .option("endingOffsets", f'{{"SparkBatch": {{"{q0}": 8, "{q1}": 2}}}}')
+        .load()
+    )
+    got = sorted((r.queueId, r.queueOffset) for r in part.collect())
+    assert got == sorted(
+        [(first[0].queue.queue_id, o) for o in range(3, 8)] + [(first[1].queue.queue_id, o) for o in range(2)]
+    )
+    # Timestamps: [startingTimestamp, endingTimestamp) on storeTimestamp.
+    later = reader().option("startingTimestamp", str(boundary)).load().collect()
+    assert sorted(r.body for r in later) == sorted(_bodies("b", 10))
+    earlier = reader().option("endingTimestamp", str(boundary)).load().collect()
+    assert sorted(r.body for r in earlier) == sorted(_bodies("a", 20))
+    # Tag expression; ranges split into partitions of at most maxRecordsPerPartition.
+    assert reader().option("tags", "odd").load().count() == 10
+    assert reader().option("tags", "odd || even").load().count() == 30
+    split = reader().option("maxRecordsPerPartition", "4").load()
+    assert split.rdd.getNumPartitions() == 8 and split.count() == 30
+    # SQL, and nothing at all for an empty range.
+    spark.sql(
+        "CREATE OR REPLACE TEMPORARY VIEW mq USING rocketmq "
+        f"OPTIONS (nameServer '{c.namesrv_addr}', topic 'SparkBatch')"
+    )
+    assert spark.sql("SELECT count(*) AS n FROM mq WHERE tags = 'even'").collect()[0].n == 20
+    assert reader().option("startingOffsets", "latest").load().count() == 0
+
+
+def _stream(
+    spark: Any, c: EmbeddedCluster, topic_opts: dict[str, str], out: Path, ck: Path, **opts: str
+) -> Any:
+    reader = spark.readStream.format("rocketmq").option("nameServer", c.namesrv_addr)
+    for k, v in {**topic_opts, **opts}.items():
+        reader = reader.option(k, v)
+    query = (
+        reader.load()
+        .selectExpr("topic", "queueId", "queueOffset", "CAST(body AS STRING) AS body")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    return query
+
+
+def test_streaming_restart_is_exact_rate_limited_and_committed(
+    spark: Any, spark_cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    c = spark_cluster
+    create_topic(c, "SparkStream", 2)
+    produce(c, "SparkStream", _bodies("s", 40))
+    wait_dispatched(c)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    opts = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "15", "consumerGroup": "spark-lag"}
+    q1 = _stream(spark, c, {"topic": "SparkStream"}, out, ck, **opts)
+    assert [p["numInputRows"] for p in q1.recentProgress] == [15, 15, 10]
+    # Produced while the query is down; the restart resumes at the checkpointed offsets.
+    produce(c, "SparkStream", _bodies("t", 12))
+    wait_dispatched(c)
+    q2 = _stream(
+        spark, c, {"topic": "SparkStream"}, out, ck, startingOffsets="latest", consumerGroup="spark-lag"
+    )
+    assert [p["numInputRows"] for p in q2.recentProgress] == [12]
+    rows = spark.read.parquet(str(out)).collect()
+    assert len(rows) == 52 and len({(r.queueId, r.queueOffset) for r in rows}) == 52
+    assert sorted(r.body for r in rows) == sorted(b.decode() for b in _bodies("s", 40) + _bodies("t", 12))
+    # Processed offsets are mirrored to the consumer group as exclusive ends, when Spark commits a
+    # batch to the source: at the start of the next one (here: the restart committed run 1's end).
+    client = client_for(c.namesrv_addr, "spark-lag")
+    queues = client.queues("SparkStream")
+    assert client.committed(queues) == dict.fromkeys(queues, 20)
+
+
+def test_streaming_pattern_picks_up_new_topics(
+    spark: Any, spark_cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    c = spark_cluster
+    create_topic(c, "SparkPatA", 1)
+    produce(c, "SparkPatA", _bodies("pa", 5))
+    wait_dispatched(c)
+    out, ck = tmp_path / "out", tmp_path / "ck"
+    pattern = {"topicPattern": "SparkPat[A-Z]"}
+    _stream(spark, c, pattern, out, ck, startingOffsets="earliest")
+    create_topic(c, "SparkPatB", 2)
+    produce(c, "SparkPatB", _bodies("pb", 6))
+    produce(c, "SparkPatA", _bodies("pa2", 2))
+    wait_dispatched(c)
+    _stream(spark, c, pattern, out, ck)
+    rows = spark.read.parquet(str(out)).collect()
+    assert sorted(r.body for r in rows) == sorted(
+        b.decode() for b in _bodies("pa", 5) + _bodies("pb", 6) + _bodies("pa2", 2)
+    )
+    assert {r.topic for r in rows} == {"SparkPatA", "SparkPatB"}
+
+
+def test_batch_write_then_read_back(spark: Any, spark_cluster: EmbeddedCluster) -> None:
+    c = spark_cluster
+    create_topic(c, "SparkWrite", 3)
+    data = [
+        ("SparkWrite", f"payload-{i}".encode(), f"tag{i % 3}", [f"k{i}", "common"], {"n": str(i)}, i % 3)
+        for i in range(30)
+    ]
+    df = spark.createDataFrame(
+        data,
+        "topic STRING, body BINARY, tags STRING, keys ARRAY<STRING>, properties MAP<STRING,STRING>, "
+        "queueId INT",
+    )
+    with pytest.raises(Exception, match="append"):
+        df.write.format("rocketmq").option("nameServer", c.namesrv_addr).mode("overwrite").save()
+    df.write.format("rocketmq").option("nameServer", c.namesrv_addr).mode("append").save()
+    wait_dispatched(c)
+    back = (
+        spark.read.format("rocketmq")
+        .option("nameServer", c.namesrv_addr)
+        .option("topic", "SparkWrite")
+        .load()
+    )
+    rows = back.collect()
+    assert len(rows) == 30
+    for r in rows:
+        i = int(r.body.decode().split("-")[1])
+        assert (r.tags, r.keys, r.properties["n"], r.queueId) == (
+            f"tag{i % 3}",
+            f"k{i} common",
+            str(i),
+            i % 3,
+        )
+    # The topic as an option, a string value column, no queue given.
+    spark.createDataFrame([("v1",), ("v2",)], "value STRING").write.format("rocketmq").option(
+        "nameServer", c.namesrv_addr
+    ).option("topic", "SparkWrite").mode("append").save()
+    wait_dispatched(c)
+    assert back.count() == 30  # a DataFrame is a snapshot of the offsets planned when it was made
+    assert (
+        spark.read.format("rocketmq")
+        .option("nameServer", c.namesrv_addr)
+        .option("topic", "SparkWrite")
+        .load()
+        .count()
+        == 32
+    )
+
+
+def test_streaming_sink_failure_mid_batch_adds_no_duplicates(
+    spark: Any, spark_cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    c = spark_cluster
+    create_topic(c, "SparkSinkIn", 2)
+    create_topic(c, "SparkSinkOut", 2)
+    produce(c, "SparkSinkIn", _bodies("in", 120))
+    produce(c, "SparkSinkIn", [b"same"] * 6)  # identical rows must still all arrive, once each
+    wait_dispatched(c)
+    marker = tmp_path / "fail-once"
+    marker.touch()
+
+    def run() -> Any:
+        return (
+            spark.readStream.format("rocketmq")
+            .option("nameServer", c.namesrv_addr)
+            .option("topic", "SparkSinkIn")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("body", "concat('copied-', tags) AS tags")
+            .writeStream.format("rocketmq")
+            .option("nameServer", c.namesrv_addr)
+            .option("topic", "SparkSinkOut")
+            .option("batchSize", "10")
+            .option("testFailAfterChunks", "3")
+            .option("testFailMarker", str(marker))
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    failed = run()
+    with pytest.raises(Exception, match="injected failure"):
+        failed.awaitTermination(120)
+    assert not marker.exists()
+    wait_dispatched(c)
+    reader = (
+        spark.read.format("rocketmq").option("nameServer", c.namesrv_addr).option("topic", "SparkSinkOut")
+    )
+    partial = reader.load().count()
+    assert 30 <= partial < 126  # the failing task sent 3 chunks of 10 before it failed
+    done = run()
+    done.awaitTermination(120)
+    assert done.exception() is None
+    wait_dispatched(c)
+    rows = reader.load().collect()
+    assert len(rows) == 126
+    assert len({r.msgId for r in rows}) == 126
+    assert sorted(r.body for r in rows) == sorted(_bodies("in", 120) + [b"same"] * 6)
