@@ -42,6 +42,7 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff format --check src tests bench
 
 typecheck: $(STAMP)
@@ -72,6 +73,7 @@ clean-clients:
 
 test: $(STAMP) clients
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(VPY) -m pytest
 
