@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from itertools import starmap
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,9 @@ from rocketlite.store.mapped_file_queue import (
 
 log = logging.getLogger("rocketlite.store.consume_queue")
 
+# Consume-queue bytes one pull may scan while filtering (RocketMQ's 16000).
+MAX_FILTER_BYTES: Final = 16_000
+
 _LONG_MAX: Final = (1 << 63) - 1
 _SCAN_UNITS: Final = 16_384  # units per numpy chunk when scanning (320 KiB)
 _PAD_CHUNK_UNITS: Final = 65_536  # padding written per append call (1.25 MiB)
@@ -54,6 +58,27 @@ _PAD_CHUNK_UNITS: Final = 65_536  # padding written per append call (1.25 MiB)
 TAIL_CHECK_BYTES: Final = 1 << 20
 
 _Ints = npt.NDArray[np.int64]
+
+
+class RecordSource(Protocol):
+    """Where `ConsumeQueue.read` gets record bytes: the commit log's `RecordSlicer`."""
+
+    def slice(self, offset: int, size: int) -> memoryview | None: ...
+
+    def next_segment(self, offset: int) -> int: ...
+
+
+@dataclass(slots=True)
+class QueueRead:
+    """What `ConsumeQueue.read` found: record views in queue order, their queue offsets, their
+    total size, how many units were scanned (the next read starts after them), and whether a
+    record was gone from the log before any was found (MESSAGE_WAS_REMOVING)."""
+
+    messages: list[memoryview] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    total_size: int = 0
+    scanned: int = 0
+    hit_removed: bool = False
 
 
 def _is_writable(unit: Unit) -> bool:
@@ -319,6 +344,51 @@ class ConsumeQueue:
             return mf.read(rel, size - size % UNIT_SIZE)
         except ValueError:  # the file was closed under us (expiry): like a missing file
             return None
+
+    def read(
+        self,
+        offset: int,
+        max_count: int,
+        max_bytes: int,
+        tag_filter: Callable[[int], bool] | None,
+        records: RecordSource,
+    ) -> QueueRead | None:
+        """The records of a pull: units from `offset` whose tag code passes `tag_filter`, at most
+        `max_count` records and (after the first) `max_bytes` bytes, each a zero-copy view cut by
+        `records` (the commit log's half of the read).
+
+        At most `max(MAX_FILTER_BYTES, max_count * 20)` bytes of units are scanned, within the
+        file holding `offset`. Padding is skipped. A record the log no longer holds means its
+        whole segment is gone: units pointing into that segment are skipped too. None if
+        `offset` is outside the queue or its file is gone (`get_units`).
+        """
+        units = self.get_units(offset, max(MAX_FILTER_BYTES, max_count * UNIT_SIZE) // UNIT_SIZE)
+        if units is None:
+            return None
+        found = QueueRead()
+        messages, queue_offsets = found.messages, found.queue_offsets
+        skip_below = -1  # commit-log start of the segment after a removed one
+        scanned = total = 0
+        cut = records.slice
+        for phy, size, tag in CQ_UNIT.iter_unpack(units):
+            if messages and (len(messages) >= max_count or total + size > max_bytes):
+                break
+            scanned += 1
+            if size == PADDING_SIZE or phy < skip_below:
+                continue
+            if tag_filter is not None and not tag_filter(tag):
+                continue
+            view = cut(phy, size)
+            if view is None:
+                found.hit_removed = found.hit_removed or not messages
+                skip_below = records.next_segment(phy)
+                continue
+            messages.append(view)
+            queue_offsets.append(offset + scanned - 1)
+            total += size
+        units.release()
+        found.scanned, found.total_size = scanned, total
+        return found
 
     def last_unit(self) -> Unit | None:
         """The last unit that points at a record (trailing padding skipped), or None."""

@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_SIZE, UNIT_SIZE, is_padding
+from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.errors import SegmentCreateError, StoreError
 from rocketlite.protocol.message import (
     MessageConst,
@@ -50,8 +50,6 @@ from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMe
 
 log = logging.getLogger("rocketlite.store")
 
-# Consume-queue bytes one pull may scan while filtering (RocketMQ's 16000).
-MAX_FILTER_BYTES = 16_000
 SLOW_PUT_MS = 500
 _DELAY_NEEDLE = MessageConst.DELAY_TIME_LEVEL + "\x01"
 
@@ -441,53 +439,24 @@ class MessageStore:
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
-        units = cq.get_units(offset, max(MAX_FILTER_BYTES, max_msg_nums * UNIT_SIZE) // UNIT_SIZE)
-        if units is None:
+        with self.commit_log.slicer() as records:
+            found = cq.read(offset, max_msg_nums, max_bytes, message_filter, records)
+        if found is None:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            per_file = self.config.cq_file_size // UNIT_SIZE
-            result.next_begin_offset = self._correct(offset, offset + per_file - offset % per_file)
+            result.next_begin_offset = self._correct(offset, cq.roll_next_file(offset))
             return result
-        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-        next_phy_file_start = -1
-        scanned = 0
-        total = 0
-        get_data = self.commit_log.get_data
-        # The readable rest of the segment holding the last record read: the records of one pull
-        # are mostly in one segment, so each is a slice of this view instead of a segment lookup.
-        seg: memoryview | None = None
-        seg_start = seg_end = 0
-        messages, queue_offsets = result.messages, result.queue_offsets
-        for phy, size, tag in CQ_UNIT.iter_unpack(units):
-            if messages and (len(messages) >= max_msg_nums or total + size > max_bytes):
-                break
-            scanned += 1
-            if size == PADDING_SIZE or phy < next_phy_file_start:
-                continue
-            if message_filter is not None and not message_filter(tag):
-                continue
-            if phy < seg_start or phy + size > seg_end:
-                if seg is not None:
-                    seg.release()
-                seg = get_data(phy) if phy >= 0 else None
-                seg_start = phy
-                seg_end = phy + len(seg) if seg is not None else phy
-            if seg is None or size < 0 or phy + size > seg_end:
-                if not messages:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = self.commit_log.roll_next_file(phy)
-                continue
-            messages.append(seg[phy - seg_start : phy - seg_start + size])
-            queue_offsets.append(offset + scanned - 1)
-            total += size
-        if seg is not None:
-            seg.release()
-        units.release()
-        result.buffer_total_size = total
-        result.next_begin_offset = offset + scanned
-        if messages:
+        result.messages, result.queue_offsets = found.messages, found.queue_offsets
+        result.buffer_total_size = found.total_size
+        result.next_begin_offset = offset + found.scanned
+        if found.messages:
             result.status = GetMessageStatus.FOUND
-            self.stats.get_found += len(messages)
+            self.stats.get_found += len(found.messages)
         else:
+            result.status = (
+                GetMessageStatus.MESSAGE_WAS_REMOVING
+                if found.hit_removed
+                else GetMessageStatus.NO_MATCHED_MESSAGE
+            )
             self.stats.get_miss += 1
         return result
 
