@@ -10,7 +10,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from rocketlite.broker.admin import RuntimeStatsSampler, human_bytes
+from rocketlite.broker.processors.admin_requests import RuntimeStatsSampler, human_bytes
 from rocketlite.clock import ManualClock
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import (

@@ -13,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from rocketlite.broker.client_manager import ClientManager
-from rocketlite.broker.lock import RebalanceLockManager
-from rocketlite.broker.pull import PullMessageProcessor
+from rocketlite.broker.processors.pull import PullMessageProcessor
+from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request

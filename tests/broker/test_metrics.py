@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.broker.send import SYSTEM_BUSY_REMARK
+from rocketlite.broker.processors.send import SYSTEM_BUSY_REMARK
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
 from rocketlite.protocol.frame import encode_command

@@ -27,13 +27,13 @@ from rocketlite.store.message_store import MessageStore
 
 if TYPE_CHECKING:
     from rocketlite.broker.client_manager import ClientManager
-    from rocketlite.broker.ha_master import HAMasterService
-    from rocketlite.broker.ha_slave import HASlaveService
-    from rocketlite.broker.ha_sync import SlaveSynchronize
+    from rocketlite.broker.ha.master import HAMasterService
+    from rocketlite.broker.ha.slave import HASlaveService
+    from rocketlite.broker.ha.sync import SlaveSynchronize
     from rocketlite.broker.live_config import LiveConfig
-    from rocketlite.broker.lock import RebalanceLockManager
-    from rocketlite.broker.pull import PullMessageProcessor
-    from rocketlite.broker.send import SendMessageProcessor
+    from rocketlite.broker.processors.pull import PullMessageProcessor
+    from rocketlite.broker.processors.send import SendMessageProcessor
+    from rocketlite.broker.rebalance_lock import RebalanceLockManager
 
 
 class BrokerService(Protocol):

@@ -15,24 +15,18 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from rocketlite.broker import (
-    acl,
-    admin,
-    client_manager,
-    consumer_offset,
-    ha,
-    live_config,
-    lock,
-    metrics,
-    pull,
-    query,
-    schedule,
-    send_back,
-    transaction,
-)
+from rocketlite.broker import acl, client_manager, live_config, metrics, rebalance_lock, schedule, transaction
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.broker.send import SendMessageProcessor
+from rocketlite.broker.ha import service as ha
+from rocketlite.broker.processors import (
+    admin_requests,
+    consumer_offset,
+    consumer_send_back,
+    pull,
+    query,
+)
+from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -65,12 +59,12 @@ INSTALLERS: tuple[Installer, ...] = (
     client_manager.install,
     pull.install,
     consumer_offset.install,
-    lock.install,
-    send_back.install,
+    rebalance_lock.install,
+    consumer_send_back.install,
     schedule.install,
     transaction.install,
     query.install,
-    admin.install,
+    admin_requests.install,
     live_config.install,  # HA: UPDATE/GET_BROKER_CONFIG, published as ctx.live
     ha.install,  # HA: master service or slave replication + config sync (uses ctx.send, ctx.live)
     metrics.install,  # GET /metrics on metricsPort (0 = off)

@@ -29,14 +29,68 @@ import socket
 import time
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.ha_protocol import HEADER, REFUSED_OFFSET, REPORT, transfer_start
+from rocketlite.protocol.ha_frames import HEADER, REFUSED_OFFSET, REPORT
+from rocketlite.protocol.record import (
+    BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH,
+    LONG,
+    MESSAGE_MAGIC_CODE,
+    PHYSICAL_OFFSET_POS,
+    SIZE_MAGIC,
+)
 from rocketlite.runtime import cancel_tasks
+from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.ha")
 
 _POLL_S = 0.1  # a writer re-checks the log this often even when nobody woke it
+_PHYS_END = PHYSICAL_OFFSET_POS + 8
+
+
+def transfer_start(commit_log: CommitLog, slave_offset: int) -> int | str:
+    """Where to stream from for a slave that holds `slave_offset` bytes, or why it cannot be served.
+
+    A new slave (offset 0) gets the master's whole retained log, from its oldest segment. Otherwise
+    the slave's end must be an offset the master's log also has a record boundary at: the start of
+    a segment, the master's end, an end-of-file blank, or a record whose PHYSICALOFFSET field says
+    it starts exactly there (every stored record carries its own offset).
+    """
+    master_end = commit_log.max_offset
+    if slave_offset == 0:
+        return commit_log.min_offset
+    if slave_offset < 0:
+        return f"slave reported a negative offset {slave_offset}"
+    if slave_offset > master_end:
+        return (
+            f"the slave's commit log ({slave_offset} bytes) is ahead of the master's ({master_end}): "
+            "the logs diverged"
+        )
+    if slave_offset < commit_log.min_offset:
+        return (
+            f"the slave's commit log ends at {slave_offset}, before the master's oldest retained "
+            f"offset {commit_log.min_offset}: it cannot catch up"
+        )
+    if slave_offset == master_end or slave_offset % commit_log.file_size == 0:
+        return slave_offset
+    head = commit_log.get_message(slave_offset, END_FILE_MIN_BLANK_LENGTH)
+    if head is not None:
+        size, magic = SIZE_MAGIC.unpack_from(head)
+        head.release()
+        if magic == BLANK_MAGIC_CODE and size == commit_log.file_size - slave_offset % commit_log.file_size:
+            return slave_offset
+        if magic == MESSAGE_MAGIC_CODE:
+            fixed = commit_log.get_message(slave_offset, _PHYS_END)
+            if fixed is not None:
+                phys = LONG.unpack_from(fixed, PHYSICAL_OFFSET_POS)[0]
+                fixed.release()
+                if phys == slave_offset:
+                    return slave_offset
+    return (
+        f"the master's commit log has no record boundary at the slave's offset {slave_offset}: "
+        "the logs diverged"
+    )
 
 
 def bind_ha_socket(host: str, port: int) -> socket.socket:

@@ -1,4 +1,4 @@
-"""The HA (master/slave replication) wire protocol of RocketMQ 4.x, and the checks on its stream.
+"""The HA (master/slave replication) wire format of RocketMQ 4.x: frame layouts and record boundaries.
 
 One TCP connection per slave, to the master's `haListenPort`; two one-way streams on it:
 
@@ -15,9 +15,12 @@ the rest for the next transfer, so what it stores and reports always ends on a r
 
 rocketlite's one extension: a master that will not serve a slave sends one header with offset -1
 (`REFUSED_OFFSET`) and the UTF-8 reason as body, then closes. That happens when the slave's log
-cannot be a prefix of the master's (`transfer_start`): the slave is ahead, its offset is older
-than the master's oldest segment, or the master has no record starting at it. A Java slave reads
-the refusal as an offset mismatch and reconnects; a rocketlite slave stops serving (see ha_slave).
+cannot be a prefix of the master's (`broker/ha/master.py` `transfer_start`): the slave is ahead,
+its offset is older than the master's oldest segment, or the master has no record starting at it.
+A Java slave reads the refusal as an offset mismatch and reconnects; a rocketlite slave stops
+serving (see `broker/ha/slave.py`).
+
+Sans-IO: the layouts and `whole_records` only; the sockets are in `broker/ha/`.
 """
 
 from __future__ import annotations
@@ -32,66 +35,19 @@ from rocketlite.protocol.record import (
     INT,
     LONG,
     MESSAGE_MAGIC_CODE,
-    PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
     SYSFLAG_POS,
     layout_for,
 )
-from rocketlite.store.commit_log import CommitLog
 
 REPORT: Final = struct.Struct(">q")  # slave -> master: max offset held
 HEADER: Final = struct.Struct(">qi")  # master -> slave: physical offset, body size
 REFUSED_OFFSET: Final = -1
 MAX_BODY_SIZE: Final = 64 * 1024 * 1024  # no sane transfer is larger (haTransferBatchSize bound)
-_PHYS_END: Final = PHYSICAL_OFFSET_POS + 8
 
 
 class RefusedError(ProtocolError):
     """The master refused this slave: its log diverged from the master's."""
-
-
-def transfer_start(commit_log: CommitLog, slave_offset: int) -> int | str:
-    """Where to stream from for a slave that holds `slave_offset` bytes, or why it cannot be served.
-
-    A new slave (offset 0) gets the master's whole retained log, from its oldest segment. Otherwise
-    the slave's end must be an offset the master's log also has a record boundary at: the start of
-    a segment, the master's end, an end-of-file blank, or a record whose PHYSICALOFFSET field says
-    it starts exactly there (every stored record carries its own offset).
-    """
-    master_end = commit_log.max_offset
-    if slave_offset == 0:
-        return commit_log.min_offset
-    if slave_offset < 0:
-        return f"slave reported a negative offset {slave_offset}"
-    if slave_offset > master_end:
-        return (
-            f"the slave's commit log ({slave_offset} bytes) is ahead of the master's ({master_end}): "
-            "the logs diverged"
-        )
-    if slave_offset < commit_log.min_offset:
-        return (
-            f"the slave's commit log ends at {slave_offset}, before the master's oldest retained "
-            f"offset {commit_log.min_offset}: it cannot catch up"
-        )
-    if slave_offset == master_end or slave_offset % commit_log.file_size == 0:
-        return slave_offset
-    head = commit_log.get_message(slave_offset, END_FILE_MIN_BLANK_LENGTH)
-    if head is not None:
-        size, magic = SIZE_MAGIC.unpack_from(head)
-        head.release()
-        if magic == BLANK_MAGIC_CODE and size == commit_log.file_size - slave_offset % commit_log.file_size:
-            return slave_offset
-        if magic == MESSAGE_MAGIC_CODE:
-            fixed = commit_log.get_message(slave_offset, _PHYS_END)
-            if fixed is not None:
-                phys = LONG.unpack_from(fixed, PHYSICAL_OFFSET_POS)[0]
-                fixed.release()
-                if phys == slave_offset:
-                    return slave_offset
-    return (
-        f"the master's commit log has no record boundary at the slave's offset {slave_offset}: "
-        "the logs diverged"
-    )
 
 
 def whole_records(buf: bytes | bytearray | memoryview, start: int, file_size: int) -> tuple[int, int]:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.broker.ha_master import HAMasterService, bind_ha_socket
-from rocketlite.broker.ha_slave import HASlaveService
-from rocketlite.broker.ha_sync import SlaveSynchronize, TopicLearner
+from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket
+from rocketlite.broker.ha.slave import HASlaveService
+from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.remoting.connection import RequestTable
 
 

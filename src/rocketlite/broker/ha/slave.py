@@ -32,7 +32,8 @@ import time
 from collections.abc import Callable
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.ha_protocol import (
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.ha_frames import (
     HEADER,
     MAX_BODY_SIZE,
     REFUSED_OFFSET,
@@ -40,7 +41,6 @@ from rocketlite.broker.ha_protocol import (
     RefusedError,
     whole_records,
 )
-from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.headers import RegisterBrokerResponseHeader
 from rocketlite.store.mapped_file import prezero, segment_name, staging_path
 from rocketlite.store.message_store import MessageStore

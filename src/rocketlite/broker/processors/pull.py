@@ -32,7 +32,7 @@ import os
 from rocketlite.broker.client_manager import FAQ_SUFFIX, ClientManager
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.broker.pull_hold import HeldPull, PullRequestHoldService
+from rocketlite.broker.processors.pull_hold import HeldPull, PullRequestHoldService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
