@@ -4,6 +4,7 @@ Consumers of both kinds and the offset store use these; each resolves the broker
 the instance's route table (refreshing the topic's route once when the broker is unknown),
 sends the request and maps every non-success answer to a `ClientError` via `for_code`.
 
+Requests are built and answers parsed by `protocol.requests`; this class adds the SDK's policy.
 Pulls decode their body with the broker's own record decoder (`protocol.record`), inflate
 compressed bodies, drop messages whose TAGS are not in the subscription's tag set (the broker
 filters by hash code only, so collisions slip through; `PullAPIWrapper.processPullResult`), and
@@ -14,45 +15,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Final
 
-from rocketlite.client.errors import ClientError, QueryNotFoundError, for_code
+from rocketlite.client.errors import ClientError, QueryNotFoundError, for_code, parse_answer
 from rocketlite.client.instance import MASTER_ID, ClientInstance
-from rocketlite.client.message import MessageExt, MessageQueue, PullResult, PullStatus, message_from_record
+from rocketlite.client.message import MessageExt, MessageQueue, PullResult, message_from_record
 from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import (
-    ConsumerSendMsgBackRequestHeader,
-    GetConsumerListByGroupRequestHeader,
-    GetEarliestMsgStoretimeRequestHeader,
-    GetEarliestMsgStoretimeResponseHeader,
-    GetMaxOffsetRequestHeader,
-    GetMaxOffsetResponseHeader,
-    GetMinOffsetRequestHeader,
-    GetMinOffsetResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader,
-    SearchOffsetRequestHeader,
-    SearchOffsetResponseHeader,
-    UpdateConsumerOffsetRequestHeader,
-)
+from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.queue_bodies import ConsumerListBody, LockBatchRequestBody, LockBatchResponseBody
-from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.requests import offsets
+from rocketlite.protocol.requests.pull import build_pull, parse_pull
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data
 
 log = logging.getLogger("rocketlite.client.api")
-
-
-PULL_STATUS: Final = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
 
 
 def build_subscription(topic: str, expression: str | None, sub_version: int) -> SubscriptionData:
@@ -93,61 +70,45 @@ class BrokerApi:
             raise ClientError(f"broker {mq.broker_name} of {mq.topic} is not in the route", retriable=True)
         return addr
 
-    async def _call(
-        self,
-        mq: MessageQueue,
-        code: int,
-        ext: dict[str, str],
-        body: bytes | None = None,
-        timeout: float | None = None,
-    ) -> RemotingCommand:
-        addr = await self._addr(mq)
-        response = await self.instance.invoke(addr, self.instance.command(code, ext, body), timeout)
-        if response.code != ResponseCode.SUCCESS:
-            raise for_code(response.code, response.remark)
-        return response
+    async def _request(self, mq: MessageQueue, cmd: RemotingCommand) -> RemotingCommand:
+        return await self.instance.invoke(await self._addr(mq), cmd)
 
     # -- offsets ---------------------------------------------------------------------------
     async def query_consumer_offset(self, group: str, mq: MessageQueue) -> int:
         """The group's committed offset; `QueryNotFoundError` (22) when it has none."""
-        header = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=mq.topic, queue_id=mq.queue_id)
-        response = await self._call(mq, RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
-        return QueryConsumerOffsetResponseHeader.from_ext(response.ext_fields).offset
+        cmd = offsets.build_query_consumer_offset(group, mq.topic, mq.queue_id)
+        response = await self._request(mq, cmd)
+        offset = parse_answer(offsets.parse_query_consumer_offset, response)
+        if offset is None:
+            raise for_code(response.code, response.remark)
+        return offset
 
     async def update_consumer_offset(
         self, group: str, mq: MessageQueue, offset: int, *, oneway: bool
     ) -> None:
-        header = UpdateConsumerOffsetRequestHeader(
-            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
-        )
+        cmd = offsets.build_update_consumer_offset(group, mq.topic, mq.queue_id, offset, oneway=oneway)
         if oneway:
-            addr = await self._addr(mq)
-            cmd = self.instance.command(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
-            await self.instance.invoke_oneway(addr, cmd)
+            await self.instance.invoke_oneway(await self._addr(mq), cmd)
         else:
-            await self._call(mq, RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
+            parse_answer(offsets.parse_update_consumer_offset, await self._request(mq, cmd))
 
     async def get_max_offset(self, mq: MessageQueue) -> int:
         """The next offset to be written (the number of entries the queue ever had)."""
-        header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-        response = await self._call(mq, RequestCode.GET_MAX_OFFSET, header.to_ext())
-        return GetMaxOffsetResponseHeader.from_ext(response.ext_fields).offset
+        response = await self._request(mq, offsets.build_get_max_offset(mq.topic, mq.queue_id))
+        return parse_answer(offsets.parse_get_max_offset, response)
 
     async def get_min_offset(self, mq: MessageQueue) -> int:
-        header = GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-        response = await self._call(mq, RequestCode.GET_MIN_OFFSET, header.to_ext())
-        return GetMinOffsetResponseHeader.from_ext(response.ext_fields).offset
+        response = await self._request(mq, offsets.build_get_min_offset(mq.topic, mq.queue_id))
+        return parse_answer(offsets.parse_get_min_offset, response)
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after `timestamp_ms`."""
-        header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms)
-        response = await self._call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header.to_ext())
-        return SearchOffsetResponseHeader.from_ext(response.ext_fields).offset
+        response = await self._request(mq, offsets.build_search_offset(mq.topic, mq.queue_id, timestamp_ms))
+        return parse_answer(offsets.parse_search_offset, response)
 
     async def get_earliest_msg_store_time(self, mq: MessageQueue) -> int:
-        header = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-        response = await self._call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, header.to_ext())
-        return GetEarliestMsgStoretimeResponseHeader.from_ext(response.ext_fields).timestamp
+        response = await self._request(mq, offsets.build_get_earliest_msg_store_time(mq.topic, mq.queue_id))
+        return parse_answer(offsets.parse_get_earliest_msg_store_time, response)
 
     # -- membership and locks --------------------------------------------------------------
     async def consumer_id_list(self, group: str, topic: str) -> list[str]:
@@ -232,37 +193,33 @@ class BrokerApi:
         addr = await self._addr(mq, broker_id)
         if broker_id != MASTER_ID and addr != self.instance.master_addr(mq.broker_name):
             sys_flag &= ~PullSysFlag.COMMIT_OFFSET  # a slave does not take commit offsets
-        header = PullMessageRequestHeader(
-            consumer_group=group,
+        cmd = build_pull(
+            group=group,
             topic=mq.topic,
             queue_id=mq.queue_id,
-            queue_offset=offset,
-            max_msg_nums=max_nums,
+            offset=offset,
+            max_nums=max_nums,
             sys_flag=sys_flag,
-            commit_offset=commit_offset,
-            suspend_timeout_millis=suspend_timeout_ms,
-            subscription=sub.sub_string if sys_flag & PullSysFlag.SUBSCRIPTION else None,
+            expression=sub.sub_string,
             sub_version=sub.sub_version,
             expression_type=sub.expression_type,
-            bname=mq.broker_name,
+            commit_offset=commit_offset,
+            suspend_timeout_ms=suspend_timeout_ms,
+            broker_name=mq.broker_name,
         )
-        cmd = self.instance.command(RequestCode.PULL_MESSAGE, header.to_ext())
-        response = await self.instance.invoke(addr, cmd, timeout)
-        status = PULL_STATUS.get(ResponseCode(response.code)) if response.code in PULL_STATUS else None
-        if status is None:
-            raise for_code(response.code, response.remark)
-        rh = PullMessageResponseHeader.from_ext(response.ext_fields)
+        answer = parse_answer(parse_pull, await self.instance.invoke(addr, cmd, timeout))
         messages: list[MessageExt] = []
-        if status is PullStatus.FOUND and response.body:
-            for rec in decode_records(response.body):
-                msg = message_from_record(rec, mq.broker_name)
-                if sub.tags_set and msg.tags not in sub.tags_set:
-                    continue
-                msg.properties[MessageConst.MIN_OFFSET] = str(rh.min_offset)
-                msg.properties[MessageConst.MAX_OFFSET] = str(rh.max_offset)
-                messages.append(msg)
-        result = PullResult(status, rh.next_begin_offset, rh.min_offset, rh.max_offset, messages)
-        return RawPull(result, rh.suggest_which_broker_id)
+        for rec in answer.records():
+            msg = message_from_record(rec, mq.broker_name)
+            if sub.tags_set and msg.tags not in sub.tags_set:
+                continue
+            msg.properties[MessageConst.MIN_OFFSET] = str(answer.min_offset)
+            msg.properties[MessageConst.MAX_OFFSET] = str(answer.max_offset)
+            messages.append(msg)
+        result = PullResult(
+            answer.status, answer.next_begin_offset, answer.min_offset, answer.max_offset, messages
+        )
+        return RawPull(result, answer.suggest_which_broker_id)
 
 
 async def read_offset_from_broker(api: BrokerApi, group: str, mq: MessageQueue) -> int:

@@ -14,10 +14,13 @@ FLOW_CONTROL (215), which are retried with backoff; timeouts and broken connecti
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.requests.response import ResponseError
 
 __all__ = [
     "BrokerError",
@@ -38,7 +41,10 @@ __all__ = [
     "SystemBusyError",
     "TopicNotExistError",
     "for_code",
+    "parse_answer",
 ]
+
+T = TypeVar("T")
 
 
 class ClientError(RocketliteError):
@@ -159,3 +165,11 @@ def for_code(code: int, remark: str | None = None) -> BrokerError:
     if cls is BrokerError:
         return BrokerError(text, response_code=code, retriable=False)
     return cls(text, response_code=code)
+
+
+def parse_answer(parse: Callable[[RemotingCommand], T], response: RemotingCommand) -> T:
+    """`parse(response)` (a `protocol.requests` parser), a refusal raised as `for_code`'s error."""
+    try:
+        return parse(response)
+    except ResponseError as exc:
+        raise for_code(exc.response_code, exc.response_remark) from None

@@ -49,14 +49,18 @@ from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe
 from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import (
-    CheckTransactionStateRequestHeader,
-    GetRouteInfoRequestHeader,
-    UnregisterClientRequestHeader,
-)
+from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
 from rocketlite.protocol.message import MessageConst, find_property
 from rocketlite.protocol.queue_bodies import MessageQueue
 from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.requests.heartbeat import (
+    build_heartbeat,
+    build_unregister_client,
+    parse_heartbeat,
+    parse_unregister_client,
+)
+from rocketlite.protocol.requests.response import ResponseError
+from rocketlite.protocol.requests.route import build_get_route, parse_route
 from rocketlite.protocol.reserved import MASTER_ID
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
@@ -248,18 +252,17 @@ class ClientInstance:
     async def _unregister_client(
         self, producer_group: str | None = None, consumer_group: str | None = None
     ) -> None:
-        header = UnregisterClientRequestHeader(
-            client_id=self.client_id, producer_group=producer_group, consumer_group=consumer_group
-        )
         addrs = {a for addrs in self.broker_addrs.values() for a in addrs.values()}
 
         async def one(addr: str) -> None:
+            cmd = build_unregister_client(
+                self.client_id, producer_group=producer_group, consumer_group=consumer_group
+            )
             try:
-                response = await self.invoke(
-                    addr, self.command(RequestCode.UNREGISTER_CLIENT, header.to_ext())
-                )
-                if response.code != ResponseCode.SUCCESS:
-                    log.warning("unregister from %s refused: %s", addr, response.remark)
+                response = await self.invoke(addr, cmd)
+                parse_unregister_client(response)
+            except ResponseError as exc:
+                log.warning("unregister from %s refused: %s", addr, exc.response_remark)
             except ClientError as exc:
                 log.warning("unregister from %s failed: %s", addr, exc)
 
@@ -296,6 +299,7 @@ class ClientInstance:
         """Request/response (signed, see `sign`) with transport failures mapped to `RemotingError`s."""
         if self.closed:
             raise ClientStateError(f"client {self.client_id} is shut down")
+        cmd.language = CLIENT_LANGUAGE  # the request builders leave Java's; brokers show ours
         self.sign(cmd)
         limit = self.config.request_timeout if timeout is None else timeout
         try:
@@ -309,6 +313,7 @@ class ClientInstance:
             raise RemotingConnectError(f"request code {cmd.code} to {addr} failed: {exc}") from exc
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        cmd.language = CLIENT_LANGUAGE
         self.sign(cmd)
         try:
             await self.remoting.invoke_oneway(addr, cmd)
@@ -335,15 +340,13 @@ class ClientInstance:
 
     # -- routes ----------------------------------------------------------------------------
     async def fetch_route(self, topic: str) -> TopicRouteData:
-        header = GetRouteInfoRequestHeader(topic=topic, accept_standard_json_only=True)
-        response = await self.invoke_namesrv(
-            self.command(RequestCode.GET_ROUTEINFO_BY_TOPIC, header.to_ext())
-        )
+        response = await self.invoke_namesrv(build_get_route(topic))
         if response.code != ResponseCode.SUCCESS:
             raise for_code(response.code, response.remark or f"no route for topic {topic}")
-        if not response.body:
+        route = parse_route(response)
+        if route is None:
             raise TopicNotExistError(f"empty route for topic {topic}")
-        return TopicRouteData.from_json(response.body)
+        return route
 
     async def update_topic_route(
         self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4
@@ -480,24 +483,23 @@ class ClientInstance:
             data = self.heartbeat_data()
             if not data.producer_data_set and not data.consumer_data_set:
                 return
-            body = data.to_bytes()
             targets = [
                 addr
                 for addrs in self.broker_addrs.values()
                 for broker_id, addr in addrs.items()
                 if broker_id == MASTER_ID or data.consumer_data_set
             ]
-            await asyncio.gather(*(self._heartbeat(addr, body) for addr in sorted(set(targets))))
+            await asyncio.gather(*(self._heartbeat(addr, data) for addr in sorted(set(targets))))
 
-    async def _heartbeat(self, addr: str, body: bytes) -> None:
+    async def _heartbeat(self, addr: str, data: HeartbeatData) -> None:
         try:
-            response = await self.invoke(addr, self.command(RequestCode.HEART_BEAT, body=body))
+            response = await self.invoke(addr, build_heartbeat(data))
         except ClientError as exc:
             log.warning("heartbeat to %s failed: %s", addr, exc)
             return
-        if response.code == ResponseCode.SUCCESS:
-            self.broker_versions[addr] = response.version
-        else:
+        try:
+            self.broker_versions[addr] = parse_heartbeat(response)
+        except ResponseError:
             log.warning("heartbeat to %s refused: %s %s", addr, response.code, response.remark)
 
     # -- rebalance and offsets -------------------------------------------------------------

@@ -14,7 +14,6 @@ the latter (store host + commit-log offset), the one VIEW_MESSAGE_BY_ID and END_
 
 from __future__ import annotations
 
-import enum
 import ipaddress
 import itertools
 import logging
@@ -37,6 +36,8 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.queue_bodies import MessageQueue
 from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.requests.pull import PullStatus
+from rocketlite.protocol.requests.send import SendStatus
 
 log = logging.getLogger("rocketlite.client.message")
 
@@ -243,15 +244,6 @@ def message_from_record(rec: StoredRecord, broker_name: str = "", *, decompress:
 # ------------------------------------------------------------------------------------------ results
 
 
-class SendStatus(enum.Enum):
-    """How a send ended; anything but SEND_OK still means the message is stored (Java semantics)."""
-
-    SEND_OK = "SEND_OK"
-    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
-    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
-    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-
-
 @dataclass(frozen=True, slots=True)
 class SendResult:
     """msg_id = UNIQ_KEY (comma-joined for a batch), offset_msg_id = broker id(s), queue_offset = first."""
@@ -272,13 +264,6 @@ class SendResult:
     @property
     def offset_msg_ids(self) -> tuple[str, ...]:
         return tuple(self.offset_msg_id.split(",")) if self.offset_msg_id else ()
-
-
-class PullStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
 class PullResult(NamedTuple):

@@ -31,21 +31,19 @@ from rocketlite.client.errors import (
     MessageIllegalError,
     NoRouteError,
     RemotingTimeoutError,
-    for_code,
+    parse_answer,
 )
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncClientBase
-from rocketlite.client.message import Message, MessageQueue, SendResult, SendStatus
+from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.route import TopicPublishInfo
 from rocketlite.protocol.batch import ENTRY_OVERHEAD, BatchEntry, encode_batch
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.headers import (
-    CheckTransactionStateRequestHeader,
-    SendMessageRequestHeader,
-    SendMessageResponseHeader,
-)
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
 from rocketlite.protocol.perm import TOPIC_MAX_LENGTH, TOPIC_NAME_RE
+from rocketlite.protocol.requests.send import SendResponse, build_send, build_send_batch, parse_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC, NOT_ALLOWED_SEND_TOPICS
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rocketlite.remoting.connection import Connection
@@ -61,12 +59,6 @@ __all__ = [
 ]
 
 BACKOFF_CODES: Final = frozenset({ResponseCode.SYSTEM_BUSY, ResponseCode.FLOW_CONTROL})
-SEND_STATUS: Final[dict[int, SendStatus]] = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
 
 R = TypeVar("R")
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
@@ -391,45 +383,40 @@ class AsyncProducer(AsyncClientBase):
         except ClientError as exc:
             log.debug("route refresh for %s failed: %s", topic, exc)
 
-    def _header(
-        self, topic: str, mq: MessageQueue, sys_flag: int, props: dict[str, str], flag: int, *, batch: bool
-    ) -> SendMessageRequestHeader:
-        reconsume_times: int | None = 0
-        max_reconsume: int | None = None
-        if topic.startswith(RETRY_PREFIX):
-            text = props.get(MessageConst.RECONSUME_TIME)
-            reconsume_times = int(text) if text and text.isdigit() else 0
-            text = props.get(MessageConst.MAX_RECONSUME_TIMES)
-            max_reconsume = int(text) if text and text.isdigit() else None
-        return SendMessageRequestHeader(
-            producer_group=self.group,
-            topic=topic,
-            default_topic=self.create_topic_key,
-            default_topic_queue_nums=self.default_topic_queue_nums,
-            queue_id=mq.queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=int(time.time() * 1000),
-            flag=flag,
-            properties=_props_string(props),
-            reconsume_times=reconsume_times,
-            unit_mode=False,
-            max_reconsume_times=max_reconsume,
-            batch=batch,
-            bname=mq.broker_name,
-        )
+    def _retry_counts(self, topic: str, props: dict[str, str]) -> tuple[int, int | None]:
+        """(reconsume times, max reconsume times) a send to a %RETRY% topic carries in its header."""
+        if not topic.startswith(RETRY_PREFIX):
+            return 0, None
+        text = props.get(MessageConst.RECONSUME_TIME)
+        reconsume_times = int(text) if text and text.isdigit() else 0
+        text = props.get(MessageConst.MAX_RECONSUME_TIMES)
+        return reconsume_times, int(text) if text and text.isdigit() else None
 
     async def _send_kernel(
         self, msg: Message, mq: MessageQueue, body: bytes, sys_flag: int, timeout: float, *, oneway: bool
     ) -> SendResult | None:
         instance = self.instance
         addr = await self._master_addr(mq)
-        header = self._header(msg.topic, mq, sys_flag, msg.properties, msg.flag, batch=False)
-        cmd = instance.command(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
+        reconsume_times, max_reconsume_times = self._retry_counts(msg.topic, msg.properties)
+        cmd = build_send(
+            group=self.group,
+            topic=msg.topic,
+            queue_id=mq.queue_id,
+            body=body,
+            properties=_props_string(msg.properties),
+            born_timestamp=int(time.time() * 1000),
+            sys_flag=sys_flag,
+            flag=msg.flag,
+            reconsume_times=reconsume_times,
+            max_reconsume_times=max_reconsume_times,
+            default_topic=self.create_topic_key,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            broker_name=mq.broker_name,
+        )
         if oneway:
             await instance.invoke_oneway(addr, cmd)
             return None
-        response = await instance.invoke(addr, cmd, timeout)
-        return _send_result(response.code, response.remark, response.ext_fields, mq, msg.properties)
+        return _send_result(await instance.invoke(addr, cmd, timeout), mq, msg.properties)
 
     # -- batches ---------------------------------------------------------------------------
     async def send_batch(
@@ -499,38 +486,36 @@ class AsyncProducer(AsyncClientBase):
         props = {}
         if first.properties.get(MessageConst.WAIT_STORE_MSG_OK) == "false":
             props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-        header = self._header(first.topic, mq, 0, props, 0, batch=True)
-        cmd = instance.command(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), body)
+        cmd = build_send_batch(
+            group=self.group,
+            topic=first.topic,
+            queue_id=mq.queue_id,
+            body=body,
+            properties=_props_string(props),
+            born_timestamp=int(time.time() * 1000),
+            default_topic=self.create_topic_key,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            broker_name=mq.broker_name,
+        )
         response = await instance.invoke(addr, cmd, timeout)
         uniq = ",".join(m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in chunk)
-        return _send_result(
-            response.code,
-            response.remark,
-            response.ext_fields,
-            mq,
-            {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq},
-        )
+        return _send_result(response, mq, {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq})
 
 
 def _props_string(props: dict[str, str]) -> str:
     return properties_to_string(props)
 
 
-def _send_result(
-    code: int, remark: str | None, ext: dict[str, str], mq: MessageQueue, props: dict[str, str]
-) -> SendResult:
+def _send_result(response: RemotingCommand, mq: MessageQueue, props: dict[str, str]) -> SendResult:
     """`processSendResponse`: SUCCESS and the flush/slave codes give a result, others raise."""
-    status = SEND_STATUS.get(code)
-    if status is None:
-        raise for_code(code, remark)
-    header = SendMessageResponseHeader.from_ext(ext)
+    sent: SendResponse = parse_answer(parse_send, response)
     return SendResult(
-        status=status,
-        msg_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, header.msg_id),
-        offset_msg_id=header.msg_id,
-        queue=MessageQueue(mq.topic, mq.broker_name, header.queue_id),
-        queue_offset=header.queue_offset,
-        transaction_id=header.transaction_id,
-        region_id=header.msg_region,
-        trace_on=header.trace_on != "false",
+        status=sent.status,
+        msg_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, sent.offset_msg_id),
+        offset_msg_id=sent.offset_msg_id,
+        queue=MessageQueue(mq.topic, mq.broker_name, sent.queue_id),
+        queue_offset=sent.queue_offset,
+        transaction_id=sent.transaction_id,
+        region_id=sent.region_id,
+        trace_on=sent.trace_on,
     )

@@ -11,12 +11,11 @@ from __future__ import annotations
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
-from rocketlite.protocol.message import MessageConst
+from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst
 from rocketlite.protocol.record import StoredRecord, decode_records
 from rocketlite.protocol.requests.response import expect
 
 QUERY_END_MS = (1 << 63) - 1  # Long.MAX_VALUE: "up to now" for a query's end timestamp
-KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR: KEYS holds several keys joined by a space
 
 
 def build_query_message(
