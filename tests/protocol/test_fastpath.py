@@ -1,6 +1,8 @@
 """The per-request fast paths are pinned to their generic definitions.
 
-Every fast path in the protocol package has a reference next to it (the code it replaced); these
+Every fast path in the protocol package has a reference next to it (the code it replaced; the
+codecs that `protocol.speedups` chooses between are compared through its `PYTHON` and
+`REFERENCE` sets, the record codec's in `test_record.py`); these
 property tests feed both the same input and demand the same outcome: the same value with the
 same types, or the same exception type and message. Plus the framing and connection batching,
 and the consume-queue allocator that no longer writes zeros.
@@ -21,24 +23,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import custom_header as ch
-from rocketlite.protocol import fastjson
+from rocketlite.protocol import fastjson, speedups
 from rocketlite.protocol import headers as h
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
-from rocketlite.protocol.command import (
-    RemotingCommand,
-    decode_json_header,
-    decode_json_header_reference,
-    encode_header,
-    encode_json_header,
-    encode_json_header_reference,
-    make_request,
-    make_response,
-)
+from rocketlite.protocol.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.frame import FRAME_PREFIX, FrameDecoder, decode_frame, encode_command
+from rocketlite.protocol.header_codec import encode_header
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.mapped_file import reserve, staging_path
 from rocketlite.store.mapped_file_queue import reserve_allocator
+
+# The implementations `protocol.speedups` chooses between: every fast one is pinned to the reference.
+FAST = speedups.PYTHON
+REFERENCE = speedups.REFERENCE
 
 # ------------------------------------------------------------------------------------------ helpers
 
@@ -237,15 +235,13 @@ def test_generated_encoder_matches_the_generic_one(header: ch.CustomHeader) -> N
 
 
 def test_quote_matches_fastjson_for_every_single_character() -> None:
-    mismatches = [
-        c for c in range(0x110000) if fastjson.quote_plain(chr(c)) != fastjson.quote_reference(chr(c))
-    ]
+    mismatches = [c for c in range(0x110000) if FAST.quote(chr(c)) != REFERENCE.quote(chr(c))]
     assert mismatches == []
 
 
 @given(st.text(alphabet=st.characters(codec=None), max_size=40))
 def test_quote_matches_fastjson_for_any_text(text: str) -> None:
-    assert fastjson.quote(text) == fastjson.quote_plain(text) == fastjson.quote_reference(text)
+    assert fastjson.quote(text) == FAST.quote(text) == REFERENCE.quote(text)
 
 
 @pytest.mark.parametrize(
@@ -253,7 +249,7 @@ def test_quote_matches_fastjson_for_any_text(text: str) -> None:
     ["", "plain", 'q"uote', "back\\slash", "TAGS\x01A\x02", "\x0b\x0e\x1f\x7f\x85\x9f", "é€😀", "\ud800"],
 )
 def test_quote_examples(text: str) -> None:
-    assert fastjson.quote_plain(text) == fastjson.quote_reference(text)
+    assert FAST.quote(text) == REFERENCE.quote(text)
 
 
 def test_strict_loads_is_json_loads() -> None:
@@ -322,7 +318,7 @@ def any_commands(draw: st.DrawFn) -> RemotingCommand:
 @settings(max_examples=500)
 @given(any_commands())
 def test_json_header_encoding_is_byte_exact(cmd: RemotingCommand) -> None:
-    assert outcome(encode_json_header, cmd) == outcome(encode_json_header_reference, cmd)
+    assert outcome(FAST.encode_json_header, cmd) == outcome(REFERENCE.encode_json_header, cmd)
 
 
 @pytest.mark.parametrize(
@@ -346,7 +342,7 @@ def test_json_header_encoding_of_odd_commands_matches(change: dict[str, Any]) ->
     cmd = make_request(RequestCode.SEND_MESSAGE_V2, {"a": "b"}, opaque=3)
     for name, value in change.items():
         setattr(cmd, name, value)
-    assert outcome(encode_json_header, cmd) == outcome(encode_json_header_reference, cmd)
+    assert outcome(FAST.encode_json_header, cmd) == outcome(REFERENCE.encode_json_header, cmd)
 
 
 def test_send_response_header_bytes() -> None:
@@ -359,7 +355,7 @@ def test_send_response_header_bytes() -> None:
         "TRACE_ON": "true",
     }
     for _ in range(2):  # the second time from the cached template
-        assert encode_json_header(make_response(request, ResponseCode.SUCCESS, None, ext)) == (
+        assert FAST.encode_json_header(make_response(request, ResponseCode.SUCCESS, None, ext)) == (
             b'{"code":0,"extFields":{"MSG_REGION":"DefaultRegion","TRACE_ON":"true","msgId":"7F000001",'
             b'"queueId":"3","queueOffset":"12"},"flag":1,"language":"JAVA","opaque":77,'
             b'"serializeTypeCurrentRPC":"JSON","version":409}'
@@ -405,22 +401,24 @@ def test_json_header_decoding_matches_the_reference(members: dict[str, Any], for
     elif form == "truncated":
         text = text[: len(text) // 2]
     data = text.encode("utf-8", "surrogatepass")
-    assert decoded(decode_json_header, data) == decoded(decode_json_header_reference, data)
+    assert decoded(FAST.decode_json_header, data) == decoded(REFERENCE.decode_json_header, data)
 
 
 @given(any_commands())
 def test_encoded_commands_decode_alike(cmd: RemotingCommand) -> None:
-    data = outcome(encode_json_header_reference, cmd)
+    data = outcome(REFERENCE.encode_json_header, cmd)
     if data[0] == "ok":
-        assert decoded(decode_json_header, data[1]) == decoded(decode_json_header_reference, data[1])
-        assert decoded(decode_json_header, memoryview(data[1])) == decoded(decode_json_header, data[1])
+        assert decoded(FAST.decode_json_header, data[1]) == decoded(REFERENCE.decode_json_header, data[1])
+        assert decoded(FAST.decode_json_header, memoryview(data[1])) == decoded(
+            FAST.decode_json_header, data[1]
+        )
 
 
 @pytest.mark.parametrize(
     "data", [b"\xff{}", b"", b"[]", b'{"code":1}', b'{"code":1,"opaque":2,"extFields":[1]}']
 )
 def test_bad_json_headers_fail_alike(data: bytes) -> None:
-    assert decoded(decode_json_header, data) == decoded(decode_json_header_reference, data)
+    assert decoded(FAST.decode_json_header, data) == decoded(REFERENCE.decode_json_header, data)
 
 
 # -------------------------------------------------------------------------------------------- frames

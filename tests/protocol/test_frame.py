@@ -11,14 +11,13 @@ from hypothesis import strategies as st
 from rocketlite.protocol.codes import CommandFlag, LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.command import (
     RemotingCommand,
-    decode_json_header,
     decode_rocketmq_header,
-    encode_json_header,
     make_request,
     make_response,
 )
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, decode_frame, encode_command
+from rocketlite.protocol.speedups import decode_json_header, encode_json_header
 
 ROUTE_HEADER = (
     b'{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":1,'

@@ -1,13 +1,19 @@
-"""Record codec: literal bytes, the real broker's segment, and property round trips."""
+"""Record codec: literal bytes, the real broker's segment, property round trips, and the fast
+record encoder and scanner pinned to their references (through `protocol.speedups`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import struct
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketlite.protocol import speedups
 from rocketlite.protocol.message import (
     HostAddress,
     find_property,
@@ -22,6 +28,7 @@ from rocketlite.protocol.message import (
 from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    DispatchRequest,
     MessageInner,
     RecordFormatError,
     RecordTooLargeError,
@@ -172,3 +179,86 @@ def test_record_round_trip(
     assert (rec.queue_offset, rec.physical_offset, rec.store_timestamp) == offsets
     assert string_to_properties(rec.properties_string) == props
     assert rec.born_host == host and rec.total_size == len(raw)
+
+
+# ------------------------------------------------- the record codecs `protocol.speedups` chooses from
+V6 = HostAddress.parse("[::1]:10911")
+SCHEDULE = "SCHEDULE_TOPIC_XXXX"
+props_text = st.sampled_from(
+    [
+        "",
+        "TAGS\x01a\x02KEYS\x01k1 k2",
+        "UNIQ_KEY\x01ABC\x02TAGS\x01b",
+        "DELAY\x013\x02REAL_TOPIC\x01T",
+        "x\x01TAGS\x01y",
+    ]
+)
+messages = st.builds(
+    MessageInner,
+    topic=st.sampled_from(["T", "TopicTest", "é", SCHEDULE]) | st.text(max_size=130),
+    body=st.binary(max_size=64),
+    born_host=st.sampled_from([LOCAL, V6]),
+    store_host=st.sampled_from([LOCAL, V6]),
+    queue_id=st.integers(0, 7),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    sys_flag=st.sampled_from([0, 4, 8, 12, 1]),
+    born_timestamp=st.integers(0, 2**45),
+    reconsume_times=st.integers(0, 16),
+    properties_string=props_text | st.text(max_size=20),
+)
+
+
+def _outcome(fn: object, *args: object) -> tuple[object, ...]:
+    try:
+        return ("ok", fn(*args))  # type: ignore[operator]
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+@given(st.lists(messages, min_size=1, max_size=5), st.sampled_from([200, 4096]))
+def test_fast_record_encoder_matches_the_reference(msgs: list[MessageInner], max_size: int) -> None:
+    same_topic = [dataclasses.replace(m, topic=msgs[0].topic) for m in msgs]
+    fast = _outcome(speedups.PYTHON.encode_records, same_topic, max_size)
+    assert fast == _outcome(speedups.REFERENCE.encode_records, same_topic, max_size)
+
+
+@given(st.lists(messages, min_size=1, max_size=6), st.data())
+def test_fast_record_scanner_matches_the_reference(msgs: list[MessageInner], data: st.DataObject) -> None:
+    encoded = [encode_record(m) for m in msgs if len(m.topic.encode()) <= 127]
+    buf = bytearray(b"".join(encoded))
+    if buf and data.draw(st.booleans()):  # corrupt one byte somewhere
+        pos = data.draw(st.integers(0, len(buf) - 1))
+        buf[pos] ^= data.draw(st.integers(1, 255))
+    buf += data.draw(st.sampled_from([b"", bytes(16), struct.pack(">ii", 24, BLANK_MAGIC_CODE) + bytes(16)]))
+    view = memoryview(bytes(buf))
+    limit = data.draw(st.integers(0, len(view) + 1))
+    starts = [sum(len(e) for e in encoded[:i]) for i in range(len(encoded) + 1)]
+    delays = (1000, 5000, 10000)
+    for verify_crc in (False, True):
+        fast_out: list[DispatchRequest] = []
+        ref_out: list[DispatchRequest] = []
+        fast = speedups.PYTHON.scan_messages(
+            view, 0, limit, fast_out, verify_crc=verify_crc, delay_levels_ms=delays
+        )
+        ref = speedups.REFERENCE.scan_messages(
+            view, 0, limit, ref_out, verify_crc=verify_crc, delay_levels_ms=delays
+        )
+        assert (fast, fast_out) == (ref, ref_out)
+        for pos in starts:
+            assert speedups.PYTHON.scan_record(
+                view, pos, verify_crc=verify_crc, delay_levels_ms=delays
+            ) == speedups.REFERENCE.scan_record(view, pos, verify_crc=verify_crc, delay_levels_ms=delays)
+
+
+def test_the_chooser_honours_rocketlite_native_0() -> None:
+    code = (
+        "from rocketlite.protocol import speedups as s; "
+        "print(s.CHOSEN.name, s.REFERENCE_ONLY, s.scan_messages is s.CHOSEN.scan_messages, "
+        "s.encode_json_header is s.CHOSEN.encode_json_header)"
+    )
+    for value, expected in (("0", "reference True True True"), ("1", "python False True True")):
+        env = {**os.environ, "ROCKETLITE_NATIVE": value}
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        assert out.stdout.split() == expected.split()

@@ -14,14 +14,15 @@ from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     SIZE_MAGIC,
     MessageInner,
+    ScanKind,
     decode_record,
     encode_record,
 )
+from rocketlite.protocol.speedups import scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile, preallocate, segment_name, staging_path
 from rocketlite.store.mapped_file_queue import MappedFileQueue
-from rocketlite.store.record_scan import ScanKind, scan_record
 from rocketlite.store.status import AppendMessageStatus
 
 HOST = HostAddress.parse("127.0.0.1:10911")

@@ -1,5 +1,10 @@
 """`RemotingCommand`, the one message type of the 4.x remoting protocol, and its two header encodings.
 
+This module holds the command, the ROCKETMQ binary header codec and what both JSON header codecs
+share (`ext_value_text`, `command_from_json`); the JSON header codec itself is in `json_header`
+(fast) and `json_header_py` (reference), chosen by `speedups`, and `header_codec` picks the codec
+by serialize type.
+
 A command is `code, language, version, opaque, flag, remark, extFields` plus an opaque body. The
 header travels in one of two forms, chosen per frame by the serialize-type byte (see `frame.py`):
 
@@ -34,7 +39,6 @@ round trip (the ext entry disappears). Replies use the request's serialize type.
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -160,111 +164,6 @@ def ext_value_text(value: Any) -> str | None:
     return fastjson.dumps(value)
 
 
-_KEY_MEMBERS: dict[str, str] = {}  # ext key -> its quoted form and colon, for the keys we keep writing
-_KEY_MEMBERS_MAX: Final = 4096
-_REMARKS: dict[str, str] = {}  # remark -> `,"remark":"..."`: responses repeat a few remarks ("FOUND")
-_REMARKS_MAX: Final = 256
-_LANGUAGES: Final = {name: fastjson.quote(name) for name in LanguageCode.__members__}
-_STR_ONLY: Final = frozenset({str})
-_scan_strict: Final = fastjson._scan_strict
-_EXT_TEMPLATES: dict[tuple[str, ...], str] = {}  # ext key order -> %-template of the sorted members
-_EXT_TEMPLATES_MAX: Final = 1024
-_TEMPLATE_KEY: Final = re.compile(r"[!#$&'*-\[\]-~]+")  # printable ASCII but for space " % ( ) \\
-
-
-def _remark_member(remark: str) -> str:
-    text = ',"remark":' + fastjson.quote_plain(remark)
-    if len(_REMARKS) < _REMARKS_MAX and type(remark) is str:
-        _REMARKS[remark] = text
-    return text
-
-
-def _key_member(key: str) -> str:
-    text = fastjson.quote_plain(key) + ":"
-    if len(_KEY_MEMBERS) < _KEY_MEMBERS_MAX:
-        _KEY_MEMBERS[key] = text
-    return text
-
-
-def encode_json_header(cmd: RemotingCommand) -> bytes:
-    """Keys in fastjson's bean order: code, extFields, flag, language, opaque, remark,
-    serializeTypeCurrentRPC, version; extFields sorted, every value a string.
-
-    Byte for byte `encode_json_header_reference` (the tests pin it), built with one f-string, a
-    cached %-template per ext key order (when keys and values need no escaping) and memoised
-    quoted forms; a command the fast path cannot take (a number field holding text, ...) is left
-    to the reference, errors included.
-    """
-    try:
-        ext = cmd.ext_fields
-        ext_text = _encode_ext(ext) if ext else ""
-        language = _LANGUAGES.get(cmd.language) or fastjson.quote_plain(cmd.language)
-        remark = cmd.remark
-        remark_text = "" if remark is None else _REMARKS.get(remark) or _remark_member(remark)
-        text = (
-            f'{{"code":{cmd.code:d}{ext_text},"flag":{cmd.flag:d},"language":{language},'
-            f'"opaque":{cmd.opaque:d}{remark_text},"serializeTypeCurrentRPC":"JSON","version":{cmd.version:d}}}'
-        )
-    except (TypeError, ValueError, AttributeError):  # whatever the reference does with such a command
-        return encode_json_header_reference(cmd)
-    return text.encode("utf-8")
-
-
-def _ext_template(keys: tuple[str, ...]) -> str | None:
-    """`,"extFields":{"k1":"%(k1)s",...}` for these keys (sorted), or None when a key does not fit
-    a %-template (or is not plain text); cached per key order, the cache bounded."""
-    template = _EXT_TEMPLATES.get(keys)
-    if template is not None:
-        return template
-    if not all(type(k) is str and _TEMPLATE_KEY.fullmatch(k) for k in keys) or len(set(keys)) != len(keys):
-        return None
-    template = ',"extFields":{' + ",".join(f'"{k}":"%({k})s"' for k in sorted(keys)) + "}"
-    if len(_EXT_TEMPLATES) < _EXT_TEMPLATES_MAX:
-        _EXT_TEMPLATES[keys] = template
-    return template
-
-
-def _encode_ext(ext: Mapping[str, str]) -> str:
-    """`,"extFields":{...}` of a non-empty ext, members sorted by key."""
-    template = _EXT_TEMPLATES.get(tuple(ext)) or _ext_template(tuple(ext))
-    if template is not None and set(map(type, ext.values())) <= _STR_ONLY:
-        text = "".join(ext.values())
-        # One scan over all values: printable ASCII without quote or backslash needs no escaping.
-        if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
-            return template % ext
-    keys = sorted(ext)
-    quote = fastjson.quote_plain
-    members = []
-    for key in keys:
-        value: str | None = ext[key]
-        if type(value) is not str:
-            value = ext_value_text(value)
-            if value is None:
-                continue
-        member = _KEY_MEMBERS.get(key)
-        members.append((member or _key_member(key)) + quote(value))
-    return ',"extFields":{' + ",".join(members) + "}"
-
-
-def encode_json_header_reference(cmd: RemotingCommand) -> bytes:
-    """The definition of the JSON header encoding, part by part (`encode_json_header` is pinned to it)."""
-    quote = fastjson.quote
-    parts = ['{"code":', str(int(cmd.code))]
-    if cmd.ext_fields:
-        members = []
-        for key in sorted(cmd.ext_fields):
-            text = ext_value_text(cmd.ext_fields[key])
-            if text is not None:
-                members.append(f"{quote(key)}:{quote(text)}")
-        parts += [',"extFields":{', ",".join(members), "}"]
-    parts += [',"flag":', str(int(cmd.flag)), ',"language":', quote(cmd.language)]
-    parts += [',"opaque":', str(int(cmd.opaque))]
-    if cmd.remark is not None:
-        parts += [',"remark":', quote(cmd.remark)]
-    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(cmd.version)), "}"]
-    return "".join(parts).encode("utf-8")
-
-
 def _int_member(obj: Mapping[str, Any], key: str, default: int | None) -> int:
     value = obj.get(key)
     if value is None:
@@ -281,71 +180,9 @@ def _int_member(obj: Mapping[str, Any], key: str, default: int | None) -> int:
     raise ProtocolError(f"remoting header {key!r} is not an integer: {value!r}")
 
 
-def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
-    """Parse a JSON header leniently (see module docstring); ProtocolError when it cannot be a command.
-
-    What every client sends (strict JSON, string ext values, int numbers, a language name) is
-    taken as parsed; anything else goes through `decode_json_header_reference`, the definition.
-    """
-    try:
-        text = str(data, "utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProtocolError("remoting JSON header is not UTF-8") from exc
-    try:
-        obj, end = _scan_strict(text, 0)  # fastjson.loads_strict's common case, inlined
-    except (StopIteration, ValueError, RecursionError):
-        end = -1
-    if end != len(text):
-        try:
-            obj = fastjson.loads_strict(text)
-        except (ValueError, RecursionError):
-            try:
-                return _decode_json_object(fastjson.loads_lenient(text))
-            except (TypeError, ValueError, RecursionError) as exc:  # ProtocolError is not among them
-                raise ProtocolError(f"remoting JSON header cannot be read: {exc}") from exc
-    if type(obj) is not dict:
-        return _decode_json_object(obj)
-    raw_ext = obj.get("extFields")
-    code = obj.get("code")
-    opaque = obj.get("opaque")
-    version = obj.get("version", 0)
-    flag = obj.get("flag", 0)
-    language = obj.get("language", DEFAULT_LANGUAGE)
-    remark = obj.get("remark")
-    if (
-        type(code) is int
-        and type(opaque) is int
-        and type(version) is int
-        and type(flag) is int
-        and type(language) is str
-        and (remark is None or type(remark) is str)
-    ):
-        if raw_ext is None:
-            return RemotingCommand(code, language, version, opaque, flag, remark, {})
-        if type(raw_ext) is dict:
-            # Strict JSON: the keys are text already, and the parser makes no str subclasses, so
-            # the values are all text exactly when they join.
-            try:
-                "".join(raw_ext.values())
-            except TypeError:
-                pass
-            else:
-                return RemotingCommand(code, language, version, opaque, flag, remark, raw_ext)
-    return _decode_json_object(obj)
-
-
-def decode_json_header_reference(data: bytes | bytearray | memoryview) -> RemotingCommand:
-    """The definition of the JSON header decoding (`decode_json_header` is pinned to it)."""
-    try:
-        text = bytes(data).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProtocolError("remoting JSON header is not UTF-8") from exc
-    # stdlib parser, then fastjson leniency; ProtocolError if neither takes it
-    return _decode_json_object(fastjson.loads(text))
-
-
-def _decode_json_object(obj: Any) -> RemotingCommand:
-    """A command from a parsed JSON header, every field checked and normalised."""
+def command_from_json(obj: Any) -> RemotingCommand:
+    """A command from a parsed JSON header, every field checked and normalised (both JSON header
+    codecs, `json_header` and `json_header_py`, end here for anything unusual)."""
     if not isinstance(obj, dict):
         raise ProtocolError("remoting JSON header is not an object")
     language = obj.get("language", DEFAULT_LANGUAGE)
@@ -458,19 +295,3 @@ def decode_rocketmq_header(data: bytes | memoryview) -> RemotingCommand:
         ext_fields=ext,
         serialize_type=SerializeType.ROCKETMQ,
     )
-
-
-def encode_header(cmd: RemotingCommand) -> bytes:
-    """Header bytes in the command's own serialize type."""
-    if cmd.serialize_type == SerializeType.ROCKETMQ:
-        return encode_rocketmq_header(cmd)
-    return encode_json_header(cmd)
-
-
-def decode_header(data: bytes | memoryview, serialize_type: int) -> RemotingCommand:
-    """A command (body None) from header bytes of the given serialize type."""
-    if serialize_type == SerializeType.JSON:
-        return decode_json_header(data)
-    if serialize_type == SerializeType.ROCKETMQ:
-        return decode_rocketmq_header(data)
-    raise ProtocolError(f"unknown serialize type {serialize_type}")

@@ -28,10 +28,11 @@ host is IPv6; `_layout` derives every offset from the structs below, never by ha
 
 from __future__ import annotations
 
+import enum
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from rocketlite.protocol.message import (
     HostAddress,
@@ -70,6 +71,9 @@ PHYSICAL_OFFSET_POS: Final = struct.calcsize(">iiiiiq")
 SYSFLAG_POS: Final = struct.calcsize(">iiiiiqq")
 BORN_HOST_POS: Final = PREFIX.size
 assert (QUEUE_OFFSET_POS, PHYSICAL_OFFSET_POS, SYSFLAG_POS, BORN_HOST_POS) == (20, 28, 36, 48)
+# QUEUEOFFSET and PHYSICALOFFSET are adjacent: an appender patches both with one pack.
+QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")
+assert QUEUE_OFFSET_POS + QUEUE_AND_PHYSICAL_OFFSET.size // 2 == PHYSICAL_OFFSET_POS
 
 
 def _host_fmt(v6: bool) -> str:
@@ -154,6 +158,12 @@ V4_SCAN_FIELDS: Final = struct.Struct(
     "i"  # BODYLEN
 )
 assert V4_SCAN_FIELDS.size == V4_BODY_POS
+
+
+def enters_consume_queue(sys_flag: int) -> bool:
+    """Prepared and rolled-back transaction records take no consume-queue slot (nor queue offset)."""
+    tran = sys_flag & MessageSysFlag.TRANSACTION_MASK
+    return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 
 
 def body_crc(body: bytes | memoryview) -> int:
@@ -369,3 +379,47 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]:
         out.append(rec)
         pos += rec.total_size
     return out
+
+
+# -- what the hot-path codecs produce (implementations: `record_codec`, `record_codec_py`) ----------
+class EncodedRecords(NamedTuple):
+    """Records encoded back to back, complete but for QUEUEOFFSET, PHYSICALOFFSET and
+    STORETIMESTAMP (zero), which the appender patches once it knows where they land."""
+
+    buf: bytearray
+    starts: list[int]  # where each record starts in `buf`
+    stamp_positions: list[int]  # where each record's STORETIMESTAMP is in `buf`
+    sys_flag: int  # the first record's SYSFLAG (a batch is one topic-queue, one transaction state)
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    """What a scan extracts from one record for the consume queue and the index (RocketMQ's
+    `DispatchRequest`)."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: str  # the KEYS property ("" if none), space-separated
+    uniq_key: str | None  # the UNIQ_KEY property
+    sys_flag: int
+    prepared_transaction_offset: int
+
+
+class ScanKind(enum.Enum):
+    MESSAGE = "message"
+    BLANK = "blank"  # end-of-file blank: skip to the next segment
+    END = "end"  # zeros / no more data: the valid log ends here
+    CORRUPT = "corrupt"  # bad magic, size, lengths or CRC: the valid log ends here
+
+
+@dataclass(slots=True)
+class ScanResult:
+    kind: ScanKind
+    size: int
+    request: DispatchRequest | None = None
+    reason: str = ""

@@ -6,63 +6,43 @@ record (plus the 8 bytes a later blank needs) does not fit in what is left of a 
 of the segment is marked by an end-of-file blank (`int remaining, int 0xCBD43194`) and the record
 goes to the start of the next segment. A batch is never split across segments.
 
-Appends are serialised by one lock; encoding of everything position-independent happens before
-taking it. Records are encoded here directly, with the header structs of `protocol.record`: the
-same bytes as its `prepare_record` + `pack_head` (the reference, and still the path of a message
-over a limit, which reports the limit) without their per-message objects. The class owns no
-threads: flushing, committing and dispatching are services that call into it.
+Appends are serialised by one lock; records are encoded before taking it by the record codec
+`protocol.speedups` chose (complete but for the queue offset, the record's own offset and the
+store time, which are patched in under the lock). Reads hand out zero-copy views; a pull takes
+its records through a `RecordSlicer`. The class owns no threads: flushing, committing and
+dispatching are services that call into it.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import struct
 import threading
-import zlib
 from dataclasses import dataclass
-from typing import Final
 
 from rocketlite.clock import Clock
 from rocketlite.protocol.errors import SegmentCreateError
-from rocketlite.protocol.message import HostAddress, MessageSysFlag
+from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     INT,
     LONG,
-    MAX_PROPERTIES_LENGTH,
-    MAX_TOPIC_LENGTH,
-    MESSAGE_MAGIC_CODE,
-    PHYSICAL_OFFSET_POS,
+    QUEUE_AND_PHYSICAL_OFFSET,
     QUEUE_OFFSET_POS,
-    SHORT,
     SYSFLAG_POS,
     MessageInner,
-    PreparedRecord,
     RecordTooLargeError,
     blank_record,
+    enters_consume_queue,
     layout_for,
-    pack_head,
-    prepare_record,
 )
+from rocketlite.protocol.speedups import encode_records
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
 from rocketlite.store.status import AppendMessageStatus
 
 log = logging.getLogger("rocketlite.store.commit_log")
-
-# Record encoding (`CommitLog.append`, `_encode_batch`): per host-family bits of SYSFLAG, the header
-# struct, the fixed part of the record size, and where STORETIMESTAMP sits, all from `layout_for`.
-_HOST_V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-_LAYOUTS_BY_HOST_BITS: Final = {
-    bits: (layout_for(bits).head, layout_for(bits).fixed_size, layout_for(bits).store_timestamp_pos)
-    for bits in (0, MessageSysFlag.BORNHOST_V6_FLAG, MessageSysFlag.STOREHOSTADDRESS_V6_FLAG, _HOST_V6_BITS)
-}
-_TOPIC_CACHE_MAX: Final = 4096
-# QUEUEOFFSET and PHYSICALOFFSET are adjacent: patched with one pack under the lock.
-_QUEUE_AND_PHYSICAL: Final = struct.Struct(">qq")
-assert PHYSICAL_OFFSET_POS == QUEUE_OFFSET_POS + 8
 
 
 @functools.lru_cache(maxsize=64)
@@ -88,12 +68,6 @@ class AppendResult:
         return self.wrote_offset + self.wrote_bytes
 
 
-def _advances_queue(sys_flag: int) -> bool:
-    """Prepared and rolled-back transaction records take no consume-queue slot."""
-    tran = sys_flag & MessageSysFlag.TRANSACTION_MASK
-    return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
-
-
 class CommitLog:
     """Append, read and locate records; track the next queue offset of every topic-queue."""
 
@@ -116,8 +90,6 @@ class CommitLog:
         # (store host, its msg-id prefix) of the last append: one host per broker, so the
         # prefix is almost never recomputed. One tuple, replaced whole, so threads never mix pairs.
         self._id_prefix: tuple[HostAddress | None, str] = (None, "")
-        # topic -> TOPICLEN byte + UTF-8 topic, for topics within the length limit.
-        self._topic_parts: dict[str, bytes] = {}
 
     def load(self) -> None:
         self.queue.load()
@@ -128,18 +100,6 @@ class CommitLog:
         if cached[0] is not host:
             cached = self._id_prefix = (host, _msg_id_prefix(host))
         return cached[1]
-
-    def _topic_part(self, topic: str) -> bytes | None:
-        """TOPICLEN + TOPIC as stored; None if the topic is longer than the limit."""
-        part = self._topic_parts.get(topic)
-        if part is None:
-            encoded = topic.encode("utf-8")
-            if len(encoded) > MAX_TOPIC_LENGTH:
-                return None
-            if len(self._topic_parts) >= _TOPIC_CACHE_MAX:
-                self._topic_parts.clear()
-            part = self._topic_parts[topic] = bytes((len(encoded),)) + encoded
-        return part
 
     def _segment_for(self, size: int) -> MappedFile:
         """The segment to write `size` bytes into, closing the current one with a blank if needed."""
@@ -177,92 +137,30 @@ class CommitLog:
         return mf
 
     def append(self, msg: MessageInner) -> AppendResult:
-        """Append one message; fills its store timestamp, queue offset and commit-log offset.
-
-        Encodes the record directly (byte for byte what `prepare_record` + `pack_head` produce);
-        a message over a limit goes to `_append_prepared`, which says which limit.
-        """
-        topic_part = self._topic_part(msg.topic)
-        props = msg.properties_string.encode("utf-8")
-        props_len = len(props)
-        body = msg.body
-        body_len = len(body)
-        born, store = msg.born_host, msg.store_host
-        sys_flag = msg.effective_sys_flag()
-        head, fixed, _ = _LAYOUTS_BY_HOST_BITS[sys_flag & _HOST_V6_BITS]
-        if topic_part is None or props_len > MAX_PROPERTIES_LENGTH:
-            return self._append_prepared(msg)
-        size = fixed + body_len + len(topic_part) - 1 + props_len
-        if size > self.max_message_size:
-            return self._append_prepared(msg)
-        crc = zlib.crc32(body) & 0x7FFF_FFFF
-        tail = b"".join((body, topic_part, SHORT.pack(props_len), props))
-        key = f"{msg.topic}-{msg.queue_id}"
-        advances = _advances_queue(sys_flag)
-        with self._lock:
-            now = self.clock.now_ms()
-            mf = self._segment_for(size)
-            phys = mf.file_from_offset + mf.wrote_position
-            qoff = self.topic_queue_table.get(key, 0) if advances else 0
-            header = head.pack(
-                size, MESSAGE_MAGIC_CODE, crc, msg.queue_id, msg.flag, qoff, phys, sys_flag,
-                msg.born_timestamp, born.ip, born.port, now, store.ip, store.port,
-                msg.reconsume_times, msg.prepared_transaction_offset, body_len,
-            )  # fmt: skip
-            mf.append_parts(header, tail)
-            mf.store_timestamp = now
-            if advances:
-                self.topic_queue_table[key] = qoff + 1
-        msg.store_timestamp, msg.queue_offset, msg.commit_log_offset = now, qoff, phys
-        return AppendResult(
-            AppendMessageStatus.PUT_OK,
-            phys,
-            size,
-            self._msg_id_prefix(store) + format(phys, "016X"),
-            now,
-            qoff,
-        )
-
-    def _append_prepared(self, msg: MessageInner) -> AppendResult:
-        """`append` via `prepare_record` (reports which limit a message exceeds)."""
-        try:
-            rec = prepare_record(msg, self.max_message_size)
-        except RecordTooLargeError as exc:
-            status = (
-                AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                if "properties" in str(exc)
-                else AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
-            )
-            return AppendResult(status, remark=str(exc))
-        key = f"{msg.topic}-{msg.queue_id}"
-        advances = _advances_queue(rec.sys_flag)
-        with self._lock:
-            now = self.clock.now_ms()
-            mf = self._segment_for(rec.total_size)
-            phys = mf.file_from_offset + mf.wrote_position
-            qoff = self.topic_queue_table.get(key, 0) if advances else 0
-            mf.append_parts(pack_head(rec, qoff, phys, now), rec.tail)
-            mf.store_timestamp = now
-            if advances:
-                self.topic_queue_table[key] = qoff + 1
-        msg.store_timestamp, msg.queue_offset, msg.commit_log_offset = now, qoff, phys
-        return AppendResult(
-            AppendMessageStatus.PUT_OK,
-            phys,
-            rec.total_size,
-            self._msg_id_prefix(msg.store_host) + format(phys, "016X"),
-            now,
-            qoff,
-        )
+        """Append one message; fills its store timestamp, queue offset and commit-log offset."""
+        return self._append([msg], single=True)
 
     def append_batch(self, msgs: list[MessageInner]) -> AppendResult:
         """Append messages of one topic-queue with consecutive queue offsets, in one segment."""
         if not msgs:
             return AppendResult(AppendMessageStatus.UNKNOWN_ERROR, remark="empty batch")
-        encoded = self._encode_batch(msgs)
-        if encoded is None:  # a limit is exceeded: the record-by-record path reports which
-            return self._append_prepared_batch(msgs)
-        buf, starts, stamp_positions, sys_flag = encoded
+        return self._append(msgs, single=False)
+
+    def _append(self, msgs: list[MessageInner], *, single: bool) -> AppendResult:
+        """Encode outside the lock (`speedups.encode_records`), then place the records: under the
+        lock only the segment, the queue offsets, the record offsets and the store time, patched
+        into the encoded bytes. A message over a limit is refused with the limit it exceeds (for a
+        batch, as MESSAGE_SIZE_EXCEEDED, as RocketMQ's batch path does)."""
+        try:
+            buf, starts, stamp_positions, sys_flag = encode_records(msgs, self.max_message_size)
+        except RecordTooLargeError as exc:
+            properties = single and "properties" in str(exc)
+            status = (
+                AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                if properties
+                else AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+            )
+            return AppendResult(status, remark=str(exc))
         total = len(buf)
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return AppendResult(
@@ -271,9 +169,8 @@ class CommitLog:
             )
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
-        advances = _advances_queue(sys_flag)
-        prefix = self._msg_id_prefix(first.store_host)
-        patch_offsets = _QUEUE_AND_PHYSICAL.pack_into
+        advances = enters_consume_queue(sys_flag)
+        patch_offsets = QUEUE_AND_PHYSICAL_OFFSET.pack_into
         patch_stamp = LONG.pack_into
         with self._lock:
             now = self.clock.now_ms()
@@ -290,12 +187,13 @@ class CommitLog:
             mf.append(buf)
             mf.store_timestamp = now
             if advances:
-                self.topic_queue_table[key] = qoff0 + len(msgs)
+                self.topic_queue_table[key] = qoff
         qoff = qoff0
         for m, start in zip(msgs, starts, strict=True):
             m.store_timestamp, m.commit_log_offset, m.queue_offset = now, base + start, qoff
             if advances:
                 qoff += 1
+        prefix = self._msg_id_prefix(first.store_host)
         return AppendResult(
             AppendMessageStatus.PUT_OK,
             base,
@@ -305,117 +203,6 @@ class CommitLog:
             qoff0,
             len(msgs),
         )
-
-    def _encode_batch(self, msgs: list[MessageInner]) -> tuple[bytearray, list[int], list[int], int] | None:
-        """Encode a batch into one buffer, every record complete but for QUEUEOFFSET,
-        PHYSICALOFFSET and STORETIMESTAMP (zero; patched under the lock). Byte for byte what
-        `prepare_record` + `pack_head` produce, without a `PreparedRecord` per message.
-
-        Returns (buffer, record starts, STORETIMESTAMP positions, first record's SYSFLAG), or None
-        if a message exceeds a limit (topic, properties or message size).
-        """
-        max_size = self.max_message_size
-        layouts = _LAYOUTS_BY_HOST_BITS
-        crc32 = zlib.crc32
-        pack_short = SHORT.pack
-        parts: list[bytes] = []
-        add = parts.append
-        starts: list[int] = []
-        stamp_positions: list[int] = []
-        topic: str | None = None
-        topic_part = b""
-        topic_len = 0
-        first_sys_flag = 0
-        pos = 0
-        for m in msgs:
-            if m.topic is not topic:
-                topic = m.topic
-                part = self._topic_part(topic)
-                if part is None:
-                    return None
-                topic_part, topic_len = part, len(part) - 1
-            props = m.properties_string.encode("utf-8")
-            props_len = len(props)
-            body = m.body
-            body_len = len(body)
-            born, store = m.born_host, m.store_host
-            sys_flag = m.effective_sys_flag()
-            head, fixed, stamp_pos = layouts[sys_flag & _HOST_V6_BITS]
-            size = fixed + body_len + topic_len + props_len
-            if props_len > MAX_PROPERTIES_LENGTH or size > max_size:
-                return None
-            if not starts:
-                first_sys_flag = sys_flag
-            starts.append(pos)
-            stamp_positions.append(pos + stamp_pos)
-            add(head.pack(
-                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFF_FFFF, m.queue_id, m.flag, 0, 0, sys_flag,
-                m.born_timestamp, born.ip, born.port, 0, store.ip, store.port, m.reconsume_times,
-                m.prepared_transaction_offset, body_len,
-            ))  # fmt: skip
-            add(body)
-            add(topic_part)
-            add(pack_short(props_len))
-            add(props)
-            pos += size
-        return bytearray().join(parts), starts, stamp_positions, first_sys_flag
-
-    def _append_prepared_batch(self, msgs: list[MessageInner]) -> AppendResult:
-        """`append_batch` record by record via `prepare_record` (reports which limit is exceeded)."""
-        try:
-            recs = [prepare_record(m, self.max_message_size) for m in msgs]
-        except RecordTooLargeError as exc:
-            return AppendResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, remark=str(exc))
-        total = sum(r.total_size for r in recs)
-        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return AppendResult(
-                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                remark=f"batch of {total} bytes does not fit in a {self.file_size}-byte segment",
-            )
-        first = msgs[0]
-        key = f"{first.topic}-{first.queue_id}"
-        advances = _advances_queue(recs[0].sys_flag)
-        prefix = self._msg_id_prefix(first.store_host)
-        buf = bytearray(total)
-        with self._lock:
-            now = self.clock.now_ms()
-            mf = self._segment_for(total)
-            base = mf.file_from_offset + mf.wrote_position
-            qoff0 = self.topic_queue_table.get(key, 0) if advances else 0
-            ids = self._pack_batch(buf, recs, base, qoff0 if advances else None, now)
-            mf.append(buf)
-            mf.store_timestamp = now
-            if advances:
-                self.topic_queue_table[key] = qoff0 + len(recs)
-        phys = base
-        for i, m in enumerate(msgs):
-            m.store_timestamp, m.commit_log_offset = now, phys
-            m.queue_offset = qoff0 + i if advances else 0
-            phys += recs[i].total_size
-        return AppendResult(
-            AppendMessageStatus.PUT_OK,
-            base,
-            total,
-            ",".join(prefix + format(o, "016X") for o in ids),
-            now,
-            qoff0,
-            len(msgs),
-        )
-
-    @staticmethod
-    def _pack_batch(
-        buf: bytearray, recs: list[PreparedRecord], base: int, qoff0: int | None, now: int
-    ) -> list[int]:
-        pos = 0
-        offsets: list[int] = []
-        for i, rec in enumerate(recs):
-            head = pack_head(rec, 0 if qoff0 is None else qoff0 + i, base + pos, now)
-            end = pos + len(head)
-            buf[pos:end] = head
-            buf[end : end + len(rec.tail)] = rec.tail
-            offsets.append(base + pos)
-            pos += rec.total_size
-        return offsets
 
     # -- replication (HA slave) -------------------------------------------------------------
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview, store_timestamp: int = 0) -> int:

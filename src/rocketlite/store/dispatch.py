@@ -13,12 +13,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketlite.protocol.message import MessageSysFlag
+from rocketlite.protocol.record import DispatchRequest, ScanKind, enters_consume_queue
+from rocketlite.protocol.speedups import scan_messages
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
-from rocketlite.store.dispatch_request import DispatchRequest
 from rocketlite.store.index_service import IndexService
-from rocketlite.store.record_scan import ScanKind, scan_messages
 
 log = logging.getLogger("rocketlite.store.dispatch")
 
@@ -26,11 +25,6 @@ log = logging.getLogger("rocketlite.store.dispatch")
 ArrivalListener = Callable[[str, int, int, int, int], None]
 
 _DISPATCH_CHUNK = 4 * 1024 * 1024
-
-
-def enters_consume_queue(sys_flag: int) -> bool:
-    tran = sys_flag & MessageSysFlag.TRANSACTION_MASK
-    return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 
 
 @dataclass(slots=True)

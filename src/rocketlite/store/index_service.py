@@ -30,7 +30,7 @@ import numpy as np
 
 from rocketlite.clock import Clock
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageSysFlag, java_string_hash
-from rocketlite.store.dispatch_request import DispatchRequest
+from rocketlite.protocol.record import DispatchRequest
 from rocketlite.store.index_file import IndexFile, Int64Array, next_index_file_name
 from rocketlite.store.mapped_file import fill_holes
 

@@ -15,9 +15,10 @@ import numpy as np
 
 from rocketlite.protocol.consume_queue_unit import CQ_UNIT
 from rocketlite.protocol.index_layout import HEADER
+from rocketlite.protocol.record import ScanKind
+from rocketlite.protocol.speedups import scan_record
 from rocketlite.store.checkpoint import CHECKPOINT
 from rocketlite.store.mapped_file_queue import MappedFileQueue
-from rocketlite.store.record_scan import ScanKind, scan_record
 
 
 def _segment_files(directory: Path) -> list[Path]:

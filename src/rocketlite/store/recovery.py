@@ -23,14 +23,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rocketlite.protocol.record import INT, LONG, MESSAGE_MAGIC_CODE, SIZE_MAGIC, SYSFLAG_POS, layout_for
+from rocketlite.protocol.record import (
+    INT,
+    LONG,
+    MESSAGE_MAGIC_CODE,
+    SIZE_MAGIC,
+    SYSFLAG_POS,
+    ScanKind,
+    layout_for,
+)
+from rocketlite.protocol.speedups import scan_record
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import Dispatcher
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.mapped_file import MappedFile
-from rocketlite.store.record_scan import ScanKind, scan_record
 
 log = logging.getLogger("rocketlite.store.recovery")
 
