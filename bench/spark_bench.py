@@ -128,7 +128,7 @@ def main() -> None:
         args.messages, args.repeat, args.sink_messages = 100_000, 1, 20_000
 
     from rocketlite.embedded import embedded  # noqa: PLC0415
-    from rocketlite.spark.broker import close_clients  # noqa: PLC0415
+    from rocketlite.spark.broker_client import close_clients  # noqa: PLC0415
 
     print(f"load average at start: {load()}")
     print(

@@ -227,7 +227,7 @@ def main() -> None:
             if first is not None:
                 print(f"  msgId {first.msgId} keys {first.keys}: {first.body.decode()}")
             spark.stop()
-            from rocketlite.spark.broker import close_clients  # noqa: PLC0415
+            from rocketlite.spark.broker_client import close_clients  # noqa: PLC0415
 
             close_clients()
     finally:

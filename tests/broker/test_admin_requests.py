@@ -16,9 +16,11 @@ from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
+    KVTable,
     RegisterBrokerBody,
     SubscriptionData,
     TopicConfigSerializeWrapper,
+    TopicList,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request, make_response
@@ -28,7 +30,7 @@ from rocketlite.protocol.headers import (
     RegisterBrokerRequestHeader,
 )
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.queue_bodies import ConsumeStats, KVTable, MessageQueue, TopicList, TopicStatsTable
+from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, TopicStatsTable
 from rocketlite.protocol.record import MessageInner
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.remoting.server import RemotingServer

@@ -21,15 +21,16 @@ from rocketlite.clock import ManualClock
 from rocketlite.namesrv import NameServer, NamesrvConfig, register_body_crc32
 from rocketlite.protocol.bodies import (
     DataVersion,
+    KVTable,
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
+    TopicList,
     TopicRouteData,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.frame import decode_frame
-from rocketlite.protocol.queue_bodies import KVTable, TopicList
 from rocketlite.remoting.client import RemotingClient
 
 CLUSTER = "DefaultCluster"

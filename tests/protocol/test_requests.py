@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlite.protocol.bodies import BrokerData, HeartbeatData, ProducerData, QueueData, TopicRouteData
+from rocketlite.protocol.bodies import (
+    BrokerData,
+    HeartbeatData,
+    ProducerData,
+    QueueData,
+    TopicList,
+    TopicRouteData,
+)
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.frame import decode_frame, encode_command
@@ -15,7 +22,6 @@ from rocketlite.protocol.headers import (
     SendMessageRequestHeader,
 )
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string
-from rocketlite.protocol.queue_bodies import TopicList
 from rocketlite.protocol.record import MessageInner, encode_record
 from rocketlite.protocol.requests import heartbeat, offsets, pull, query, route, send
 from rocketlite.protocol.requests.response import ResponseError

@@ -18,7 +18,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.spark import offsets as off
 from rocketlite.spark import source as src
-from rocketlite.spark.broker import PullOutcome, RawPull, client_for
+from rocketlite.spark.broker_client import PullOutcome, RawPull, client_for
 from rocketlite.spark.offsets import QueueRef
 from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.schema import COLUMNS

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from rocketlite.protocol.queue_bodies import KVTable
 from rocketlite.protocol.record import StoredRecord, decode_records
 from rocketlite.remoting.client import RemotingClient
 

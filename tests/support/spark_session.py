@@ -85,7 +85,7 @@ def _release(name: str) -> None:
     if name == "spark":
         _state.pop("spark").stop()
     else:
-        from rocketlite.spark.broker import close_clients  # noqa: PLC0415
+        from rocketlite.spark.broker_client import close_clients  # noqa: PLC0415
 
         close_clients()
         _state.pop("cluster")

@@ -26,21 +26,28 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from rocketlite.protocol.acl_signature import SessionCredentials
 from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import GetKVConfigResponseHeader, GetRouteInfoRequestHeader
-from rocketlite.protocol.queue_bodies import TopicList
+from rocketlite.protocol.headers import GetKVConfigResponseHeader
+from rocketlite.protocol.requests.response import ResponseError
+from rocketlite.protocol.requests.route import (
+    build_get_all_topics,
+    build_get_route,
+    parse_route,
+    parse_topic_list,
+)
 from rocketlite.protocol.reserved import MASTER_ID
 
 DEFAULT_TIMEOUT_S: Final = 5.0
 ROUTE_WAIT_S: Final = 3.0  # how long updateTopic waits for the name server to show the new route
+T = TypeVar("T")
 NO_KEYS_HINT: Final = (
     "the broker checks ACL: pass --access-key and --secret-key, "
     "or set accessKey and secretKey in $ROCKETMQ_HOME/conf/tools.yml"
@@ -189,13 +196,32 @@ class AdminClient:
     ) -> RemotingCommand:
         """One request (signed with `credentials`, if any); transport failures become an AdminError
         naming `role` and `addr`."""
-        cmd = make_request(code, ext, body)
+        return await self.invoke(addr, make_request(code, ext, body), role=role)
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, *, role: str = "broker") -> RemotingCommand:
+        """Send a built command (a copy, signed); transport failures become an AdminError."""
+        cmd = replace(cmd, ext_fields=dict(cmd.ext_fields))  # each send signs and numbers its own
         if self.credentials is not None:
             self.credentials.sign_request(cmd)
         try:
             return await self.remoting.invoke(addr, cmd, self.timeout)
         except (OSError, TimeoutError, ValueError) as exc:
             raise self._transport_error(addr, role, exc) from exc
+
+    def parsed(self, response: RemotingCommand, parse: Callable[[RemotingCommand], T], what: int) -> T:
+        """`parse(response)` (a `protocol.requests` parser); a refusal becomes the AdminError
+        `call` raises, with the remark, the code and the ACL hint."""
+        try:
+            return parse(response)
+        except ResponseError:
+            check_response(response, (), code_name(what), signed=self.credentials is not None)
+            raise  # not reached: check_response raises for every code when nothing is ok
+
+    async def ask(
+        self, addr: str, cmd: RemotingCommand, parse: Callable[[RemotingCommand], T], *, role: str = "broker"
+    ) -> T:
+        """Send a `protocol.requests` command and parse the answer (errors as `call` raises them)."""
+        return self.parsed(await self.invoke(addr, cmd, role=role), parse, cmd.code)
 
     async def call(
         self,
@@ -220,14 +246,20 @@ class AdminClient:
         ok: Collection[int] = (ResponseCode.SUCCESS,),
     ) -> RemotingCommand:
         """Ask the name servers in order until one answers; an error answer is final."""
+        response = await self._first_namesrv(make_request(code, ext, body))
+        return check_response(response, ok, code_name(code), signed=self.credentials is not None)
+
+    async def namesrv_ask(self, cmd: RemotingCommand, parse: Callable[[RemotingCommand], T]) -> T:
+        """`ask` the first name server that answers."""
+        return self.parsed(await self._first_namesrv(cmd), parse, cmd.code)
+
+    async def _first_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
         failures: list[str] = []
         for addr in self.namesrv_addrs:
             try:
-                response = await self.request(addr, code, ext, body, role="name server")
+                return await self.invoke(addr, cmd, role="name server")
             except AdminError as exc:
                 failures.append(str(exc))
-                continue
-            return check_response(response, ok, code_name(code), signed=self.credentials is not None)
         raise AdminError("; ".join(failures))
 
     async def each_namesrv(
@@ -246,13 +278,7 @@ class AdminClient:
         return self._cluster_info
 
     async def topic_route_or_none(self, topic: str) -> TopicRouteData | None:
-        ext = GetRouteInfoRequestHeader(topic=topic, accept_standard_json_only=True).to_ext()
-        response = await self.namesrv_call(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST)
-        )
-        if response.code == ResponseCode.TOPIC_NOT_EXIST:
-            return None
-        return TopicRouteData.from_json(response.body or b"{}")
+        return await self.namesrv_ask(build_get_route(topic), parse_route)
 
     async def topic_route(self, topic: str) -> TopicRouteData:
         route = await self.topic_route_or_none(topic)
@@ -263,8 +289,7 @@ class AdminClient:
         return route
 
     async def all_topics(self) -> list[str]:
-        response = await self.namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        return sorted(TopicList.from_json(response.body or b"{}").topic_list)
+        return await self.namesrv_ask(build_get_all_topics(), parse_topic_list)
 
     async def get_kv(self, namespace: str, key: str) -> str | None:
         response = await self.namesrv_call(

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from rocketlite.admin.client import AdminClient, AdminError
+from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.queue_bodies import KVTable
 
 
 async def runtime_info(admin: AdminClient, addr: str) -> dict[str, str]:

@@ -27,15 +27,9 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
-    GetMaxOffsetRequestHeader,
-    GetMaxOffsetResponseHeader,
-    QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader,
-    SearchOffsetRequestHeader,
-    SearchOffsetResponseHeader,
-    UpdateConsumerOffsetRequestHeader,
 )
-from rocketlite.protocol.queue_bodies import ConsumeStats, MessageQueue, OffsetWrapper
+from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, OffsetWrapper
+from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 
@@ -266,19 +260,6 @@ async def consumer_progress(admin: AdminClient, *, group: str | None) -> dict[st
     return {"groups": out}
 
 
-async def _long_answer(
-    admin: AdminClient, addr: str, code: int, ext: dict[str, str], ok: tuple[int, ...]
-) -> int | None:
-    response = await admin.call(addr, code, ext, ok=ok)
-    if response.code != ResponseCode.SUCCESS:
-        return None
-    if code == RequestCode.QUERY_CONSUMER_OFFSET:
-        return QueryConsumerOffsetResponseHeader.from_ext(response.ext_fields).offset
-    if code == RequestCode.GET_MAX_OFFSET:
-        return GetMaxOffsetResponseHeader.from_ext(response.ext_fields).offset
-    return SearchOffsetResponseHeader.from_ext(response.ext_fields).offset
-
-
 async def reset_offset_by_time(
     admin: AdminClient, *, group: str, topic: str, timestamp: int, force: bool = True
 ) -> dict[str, Any]:
@@ -297,26 +278,19 @@ async def reset_offset_by_time(
     rows: list[dict[str, Any]] = []
     with admin.reporter.task("Queues", len(queues)) as advance:
         for target, qid in queues:
-            query = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=qid).to_ext()
-            old = await _long_answer(
-                admin, target.addr, RequestCode.QUERY_CONSUMER_OFFSET, query,
-                (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
-            )  # fmt: skip
+            query = offsets.build_query_consumer_offset(group, topic, qid)
+            old = await admin.ask(target.addr, query, offsets.parse_query_consumer_offset)
             if timestamp == -1:
-                ext = GetMaxOffsetRequestHeader(topic=topic, queue_id=qid).to_ext()
-                found = await _long_answer(admin, target.addr, RequestCode.GET_MAX_OFFSET, ext, (0,))
+                cmd = offsets.build_get_max_offset(topic, qid)
+                found = await admin.ask(target.addr, cmd, offsets.parse_get_max_offset)
             else:
-                ext = SearchOffsetRequestHeader(topic=topic, queue_id=qid, timestamp=timestamp).to_ext()
-                found = await _long_answer(
-                    admin, target.addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext, (0,)
-                )
-            new = max(found or 0, 0)
+                cmd = offsets.build_search_offset(topic, qid, timestamp)
+                found = await admin.ask(target.addr, cmd, offsets.parse_search_offset)
+            new = max(found, 0)
             if not force and old is not None and new > old:
                 new = old
-            commit = UpdateConsumerOffsetRequestHeader(
-                consumer_group=group, topic=topic, queue_id=qid, commit_offset=new
-            ).to_ext()
-            await admin.call(target.addr, RequestCode.UPDATE_CONSUMER_OFFSET, commit)
+            commit = offsets.build_update_consumer_offset(group, topic, qid, new)
+            await admin.ask(target.addr, commit, offsets.parse_update_consumer_offset)
             rows.append({"brokerName": target.broker_name, "queueId": qid, "oldOffset": old, "offset": new})
             advance(1)
     return {

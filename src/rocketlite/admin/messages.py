@@ -23,26 +23,23 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError
-from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.headers import (
-    GetMaxOffsetRequestHeader,
-    GetMaxOffsetResponseHeader,
-    GetMinOffsetRequestHeader,
-    GetMinOffsetResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    QueryMessageRequestHeader,
-    SearchOffsetRequestHeader,
-    SearchOffsetResponseHeader,
-    ViewMessageRequestHeader,
-)
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.message import (
     MessageConst,
     MessageSysFlag,
     parse_msg_id,
     string_to_properties,
 )
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.requests import offsets
+from rocketlite.protocol.requests.pull import PullResult, PullStatus, build_pull, parse_pull
+from rocketlite.protocol.requests.query import (
+    build_query_message,
+    build_view_message,
+    matches_key,
+    parse_query_message,
+    parse_view_message,
+)
 
 TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP
 PULL_BATCH: Final = 32
@@ -90,15 +87,6 @@ def tag_filter(expression: str) -> frozenset[str] | None:
 # -- pulling ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class PullBatch:
-    code: int
-    next_offset: int
-    min_offset: int
-    max_offset: int
-    records: list[StoredRecord]
-
-
 async def pull(
     admin: AdminClient,
     addr: str,
@@ -109,31 +97,12 @@ async def pull(
     group: str = TOOLS_CONSUMER_GROUP,
     expression: str = "*",
     max_nums: int = PULL_BATCH,
-) -> PullBatch:
+) -> PullResult:
     """One PULL_MESSAGE without suspend or commit; the status codes 19/20/21 are normal answers."""
-    header = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=max_nums,
-        sys_flag=PullSysFlag.SUBSCRIPTION,
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription=expression,
-        sub_version=0,
-        expression_type="TAG",
+    cmd = build_pull(
+        group=group, topic=topic, queue_id=queue_id, offset=offset, max_nums=max_nums, expression=expression
     )
-    ok = (
-        ResponseCode.SUCCESS,
-        ResponseCode.PULL_NOT_FOUND,
-        ResponseCode.PULL_RETRY_IMMEDIATELY,
-        ResponseCode.PULL_OFFSET_MOVED,
-    )
-    response = await admin.call(addr, RequestCode.PULL_MESSAGE, header.to_ext(), ok=ok)
-    rh = PullMessageResponseHeader.from_ext(response.ext_fields)
-    records = decode_records(response.body or b"") if response.code == ResponseCode.SUCCESS else []
-    return PullBatch(response.code, rh.next_begin_offset, rh.min_offset, rh.max_offset, records)
+    return await admin.ask(addr, cmd, parse_pull)
 
 
 async def pull_range(
@@ -157,41 +126,30 @@ async def pull_range(
         batch = await pull(
             admin, addr, topic=topic, queue_id=queue_id, offset=offset, group=group, expression=expression
         )
-        for rec in batch.records:
+        for rec in batch.records():
             if rec.queue_offset >= end or (limit is not None and len(out) >= limit):
                 break
             if wanted is None or (rec.get_property(MessageConst.TAGS) or "") in wanted:
                 out.append(rec)
-        if batch.code == ResponseCode.PULL_NOT_FOUND or batch.next_offset <= offset:
+        if batch.status is PullStatus.NO_NEW_MSG or batch.next_begin_offset <= offset:
             break
         if advance is not None:
-            advance(min(batch.next_offset, end) - offset)
-        offset = batch.next_offset
+            advance(min(batch.next_begin_offset, end) - offset)
+        offset = batch.next_begin_offset
     return out
 
 
-async def _offset(admin: AdminClient, addr: str, code: int, ext: dict[str, str]) -> int:
-    response = await admin.call(addr, code, ext)
-    if code == RequestCode.GET_MIN_OFFSET:
-        return GetMinOffsetResponseHeader.from_ext(response.ext_fields).offset
-    if code == RequestCode.GET_MAX_OFFSET:
-        return GetMaxOffsetResponseHeader.from_ext(response.ext_fields).offset
-    return SearchOffsetResponseHeader.from_ext(response.ext_fields).offset
-
-
 async def min_offset(admin: AdminClient, addr: str, topic: str, queue_id: int) -> int:
-    ext = GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id).to_ext()
-    return await _offset(admin, addr, RequestCode.GET_MIN_OFFSET, ext)
+    return await admin.ask(addr, offsets.build_get_min_offset(topic, queue_id), offsets.parse_get_min_offset)
 
 
 async def max_offset(admin: AdminClient, addr: str, topic: str, queue_id: int) -> int:
-    ext = GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id).to_ext()
-    return await _offset(admin, addr, RequestCode.GET_MAX_OFFSET, ext)
+    return await admin.ask(addr, offsets.build_get_max_offset(topic, queue_id), offsets.parse_get_max_offset)
 
 
 async def search_offset(admin: AdminClient, addr: str, topic: str, queue_id: int, timestamp: int) -> int:
-    ext = SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp).to_ext()
-    return await _offset(admin, addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext)
+    cmd = offsets.build_search_offset(topic, queue_id, timestamp)
+    return await admin.ask(addr, cmd, offsets.parse_search_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,12 +188,10 @@ async def view_by_offset_id(admin: AdminClient, msg_id: str, *, any_address: boo
     addr = str(decoded.address)
     if not any_address and addr not in await admin.known_broker_addrs():
         return None
-    ext = ViewMessageRequestHeader(offset=decoded.offset).to_ext()
-    response = await admin.call(addr, RequestCode.VIEW_MESSAGE_BY_ID, ext)
-    records = decode_records(response.body or b"")
-    if not records:
+    record = await admin.ask(addr, build_view_message(decoded.offset), parse_view_message)
+    if record is None:
         raise AdminError(f"can not decode the message at {addr} offset {decoded.offset}")
-    return records[0]
+    return record
 
 
 async def query_index(
@@ -244,28 +200,13 @@ async def query_index(
     """QUERY_MESSAGE (12) on every master of the topic's route; hash collisions filtered out as
     the Java client does (keys must match exactly, or UNIQ_KEY for a unique-key query)."""
     route = await admin.topic_route(topic)
-    header = QueryMessageRequestHeader(
-        topic=topic, key=key, max_num=max_num, begin_timestamp=begin, end_timestamp=end,
-        unique_key_query=unique,
-    )  # fmt: skip
     found: dict[str, StoredRecord] = {}
     for data in sorted(route.broker_datas, key=lambda b: b.broker_name):
         if data.master_addr is None:
             continue
-        response = await admin.call(
-            data.master_addr,
-            RequestCode.QUERY_MESSAGE,
-            header.to_ext(),
-            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
-        )
-        for rec in decode_records(response.body or b""):
-            if rec.topic != topic:
-                continue
-            if unique:
-                match = rec.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key
-            else:
-                match = key in (rec.get_property(MessageConst.KEYS) or "").split(" ")
-            if match:
+        cmd = build_query_message(topic, key, max_num=max_num, begin_ms=begin, end_ms=end, unique=unique)
+        for rec in await admin.ask(data.master_addr, cmd, parse_query_message):
+            if matches_key(rec, topic, key, unique=unique):
                 found[rec.msg_id] = rec
     return sorted(found.values(), key=lambda r: (r.store_timestamp, r.physical_offset))
 
@@ -315,7 +256,7 @@ async def query_msg_by_offset(
     """Pull the one message at (broker, queue, offset), as mqadmin does."""
     addr = await admin.broker_addr(broker_name)
     batch = await pull(admin, addr, topic=topic, queue_id=queue_id, offset=offset, max_nums=1)
-    records = [r for r in batch.records if r.queue_offset == offset]
+    records = [r for r in batch.records() if r.queue_offset == offset]
     if not records:
         raise AdminError(
             f"no message at offset {offset} of {topic}/{broker_name}/{queue_id} "

@@ -28,7 +28,7 @@ from rocketlite.protocol.headers import (
     DeleteTopicRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from rocketlite.protocol.queue_bodies import TopicStatsTable
+from rocketlite.protocol.message_queue_bodies import TopicStatsTable
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
 from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX

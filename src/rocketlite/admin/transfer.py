@@ -1,11 +1,11 @@
 """Verbs that move messages: sendMessage, consumeMessage, printMsg.
 
-They use raw remoting requests (SEND_MESSAGE_V2, PULL_MESSAGE) instead of the client SDK: an
-admin command sends or reads a handful of messages once, needs no heartbeat, rebalance or offset
-store, and must work against any broker the name server lists, so the few requests are written
-out here. What a producer would do is kept: the message gets a client UNIQ_KEY (so it can be
-found with `queryMsgById -t`), WAIT=true, and a topic without a route is sent with the TBW102
-route so a broker with autoCreateTopicEnable creates it.
+They send `protocol.requests` commands (SEND_MESSAGE_V2, PULL_MESSAGE) over `AdminClient`
+instead of using the client SDK: an admin command sends or reads a handful of messages once, needs
+no heartbeat, rebalance or offset store, and must work against any broker the name server lists.
+What a producer would do is kept: the message gets a client UNIQ_KEY (so it can be found with
+`queryMsgById -t`), WAIT=true, and a topic without a route is sent with the TBW102 route so a
+broker with autoCreateTopicEnable creates it.
 
 Reading never commits offsets: consumeMessage and printMsg pull as the tools group
 (`TOOLS_CONSUMER` unless `-g`) with the subscription in the request, like mqadmin's pull
@@ -32,20 +32,12 @@ from rocketlite.admin.messages import (
     readable_queues,
     search_offset,
 )
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketlite.protocol.message import MessageConst, properties_to_string
+from rocketlite.protocol.requests.send import DEFAULT_TOPIC_QUEUE_NUMS, build_send, parse_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
 
-DEFAULT_TOPIC_QUEUE_NUMS: Final = 4  # the client's defaultTopicQueueNums
 PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
 PERM_WRITE: Final = 2
-SEND_STATUS: Final = {
-    ResponseCode.SUCCESS: "SEND_OK",
-    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
-    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
-}
 
 _counter = itertools.count(random.randrange(1 << 16))
 _CLASS_HASH = random.getrandbits(32)
@@ -114,31 +106,24 @@ async def send_message(
         props[MessageConst.KEYS] = keys
     if tags:
         props[MessageConst.TAGS] = tags
-    header = SendMessageRequestHeader(
-        producer_group=PRODUCER_GROUP,
+    cmd = build_send(
+        group=PRODUCER_GROUP,
         topic=topic,
-        default_topic=DEFAULT_TOPIC,
-        default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS,
         queue_id=queue.queue_id,
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
+        body=body,
         properties=properties_to_string(props),
-        reconsume_times=0,
-        bname=queue.broker_name,
+        born_timestamp=int(time.time() * 1000),
+        broker_name=queue.broker_name,
     )
-    response = await admin.call(
-        queue.addr, RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body, ok=tuple(SEND_STATUS)
-    )
-    result = SendMessageResponseHeader.from_ext(response.ext_fields)
+    result = await admin.ask(queue.addr, cmd, parse_send)
     return {
         "topic": topic,
         "brokerName": queue.broker_name,
         "queueId": result.queue_id,
         "queueOffset": result.queue_offset,
-        "sendStatus": SEND_STATUS[ResponseCode(response.code)],
+        "sendStatus": result.status.value,
         "msgId": unique_id,
-        "offsetMsgId": result.msg_id,
+        "offsetMsgId": result.offset_msg_id,
         "autoCreated": auto,
     }
 

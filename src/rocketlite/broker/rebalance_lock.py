@@ -18,7 +18,7 @@ from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.clock import Clock
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from rocketlite.remoting.connection import Connection, RequestTable
 
 log = logging.getLogger("rocketlite.broker.lock")

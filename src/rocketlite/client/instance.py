@@ -51,7 +51,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
 from rocketlite.protocol.message import MessageConst, find_property
-from rocketlite.protocol.queue_bodies import MessageQueue
+from rocketlite.protocol.message_queue_bodies import MessageQueue
 from rocketlite.protocol.record import decode_records
 from rocketlite.protocol.requests.heartbeat import (
     build_heartbeat,

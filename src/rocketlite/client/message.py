@@ -34,7 +34,7 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.queue_bodies import MessageQueue
+from rocketlite.protocol.message_queue_bodies import MessageQueue
 from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests.pull import PullStatus
 from rocketlite.protocol.requests.send import SendStatus

@@ -28,7 +28,7 @@ from rocketlite.client.api import BrokerApi, read_offset_from_broker
 from rocketlite.client.errors import ClientError
 from rocketlite.client.message import MessageQueue
 from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import expect_obj, to_int
+from rocketlite.protocol.json_body import expect_obj, to_int
 
 log = logging.getLogger("rocketlite.client.offset_store")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocketlite.protocol.bodies import TopicRouteData
-from rocketlite.protocol.queue_bodies import MessageQueue
+from rocketlite.protocol.message_queue_bodies import MessageQueue
 
 PERM_READ = 4
 PERM_WRITE = 2

@@ -36,6 +36,7 @@ from rocketlite.protocol.bodies import (
     DataVersion,
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
+    TopicList,
     register_body_crc32,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -60,7 +61,6 @@ from rocketlite.protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
-from rocketlite.protocol.queue_bodies import TopicList
 from rocketlite.remoting.connection import Connection, RequestTable
 
 log = logging.getLogger("rocketlite.namesrv.processor")

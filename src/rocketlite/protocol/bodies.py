@@ -1,16 +1,14 @@
-"""JSON bodies of the NameServer and client protocols: routes, clusters, topic configs, heartbeats.
+"""JSON bodies of the NameServer and client protocols: routes, clusters, topic configs, heartbeats,
+and the small list/table bodies (topic lists, KV tables, a group's consumer ids).
 
-Each body is a frozen dataclass with `to_json_obj` / `from_json_obj` (the fastjson bean mapping,
-camelCase keys) and, from `JsonBody`, `to_json(standard=False)` / `from_json(text)`. Writing goes
-through `fastjson.dumps`, so keys come out sorted, nulls are left out and `Map<Long,String>` keys
-(`brokerAddrs`) are unquoted unless `standard=True` (the 4.9.4+ NameServer rule: request
-`version >= 401` or `acceptStandardJsonOnly=true`).
+Each body is a frozen dataclass on `json_body.JsonBody` (`to_json_obj` / `from_json_obj`, the
+fastjson bean mapping, camelCase keys). `Map<Long,String>` keys (`brokerAddrs`) are written
+unquoted unless `standard=True` (the 4.9.4+ NameServer rule: request `version >= 401` or
+`acceptStandardJsonOnly=true`).
 
-Reading is tolerant in the ways real clients need: numbers may arrive as strings (the C++ client's
-`subVersion`), enums as names or Java ordinals (the C++ heartbeat sends `"consumeType":1`), missing
-optional keys take Java's defaults, unknown keys are ignored, and QueueData's flag is read from
+Reading is tolerant (see `json_body`): unknown keys are ignored, and QueueData's flag is read from
 `topicSysFlag` (4.9.0+) or `topicSynFlag` (older, and the Go client). Both spellings are written.
-Anything structurally wrong raises `BodyError`, a ProtocolError.
+Bodies keyed by `MessageQueue` objects are in `message_queue_bodies`.
 """
 
 from __future__ import annotations
@@ -20,131 +18,25 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self
 
 from rocketlite.protocol import fastjson
-from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.json_body import (
+    BodyError,
+    JsonBody,
+    expect_obj,
+    get_bool,
+    get_enum,
+    get_int,
+    get_list,
+    get_opt_str,
+    get_str,
+    to_int,
+)
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 16  # TopicConfig defaults (`defaultReadQueueNums`)
 PERM_READ_WRITE: Final = 6  # PermName.PERM_READ | PERM_WRITE
 MAX_INFLATED_REGISTER_BODY: Final = 256 * 1024 * 1024  # cap on a compressed REGISTER_BROKER body
-
-
-class BodyError(ProtocolError):
-    """A JSON body does not have the shape its request code promises."""
-
-
-# ------------------------------------------------------------------------------------ tolerant access
-
-
-def expect_obj(value: Any, what: str) -> Mapping[Any, Any]:
-    if isinstance(value, Mapping):
-        return value
-    if isinstance(value, fastjson.ObjectKey):
-        return value.to_json_obj()
-    raise BodyError(f"{what}: expected a JSON object, got {type(value).__name__}")
-
-
-def get_list(obj: Mapping[Any, Any], key: str) -> list[Any]:
-    value = obj.get(key)
-    if value is None:
-        return []
-    if isinstance(value, list | tuple):
-        return list(value)
-    raise BodyError(f"{key!r}: expected a JSON array")
-
-
-def get_str(obj: Mapping[Any, Any], key: str, default: str | None = None) -> str:
-    value = obj.get(key)
-    if value is None:
-        if default is None:
-            raise BodyError(f"body has no {key!r}")
-        return default
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float):
-        return fastjson.dumps(value)
-    raise BodyError(f"{key!r}: expected a string")
-
-
-def get_opt_str(obj: Mapping[Any, Any], key: str) -> str | None:
-    return None if obj.get(key) is None else get_str(obj, key)
-
-
-def to_int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise BodyError(f"{what}: expected an integer, got {value!r}")
-
-
-def get_int(obj: Mapping[Any, Any], key: str, default: int | None = None) -> int:
-    value = obj.get(key)
-    if value is None:
-        if default is None:
-            raise BodyError(f"body has no {key!r}")
-        return default
-    return to_int(value, key)
-
-
-def get_bool(obj: Mapping[Any, Any], key: str, default: bool = False) -> bool:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return value != 0
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1")
-    raise BodyError(f"{key!r}: expected a boolean")
-
-
-_E = TypeVar("_E", bound=IntEnum)
-
-
-def get_enum(obj: Mapping[Any, Any], key: str, enum: type[_E], default: _E) -> _E:
-    """A Java enum by name (fastjson) or by ordinal (the C++ client)."""
-    value = obj.get(key)
-    if value is None:
-        return default
-    try:
-        if isinstance(value, str) and not value.strip().lstrip("-").isdigit():
-            return enum[value.strip()]
-        return enum(to_int(value, key))
-    except (KeyError, ValueError) as exc:
-        raise BodyError(f"{key!r}: {value!r} is not a {enum.__name__}") from exc
-
-
-class JsonBody:
-    """Text conversions shared by every body; subclasses supply the object mapping."""
-
-    __slots__ = ()
-
-    def to_json_obj(self) -> Mapping[str, Any]:
-        raise NotImplementedError
-
-    @classmethod
-    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
-        raise NotImplementedError
-
-    def to_json(self, *, standard: bool = False) -> str:
-        return fastjson.dumps(self.to_json_obj(), standard=standard)
-
-    def to_bytes(self, *, standard: bool = False) -> bytes:
-        return self.to_json(standard=standard).encode("utf-8")
-
-    @classmethod
-    def from_json(cls, text: str | bytes | bytearray | memoryview) -> Self:
-        return cls.from_json_obj(expect_obj(fastjson.loads(text), cls.__name__))
 
 
 # ------------------------------------------------------------------------------------------ routing
@@ -604,3 +496,50 @@ class HeartbeatData(JsonBody):
                 for c in get_list(obj, "consumerDataSet")
             ),
         )
+
+
+# --------------------------------------------------------------------------------------- lists
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerListBody(JsonBody):
+    """GET_CONSUMER_LIST_BY_GROUP (38) answer (`GetConsumerListByGroupResponseBody`)."""
+
+    consumer_id_list: tuple[str, ...] = ()
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"consumerIdList": list(self.consumer_id_list)}
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(tuple(str(c) for c in get_list(obj, "consumerIdList")))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicList(JsonBody):
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), GET_TOPICS_BY_CLUSTER (224), system topic lists."""
+
+    topic_list: tuple[str, ...] = ()
+    broker_addr: str | None = None
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"brokerAddr": self.broker_addr, "topicList": list(self.topic_list)}
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(tuple(str(t) for t in get_list(obj, "topicList")), get_opt_str(obj, "brokerAddr"))
+
+
+@dataclass(frozen=True, slots=True)
+class KVTable(JsonBody):
+    """`{"table":{...}}`: GET_KVLIST_BY_NAMESPACE, GET_BROKER_RUNTIME_INFO, REGISTER_BROKER's answer."""
+
+    table: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"table": dict(self.table)}
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        table = expect_obj(obj.get("table") or {}, "table")
+        return cls({str(k): get_str(table, k) for k in table})

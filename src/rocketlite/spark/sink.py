@@ -62,7 +62,7 @@ from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, Struct
 from rocketlite.client.errors import ClientError
 from rocketlite.client.message import Message, MessageQueue
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst
-from rocketlite.spark.broker import BrokerClient, client_for
+from rocketlite.spark.broker_client import BrokerClient, client_for
 from rocketlite.spark.options import SinkOptions
 
 log = logging.getLogger("rocketlite.spark.sink")

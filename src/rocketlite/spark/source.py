@@ -39,7 +39,7 @@ from pyspark.sql.types import StructType
 
 from rocketlite.client.api import build_subscription
 from rocketlite.spark import offsets as off
-from rocketlite.spark.broker import BrokerClient, PullOutcome, RawPull, client_for
+from rocketlite.spark.broker_client import BrokerClient, PullOutcome, RawPull, client_for
 from rocketlite.spark.offsets import Offsets, QueueRef
 from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.records import Stop, decode_batch, scan_positions

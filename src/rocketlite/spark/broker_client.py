@@ -2,7 +2,8 @@
 
 The SDK's `AsyncPullConsumer` (no heartbeat, no auto-commit) gives routes, queue offsets and
 timestamp search; its `AsyncProducer` sends batches. Two requests are made here on the SDK's
-`ClientInstance` because the data source needs them in a form the SDK does not offer:
+`ClientInstance` (built and parsed by `protocol.requests`) because the data source needs them in
+a form the SDK does not offer:
 
 * PULL_MESSAGE returning the *raw* body (records back to back), so `records.decode_batch` can
   decode thousands of messages at once instead of building a `MessageExt` per message. The pull
@@ -28,29 +29,22 @@ from typing import Any, Final, TypeVar
 
 from rocketlite.client.api import build_subscription
 from rocketlite.client.consumer_pull import AsyncPullConsumer
-from rocketlite.client.errors import ClientError, NoRouteError, TopicNotExistError, for_code
+from rocketlite.client.errors import ClientError, NoRouteError, TopicNotExistError, parse_answer
 from rocketlite.client.instance import ClientConfig, ClientInstance
 from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.producer import AsyncProducer
 from rocketlite.client.sync import shared_loop
 from rocketlite.protocol.bodies import SubscriptionData
-from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.headers import (
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    QueryMessageRequestHeader,
-)
-from rocketlite.protocol.message import MessageConst
-from rocketlite.protocol.queue_bodies import TopicList
-from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.requests.pull import PullStatus, build_pull, parse_pull
+from rocketlite.protocol.requests.query import build_query_message, matches_key, parse_query_message
+from rocketlite.protocol.requests.route import build_get_all_topics, parse_topic_list
 from rocketlite.spark.offsets import QueueRef
 
-log = logging.getLogger("rocketlite.spark.broker")
+log = logging.getLogger("rocketlite.spark.broker_client")
 
 T = TypeVar("T")
 
-PULL_FLAGS: Final = PullSysFlag.SUBSCRIPTION
-QUERY_END_MS: Final = (1 << 63) - 1
+UNIQUE_QUERY_MAX: Final = 32
 
 
 class PullOutcome:
@@ -61,10 +55,10 @@ class PullOutcome:
 
 
 _OUTCOMES: Final = {
-    ResponseCode.SUCCESS: PullOutcome.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullOutcome.NO_NEW,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullOutcome.NO_MATCH,
-    ResponseCode.PULL_OFFSET_MOVED: PullOutcome.MOVED,
+    PullStatus.FOUND: PullOutcome.FOUND,
+    PullStatus.NO_NEW_MSG: PullOutcome.NO_NEW,
+    PullStatus.NO_MATCHED_MSG: PullOutcome.NO_MATCH,
+    PullStatus.OFFSET_ILLEGAL: PullOutcome.MOVED,
 }
 
 
@@ -113,11 +107,8 @@ class BrokerClient:
         """Every topic the name server knows."""
 
         async def call() -> list[str]:
-            cmd = self._instance.command(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-            response = await self._instance.invoke_namesrv(cmd)
-            if response.code != ResponseCode.SUCCESS:
-                raise for_code(response.code, response.remark)
-            return sorted(TopicList.from_json(response.body or b"{}").topic_list)
+            response = await self._instance.invoke_namesrv(build_get_all_topics())
+            return parse_answer(parse_topic_list, response)
 
         return self._run(call())
 
@@ -178,28 +169,20 @@ class BrokerClient:
             addr = instance.broker_addr(ref.broker)
         if addr is None:
             raise ClientError(f"broker {ref.broker} of {ref.topic} is not in the route", retriable=True)
-        header = PullMessageRequestHeader(
-            consumer_group=self.group,
+        cmd = build_pull(
+            group=self.group,
             topic=ref.topic,
             queue_id=ref.queue_id,
-            queue_offset=offset,
-            max_msg_nums=max_nums,
-            sys_flag=PULL_FLAGS,
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            subscription=sub.sub_string,
+            offset=offset,
+            max_nums=max_nums,
+            expression=sub.sub_string,
             sub_version=sub.sub_version,
             expression_type=sub.expression_type,
-            bname=ref.broker,
+            broker_name=ref.broker,
         )
-        cmd = instance.command(RequestCode.PULL_MESSAGE, header.to_ext())
-        response = await instance.invoke(addr, cmd, timeout)
-        outcome = _OUTCOMES.get(ResponseCode(response.code)) if response.code in _OUTCOMES else None
-        if outcome is None:
-            raise for_code(response.code, response.remark)
-        rh = PullMessageResponseHeader.from_ext(response.ext_fields)
-        body = response.body if outcome == PullOutcome.FOUND and response.body else b""
-        return RawPull(outcome, rh.next_begin_offset, rh.min_offset, rh.max_offset, bytes(body))
+        answer = parse_answer(parse_pull, await instance.invoke(addr, cmd, timeout))
+        outcome = _OUTCOMES[answer.status]
+        return RawPull(outcome, answer.next_begin_offset, answer.min_offset, answer.max_offset, answer.body)
 
     def commit(self, offsets: dict[QueueRef, int]) -> None:
         """UPDATE_CONSUMER_OFFSET for this client's group: `offset` is the next one to read."""
@@ -245,28 +228,14 @@ class BrokerClient:
         route = instance.routes.get(topic) or await instance.update_topic_route(topic)
         if route is None:
             return False
-        header = QueryMessageRequestHeader(
-            topic=topic,
-            key=key,
-            max_num=32,
-            begin_timestamp=0,
-            end_timestamp=QUERY_END_MS,
-            unique_key_query=True,
-        )
         for broker in route.broker_datas:
             addr = broker.master_addr
             if addr is None:
                 continue
-            response = await instance.invoke(
-                addr, instance.command(RequestCode.QUERY_MESSAGE, header.to_ext()), self.timeout
-            )
-            if response.code == ResponseCode.QUERY_NOT_FOUND:
-                continue
-            if response.code != ResponseCode.SUCCESS:
-                raise for_code(response.code, response.remark)
-            for rec in decode_records(response.body or b""):
-                if rec.topic == topic and rec.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
-                    return True
+            cmd = build_query_message(topic, key, max_num=UNIQUE_QUERY_MAX, unique=True)
+            records = parse_answer(parse_query_message, await instance.invoke(addr, cmd, self.timeout))
+            if any(matches_key(rec, topic, key, unique=True) for rec in records):
+                return True
         return False
 
 
