@@ -23,8 +23,8 @@ from rocketlite.spark.options import StoreOptions
 from rocketlite.spark.records import (
     ARROW_SCHEMA,
     Stop,
-    _decode_slow,
     decode_batch,
+    decode_batch_py,
     scan_positions,
     validate_positions,
 )
@@ -82,7 +82,7 @@ def test_fast_decoder_matches_the_record_by_record_decoder() -> None:
     scan = scan_positions(buf, 0, len(buf), max_count=1000, base_offset=0, verify_crc=True)
     assert scan.stop is Stop.END and scan.positions.tolist() == starts and scan.next_pos == len(buf)
     fast = decode_batch(buf, scan.positions, "broker-x")
-    slow = _decode_slow(buf, scan.positions, "broker-x")
+    slow = decode_batch_py(buf, scan.positions, "broker-x")
     assert fast.schema == ARROW_SCHEMA
     assert fast.to_pylist() == slow.to_pylist()
     rows = fast.to_pylist()
@@ -251,4 +251,6 @@ def test_fast_and_slow_decoders_agree_on_any_properties(items: list[tuple[str, b
     buf, _ = log_of([(props, {"body": body}) for props, body in items])
     scan = scan_positions(buf, 0, len(buf), max_count=1000, base_offset=0, verify_crc=True)
     assert len(scan.positions) == len(items)
-    assert decode_batch(buf, scan.positions).to_pylist() == _decode_slow(buf, scan.positions, "").to_pylist()
+    assert (
+        decode_batch(buf, scan.positions).to_pylist() == decode_batch_py(buf, scan.positions, "").to_pylist()
+    )

@@ -166,6 +166,25 @@ def enters_consume_queue(sys_flag: int) -> bool:
     return tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 
 
+# SYSFLAG bits of a COMPRESSED_FLAG body's codec (4.9.4+): 0x100 LZ4, 0x200 ZSTD, 0x300 ZLIB, and 0
+# (older clients) zlib too.
+COMPRESSION_TYPE_MASK: Final = 0x700
+COMPRESSION_ZLIB: Final = 0x300
+
+
+def inflate_body(body: bytes, sys_flag: int) -> bytes:
+    """A body stored with COMPRESSED_FLAG, inflated. LZ4 and ZSTD bodies (codecs we do not ship)
+    and bytes that are not a zlib stream are returned as stored."""
+    if not sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        return body
+    if sys_flag & COMPRESSION_TYPE_MASK not in (0, COMPRESSION_ZLIB):
+        return body
+    try:
+        return zlib.decompress(body)
+    except zlib.error:
+        return body
+
+
 def body_crc(body: bytes | memoryview) -> int:
     """`UtilAll.crc32`: CRC-32 of the body with the sign bit cleared."""
     return zlib.crc32(body) & 0x7FFF_FFFF

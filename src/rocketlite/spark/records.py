@@ -19,9 +19,10 @@ Both readers of `rocketlite.spark` hold bytes with records back to back: a PULL_
   Properties are decoded like the Java client's `string2messageProperties`: empty items and items
   without a name or value are dropped and a repeated name keeps its last value.
 
-Records the fast path does not handle (IPv6 hosts, compressed bodies, properties that are not
-UTF-8) send the whole chunk down `_decode_slow`, a per-record decoder built on
-`protocol.record.decode_record`; both paths give identical rows.
+Records the columnar path does not handle (IPv6 hosts, compressed bodies, properties that are not
+UTF-8) send the whole chunk down `decode_batch_py`, the per-record reference decoder built on
+`protocol.record.decode_record`; both paths give identical rows (`tests/spark/test_records.py`),
+and `ROCKETLITE_NATIVE=0` (`protocol.speedups.REFERENCE_ONLY`) makes the reference the only one.
 
 msgId is the client-made UNIQ_KEY when the message has one, else the broker's offsetMsgId (store
 host + commit-log offset, 32 upper-case hex digits for IPv4), as `MessageClientExt.getMsgId()`.
@@ -50,24 +51,18 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
-    BODY_CRC_POS,
-    BORN_TIMESTAMP_POS,
     MESSAGE_MAGIC_CODE,
     PHYSICAL_OFFSET_POS,
-    QUEUE_ID_POS,
-    QUEUE_OFFSET_POS,
     SIZE_MAGIC,
-    SYSFLAG_POS,
-    V4_BODY_LEN_POS,
     V4_BODY_POS,
     V4_FIXED_SIZE,
-    V4_RECONSUME_POS,
     V4_STORE_HOST_POS,
-    V4_STORE_TIMESTAMP_POS,
     RecordFormatError,
     body_crc,
     decode_record,
+    inflate_body,
 )
+from rocketlite.protocol.speedups import REFERENCE_ONLY
 from rocketlite.spark.schema import COLUMNS
 
 log = logging.getLogger("rocketlite.spark.records")
@@ -77,6 +72,7 @@ __all__ = [
     "Scan",
     "Stop",
     "decode_batch",
+    "decode_batch_py",
     "empty_batch",
     "scan_positions",
     "validate_positions",
@@ -103,23 +99,13 @@ ARROW_SCHEMA: Final = pa.schema([pa.field(name, _TYPES[name]) for name in COLUMN
 """What Spark expects from `read()` for the schema in `schema.SPARK_DDL` (timestamps in UTC)."""
 
 # Field positions of the record with IPv4 born and store hosts (declared in protocol.record).
-_OFF_CRC: Final = BODY_CRC_POS
-_OFF_QUEUE_ID: Final = QUEUE_ID_POS
-_OFF_QUEUE_OFFSET: Final = QUEUE_OFFSET_POS
 _OFF_PHYS: Final = PHYSICAL_OFFSET_POS
-_OFF_SYSFLAG: Final = SYSFLAG_POS
-_OFF_BORN_TS: Final = BORN_TIMESTAMP_POS
-_OFF_STORE_TS: Final = V4_STORE_TIMESTAMP_POS
 _OFF_STORE_HOST: Final = V4_STORE_HOST_POS
-_OFF_RECONSUME: Final = V4_RECONSUME_POS
-_OFF_BODY_LEN: Final = V4_BODY_LEN_POS
 _OFF_BODY: Final = V4_BODY_POS
 _V4_FIXED: Final = V4_FIXED_SIZE
 
 _V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 _SLOW_BITS: Final = _V6_BITS | MessageSysFlag.COMPRESSED_FLAG
-_COMPRESSION_TYPE_MASK: Final = 0x700
-_COMPRESSION_ZLIB: Final = 0x300
 _PAD: Final = 16  # zero bytes after the copied properties text: 8-byte key loads stay inside it
 _HEX_PAIRS: Final = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype="<u2")
 _INT32_MAX: Final = (1 << 31) - 1
@@ -330,10 +316,12 @@ def decode_batch(buf: Any, positions: _I64 | Sequence[int], broker_name: str = "
         # Arrow's 32-bit offsets cannot reach that far into `buf`: decode from a copy.
         lo = int(p[0])
         return decode_batch(memoryview(buf)[lo:end], p - lo, broker_name)
+    if REFERENCE_ONLY:
+        return decode_batch_py(buf, p, broker_name)
     try:
-        return _decode_fast(buf, end, p, broker_name)
+        return _decode_columns(buf, end, p, broker_name)
     except _DeclinedError:
-        return _decode_slow(buf, p, broker_name)
+        return decode_batch_py(buf, p, broker_name)
 
 
 def _segments(window: pa.Buffer, bounds: npt.NDArray[np.int32]) -> pa.BinaryArray:
@@ -368,7 +356,7 @@ def _offset_msg_ids(h: npt.NDArray[Any]) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
 
 
-def _decode_fast(buf: Any, used: int, p: _I64, broker_name: str) -> pa.RecordBatch:
+def _decode_columns(buf: Any, used: int, p: _I64, broker_name: str) -> pa.RecordBatch:
     v = _Views(buf)
     n = len(p)
     h = v.headers(p)
@@ -577,20 +565,10 @@ def parse_properties(text: str) -> list[tuple[str, str]]:
     return list(props.items())
 
 
-def _inflate(body: bytes, sys_flag: int) -> bytes:
-    """A body stored with COMPRESSED_FLAG, inflated (zlib; other codecs are left as stored)."""
-    if not sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        return body
-    if sys_flag & _COMPRESSION_TYPE_MASK not in (0, _COMPRESSION_ZLIB):
-        return body
-    try:
-        return zlib.decompress(body)
-    except zlib.error:
-        return body
-
-
-def _decode_slow(buf: Any, p: _I64, broker_name: str) -> pa.RecordBatch:
-    """Record by record; any layout, compressed bodies, properties that are not UTF-8."""
+def decode_batch_py(buf: Any, p: _I64, broker_name: str) -> pa.RecordBatch:
+    """`decode_batch` record by record: the reference (`protocol.speedups.REFERENCE_ONLY` makes it
+    the only path), and the general path for any layout, compressed bodies, properties that are
+    not UTF-8."""
     cols: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}
     for pos in p.tolist():
         rec = decode_record(buf, pos)
@@ -605,7 +583,7 @@ def _decode_slow(buf: Any, p: _I64, broker_name: str) -> pa.RecordBatch:
         cols["msgId"].append(uniq or make_msg_id(rec.store_host, rec.physical_offset))
         cols["keys"].append(props.get(MessageConst.KEYS))
         cols["tags"].append(props.get(MessageConst.TAGS))
-        cols["body"].append(_inflate(rec.body, rec.sys_flag))
+        cols["body"].append(inflate_body(rec.body, rec.sys_flag))
         cols["properties"].append(pairs)
         cols["bornTimestamp"].append(rec.born_timestamp * 1000)
         cols["storeTimestamp"].append(rec.store_timestamp * 1000)
