@@ -20,7 +20,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import PullMessageRequestHeader
 from rocketlite.protocol.message import java_string_hash
-from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from rocketlite.protocol.queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from rocketlite.protocol.record import decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable
@@ -92,7 +92,7 @@ class Recorder:
 
 
 def parts(b: BrokerUnderTest) -> tuple[ClientManager, PullMessageProcessor, RebalanceLockManager]:
-    ctx = b.controller.context
+    ctx = b.controller.parts
     assert ctx is not None and ctx.clients is not None and ctx.pull is not None and ctx.locks is not None
     return ctx.clients, ctx.pull, ctx.locks
 

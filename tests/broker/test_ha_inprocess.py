@@ -37,7 +37,7 @@ def master_kw(**kw: Any) -> dict[str, Any]:
 
 
 def slave_kw(master: BrokerUnderTest, **kw: Any) -> dict[str, Any]:
-    ha = master.controller.context.ha_master if master.controller.context else None
+    ha = master.controller.parts.ha_master if master.controller.parts else None
     assert ha is not None
     return {
         "broker_role": BrokerRole.SLAVE,
@@ -69,7 +69,7 @@ def test_fake_slave_that_never_acks_gives_flush_slave_timeout(tmp_path: Path) ->
     async def scenario() -> None:
         async with broker_under_test(tmp_path / "m", **master_kw(store_sync_flush_timeout=300)) as m:
             assert (await m.send("T", b"no slave yet")).code == ResponseCode.SLAVE_NOT_AVAILABLE
-            ha = m.controller.context.ha_master if m.controller.context else None
+            ha = m.controller.parts.ha_master if m.controller.parts else None
             assert ha is not None
             loop = asyncio.get_running_loop()
             sock = await loop.run_in_executor(None, socket.create_connection, ("127.0.0.1", ha.port))
@@ -81,7 +81,7 @@ def test_fake_slave_that_never_acks_gives_flush_slave_timeout(tmp_path: Path) ->
                 assert r.code == ResponseCode.FLUSH_SLAVE_TIMEOUT and r.ext_fields["msgId"]
                 assert 0.25 <= time.monotonic() - began < 3
                 # The slave lags by more than haMaxGapNotInSync: SLAVE_NOT_AVAILABLE at once.
-                live = m.controller.context.live if m.controller.context else None
+                live = m.controller.parts.live if m.controller.parts else None
                 assert live is not None
                 live.update({"haMaxGapNotInSync": "16"})
                 began = time.monotonic()
@@ -107,7 +107,7 @@ def test_in_process_slave_builds_its_queues_and_serves_pulls(tmp_path: Path) -> 
             broker_under_test(tmp_path / "m", **master_kw()) as m,
             broker_under_test(tmp_path / "s", **slave_kw(m)) as s,
         ):
-            ha = m.controller.context.ha_master if m.controller.context else None
+            ha = m.controller.parts.ha_master if m.controller.parts else None
             assert ha is not None
             await eventually(lambda: bool(ha.accepted_slaves), what="slave connected")
             for i in range(200):  # several 64 KiB segments
@@ -138,7 +138,7 @@ def test_diverged_slave_is_refused_and_stops_serving(tmp_path: Path, other_body_
                     await other.send("T", b"y" * other_body_size)
                 other_end = other.controller.store.max_phy_offset
             async with broker_under_test(tmp_path / "s", **slave_kw(m)) as s:
-                slave = s.controller.context.ha_slave if s.controller.context else None
+                slave = s.controller.parts.ha_slave if s.controller.parts else None
                 assert slave is not None
                 await eventually(lambda: s.controller.broker.broker_permission == 0, what="perm 0")
                 assert slave.refused is not None and "diverged" in slave.refused
@@ -274,7 +274,7 @@ def test_slave_copies_the_masters_config_files(tmp_path: Path) -> None:
             broker_under_test(tmp_path / "m", **master_kw(broker_role=BrokerRole.ASYNC_MASTER)) as m,
             broker_under_test(tmp_path / "s", **slave_kw(m)) as s,
         ):
-            ctx = s.controller.context
+            ctx = s.controller.parts
             assert ctx is not None and ctx.slave_sync is not None and ctx.ha_slave is not None
             ctx.ha_slave.master_addr = m.addr  # ephemeral ports: not haMasterAddress - 1
             ext = CreateTopicRequestHeader(
@@ -307,7 +307,7 @@ def test_suggest_which_broker_id(tmp_path: Path) -> None:
             assert b.controller.store.wait_dispatched(5)
             r = await b.call(RequestCode.PULL_MESSAGE, pull_ext("T", 0, n=1))
             assert r.code == ResponseCode.SUCCESS and r.ext_fields["suggestWhichBrokerId"] == "1"
-            live = b.controller.context.live if b.controller.context else None
+            live = b.controller.parts.live if b.controller.parts else None
             assert live is not None
             live.update({"accessMessageInMemoryMaxRatio": "40"})  # bytes behind < 40% of RAM
             r = await b.call(RequestCode.PULL_MESSAGE, pull_ext("T", 0, n=1))

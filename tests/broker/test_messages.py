@@ -219,7 +219,7 @@ def test_delayed_messages_arrive_on_time_and_offsets_survive_restart(tmp_path: P
         saved = (tmp_path / "config" / "delayOffset.json").read_text()
         assert saved == '{"offsetTable":{1:1,2:1}}'
         async with broker_under_test(tmp_path, store_message_delay_level="1s 2s") as b:
-            service = next(s for s in b.controller.services if isinstance(s, ScheduleMessageService))
+            service = next(s for s in b.controller.services.values() if isinstance(s, ScheduleMessageService))
             assert (service.offset_of(1), service.offset_of(2)) == (1, 1)
             assert service.deliver_due() is None  # nothing left to deliver
             assert b.controller.store.get_max_offset_in_queue("DelayT", 1) == 2
@@ -341,7 +341,9 @@ def test_transaction_commit_rollback_and_checks(tmp_path: Path) -> None:
             await dispatched(store)
             assert [m.body for m in read_queue(store, "TxT", 1)] == [b"TX1", b"TX3"]
             assert store.get_max_offset_in_queue(OP, 0) == 3
-            service = next(s for s in b.controller.services if isinstance(s, TransactionalMessageService))
+            service = next(
+                s for s in b.controller.services.values() if isinstance(s, TransactionalMessageService)
+            )
             assert service.check_once() == 0  # everything ended: nothing to check
 
         async with broker_under_test(tmp_path / "slave", broker_id=1, broker_role=BrokerRole.SLAVE) as s:
@@ -439,7 +441,9 @@ def test_check_back_reaches_the_producer_and_its_answer_commits(tmp_path: Path) 
                 conn = await producer.connection(b.addr)
                 conn.oneway(make_request(RequestCode.END_TRANSACTION, answer))
                 await arrivals.wait("TxCheck", 2)
-                service = next(s for s in b.controller.services if isinstance(s, TransactionalMessageService))
+                service = next(
+                    s for s in b.controller.services.values() if isinstance(s, TransactionalMessageService)
+                )
                 await dispatched(b.controller.store)
                 assert service.check_once() == 0
             finally:
@@ -463,7 +467,9 @@ def test_unanswered_half_is_discarded_after_check_max(tmp_path: Path) -> None:
                 assert len(recorder.checks) == 2
                 (kept,) = read_queue(b.controller.store, "TRANS_CHECK_MAX_TIME_TOPIC", 0)
                 assert kept.body == b"TXS" and props_of(kept)["REAL_TOPIC"] == "TxSilent"
-                service = next(s for s in b.controller.services if isinstance(s, TransactionalMessageService))
+                service = next(
+                    s for s in b.controller.services.values() if isinstance(s, TransactionalMessageService)
+                )
                 await dispatched(b.controller.store)
                 assert service.check_once() == 0 and len(recorder.checks) == 2
                 assert b.controller.store.get_max_offset_in_queue("TxSilent", 0) == 0

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from rocketlite.broker.processors.send import SYSTEM_BUSY_REMARK
-from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
 from rocketlite.protocol.frame import encode_command
 from rocketlite.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader
+from rocketlite.protocol.queue_bodies import KVTable
 from rocketlite.remoting import connection
 from rocketlite.store.config import FlushDiskType
 from tests.support.broker_harness import broker_under_test, run
@@ -93,7 +93,7 @@ def test_metrics_endpoint(tmp_path: Path) -> None:
 def test_metrics_off_by_default(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with broker_under_test(tmp_path) as b:
-            assert not any(type(s).__name__ == "MetricsServer" for s in b.controller.services)
+            assert not any(type(s).__name__ == "MetricsServer" for s in b.controller.services.values())
 
     run(scenario())
 
@@ -103,7 +103,7 @@ def test_send_system_busy_when_sync_flush_waiters_exceed_bound(tmp_path: Path) -
         async with broker_under_test(
             tmp_path, max_sync_flush_waiters=2, store_flush_disk_type=FlushDiskType.SYNC_FLUSH
         ) as b:
-            send = b.controller.context.send if b.controller.context else None
+            send = b.controller.parts.send if b.controller.parts else None
             assert send is not None
             assert (await b.send("BT")).code == ResponseCode.SUCCESS
             assert send.flush_waiters == 0  # released once answered

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
@@ -34,11 +33,11 @@ from rocketlite.protocol import fastjson, perm, reserved
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
-    ConsumerListBody,
     ConsumeType,
     HeartbeatData,
     MessageModel,
     SubscriptionData,
+    expect_obj,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request, make_response
@@ -50,9 +49,9 @@ from rocketlite.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
-from rocketlite.protocol.json_body import expect_obj
+from rocketlite.protocol.queue_bodies import ConsumerListBody
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data, is_tag_type
-from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import cancel_tasks
 
 log = logging.getLogger("rocketlite.broker.client")
@@ -191,14 +190,6 @@ class ClientManager:
         self.producers: dict[str, dict[str, ClientChannelInfo]] = {}
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self._scan_task: asyncio.Task[None] | None = None
-
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.HEART_BEAT, self.handle_heartbeat)
-        table.register(RequestCode.UNREGISTER_CLIENT, self.handle_unregister)
-        table.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.handle_consumer_list)
-        table.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.handle_consumer_connections)
-        table.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, self.handle_producer_connections)
-        table.register(RequestCode.CHECK_CLIENT_CONFIG, self.handle_check_client_config)
 
     # -- queries for other modules ----------------------------------------------------------
     def consumer_group(self, group: str) -> ConsumerGroupInfo | None:
@@ -434,10 +425,3 @@ class ClientManager:
     async def close(self) -> None:
         task, self._scan_task = self._scan_task, None
         await cancel_tasks(task)
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    manager = ClientManager(ctx.broker, ctx.topics, ctx.groups, ctx.clock)
-    manager.register(table)
-    ctx.clients = manager
-    return [manager]

@@ -2,9 +2,14 @@
 
 Start order: open (recover) the store, load topics / subscription groups / consumer offsets, bind
 the listening sockets (listenPort and the VIP port listenPort-2; port 0 picks free ports, and the
-store host — part of every msgId — is the bound address), install the processor modules, start
-their services, serve, and register with every name server (then every
+store host — part of every msgId — is the bound address), build every processor and service
+(`_build`: each is given its collaborators as constructor arguments, in one place, so what a send
+or a pull depends on is read here), register the request table (`requests.register_requests`),
+start the background services by name, serve, and register with every name server (then every
 `registerNameServerPeriod`). Close runs it backwards and is idempotent.
+
+The controller is the one supervisor: it owns the services (`services`, by name, started in order
+and closed in reverse) and its own two tasks, `broker-register` and `broker-persist`.
 """
 
 from __future__ import annotations
@@ -13,24 +18,31 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
-from rocketlite.broker import acl, client_manager, live_config, metrics, rebalance_lock, schedule, transaction
-from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.broker.ha import service as ha
-from rocketlite.broker.processors import (
-    admin_requests,
-    consumer_offset,
-    consumer_send_back,
-    pull,
-    query,
-)
+from rocketlite.broker import acl
+from rocketlite.broker.client_manager import ClientManager
+from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
+from rocketlite.broker.ha.slave import HASlaveService
+from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
+from rocketlite.broker.live_config import LiveConfig
+from rocketlite.broker.metrics import BrokerFigures, MetricsServer
+from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
+from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
+from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
+from rocketlite.broker.processors.pull import PullMessageProcessor
+from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.rebalance_lock import RebalanceLockManager
+from rocketlite.broker.requests import register_requests
+from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol import perm
 from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
@@ -50,25 +62,61 @@ from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker")
 
-Installer = Callable[[BrokerContext, RequestTable], list[BrokerService]]
-
 REGISTER_RETRY_S = 3.0  # after a failed registration
 
-# Order matters: later modules use what earlier ones publish on the context.
-INSTALLERS: tuple[Installer, ...] = (
-    client_manager.install,
-    pull.install,
-    consumer_offset.install,
-    rebalance_lock.install,
-    consumer_send_back.install,
-    schedule.install,
-    transaction.install,
-    query.install,
-    admin_requests.install,
-    live_config.install,  # HA: UPDATE/GET_BROKER_CONFIG, published as ctx.live
-    ha.install,  # HA: master service or slave replication + config sync (uses ctx.send, ctx.live)
-    metrics.install,  # GET /metrics on metricsPort (0 = off)
-)
+
+class BrokerService(Protocol):
+    """A background service owned by the broker (asyncio tasks, threads)."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerParts:
+    """Every processor and service of a started broker, as `BrokerController._build` made them.
+
+    The last four exist only for some roles or settings: `ha_master` on a master (ASYNC_MASTER,
+    SYNC_MASTER), `ha_slave` and `slave_sync` on a slave, `metrics` when `metricsPort` is set.
+    """
+
+    clients: ClientManager
+    send: SendMessageProcessor
+    pull: PullMessageProcessor
+    offsets: ConsumerOffsetProcessor
+    locks: RebalanceLockManager
+    send_back: ConsumerSendBackProcessor
+    schedule: ScheduleMessageService
+    transactions: TransactionalMessageService
+    query: QueryMessageProcessor
+    runtime_stats: RuntimeStatsSampler
+    admin: AdminRequestProcessor
+    live: LiveConfig
+    ha_master: HAMasterService | None
+    ha_slave: HASlaveService | None
+    slave_sync: SlaveSynchronize | None
+    metrics: MetricsServer | None
+
+    def services(self) -> dict[str, BrokerService]:
+        """The background services by name, in start order (closed in reverse)."""
+        named: dict[str, BrokerService | None] = {
+            "client-housekeeping": self.clients,
+            "pull-hold": self.pull.hold,
+            "schedule": self.schedule,
+            "transaction-check": self.transactions,
+            "runtime-stats": self.runtime_stats,
+            "ha-master": self.ha_master,
+            "ha-slave": self.ha_slave,
+            "slave-sync": self.slave_sync,
+            "metrics": self.metrics,
+        }
+        return {name: svc for name, svc in named.items() if svc is not None}
+
+    def ha_runtime_info(self) -> dict[str, str]:
+        """HA figures for GET_BROKER_RUNTIME_INFO (none on a broker without HA)."""
+        ha = self.ha_master or self.ha_slave
+        return ha.runtime_info() if ha is not None else {}
 
 
 class BrokerController:
@@ -80,7 +128,9 @@ class BrokerController:
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, master=not broker.is_slave)
         cfg_dir = store_config.config_dir
-        self.topics = TopicConfigManager(cfg_dir, broker, clock, len(store_config.delay_levels_ms))
+        self.topics = TopicConfigManager(
+            cfg_dir, broker, clock, len(store_config.delay_levels_ms), on_change=self.request_register
+        )
         self.groups = SubscriptionGroupManager(
             cfg_dir, clock, auto_create=broker.auto_create_subscription_group
         )
@@ -101,8 +151,9 @@ class BrokerController:
             partial_frame_seconds=broker.server_partial_frame_timeout_millis / 1000,
         )
         self.outbound = RemotingClient(self.table)
-        self.services: list[BrokerService] = []
-        self.context: BrokerContext | None = None
+        self.parts: BrokerParts | None = None  # built by start(), once the store host is known
+        self.services: dict[str, BrokerService] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._register_task: asyncio.Task[None] | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._register_soon = asyncio.Event()
@@ -119,16 +170,16 @@ class BrokerController:
 
     @property
     def ha_address(self) -> str:
-        # HA: the master's bound HA port (ha.py) once installed.
-        bound = self.context.ha_port if self.context is not None else 0
+        # HA: a master's bound HA port once built, else the configured / default one.
+        master = self.parts.ha_master if self.parts is not None else None
+        bound = master.port if master is not None else 0
         ha_port = bound or self.broker.ha_listen_port or self.port + 1
         return f"{self.broker.broker_ip1}:{ha_port}"
 
     async def reload(self) -> None:
         """Re-read topics.json (SIGHUP to `rocketlite broker`): live_config.LiveConfig.reload_topics."""
-        if self.context is not None and self.context.live is not None:
-            live = self.context.live
-            await asyncio.get_running_loop().run_in_executor(None, live.reload_topics)
+        if self.parts is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.parts.live.reload_topics)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -148,30 +199,26 @@ class BrokerController:
         self.offsets.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
-        ctx = BrokerContext(
-            broker=self.broker,
-            store_config=self.store_config,
-            store=self.store,
-            topics=self.topics,
-            groups=self.groups,
-            offsets=self.offsets,
-            stats=self.stats,
-            clock=self.clock,
-            store_host=store_host,
-            loop=loop,
-            outbound=self.outbound,
-            request_register=self.request_register,
+        parts = self._build(loop, store_host)
+        self.parts = parts
+        self._loop = loop
+        register_requests(
+            self.table,
+            send=parts.send,
+            pull=parts.pull,
+            query=parts.query,
+            offsets=parts.offsets,
+            send_back=parts.send_back,
+            clients=parts.clients,
+            locks=parts.locks,
+            transactions=parts.transactions,
+            schedule=parts.schedule,
+            admin=parts.admin,
+            live=parts.live,
         )
-        self.context = ctx
-        send = SendMessageProcessor(
-            self.broker, self.store, self.topics, self.groups, self.stats, self.clock, store_host
-        )
-        send.register(self.table)
-        ctx.send = send
-        for install in INSTALLERS:
-            self.services.extend(install(ctx, self.table))
-        self.topics.on_change = self.request_register
-        for svc in self.services:
+        self.services = parts.services()
+        for name, svc in self.services.items():
+            log.debug("starting %s", name)
             await svc.start()
         await self.server.start()
         self.started = True
@@ -189,12 +236,95 @@ class BrokerController:
             self.store_config.store_path_root_dir,
         )
 
+    # -- wiring -----------------------------------------------------------------------------
+    def _build(self, loop: asyncio.AbstractEventLoop, store_host: HostAddress) -> BrokerParts:
+        """Every processor and service, each with its collaborators; the store's arrival
+        listeners (long polling, HA) are subscribed here too."""
+        b, store, topics, groups, offsets, stats, clock = (
+            self.broker, self.store, self.topics, self.groups, self.offsets, self.stats, self.clock
+        )  # fmt: skip
+        clients = ClientManager(b, topics, groups, clock)
+        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop)
+        store.add_arrival_listener(pull.hold.on_arrival)
+        schedule = ScheduleMessageService(
+            store, stats, clock, store_host, self.store_config.config_dir, self.store_config.delay_levels_ms,
+            enabled=not b.is_slave,
+        )  # fmt: skip
+        schedule.load()
+        transactions = TransactionalMessageService(
+            b, store, topics, offsets, stats, clock, store_host, clients.producer_channels
+        )
+        ha_master: HAMasterService | None = None
+        ha_slave: HASlaveService | None = None
+        slave_sync: SlaveSynchronize | None = None
+        if b.is_slave:
+            ha_slave = HASlaveService(
+                store, b, on_refused=self._refused_by_master, request_register=self.request_register
+            )
+            slave = ha_slave
+            slave_sync = SlaveSynchronize(
+                self.outbound, topics, groups, offsets, self.store_config.config_dir,
+                lambda: slave.master_addr, on_topics_changed=self.request_register,
+            )  # fmt: skip
+            store.add_arrival_listener(TopicLearner(topics, b.default_topic_queue_nums))
+        else:
+            port = ha_listen_port(b.ha_listen_port, b.listen_port, store_host.port)
+            ha_master = HAMasterService(store, b, bind_ha_socket(b.listen_host, port), loop)
+            store.add_arrival_listener(ha_master.on_dispatch)
+        live = LiveConfig(
+            b, self.store_config, store, topics, groups, clock, self.request_register,
+            listeners=(ha_slave.on_config_change,) if ha_slave is not None else (),
+        )  # fmt: skip
+        send = SendMessageProcessor(
+            b, store, topics, groups, stats, clock, store_host,
+            half_message_hook=transactions.to_half_message,
+            replica=ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None,
+        )  # fmt: skip
+        figures = BrokerFigures(b, self.store_config, store, stats, offsets, clients)
+        runtime_stats = RuntimeStatsSampler(store, clock)
+        ha = ha_master or ha_slave
+
+        def extra_runtime_info() -> dict[str, str]:
+            return {**(ha.runtime_info() if ha is not None else {}), **figures.runtime_figures()}
+
+        admin = AdminRequestProcessor(
+            b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
+            extra_runtime_info,
+        )  # fmt: skip
+        return BrokerParts(
+            clients=clients,
+            send=send,
+            pull=pull,
+            offsets=ConsumerOffsetProcessor(store, offsets),
+            locks=RebalanceLockManager(clock),
+            send_back=ConsumerSendBackProcessor(b, store, topics, groups, stats, store_host),
+            schedule=schedule,
+            transactions=transactions,
+            query=QueryMessageProcessor(store),
+            runtime_stats=runtime_stats,
+            admin=admin,
+            live=live,
+            ha_master=ha_master,
+            ha_slave=ha_slave,
+            slave_sync=slave_sync,
+            metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
+        )
+
+    def _refused_by_master(self, reason: str) -> None:
+        """The HA slave's master refused it (its log diverged; called from the replication thread):
+        stop serving reads by setting brokerPermission to 0 (see broker/ha/)."""
+        parts, loop = self.parts, self._loop
+        if parts is not None and loop is not None:
+            loop.call_soon_threadsafe(
+                parts.live.set_broker_permission, 0, f"diverged from the master: {reason}"
+            )
+
     # -- name server registration -----------------------------------------------------------
     def request_register(self) -> None:
         """Called when topics change: register with the name servers at once (from any thread)."""
-        ctx = self.context
-        if ctx is not None and not self.closed:
-            ctx.loop.call_soon_threadsafe(self._register_soon.set)
+        loop = self._loop
+        if loop is not None and not self.closed:
+            loop.call_soon_threadsafe(self._register_soon.set)
 
     def _register_request(self) -> tuple[RegisterBrokerRequestHeader, bytes]:
         wrapper = self.topics.wrapper()
@@ -235,10 +365,9 @@ class BrokerController:
                 log.warning("name server %s refused registration: %s", addr, response.remark)
                 ok = False
                 continue
-            if self.context is not None:  # HA: a slave learns its master's addresses here
-                result = RegisterBrokerResponseHeader.from_ext(response.ext_fields)
-                for listener in self.context.register_listeners:
-                    listener(result)
+            slave = self.parts.ha_slave if self.parts is not None else None
+            if slave is not None:  # HA: a slave learns its master's addresses here
+                slave.on_register_result(RegisterBrokerResponseHeader.from_ext(response.ext_fields))
         return ok
 
     async def _register_loop(self, registered: bool) -> None:
@@ -298,11 +427,11 @@ class BrokerController:
         if self.started and self.broker.namesrv_addrs:
             await self._unregister_all()
         # Services first, while connections are open: held pulls get their answers.
-        for svc in reversed(self.services):
+        for name, svc in reversed(self.services.items()):
             try:
                 await svc.close()
             except Exception:
-                log.exception("closing a broker service failed")
+                log.exception("closing the broker service %s failed", name)
         await self.server.close()
         await self.outbound.close()
         loop = asyncio.get_running_loop()

@@ -35,22 +35,21 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.config import build_config, config_keys, key_of, parse_properties
 from rocketlite.protocol.bodies import DataVersion
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.custom_header import CustomHeader
 from rocketlite.protocol.errors import ConfigError, RocketliteError
-from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.remoting.connection import Connection
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.live_settings import LIVE_STORE_FIELDS, apply_live_settings
 from rocketlite.store.message_store import MessageStore
@@ -156,6 +155,8 @@ class LiveConfig:
         groups: SubscriptionGroupManager,
         clock: Clock,
         request_register: Callable[[], None],
+        *,
+        listeners: Sequence[ConfigListener] = (),
     ) -> None:
         self.broker = broker
         self.store_config = store_config
@@ -165,11 +166,7 @@ class LiveConfig:
         self.clock = clock
         self.request_register = request_register
         self.version = DataVersion(timestamp=clock.now_ms())
-        self.listeners: list[ConfigListener] = []
-
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.GET_BROKER_CONFIG, self.handle_get)
-        table.register(RequestCode.UPDATE_BROKER_CONFIG, self.handle_update)
+        self.listeners = tuple(listeners)  # told the changed keys after every applied update
 
     # -- updates ----------------------------------------------------------------------------
     def update(self, props: Mapping[str, str]) -> set[str]:
@@ -218,7 +215,7 @@ class LiveConfig:
             # Java: topicConfigManager.getDataVersion().nextVersion(); registerBrokerAll(...)
             self.topics.data_version = self.topics.data_version.next_version(self.clock.now_ms())
             self.request_register()
-        for listener in list(self.listeners):
+        for listener in self.listeners:
             try:
                 listener(changed)
             except Exception:
@@ -275,12 +272,3 @@ class LiveConfig:
             raise
         log.info("UPDATE_BROKER_CONFIG from %s changed %s", conn.remote_address, sorted(changed) or "nothing")
         return make_response(request, ResponseCode.SUCCESS)
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    live = LiveConfig(
-        ctx.broker, ctx.store_config, ctx.store, ctx.topics, ctx.groups, ctx.clock, ctx.request_register
-    )
-    live.register(table)
-    ctx.live = live
-    return []

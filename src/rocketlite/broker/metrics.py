@@ -1,11 +1,11 @@
 """A Prometheus endpoint: `GET /metrics` on `metricsHost:metricsPort` (0 = off), text format 0.0.4.
 
 A plain `asyncio.start_server` with a minimal HTTP/1.x request parser (request line, headers up
-to the blank line; no bodies, no keep-alive). The figures are read from what the broker already
-keeps: `BrokerStats` (ctx.stats), the store's `StoreStats` and `runtime_info()`, the disk usage of
-the store root, the committed consumer offsets against the queues' max offsets (consumer lag),
-the commit log's flush and commit positions, and the client manager's connections. TPS is sampled
-here once a second over a 10 s window.
+to the blank line; no bodies, no keep-alive). The figures (`BrokerFigures`, built by the
+controller) are read from what the broker already keeps: `BrokerStats`, the store's `StoreStats`
+and `runtime_info()`, the disk usage of the store root, the committed consumer offsets against the
+queues' max offsets (consumer lag), the commit log's flush and commit positions, and the client
+manager's connections. TPS is sampled here once a second over a 10 s window.
 
 Commit-log positions (`commit_log_positions`): `commitlog_flushed_offset` is where the last
 fdatasync reached; everything appended past it, `commitlog_unflushed_bytes`, is what a machine
@@ -15,7 +15,8 @@ the committed (readable) end, and `commitlog_uncommitted_bytes` more sit in the 
 buffer: those are what a mere process kill takes. The offsets only grow, so a value read is a lower
 bound of the position a moment later.
 
-`runtime_figures` gives the same figures as GET_BROKER_RUNTIME_INFO keys (admin.py's extra_info).
+`BrokerFigures.runtime_figures` gives the same figures as GET_BROKER_RUNTIME_INFO keys (the admin
+request processor's `extra_info`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Final
 
-from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.remoting.connection import RequestTable
+from rocketlite.broker.client_manager import ClientManager
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.state_files import ConsumerOffsetTable
+from rocketlite.broker.stats import BrokerStats
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.clean import disk_used_ratio
+from rocketlite.store.config import StoreConfig
+from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.metrics")
 
@@ -78,14 +83,14 @@ class _Family:
 class TpsSampler:
     """Samples (time, puts, gets found) once a second; rates over the last `TPS_WINDOW_S`."""
 
-    def __init__(self, ctx: BrokerContext, interval_s: float = 1.0) -> None:
-        self.ctx = ctx
+    def __init__(self, store: MessageStore, interval_s: float = 1.0) -> None:
+        self.store = store
         self.interval_s = interval_s
         self.samples: deque[tuple[float, int, int]] = deque(maxlen=int(TPS_WINDOW_S / interval_s) + 2)
         self.sample()
 
     def current(self) -> tuple[float, int, int]:
-        s = self.ctx.store.stats
+        s = self.store.stats
         return time.monotonic(), s.put_count, s.get_found
 
     def sample(self) -> None:
@@ -101,123 +106,160 @@ class TpsSampler:
         return (now[1] - base[1]) / elapsed, (now[2] - base[2]) / elapsed
 
 
-def consumer_lag(ctx: BrokerContext) -> dict[tuple[str, str], int]:
-    """(group, topic) -> sum over queues of max(max offset - committed offset, 0)."""
-    with ctx.offsets.lock:
-        table = {key: dict(queues) for key, queues in ctx.offsets.offset_table.items()}
-    lag: dict[tuple[str, str], int] = {}
-    for key, queues in table.items():
-        topic, _, group = key.partition("@")
-        total = 0
-        for queue_id, committed in queues.items():
-            total += max(ctx.store.get_max_offset_in_queue(topic, queue_id) - max(committed, 0), 0)
-        lag[(group, topic)] = total
-    return lag
+class BrokerFigures:
+    """The figures read from what the broker keeps, for /metrics and GET_BROKER_RUNTIME_INFO."""
 
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        store_config: StoreConfig,
+        store: MessageStore,
+        stats: BrokerStats,
+        offsets: ConsumerOffsetTable,
+        clients: ClientManager,
+    ) -> None:
+        self.broker = broker
+        self.store_config = store_config
+        self.store = store
+        self.stats = stats
+        self.offsets = offsets
+        self.clients = clients
 
-def connection_count(ctx: BrokerContext) -> int:
-    """Distinct live connections of the registered producers and consumers."""
-    clients = ctx.clients
-    if clients is None:
-        return 0
-    seen: set[int] = set()
-    for channels in clients.producers.values():
-        seen.update(id(info.conn) for info in channels.values() if not info.conn.closed)
-    for group in clients.consumers.values():
-        seen.update(id(conn) for conn in group.connections())
-    return len(seen)
+    def consumer_lag(self) -> dict[tuple[str, str], int]:
+        """(group, topic) -> sum over queues of max(max offset - committed offset, 0)."""
+        with self.offsets.lock:
+            table = {key: dict(queues) for key, queues in self.offsets.offset_table.items()}
+        lag: dict[tuple[str, str], int] = {}
+        for key, queues in table.items():
+            topic, _, group = key.partition("@")
+            total = 0
+            for queue_id, committed in queues.items():
+                total += max(self.store.get_max_offset_in_queue(topic, queue_id) - max(committed, 0), 0)
+            lag[(group, topic)] = total
+        return lag
 
+    def connection_count(self) -> int:
+        """Distinct live connections of the registered producers and consumers."""
+        clients = self.clients
+        seen: set[int] = set()
+        for channels in clients.producers.values():
+            seen.update(id(info.conn) for info in channels.values() if not info.conn.closed)
+        for group in clients.consumers.values():
+            seen.update(id(conn) for conn in group.connections())
+        return len(seen)
 
-def _disk_ratio(ctx: BrokerContext) -> float:
-    try:
-        return disk_used_ratio(ctx.store_config.store_path_root_dir)
-    except OSError:
-        return 0.0
+    def disk_ratio(self) -> float:
+        try:
+            return disk_used_ratio(self.store_config.store_path_root_dir)
+        except OSError:
+            return 0.0
 
+    def commit_log_positions(self) -> tuple[int, int, int]:
+        """(flushed offset, unflushed bytes, uncommitted bytes) of the commit log.
 
-def commit_log_positions(ctx: BrokerContext) -> tuple[int, int, int]:
-    """(flushed offset, unflushed bytes, uncommitted bytes) of the commit log.
+        The flushed offset is read first, so the unflushed bytes may be overstated, never
+        understated. Uncommitted bytes (in the write buffer, not yet in the file) are 0 without a
+        write buffer.
+        """
+        q = self.store.commit_log.queue
+        flushed, committed = q.flushed_where, q.committed_where
+        wrote = q.max_wrote_offset
+        uncommitted = max(wrote - committed, 0) if q.write_buffer else 0
+        return flushed, max(wrote - flushed, 0), uncommitted
 
-    The flushed offset is read first, so the unflushed bytes may be overstated, never understated.
-    Uncommitted bytes (in the write buffer, not yet in the file) are 0 without a write buffer.
-    """
-    q = ctx.store.commit_log.queue
-    flushed, committed = q.flushed_where, q.committed_where
-    wrote = q.max_wrote_offset
-    uncommitted = max(wrote - committed, 0) if q.write_buffer else 0
-    return flushed, max(wrote - flushed, 0), uncommitted
+    def render(self, sampler: TpsSampler) -> str:
+        """The whole exposition (text format 0.0.4)."""
+        bstats, store = self.stats, self.store
+        sstats = store.stats
+        info = store.runtime_info()
+        put_tps, get_tps = sampler.tps()
+        flushed, unflushed, uncommitted = self.commit_log_positions()
+        labels = {"cluster": self.broker.broker_cluster_name, "broker": self.broker.broker_name}
+        pre = "rocketlite_"
+        plain: list[tuple[str, str, str, float]] = [
+            ("put_messages_total", "counter", "Messages stored by sends.", bstats.put_nums),
+            ("put_bytes_total", "counter", "Message body bytes stored by sends.", bstats.put_size),
+            ("put_failures_total", "counter", "Sends refused or failed.", bstats.put_failures),
+            ("get_found_messages_total", "counter", "Messages returned by pulls.", bstats.get_found_nums),
+            ("get_miss_total", "counter", "Pulls that found nothing.", bstats.get_miss_nums),
+            ("send_back_total", "counter", "Messages sent back by consumers.", bstats.send_back_nums),
+            ("store_put_messages_total", "counter", "Messages appended to the commit log.", sstats.put_count),
+            ("store_put_bytes_total", "counter", "Bytes appended to the commit log.", sstats.put_bytes),
+            ("store_put_failures_total", "counter", "Failed commit-log appends.", sstats.put_failures),
+            ("store_get_found_total", "counter", "Messages the store returned.", sstats.get_found),
+            ("store_get_miss_total", "counter", "Store lookups that found nothing.", sstats.get_miss),
+            ("store_put_latency_max_ms", "gauge", "Slowest append so far (ms).", sstats.put_max_ms),
+            ("put_tps", "gauge", f"Stored messages per second over {TPS_WINDOW_S:.0f} s.", put_tps),
+            ("get_found_tps", "gauge", f"Pulled messages per second over {TPS_WINDOW_S:.0f} s.", get_tps),
+            ("disk_used_ratio", "gauge", "Used fraction of the store's file system.", self.disk_ratio()),
+            (
+                "commitlog_min_offset",
+                "gauge",
+                "Commit-log min physical offset.",
+                int(info["commitLogMinOffset"]),
+            ),
+            (
+                "commitlog_max_offset",
+                "gauge",
+                "Commit-log max physical offset.",
+                int(info["commitLogMaxOffset"]),
+            ),
+            ("commitlog_flushed_offset", "gauge", "Commit-log offset the last flush reached.", flushed),
+            ("commitlog_unflushed_bytes", "gauge", "Commit-log bytes appended but not flushed.", unflushed),
+            ("commitlog_uncommitted_bytes", "gauge", "Write-buffer bytes not in the file yet.", uncommitted),
+            (
+                "dispatch_behind_bytes",
+                "gauge",
+                "Log bytes not dispatched yet.",
+                int(info["dispatchBehindBytes"]),
+            ),
+            ("disk_full", "gauge", "1 when the disk is full.", int(store.flags.disk_full)),
+            (
+                "client_connections",
+                "gauge",
+                "Live connections of registered clients.",
+                self.connection_count(),
+            ),
+        ]
+        fams = [_Family(pre + name, kind, text).add(value, labels) for name, kind, text, value in plain]
+        latency = _Family(pre + "store_put_latency_total", "counter", "Appends by latency bucket.")
+        for bucket, count in sstats.put_latency_buckets.items():
+            latency.add(count, {**labels, "bucket": bucket})
+        topics = _Family(pre + "topic_put_messages_total", "counter", "Messages stored, by topic.")
+        for topic, n in sorted(bstats.topic_put_nums.items()):
+            topics.add(n, {**labels, "topic": topic})
+        groups = _Family(pre + "group_get_messages_total", "counter", "Messages pulled, by consumer group.")
+        for group, n in sorted(bstats.group_get_nums.items()):
+            groups.add(n, {**labels, "group": group})
+        lag = _Family(
+            pre + "consumer_lag_messages", "gauge", "Max minus committed offset, by group and topic."
+        )
+        for (group, topic), n in sorted(self.consumer_lag().items()):
+            lag.add(n, {**labels, "group": group, "topic": topic})
+        fams += [latency, topics, groups, lag]
+        return "\n".join(line for fam in fams for line in fam.render()) + "\n"
 
-
-def render(ctx: BrokerContext, sampler: TpsSampler) -> str:
-    """The whole exposition (text format 0.0.4)."""
-    bstats, store = ctx.stats, ctx.store
-    sstats = store.stats
-    info = store.runtime_info()
-    put_tps, get_tps = sampler.tps()
-    flushed, unflushed, uncommitted = commit_log_positions(ctx)
-    labels = {"cluster": ctx.broker.broker_cluster_name, "broker": ctx.broker.broker_name}
-    pre = "rocketlite_"
-    plain: list[tuple[str, str, str, float]] = [
-        ("put_messages_total", "counter", "Messages stored by sends.", bstats.put_nums),
-        ("put_bytes_total", "counter", "Message body bytes stored by sends.", bstats.put_size),
-        ("put_failures_total", "counter", "Sends refused or failed.", bstats.put_failures),
-        ("get_found_messages_total", "counter", "Messages returned by pulls.", bstats.get_found_nums),
-        ("get_miss_total", "counter", "Pulls that found nothing.", bstats.get_miss_nums),
-        ("send_back_total", "counter", "Messages sent back by consumers.", bstats.send_back_nums),
-        ("store_put_messages_total", "counter", "Messages appended to the commit log.", sstats.put_count),
-        ("store_put_bytes_total", "counter", "Bytes appended to the commit log.", sstats.put_bytes),
-        ("store_put_failures_total", "counter", "Failed commit-log appends.", sstats.put_failures),
-        ("store_get_found_total", "counter", "Messages the store returned.", sstats.get_found),
-        ("store_get_miss_total", "counter", "Store lookups that found nothing.", sstats.get_miss),
-        ("store_put_latency_max_ms", "gauge", "Slowest append so far (ms).", sstats.put_max_ms),
-        ("put_tps", "gauge", f"Stored messages per second over {TPS_WINDOW_S:.0f} s.", put_tps),
-        ("get_found_tps", "gauge", f"Pulled messages per second over {TPS_WINDOW_S:.0f} s.", get_tps),
-        ("disk_used_ratio", "gauge", "Used fraction of the store's file system.", _disk_ratio(ctx)),
-        ("commitlog_min_offset", "gauge", "Commit-log min physical offset.", int(info["commitLogMinOffset"])),
-        ("commitlog_max_offset", "gauge", "Commit-log max physical offset.", int(info["commitLogMaxOffset"])),
-        ("commitlog_flushed_offset", "gauge", "Commit-log offset the last flush reached.", flushed),
-        ("commitlog_unflushed_bytes", "gauge", "Commit-log bytes appended but not flushed.", unflushed),
-        ("commitlog_uncommitted_bytes", "gauge", "Write-buffer bytes not in the file yet.", uncommitted),
-        ("dispatch_behind_bytes", "gauge", "Log bytes not dispatched yet.", int(info["dispatchBehindBytes"])),
-        ("disk_full", "gauge", "1 when the disk is full.", int(store.flags.disk_full)),
-        ("client_connections", "gauge", "Live connections of registered clients.", connection_count(ctx)),
-    ]
-    fams = [_Family(pre + name, kind, text).add(value, labels) for name, kind, text, value in plain]
-    latency = _Family(pre + "store_put_latency_total", "counter", "Appends by latency bucket.")
-    for bucket, count in sstats.put_latency_buckets.items():
-        latency.add(count, {**labels, "bucket": bucket})
-    topics = _Family(pre + "topic_put_messages_total", "counter", "Messages stored, by topic.")
-    for topic, n in sorted(bstats.topic_put_nums.items()):
-        topics.add(n, {**labels, "topic": topic})
-    groups = _Family(pre + "group_get_messages_total", "counter", "Messages pulled, by consumer group.")
-    for group, n in sorted(bstats.group_get_nums.items()):
-        groups.add(n, {**labels, "group": group})
-    lag = _Family(pre + "consumer_lag_messages", "gauge", "Max minus committed offset, by group and topic.")
-    for (group, topic), n in sorted(consumer_lag(ctx).items()):
-        lag.add(n, {**labels, "group": group, "topic": topic})
-    fams += [latency, topics, groups, lag]
-    return "\n".join(line for fam in fams for line in fam.render()) + "\n"
-
-
-def runtime_figures(ctx: BrokerContext) -> dict[str, str]:
-    """The figures GET_BROKER_RUNTIME_INFO lacks, for `rocketlite admin brokerStatus`."""
-    lag = consumer_lag(ctx)
-    return {
-        "putLatencyBuckets": " ".join(f"{k}:{v}" for k, v in ctx.store.stats.put_latency_buckets.items()),
-        "consumerLagTotal": str(sum(lag.values())),
-        "clientConnections": str(connection_count(ctx)),
-        "diskUsedRatio": f"{_disk_ratio(ctx):.6f}",
-    }
+    def runtime_figures(self) -> dict[str, str]:
+        """The figures GET_BROKER_RUNTIME_INFO lacks, for `rocketlite admin brokerStatus`."""
+        lag = self.consumer_lag()
+        return {
+            "putLatencyBuckets": " ".join(
+                f"{k}:{v}" for k, v in self.store.stats.put_latency_buckets.items()
+            ),
+            "consumerLagTotal": str(sum(lag.values())),
+            "clientConnections": str(self.connection_count()),
+            "diskUsedRatio": f"{self.disk_ratio():.6f}",
+        }
 
 
 class MetricsServer:
     """The HTTP endpoint and the TPS sampler; `port` is the bound port once started."""
 
-    def __init__(self, ctx: BrokerContext, host: str, port: int) -> None:
-        self.ctx = ctx
+    def __init__(self, figures: BrokerFigures, host: str, port: int) -> None:
+        self.figures = figures
         self.host = host
         self.port = port
-        self.sampler = TpsSampler(ctx)
+        self.sampler = TpsSampler(figures.store)
         self._server: asyncio.Server | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -276,11 +318,4 @@ class MetricsServer:
             return "404 Not Found", "not found\n", "text/plain"
         if method != "GET":
             return "405 Method Not Allowed", "method not allowed\n", "text/plain"
-        return "200 OK", render(self.ctx, self.sampler), CONTENT_TYPE
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    del table
-    if not ctx.broker.metrics_port:
-        return []
-    return [MetricsServer(ctx, ctx.broker.metrics_host, ctx.broker.metrics_port)]
+        return "200 OK", self.figures.render(self.sampler), CONTENT_TYPE

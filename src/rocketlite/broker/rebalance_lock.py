@@ -14,12 +14,11 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.clock import Clock
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
-from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.protocol.queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.broker.lock")
 
@@ -107,10 +106,6 @@ class RebalanceLockManager:
             return entry is not None and entry.client_id == client_id and not self._expired(entry, now)
 
     # -- wire -------------------------------------------------------------------------------
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.LOCK_BATCH_MQ, self.handle_lock)
-        table.register(RequestCode.UNLOCK_BATCH_MQ, self.handle_unlock)
-
     def handle_lock(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
         body = LockBatchRequestBody.from_json(request.body or b"")
@@ -125,10 +120,3 @@ class RebalanceLockManager:
         body = LockBatchRequestBody.from_json(request.body or b"")
         self.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return make_response(request, ResponseCode.SUCCESS)
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    locks = RebalanceLockManager(ctx.clock)
-    locks.register(table)
-    ctx.locks = locks
-    return []

@@ -27,12 +27,11 @@ import contextlib
 import logging
 from pathlib import Path
 
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.state_files import DelayOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import Clock
 from rocketlite.protocol import reserved
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.message import (
@@ -43,7 +42,7 @@ from rocketlite.protocol.message import (
     tags_code,
 )
 from rocketlite.protocol.record import MessageInner, RecordFormatError, StoredRecord, decode_record
-from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
@@ -297,24 +296,6 @@ class ScheduleMessageService:
             await asyncio.get_running_loop().run_in_executor(None, self.persist)
 
     # -- GET_ALL_DELAY_OFFSET (45) -----------------------------------------------------------
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.GET_ALL_DELAY_OFFSET, self.handle_get_all_delay_offset)
-
     def handle_get_all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
         return make_response(request, ResponseCode.SUCCESS, body=self.encode().encode("utf-8"))
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    service = ScheduleMessageService(
-        ctx.store,
-        ctx.stats,
-        ctx.clock,
-        ctx.store_host,
-        ctx.store_config.config_dir,
-        ctx.store_config.delay_levels_ms,
-        enabled=not ctx.broker.is_slave,
-    )
-    service.load()
-    service.register(table)
-    return [service]

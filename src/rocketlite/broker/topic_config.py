@@ -27,14 +27,22 @@ log = logging.getLogger("rocketlite.broker.topic_config")
 class TopicConfigManager(JsonConfigFile):
     file_name = "topics.json"
 
-    def __init__(self, config_dir: Path, broker: BrokerConfig, clock: Clock, delay_levels: int) -> None:
+    def __init__(
+        self,
+        config_dir: Path,
+        broker: BrokerConfig,
+        clock: Clock,
+        delay_levels: int,
+        *,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config_dir)
         self.broker = broker
         self.clock = clock
         self.delay_levels = delay_levels
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
-        self.on_change: Callable[[], None] | None = None
+        self.on_change = on_change  # the broker re-registers with the name servers
         self._create_lock = threading.Lock()
 
     # -- persistence ------------------------------------------------------------------------

@@ -37,7 +37,6 @@ from collections.abc import Callable
 from enum import Enum
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.processors.consumer_send_back import answer_after_flush
 from rocketlite.broker.schedule import message_for_real_topic
 from rocketlite.broker.state_files import ConsumerOffsetTable
@@ -63,7 +62,7 @@ from rocketlite.protocol.record import (
     decode_record,
     encode_record,
 )
-from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -148,9 +147,6 @@ class TransactionalMessageService:
         self._half_progress = max(offsets.query(SYS_TRANS_GROUP, HALF_TOPIC, HALF_QUEUE_ID), 0)
         self._op_read = max(offsets.query(SYS_TRANS_GROUP, OP_TOPIC, HALF_QUEUE_ID), 0)
         self._task: asyncio.Task[None] | None = None
-
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.END_TRANSACTION, self.handle_end_transaction)
 
     def _ensure_topic(self, topic: str) -> None:
         if self.topics.select(topic) is None:
@@ -438,21 +434,3 @@ class TransactionalMessageService:
     async def close(self) -> None:
         task, self._task = self._task, None
         await cancel_tasks(task)
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    channels = getattr(ctx.clients, "producer_channels", None)
-    service = TransactionalMessageService(
-        ctx.broker,
-        ctx.store,
-        ctx.topics,
-        ctx.offsets,
-        ctx.stats,
-        ctx.clock,
-        ctx.store_host,
-        channels if callable(channels) else no_producers,
-    )
-    service.register(table)
-    if ctx.send is not None:
-        ctx.send.half_message_hook = service.to_half_message
-    return [service]

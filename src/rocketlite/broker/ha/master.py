@@ -93,6 +93,13 @@ def transfer_start(commit_log: CommitLog, slave_offset: int) -> int | str:
     )
 
 
+def ha_listen_port(configured: int, listen_port: int, bound_port: int) -> int:
+    """`haListenPort`, or listenPort + 1 (RocketMQ's default); 0 (ephemeral) for an ephemeral broker."""
+    if configured:
+        return configured
+    return bound_port + 1 if listen_port else 0
+
+
 def bind_ha_socket(host: str, port: int) -> socket.socket:
     """The listening socket, bound now (so startup fails early and the port is known)."""
     sock = socket.create_server((host, port), backlog=16)

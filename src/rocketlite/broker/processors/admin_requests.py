@@ -30,16 +30,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlite.broker import metrics
+from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import fastjson, perm, reserved
-from rocketlite.protocol.bodies import KVTable, TopicConfig, TopicList
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.bodies import TopicConfig, expect_obj
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.custom_header import CustomHeader
 from rocketlite.protocol.headers import (
@@ -48,15 +47,16 @@ from rocketlite.protocol.headers import (
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from rocketlite.protocol.json_body import expect_obj
-from rocketlite.protocol.message_queue_bodies import (
+from rocketlite.protocol.queue_bodies import (
     ConsumeStats,
+    KVTable,
     MessageQueue,
     OffsetWrapper,
+    TopicList,
     TopicOffset,
     TopicStatsTable,
 )
-from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
@@ -193,8 +193,12 @@ def _runtime_text(ms: int) -> str:
 # ------------------------------------------------------------------------------------------ processor
 
 
-class AdminProcessor:
-    """The admin request codes; collaborators are explicit, the client manager's lookups optional."""
+class AdminRequestProcessor:
+    """The admin request codes (the controller registers them, see `broker/requests.py`).
+
+    `clients` answers which groups are online and what they subscribe to; `extra_info` adds the
+    figures other parts own (HA, metrics) to GET_BROKER_RUNTIME_INFO.
+    """
 
     def __init__(
         self,
@@ -206,11 +210,8 @@ class AdminProcessor:
         offsets: ConsumerOffsetTable,
         clock: Clock,
         sampler: RuntimeStatsSampler,
-        *,
-        online_groups_of_topic: Callable[[str], set[str]] | None = None,
-        has_online_consumers: Callable[[str], bool] | None = None,
-        subscribes: Callable[[str, str], bool] | None = None,
-        extra_info: Callable[[], dict[str, str]] | None = None,
+        clients: ClientManager,
+        extra_info: Callable[[], dict[str, str]],
     ) -> None:
         self.broker = broker
         self.store_config = store_config
@@ -220,28 +221,8 @@ class AdminProcessor:
         self.offsets = offsets
         self.clock = clock
         self.sampler = sampler
-        self.online_groups_of_topic = online_groups_of_topic
-        self.has_online_consumers = has_online_consumers
-        self.subscribes = subscribes
+        self.clients = clients
         self.extra_info = extra_info
-
-    def register(self, table: RequestTable) -> None:
-        handlers: dict[RequestCode, Callable[[Connection, RemotingCommand], HandlerResult]] = {
-            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
-            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
-            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
-            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topic_list,
-            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
-            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
-            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
-            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
-            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
-            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
-            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
-        }
-        for code, handler in handlers.items():
-            table.register(code, handler)
 
     @staticmethod
     def _ok(request: RemotingCommand, body: bytes | None = None) -> RemotingCommand:
@@ -367,8 +348,8 @@ class AdminProcessor:
             if tc is None:
                 log.warning("consumeStats: topic config of %s does not exist", topic)
                 continue
-            online = self.has_online_consumers is not None and self.has_online_consumers(group)
-            if online and self.subscribes is not None and not self.subscribes(group, topic):
+            online = self.clients.consumer_group(group) is not None
+            if online and self.clients.find_subscription(group, topic) is None:
                 continue  # an online group that does not subscribe to the topic (Java skips it)
             for qid in range(tc.read_queue_nums):
                 broker_offset = max(self.store.get_max_offset_in_queue(topic, qid), 0)
@@ -384,8 +365,7 @@ class AdminProcessor:
         del conn
         header = QueryTopicConsumeByWhoRequestHeader.from_ext(request.ext_fields)
         groups = set(self.offsets.groups_of_topic(header.topic))
-        if self.online_groups_of_topic is not None:
-            groups |= self.online_groups_of_topic(header.topic)
+        groups |= self.clients.consumer_groups_of_topic(header.topic)
         body = fastjson.dumps({"groupList": sorted(groups)}).encode("utf-8")
         return self._ok(request, body)
 
@@ -427,8 +407,7 @@ class AdminProcessor:
             }
         )
         info.update(_POOL_FIGURES)
-        if self.extra_info is not None:
-            info.update(self.extra_info())
+        info.update(self.extra_info())
         with contextlib.suppress(OSError):
             usage = shutil.disk_usage(Path(root))
             info["commitLogDiskRatio"] = f"{usage.used / usage.total:.6f}" if usage.total else "0"
@@ -451,40 +430,3 @@ class AdminProcessor:
         deleted = await loop.run_in_executor(None, lambda: self.store.run_clean_pass(force=True))
         log.info("manual clean deleted %d file(s)", deleted)
         return self._ok(request)
-
-
-def _ha_info(ctx: BrokerContext) -> dict[str, str]:
-    """HA figures for GET_BROKER_RUNTIME_INFO (ha.install publishes its service after this module)."""
-    ha = ctx.ha_master or ctx.ha_slave
-    return ha.runtime_info() if ha is not None else {}
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    clients = ctx.clients  # looked up defensively: the client manager may offer less
-    groups_of_topic = getattr(clients, "consumer_groups_of_topic", None)
-    consumer_group = getattr(clients, "consumer_group", None)
-    find_subscription = getattr(clients, "find_subscription", None)
-
-    def has_online_consumers(group: str) -> bool:
-        return callable(consumer_group) and consumer_group(group) is not None
-
-    def subscribes(group: str, topic: str) -> bool:
-        return not callable(find_subscription) or find_subscription(group, topic) is not None
-
-    sampler = RuntimeStatsSampler(ctx.store, ctx.clock)
-    processor = AdminProcessor(
-        ctx.broker,
-        ctx.store_config,
-        ctx.store,
-        ctx.topics,
-        ctx.groups,
-        ctx.offsets,
-        ctx.clock,
-        sampler,
-        online_groups_of_topic=groups_of_topic if callable(groups_of_topic) else None,
-        has_online_consumers=has_online_consumers,
-        subscribes=subscribes,
-        extra_info=lambda: {**_ha_info(ctx), **metrics.runtime_figures(ctx)},
-    )
-    processor.register(table)
-    return [sampler]

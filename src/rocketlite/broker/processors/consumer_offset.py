@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.state_files import ConsumerOffsetTable
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import (
     GetEarliestMsgStoretimeRequestHeader,
@@ -34,7 +33,7 @@ from rocketlite.protocol.headers import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.remoting.connection import Connection
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.consumer_offset")
@@ -49,15 +48,6 @@ class ConsumerOffsetProcessor:
     def __init__(self, store: MessageStore, offsets: ConsumerOffsetTable) -> None:
         self.store = store
         self.offsets = offsets
-
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.QUERY_CONSUMER_OFFSET, self.handle_query)
-        table.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.handle_update)
-        table.register(RequestCode.GET_MAX_OFFSET, self.handle_max)
-        table.register(RequestCode.GET_MIN_OFFSET, self.handle_min)
-        table.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.handle_earliest)
-        table.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.handle_search)
-        table.register(RequestCode.GET_ALL_CONSUMER_OFFSET, self.handle_all)
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """The offset QUERY_CONSUMER_OFFSET answers, or None for QUERY_NOT_FOUND."""
@@ -129,8 +119,3 @@ class ConsumerOffsetProcessor:
         if not text:
             return make_response(request, ResponseCode.SYSTEM_ERROR, "No consumer offset in this broker")
         return make_response(request, ResponseCode.SUCCESS, body=text.encode("utf-8"))
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    ConsumerOffsetProcessor(ctx.store, ctx.offsets).register(table)
-    return []

@@ -26,17 +26,16 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
 from rocketlite.protocol.record import MessageInner
-from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -78,7 +77,7 @@ async def _await_flush(
     return build(pending.result)
 
 
-class SendBackProcessor:
+class ConsumerSendBackProcessor:
     """Handles CONSUMER_SEND_MSG_BACK; collaborators are explicit, nothing reaches back."""
 
     def __init__(
@@ -98,9 +97,6 @@ class SendBackProcessor:
         self.stats = stats
         self.store_host = store_host
         self.rng = rng or random.Random()
-
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.handle)
 
     def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
         del conn
@@ -191,9 +187,3 @@ class SendBackProcessor:
             return make_response(request, ResponseCode.SUCCESS)
 
         return answer_after_flush(self.store, pending, build)
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    processor = SendBackProcessor(ctx.broker, ctx.store, ctx.topics, ctx.groups, ctx.stats, ctx.store_host)
-    processor.register(table)
-    return []

@@ -26,12 +26,12 @@ the master is gone).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
 from rocketlite.broker.client_manager import FAQ_SUFFIX, ClientManager
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.context import BrokerContext, BrokerService
 from rocketlite.broker.processors.pull_hold import HeldPull, PullRequestHoldService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
@@ -39,14 +39,14 @@ from rocketlite.broker.subscription_group import SubscriptionGroupConfig, Subscr
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
 from rocketlite.protocol.bodies import MessageModel, SubscriptionData
-from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketlite.protocol.codes import PullSysFlag, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketlite.protocol.record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.protocol.reserved import MASTER_ID
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
-from rocketlite.remoting.connection import Connection, RequestTable, error_response
+from rocketlite.remoting.connection import Connection, error_response
 from rocketlite.store.get_result import GetMessageResult
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus
@@ -81,7 +81,13 @@ def _refuse(code: ResponseCode, remark: str) -> RocketliteError:
 
 
 class PullMessageProcessor:
-    """Serves PULL_MESSAGE; owns the hold service it parks pulls in."""
+    """Serves PULL_MESSAGE; owns the hold service it parks pulls in.
+
+    The hold service is built here because it re-runs pulls through this processor (`wake`); the
+    controller starts and stops it (`hold`) and feeds it the store's arrivals (`hold.on_arrival`).
+    Its check interval is `longPollingCheckIntervalMs` with long polling, else
+    `shortPollingTimeMills`.
+    """
 
     def __init__(
         self,
@@ -92,7 +98,7 @@ class PullMessageProcessor:
         clients: ClientManager,
         offsets: ConsumerOffsetTable,
         stats: BrokerStats,
-        hold: PullRequestHoldService | None = None,
+        loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.broker = broker
         self.store = store
@@ -101,10 +107,12 @@ class PullMessageProcessor:
         self.clients = clients
         self.offsets = offsets
         self.stats = stats
-        self.hold = hold
-
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.PULL_MESSAGE, self.handle)
+        interval_ms = (
+            broker.long_polling_check_interval_ms
+            if broker.long_polling_enable
+            else broker.short_polling_time_mills
+        )
+        self.hold = PullRequestHoldService(store, loop, self.wake, check_interval_s=interval_ms / 1000)
 
     # -- entry points -----------------------------------------------------------------------
     def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
@@ -253,12 +261,7 @@ class PullMessageProcessor:
             self.stats.record_get(header.consumer_group, result.message_count)
             conn.send_parts(response, result.messages)
             return None
-        if (
-            code == ResponseCode.PULL_NOT_FOUND
-            and allow_suspend
-            and header.sys_flag & PullSysFlag.SUSPEND
-            and self.hold is not None
-        ):
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PullSysFlag.SUSPEND:
             b = self.broker
             timeout_ms = (
                 header.suspend_timeout_millis if b.long_polling_enable else b.short_polling_time_mills
@@ -271,19 +274,3 @@ class PullMessageProcessor:
             return None
         self.stats.record_get(header.consumer_group, 0)
         return response
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    if ctx.clients is None:
-        raise RuntimeError("pull.install needs the client manager installed first")
-    processor = PullMessageProcessor(
-        ctx.broker, ctx.store, ctx.topics, ctx.groups, ctx.clients, ctx.offsets, ctx.stats
-    )
-    b = ctx.broker
-    interval_ms = b.long_polling_check_interval_ms if b.long_polling_enable else b.short_polling_time_mills
-    hold = PullRequestHoldService(ctx.store, ctx.loop, processor.wake, check_interval_s=interval_ms / 1000)
-    processor.hold = hold
-    ctx.store.add_arrival_listener(hold.on_arrival)
-    processor.register(table)
-    ctx.pull = processor
-    return [hold]

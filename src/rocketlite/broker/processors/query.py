@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from rocketlite.broker.context import BrokerContext, BrokerService
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import (
     QueryMessageRequestHeader,
@@ -27,7 +26,7 @@ from rocketlite.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from rocketlite.protocol.record import RecordFormatError, decode_record
-from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.remoting.connection import Connection
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.query")
@@ -39,10 +38,6 @@ class QueryMessageProcessor:
     def __init__(self, store: MessageStore, *, default_query_max_num: int = DEFAULT_QUERY_MAX_NUM) -> None:
         self.store = store
         self.default_query_max_num = default_query_max_num
-
-    def register(self, table: RequestTable) -> None:
-        table.register(RequestCode.QUERY_MESSAGE, self.handle_query)
-        table.register(RequestCode.VIEW_MESSAGE_BY_ID, self.handle_view)
 
     def handle_query(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
@@ -92,8 +87,3 @@ class QueryMessageProcessor:
             return None
         finally:
             view.release()
-
-
-def install(ctx: BrokerContext, table: RequestTable) -> list[BrokerService]:
-    QueryMessageProcessor(ctx.store).register(table)
-    return []

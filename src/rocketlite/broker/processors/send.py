@@ -1,4 +1,4 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): seed 003's send path.
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): a producer's send.
 
 For each request: parse the header (long names for 10, letters a..n for 310/320), check it
 (`msg_check`: broker permission, reserved topics, topic name, auto-create from TBW102, queue id),
@@ -8,9 +8,14 @@ store host = brokerIP1:listenPort, CLUSTER property added, WAIT removed), append
 with msgId / queueId / queueOffset plus MSG_REGION and TRACE_ON. With ASYNC_FLUSH the answer is
 produced synchronously; with SYNC_FLUSH the handler awaits the group commit, bounded by
 `syncFlushTimeout`, and answers FLUSH_DISK_TIMEOUT when it runs out (the message is stored). On a
-SYNC_MASTER it then awaits the slave (`replica`, see ha_master): FLUSH_SLAVE_TIMEOUT when the slave
-does not acknowledge within `syncFlushTimeout`, SLAVE_NOT_AVAILABLE when no slave is in sync (the
-message is stored in both cases, as RocketMQ's `handleHA`).
+SYNC_MASTER it then awaits the slave (`replica`, see ha/master.py): FLUSH_SLAVE_TIMEOUT when the
+slave does not acknowledge within `syncFlushTimeout`, SLAVE_NOT_AVAILABLE when no slave is in sync
+(the message is stored in both cases, as RocketMQ's `handleHA`).
+
+Everything that can change a send is a constructor argument of `SendMessageProcessor`: besides
+the store and the topic / group tables, `half_message_hook` (the transaction service turns a
+PREPARED message into a half message; None refuses transactional sends) and `replica` (a
+SYNC_MASTER's HA service; None everywhere else). The controller builds it; nothing sets them later.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from rocketlite.protocol.message import (
     string_to_properties,
 )
 from rocketlite.protocol.record import MessageInner
-from rocketlite.remoting.connection import Connection, HandlerResult, RequestTable
+from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -84,7 +89,7 @@ _STATUS_RESPONSES: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
 
 SYSTEM_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
 
-# A hook for the transaction module: turns a prepared message into a half message (or refuses).
+# The transaction service's `to_half_message`: turns a prepared message into a half message.
 HalfMessageHook = Callable[[MessageInner], None]
 
 
@@ -107,7 +112,12 @@ def born_host_of(conn: Connection) -> HostAddress:
 
 
 class SendMessageProcessor:
-    """Handles the three send codes; collaborators are passed in, nothing reaches back."""
+    """Handles the three send codes; collaborators are passed in, nothing reaches back.
+
+    `half_message_hook`: what a PREPARED (transactional) message goes through before it is stored;
+    None refuses transactional sends (NO_PERMISSION). `replica`: on a SYNC_MASTER, the HA service a
+    send waits on after its flush; None answers once the local put (and flush) is done.
+    """
 
     def __init__(
         self,
@@ -118,6 +128,9 @@ class SendMessageProcessor:
         stats: BrokerStats,
         clock: Clock,
         store_host: HostAddress,
+        *,
+        half_message_hook: HalfMessageHook | None,
+        replica: ReplicaWaiter | None,
     ) -> None:
         self.broker = broker
         self.store = store
@@ -127,14 +140,10 @@ class SendMessageProcessor:
         self.clock = clock
         self.store_host = store_host
         self.start_accept_send_ms = 0
-        self.half_message_hook: HalfMessageHook | None = None
-        self.replica: ReplicaWaiter | None = None  # HA: set on a SYNC_MASTER by ha.install
+        self.half_message_hook = half_message_hook
+        self.replica = replica
         self.rng = random.Random()
         self.flush_waiters = 0  # SYNC_FLUSH sends awaiting the group commit (flow control)
-
-    def register(self, table: RequestTable) -> None:
-        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            table.register(code, self.handle)
 
     # -- checks -----------------------------------------------------------------------------
     def msg_check(self, header: SendMessageRequestHeader, remote: str) -> TopicConfig:

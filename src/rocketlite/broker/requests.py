@@ -1,0 +1,89 @@
+"""Which processor serves which request code: the broker's whole request table in one place.
+
+The controller builds every processor and hands them to `register_requests`; no processor
+registers itself. A code missing here is answered REQUEST_CODE_NOT_SUPPORTED (3) by the remoting
+layer. REGISTER_BROKER and the other name-server codes go the other way (the broker asks, see
+`controller.py`), and the HA port speaks its own protocol (`broker/ha/`), so neither is here.
+"""
+
+from __future__ import annotations
+
+from rocketlite.broker.client_manager import ClientManager
+from rocketlite.broker.live_config import LiveConfig
+from rocketlite.broker.processors.admin_requests import AdminRequestProcessor
+from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
+from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
+from rocketlite.broker.processors.pull import PullMessageProcessor
+from rocketlite.broker.processors.query import QueryMessageProcessor
+from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.rebalance_lock import RebalanceLockManager
+from rocketlite.broker.schedule import ScheduleMessageService
+from rocketlite.broker.transaction import TransactionalMessageService
+from rocketlite.protocol.codes import RequestCode as C
+from rocketlite.remoting.connection import Handler, RequestTable
+
+
+def register_requests(
+    table: RequestTable,
+    *,
+    send: SendMessageProcessor,
+    pull: PullMessageProcessor,
+    query: QueryMessageProcessor,
+    offsets: ConsumerOffsetProcessor,
+    send_back: ConsumerSendBackProcessor,
+    clients: ClientManager,
+    locks: RebalanceLockManager,
+    transactions: TransactionalMessageService,
+    schedule: ScheduleMessageService,
+    admin: AdminRequestProcessor,
+    live: LiveConfig,
+) -> None:
+    """Register every request code the broker answers on `table`."""
+    handlers: dict[C, Handler] = {
+        # producers
+        C.SEND_MESSAGE: send.handle,
+        C.SEND_MESSAGE_V2: send.handle,
+        C.SEND_BATCH_MESSAGE: send.handle,
+        C.END_TRANSACTION: transactions.handle_end_transaction,
+        # consumers
+        C.PULL_MESSAGE: pull.handle,
+        C.CONSUMER_SEND_MSG_BACK: send_back.handle,
+        C.QUERY_CONSUMER_OFFSET: offsets.handle_query,
+        C.UPDATE_CONSUMER_OFFSET: offsets.handle_update,
+        C.GET_MAX_OFFSET: offsets.handle_max,
+        C.GET_MIN_OFFSET: offsets.handle_min,
+        C.GET_EARLIEST_MSG_STORETIME: offsets.handle_earliest,
+        C.SEARCH_OFFSET_BY_TIMESTAMP: offsets.handle_search,
+        C.LOCK_BATCH_MQ: locks.handle_lock,
+        C.UNLOCK_BATCH_MQ: locks.handle_unlock,
+        # every client: heartbeats and connections
+        C.HEART_BEAT: clients.handle_heartbeat,
+        C.UNREGISTER_CLIENT: clients.handle_unregister,
+        C.GET_CONSUMER_LIST_BY_GROUP: clients.handle_consumer_list,
+        C.GET_CONSUMER_CONNECTION_LIST: clients.handle_consumer_connections,
+        C.GET_PRODUCER_CONNECTION_LIST: clients.handle_producer_connections,
+        C.CHECK_CLIENT_CONFIG: clients.handle_check_client_config,
+        # finding messages
+        C.QUERY_MESSAGE: query.handle_query,
+        C.VIEW_MESSAGE_BY_ID: query.handle_view,
+        # admin: topics, groups, statistics, configuration
+        C.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
+        C.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+        C.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+        C.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: admin.get_system_topic_list,
+        C.GET_TOPIC_STATS_INFO: admin.get_topic_stats_info,
+        C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
+        C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group,
+        C.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,
+        C.GET_CONSUME_STATS: admin.get_consume_stats,
+        C.QUERY_TOPIC_CONSUME_BY_WHO: admin.query_topic_consume_by_who,
+        C.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,
+        C.DELETE_EXPIRED_COMMITLOG: admin.delete_expired_commitlog,
+        C.GET_BROKER_CONFIG: live.handle_get,
+        C.UPDATE_BROKER_CONFIG: live.handle_update,
+        # what a slave copies from its master (broker/ha/sync.py)
+        C.GET_ALL_CONSUMER_OFFSET: offsets.handle_all,
+        C.GET_ALL_DELAY_OFFSET: schedule.handle_get_all_delay_offset,
+    }
+    for code, handler in handlers.items():
+        table.register(code, handler)
