@@ -20,7 +20,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import PullMessageRequestHeader
 from rocketlite.protocol.message import java_string_hash
-from rocketlite.protocol.queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from rocketlite.protocol.record import decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable

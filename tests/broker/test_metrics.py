@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from rocketlite.broker.processors.send import SYSTEM_BUSY_REMARK
+from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
 from rocketlite.protocol.frame import encode_command
 from rocketlite.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader
-from rocketlite.protocol.queue_bodies import KVTable
 from rocketlite.remoting import connection
 from rocketlite.store.config import FlushDiskType
 from tests.support.broker_harness import broker_under_test, run

@@ -33,11 +33,11 @@ from rocketlite.protocol import fastjson, perm, reserved
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
+    ConsumerListBody,
     ConsumeType,
     HeartbeatData,
     MessageModel,
     SubscriptionData,
-    expect_obj,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request, make_response
@@ -49,7 +49,7 @@ from rocketlite.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 )
-from rocketlite.protocol.queue_bodies import ConsumerListBody
+from rocketlite.protocol.json_body import expect_obj
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data, is_tag_type
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import cancel_tasks

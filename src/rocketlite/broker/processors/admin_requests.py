@@ -37,7 +37,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupConfig, Subscr
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import fastjson, perm, reserved
-from rocketlite.protocol.bodies import TopicConfig, expect_obj
+from rocketlite.protocol.bodies import KVTable, TopicConfig, TopicList
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.custom_header import CustomHeader
@@ -47,12 +47,11 @@ from rocketlite.protocol.headers import (
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from rocketlite.protocol.queue_bodies import (
+from rocketlite.protocol.json_body import expect_obj
+from rocketlite.protocol.message_queue_bodies import (
     ConsumeStats,
-    KVTable,
     MessageQueue,
     OffsetWrapper,
-    TopicList,
     TopicOffset,
     TopicStatsTable,
 )
