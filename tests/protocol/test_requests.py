@@ -25,6 +25,7 @@ from rocketlite.protocol.message import HostAddress, MessageConst, properties_to
 from rocketlite.protocol.record import MessageInner, encode_record
 from rocketlite.protocol.requests import heartbeat, offsets, pull, query, route, send
 from rocketlite.protocol.requests.response import ResponseError
+from rocketlite.protocol.subscription import build_subscription_data
 
 LOCAL = HostAddress.parse("127.0.0.1:10911")
 
@@ -77,6 +78,13 @@ def test_build_pull_without_subscription_flag_sends_no_expression() -> None:
     header = PullMessageRequestHeader.from_ext(cmd.ext_fields)
     assert header.subscription is None and header.bname is None
     assert (header.sys_flag, header.commit_offset, header.suspend_timeout_millis) == (flags, 9, 15000)
+
+
+def test_build_pull_takes_a_subscription() -> None:
+    sub = build_subscription_data("t", "TagA || TagB", sub_version=7)
+    cmd = wire(pull.build_pull(group="g", topic="t", queue_id=0, offset=0, max_nums=1, subscription=sub))
+    header = PullMessageRequestHeader.from_ext(cmd.ext_fields)
+    assert (header.subscription, header.sub_version, header.expression_type) == ("TagA || TagB", 7, "TAG")
 
 
 def _pull_answer(code: int, body: bytes | None = None) -> RemotingCommand:

@@ -17,7 +17,7 @@ their next commit (every 5 s): stop the group's consumers first and start them a
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from typing import Any
 
 from rocketlite.admin.client import AdminClient, AdminError, BrokerTarget
 from rocketlite.admin.topics import delete_topic
@@ -29,11 +29,10 @@ from rocketlite.protocol.headers import (
     GetConsumeStatsRequestHeader,
 )
 from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, OffsetWrapper
+from rocketlite.protocol.perm import PERM_READ
 from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
-
-PERM_READ: Final = 4
 
 
 def _enum_name(value: Any, enum: type[ConsumeType | MessageModel | ConsumeFromWhere]) -> str:

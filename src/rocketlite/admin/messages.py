@@ -30,10 +30,12 @@ from rocketlite.protocol.message import (
     parse_msg_id,
     string_to_properties,
 )
+from rocketlite.protocol.perm import PERM_READ
 from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.requests.pull import PullResult, PullStatus, build_pull, parse_pull
 from rocketlite.protocol.requests.query import (
+    QUERY_END_MS,
     build_query_message,
     build_view_message,
     matches_key,
@@ -43,9 +45,8 @@ from rocketlite.protocol.requests.query import (
 
 TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP
 PULL_BATCH: Final = 32
-MAX_TIMESTAMP: Final = 2**63 - 1
+MAX_TIMESTAMP: Final = QUERY_END_MS
 UNIQUE_QUERY_MAX: Final = 32
-PERM_READ: Final = 4
 
 
 def message_json(rec: StoredRecord, charset: str = "utf-8", *, with_body: bool = True) -> dict[str, Any]:

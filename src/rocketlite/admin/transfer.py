@@ -33,11 +33,11 @@ from rocketlite.admin.messages import (
     search_offset,
 )
 from rocketlite.protocol.message import MessageConst, properties_to_string
+from rocketlite.protocol.perm import PERM_WRITE
 from rocketlite.protocol.requests.send import DEFAULT_TOPIC_QUEUE_NUMS, build_send, parse_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
 
 PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
-PERM_WRITE: Final = 2
 
 _counter = itertools.count(random.randrange(1 << 16))
 _CLASS_HASH = random.getrandbits(32)

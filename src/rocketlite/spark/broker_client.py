@@ -175,9 +175,7 @@ class BrokerClient:
             queue_id=ref.queue_id,
             offset=offset,
             max_nums=max_nums,
-            expression=sub.sub_string,
-            sub_version=sub.sub_version,
-            expression_type=sub.expression_type,
+            subscription=sub,
             broker_name=ref.broker,
         )
         answer = parse_answer(parse_pull, await instance.invoke(addr, cmd, timeout))

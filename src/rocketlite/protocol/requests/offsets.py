@@ -8,6 +8,8 @@ from the end, -1, "no offset" in a table) is the caller's choice.
 
 from __future__ import annotations
 
+from typing import Final
+
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import (
@@ -25,27 +27,45 @@ from rocketlite.protocol.headers import (
 )
 from rocketlite.protocol.requests.response import expect
 
+QueueRequestHeader = (
+    GetMaxOffsetRequestHeader | GetMinOffsetRequestHeader | GetEarliestMsgStoretimeRequestHeader
+)
+OffsetResponseHeader = GetMaxOffsetResponseHeader | GetMinOffsetResponseHeader | SearchOffsetResponseHeader
+
+
+# The per-queue reads: (topic, queueId) in, one number out.
+_QUEUE_REQUEST: Final[dict[int, type[QueueRequestHeader]]] = {
+    RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
+    RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: GetEarliestMsgStoretimeRequestHeader,
+}
+
+
+def _per_queue(code: int, topic: str, queue_id: int) -> RemotingCommand:
+    return make_request(code, _QUEUE_REQUEST[code](topic=topic, queue_id=queue_id).to_ext())
+
+
+def _offset(response: RemotingCommand, code: int, header: type[OffsetResponseHeader]) -> int:
+    expect(response, code)
+    return header.from_ext(response.ext_fields).offset
+
 
 def build_get_max_offset(topic: str, queue_id: int) -> RemotingCommand:
-    ext = GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id).to_ext()
-    return make_request(RequestCode.GET_MAX_OFFSET, ext)
+    return _per_queue(RequestCode.GET_MAX_OFFSET, topic, queue_id)
 
 
 def parse_get_max_offset(response: RemotingCommand) -> int:
     """The next offset to be written (the number of entries the queue ever had)."""
-    expect(response, RequestCode.GET_MAX_OFFSET)
-    return GetMaxOffsetResponseHeader.from_ext(response.ext_fields).offset
+    return _offset(response, RequestCode.GET_MAX_OFFSET, GetMaxOffsetResponseHeader)
 
 
 def build_get_min_offset(topic: str, queue_id: int) -> RemotingCommand:
-    ext = GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id).to_ext()
-    return make_request(RequestCode.GET_MIN_OFFSET, ext)
+    return _per_queue(RequestCode.GET_MIN_OFFSET, topic, queue_id)
 
 
 def parse_get_min_offset(response: RemotingCommand) -> int:
     """The first offset still stored."""
-    expect(response, RequestCode.GET_MIN_OFFSET)
-    return GetMinOffsetResponseHeader.from_ext(response.ext_fields).offset
+    return _offset(response, RequestCode.GET_MIN_OFFSET, GetMinOffsetResponseHeader)
 
 
 def build_search_offset(topic: str, queue_id: int, timestamp_ms: int) -> RemotingCommand:
@@ -55,13 +75,11 @@ def build_search_offset(topic: str, queue_id: int, timestamp_ms: int) -> Remotin
 
 def parse_search_offset(response: RemotingCommand) -> int:
     """The first offset stored at or after the timestamp asked for."""
-    expect(response, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP)
-    return SearchOffsetResponseHeader.from_ext(response.ext_fields).offset
+    return _offset(response, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetResponseHeader)
 
 
 def build_get_earliest_msg_store_time(topic: str, queue_id: int) -> RemotingCommand:
-    ext = GetEarliestMsgStoretimeRequestHeader(topic=topic, queue_id=queue_id).to_ext()
-    return make_request(RequestCode.GET_EARLIEST_MSG_STORETIME, ext)
+    return _per_queue(RequestCode.GET_EARLIEST_MSG_STORETIME, topic, queue_id)
 
 
 def parse_get_earliest_msg_store_time(response: RemotingCommand) -> int:

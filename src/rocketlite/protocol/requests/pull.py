@@ -17,6 +17,7 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
@@ -69,12 +70,20 @@ def build_pull(
     expression: str = SUB_ALL,
     sub_version: int = 0,
     expression_type: str = TAG_EXPRESSION,
+    subscription: SubscriptionData | None = None,
     commit_offset: int = 0,
     suspend_timeout_ms: int = 0,
     broker_name: str | None = None,
 ) -> RemotingCommand:
     """A PULL_MESSAGE request; the expression travels only when `sys_flag` has SUBSCRIPTION (the
-    broker then rebuilds the subscription from it instead of using the heartbeat's)."""
+    broker then rebuilds the subscription from it instead of using the heartbeat's).
+
+    `subscription`, when given, supplies the expression, its version and type (what the SDK keeps
+    per topic); otherwise `expression` is sent as it is."""
+    if subscription is not None:
+        expression = subscription.sub_string
+        sub_version = subscription.sub_version
+        expression_type = subscription.expression_type
     header = PullMessageRequestHeader(
         consumer_group=group,
         topic=topic,

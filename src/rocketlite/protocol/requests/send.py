@@ -70,26 +70,27 @@ def build_send(
     default_topic: str = DEFAULT_TOPIC,
     default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
     broker_name: str | None = None,
+    batch: bool = False,
 ) -> RemotingCommand:
-    """A SEND_MESSAGE_V2 request for one message (`properties`: `properties_to_string` form)."""
-    return _send(
-        RequestCode.SEND_MESSAGE_V2,
-        body,
-        SendMessageRequestHeader(
-            producer_group=group,
-            topic=topic,
-            default_topic=default_topic,
-            default_topic_queue_nums=default_topic_queue_nums,
-            queue_id=queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=born_timestamp,
-            flag=flag,
-            properties=properties,
-            reconsume_times=reconsume_times,
-            max_reconsume_times=max_reconsume_times,
-            bname=broker_name,
-        ),
+    """A SEND_MESSAGE_V2 request for one message (`properties`: `properties_to_string` form), or
+    with `batch` a SEND_BATCH_MESSAGE whose body is `encode_batch(entries)` (see `build_send_batch`)."""
+    header = SendMessageRequestHeader(
+        producer_group=group,
+        topic=topic,
+        default_topic=default_topic,
+        default_topic_queue_nums=default_topic_queue_nums,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        flag=flag,
+        properties=properties,
+        reconsume_times=reconsume_times,
+        max_reconsume_times=max_reconsume_times,
+        batch=batch,
+        bname=broker_name,
     )
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    return make_request(code, header.to_ext_v2(), body)
 
 
 def build_send_batch(
@@ -104,29 +105,20 @@ def build_send_batch(
     default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
     broker_name: str | None = None,
 ) -> RemotingCommand:
-    """A SEND_BATCH_MESSAGE request; `body` is `encode_batch(entries)`."""
-    return _send(
-        RequestCode.SEND_BATCH_MESSAGE,
-        body,
-        SendMessageRequestHeader(
-            producer_group=group,
-            topic=topic,
-            default_topic=default_topic,
-            default_topic_queue_nums=default_topic_queue_nums,
-            queue_id=queue_id,
-            sys_flag=0,
-            born_timestamp=born_timestamp,
-            flag=0,
-            properties=properties,
-            reconsume_times=0,
-            batch=True,
-            bname=broker_name,
-        ),
+    """A SEND_BATCH_MESSAGE request; `body` is `encode_batch(entries)`, `properties` the ones that
+    apply to the whole request. Batches carry no sys flag, flag or reconsume counts."""
+    return build_send(
+        group=group,
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        properties=properties,
+        born_timestamp=born_timestamp,
+        default_topic=default_topic,
+        default_topic_queue_nums=default_topic_queue_nums,
+        broker_name=broker_name,
+        batch=True,
     )
-
-
-def _send(code: int, body: bytes, header: SendMessageRequestHeader) -> RemotingCommand:
-    return make_request(code, header.to_ext_v2(), body)
 
 
 def parse_send(response: RemotingCommand, request_code: int = RequestCode.SEND_MESSAGE_V2) -> SendResponse:
