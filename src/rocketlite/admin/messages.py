@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError
+from rocketlite.protocol.bodies import QueueData, TopicRouteData
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.message import (
     MessageConst,
@@ -160,19 +161,27 @@ class QueueRef:
     queue_id: int
 
 
-async def readable_queues(admin: AdminClient, topic: str, broker_name: str | None = None) -> list[QueueRef]:
-    """Readable queues of a topic from its route (master addresses), sorted."""
-    route = await admin.topic_route(topic)
+def route_queues(
+    route: TopicRouteData, perm: int, count: Callable[[QueueData], int], broker_name: str | None = None
+) -> list[QueueRef]:
+    """The queues of a route whose broker has a master and whose perm has `perm`, `count(qd)` per
+    broker (of `broker_name` only, when given), sorted by broker name."""
     masters = {b.broker_name: b.master_addr for b in route.broker_datas}
     out: list[QueueRef] = []
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
         addr = masters.get(qd.broker_name)
-        if addr is None or not qd.perm & PERM_READ:
+        if addr is None or not qd.perm & perm:
             continue
         if broker_name is not None and qd.broker_name != broker_name:
             continue
-        out += [QueueRef(qd.broker_name, addr, qid) for qid in range(qd.read_queue_nums)]
+        out += [QueueRef(qd.broker_name, addr, qid) for qid in range(count(qd))]
     return out
+
+
+async def readable_queues(admin: AdminClient, topic: str, broker_name: str | None = None) -> list[QueueRef]:
+    """Readable queues of a topic from its route (master addresses), sorted."""
+    route = await admin.topic_route(topic)
+    return route_queues(route, PERM_READ, lambda qd: qd.read_queue_nums, broker_name)
 
 
 # -- lookups ---------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from rocketlite.admin.messages import (
     min_offset,
     pull_range,
     readable_queues,
+    route_queues,
     search_offset,
 )
 from rocketlite.protocol.message import MessageConst, properties_to_string
@@ -66,15 +67,9 @@ async def _send_queues(admin: AdminClient, topic: str) -> tuple[list[QueueRef], 
     auto = route is None
     if route is None:
         route = await admin.topic_route(DEFAULT_TOPIC)
-    masters = {b.broker_name: b.master_addr for b in route.broker_datas}
-    out: list[QueueRef] = []
-    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        addr = masters.get(qd.broker_name)
-        if addr is None or not qd.perm & PERM_WRITE:
-            continue
-        count = min(qd.write_queue_nums, DEFAULT_TOPIC_QUEUE_NUMS) if auto else qd.write_queue_nums
-        out += [QueueRef(qd.broker_name, addr, qid) for qid in range(count)]
-    return out, auto
+    cap = DEFAULT_TOPIC_QUEUE_NUMS if auto else None
+    queues = route_queues(route, PERM_WRITE, lambda qd: min(qd.write_queue_nums, cap or qd.write_queue_nums))
+    return queues, auto
 
 
 async def send_message(
