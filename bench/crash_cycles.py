@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.reliability.test_broker_crash import (
+from tests.support.broker_crash import (
     SEGMENT_BYTES,
     Ack,
     BrokerProcess,

@@ -40,15 +40,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.reliability.test_fuzz import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
 from tests.support.broker_harness import broker_under_test
+from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
 
 from rocketlite.protocol.batch import decode_batch
-from rocketlite.protocol.command import decode_json_header, decode_rocketmq_header
+from rocketlite.protocol.command import decode_rocketmq_header
 from rocketlite.protocol.custom_header import HeaderFieldError
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame import FrameDecoder
 from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.speedups import decode_json_header
 
 COUNT = [0]
 

@@ -31,7 +31,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+if __package__ in (None, ""):  # run as a script (`python bench/ha_bench.py`): import tests.support
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.ports import broker_port
 
 from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -78,29 +82,11 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
 
 
-def free_port() -> int:
-    """A port P with P-2 (VIP) and P+1 (HA) free as well."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if not 1030 < port < 65000:
-            continue
-        try:
-            for p in (port - 2, port + 1):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port block")
-
-
 class Broker:
     """One `rocketlite broker` process."""
 
     def __init__(self, work: Path, name: str, setup: Setup, *, master_port: int | None = None) -> None:
-        self.port = free_port()
+        self.port = broker_port()
         self.store = work / name
         role = "SLAVE" if master_port is not None else setup.role
         props = {

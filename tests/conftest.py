@@ -1,4 +1,9 @@
-"""Shared fixtures: real stores in temporary directories."""
+"""Fixtures shared across test folders.
+
+- `open_store`: real stores in temporary directories.
+- `clients` and `real_clients_cluster`: real RocketMQ clients (tests.support.real_clients) and the
+  embedded name server + broker (one per test, short delay levels) they talk to.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.store.message_store import MessageStore
+from tests.support.real_clients import BROKER_OVERRIDES, Clients
 from tests.support.store import StoreFactory, small_config
 
 
@@ -26,3 +33,20 @@ def open_store(tmp_path: Path) -> Iterator[StoreFactory]:
     yield factory
     for store in opened:
         store.shutdown()
+
+
+@pytest.fixture
+def clients(tmp_path: Path) -> Iterator[Clients]:
+    """Starts real client scripts for one test; kills whatever still runs at the end."""
+    c = Clients(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def real_clients_cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+    """An embedded name server + broker per test, with the delay levels the real-client tests expect."""
+    with embedded(tmp_path / "store", **BROKER_OVERRIDES) as c:
+        yield c

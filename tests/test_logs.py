@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from rocketlite.logs import JsonFormatter
-from tests.support.wire import free_port
-
-SRC = Path(__file__).resolve().parents[1] / "src"
+from tests.support.ports import free_port
+from tests.support.processes import ROCKETLITE, child_env
 
 
 def test_json_formatter_fields_extra_and_traceback() -> None:
@@ -36,9 +34,9 @@ def test_json_formatter_fields_extra_and_traceback() -> None:
 def test_namesrv_logs_json_lines(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.conf"
     conf.write_text(f"listenPort={free_port()}\nkvConfigPath={tmp_path / 'kv.json'}\n")
-    env = dict(os.environ, PYTHONPATH=str(SRC))
+    env = child_env()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketlite", "--log-format", "json", "namesrv", "-c", str(conf)],
+        [*ROCKETLITE, "--log-format", "json", "namesrv", "-c", str(conf)],
         stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert proc.stderr is not None

@@ -44,7 +44,7 @@ BROKER = "broker-a"
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
+def admin_cluster() -> Iterator[EmbeddedCluster]:
     with embedded() as c:
         yield c
 
@@ -108,8 +108,8 @@ class Admin:
 
 
 @pytest.fixture
-def admin(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]) -> Admin:
-    return Admin(cluster, capsys)
+def admin(admin_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]) -> Admin:
+    return Admin(admin_cluster, capsys)
 
 
 def create_topic(admin: Admin, topic: str, queues: int = 2) -> None:
@@ -457,14 +457,14 @@ def test_server_errors(admin: Admin, capsys: pytest.CaptureFixture[str]) -> None
     assert "TBW102" in json.loads(capsys.readouterr().out)["topics"]
 
 
-def test_python_m_entry_point(cluster: EmbeddedCluster) -> None:
+def test_python_m_entry_point(admin_cluster: EmbeddedCluster) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     proc = subprocess.run(
-        [sys.executable, "-m", "rocketlite", "admin", "clusterList", "-n", cluster.namesrv_addr],
+        [sys.executable, "-m", "rocketlite", "admin", "clusterList", "-n", admin_cluster.namesrv_addr],
         capture_output=True, text=True, timeout=60, env=env, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert BROKER in proc.stdout and cluster.broker_addr in proc.stdout
+    assert BROKER in proc.stdout and admin_cluster.broker_addr in proc.stdout
 
 
 # -- pieces -----------------------------------------------------------------------------------------

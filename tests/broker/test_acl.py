@@ -34,8 +34,11 @@ from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.store.config import StoreConfig
-from tests.broker.test_real_clients import Clients, create_topic, msg_spec, unique
-from tests.support.broker_harness import BrokerUnderTest, broker_under_test, run
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.names import unique
+from tests.support.real_clients import Clients, msg_spec
+from tests.support.topics import create_topic
 
 ACL_YML = """\
 globalWhiteRemoteAddresses:

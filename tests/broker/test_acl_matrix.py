@@ -74,7 +74,8 @@ from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.headers import CreateTopicRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
-from tests.broker.test_real_clients import ClientProc, Clients, Event, create_topic, msg_spec, require
+from tests.support.real_clients import ClientProc, Clients, Event, msg_spec, require
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -34,7 +34,8 @@ from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue,
 from rocketlite.protocol.record import MessageInner
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.remoting.server import RemotingServer
-from tests.support.broker_harness import BrokerUnderTest, broker_under_test, run
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.store import StoreFactory
 
 

@@ -24,7 +24,8 @@ from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockB
 from rocketlite.protocol.record import decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable
-from tests.support.broker_harness import BrokerUnderTest, broker_under_test, run
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 
 PULL_FIELDS = {"suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"}
 SUSPEND, SUBSCRIPTION, COMMIT = 0x2, 0x4, 0x1

@@ -21,8 +21,8 @@ from rocketlite.protocol.bodies import TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.headers import GetRouteInfoRequestHeader
 from rocketlite.protocol.record import decode_record
-from tests.support.broker_harness import run
-from tests.support.ha_harness import Cluster, Proc, Raw, cluster, log_bytes, msg_offset, segments
+from tests.support.aio import run
+from tests.support.ha_harness import HaCluster, Proc, Raw, ha_cluster, log_bytes, msg_offset, segments
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -61,7 +61,7 @@ def test_sync_master_acks_after_the_slave_holds_the_bytes(tmp_path: Path) -> Non
     after the record is in the slave's commit-log file. The slave finds its master through the
     name server, and both are registered under one brokerName with ids 0 and 1."""
 
-    async def scenario(c: Cluster) -> None:
+    async def scenario(c: HaCluster) -> None:
         raw = Raw()
         try:
             ns = c.namesrv()
@@ -96,7 +96,7 @@ def test_sync_master_acks_after_the_slave_holds_the_bytes(tmp_path: Path) -> Non
         finally:
             await raw.close()
 
-    with cluster(tmp_path) as c:
+    with ha_cluster(tmp_path) as c:
         run(scenario(c))
 
 
@@ -104,7 +104,7 @@ def test_kill9_master_every_acknowledged_message_is_on_the_slave(tmp_path: Path)
     """Concurrent SYNC_MASTER load; the master is killed -9 in the middle of it. Every message the
     master acknowledged can be pulled from the slave, which also keeps serving the route."""
 
-    async def scenario(c: Cluster) -> None:
+    async def scenario(c: HaCluster) -> None:
         raw = Raw()
         try:
             ns = c.namesrv()
@@ -147,7 +147,7 @@ def test_kill9_master_every_acknowledged_message_is_on_the_slave(tmp_path: Path)
         finally:
             await raw.close()
 
-    with cluster(tmp_path) as c:
+    with ha_cluster(tmp_path) as c:
         run(scenario(c))
 
 
@@ -184,7 +184,7 @@ def test_slave_restart_resumes_and_logs_are_byte_identical(tmp_path: Path) -> No
     the slave restarts and resumes from its own end: afterwards master and slave commit logs (and
     the consume queues the slave built itself) are byte-identical, and nothing is duplicated."""
 
-    async def scenario(c: Cluster) -> None:
+    async def scenario(c: HaCluster) -> None:
         raw = Raw()
         try:
             master = c.broker("master", "ASYNC_MASTER")
@@ -210,7 +210,7 @@ def test_slave_restart_resumes_and_logs_are_byte_identical(tmp_path: Path) -> No
         finally:
             await raw.close()
 
-    with cluster(tmp_path) as c:
+    with ha_cluster(tmp_path) as c:
         run(scenario(c))
 
 
@@ -218,7 +218,7 @@ def test_live_config_and_topic_reload_in_a_running_broker(tmp_path: Path) -> Non
     """brokerPermission changes take effect at once (sends refused, the name server's route shows
     the masked permission); flushIntervalCommitLog changes; SIGHUP reloads an edited topics.json."""
 
-    async def scenario(c: Cluster) -> None:
+    async def scenario(c: HaCluster) -> None:
         raw = Raw()
         try:
             ns = c.namesrv()
@@ -263,7 +263,7 @@ def test_live_config_and_topic_reload_in_a_running_broker(tmp_path: Path) -> Non
         finally:
             await raw.close()
 
-    with cluster(tmp_path) as c:
+    with ha_cluster(tmp_path) as c:
         run(scenario(c))
 
 
@@ -271,11 +271,11 @@ def test_real_client_consumes_from_the_slave_after_the_master_is_killed(tmp_path
     """ali-ons (an unmodified RocketMQ client) started after the master died reads every
     acknowledged message from the slave: route from the name server, heartbeat, rebalance, offsets
     and pulls all answered by the slave."""
-    from tests.broker.test_real_clients import Clients, require  # noqa: PLC0415
+    from tests.support.real_clients import Clients, require  # noqa: PLC0415
 
     require("ons")
 
-    async def scenario(c: Cluster) -> list[bytes]:
+    async def scenario(c: HaCluster) -> list[bytes]:
         raw = Raw()
         try:
             ns = c.namesrv()
@@ -300,7 +300,7 @@ def test_real_client_consumes_from_the_slave_after_the_master_is_killed(tmp_path
             await raw.close()
 
     clients = Clients(tmp_path)
-    with cluster(tmp_path) as c:
+    with ha_cluster(tmp_path) as c:
         acked = run(scenario(c))
         ns_addr = c.procs[0].addr
         argv = ["--namesrv", ns_addr, "--group", "ha_ons_group", "--topic", TOPIC, "--timeout-ms", "60000"]

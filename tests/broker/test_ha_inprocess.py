@@ -24,7 +24,8 @@ from rocketlite.protocol.record import BLANK_MAGIC_CODE, SIZE_MAGIC
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.flush import FlushRealTimeService
-from tests.support.broker_harness import BrokerUnderTest, broker_under_test, run
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.store import StoreFactory
 
 pytestmark = pytest.mark.timeout(120)

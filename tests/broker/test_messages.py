@@ -33,7 +33,8 @@ from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.message_store import MessageStore
-from tests.support.broker_harness import BrokerUnderTest, broker_under_test, run
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 HALF = "RMQ_SYS_TRANS_HALF_TOPIC"

@@ -17,15 +17,11 @@ from rocketlite.protocol.frame import encode_command
 from rocketlite.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader
 from rocketlite.remoting import connection
 from rocketlite.store.config import FlushDiskType
-from tests.support.broker_harness import broker_under_test, run
+from tests.support.aio import run
+from tests.support.broker_harness import broker_under_test
+from tests.support.ports import free_port
 
 LABELS = 'cluster="DefaultCluster",broker="broker-a"'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def http_get(port: int, path: str) -> tuple[str, dict[str, str], str]:

@@ -9,7 +9,8 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import parse_msg_id
 from rocketlite.protocol.record import decode_record
-from tests.support.broker_harness import broker_under_test, run
+from tests.support.aio import run
+from tests.support.broker_harness import broker_under_test
 
 
 def test_send_v1_v2_and_auto_create(tmp_path: Path) -> None:

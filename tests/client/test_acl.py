@@ -54,8 +54,10 @@ from rocketlite.protocol.acl_signature import (
 )
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import make_request
-from tests.broker.test_real_clients import create_topic
-from tests.support.cluster import Collector, run, unique, wait_messages
+from tests.support.aio import run
+from tests.support.names import unique
+from tests.support.sdk import Collector, wait_messages
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,7 +82,7 @@ accounts:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+def sdk_acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
     root = tmp_path_factory.mktemp("client_acl")
     acl_file = root / "plain_acl.yml"
     acl_file.write_text(ACL_YML, encoding="utf-8")
@@ -94,9 +96,9 @@ def no_rocketmq_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ROCKETMQ_HOME", raising=False)
 
 
-def new_topic(cluster: EmbeddedCluster, prefix: str) -> str:
+def new_topic(sdk_acl_cluster: EmbeddedCluster, prefix: str) -> str:
     topic = unique(prefix)
-    create_topic(cluster, topic)
+    create_topic(sdk_acl_cluster, topic)
     return topic
 
 
@@ -136,13 +138,13 @@ def test_client_config_keys() -> None:
 
 
 # -- the SDK -----------------------------------------------------------------------------------------
-def test_producer_and_push_consumer_round_trip_with_keys(cluster: EmbeddedCluster) -> None:
-    topic, group = new_topic(cluster, "AclRoundTrip"), unique("G_ACL")
+def test_producer_and_push_consumer_round_trip_with_keys(sdk_acl_cluster: EmbeddedCluster) -> None:
+    topic, group = new_topic(sdk_acl_cluster, "AclRoundTrip"), unique("G_ACL")
     bodies = {f"acl-{i}".encode() for i in range(8)}
 
     async def scenario() -> None:
         async with AsyncProducer(
-            unique("PG_ACL"), cluster.namesrv_addr, instance_name="acl-sdk-producer",
+            unique("PG_ACL"), sdk_acl_cluster.namesrv_addr, instance_name="acl-sdk-producer",
             access_key=USER[0], secret_key=USER[1],
         ) as producer:  # fmt: skip
             for body in sorted(bodies):
@@ -154,7 +156,7 @@ def test_producer_and_push_consumer_round_trip_with_keys(cluster: EmbeddedCluste
             return ConsumeStatus.CONSUME_SUCCESS
 
         consumer = AsyncPushConsumer(
-            group, cluster.namesrv_addr, instance_name="acl-sdk-consumer",
+            group, sdk_acl_cluster.namesrv_addr, instance_name="acl-sdk-consumer",
             access_key=USER[0], secret_key=USER[1],
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         )  # fmt: skip
@@ -166,11 +168,11 @@ def test_producer_and_push_consumer_round_trip_with_keys(cluster: EmbeddedCluste
 
     run(scenario())
     # close() committed the consumed offsets (UPDATE_CONSUMER_OFFSET, signed, needs SUB on both).
-    assert sum(cluster.broker.offsets.query_all(group, topic).values()) == len(bodies)
+    assert sum(sdk_acl_cluster.broker.offsets.query_all(group, topic).values()) == len(bodies)
 
 
-def test_transaction_producer_and_blocking_wrappers_pass_keys(cluster: EmbeddedCluster) -> None:
-    topic = new_topic(cluster, "AclTx")
+def test_transaction_producer_and_blocking_wrappers_pass_keys(sdk_acl_cluster: EmbeddedCluster) -> None:
+    topic = new_topic(sdk_acl_cluster, "AclTx")
 
     class Commit:
         def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
@@ -181,7 +183,7 @@ def test_transaction_producer_and_blocking_wrappers_pass_keys(cluster: EmbeddedC
 
     async def transaction() -> list[bytes]:
         producer = AsyncTransactionProducer(
-            unique("PG_TX"), cluster.namesrv_addr, listener=Commit(), instance_name="acl-sdk-tx",
+            unique("PG_TX"), sdk_acl_cluster.namesrv_addr, listener=Commit(), instance_name="acl-sdk-tx",
             access_key=USER[0], secret_key=USER[1],
         )  # fmt: skip
         await producer.start()
@@ -191,13 +193,13 @@ def test_transaction_producer_and_blocking_wrappers_pass_keys(cluster: EmbeddedC
             await producer.close()
         assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
         async with AsyncPullConsumer(
-            unique("G_TX"), cluster.namesrv_addr, instance_name="acl-sdk-tx-reader",
+            unique("G_TX"), sdk_acl_cluster.namesrv_addr, instance_name="acl-sdk-tx-reader",
             access_key=USER[0], secret_key=USER[1],
         ) as reader:  # fmt: skip
             return [m.body for m in await wait_messages(reader, topic, 2)]
 
     with Producer(
-        unique("PG_SYNC"), cluster.namesrv_addr, instance_name="acl-sdk-sync",
+        unique("PG_SYNC"), sdk_acl_cluster.namesrv_addr, instance_name="acl-sdk-sync",
         access_key=USER[0], secret_key=USER[1],
     ) as producer:  # fmt: skip
         producer.send(Message(topic, b"blocking"))
@@ -220,21 +222,21 @@ def no_permission(exc: NoPermissionError, remark: str) -> None:
     ids=["wrong-secret", "no-keys", "unknown-key"],
 )
 def test_refused_keys_raise_no_permission(
-    cluster: EmbeddedCluster, keys: tuple[str, str] | None, remark: str
+    sdk_acl_cluster: EmbeddedCluster, keys: tuple[str, str] | None, remark: str
 ) -> None:
-    topic = new_topic(cluster, "AclRefused")
+    topic = new_topic(sdk_acl_cluster, "AclRefused")
     ak, sk = keys if keys is not None else (None, None)
 
     async def scenario() -> None:
         async with AsyncProducer(
-            unique("PG_BAD"), cluster.namesrv_addr, instance_name=unique("acl-bad"),
+            unique("PG_BAD"), sdk_acl_cluster.namesrv_addr, instance_name=unique("acl-bad"),
             access_key=ak, secret_key=sk, retry_times_when_send_failed=0,
         ) as producer:  # fmt: skip
             with pytest.raises(NoPermissionError) as sent:
                 await producer.send(Message(topic, b"refused"))
             no_permission(sent.value, remark)
         async with AsyncPullConsumer(
-            unique("G_BAD"), cluster.namesrv_addr, instance_name=unique("acl-bad-puller"),
+            unique("G_BAD"), sdk_acl_cluster.namesrv_addr, instance_name=unique("acl-bad-puller"),
             access_key=ak, secret_key=sk, heartbeat=False, auto_commit=False,
         ) as consumer:  # fmt: skip
             queue = (await consumer.fetch_queues(topic))[0]  # name servers do not check keys
@@ -245,12 +247,12 @@ def test_refused_keys_raise_no_permission(
     run(scenario())
 
 
-def test_topic_permission_refusal_names_the_topic(cluster: EmbeddedCluster) -> None:
-    create_topic(cluster, FORBIDDEN)
+def test_topic_permission_refusal_names_the_topic(sdk_acl_cluster: EmbeddedCluster) -> None:
+    create_topic(sdk_acl_cluster, FORBIDDEN)
 
     async def scenario() -> None:
         async with AsyncProducer(
-            unique("PG_DENY"), cluster.namesrv_addr, instance_name="acl-deny",
+            unique("PG_DENY"), sdk_acl_cluster.namesrv_addr, instance_name="acl-deny",
             access_key=USER[0], secret_key=USER[1], retry_times_when_send_failed=0,
         ) as producer:  # fmt: skip
             with pytest.raises(NoPermissionError) as info:
@@ -260,11 +262,11 @@ def test_topic_permission_refusal_names_the_topic(cluster: EmbeddedCluster) -> N
     run(scenario())
 
 
-def test_one_instance_one_set_of_keys(cluster: EmbeddedCluster) -> None:
+def test_one_instance_one_set_of_keys(sdk_acl_cluster: EmbeddedCluster) -> None:
     async def scenario() -> None:
-        first = AsyncProducer(unique("PG_A"), cluster.namesrv_addr, instance_name="acl-shared",
+        first = AsyncProducer(unique("PG_A"), sdk_acl_cluster.namesrv_addr, instance_name="acl-shared",
                               access_key=USER[0], secret_key=USER[1])  # fmt: skip
-        other = AsyncProducer(unique("PG_B"), cluster.namesrv_addr, instance_name="acl-shared",
+        other = AsyncProducer(unique("PG_B"), sdk_acl_cluster.namesrv_addr, instance_name="acl-shared",
                               access_key=ADMIN[0], secret_key=ADMIN[1])  # fmt: skip
         async with first:
             with pytest.raises(ClientStateError, match="another instance_name"):
@@ -276,15 +278,17 @@ def test_one_instance_one_set_of_keys(cluster: EmbeddedCluster) -> None:
 
 
 # -- the admin CLI -----------------------------------------------------------------------------------
-def admin(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+def admin(
+    sdk_acl_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
     capsys.readouterr()
-    rc = main(["--log-level", "ERROR", "admin", *args, "-n", cluster.namesrv_addr])
+    rc = main(["--log-level", "ERROR", "admin", *args, "-n", sdk_acl_cluster.namesrv_addr])
     out, err = capsys.readouterr()
     return rc, out, err
 
 
-def admin_json(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
-    rc, out, err = admin(cluster, capsys, *args, "--json")
+def admin_json(sdk_acl_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    rc, out, err = admin(sdk_acl_cluster, capsys, *args, "--json")
     assert rc == 0, err
     return json.loads(out)
 
@@ -292,41 +296,45 @@ def admin_json(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], *ar
 ADMIN_FLAGS = ("--access-key", ADMIN[0], "--secret-key", ADMIN[1])
 
 
-def test_admin_cli_with_keys(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_admin_cli_with_keys(sdk_acl_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]) -> None:
     topic = unique("AclAdminTopic")
-    created = admin_json(cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic, "-r", "2", "-w", "2",
-                         *ADMIN_FLAGS)  # fmt: skip
+    created = admin_json(sdk_acl_cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic, "-r", "2",
+                         "-w", "2", *ADMIN_FLAGS)  # fmt: skip
     assert created["routeReady"] is True
-    assert cluster.broker.topics.select(topic) is not None
-    assert topic in admin_json(cluster, capsys, "topicList", *ADMIN_FLAGS)["topics"]
-    sent = admin_json(cluster, capsys, "sendMessage", "-t", topic, "-p", "signed", *ADMIN_FLAGS)
+    assert sdk_acl_cluster.broker.topics.select(topic) is not None
+    assert topic in admin_json(sdk_acl_cluster, capsys, "topicList", *ADMIN_FLAGS)["topics"]
+    sent = admin_json(sdk_acl_cluster, capsys, "sendMessage", "-t", topic, "-p", "signed", *ADMIN_FLAGS)
     assert sent["sendStatus"] == "SEND_OK"
-    assert cluster.broker.store.wait_dispatched(5.0)
+    assert sdk_acl_cluster.broker.store.wait_dispatched(5.0)
     # A unique-key query carries _UNIQUE_KEY_QUERY, which the signature leaves out on both sides.
-    found = admin_json(cluster, capsys, "queryMsgById", "-i", sent["msgId"], "-t", topic, *ADMIN_FLAGS)
+    found = admin_json(
+        sdk_acl_cluster, capsys, "queryMsgById", "-i", sent["msgId"], "-t", topic, *ADMIN_FLAGS
+    )
     assert [m["body"] for m in found["messages"]] == ["signed"]
 
 
-def test_admin_cli_refused(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_admin_cli_refused(sdk_acl_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]) -> None:
     topic = unique("AclAdminRefused")
     update = ("updateTopic", "-c", CLUSTER, "-t", topic)
-    rc, out, err = admin(cluster, capsys, *update)
+    rc, out, err = admin(sdk_acl_cluster, capsys, *update)
     assert (rc, out) == (2, "")
     assert err.strip() == (
         f"rocketlite: error: NO_PERMISSION: No accessKey is configured (code {NO_PERMISSION}); {NO_KEYS_HINT}"
     )
-    rc, _, err = admin(cluster, capsys, *update, "--access-key", USER[0], "--secret-key", USER[1])
+    rc, _, err = admin(sdk_acl_cluster, capsys, *update, "--access-key", USER[0], "--secret-key", USER[1])
     assert rc == 2 and err.strip() == (
         "rocketlite: error: NO_PERMISSION: Need admin permission for request code=17,"
         f" but accessKey={USER[0]} is not (code {NO_PERMISSION})"
     )
-    rc, _, err = admin(cluster, capsys, *update, "--access-key", ADMIN[0], "--secret-key", "wrongSecret")
+    rc, _, err = admin(
+        sdk_acl_cluster, capsys, *update, "--access-key", ADMIN[0], "--secret-key", "wrongSecret"
+    )
     assert rc == 2 and f"NO_PERMISSION: Check signature failed for accessKey={ADMIN[0]}" in err
-    rc, _, err = admin(cluster, capsys, *update, "--access-key", ADMIN[0])
+    rc, _, err = admin(sdk_acl_cluster, capsys, *update, "--access-key", ADMIN[0])
     assert rc == 2 and "--access-key and --secret-key must be given together" in err
-    assert cluster.broker.topics.select(topic) is None
+    assert sdk_acl_cluster.broker.topics.select(topic) is None
     # The name server does not check keys (RocketMQ 4.x): topicList works without them.
-    assert "TBW102" in admin_json(cluster, capsys, "topicList")["topics"]
+    assert "TBW102" in admin_json(sdk_acl_cluster, capsys, "topicList")["topics"]
 
 
 def write_tools_yml(home: Path, text: str) -> None:
@@ -335,20 +343,24 @@ def write_tools_yml(home: Path, text: str) -> None:
 
 
 def test_admin_cli_reads_tools_yml(
-    cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    sdk_acl_cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("ROCKETMQ_HOME", str(tmp_path))
     write_tools_yml(tmp_path, f"accessKey: {ADMIN[0]}\nsecretKey: {ADMIN[1]}\n")
     topic = unique("AclToolsYml")
-    assert admin_json(cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic)["routeReady"] is True
+    assert (
+        admin_json(sdk_acl_cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic)["routeReady"] is True
+    )
     # The flags win over tools.yml.
     write_tools_yml(tmp_path, f"accessKey: {ADMIN[0]}\nsecretKey: wrongSecret\n")
-    rc, _, err = admin(cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic)
+    rc, _, err = admin(sdk_acl_cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic)
     assert rc == 2 and "Check signature failed" in err
-    assert admin_json(cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic, *ADMIN_FLAGS)["routeReady"]
+    assert admin_json(sdk_acl_cluster, capsys, "updateTopic", "-c", CLUSTER, "-t", topic, *ADMIN_FLAGS)[
+        "routeReady"
+    ]
     write_tools_yml(tmp_path, "accessKey: [unclosed\n")
-    rc, _, err = admin(cluster, capsys, "topicList")
+    rc, _, err = admin(sdk_acl_cluster, capsys, "topicList")
     assert rc == 2 and "tools.yml is not valid YAML" in err
 
 
@@ -366,19 +378,19 @@ def test_resolve_credentials(tmp_path: Path) -> None:
     assert resolve_credentials(None, None, env=env) is None
 
 
-def test_sdk_requests_are_signed_on_the_wire(cluster: EmbeddedCluster) -> None:
+def test_sdk_requests_are_signed_on_the_wire(sdk_acl_cluster: EmbeddedCluster) -> None:
     """What the instance sends carries AccessKey and a Signature the broker recomputes."""
     seen: list[dict[str, str]] = []
-    validator = cluster.broker.acl
+    validator = sdk_acl_cluster.broker.acl
     assert isinstance(validator, AclValidator)
 
     async def scenario() -> None:
-        config = ClientConfig(cluster.namesrv_addr, instance_name="acl-wire", access_key=USER[0],
+        config = ClientConfig(sdk_acl_cluster.namesrv_addr, instance_name="acl-wire", access_key=USER[0],
                               secret_key=USER[1], security_token="tok")  # fmt: skip
         instance = await ClientInstance.acquire(config)
         try:
             cmd = instance.command(RequestCode.GET_BROKER_RUNTIME_INFO)
-            response = await instance.invoke(cluster.broker_addr, cmd)
+            response = await instance.invoke(sdk_acl_cluster.broker_addr, cmd)
             seen.append(cmd.ext_fields)
             assert response.code == 0, response
         finally:

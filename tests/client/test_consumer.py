@@ -28,9 +28,9 @@ from rocketlite.client import (
 )
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.message import MessageConst
-from tests.support.cluster import Collector, cluster, read_queues, run, unique, wait_messages
-
-__all__ = ["cluster"]  # the module-scoped fixture, imported for pytest
+from tests.support.aio import run
+from tests.support.names import unique
+from tests.support.sdk import Collector, read_queues, wait_messages
 
 
 def ok_listener(collector: Collector) -> Any:
@@ -47,7 +47,7 @@ async def create_topic(producer: AsyncProducer, topic: str) -> list[MessageQueue
     return await producer.fetch_publish_queues(topic)
 
 
-def test_push_clustering_split_and_rebalance_on_leave(cluster: EmbeddedCluster) -> None:
+def test_push_clustering_split_and_rebalance_on_leave(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsSplit"), unique("cg")
 
     async def main() -> None:
@@ -72,10 +72,10 @@ def test_push_clustering_split_and_rebalance_on_leave(cluster: EmbeddedCluster) 
             return listener
 
         c1 = AsyncPushConsumer(
-            group, cluster.namesrv_addr, instance_name="split-1", queue_listener=on_change("c1")
+            group, embedded_cluster.namesrv_addr, instance_name="split-1", queue_listener=on_change("c1")
         )
         c2 = AsyncPushConsumer(
-            group, cluster.namesrv_addr, instance_name="split-2", queue_listener=on_change("c2")
+            group, embedded_cluster.namesrv_addr, instance_name="split-2", queue_listener=on_change("c2")
         )
         for c, name in ((c1, "c1"), (c2, "c2")):
             c.subscribe(topic, "*")
@@ -84,7 +84,7 @@ def test_push_clustering_split_and_rebalance_on_leave(cluster: EmbeddedCluster) 
         def bodies(items: list[tuple[str, MessageExt]], who: str | None = None) -> set[bytes]:
             return {m.body for name, m in items if who is None or name == who}
 
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             queues = await create_topic(producer, topic)
             await c1.start()
             await c2.start()
@@ -116,7 +116,7 @@ def test_push_clustering_split_and_rebalance_on_leave(cluster: EmbeddedCluster) 
     run(main(), timeout=60)
 
 
-def test_broadcasting_local_offsets(cluster: EmbeddedCluster, tmp_path: Path) -> None:
+def test_broadcasting_local_offsets(embedded_cluster: EmbeddedCluster, tmp_path: Path) -> None:
     topic, group = unique("ConsBroadcast"), unique("cg")
 
     async def main() -> None:
@@ -134,7 +134,7 @@ def test_broadcasting_local_offsets(cluster: EmbeddedCluster, tmp_path: Path) ->
         for i, got in enumerate(collectors):
             c = AsyncPushConsumer(
                 group,
-                cluster.namesrv_addr,
+                embedded_cluster.namesrv_addr,
                 instance_name=f"bc-{i}",
                 message_model=MessageModel.BROADCASTING,
                 offset_store_dir=tmp_path,
@@ -143,7 +143,7 @@ def test_broadcasting_local_offsets(cluster: EmbeddedCluster, tmp_path: Path) ->
             c.subscribe(topic)
             c.register_message_listener(ok_listener(got))
             consumers.append(c)
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             await create_topic(producer, topic)
             for c in consumers:
                 await c.start()
@@ -166,7 +166,7 @@ def test_broadcasting_local_offsets(cluster: EmbeddedCluster, tmp_path: Path) ->
             again = Collector()
             c = AsyncPushConsumer(
                 group,
-                cluster.namesrv_addr,
+                embedded_cluster.namesrv_addr,
                 instance_name="bc-0",
                 message_model=MessageModel.BROADCASTING,
                 offset_store_dir=tmp_path,
@@ -182,7 +182,7 @@ def test_broadcasting_local_offsets(cluster: EmbeddedCluster, tmp_path: Path) ->
     run(main(), timeout=60)
 
 
-def test_orderly_consumer_keeps_order_and_retries_in_place(cluster: EmbeddedCluster) -> None:
+def test_orderly_consumer_keeps_order_and_retries_in_place(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsOrder"), unique("cg")
 
     async def main() -> None:
@@ -198,10 +198,10 @@ def test_orderly_consumer_keeps_order_and_retries_in_place(cluster: EmbeddedClus
             await got.add((ctx.queue.queue_id, body, msgs[0].reconsume_times))
             return ConsumeOrderlyStatus.SUCCESS
 
-        consumer = AsyncPushConsumer(group, cluster.namesrv_addr, instance_name="orderly-1")
+        consumer = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="orderly-1")
         consumer.subscribe(topic)
         consumer.register_message_listener_orderly(listener)
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             await create_topic(producer, topic)
             await consumer.start()
             for step in range(8):
@@ -221,9 +221,9 @@ def test_orderly_consumer_keeps_order_and_retries_in_place(cluster: EmbeddedClus
     run(main(), timeout=60)
 
 
-def test_retry_then_dead_letter(cluster: EmbeddedCluster) -> None:
+def test_retry_then_dead_letter(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsRetry"), unique("cg")
-    cluster.broker.groups.update(SubscriptionGroupConfig(group, retry_max_times=2))
+    embedded_cluster.broker.groups.update(SubscriptionGroupConfig(group, retry_max_times=2))
 
     async def main() -> None:
         attempts = Collector()
@@ -233,10 +233,10 @@ def test_retry_then_dead_letter(cluster: EmbeddedCluster) -> None:
                 await attempts.add(m)
             return ConsumeStatus.RECONSUME_LATER
 
-        consumer = AsyncPushConsumer(group, cluster.namesrv_addr, instance_name="retry-1")
+        consumer = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="retry-1")
         consumer.subscribe(topic)
         consumer.register_message_listener(listener)
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             await create_topic(producer, topic)
             await consumer.start()
             sent = await producer.send(Message(topic, b"poison", tags="T", keys="poison-key"))
@@ -249,7 +249,7 @@ def test_retry_then_dead_letter(cluster: EmbeddedCluster) -> None:
             assert poison[1].properties[MessageConst.RETRY_TOPIC] == topic
             assert all(m.msg_id == sent.msg_id for m in poison)
             async with AsyncPullConsumer(
-                unique("dlq-reader"), cluster.namesrv_addr, heartbeat=False
+                unique("dlq-reader"), embedded_cluster.namesrv_addr, heartbeat=False
             ) as reader:
                 # "create" fails as well, so two messages end up there
                 dead_letters = await wait_messages(reader, f"%DLQ%{group}", 2, timeout=15)
@@ -262,7 +262,7 @@ def test_retry_then_dead_letter(cluster: EmbeddedCluster) -> None:
     run(main(), timeout=60)
 
 
-def test_flow_control_pauses_pulling(cluster: EmbeddedCluster) -> None:
+def test_flow_control_pauses_pulling(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsFlow"), unique("cg")
 
     async def main() -> None:
@@ -270,7 +270,11 @@ def test_flow_control_pauses_pulling(cluster: EmbeddedCluster) -> None:
         seen_counts = Collector()  # process-queue sizes the listener observed
         got = Collector()
         consumer = AsyncPushConsumer(
-            group, cluster.namesrv_addr, instance_name="flow-1", pull_threshold_for_queue=5, pull_batch_size=4
+            group,
+            embedded_cluster.namesrv_addr,
+            instance_name="flow-1",
+            pull_threshold_for_queue=5,
+            pull_batch_size=4,
         )
 
         async def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeStatus:
@@ -283,7 +287,7 @@ def test_flow_control_pauses_pulling(cluster: EmbeddedCluster) -> None:
 
         consumer.subscribe(topic)
         consumer.register_message_listener(listener)
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             queues = await create_topic(producer, topic)
             for i in range(40):
                 await producer.send(Message(topic, f"f{i}".encode()), queue=queues[0])
@@ -299,14 +303,14 @@ def test_flow_control_pauses_pulling(cluster: EmbeddedCluster) -> None:
     run(main(), timeout=60)
 
 
-def test_consume_from_committed_offset_after_restart(cluster: EmbeddedCluster) -> None:
+def test_consume_from_committed_offset_after_restart(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsResume"), unique("cg")
 
     async def main() -> None:
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             await create_topic(producer, topic)
             first = Collector()
-            c = AsyncPushConsumer(group, cluster.namesrv_addr, instance_name="resume-1")
+            c = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="resume-1")
             c.subscribe(topic)
             c.register_message_listener(ok_listener(first))
             await c.start()
@@ -316,7 +320,7 @@ def test_consume_from_committed_offset_after_restart(cluster: EmbeddedCluster) -
             await c.close()  # offsets committed synchronously before UNREGISTER_CLIENT
 
             second = Collector()
-            c = AsyncPushConsumer(group, cluster.namesrv_addr, instance_name="resume-1")
+            c = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="resume-1")
             c.subscribe(topic)
             c.register_message_listener(ok_listener(second))
             await c.start()
@@ -328,7 +332,7 @@ def test_consume_from_committed_offset_after_restart(cluster: EmbeddedCluster) -
     run(main(), timeout=60)
 
 
-def test_tag_filter_and_batch_listener(cluster: EmbeddedCluster) -> None:
+def test_tag_filter_and_batch_listener(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsTags"), unique("cg")
 
     async def main() -> None:
@@ -341,11 +345,11 @@ def test_tag_filter_and_batch_listener(cluster: EmbeddedCluster) -> None:
             return ConsumeStatus.CONSUME_SUCCESS
 
         consumer = AsyncPushConsumer(
-            group, cluster.namesrv_addr, instance_name="tags-1", consume_message_batch_max_size=8
+            group, embedded_cluster.namesrv_addr, instance_name="tags-1", consume_message_batch_max_size=8
         )
         consumer.subscribe(topic, "TagA || TagB")
         consumer.register_message_listener(listener)
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             queues = await create_topic(producer, topic)
             await consumer.start()
             msgs = [
@@ -362,7 +366,7 @@ def test_tag_filter_and_batch_listener(cluster: EmbeddedCluster) -> None:
     run(main(), timeout=60)
 
 
-def test_sync_push_consumer_with_plain_listener(cluster: EmbeddedCluster) -> None:
+def test_sync_push_consumer_with_plain_listener(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsSyncFacade"), unique("cg")
     received: list[bytes] = []
     threads: set[str] = set()
@@ -377,10 +381,10 @@ def test_sync_push_consumer_with_plain_listener(cluster: EmbeddedCluster) -> Non
 
     from rocketlite.client import Producer  # noqa: PLC0415
 
-    with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+    with Producer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
         for i in range(4):
             producer.send(Message(topic, f"s{i}".encode()))
-        consumer = PushConsumer(group, cluster.namesrv_addr, instance_name="sync-1")
+        consumer = PushConsumer(group, embedded_cluster.namesrv_addr, instance_name="sync-1")
         consumer.subscribe(topic)
         consumer.register_message_listener(listener)
         with consumer:
@@ -391,11 +395,11 @@ def test_sync_push_consumer_with_plain_listener(cluster: EmbeddedCluster) -> Non
     assert all(name.startswith("rocketlite-consume") for name in threads)
 
 
-def test_pull_consumer_seek_poll_commit(cluster: EmbeddedCluster) -> None:
+def test_pull_consumer_seek_poll_commit(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsPull"), unique("cg")
 
     async def main() -> None:
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             await producer.send(Message(topic, b"create"), queue=MessageQueue(topic, "broker-a", 0))
             queues = await producer.fetch_publish_queues(topic)
             mq = queues[1]  # an empty queue
@@ -404,10 +408,12 @@ def test_pull_consumer_seek_poll_commit(cluster: EmbeddedCluster) -> None:
             boundary = int(time.time() * 1000)
             after = [await producer.send(Message(topic, f"new{i}".encode()), queue=mq) for i in range(5)]
             assert after[0].queue_offset == 5 and before[-1].queue_offset == 4
-            async with AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as waiter:
+            async with AsyncPullConsumer(
+                unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False
+            ) as waiter:
                 await read_queues(waiter, [mq], 10)  # all ten dispatched and pullable
 
-            async with AsyncPullConsumer(group, cluster.namesrv_addr, auto_commit=False) as pc:
+            async with AsyncPullConsumer(group, embedded_cluster.namesrv_addr, auto_commit=False) as pc:
                 assert sorted(await pc.fetch_queues(topic)) == sorted(queues)
                 assert await pc.get_min_offset(mq) == 0
                 assert await pc.get_max_offset(mq) == 10
@@ -434,7 +440,7 @@ def test_pull_consumer_seek_poll_commit(cluster: EmbeddedCluster) -> None:
                 assert [m.body for m in await pc.poll(2)][:2] == [b"old0", b"old1"]
 
             # A new reader of the group starts at the committed offset and long-polls for news.
-            async with AsyncPullConsumer(group, cluster.namesrv_addr, heartbeat=False) as pc2:
+            async with AsyncPullConsumer(group, embedded_cluster.namesrv_addr, heartbeat=False) as pc2:
                 pc2.assign([mq])
                 assert await pc2.poll(0) == []
                 assert pc2.position(mq) == 10
@@ -445,13 +451,13 @@ def test_pull_consumer_seek_poll_commit(cluster: EmbeddedCluster) -> None:
     run(main(), timeout=60)
 
 
-def test_sync_pull_consumer(cluster: EmbeddedCluster) -> None:
+def test_sync_pull_consumer(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ConsPullSync")
     from rocketlite.client import Producer  # noqa: PLC0415
 
-    with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+    with Producer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
         result = producer.send(Message(topic, b"x1"))
-        with PullConsumer(unique("cg"), cluster.namesrv_addr) as pc:
+        with PullConsumer(unique("cg"), embedded_cluster.namesrv_addr) as pc:
             pc.assign([result.queue])
             pc.seek_to_begin(result.queue)
             assert [m.body for m in pc.poll(2)] == [b"x1"]
@@ -461,7 +467,7 @@ def test_sync_pull_consumer(cluster: EmbeddedCluster) -> None:
             assert status is PullStatus.FOUND and nxt == hi == 1 and msgs[0].body == b"x1"
 
 
-def test_orderly_consumers_share_queues_through_broker_locks(cluster: EmbeddedCluster) -> None:
+def test_orderly_consumers_share_queues_through_broker_locks(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsOrderLock"), unique("cg")
 
     async def main() -> None:
@@ -484,7 +490,7 @@ def test_orderly_consumers_share_queues_through_broker_locks(cluster: EmbeddedCl
                     changed.push(name)
 
             c = AsyncPushConsumer(
-                group, cluster.namesrv_addr, instance_name=f"lock-{name}", queue_listener=on_change
+                group, embedded_cluster.namesrv_addr, instance_name=f"lock-{name}", queue_listener=on_change
             )
             c.subscribe(topic)
             c.register_message_listener_orderly(listener)
@@ -497,7 +503,7 @@ def test_orderly_consumers_share_queues_through_broker_locks(cluster: EmbeddedCl
                     return False
             return True
 
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             await create_topic(producer, topic)
             c1, c2 = make("c1"), make("c2")
             await c1.start()
@@ -529,15 +535,15 @@ def test_orderly_consumers_share_queues_through_broker_locks(cluster: EmbeddedCl
     run(main(), timeout=60)
 
 
-def test_offsets_persist_while_running(cluster: EmbeddedCluster) -> None:
+def test_offsets_persist_while_running(embedded_cluster: EmbeddedCluster) -> None:
     topic, group = unique("ConsPersist"), unique("cg")
 
     async def main() -> None:
         got = Collector()
-        consumer = AsyncPushConsumer(group, cluster.namesrv_addr, instance_name="persist-1")
+        consumer = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="persist-1")
         consumer.subscribe(topic)
         consumer.register_message_listener(ok_listener(got))
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             mq = MessageQueue(topic, "broker-a", 2)
             for i in range(5):
                 await producer.send(Message(topic, f"p{i}".encode()), queue=mq)
@@ -546,7 +552,7 @@ def test_offsets_persist_while_running(cluster: EmbeddedCluster) -> None:
             await consumer.persist_offsets()  # what the 5 s timer does: one-way UPDATE_CONSUMER_OFFSET
             # Same instance name = same connection, so this query is answered after the update.
             async with AsyncPullConsumer(
-                group, cluster.namesrv_addr, instance_name="persist-1", heartbeat=False
+                group, embedded_cluster.namesrv_addr, instance_name="persist-1", heartbeat=False
             ) as pc:
                 assert await pc.committed(mq) == 5
             await consumer.close()

@@ -19,7 +19,9 @@ from rocketlite.client import (
 )
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.store.config import StoreConfig
-from tests.support.cluster import run, unique, wait_messages
+from tests.support.aio import run
+from tests.support.names import unique
+from tests.support.sdk import wait_messages
 
 
 @pytest.fixture

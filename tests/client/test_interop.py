@@ -9,24 +9,17 @@ from collections import Counter
 
 from rocketlite.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from rocketlite.embedded import EmbeddedCluster
-from tests.broker.test_real_clients import (
-    Clients,
-    body_of,
-    clients,
-    cluster,
-    create_topic,
-    msg_spec,
-    require,
-    unique,
-)
-
-__all__ = ["clients", "cluster"]  # fixtures used by name below
+from tests.support.names import unique
+from tests.support.real_clients import Clients, body_of, msg_spec, require
+from tests.support.topics import create_topic
 
 
-def test_ali_ons_producer_to_rocketlite_consumer(cluster: EmbeddedCluster, clients: Clients) -> None:
+def test_ali_ons_producer_to_rocketlite_consumer(
+    real_clients_cluster: EmbeddedCluster, clients: Clients
+) -> None:
     require("ons")
     topic, group = unique("InteropA"), unique("cg_interop_a")
-    create_topic(cluster, topic)
+    create_topic(real_clients_cluster, topic)
     got: queue.Queue[MessageExt] = queue.Queue()
 
     def listener(msgs: list[MessageExt], _ctx: object) -> ConsumeStatus:
@@ -35,7 +28,9 @@ def test_ali_ons_producer_to_rocketlite_consumer(cluster: EmbeddedCluster, clien
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumer = PushConsumer(
-        group, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        group,
+        real_clients_cluster.namesrv_addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     )
     consumer.subscribe(topic, "TagA || TagB")
     consumer.register_message_listener(listener)
@@ -47,7 +42,7 @@ def test_ali_ons_producer_to_rocketlite_consumer(cluster: EmbeddedCluster, clien
                      props={"color": "red" if i % 2 else "blue", "seq": str(i)})
             for i in range(12)
         ]  # fmt: skip
-        clients.produce("ons", cluster, unique("pg"), messages)
+        clients.produce("ons", real_clients_cluster, unique("pg"), messages)
         wanted = {m["body"]: m for m in messages if m["tags"] != "TagC"}
         received: list[MessageExt] = []
         while {r.body.decode() for r in received} < set(wanted):
@@ -63,13 +58,15 @@ def test_ali_ons_producer_to_rocketlite_consumer(cluster: EmbeddedCluster, clien
         assert r.properties["color"] == m["props"]["color"] and r.properties["seq"] == m["props"]["seq"]
 
 
-def test_rocketlite_producer_to_ali_ons_consumer(cluster: EmbeddedCluster, clients: Clients) -> None:
+def test_rocketlite_producer_to_ali_ons_consumer(
+    real_clients_cluster: EmbeddedCluster, clients: Clients
+) -> None:
     require("ons")
     topic, group = unique("InteropB"), unique("cg_interop_b")
-    create_topic(cluster, topic)
-    c = clients.consumer("ons", cluster, group, topic, expression="TagA", props=("color",))
+    create_topic(real_clients_cluster, topic)
+    c = clients.consumer("ons", real_clients_cluster, group, topic, expression="TagA", props=("color",))
     sent: dict[str, str] = {}
-    with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+    with Producer(unique("pg"), real_clients_cluster.namesrv_addr) as producer:
         for i in range(10):
             msg = Message(topic, f"p{i}".encode(), tags="TagA" if i % 2 == 0 else "TagB",
                           keys=[f"key{i}", "shared"], properties={"color": f"c{i}"})  # fmt: skip

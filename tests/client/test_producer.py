@@ -42,27 +42,27 @@ from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id
-from tests.support.cluster import cluster, read_queues, run, unique, wait_messages, wait_route
-
-__all__ = ["cluster"]  # the module-scoped fixture, imported for pytest
+from tests.support.aio import run
+from tests.support.names import unique
+from tests.support.sdk import read_queues, wait_messages, wait_route
 
 UNIQ_RE = re.compile(r"^[0-9A-F]{32}$")
 
 
-def test_send_sync_result_and_round_trip(cluster: EmbeddedCluster) -> None:
+def test_send_sync_result_and_round_trip(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdSync")
 
     async def main() -> None:
         async with (
-            AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer,
-            AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as reader,
+            AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer,
+            AsyncPullConsumer(unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False) as reader,
         ):
             msg = Message(topic, b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "blue"})
             result = await producer.send(msg)
             assert result.status is SendStatus.SEND_OK
             assert UNIQ_RE.match(result.msg_id)
             stored_at = parse_msg_id(result.offset_msg_id)
-            assert str(stored_at.address) == cluster.broker_addr
+            assert str(stored_at.address) == embedded_cluster.broker_addr
             assert result.queue.topic == topic and result.queue.broker_name == "broker-a"
             assert result.queue in await producer.fetch_publish_queues(topic)
             assert result.queue_offset == 0
@@ -89,13 +89,13 @@ def test_uniq_id_layout() -> None:
     assert int(b[-4:], 16) == int(a[-4:], 16) + 1  # the counter
 
 
-def test_send_async_and_oneway(cluster: EmbeddedCluster) -> None:
+def test_send_async_and_oneway(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdAsync")
 
     async def main() -> None:
         async with (
-            AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer,
-            AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as reader,
+            AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer,
+            AsyncPullConsumer(unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False) as reader,
         ):
             seen: list[tuple[SendResult | None, BaseException | None]] = []
             tasks = [
@@ -112,12 +112,15 @@ def test_send_async_and_oneway(cluster: EmbeddedCluster) -> None:
     run(main())
 
 
-def test_batch_split_by_size(cluster: EmbeddedCluster) -> None:
+def test_batch_split_by_size(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdBatch")
 
     async def main() -> None:
-        producer = AsyncProducer(unique("pg"), cluster.namesrv_addr, max_message_size=2000)
-        async with producer, AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as reader:
+        producer = AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr, max_message_size=2000)
+        async with (
+            producer,
+            AsyncPullConsumer(unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False) as reader,
+        ):
             msgs = [Message(topic, bytes([65 + i]) * 500, keys=f"key{i}") for i in range(10)]
             chunks = producer.split_batch(msgs)
             assert [len(c) for c in chunks] == [3, 3, 3, 1]  # ~500 bytes each, 2000 per request
@@ -141,11 +144,11 @@ def test_batch_split_by_size(cluster: EmbeddedCluster) -> None:
     run(main())
 
 
-def test_queue_selectors(cluster: EmbeddedCluster) -> None:
+def test_queue_selectors(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdSelect")
 
     async def main() -> None:
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
             await producer.send(Message(topic, b"warm-up"))  # creates the topic
             queues = await producer.fetch_publish_queues(topic)
             assert len(queues) == 4
@@ -169,14 +172,14 @@ def test_queue_selectors(cluster: EmbeddedCluster) -> None:
     run(main())
 
 
-def test_compression_round_trip(cluster: EmbeddedCluster) -> None:
+def test_compression_round_trip(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdZip")
     big = (b"0123456789abcdef" * 1024)[:10_000]
 
     async def main() -> None:
         async with (
-            AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer,
-            AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as reader,
+            AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer,
+            AsyncPullConsumer(unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False) as reader,
         ):
             r_big = await producer.send(Message(topic, big))
             r_small = await producer.send(Message(topic, b"small"))
@@ -190,13 +193,13 @@ def test_compression_round_trip(cluster: EmbeddedCluster) -> None:
     run(main())
 
 
-def test_delay_level_arrives_later(cluster: EmbeddedCluster) -> None:
+def test_delay_level_arrives_later(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdDelay")
 
     async def main() -> None:
         async with (
-            AsyncProducer(unique("pg"), cluster.namesrv_addr) as producer,
-            AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as reader,
+            AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer,
+            AsyncPullConsumer(unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False) as reader,
         ):
             await producer.send(Message(topic, b"now"))
             sent = time.time()
@@ -232,13 +235,16 @@ class _Listener:
         return LocalTransactionState.COMMIT_MESSAGE
 
 
-def test_transaction_commit_rollback_and_check_back(cluster: EmbeddedCluster) -> None:
+def test_transaction_commit_rollback_and_check_back(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdTx")
     listener = _Listener()
 
     async def main() -> None:
-        producer = AsyncTransactionProducer(unique("txg"), cluster.namesrv_addr, listener=listener)
-        async with producer, AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as reader:
+        producer = AsyncTransactionProducer(unique("txg"), embedded_cluster.namesrv_addr, listener=listener)
+        async with (
+            producer,
+            AsyncPullConsumer(unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False) as reader,
+        ):
             commit = await producer.send_message_in_transaction(Message(topic, b"commit-me"), "ctx")
             rollback = await producer.send_message_in_transaction(Message(topic, b"rollback-me"), "ctx")
             unknown = await producer.send_message_in_transaction(
@@ -276,11 +282,11 @@ def test_errors_registry() -> None:
     assert unknown.code == ResponseCode.SYSTEM_ERROR
 
 
-def test_errors_from_the_wire(cluster: EmbeddedCluster) -> None:
+def test_errors_from_the_wire(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdErr")
 
     async def main() -> None:
-        async with AsyncProducer(unique("pg"), cluster.namesrv_addr, send_timeout=2) as producer:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr, send_timeout=2) as producer:
             with pytest.raises(MessageIllegalError):
                 await producer.send(Message("bad topic!", b"x"))
             with pytest.raises(MessageIllegalError):
@@ -310,7 +316,7 @@ def test_unreachable_name_server_is_a_connect_error() -> None:
     run(main())
 
 
-def test_sync_producer_facade(cluster: EmbeddedCluster) -> None:
+def test_sync_producer_facade(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdSyncFacade")
     done = threading.Event()
     outcome: list[Any] = []
@@ -319,7 +325,7 @@ def test_sync_producer_facade(cluster: EmbeddedCluster) -> None:
         outcome.append((result, error, threading.current_thread().name))
         done.set()
 
-    with Producer(unique("pg"), cluster.namesrv_addr) as producer:
+    with Producer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
         first = producer.send(Message(topic, b"sync"))
         assert first.status is SendStatus.SEND_OK
         future = producer.send_async(Message(topic, b"async"), callback)
@@ -357,7 +363,7 @@ def test_request_timeout_from_a_silent_server() -> None:
     run(main())
 
 
-def test_sync_transaction_producer(cluster: EmbeddedCluster) -> None:
+def test_sync_transaction_producer(embedded_cluster: EmbeddedCluster) -> None:
     topic = unique("ProdTxSync")
 
     class Listener:
@@ -367,14 +373,14 @@ def test_sync_transaction_producer(cluster: EmbeddedCluster) -> None:
         def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
             return LocalTransactionState.ROLLBACK_MESSAGE
 
-    with TransactionProducer(unique("txg"), cluster.namesrv_addr, listener=Listener()) as producer:
+    with TransactionProducer(unique("txg"), embedded_cluster.namesrv_addr, listener=Listener()) as producer:
         yes = producer.send_message_in_transaction(Message(topic, b"yes"), True)
         no = producer.send_message_in_transaction(Message(topic, b"no"), False)
     assert yes.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
     assert no.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
 
     async def main() -> None:
-        async with AsyncPullConsumer(unique("cg"), cluster.namesrv_addr, heartbeat=False) as reader:
+        async with AsyncPullConsumer(unique("cg"), embedded_cluster.namesrv_addr, heartbeat=False) as reader:
             got = await wait_messages(reader, topic, 1)
             assert [m.body for m in got] == [b"yes"]
 

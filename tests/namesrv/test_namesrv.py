@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.frame import decode_frame
 from rocketlite.remoting.client import RemotingClient
+from tests.support.aio import run
 
 CLUSTER = "DefaultCluster"
 MASTER_ADDR = "127.0.0.1:10911"
@@ -47,10 +48,6 @@ PLAIN_ROUTE_BODY = (
     b'"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSynFlag":0,"topicSysFlag":0,'
     b'"writeQueueNums":4}]}'
 )
-
-
-def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    asyncio.run(asyncio.wait_for(test(), 10))
 
 
 @dataclass
@@ -160,7 +157,7 @@ def test_register_json_body_then_route_plain_keys_exact_bytes(tmp_path: Path) ->
                 assert route.code == ResponseCode.SUCCESS
                 assert route.body == PLAIN_ROUTE_BODY
 
-    run(body)
+    run(body(), 10)
 
 
 def test_route_quoted_keys_for_version_401_and_accept_standard_json(tmp_path: Path) -> None:
@@ -174,7 +171,7 @@ def test_route_quoted_keys_for_version_401_and_accept_standard_json(tmp_path: Pa
             assert (await env.route(version=317, acceptStandardJsonOnly="false")).body == PLAIN_ROUTE_BODY
             json.loads(quoted)  # the standard form is real JSON
 
-    run(body)
+    run(body(), 10)
 
 
 def test_register_compressed_body(tmp_path: Path) -> None:
@@ -187,7 +184,7 @@ def test_register_compressed_body(tmp_path: Path) -> None:
             route = TopicRouteData.from_json((await env.route("TBW102")).body or b"")
             assert [(q.read_queue_nums, q.perm) for q in route.queue_datas] == [(8, 7)]
 
-    run(body)
+    run(body(), 10)
 
 
 def test_register_crc_mismatch_and_crc_zero(tmp_path: Path) -> None:
@@ -199,7 +196,7 @@ def test_register_crc_mismatch_and_crc_zero(tmp_path: Path) -> None:
             assert (await env.register(crc=0)).code == ResponseCode.SUCCESS  # 0 = do not check
             assert (await env.route()).code == ResponseCode.SUCCESS
 
-    run(body)
+    run(body(), 10)
 
 
 def test_register_undecodable_body_is_system_error(tmp_path: Path) -> None:
@@ -218,7 +215,7 @@ def test_register_undecodable_body_is_system_error(tmp_path: Path) -> None:
             assert (response.remark or "").startswith("Failed to decode RegisterBrokerBody")
             assert env.server.route_info.broker_live_table == {}
 
-    run(body)
+    run(body(), 10)
 
 
 def test_unknown_topic_is_topic_not_exist(tmp_path: Path) -> None:
@@ -232,7 +229,7 @@ def test_unknown_topic_is_topic_not_exist(tmp_path: Path) -> None:
             assert miss.remark.startswith("No topic route info in name server for the topic: NoSuchTopic")
             assert miss.body is None
 
-    run(body)
+    run(body(), 10)
 
 
 def test_slave_registration_returns_master_addr(tmp_path: Path) -> None:
@@ -262,7 +259,7 @@ def test_slave_registration_returns_master_addr(tmp_path: Path) -> None:
             route = TopicRouteData.from_json((await env.route()).body or b"")
             assert dict(route.broker_datas[0].broker_addrs) == {0: SLAVE_ADDR}
 
-    run(body)
+    run(body(), 10)
 
 
 def test_unregister_removes_broker_and_its_topics(tmp_path: Path) -> None:
@@ -283,7 +280,7 @@ def test_unregister_removes_broker_and_its_topics(tmp_path: Path) -> None:
             info = await env.call(RequestCode.GET_BROKER_CLUSTER_INFO)
             assert info.body == b'{"brokerAddrTable":{},"clusterAddrTable":{}}'
 
-    run(body)
+    run(body(), 10)
 
 
 def test_reregister_updates_queues_only_when_data_version_changes(tmp_path: Path) -> None:
@@ -297,7 +294,7 @@ def test_reregister_updates_queues_only_when_data_version_changes(tmp_path: Path
             route = TopicRouteData.from_json((await env.route()).body or b"")
             assert route.queue_datas[0].write_queue_nums == 8
 
-    run(body)
+    run(body(), 10)
 
 
 # ------------------------------------------------------------------------------------ expiry / close
@@ -319,7 +316,7 @@ def test_expiry_with_manual_clock_closes_the_broker_connection(tmp_path: Path) -
             finally:
                 await broker.close()
 
-    run(body)
+    run(body(), 10)
 
 
 def test_query_data_version_keeps_broker_alive(tmp_path: Path) -> None:
@@ -345,7 +342,7 @@ def test_query_data_version_keeps_broker_alive(tmp_path: Path) -> None:
             other = await env.call(RequestCode.QUERY_DATA_VERSION, ext, DataVersion(5, 5).to_bytes())
             assert other.ext_fields == {"changed": "true"}
 
-    run(body)
+    run(body(), 10)
 
 
 def test_connection_close_removes_broker(tmp_path: Path) -> None:
@@ -359,7 +356,7 @@ def test_connection_close_removes_broker(tmp_path: Path) -> None:
             route = TopicRouteData.from_json((await env.route()).body or b"")
             assert [b.broker_name for b in route.broker_datas] == ["broker-b"]
 
-    run(body)
+    run(body(), 10)
 
 
 # ---------------------------------------------------------------------------------------- KV config
@@ -396,7 +393,7 @@ def test_kv_config_put_get_delete_and_miss(tmp_path: Path) -> None:
             got = await env.call(RequestCode.GET_KV_CONFIG, {"namespace": "NS", "key": "k2"})
             assert got.ext_fields == {"value": "v2"}
 
-    run(body)
+    run(body(), 10)
 
 
 def test_order_topic_conf_and_register_answer_body(tmp_path: Path) -> None:
@@ -409,7 +406,7 @@ def test_order_topic_conf_and_register_answer_body(tmp_path: Path) -> None:
             route = TopicRouteData.from_json((await env.route()).body or b"")
             assert route.order_topic_conf == "broker-a:4"
 
-    run(body)
+    run(body(), 10)
 
 
 # ----------------------------------------------------------------------------------- admin queries
@@ -440,7 +437,7 @@ def test_cluster_info_and_topic_lists(tmp_path: Path) -> None:
                 unit = await env.call(code)
                 assert (unit.code, unit.body) == (ResponseCode.SUCCESS, b'{"topicList":[]}')
 
-    run(body)
+    run(body(), 10)
 
 
 def test_write_perm_wipe_add_and_delete_topic(tmp_path: Path) -> None:
@@ -460,7 +457,7 @@ def test_write_perm_wipe_add_and_delete_topic(tmp_path: Path) -> None:
             assert (await env.route()).code == ResponseCode.TOPIC_NOT_EXIST
             assert (await env.route("Other")).code == ResponseCode.SUCCESS
 
-    run(body)
+    run(body(), 10)
 
 
 # ------------------------------------------------------------------------------ protocol edge cases
@@ -474,7 +471,7 @@ def test_unknown_code_gets_no_response_and_connection_stays_usable(tmp_path: Pat
                     await env.call(code, timeout=0.2)
             assert (await env.call(RequestCode.GET_BROKER_CLUSTER_INFO)).code == ResponseCode.SUCCESS
 
-    run(body)
+    run(body(), 10)
 
 
 def test_update_namesrv_config_is_refused(tmp_path: Path) -> None:
@@ -489,7 +486,7 @@ def test_update_namesrv_config_is_refused(tmp_path: Path) -> None:
             current = await env.call(RequestCode.GET_NAMESRV_CONFIG)
             assert b"listenPort=0\n" in (current.body or b"")
 
-    run(body)
+    run(body(), 10)
 
 
 def test_missing_header_field_is_system_error(tmp_path: Path) -> None:
@@ -504,7 +501,7 @@ def test_missing_header_field_is_system_error(tmp_path: Path) -> None:
             assert response.code == ResponseCode.SYSTEM_ERROR
             assert response.remark == "the custom field <brokerAddr> is null"
 
-    run(body)
+    run(body(), 10)
 
 
 def test_malformed_frame_closes_connection_server_keeps_serving(tmp_path: Path) -> None:
@@ -518,7 +515,7 @@ def test_malformed_frame_closes_connection_server_keeps_serving(tmp_path: Path) 
             await writer.wait_closed()
             assert (await env.call(RequestCode.GET_BROKER_CLUSTER_INFO)).code == ResponseCode.SUCCESS
 
-    run(body)
+    run(body(), 10)
 
 
 def test_cpp_client_request_with_numbers_and_signature(tmp_path: Path) -> None:
@@ -542,7 +539,7 @@ def test_cpp_client_request_with_numbers_and_signature(tmp_path: Path) -> None:
             assert (response.code, response.opaque) == (ResponseCode.SUCCESS, 7)
             assert (await env.route()).code == ResponseCode.TOPIC_NOT_EXIST
 
-    run(body)
+    run(body(), 10)
 
 
 def test_close_is_idempotent_and_port_requires_start(tmp_path: Path) -> None:
@@ -556,4 +553,4 @@ def test_close_is_idempotent_and_port_requires_start(tmp_path: Path) -> None:
             assert server.port > 0
         await server.close()
 
-    run(body)
+    run(body(), 10)

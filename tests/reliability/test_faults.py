@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import shutil
 import signal
 import subprocess
@@ -34,9 +33,10 @@ import pytest
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
 from rocketlite.remoting.client import RemotingClient
-from tests.support.wire import QUEUES, TOPIC, free_port, pull_queue, query_key, send_request
+from tests.support.ports import broker_port, free_port
+from tests.support.processes import ROCKETLITE, child_env
+from tests.support.wire import QUEUES, TOPIC, pull_queue, query_key, send_request
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 SMALL_SEGMENTS = {"mapedFileSizeCommitLog": "65536", "mapedFileSizeConsumeQueue": "2000"}
 HERE = Path(__file__).resolve().parent
 
@@ -53,19 +53,12 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH", "")) if p)
-    env.update(extra or {})
-    return env
-
-
 class Broker:
     """`rocketlite broker -c broker.conf` as a child process on a free port."""
 
     def __init__(self, root: Path, store: Path, settings: dict[str, str], env: dict[str, str] | None = None,
                  wrapper: str | None = None) -> None:  # fmt: skip
-        self.port = free_port()
+        self.port = broker_port()  # its VIP (port - 2) must be free too
         conf = {
             "brokerClusterName": "FaultCluster",
             "brokerName": "fault-broker",
@@ -82,11 +75,11 @@ class Broker:
         self.conf = root / "broker.conf"
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
         self.log_path = root / f"broker-{self.port}.log"
-        head = [sys.executable, "-c", wrapper] if wrapper else [sys.executable, "-m", "rocketlite"]
+        head = [sys.executable, "-c", wrapper] if wrapper else [*ROCKETLITE]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 [*head, "--log-level", "WARNING", "broker", "-c", str(self.conf)],
-                stdout=log, stderr=log, env=_env(env),
+                stdout=log, stderr=log, env=child_env(env),
             )  # fmt: skip
         self.addr = f"127.0.0.1:{self.port}"
 
@@ -118,9 +111,9 @@ class Broker:
 
 
 def _store_verify(store: Path, hook_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    head = [sys.executable, "-c", _UNREADABLE_WRAPPER] if hook_env else [sys.executable, "-m", "rocketlite"]
+    head = [sys.executable, "-c", _UNREADABLE_WRAPPER] if hook_env else [*ROCKETLITE]
     command = [*head, "store", "verify", str(store)]
-    env = _env(hook_env)
+    env = child_env(hook_env)
     return subprocess.run(command, check=False, capture_output=True, text=True, env=env, timeout=120)
 
 

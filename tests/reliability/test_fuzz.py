@@ -36,22 +36,22 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import headers as headers_mod
 from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
-from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import (
     RemotingCommand,
-    decode_json_header,
     decode_rocketmq_header,
-    make_request,
 )
 from rocketlite.protocol.custom_header import CustomHeader, HeaderFieldError
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import FrameDecoder, encode_command
+from rocketlite.protocol.frame import FrameDecoder
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import MessageInner, decode_records, encode_record
-from tests.support.broker_harness import BrokerUnderTest, broker_under_test, run
+from rocketlite.protocol.speedups import decode_json_header
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
 
 FUZZ = settings(
     max_examples=300,
@@ -61,79 +61,6 @@ FUZZ = settings(
 )
 SMALL_LIMIT = 4096
 IDLE_CONNS = int(os.environ.get("ROCKETLITE_IDLE_CONNS", "200"))
-
-
-# -- corpus helpers (shared with bench/fuzz.py) -----------------------------------------------
-def sample_frames() -> list[bytes]:
-    """Valid frames of the kinds a broker sees: JSON and ROCKETMQ headers, send, pull, batch."""
-    send = SendMessageRequestHeader(
-        producer_group="pg", topic="FuzzTopic", default_topic="TBW102", default_topic_queue_nums=4,
-        queue_id=0, sys_flag=0, born_timestamp=1, flag=0, properties="KEYS\x01k\x02TAGS\x01t",
-        reconsume_times=0,
-    )  # fmt: skip
-    batch = encode_batch([BatchEntry(0, b"a", "KEYS\x01x"), BatchEntry(1, b"bb", "")])
-    cmds = [
-        make_request(RequestCode.SEND_MESSAGE_V2, send.to_ext_v2(), b"body"),
-        make_request(RequestCode.SEND_MESSAGE, send.to_ext(), b"body"),
-        make_request(RequestCode.SEND_BATCH_MESSAGE, {**send.to_ext_v2(), "j": "1"}, batch),
-        make_request(
-            RequestCode.HEART_BEAT, {}, b'{"clientID":"c","consumerDataSet":[],"producerDataSet":[]}'
-        ),
-        make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "FuzzTopic"}),
-        make_request(
-            RequestCode.QUERY_MESSAGE,
-            {"topic": "FuzzTopic", "key": "k", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": "9"},
-        ),
-        make_request(
-            RequestCode.PULL_MESSAGE,
-            {
-                "consumerGroup": "g",
-                "topic": "FuzzTopic",
-                "queueId": "0",
-                "queueOffset": "0",
-                "maxMsgNums": "32",
-                "sysFlag": "4",
-                "commitOffset": "0",
-                "suspendTimeoutMillis": "0",
-                "subscription": "*",
-                "subVersion": "0",
-            },
-        ),
-        make_request(RequestCode.GET_MAX_OFFSET, {"topic": "FuzzTopic", "queueId": "0"}),
-    ]
-    out: list[bytes] = []
-    for cmd in cmds:
-        out.append(encode_command(cmd))
-        cmd.serialize_type = SerializeType.ROCKETMQ
-        out.append(encode_command(cmd))
-    return out
-
-
-SAMPLES = sample_frames()
-
-
-def mutate(rng: random.Random, data: bytes) -> bytes:
-    """A few random byte-level mutations (flip, set interesting value, insert, delete, splice)."""
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        op = rng.randrange(6)
-        pos = rng.randrange(len(buf)) if buf else 0
-        if op == 0 and buf:
-            buf[pos] ^= 1 << rng.randrange(8)
-        elif op == 1 and buf:
-            buf[pos] = rng.choice((0, 0x7F, 0x80, 0xFF, ord('"'), ord("{"), ord("}"), ord(":")))
-        elif op == 2:
-            buf[pos:pos] = rng.randbytes(rng.randint(1, 8))
-        elif op == 3 and buf:
-            del buf[pos : pos + rng.randint(1, 8)]
-        elif op == 4 and len(buf) >= 4:
-            word = rng.choice((0, 1, 0x7FFF_FFFF, 0xFFFF_FFFF, 0x0100_0000, 0x00FF_FFFF, rng.getrandbits(32)))
-            p = rng.randrange(len(buf) - 3)
-            buf[p : p + 4] = struct.pack(">I", word)
-        else:
-            other = rng.choice(SAMPLES)
-            buf[pos:] = other[rng.randrange(len(other)) :]
-    return bytes(buf)
 
 
 def command_key(cmd: RemotingCommand) -> tuple[Any, ...]:
@@ -290,11 +217,6 @@ def test_decode_records_never_raises(data: bytes) -> None:
     assert sum(r.total_size for r in records) <= len(data)
 
 
-HEADER_CLASSES = sorted(
-    (c for c in vars(headers_mod).values()
-     if isinstance(c, type) and issubclass(c, CustomHeader) and c is not CustomHeader),
-    key=lambda c: c.__name__,
-)  # fmt: skip
 EXT_TEXT = st.one_of(
     st.text(max_size=12),
     st.sampled_from(["", "0", "-1", "1", "true", "false", "null", "9223372036854775808", "2147483648",
@@ -466,34 +388,6 @@ def test_partial_frames_time_out_but_quiet_and_busy_connections_stay(tmp_path: P
                 w.close()
 
     run(scenario())
-
-
-async def _throughput(b: BrokerUnderTest, seconds: float) -> float:
-    sent = 0
-    deadline = time.monotonic() + seconds
-    started = time.monotonic()
-    while time.monotonic() < deadline:
-        r = await b.send("LoadTopic", b"y" * 128, keys=f"k{sent}")
-        assert r.code == ResponseCode.SUCCESS, r.remark
-        sent += 1
-    return sent / (time.monotonic() - started)
-
-
-async def hold_idle_connections(b: BrokerUnderTest, count: int, seconds: float) -> tuple[float, float, int]:
-    """Throughput without, then with `count` idle connections held; and how many the broker holds."""
-    await _throughput(b, 0.3)  # warm-up: topic creation, caches
-    baseline = await _throughput(b, seconds)
-    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-    for _ in range(count):
-        idle.append(await asyncio.open_connection("127.0.0.1", b.controller.port))
-    # Half of them hold a partial frame (a header word, no more), the rest nothing at all.
-    for _r, w in idle[::2]:
-        w.write(SAMPLES[0][:6])
-    with_idle = await _throughput(b, seconds)
-    held = sum(1 for r, w in idle if not r.at_eof() and not w.is_closing())
-    for _r, w in idle:
-        w.close()
-    return baseline, with_idle, held
 
 
 def test_idle_connections_do_not_starve_a_producer(tmp_path: Path) -> None:

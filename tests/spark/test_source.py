@@ -24,13 +24,8 @@ from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.schema import COLUMNS
 from rocketlite.spark.sink import _rows, write_partition
 from rocketlite.spark.source import DataLossError, QueueRange, StreamReader, read_range
-from tests.support.spark_session import (
-    create_topic,
-    produce,
-    spark_cluster_fixture,  # noqa: F401 - the spark_cluster fixture
-    spark_fixture,  # noqa: F401 - the spark fixture
-    wait_dispatched,
-)
+from tests.support.spark_session import produce, wait_dispatched
+from tests.support.topics import create_topic
 
 A0 = QueueRef("T", "broker-a", 0)
 A1 = QueueRef("T", "broker-a", 1)

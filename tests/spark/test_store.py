@@ -13,8 +13,9 @@ pytest.importorskip("pyspark")
 
 from rocketlite.embedded import embedded
 from rocketlite.protocol.record import SIZE_MAGIC, decode_record
-from tests.support.spark_session import create_topic, produce, spark_fixture  # noqa: F401
+from tests.support.spark_session import produce
 from tests.support.store import REAL_STORE
+from tests.support.topics import create_topic
 
 SEGMENT = 64 * 1024
 

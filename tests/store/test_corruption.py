@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.recovery import RecoveryReport
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
+from tests.support.processes import ROCKETLITE
 from tests.support.store import REAL_STORE, StoreFactory, small_config
 
 HOST = HostAddress.parse("127.0.0.1:10911")
@@ -408,7 +408,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH", "")) if p)
     return subprocess.run(
-        [sys.executable, "-m", "rocketlite", *args],
+        [*ROCKETLITE, *args],
         capture_output=True,
         text=True,
         env=env,

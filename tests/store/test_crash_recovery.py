@@ -31,6 +31,7 @@ from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
 from tests.support.crash_child import QUEUES, TOPIC, body_for, crash_config, make_message
+from tests.support.processes import ROCKETLITE
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "crash_child.py"
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -199,7 +200,7 @@ def test_sigkill_cycles_lose_no_acknowledged_message(tmp_path: Path) -> None:
     assert len(list((root / "commitlog").iterdir())) > 10  # segments rolled many times
     assert len(list((root / "index").iterdir())) > 1
     cli = subprocess.run(
-        [sys.executable, "-m", "rocketlite", "store", "verify", str(root)],
+        [*ROCKETLITE, "store", "verify", str(root)],
         capture_output=True,
         text=True,
         env=_child_env(),

@@ -1,31 +1,24 @@
 """A real broker on 127.0.0.1 (free ports, temp store) and a raw remoting client, for broker tests.
 
-Async tests run with `asyncio.run` (pytest-asyncio is not used): write `async def scenario()` and
-call `run(scenario())`.
+Async tests run their scenario with `tests.support.aio.run`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
-from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
+from tests.support.wire import send_command
 
 T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
 
 
 @dataclass
@@ -44,18 +37,9 @@ class BrokerUnderTest:
     async def send(self, topic: str, body: bytes = b"hello", *, queue_id: int = 0, tags: str | None = None,
                    keys: str | None = None, props: dict[str, str] | None = None,
                    reconsume_times: int = 0) -> RemotingCommand:  # fmt: skip
-        p: dict[str, str] = {}
-        if tags:
-            p["TAGS"] = tags
-        if keys:
-            p["KEYS"] = keys
-        p.update(props or {})
-        header = SendMessageRequestHeader(
-            producer_group="test_pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
-            queue_id=queue_id, sys_flag=0, born_timestamp=1, flag=0,
-            properties="\x02".join(f"{k}\x01{v}" for k, v in p.items()), reconsume_times=reconsume_times,
-        )  # fmt: skip
-        return await self.call(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
+        request = send_command(topic, body, queue_id=queue_id, group="test_pg", tags=tags, keys=keys,
+                               props=props, reconsume_times=reconsume_times, born_timestamp=1)  # fmt: skip
+        return await self.client.invoke(self.addr, request, 5.0)
 
 
 @contextlib.asynccontextmanager

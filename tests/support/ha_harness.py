@@ -1,52 +1,32 @@
 """Real `rocketlite` processes on loopback for the HA tests: name server, master and slave brokers.
 
-Each process is `python -m rocketlite ...` with its own broker.conf, logging to a file under the
-test's tmp dir (shown when a wait fails). A raw remoting client (`Raw`) sends, pulls and asks for
-runtime info; `segments` / `log_bytes` read a store's commit-log files straight from disk.
+Each process is `python -m rocketlite ...` (tests.support.processes) with its own broker.conf,
+logging to a file under the test's tmp dir (shown when a wait fails). A raw remoting client
+(`Raw`) sends, pulls and asks for runtime info; `segments` / `log_bytes` read a store's commit-log
+files straight from disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketlite.protocol.bodies import KVTable
-from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.requests.pull import PullStatus
 from rocketlite.remoting.client import RemotingClient
+from tests.support import processes
+from tests.support.ports import broker_port
+from tests.support.wire import pull_until_end, send_command
 
 SEGMENT = 256 * 1024  # small commit-log segments: every test rolls a few
-
-
-def free_port() -> int:
-    """A port P with P-2 (VIP channel) and P+1 (HA) free too."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port < 1030 or port > 65000:
-            continue
-        ok = True
-        for p in (port - 2, port + 1):
-            with socket.socket() as probe:
-                try:
-                    probe.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-        if ok:
-            return port
-    raise RuntimeError("no free port block")
 
 
 @dataclass
@@ -70,22 +50,14 @@ class Proc:
         return f"--- {self.name} log ---\n" + "\n".join(text[-lines:])
 
     def kill9(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
-        self.popen.wait(10)
+        processes.kill9(self.popen)
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(10)
+        processes.stop(self.popen)
 
 
-class Cluster:
-    """Starts processes for one test; kills whatever still runs at the end."""
+class HaCluster:
+    """Starts a name server and master/slave brokers for one test; stops whatever still runs at the end."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -93,36 +65,25 @@ class Cluster:
 
     def _spawn(self, name: str, args: list[str], port: int) -> Proc:
         log_path = self.tmp / f"{name}.log"
-        with log_path.open("ab") as log:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "rocketlite", "--log-level", "INFO", *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        proc = Proc(name, popen, log_path, port)
+        proc = Proc(name, processes.spawn(args, log_path), log_path, port)
         self.procs.append(proc)
         self.wait_listening(proc)
         return proc
 
     def wait_listening(self, proc: Proc, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.popen.poll() is not None:
-                raise AssertionError(f"{proc.name} exited with {proc.popen.returncode}\n{proc.log_tail()}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", proc.port), 0.5):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{proc.name} not listening on {proc.port}\n{proc.log_tail()}")
+        try:
+            processes.wait_listening(proc.popen, proc.port, proc.name, timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{proc.log_tail()}") from None
 
     def namesrv(self) -> Proc:
-        port = free_port()
-        conf = self.tmp / "namesrv.conf"
-        conf.write_text(f"listenPort={port}\nkvConfigPath={self.tmp / 'kvConfig.json'}\n")
+        port = broker_port()
+        props = {"listenPort": str(port), "kvConfigPath": str(self.tmp / "kvConfig.json")}
+        conf = processes.write_conf(self.tmp / "namesrv.conf", props)
         return self._spawn("namesrv", ["namesrv", "-c", str(conf)], port)
 
     def broker(self, name: str, role: str, *, namesrv: Proc | None = None, **extra: str) -> Proc:
-        port = int(extra.pop("listenPort", 0)) or free_port()
+        port = int(extra.pop("listenPort", 0)) or broker_port()
         store = self.tmp / name
         props = {
             "brokerClusterName": "HaCluster",
@@ -145,8 +106,7 @@ class Cluster:
         if namesrv is not None:
             props["namesrvAddr"] = namesrv.addr
         props.update(extra)
-        conf = self.tmp / f"{name}.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        conf = processes.write_conf(self.tmp / f"{name}.conf", props)
         proc = self._spawn(name, ["broker", "-c", str(conf)], port)
         proc.store, proc.conf = store, props
         return proc
@@ -163,8 +123,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(tmp: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp)
+def ha_cluster(tmp: Path) -> Iterator[HaCluster]:
+    """An `HaCluster` whose processes are stopped when the block ends."""
+    c = HaCluster(tmp)
     try:
         yield c
     finally:
@@ -183,34 +144,17 @@ class Raw:
         return await self.client.invoke(addr, make_request(code, ext or {}, body), timeout)
 
     async def send(self, addr: str, topic: str, body: bytes, *, queue_id: int = -1) -> RemotingCommand:
-        header = SendMessageRequestHeader(
-            producer_group="ha_pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
-            queue_id=queue_id, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
-            properties="", reconsume_times=0,
-        )  # fmt: skip
-        return await self.call(addr, RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), body)
+        return await self.client.invoke(
+            addr, send_command(topic, body, queue_id=queue_id, group="ha_pg"), 10.0
+        )
 
     async def pull_all(
         self, addr: str, topic: str, queue_id: int, group: str = "ha_cg"
     ) -> list[StoredRecord]:
         """Every record of a queue, pulled from offset 0 until PULL_NOT_FOUND."""
-        out: list[StoredRecord] = []
-        offset = 0
-        while True:
-            ext = PullMessageRequestHeader(
-                consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset,
-                max_msg_nums=32, sys_flag=PullSysFlag.SUBSCRIPTION, commit_offset=0,
-                suspend_timeout_millis=0, subscription="*", sub_version=0,
-            ).to_ext()  # fmt: skip
-            r = await self.call(addr, RequestCode.PULL_MESSAGE, ext)
-            if r.code != ResponseCode.SUCCESS:
-                assert r.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY), (
-                    r.code,
-                    r.remark,
-                )
-                return out
-            out.extend(decode_records(r.body or b""))
-            offset = int(r.ext_fields["nextBeginOffset"])
+        records, end = await pull_until_end(self.client, addr, topic, queue_id, group=group)
+        assert end.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG), end
+        return records
 
     async def runtime(self, addr: str) -> dict[str, str]:
         r = await self.call(addr, RequestCode.GET_BROKER_RUNTIME_INFO)

@@ -1,9 +1,8 @@
-"""Fixtures of the Spark tests: ONE `local[2]` session and ONE embedded cluster per test run.
+"""The Spark tests' session and cluster: ONE `local[2]` session and ONE embedded cluster per run.
 
-Test modules import the fixtures (`from tests.support.spark_session import spark_fixture`, which
-pytest knows as `spark`; `spark_cluster_fixture` as `spark_cluster`); the
-objects behind them are cached here, so however many modules import them there is one JVM and
-one broker. Workers run this interpreter (`PYSPARK_PYTHON`), the driver binds to loopback
+The session-scoped fixtures `spark` and `spark_cluster` (tests/spark/conftest.py) hand out the
+objects cached here, so however many modules use them there is one JVM and one broker. Workers
+run this interpreter (`PYSPARK_PYTHON`), the driver binds to loopback
 (`SPARK_LOCAL_IP`), the UI is off and shuffles use 2 partitions.
 
 Skips (instead of failing) when pyspark/pyarrow are not installed (`pip install -e '.[spark]'`)
@@ -12,12 +11,11 @@ or no Java runtime is on the PATH.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -77,8 +75,13 @@ def get_cluster() -> EmbeddedCluster:
     return cluster
 
 
-def _release(name: str) -> None:
-    """Each importing module gets its own instance of a session fixture: the last one out closes."""
+def acquire(name: str) -> None:
+    """Count a user of the cached `name` ("spark" or "cluster"); `release` closes it after the last."""
+    _state[f"{name}_users"] = _state.get(f"{name}_users", 0) + 1
+
+
+def release(name: str) -> None:
+    """One user of `name` is done: the last one out closes it."""
     _state[f"{name}_users"] -= 1
     if _state[f"{name}_users"]:
         return
@@ -90,38 +93,6 @@ def _release(name: str) -> None:
         close_clients()
         _state.pop("cluster")
         _state.pop("cluster_stack").close()
-
-
-@pytest.fixture(scope="session", name="spark")
-def spark_fixture() -> Iterator[Any]:
-    session = get_spark()
-    _state["spark_users"] = _state.get("spark_users", 0) + 1
-    yield session
-    _release("spark")
-
-
-@pytest.fixture(scope="session", name="spark_cluster")
-def spark_cluster_fixture() -> Iterator[EmbeddedCluster]:
-    cluster = get_cluster()
-    _state["cluster_users"] = _state.get("cluster_users", 0) + 1
-    yield cluster
-    _release("cluster")
-
-
-def create_topic(cluster: EmbeddedCluster, topic: str, queues: int) -> None:
-    """UPDATE_AND_CREATE_TOPIC on the broker, waiting until the name server routes it."""
-    from rocketlite.admin.client import AdminClient  # noqa: PLC0415
-    from rocketlite.admin.topics import update_topic  # noqa: PLC0415
-
-    async def run() -> None:
-        async with AdminClient(cluster.namesrv_addr) as admin:
-            result = await update_topic(
-                admin, topic=topic, broker_addr=cluster.broker_addr, cluster=None,
-                read_queue_nums=queues, write_queue_nums=queues,
-            )  # fmt: skip
-            assert result["routeReady"], f"no route for {topic}"
-
-    asyncio.run(run())
 
 
 def produce(

@@ -1,4 +1,5 @@
-"""Shared pieces of the client tests: one embedded cluster per module, a runner, a collector.
+"""Helpers of the tests of rocketlite's own SDK: the embedded cluster's settings, a collector,
+route and queue readers. The `embedded_cluster` fixture (one per module) is in tests/client/conftest.py.
 
 Every test uses its own topic and group names, so tests of one module share a cluster (starting
 one costs a few hundred ms) without seeing each other's messages.
@@ -7,42 +8,15 @@ one costs a few hundred ms) without seeing each other's messages.
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-import pytest
-
 from rocketlite.client import AsyncPullConsumer, MessageExt, MessageQueue, NoRouteError
-from rocketlite.embedded import EmbeddedCluster, embedded
 
 T = TypeVar("T")
 
+
 FAST_DELAYS = " ".join(["1s"] * 18)  # every delay level is 1 s: retries and delays finish quickly
-_names = itertools.count()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{next(_names)}"
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    with embedded(
-        store_message_delay_level=FAST_DELAYS,
-        transaction_timeout=300,
-        transaction_check_interval=300,
-    ) as c:
-        yield c
-
-
-def run(coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
-    """Run a test coroutine on a fresh loop, failing it if it takes longer than `timeout`."""
-
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
 
 
 class Collector:
