@@ -1,7 +1,7 @@
 """`ClientManager`: the producers and consumers the broker knows from heartbeats.
 
-RocketMQ splits this into `ProducerManager`, `ConsumerManager` and `ClientManageProcessor`; here one
-class owns both tables because every event that changes one (heartbeat, unregister, a connection
+RocketMQ splits this into `ProducerManager` and `ConsumerManager`; here one class owns both tables
+because every event that changes one (heartbeat, unregister, a connection
 closing, a channel expiring) is handled the same way for both. The tables are keyed by clientID
 (the identity GET_CONSUMER_LIST_BY_GROUP must echo verbatim, and rebalancing depends on it), with
 the connection the client last heartbeated on; a client that reconnects replaces its old entry
@@ -29,27 +29,20 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.protocol import fastjson, perm, reserved
+from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
-    ConsumerListBody,
     ConsumeType,
     HeartbeatData,
     MessageModel,
     SubscriptionData,
 )
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
-from rocketlite.protocol.custom_header import MissingHeaderFieldError
-from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.codes import RequestCode
+from rocketlite.protocol.command import make_request
 from rocketlite.protocol.headers import (
-    GetConsumerConnectionListRequestHeader,
-    GetConsumerListByGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
-    UnregisterClientRequestHeader,
 )
-from rocketlite.protocol.json_body import expect_obj
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data, is_tag_type
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import cancel_tasks
@@ -171,7 +164,8 @@ _Entry = tuple[str, str, bool, Connection | None]
 
 
 class ClientManager:
-    """Producers and consumers known from heartbeats, and the requests about them."""
+    """Producers and consumers known from heartbeats (the requests about them are answered by
+    `processors/client_requests.py`)."""
 
     def __init__(
         self,
@@ -321,12 +315,12 @@ class ClientManager:
         self._drop(expired)
         return len(expired)
 
-    # -- handlers ---------------------------------------------------------------------------
-    def handle_heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """HEART_BEAT (34): `ClientManageProcessor.heartBeat`."""
-        data = HeartbeatData.from_json(request.body or b"")
+    # -- what clients report --------------------------------------------------------------
+    def heartbeat(self, conn: Connection, data: HeartbeatData, language: str, version: int) -> None:
+        """A HEART_BEAT: (re-)register every producer and consumer group the client names, on
+        `conn`; a consumer group with a config gets its retry topic (`ClientManageProcessor.heartBeat`)."""
         now = self.clock.now_ms()
-        info = ClientChannelInfo(conn, data.client_id, request.language, request.version, now)
+        info = ClientChannelInfo(conn, data.client_id, language, version, now)
         self._watch(conn)
         for consumer in data.consumer_data_set:
             cfg = self.groups.find(consumer.group_name)
@@ -343,72 +337,15 @@ class ClientManager:
             self.register_consumer(consumer, info, notify=notify)
         for producer in data.producer_data_set:
             self.register_producer(producer.group_name, info)
-        return make_response(request, ResponseCode.SUCCESS)
 
-    def handle_unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """UNREGISTER_CLIENT (35): remove the clientID from the named producer / consumer group."""
-        del conn
-        header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
+    def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> None:
+        """An UNREGISTER_CLIENT: remove the clientID from the named producer / consumer group."""
         doomed: list[_Entry] = []
-        if header.producer_group:
-            doomed.append((header.producer_group, header.client_id, False, None))
-        if header.consumer_group:
-            doomed.append((header.consumer_group, header.client_id, True, None))
+        if producer_group:
+            doomed.append((producer_group, client_id, False, None))
+        if consumer_group:
+            doomed.append((consumer_group, client_id, True, None))
         self._drop(doomed)
-        return make_response(request, ResponseCode.SUCCESS)
-
-    def handle_consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUMER_LIST_BY_GROUP (38): the exact clientIDs of the group's live clients."""
-        header = GetConsumerListByGroupRequestHeader.from_ext(request.ext_fields)
-        info = self.consumers.get(header.consumer_group)
-        ids = info.client_ids() if info is not None else []
-        if not ids:
-            log.warning("no consumer for group %s (asked by %s)", header.consumer_group, conn.remote_address)
-            return make_response(
-                request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
-            )
-        return make_response(request, ResponseCode.SUCCESS, body=ConsumerListBody(tuple(ids)).to_bytes())
-
-    def handle_consumer_connections(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """GET_CONSUMER_CONNECTION_LIST (203): `ConsumerConnection` of an online group."""
-        del conn
-        header = GetConsumerConnectionListRequestHeader.from_ext(request.ext_fields)
-        info = self.consumers.get(header.consumer_group)
-        if info is None:
-            return make_response(
-                request,
-                ResponseCode.CONSUMER_NOT_ONLINE,
-                f"the consumer group[{header.consumer_group}] not online",
-            )
-        body = fastjson.dumps(info.to_consumer_connection_json()).encode("utf-8")
-        return make_response(request, ResponseCode.SUCCESS, body=body)
-
-    def handle_producer_connections(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """GET_PRODUCER_CONNECTION_LIST (204): `ProducerConnection` of a producer group."""
-        del conn
-        group = request.ext_fields.get("producerGroup")
-        if group is None:
-            raise MissingHeaderFieldError("producerGroup")
-        table = self.producers.get(group)
-        if not table:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        body = {"connectionSet": [i.to_connection_json() for i in table.values()]}
-        return make_response(request, ResponseCode.SUCCESS, body=fastjson.dumps(body).encode("utf-8"))
-
-    def handle_check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """CHECK_CLIENT_CONFIG (46): TAG subscriptions pass; SQL92 is refused as by a Java broker
-        without `enablePropertyFilter` (this broker has no SQL92 evaluator)."""
-        del conn
-        if request.body:
-            obj = expect_obj(fastjson.loads(request.body), "CheckClientRequestBody")
-            raw_sub = obj.get("subscriptionData")
-            if raw_sub is not None:
-                sub = SubscriptionData.from_json_obj(expect_obj(raw_sub, "subscriptionData"))
-                if not is_tag_type(sub.expression_type):
-                    raise RocketliteError(
-                        f"The broker does not support consumer to filter message by {sub.expression_type}"
-                    )
-        return make_response(request, ResponseCode.SUCCESS)
 
     # -- service ----------------------------------------------------------------------------
     async def start(self) -> None:

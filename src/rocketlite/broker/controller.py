@@ -30,6 +30,7 @@ from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import BrokerFigures, MetricsServer
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
+from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
@@ -82,6 +83,7 @@ class BrokerParts:
     """
 
     clients: ClientManager
+    client_requests: ClientRequestProcessor
     send: SendMessageProcessor
     pull: PullMessageProcessor
     offsets: ConsumerOffsetProcessor
@@ -209,7 +211,7 @@ class BrokerController:
             query=parts.query,
             offsets=parts.offsets,
             send_back=parts.send_back,
-            clients=parts.clients,
+            clients=parts.client_requests,
             locks=parts.locks,
             transactions=parts.transactions,
             schedule=parts.schedule,
@@ -293,6 +295,7 @@ class BrokerController:
         )  # fmt: skip
         return BrokerParts(
             clients=clients,
+            client_requests=ClientRequestProcessor(clients),
             send=send,
             pull=pull,
             offsets=ConsumerOffsetProcessor(store, offsets),

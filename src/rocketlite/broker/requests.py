@@ -8,9 +8,9 @@ layer. REGISTER_BROKER and the other name-server codes go the other way (the bro
 
 from __future__ import annotations
 
-from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor
+from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
@@ -31,7 +31,7 @@ def register_requests(
     query: QueryMessageProcessor,
     offsets: ConsumerOffsetProcessor,
     send_back: ConsumerSendBackProcessor,
-    clients: ClientManager,
+    clients: ClientRequestProcessor,
     locks: RebalanceLockManager,
     transactions: TransactionalMessageService,
     schedule: ScheduleMessageService,
