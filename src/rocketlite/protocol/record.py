@@ -32,7 +32,7 @@ import enum
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final, TypeAlias
 
 from rocketlite.protocol.message import (
     HostAddress,
@@ -401,14 +401,15 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]:
 
 
 # -- what the hot-path codecs produce (implementations: `record_codec`, `record_codec_py`) ----------
-class EncodedRecords(NamedTuple):
-    """Records encoded back to back, complete but for QUEUEOFFSET, PHYSICALOFFSET and
-    STORETIMESTAMP (zero), which the appender patches once it knows where they land."""
-
-    buf: bytearray
-    starts: list[int]  # where each record starts in `buf`
-    stamp_positions: list[int]  # where each record's STORETIMESTAMP is in `buf`
-    sys_flag: int  # the first record's SYSFLAG (a batch is one topic-queue, one transaction state)
+# One record encoded as (header, tail, STORETIMESTAMP position in the header, SYSFLAG): the header
+# (TOTALSIZE..BODYLEN) complete but for QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP (zero), which
+# the appender patches once it knows where the record lands; the tail is BODY, TOPICLEN, TOPIC,
+# PROPLEN, PROPERTIES. A plain tuple: it is built once per message on the send path.
+EncodedRecord: TypeAlias = tuple[bytearray, bytes, int, int]
+# Records encoded back to back as (buffer, record starts, STORETIMESTAMP positions, the first
+# record's SYSFLAG), position-dependent fields zero, as for `EncodedRecord` (a batch is one
+# topic-queue and one transaction state).
+EncodedRecords: TypeAlias = tuple[bytearray, list[int], list[int], int]
 
 
 @dataclass(slots=True)

@@ -4,9 +4,10 @@ Each function here does byte for byte what its namesake in `record_codec_py` (th
 definition) does, and `tests/protocol/test_fastpath.py` pins the two together; `protocol.speedups`
 chooses between them. The speed comes from the common case only:
 
-* `encode_records` packs each header with one struct call from the per-host-family layouts, with
-  the TOPICLEN+TOPIC bytes of recent topics cached, instead of a `PreparedRecord` per message. A
-  message over a limit is handed to the reference, which raises the error naming the limit;
+* `encode_record` and `encode_records` pack each header with one struct call from the
+  per-host-family layouts, with the TOPICLEN+TOPIC bytes of recent topics cached, instead of a
+  `PreparedRecord` per message. A message over a limit is handed to the reference, which raises
+  the error naming the limit;
 * `scan_messages` reads the V4 record (IPv4 hosts, consistent lengths, not the schedule topic)
   with one unpack of `V4_SCAN_FIELDS` and hands anything else to `record_codec_py.scan_record`,
   the general path, so unusual and corrupt bytes are judged by one piece of code.
@@ -36,6 +37,7 @@ from rocketlite.protocol.record import (
     V4_FIXED_SIZE,
     V4_SCAN_FIELDS,
     DispatchRequest,
+    EncodedRecord,
     EncodedRecords,
     MessageInner,
     ScanKind,
@@ -44,7 +46,7 @@ from rocketlite.protocol.record import (
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 
-__all__ = ["encode_records", "scan_messages", "scan_record"]
+__all__ = ["encode_record", "encode_records", "scan_messages", "scan_record"]
 
 _HOST_V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 # Per host-family bits of SYSFLAG: the header struct, the fixed part of the record size, and
@@ -53,6 +55,7 @@ _LAYOUTS_BY_HOST_BITS: Final = {
     bits: (layout_for(bits).head, layout_for(bits).fixed_size, layout_for(bits).store_timestamp_pos)
     for bits in (0, MessageSysFlag.BORNHOST_V6_FLAG, MessageSysFlag.STOREHOSTADDRESS_V6_FLAG, _HOST_V6_BITS)
 }
+_V4_LAYOUT: Final = _LAYOUTS_BY_HOST_BITS[0]
 _TOPIC_CACHE_MAX: Final = 4096
 # topic -> TOPICLEN byte + UTF-8 topic, for topics within the length limit. Replaced entries are
 # whole bytes objects, so threads sharing the cache never see a torn one.
@@ -75,9 +78,38 @@ def _topic_part(topic: str) -> bytes | None:
     return part
 
 
+def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord:
+    """`record_codec_py.encode_record`, the header packed straight into its buffer."""
+    topic_part = _topic_part(msg.topic)
+    props = msg.properties_string.encode("utf-8")
+    props_len = len(props)
+    body = msg.body
+    body_len = len(body)
+    born, store = msg.born_host, msg.store_host
+    sys_flag = msg.sys_flag
+    if len(born.ip) == 4 and len(store.ip) == 4 and not sys_flag & _HOST_V6_BITS:
+        head, fixed, stamp_pos = _V4_LAYOUT  # `effective_sys_flag` is `sys_flag` itself
+    else:
+        sys_flag = msg.effective_sys_flag()
+        head, fixed, stamp_pos = _LAYOUTS_BY_HOST_BITS[sys_flag & _HOST_V6_BITS]
+    if topic_part is None or props_len > MAX_PROPERTIES_LENGTH:
+        return record_codec_py.encode_record(msg, max_message_size)  # raises
+    size = fixed + body_len + len(topic_part) - 1 + props_len
+    if size > max_message_size:
+        return record_codec_py.encode_record(msg, max_message_size)  # raises
+    header = bytearray(head.size)
+    head.pack_into(
+        header, 0, size, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFF_FFFF, msg.queue_id, msg.flag, 0, 0,
+        sys_flag, msg.born_timestamp, born.ip, born.port, 0, store.ip, store.port, msg.reconsume_times,
+        msg.prepared_transaction_offset, body_len,
+    )  # fmt: skip
+    return (header, b"".join((body, topic_part, SHORT.pack(props_len), props)), stamp_pos, sys_flag)
+
+
 def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> EncodedRecords:
     """`record_codec_py.encode_records`, one struct pack per header."""
     layouts = _LAYOUTS_BY_HOST_BITS
+    v4_layout = _V4_LAYOUT
     crc32 = zlib.crc32
     pack_short = SHORT.pack
     parts: list[bytes] = []
@@ -101,8 +133,12 @@ def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> Encod
         body = m.body
         body_len = len(body)
         born, store = m.born_host, m.store_host
-        sys_flag = m.effective_sys_flag()
-        head, fixed, stamp_pos = layouts[sys_flag & _HOST_V6_BITS]
+        sys_flag = m.sys_flag
+        if len(born.ip) == 4 and len(store.ip) == 4 and not sys_flag & _HOST_V6_BITS:
+            head, fixed, stamp_pos = v4_layout
+        else:
+            sys_flag = m.effective_sys_flag()
+            head, fixed, stamp_pos = layouts[sys_flag & _HOST_V6_BITS]
         size = fixed + body_len + topic_len + props_len
         if props_len > MAX_PROPERTIES_LENGTH or size > max_message_size:
             return record_codec_py.encode_records(msgs, max_message_size)  # raises
@@ -120,7 +156,7 @@ def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> Encod
         add(pack_short(props_len))
         add(props)
         pos += size
-    return EncodedRecords(bytearray().join(parts), starts, stamp_positions, first_sys_flag)
+    return (bytearray().join(parts), starts, stamp_positions, first_sys_flag)
 
 
 def _prop(props: str, needle: str) -> str | None:

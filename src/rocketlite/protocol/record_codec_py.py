@@ -3,8 +3,9 @@
 `protocol.speedups` picks these when `ROCKETLITE_NATIVE=0`; otherwise `record_codec` (optimized
 pure Python, pinned to these by `tests/protocol/test_fastpath.py`) or, later, a compiled module.
 
-* `encode_records`: messages to commit-log records back to back, via `record.prepare_record` and
-  `record.pack_head`, the definition of the bytes;
+* `encode_record`, `encode_records`: a message to a commit-log record (header and tail), and
+  messages to records back to back, via `record.prepare_record` and `record.pack_head`, the
+  definition of the bytes;
 * `scan_record`: RocketMQ's `checkMessageAndReturnSize`, field by field: classifies the bytes at
   a position as a message (with its `DispatchRequest`), an end-of-file blank, the end of written
   data (zeros) or corruption, for every layout. It is also the general path of the fast scanner,
@@ -27,6 +28,7 @@ from rocketlite.protocol.record import (
     SIZE_MAGIC,
     SYSFLAG_POS,
     DispatchRequest,
+    EncodedRecord,
     EncodedRecords,
     MessageInner,
     ScanKind,
@@ -38,7 +40,13 @@ from rocketlite.protocol.record import (
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 
-__all__ = ["encode_records", "scan_messages", "scan_record"]
+__all__ = ["encode_record", "encode_records", "scan_messages", "scan_record"]
+
+
+def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord:
+    """`msg` encoded, position-dependent fields zero; `RecordTooLargeError` over a limit."""
+    rec = prepare_record(msg, max_message_size)
+    return (bytearray(pack_head(rec, 0, 0, 0)), rec.tail, rec.layout.store_timestamp_pos, rec.sys_flag)
 
 
 def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> EncodedRecords:
@@ -56,7 +64,7 @@ def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> Encod
         stamp_positions.append(pos + rec.layout.store_timestamp_pos)
         parts += [pack_head(rec, 0, 0, 0), rec.tail]
         pos += rec.total_size
-    return EncodedRecords(bytearray().join(parts), starts, stamp_positions, recs[0].sys_flag)
+    return (bytearray().join(parts), starts, stamp_positions, recs[0].sys_flag)
 
 
 def _corrupt(reason: str) -> ScanResult:

@@ -3,7 +3,7 @@
 Each codec below has a reference implementation written for clarity and a fast one that gives
 the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `REFERENCE`):
 
-* `encode_records`, `scan_messages`, `scan_record` (commit-log records): reference
+* `encode_record`, `encode_records`, `scan_messages`, `scan_record` (commit-log records): reference
   `record_codec_py`, fast `record_codec`;
 * `encode_json_header`, `decode_json_header` (remoting headers): reference `json_header_py`,
   fast `json_header`;
@@ -35,7 +35,13 @@ from typing import Final, Protocol
 
 from rocketlite.protocol import fastjson, json_header, json_header_py, record_codec, record_codec_py
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.record import DispatchRequest, EncodedRecords, MessageInner, ScanResult
+from rocketlite.protocol.record import (
+    DispatchRequest,
+    EncodedRecord,
+    EncodedRecords,
+    MessageInner,
+    ScanResult,
+)
 
 __all__ = [
     "CHOSEN",
@@ -45,6 +51,7 @@ __all__ = [
     "Codecs",
     "decode_json_header",
     "encode_json_header",
+    "encode_record",
     "encode_records",
     "quote",
     "scan_messages",
@@ -76,6 +83,7 @@ class Codecs:
     """One implementation of every hot-path codec."""
 
     name: str
+    encode_record: Callable[[MessageInner, int], EncodedRecord]
     encode_records: Callable[[Sequence[MessageInner], int], EncodedRecords]
     scan_messages: ScanMessages
     scan_record: ScanRecord
@@ -86,6 +94,7 @@ class Codecs:
 
 REFERENCE: Final = Codecs(
     "reference",
+    record_codec_py.encode_record,
     record_codec_py.encode_records,
     record_codec_py.scan_messages,
     record_codec_py.scan_record,
@@ -95,6 +104,7 @@ REFERENCE: Final = Codecs(
 )
 PYTHON: Final = Codecs(
     "python",
+    record_codec.encode_record,
     record_codec.encode_records,
     record_codec.scan_messages,
     record_codec.scan_record,
@@ -111,6 +121,7 @@ if REFERENCE_ONLY:  # noqa: SIM108 - the compiled set adds a branch to this bloc
 else:  # a compiled set goes first here (see the module docstring), PYTHON its fallback
     CHOSEN = PYTHON
 
+encode_record: Final = CHOSEN.encode_record
 encode_records: Final = CHOSEN.encode_records
 scan_messages: Final = CHOSEN.scan_messages
 scan_record: Final = CHOSEN.scan_record

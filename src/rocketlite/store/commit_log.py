@@ -19,6 +19,7 @@ import functools
 import logging
 import threading
 from dataclasses import dataclass
+from typing import Final
 
 from rocketlite.clock import Clock
 from rocketlite.protocol.errors import SegmentCreateError
@@ -36,13 +37,17 @@ from rocketlite.protocol.record import (
     enters_consume_queue,
     layout_for,
 )
-from rocketlite.protocol.speedups import encode_records
+from rocketlite.protocol.speedups import encode_record, encode_records
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
 from rocketlite.store.status import AppendMessageStatus
 
 log = logging.getLogger("rocketlite.store.commit_log")
+
+# Patching an encoded record under the lock: QUEUEOFFSET + PHYSICALOFFSET in one pack, STORETIMESTAMP.
+_patch_offsets: Final = QUEUE_AND_PHYSICAL_OFFSET.pack_into
+_patch_long: Final = LONG.pack_into
 
 
 @functools.lru_cache(maxsize=64)
@@ -66,6 +71,14 @@ class AppendResult:
     @property
     def end_offset(self) -> int:
         return self.wrote_offset + self.wrote_bytes
+
+
+def _too_large_status(exc: RecordTooLargeError, *, single: bool) -> AppendMessageStatus:
+    """The status for a refused message: a single message says which limit it exceeds; a batch
+    is MESSAGE_SIZE_EXCEEDED whatever the limit, as RocketMQ's batch path answers."""
+    if single and "properties" in str(exc):
+        return AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
+    return AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
 
 
 class CommitLog:
@@ -137,30 +150,51 @@ class CommitLog:
         return mf
 
     def append(self, msg: MessageInner) -> AppendResult:
-        """Append one message; fills its store timestamp, queue offset and commit-log offset."""
-        return self._append([msg], single=True)
+        """Append one message; fills its store timestamp, queue offset and commit-log offset.
+
+        Encoded outside the lock (`speedups.encode_record`); under it only the segment, the
+        queue offset, the record's offset and the store time, patched into the header.
+        """
+        try:
+            head, tail, stamp_pos, sys_flag = encode_record(msg, self.max_message_size)
+        except RecordTooLargeError as exc:
+            return AppendResult(_too_large_status(exc, single=True), remark=str(exc))
+        size = len(head) + len(tail)
+        key = f"{msg.topic}-{msg.queue_id}"
+        advances = enters_consume_queue(sys_flag)
+        with self._lock:
+            now = self.clock.now_ms()
+            mf = self._segment_for(size)
+            phys = mf.file_from_offset + mf.wrote_position
+            qoff = self.topic_queue_table.get(key, 0) if advances else 0
+            _patch_offsets(head, QUEUE_OFFSET_POS, qoff, phys)
+            _patch_long(head, stamp_pos, now)
+            mf.append_parts(head, tail)
+            mf.store_timestamp = now
+            if advances:
+                self.topic_queue_table[key] = qoff + 1
+        msg.store_timestamp, msg.queue_offset, msg.commit_log_offset = now, qoff, phys
+        return AppendResult(
+            AppendMessageStatus.PUT_OK,
+            phys,
+            size,
+            self._msg_id_prefix(msg.store_host) + format(phys, "016X"),
+            now,
+            qoff,
+        )
 
     def append_batch(self, msgs: list[MessageInner]) -> AppendResult:
-        """Append messages of one topic-queue with consecutive queue offsets, in one segment."""
+        """Append messages of one topic-queue with consecutive queue offsets, in one segment.
+
+        Encoded outside the lock into one buffer (`speedups.encode_records`); under it only the
+        segment, the queue offsets, the records' offsets and the store time, patched in.
+        """
         if not msgs:
             return AppendResult(AppendMessageStatus.UNKNOWN_ERROR, remark="empty batch")
-        return self._append(msgs, single=False)
-
-    def _append(self, msgs: list[MessageInner], *, single: bool) -> AppendResult:
-        """Encode outside the lock (`speedups.encode_records`), then place the records: under the
-        lock only the segment, the queue offsets, the record offsets and the store time, patched
-        into the encoded bytes. A message over a limit is refused with the limit it exceeds (for a
-        batch, as MESSAGE_SIZE_EXCEEDED, as RocketMQ's batch path does)."""
         try:
             buf, starts, stamp_positions, sys_flag = encode_records(msgs, self.max_message_size)
         except RecordTooLargeError as exc:
-            properties = single and "properties" in str(exc)
-            status = (
-                AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED
-                if properties
-                else AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
-            )
-            return AppendResult(status, remark=str(exc))
+            return AppendResult(_too_large_status(exc, single=False), remark=str(exc))
         total = len(buf)
         if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return AppendResult(
@@ -170,8 +204,7 @@ class CommitLog:
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
         advances = enters_consume_queue(sys_flag)
-        patch_offsets = QUEUE_AND_PHYSICAL_OFFSET.pack_into
-        patch_stamp = LONG.pack_into
+        patch_offsets, patch_stamp = _patch_offsets, _patch_long
         with self._lock:
             now = self.clock.now_ms()
             mf = self._segment_for(total)

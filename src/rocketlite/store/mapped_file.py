@@ -221,7 +221,7 @@ class MappedFile:
         self.wrote_position = pos + n
         return pos
 
-    def append_parts(self, head: bytes, tail: bytes) -> int:
+    def append_parts(self, head: bytes | bytearray, tail: bytes) -> int:
         """Append a record given as header + tail without concatenating them first."""
         pos = self.wrote_position
         end = pos + len(head)

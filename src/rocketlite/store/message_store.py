@@ -16,18 +16,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.errors import SegmentCreateError, StoreError
 from rocketlite.protocol.message import (
     MessageConst,
-    MessageSysFlag,
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.record import MAX_TOPIC_LENGTH, MessageInner, StoredRecord, decode_record
+from rocketlite.protocol.record import (
+    MAX_TOPIC_LENGTH,
+    MessageInner,
+    StoredRecord,
+    decode_record,
+    enters_consume_queue,
+)
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
 from rocketlite.store.checkpoint import StoreCheckpoint
@@ -46,11 +51,11 @@ from rocketlite.store.flush import (
 from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.recovery import RecoveryReport, recover
+from rocketlite.store.stats import StoreStats
 from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
 
 log = logging.getLogger("rocketlite.store")
 
-SLOW_PUT_MS = 500
 _DELAY_NEEDLE = MessageConst.DELAY_TIME_LEVEL + "\x01"
 
 _APPEND_TO_PUT = {
@@ -79,34 +84,6 @@ class PendingPut:
 
     result: PutMessageResult
     flush_future: Future[bool] | None = None
-
-
-@dataclass(slots=True)
-class StoreStats:
-    put_count: int = 0
-    put_bytes: int = 0
-    put_max_ms: float = 0.0
-    put_slow_count: int = 0
-    put_failures: int = 0
-    get_found: int = 0
-    get_miss: int = 0
-    started_ms: int = 0
-    put_latency_buckets: dict[str, int] = field(
-        default_factory=lambda: {"<1ms": 0, "<10ms": 0, "<100ms": 0, "<500ms": 0, ">=500ms": 0}
-    )
-
-    def record_put(self, elapsed_ms: float, size: int, n: int) -> None:
-        self.put_count += n
-        self.put_bytes += size
-        self.put_max_ms = max(self.put_max_ms, elapsed_ms)
-        bucket = (
-            "<1ms" if elapsed_ms < 1 else "<10ms" if elapsed_ms < 10 else "<100ms" if elapsed_ms < 100
-            else "<500ms" if elapsed_ms < SLOW_PUT_MS else ">=500ms"
-        )  # fmt: skip
-        self.put_latency_buckets[bucket] += 1
-        if elapsed_ms >= SLOW_PUT_MS:
-            self.put_slow_count += 1
-            log.warning("slow put: %.1f ms for %d message(s)", elapsed_ms, n)
 
 
 class MessageStore:
@@ -303,8 +280,7 @@ class MessageStore:
         """Delayed messages go to SCHEDULE_TOPIC_XXXX queue level-1, the real topic in properties."""
         if _DELAY_NEEDLE not in msg.properties_string:
             return
-        tran = msg.sys_flag & MessageSysFlag.TRANSACTION_MASK
-        if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+        if not enters_consume_queue(msg.sys_flag):  # a transaction half or rollback is not delayed
             return
         props = string_to_properties(msg.properties_string)
         level_text = props.get(MessageConst.DELAY_TIME_LEVEL, "0")
