@@ -115,11 +115,6 @@ class BrokerParts:
         }
         return {name: svc for name, svc in named.items() if svc is not None}
 
-    def ha_runtime_info(self) -> dict[str, str]:
-        """HA figures for GET_BROKER_RUNTIME_INFO (none on a broker without HA)."""
-        ha = self.ha_master or self.ha_slave
-        return ha.runtime_info() if ha is not None else {}
-
 
 class BrokerController:
     def __init__(
