@@ -26,9 +26,9 @@ from typing import Final
 
 from rocketlite.protocol.codes import SerializeType
 from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.header_codec import decode_header, encode_header
 from rocketlite.protocol.speedups import decode_json_header, encode_json_header
-from rocketlite.protocol.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_LENGTH: Final = 16 * 1024 * 1024  # bytes on the wire, length field included
 
