@@ -16,8 +16,6 @@ no heartbeat or long poll is involved) as the tools consumer group; nothing is c
 
 from __future__ import annotations
 
-import contextlib
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -27,12 +25,11 @@ from rocketlite.protocol.bodies import QueueData, TopicRouteData
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.message import (
     MessageConst,
-    MessageSysFlag,
     parse_msg_id,
     string_to_properties,
 )
 from rocketlite.protocol.perm import PERM_READ
-from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.record import StoredRecord, inflate_body
 from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.requests.pull import PullResult, PullStatus, build_pull, parse_pull
 from rocketlite.protocol.requests.query import (
@@ -53,10 +50,7 @@ UNIQUE_QUERY_MAX: Final = 32
 def message_json(rec: StoredRecord, charset: str = "utf-8", *, with_body: bool = True) -> dict[str, Any]:
     """A stored record as the tools print it: ids, position, times, hosts, properties, body text."""
     props = string_to_properties(rec.properties_string)
-    body = rec.body
-    if rec.sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        with contextlib.suppress(zlib.error):  # undecodable: shown as stored
-            body = zlib.decompress(body)
+    body = inflate_body(rec.body, rec.sys_flag)  # undecodable: shown as stored
     out: dict[str, Any] = {
         "msgId": props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, rec.msg_id),
         "offsetMsgId": rec.msg_id,

@@ -21,7 +21,6 @@ import os
 import random
 import threading
 import time
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,7 +34,7 @@ from rocketlite.protocol.message import (
     string_to_properties,
 )
 from rocketlite.protocol.message_queue_bodies import MessageQueue
-from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.record import COMPRESSION_TYPE_MASK, StoredRecord, inflate_body
 from rocketlite.protocol.requests.pull import PullStatus
 from rocketlite.protocol.requests.send import SendStatus
 
@@ -53,8 +52,6 @@ __all__ = [
     "message_from_record",
 ]
 
-COMPRESSION_TYPE_MASK = 0x700  # 4.9.4+: 0x100 LZ4, 0x200 ZSTD, 0x300 ZLIB (0 also means zlib)
-COMPRESSION_ZLIB = 0x300
 SHARDING_KEY = "__SHARDING_KEY"  # the property ali-ons uses for its sharding key
 
 
@@ -206,18 +203,15 @@ class MessageExt(Message):
 
 
 def decompress_body(body: bytes, sys_flag: int) -> bytes:
-    """Inflate a body stored with COMPRESSED_FLAG (zlib; LZ4/ZSTD need libraries we do not ship)."""
-    if not sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        return body
-    kind = sys_flag & COMPRESSION_TYPE_MASK
-    if kind not in (0, COMPRESSION_ZLIB):
-        log.warning("body compressed with type %#x cannot be inflated; left as is", kind)
-        return body
-    try:
-        return zlib.decompress(body)
-    except zlib.error:
-        log.warning("body flagged compressed is not a zlib stream; left as is")
-        return body
+    """Inflate a body stored with COMPRESSED_FLAG (`protocol.record.inflate_body`), and say in the
+    log when it stays as stored (LZ4/ZSTD need libraries we do not ship, or not a zlib stream)."""
+    inflated = inflate_body(body, sys_flag)
+    if inflated is body and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        log.warning(
+            "body flagged compressed (type %#x) could not be inflated; left as is",
+            sys_flag & COMPRESSION_TYPE_MASK,
+        )
+    return inflated
 
 
 def message_from_record(rec: StoredRecord, broker_name: str = "", *, decompress: bool = True) -> MessageExt:
