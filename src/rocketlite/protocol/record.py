@@ -34,6 +34,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
+import numpy as np
+
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
@@ -158,6 +160,30 @@ V4_SCAN_FIELDS: Final = struct.Struct(
     "i"  # BODYLEN
 )
 assert V4_SCAN_FIELDS.size == V4_BODY_POS
+
+V4_HEADER_DTYPE: Final = np.dtype(
+    [
+        ("total", ">i4"),
+        ("magic", ">i4"),
+        ("crc", ">i4"),
+        ("queue_id", ">i4"),
+        ("flag", ">i4"),
+        ("queue_offset", ">i8"),
+        ("phys", ">i8"),
+        ("sys_flag", ">i4"),
+        ("born_ts", ">i8"),
+        ("born_host", "V8"),
+        ("store_ts", ">i8"),
+        ("store_host", "V8"),
+        ("reconsume", ">i4"),
+        ("prepared", ">i8"),
+        ("body_len", ">i4"),
+    ]
+)
+"""TOTALSIZE..BODYLEN of a V4 record as one numpy record: column decoders view many at once."""
+assert V4_HEADER_DTYPE.itemsize == V4_BODY_POS and V4_HEADER_DTYPE.fields is not None
+assert V4_HEADER_DTYPE.fields["store_host"][1] == V4_STORE_HOST_POS
+assert V4_HEADER_DTYPE.fields["phys"][1] == PHYSICAL_OFFSET_POS
 
 
 def enters_consume_queue(sys_flag: int) -> bool:

@@ -56,6 +56,7 @@ from rocketlite.protocol.record import (
     SIZE_MAGIC,
     V4_BODY_POS,
     V4_FIXED_SIZE,
+    V4_HEADER_DTYPE,
     V4_STORE_HOST_POS,
     RecordFormatError,
     body_crc,
@@ -133,28 +134,7 @@ class Scan:
     reason: str = ""
 
 
-# The fixed header of a record with IPv4 hosts, TOTALSIZE..BODYLEN, as one numpy record.
-_HEADER: Final = np.dtype(
-    [
-        ("total", ">i4"),
-        ("magic", ">i4"),
-        ("crc", ">i4"),
-        ("queue_id", ">i4"),
-        ("flag", ">i4"),
-        ("queue_offset", ">i8"),
-        ("phys", ">i8"),
-        ("sys_flag", ">i4"),
-        ("born_ts", ">i8"),
-        ("born_host", "V8"),
-        ("store_ts", ">i8"),
-        ("store_host", "V8"),
-        ("reconsume", ">i4"),
-        ("prepared", ">i8"),
-        ("body_len", ">i4"),
-    ]
-)
-assert _HEADER.itemsize == _OFF_BODY and _HEADER.fields is not None
-assert _HEADER.fields["store_host"][1] == _OFF_STORE_HOST and _HEADER.fields["phys"][1] == _OFF_PHYS
+_HEADER: Final = V4_HEADER_DTYPE
 
 
 class _Views:
