@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients
 
-# Real RocketMQ clients for tests/test_real_clients.py, each in .clients/ (never in $(VENV)):
+# Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
 # in its own venv because every "rocketmq" wheel imports as `rocketmq`). Installed once (stamps).
 # With CI=true on x86_64 a failed install stops `make test`; elsewhere it only warns and the
@@ -23,7 +23,7 @@ define client_failed
 if [ -n "$(CLIENTS_REQUIRED)" ]; then \
 	echo "error: $(1) could not be installed; CI=true on $(ARCH) requires it" >&2; exit 1; \
 else \
-	echo "warning: $(1) could not be installed on $(ARCH); tests/test_real_clients.py will skip it" >&2; \
+	echo "warning: $(1) could not be installed on $(ARCH); the real-client tests will skip it" >&2; \
 fi
 endef
 
