@@ -1,10 +1,16 @@
-"""Sans-IO RocketMQ 4.x remoting protocol: bytes in, commands out; no sockets, no asyncio, no globals.
+"""Sans-IO RocketMQ: every format and every request, bytes in, objects out; no sockets, no asyncio.
 
-Modules: `codes` (request/response/language/serialize-type numbers), `command` (RemotingCommand and
-its JSON / ROCKETMQ header forms), `frame` (stream framing), `headers` (typed extFields),
-`fastjson` (Java-compatible JSON), `json_body` / `bodies` / `message_queue_bodies` (JSON bodies),
-`batch` (batch sends), `requests` (build/parse of the requests clients send).
+The lowest layer (ARCHITECTURE.md): it imports nothing of rocketlite above it, and everything
+else imports its formats from here.
 
-This file imports nothing on purpose: `rocketlite.protocol.errors` imports `protocol.codes`, and the other
-modules import `rocketlite.protocol.errors`, so re-exports here would make an import cycle.
+- wire: `frame` (stream framing), `command` (RemotingCommand) with `header_codec`,
+  `json_header` / `json_header_py` and `fastjson` (JSON headers and bodies), `custom_header` and
+  `headers` (typed extFields), `json_body`, `bodies`, `message_queue_bodies` (JSON bodies),
+  `batch` (batch send bodies), `ha_frames` (replication), `acl_signature`;
+- requests: `requests/` builds and parses every request a client sends;
+- on disk: `record` (the commit-log record, also the PULL body) with `record_codec` /
+  `record_codec_py`, `consume_queue_unit`, `index_layout`;
+- vocabulary: `codes`, `message` (properties, sys flags, ids, hashes), `reserved` (system names),
+  `perm`, `subscription`, `errors` (one root; subclasses carry response codes);
+- `speedups`: the one place that picks fast or reference implementations.
 """
