@@ -71,9 +71,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.broker.config import FULL, LATENCY_RATE, QUICK, REDIS_INSTALL_HINT, Plan
+from bench.broker.config import FULL, LATENCY_RATE, QUICK, REDIS_INSTALL_HINT, Plan, out
 from bench.broker.profiling import Profiler, find_py_spy
-from bench.broker.report import Report, out
+from bench.broker.report import Report
 from bench.broker.runner import Settings, run, summary
 from bench.broker.servers import stop_all_children
 from rocketlite.runtime import new_event_loop

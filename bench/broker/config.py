@@ -60,3 +60,8 @@ class Plan:
 
 FULL = Plan("full", seconds=5.0, latency_seconds=5.0, phase_cap_bytes=200 * MIB, sizes=(128, KIB), sync=True)
 QUICK = Plan("quick", seconds=0.5, latency_seconds=1.0, phase_cap_bytes=16 * MIB, sizes=(128, KIB), sync=True)
+
+
+def out(text: str = "") -> None:
+    """Print a line of the report now (the bench runs for minutes; output must not wait)."""
+    print(text, flush=True)

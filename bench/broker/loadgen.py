@@ -22,8 +22,9 @@ from bench.broker.config import (
     SEND_V2_BORN_TS,
     SEND_V2_PROPERTIES,
     WINDOW,
+    out,
 )
-from bench.broker.report import Budget, Meter, PhaseResult, out
+from bench.broker.report import Budget, Meter, PhaseResult
 from rocketlite.protocol.batch import BatchEntry, encode_batch
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request

@@ -8,19 +8,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from bench.broker.config import CLK_TCK, KIB, OTHER_LOAD, OTHER_LOAD_WARNING, SATURATED
-
-if TYPE_CHECKING:  # servers.py prints through this module
-    from bench.broker.servers import Child
+from bench.broker.config import CLK_TCK, KIB, OTHER_LOAD, OTHER_LOAD_WARNING, SATURATED, out
 
 
 # -- output -------------------------------------------------------------------------------------
-def out(text: str = "") -> None:
-    print(text, flush=True)
-
-
 def fmt_size(n: int) -> str:
     return f"{n} B" if n < KIB else f"{n // KIB} KiB"
 
@@ -108,10 +101,16 @@ class PhaseResult:
         )
 
 
+class Measured(Protocol):
+    """A server process whose CPU time can be read (`servers.Child`)."""
+
+    def cpu_seconds(self) -> float: ...
+
+
 class Meter:
     """Wall time and CPU of the server and of this process over a phase."""
 
-    def __init__(self, server: Child) -> None:
+    def __init__(self, server: Measured) -> None:
         self.server = server
         self.t0 = time.perf_counter()
         self.s0 = server.cpu_seconds()

@@ -26,6 +26,7 @@ from bench.broker.config import (
     WINDOW,
     XRANGE_COUNT,
     Plan,
+    out,
 )
 from bench.broker.loadgen import (
     PullUnsupportedError,
@@ -62,7 +63,6 @@ from bench.broker.report import (
     fmt_size,
     lat_text,
     mark,
-    out,
     percentile,
     print_latency,
     print_phase,

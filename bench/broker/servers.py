@@ -17,8 +17,7 @@ from typing import Final
 
 from tests.support.ports import VIP_OFFSET, free_port
 
-from bench.broker.config import CLK_TCK, CONNECTIONS, SEGMENT
-from bench.broker.report import out
+from bench.broker.config import CLK_TCK, CONNECTIONS, SEGMENT, out
 
 # -- child processes ----------------------------------------------------------------------------
 PR_SET_PDEATHSIG: Final = 1
