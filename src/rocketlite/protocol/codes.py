@@ -7,6 +7,7 @@ codes, serialize types and the command flag bits live here too, so no other modu
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
+from typing import Final
 
 
 class ResponseCode(IntEnum):
@@ -193,11 +194,14 @@ class CommandFlag(IntFlag):
     ONEWAY = 1 << 1
 
 
-class PullSysFlag(IntFlag):
-    """`PullSysFlag`: the `sysFlag` bits of a PULL_MESSAGE request header."""
+class PullSysFlag:
+    """`PullSysFlag`: the `sysFlag` bits of a PULL_MESSAGE request header.
 
-    COMMIT_OFFSET = 1 << 0  # the request carries the consumer's offset to commit
-    SUSPEND = 1 << 1  # hold the request (long polling) when nothing is there yet
-    SUBSCRIPTION = 1 << 2  # the request carries its subscription expression
-    CLASS_FILTER = 1 << 3  # class filter mode: no tag filtering on the broker
-    LITE_PULL = 1 << 4  # 5.x lite pull consumer
+    Plain ints, not an IntFlag: they are tested on every pull, where an IntFlag operation costs
+    about 0.5 µs against 10 ns for an int."""
+
+    COMMIT_OFFSET: Final = 1 << 0  # the request carries the consumer's offset to commit
+    SUSPEND: Final = 1 << 1  # hold the request (long polling) when nothing is there yet
+    SUBSCRIPTION: Final = 1 << 2  # the request carries its subscription expression
+    CLASS_FILTER: Final = 1 << 3  # class filter mode: no tag filtering on the broker
+    LITE_PULL: Final = 1 << 4  # 5.x lite pull consumer

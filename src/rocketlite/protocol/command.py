@@ -51,6 +51,7 @@ from rocketlite.protocol.errors import ProtocolError
 DEFAULT_VERSION: Final = 409  # MQVersion.V4_9_8.ordinal(); clients store the broker's reply version
 DEFAULT_LANGUAGE: Final = "JAVA"
 _RESPONSE_FLAG: Final = int(CommandFlag.RESPONSE)
+_ONEWAY_FLAG: Final = int(CommandFlag.ONEWAY)  # ints: an IntFlag operation costs ~0.5 µs
 
 # ROCKETMQ binary header: fixed part up to and including remarkLen.
 BINARY_FIXED = struct.Struct(
@@ -85,11 +86,11 @@ class RemotingCommand:
 
     @property
     def is_response(self) -> bool:
-        return bool(self.flag & CommandFlag.RESPONSE)
+        return bool(self.flag & _RESPONSE_FLAG)
 
     @property
     def is_oneway(self) -> bool:
-        return bool(self.flag & CommandFlag.ONEWAY)
+        return bool(self.flag & _ONEWAY_FLAG)
 
     def __repr__(self) -> str:
         body = "None" if self.body is None else f"<{len(self.body)} bytes>"
