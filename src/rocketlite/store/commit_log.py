@@ -8,9 +8,9 @@ goes to the start of the next segment. A batch is never split across segments.
 
 Appends are serialised by one lock; records are encoded before taking it by the record codec
 `protocol.speedups` chose (complete but for the queue offset, the record's own offset and the
-store time, which are patched in under the lock). Reads hand out zero-copy views; a pull takes
-its records through a `RecordSlicer`. The class owns no threads: flushing, committing and
-dispatching are services that call into it.
+store time, which are patched in under the lock). Reads hand out zero-copy views; a pull cuts its
+records out of segment views (`get_data`, in `ConsumeQueue.read`). The class owns no threads:
+flushing, committing and dispatching are services that call into it.
 """
 
 from __future__ import annotations
@@ -312,10 +312,6 @@ class CommitLog:
         """Start of the segment after the one holding `offset`."""
         return offset + self.file_size - offset % self.file_size
 
-    def slicer(self) -> RecordSlicer:
-        """A `RecordSlicer` over this log, for the records of one read (release it after)."""
-        return RecordSlicer(self)
-
     # -- maintenance ------------------------------------------------------------------------
     def flush(self, least_pages: int = 0) -> bool:
         return self.queue.flush(least_pages)
@@ -329,50 +325,3 @@ class CommitLog:
 
     def close(self) -> None:
         self.queue.close()
-
-
-class RecordSlicer:
-    """Zero-copy views of records by (commit-log offset, size): the commit log's half of a pull.
-
-    The records one pull reads are mostly in one segment, so the slicer keeps a view of the
-    readable rest of the segment holding the last record sliced and cuts each record out of it,
-    instead of looking a segment up per record. Use it as a context manager (or `release`): the
-    view keeps the segment's mapping alive. Views it returned stay valid after the release.
-    """
-
-    __slots__ = ("_end", "_log", "_seg", "_start")
-
-    def __init__(self, commit_log: CommitLog) -> None:
-        self._log = commit_log
-        self._seg: memoryview | None = None
-        self._start = self._end = 0
-
-    def slice(self, offset: int, size: int) -> memoryview | None:
-        """The `size` record bytes at `offset`, or None if they are not (or no longer) in the log."""
-        if offset < self._start or offset + size > self._end:
-            if self._seg is not None:
-                self._seg.release()
-            seg = self._seg = self._log.get_data(offset) if offset >= 0 else None
-            self._start = offset
-            self._end = offset + len(seg) if seg is not None else offset
-        seg = self._seg
-        if seg is None or size < 0 or offset + size > self._end:
-            return None
-        rel = offset - self._start
-        return seg[rel : rel + size]
-
-    def next_segment(self, offset: int) -> int:
-        """Start of the segment after the one holding `offset`: a missing record's whole segment
-        is gone, so a reader skips what else points into it."""
-        return self._log.roll_next_file(offset)
-
-    def release(self) -> None:
-        if self._seg is not None:
-            self._seg.release()
-            self._seg = None
-
-    def __enter__(self) -> RecordSlicer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()

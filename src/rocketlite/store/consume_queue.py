@@ -61,11 +61,13 @@ _Ints = npt.NDArray[np.int64]
 
 
 class RecordSource(Protocol):
-    """Where `ConsumeQueue.read` gets record bytes: the commit log's `RecordSlicer`."""
+    """Where `ConsumeQueue.read` gets record bytes: the commit log."""
 
-    def slice(self, offset: int, size: int) -> memoryview | None: ...
+    def get_data(self, offset: int) -> memoryview | None:
+        """The readable rest of the segment holding `offset`, or None if it is not in the log."""
 
-    def next_segment(self, offset: int) -> int: ...
+    def roll_next_file(self, offset: int) -> int:
+        """Start of the segment after the one holding `offset`."""
 
 
 @dataclass(slots=True)
@@ -369,7 +371,12 @@ class ConsumeQueue:
         messages, queue_offsets = found.messages, found.queue_offsets
         skip_below = -1  # commit-log start of the segment after a removed one
         scanned = total = 0
-        cut = records.slice
+        get_data = records.get_data
+        # The readable rest of the segment holding the last record read: the records of one pull
+        # are mostly in one segment, so each is a slice of this view instead of a segment lookup
+        # (inline, not a helper call per record: this loop runs for every record pulled).
+        seg: memoryview | None = None
+        seg_start = seg_end = 0
         for phy, size, tag in CQ_UNIT.iter_unpack(units):
             if messages and (len(messages) >= max_count or total + size > max_bytes):
                 break
@@ -378,14 +385,21 @@ class ConsumeQueue:
                 continue
             if tag_filter is not None and not tag_filter(tag):
                 continue
-            view = cut(phy, size)
-            if view is None:
+            if phy < seg_start or phy + size > seg_end:
+                if seg is not None:
+                    seg.release()
+                seg = get_data(phy) if phy >= 0 else None
+                seg_start = phy
+                seg_end = phy + len(seg) if seg is not None else phy
+            if seg is None or size < 0 or phy + size > seg_end:
                 found.hit_removed = found.hit_removed or not messages
-                skip_below = records.next_segment(phy)
+                skip_below = records.roll_next_file(phy)
                 continue
-            messages.append(view)
+            messages.append(seg[phy - seg_start : phy - seg_start + size])
             queue_offsets.append(offset + scanned - 1)
             total += size
+        if seg is not None:
+            seg.release()
         units.release()
         found.scanned, found.total_size = scanned, total
         return found

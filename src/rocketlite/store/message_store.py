@@ -415,8 +415,7 @@ class MessageStore:
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
-        with self.commit_log.slicer() as records:
-            found = cq.read(offset, max_msg_nums, max_bytes, message_filter, records)
+        found = cq.read(offset, max_msg_nums, max_bytes, message_filter, self.commit_log)
         if found is None:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
             result.next_begin_offset = self._correct(offset, cq.roll_next_file(offset))
