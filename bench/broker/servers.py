@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from tests.support.ports import VIP_OFFSET, free_port
+from tests.support.ports import broker_port
 
 from bench.broker.config import CLK_TCK, CONNECTIONS, SEGMENT, out
 
@@ -128,7 +128,7 @@ def write_broker_conf(path: Path, store: Path, port: int, sync: bool) -> None:
 
 
 def start_broker(work: Path, sync: bool, avoid: set[int]) -> tuple[Child, int]:
-    port = free_port(avoid, neighbours=(VIP_OFFSET,))
+    port = broker_port(avoid)  # listenPort, VIP (P-2) and HA (P+1) all free
     conf = work / "broker.conf"
     write_broker_conf(conf, work / "store", port, sync)
     argv = [sys.executable, "-m", "rocketlite", "--log-level", "INFO", "broker", "-c", str(conf)]
