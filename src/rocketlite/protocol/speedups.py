@@ -16,18 +16,20 @@ nowhere else, so the block at the end decides for all of them, once, at import:
 * `ROCKETLITE_NATIVE=0` in the environment: the reference implementations (to check them, or to
   rule the fast paths out when hunting a bug); `REFERENCE_ONLY` is then True, and the Spark
   reader takes its per-record decoder instead of the columnar one;
-* otherwise the optimized pure-Python ones.
-
-A compiled module slots into the `else` branch of that block, preferred over the pure-Python
-set: ``try: from rocketlite._native import NATIVE as CHOSEN`` then ``except ImportError: CHOSEN =
-PYTHON`` (the module builds a `Codecs` of its functions). That is a two-line change here and
-nowhere else.
+* otherwise the compiled twins (`protocol/_native/*.pyx`, built at `pip install`) for every codec
+  they provide, and the optimized pure-Python ones for the rest. A compiled module that is not
+  there (no C compiler at install time) is said once, as a warning, and its codecs fall back to
+  Python; `ROCKETLITE_NATIVE=1` makes that an error instead (CI sets it: a broken build must not
+  pass as a slow one).
 
 `fastjson`'s own `dumps` (JSON bodies, not a per-request path) keeps calling its fast `quote`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ from rocketlite.protocol.record import (
 
 __all__ = [
     "CHOSEN",
+    "NATIVE_MODULES",
     "PYTHON",
     "REFERENCE",
     "REFERENCE_ONLY",
@@ -53,6 +56,7 @@ __all__ = [
     "encode_json_header",
     "encode_record",
     "encode_records",
+    "load_native",
     "quote",
     "scan_messages",
     "scan_record",
@@ -113,13 +117,49 @@ PYTHON: Final = Codecs(
     fastjson.quote_plain,
 )
 
+# The compiled modules, each providing some of the `Codecs` fields under the same names.
+NATIVE_MODULES: Final = (
+    "rocketlite.protocol._native._record",
+    "rocketlite.protocol._native._wire",
+    "rocketlite.protocol._native._dispatch",
+    "rocketlite.protocol._native._send",
+)
+
+
+def load_native(modules: Sequence[str] = NATIVE_MODULES) -> tuple[Codecs, list[str]]:
+    """`PYTHON` with every codec a compiled module provides replaced by it, and the modules that
+    could not be imported."""
+    fields = {f.name for f in dataclasses.fields(Codecs)} - {"name"}
+    found: dict[str, object] = {}
+    missing: list[str] = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+            continue
+        found.update({f: getattr(module, f) for f in fields if hasattr(module, f)})
+    if not found:
+        return PYTHON, missing
+    return dataclasses.replace(PYTHON, name="native", **found), missing  # type: ignore[arg-type]
+
+
 # -- the one block that picks --------------------------------------------------------------------
-REFERENCE_ONLY: Final = os.environ.get("ROCKETLITE_NATIVE", "").strip() == "0"
+_SETTING: Final = os.environ.get("ROCKETLITE_NATIVE", "").strip()
+REFERENCE_ONLY: Final = _SETTING == "0"
 CHOSEN: Codecs
-if REFERENCE_ONLY:  # noqa: SIM108 - the compiled set adds a branch to this block
+if REFERENCE_ONLY:
     CHOSEN = REFERENCE
-else:  # a compiled set goes first here (see the module docstring), PYTHON its fallback
-    CHOSEN = PYTHON
+else:
+    CHOSEN, _missing = load_native()
+    if _missing and _SETTING == "1":
+        raise ImportError(f"ROCKETLITE_NATIVE=1 but the compiled data plane is missing: {_missing}")
+    if _missing:
+        logging.getLogger("rocketlite.speedups").warning(
+            "compiled data plane not built (%s): running on the Python implementations; "
+            "reinstall with a C compiler (make install) for full speed",
+            ", ".join(m.rsplit(".", 1)[1] for m in _missing),
+        )
 
 encode_record: Final = CHOSEN.encode_record
 encode_records: Final = CHOSEN.encode_records
