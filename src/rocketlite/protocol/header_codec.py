@@ -1,12 +1,18 @@
-"""Header bytes in a command's own serialize type: JSON (the codec `speedups` chose) or ROCKETMQ
-binary (`command.py`). The frame layer calls these for every command."""
+"""Header bytes in a command's own serialize type: JSON or ROCKETMQ binary, each through the codec
+`speedups` chose (the formats are described in `command.py`). The frame layer's one-frame decoder
+and the tests call these; the stream decoder and `encode_command` pick per frame themselves."""
 
 from __future__ import annotations
 
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.command import RemotingCommand, decode_rocketmq_header, encode_rocketmq_header
+from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.speedups import decode_json_header, encode_json_header
+from rocketlite.protocol.speedups import (
+    decode_json_header,
+    decode_rocketmq_header,
+    encode_json_header,
+    encode_rocketmq_header,
+)
 
 __all__ = ["decode_header", "encode_header"]
 

@@ -8,7 +8,10 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
 * `encode_json_header`, `decode_json_header` (remoting headers): reference `json_header_py`,
   fast `json_header`;
 * `quote` (a JSON string literal as fastjson writes it): reference `fastjson.quote_reference`,
-  fast `fastjson.quote_plain`.
+  fast `fastjson.quote_plain`;
+* `decode_frames`, `encode_command` (remoting frames: every complete frame of a read, a whole
+  frame for a command): `frame_codec` over the reference or the fast JSON header codec;
+  `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
 
 The store, the frame layer, the broker, the client and Spark import these names from here and
 nowhere else, so the block at the end decides for all of them, once, at import:
@@ -35,8 +38,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from rocketlite.protocol import command as command_codec
 from rocketlite.protocol import fastjson, json_header, json_header_py, record_codec, record_codec_py
 from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.frame_codec import (
+    DecodeFrames,
+    EncodeCommand,
+    decode_frames_over,
+    encode_command_over,
+)
 from rocketlite.protocol.record import (
     DispatchRequest,
     EncodedRecord,
@@ -52,10 +62,14 @@ __all__ = [
     "REFERENCE",
     "REFERENCE_ONLY",
     "Codecs",
+    "decode_frames",
     "decode_json_header",
+    "decode_rocketmq_header",
+    "encode_command",
     "encode_json_header",
     "encode_record",
     "encode_records",
+    "encode_rocketmq_header",
     "load_native",
     "quote",
     "scan_messages",
@@ -94,6 +108,10 @@ class Codecs:
     encode_json_header: Callable[[RemotingCommand], bytes]
     decode_json_header: Callable[[bytes | bytearray | memoryview], RemotingCommand]
     quote: Callable[[str], str]
+    decode_frames: DecodeFrames
+    encode_command: EncodeCommand
+    decode_rocketmq_header: Callable[[bytes | memoryview], RemotingCommand]
+    encode_rocketmq_header: Callable[[RemotingCommand], bytes]
 
 
 REFERENCE: Final = Codecs(
@@ -105,6 +123,10 @@ REFERENCE: Final = Codecs(
     json_header_py.encode_json_header,
     json_header_py.decode_json_header,
     fastjson.quote_reference,
+    decode_frames_over(json_header_py.decode_json_header),
+    encode_command_over(json_header_py.encode_json_header),
+    command_codec.decode_rocketmq_header,
+    command_codec.encode_rocketmq_header,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -115,6 +137,10 @@ PYTHON: Final = Codecs(
     json_header.encode_json_header,
     json_header.decode_json_header,
     fastjson.quote_plain,
+    decode_frames_over(json_header.decode_json_header),
+    encode_command_over(json_header.encode_json_header),
+    command_codec.decode_rocketmq_header,
+    command_codec.encode_rocketmq_header,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -168,3 +194,7 @@ scan_record: Final = CHOSEN.scan_record
 encode_json_header: Final = CHOSEN.encode_json_header
 decode_json_header: Final = CHOSEN.decode_json_header
 quote: Final = CHOSEN.quote
+decode_frames: Final = CHOSEN.decode_frames
+encode_command: Final = CHOSEN.encode_command
+decode_rocketmq_header: Final = CHOSEN.decode_rocketmq_header
+encode_rocketmq_header: Final = CHOSEN.encode_rocketmq_header
