@@ -29,6 +29,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.message import (
+    HostAddress,
+    MessageConst,
+    properties_to_string,
+    string_to_properties,
+)
+from rocketlite.protocol.record import MessageInner
 
 ENTRY_HEAD = struct.Struct(
     ">"
@@ -84,6 +91,66 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
         entries.append(BatchEntry(flag, bytes(view[body_start:props_len_pos]), properties))
         pos = end
     return entries
+
+
+def batch_entry_properties(entry_properties: str, batch_properties: dict[str, str]) -> str | None:
+    """The properties stored for one entry: its own (WAIT dropped), then every batch-level one it
+    lacks (`batch_properties` already has WAIT dropped and CLUSTER set); None for a delayed entry,
+    which a batch may not carry."""
+    props = string_to_properties(entry_properties)
+    if MessageConst.DELAY_TIME_LEVEL in props:
+        return None
+    props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+    for k, v in batch_properties.items():
+        props.setdefault(k, v)
+    return properties_to_string(props)
+
+
+def send_batch_messages(
+    body: bytes | bytearray | memoryview,
+    header_properties: str,
+    cluster: str,
+    topic: str,
+    born_host: HostAddress,
+    store_host: HostAddress,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    reconsume_times: int,
+) -> tuple[list[MessageInner], bool]:
+    """A SEND_BATCH_MESSAGE body as the messages to store, and whether an entry was delayed.
+
+    The whole body is decoded first (`decode_batch`: a torn entry is a ProtocolError whatever
+    precedes it); the header's properties, rewritten as for a single send (WAIT dropped, CLUSTER
+    set), fill in what each entry lacks. `([], False)` for an empty body, `([], True)` when an
+    entry carries DELAY. The reference of the compiled twin (`protocol/_native/_send.pyx`).
+    """
+    entries = decode_batch(body)
+    if not entries:
+        return [], False
+    batch_props = string_to_properties(header_properties)
+    batch_props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+    batch_props[MessageConst.CLUSTER] = cluster
+    msgs: list[MessageInner] = []
+    for entry in entries:
+        props = batch_entry_properties(entry.properties, batch_props)
+        if props is None:
+            return [], True
+        msgs.append(
+            MessageInner(
+                topic=topic,
+                body=entry.body,
+                born_host=born_host,
+                store_host=store_host,
+                queue_id=queue_id,
+                flag=entry.flag,
+                sys_flag=sys_flag,
+                born_timestamp=born_timestamp,
+                reconsume_times=reconsume_times,
+                properties_string=props,
+            )
+        )
+    return msgs, False
 
 
 def encode_batch(entries: Iterable[BatchEntry]) -> bytes:

@@ -82,6 +82,32 @@ def string_to_properties(text: str) -> dict[str, str]:
     return props
 
 
+# What the broker takes out of a producer's properties string (`send_properties`): the string to
+# store, then the TAGS code, UNIQ_KEY, KEYS and DELAY (None when absent).
+SendProperties = tuple[str, int, str | None, str | None, str | None]
+
+
+def send_properties(text: str, cluster: str) -> SendProperties:
+    """The send processor's rewrite of a producer's properties, and the fields it looks at.
+
+    RocketMQ's broker parses the string into a map (`string_to_properties`: empty segments and
+    ones without key or value dropped; a repeated key keeps its first place and takes the last
+    value), drops WAIT (a producer-side flag), sets CLUSTER to the broker's cluster (in place when
+    present, else last) and writes it back (`properties_to_string`). This is the reference for
+    the compiled twin (`protocol/_native/_send.pyx`), which must give the same tuple.
+    """
+    props = string_to_properties(text)
+    props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+    props[MessageConst.CLUSTER] = cluster
+    return (
+        properties_to_string(props),
+        tags_code(props.get(MessageConst.TAGS)),
+        props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        props.get(MessageConst.KEYS),
+        props.get(MessageConst.DELAY_TIME_LEVEL),
+    )
+
+
 def find_property(text: str, name: str) -> str | None:
     """One property from a properties string without building a dict (dispatch hot path)."""
     needle = name + NAME_VALUE_SEPARATOR

@@ -7,11 +7,17 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `record_codec_py`, fast `record_codec`;
 * `encode_json_header`, `decode_json_header` (remoting headers): reference `json_header_py`,
   fast `json_header`;
+* `check_records`, `select_units`, `pack_units`, `index_hashes` (recovery's segment walk, a
+  pull's choice of consume-queue units, units to bytes, index key hashes): reference
+  `dispatch_codec`, one for both in Python;
 * `quote` (a JSON string literal as fastjson writes it): reference `fastjson.quote_reference`,
   fast `fastjson.quote_plain`;
 * `decode_frames`, `encode_command` (remoting frames: every complete frame of a read, a whole
   frame for a command): `frame_codec` over the reference or the fast JSON header codec;
   `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
+* `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
+  SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
+  `message.send_properties` and `batch.send_batch_messages`.
 
 The store, the frame layer, the broker, the client and Spark import these names from here and
 nowhere else, so the block at the end decides for all of them, once, at import:
@@ -38,15 +44,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from rocketlite.protocol import batch as batch_codec
 from rocketlite.protocol import command as command_codec
+from rocketlite.protocol import dispatch_codec
 from rocketlite.protocol import fastjson, json_header, json_header_py, record_codec, record_codec_py
+from rocketlite.protocol import message as message_codec
 from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.consume_queue_unit import Unit
 from rocketlite.protocol.frame_codec import (
     DecodeFrames,
     EncodeCommand,
     decode_frames_over,
     encode_command_over,
 )
+from rocketlite.protocol.message import HostAddress, SendProperties
 from rocketlite.protocol.record import (
     DispatchRequest,
     EncodedRecord,
@@ -63,17 +74,23 @@ __all__ = [
     "REFERENCE_ONLY",
     "Codecs",
     "decode_frames",
+    "check_records",
     "decode_json_header",
     "decode_rocketmq_header",
     "encode_command",
     "encode_json_header",
     "encode_record",
     "encode_records",
+    "index_hashes",
     "encode_rocketmq_header",
     "load_native",
+    "pack_units",
     "quote",
     "scan_messages",
     "scan_record",
+    "select_units",
+    "send_batch_messages",
+    "send_properties",
 ]
 
 
@@ -96,6 +113,42 @@ class ScanRecord(Protocol):
     ) -> ScanResult: ...
 
 
+class CheckRecords(Protocol):
+    def __call__(
+        self, buf: memoryview, pos: int, base_offset: int, *, verify_crc: bool
+    ) -> tuple[int, int, ScanResult]: ...
+
+
+class SelectUnits(Protocol):
+    def __call__(
+        self,
+        units: memoryview,
+        start: int,
+        max_count: int,
+        max_bytes: int,
+        tag_filter: Callable[[int], bool] | None,
+        count: int,
+        total: int,
+        skip_below: int,
+    ) -> tuple[list[dispatch_codec.Selected], int]: ...
+
+
+class SendBatchMessages(Protocol):
+    def __call__(
+        self,
+        body: bytes | bytearray | memoryview,
+        header_properties: str,
+        cluster: str,
+        topic: str,
+        born_host: HostAddress,
+        store_host: HostAddress,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        reconsume_times: int,
+    ) -> tuple[list[MessageInner], bool]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Codecs:
     """One implementation of every hot-path codec."""
@@ -112,6 +165,12 @@ class Codecs:
     encode_command: EncodeCommand
     decode_rocketmq_header: Callable[[bytes | memoryview], RemotingCommand]
     encode_rocketmq_header: Callable[[RemotingCommand], bytes]
+    send_properties: Callable[[str, str], SendProperties]
+    send_batch_messages: SendBatchMessages
+    check_records: CheckRecords
+    select_units: SelectUnits
+    pack_units: Callable[[Sequence[Unit]], bytes]
+    index_hashes: Callable[[Sequence[str], Sequence[str]], list[int]]
 
 
 REFERENCE: Final = Codecs(
@@ -127,6 +186,12 @@ REFERENCE: Final = Codecs(
     encode_command_over(json_header_py.encode_json_header),
     command_codec.decode_rocketmq_header,
     command_codec.encode_rocketmq_header,
+    message_codec.send_properties,
+    batch_codec.send_batch_messages,
+    dispatch_codec.check_records,
+    dispatch_codec.select_units,
+    dispatch_codec.pack_units,
+    dispatch_codec.index_hashes,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -141,6 +206,12 @@ PYTHON: Final = Codecs(
     encode_command_over(json_header.encode_json_header),
     command_codec.decode_rocketmq_header,
     command_codec.encode_rocketmq_header,
+    message_codec.send_properties,
+    batch_codec.send_batch_messages,
+    dispatch_codec.check_records,
+    dispatch_codec.select_units,
+    dispatch_codec.pack_units,
+    dispatch_codec.index_hashes,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -198,3 +269,9 @@ decode_frames: Final = CHOSEN.decode_frames
 encode_command: Final = CHOSEN.encode_command
 decode_rocketmq_header: Final = CHOSEN.decode_rocketmq_header
 encode_rocketmq_header: Final = CHOSEN.encode_rocketmq_header
+send_properties: Final = CHOSEN.send_properties
+send_batch_messages: Final = CHOSEN.send_batch_messages
+check_records: Final = CHOSEN.check_records
+select_units: Final = CHOSEN.select_units
+pack_units: Final = CHOSEN.pack_units
+index_hashes: Final = CHOSEN.index_hashes
