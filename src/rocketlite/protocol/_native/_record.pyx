@@ -1,0 +1,446 @@
+# cython: language_level=3
+"""The compiled twin of the record codec: commit-log records encoded and PULL bodies decoded in C.
+
+Byte for byte what `protocol/record_codec_py.py` (the reference) and `protocol/record.py`
+`decode_records` do; `tests/protocol/test_native_record.py` pins them together on random input.
+`protocol.speedups` takes `encode_record`, `encode_records` and `decode_records` from here.
+
+* `encode_record`, `encode_records`: the fields of each `MessageInner` are read into a C struct
+  (`_Rec`), then the header (TOTALSIZE..BODYLEN, position-dependent fields zero), the body and
+  TOPICLEN+TOPIC+PROPLEN+PROPERTIES are written straight into the result, the body's CRC32
+  computed here (slicing-by-8 over a table built at import: no library to link). Anything not
+  on the common path (a limit exceeded, a field out of its Java range, a body that is not bytes or
+  bytearray, a topic that cannot be UTF-8) is handed to the reference, which raises the error it
+  defines, or gives the bytes it defines: the two can never disagree on an unusual message.
+* `decode_records`: the records of a pull or query body back to back as `StoredRecord`s, stopping
+  at the first bad one (like the Java client, and like the Python version, whose checks are
+  repeated here in the same order). Hosts and topics equal to the previous record's are shared
+  (they are immutable), and the dataclasses are filled slot by slot, skipping their Python
+  `__init__` (both are plain dataclasses: checked at import).
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING,
+    PyByteArray_Check,
+    PyByteArray_FromStringAndSize,
+    PyByteArray_GET_SIZE,
+)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_Append
+from cpython.unicode cimport PyUnicode_Check
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy, memset
+
+import dataclasses
+
+from rocketlite.protocol import record_codec_py
+from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.record import decode_records as _decode_records_py
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
+    int PyObject_GenericSetAttr(object o, object name, object value) except -1
+    bint PyMemoryView_Check(object o)
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+
+__all__ = ["decode_records", "encode_record", "encode_records"]
+
+# -- constants of `protocol/record.py` (asserted against it below) --------------------------------
+cdef enum:
+    _MAGIC = -626843481  # MESSAGE_MAGIC_CODE, 0xDAA320A7
+    _BORN_V6 = 0x10
+    _STORE_V6 = 0x20
+    _PREFIX = 48  # TOTALSIZE..BORNTIMESTAMP
+    _V4_HEAD = 88  # TOTALSIZE..BODYLEN with IPv4 hosts; +12 per IPv6 host
+    _MAX_TOPIC = 127
+    _MAX_PROPS = 32767
+
+from rocketlite.protocol import record as _record
+
+assert _record.MESSAGE_MAGIC_CODE == _MAGIC and _record.V4_BODY_POS == _V4_HEAD
+assert _record.PREFIX.size == _PREFIX and _record.layout_for(_BORN_V6 | _STORE_V6).head.size == _V4_HEAD + 24
+assert (_record.MAX_TOPIC_LENGTH, _record.MAX_PROPERTIES_LENGTH) == (_MAX_TOPIC, _MAX_PROPS)
+assert _record.V4_STORE_TIMESTAMP_POS == _PREFIX + 8
+
+# The dataclasses filled slot by slot: plain ones, with exactly these fields in this order.
+_STORED_FIELDS = (
+    "total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
+    "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+    "prepared_transaction_offset", "body", "topic", "properties_string",
+)
+if tuple(f.name for f in dataclasses.fields(StoredRecord)) != _STORED_FIELDS or tuple(
+    f.name for f in dataclasses.fields(HostAddress)
+) != ("ip", "port"):
+    raise ImportError("StoredRecord or HostAddress changed: update protocol/_native/_record.pyx")
+if hasattr(StoredRecord, "__post_init__") or hasattr(HostAddress, "__post_init__"):
+    raise ImportError("StoredRecord or HostAddress has a __post_init__: _record.pyx cannot skip it")
+
+
+# -- CRC-32 (zlib's polynomial), slicing by 8 -----------------------------------------------------
+cdef uint32_t _crc_table[8][256]
+
+
+cdef void _init_crc_table() noexcept:
+    cdef uint32_t c
+    cdef int i, k
+    for i in range(256):
+        c = <uint32_t>i
+        for k in range(8):
+            c = (c >> 1) ^ (0xEDB88320U if c & 1 else 0)
+        _crc_table[0][i] = c
+    for i in range(256):
+        c = _crc_table[0][i]
+        for k in range(1, 8):
+            c = _crc_table[0][c & 0xFF] ^ (c >> 8)
+            _crc_table[k][i] = c
+
+
+_init_crc_table()
+
+
+cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef uint32_t _crc32(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """`zlib.crc32(bytes)` of n bytes at p."""
+    cdef uint32_t crc = 0xFFFFFFFFU
+    cdef uint32_t one, two
+    while n >= 8:
+        one = _le32(p) ^ crc
+        two = _le32(p + 4)
+        crc = (
+            _crc_table[7][one & 0xFF] ^ _crc_table[6][(one >> 8) & 0xFF]
+            ^ _crc_table[5][(one >> 16) & 0xFF] ^ _crc_table[4][one >> 24]
+            ^ _crc_table[3][two & 0xFF] ^ _crc_table[2][(two >> 8) & 0xFF]
+            ^ _crc_table[1][(two >> 16) & 0xFF] ^ _crc_table[0][two >> 24]
+        )
+        p += 8
+        n -= 8
+    while n > 0:
+        crc = _crc_table[0][(crc ^ p[0]) & 0xFF] ^ (crc >> 8)
+        p += 1
+        n -= 1
+    return crc ^ 0xFFFFFFFFU
+
+
+def crc32(data):
+    """`zlib.crc32(data)` (bytes or bytearray), for the tests of the table."""
+    if PyBytes_Check(data):
+        return _crc32(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    if PyByteArray_Check(data):
+        return _crc32(<const uint8_t*>PyByteArray_AS_STRING(data), PyByteArray_GET_SIZE(data))
+    raise TypeError(f"a bytes-like object is required, not {type(data).__name__!r}")
+
+
+# -- big-endian fields -----------------------------------------------------------------------------
+cdef inline void _put32(char* p, uint32_t v) noexcept nogil:
+    p[0] = <char>(v >> 24)
+    p[1] = <char>(v >> 16)
+    p[2] = <char>(v >> 8)
+    p[3] = <char>v
+
+
+cdef inline void _put64(char* p, uint64_t v) noexcept nogil:
+    _put32(p, <uint32_t>(v >> 32))
+    _put32(p + 4, <uint32_t>v)
+
+
+cdef inline int32_t _get32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int64_t _get64(const uint8_t* p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>_get32(p) << 32) | <uint64_t><uint32_t>_get32(p + 4))
+
+
+# -- encode ----------------------------------------------------------------------------------------
+cdef struct _Rec:
+    const char* body
+    Py_ssize_t body_len
+    const char* topic
+    Py_ssize_t topic_len
+    const char* props
+    Py_ssize_t props_len
+    int32_t queue_id
+    int32_t flag
+    int32_t sys_flag
+    int64_t born_timestamp
+    char born_ip[16]
+    int32_t born_port
+    char store_ip[16]
+    int32_t store_port
+    int32_t reconsume_times
+    int64_t prepared
+    Py_ssize_t born_ip_size  # 4 or 16, as the layout stores it
+    Py_ssize_t store_ip_size
+    Py_ssize_t head_size
+    Py_ssize_t total
+
+
+cdef int _read_ip(object ip, char* out, Py_ssize_t* size) except -1:
+    """The ip bytes as `struct`'s 4s/16s stores them (padded with zeros or cut); 0 if not bytes."""
+    if not PyBytes_Check(ip):
+        return 0
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(ip)
+    size[0] = 16 if n == 16 else 4
+    memset(out, 0, 16)
+    memcpy(out, PyBytes_AS_STRING(ip), n if n < size[0] else size[0])
+    return 1
+
+
+cdef int _read(object msg, _Rec* r, list keep, int64_t max_size) except -1:
+    """Fill `r` from `msg`; 0 when the message is for the reference to judge (a limit, a type)."""
+    topic = msg.topic
+    props = msg.properties_string
+    body = msg.body
+    if not PyUnicode_Check(topic) or not PyUnicode_Check(props):
+        return 0
+    if PyBytes_Check(body):
+        r.body = PyBytes_AS_STRING(body)
+        r.body_len = PyBytes_GET_SIZE(body)
+    elif PyByteArray_Check(body):
+        r.body = PyByteArray_AS_STRING(body)
+        r.body_len = PyByteArray_GET_SIZE(body)
+    else:
+        return 0
+    r.topic = PyUnicode_AsUTF8AndSize(topic, &r.topic_len)
+    r.props = PyUnicode_AsUTF8AndSize(props, &r.props_len)
+    if r.topic_len > _MAX_TOPIC or r.props_len > _MAX_PROPS:
+        return 0
+    born = msg.born_host
+    store = msg.store_host
+    if not _read_ip(born.ip, r.born_ip, &r.born_ip_size) or not _read_ip(store.ip, r.store_ip, &r.store_ip_size):
+        return 0
+    # `MessageInner.effective_sys_flag`: the V6 bits say what the hosts are.
+    r.sys_flag = (<int32_t>msg.sys_flag & ~(_BORN_V6 | _STORE_V6)) | (
+        _BORN_V6 if r.born_ip_size == 16 else 0
+    ) | (_STORE_V6 if r.store_ip_size == 16 else 0)
+    r.queue_id = msg.queue_id
+    r.flag = msg.flag
+    r.born_timestamp = msg.born_timestamp
+    r.born_port = born.port
+    r.store_port = store.port
+    r.reconsume_times = msg.reconsume_times
+    r.prepared = msg.prepared_transaction_offset
+    r.head_size = _V4_HEAD + (r.born_ip_size - 4) + (r.store_ip_size - 4)
+    r.total = r.head_size + 3 + r.body_len + r.topic_len + r.props_len
+    if r.total > max_size:
+        return 0
+    if keep is not None:
+        keep.append((topic, props, body))  # the pointers above stay valid while these live
+    return 1
+
+
+cdef Py_ssize_t _write(char* out, const _Rec* r) noexcept nogil:
+    """The whole record at `out`, QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP zero; returns the
+    STORETIMESTAMP position."""
+    cdef Py_ssize_t p, stamp
+    _put32(out, <uint32_t>r.total)
+    _put32(out + 4, <uint32_t>_MAGIC)
+    _put32(out + 8, _crc32(<const uint8_t*>r.body, r.body_len) & 0x7FFFFFFF)
+    _put32(out + 12, <uint32_t>r.queue_id)
+    _put32(out + 16, <uint32_t>r.flag)
+    memset(out + 20, 0, 16)  # QUEUEOFFSET, PHYSICALOFFSET
+    _put32(out + 36, <uint32_t>r.sys_flag)
+    _put64(out + 40, <uint64_t>r.born_timestamp)
+    p = _PREFIX
+    memcpy(out + p, r.born_ip, r.born_ip_size)
+    p += r.born_ip_size
+    _put32(out + p, <uint32_t>r.born_port)
+    stamp = p + 4
+    memset(out + stamp, 0, 8)  # STORETIMESTAMP
+    p = stamp + 8
+    memcpy(out + p, r.store_ip, r.store_ip_size)
+    p += r.store_ip_size
+    _put32(out + p, <uint32_t>r.store_port)
+    _put32(out + p + 4, <uint32_t>r.reconsume_times)
+    _put64(out + p + 8, <uint64_t>r.prepared)
+    _put32(out + p + 16, <uint32_t>r.body_len)
+    p += 20
+    memcpy(out + p, r.body, r.body_len)
+    p += r.body_len
+    out[p] = <char>r.topic_len
+    memcpy(out + p + 1, r.topic, r.topic_len)
+    p += 1 + r.topic_len
+    out[p] = <char>(r.props_len >> 8)
+    out[p + 1] = <char>r.props_len
+    memcpy(out + p + 2, r.props, r.props_len)
+    return stamp
+
+
+def encode_record(msg, max_message_size):
+    """`record_codec_py.encode_record`: (header, tail, STORETIMESTAMP position, SYSFLAG)."""
+    cdef _Rec r
+    cdef int ok
+    try:
+        ok = _read(msg, &r, None, max_message_size)  # msg holds topic, properties and body
+    except Exception:
+        ok = 0
+    if not ok:
+        return record_codec_py.encode_record(msg, max_message_size)  # raises, or gives the same bytes
+    cdef char* whole = <char*>malloc(r.total)
+    if whole == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t stamp
+    try:
+        stamp = _write(whole, &r)
+        head = PyByteArray_FromStringAndSize(whole, r.head_size)
+        tail = PyBytes_FromStringAndSize(whole + r.head_size, r.total - r.head_size)
+    finally:
+        free(whole)
+    return (head, tail, stamp, r.sys_flag)
+
+
+def encode_records(msgs, max_message_size):
+    """`record_codec_py.encode_records`: (buffer, record starts, STORETIMESTAMP positions, first
+    SYSFLAG)."""
+    cdef list items = msgs if type(msgs) is list else list(msgs)
+    cdef Py_ssize_t n = len(items)
+    if n == 0:
+        return record_codec_py.encode_records(items, max_message_size)  # the reference's error
+    cdef _Rec* recs = <_Rec*>malloc(n * sizeof(_Rec))
+    if recs == NULL:
+        raise MemoryError()
+    cdef list keep = []
+    cdef Py_ssize_t i, pos = 0, total = 0
+    cdef int ok = 1
+    cdef int64_t max_size
+    cdef char* out
+    cdef list starts, stamps
+    try:
+        try:
+            max_size = max_message_size
+            for i in range(n):
+                if not _read(items[i], &recs[i], keep, max_size):
+                    ok = 0
+                    break
+                total += recs[i].total
+        except Exception:
+            ok = 0
+        if not ok:
+            return record_codec_py.encode_records(items, max_message_size)  # raises, or the same
+        buf = PyByteArray_FromStringAndSize(NULL, total)
+        out = PyByteArray_AS_STRING(buf)
+        starts = []
+        stamps = []
+        for i in range(n):
+            PyList_Append(starts, pos)
+            PyList_Append(stamps, pos + _write(out + pos, &recs[i]))
+            pos += recs[i].total
+        return (buf, starts, stamps, recs[0].sys_flag)
+    finally:
+        free(recs)
+
+
+# -- decode ----------------------------------------------------------------------------------------
+cdef object _new_stored = StoredRecord.__new__
+cdef object _new_host = HostAddress.__new__
+cdef tuple _S = tuple(_STORED_FIELDS)
+cdef str _IP = "ip"
+cdef str _PORT = "port"
+
+
+cdef object _host(const uint8_t* p, Py_ssize_t ip_size):
+    """A `HostAddress` of the ip (4 or 16 bytes) and port at p, built as its frozen `__init__` does."""
+    host = _new_host(HostAddress)
+    PyObject_GenericSetAttr(host, _IP, PyBytes_FromStringAndSize(<const char*>p, ip_size))
+    PyObject_GenericSetAttr(host, _PORT, _get32(p + ip_size))
+    return host
+
+
+def decode_records(buf):
+    """`protocol.record.decode_records`: the records of `buf` back to back, up to the first bad one."""
+    cdef Py_buffer view
+    if not (
+        PyBytes_Check(buf)
+        or PyByteArray_Check(buf)
+        or (PyMemoryView_Check(buf) and buf.format == "B" and buf.ndim == 1 and buf.c_contiguous)
+    ):
+        return _decode_records_py(buf)  # what `len` and indexing mean there is Python's to say
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _decode(<const uint8_t*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef list _decode(const uint8_t* data, Py_ssize_t n):
+    cdef list out = []
+    cdef Py_ssize_t pos = 0, end, q, born_size, store_size, head_size
+    cdef const uint8_t* r
+    cdef int32_t total, sys_flag, body_len
+    cdef int16_t props_len
+    cdef Py_ssize_t topic_len
+    cdef const uint8_t* born_at = NULL  # the previous record's hosts and topic, shared when equal
+    cdef const uint8_t* store_at = NULL
+    cdef const uint8_t* topic_at = NULL
+    cdef const uint8_t* t
+    cdef Py_ssize_t prev_born_size = 0, prev_store_size = 0, prev_topic_len = -1
+    born = store = topic = None
+    while pos < n:
+        r = data + pos
+        if n - pos < _PREFIX:
+            break
+        total = _get32(r)
+        if _get32(r + 4) != _MAGIC:
+            break
+        if total <= 0 or pos + total > n:
+            break
+        sys_flag = _get32(r + 36)
+        born_size = 16 if sys_flag & _BORN_V6 else 4
+        store_size = 16 if sys_flag & _STORE_V6 else 4
+        head_size = _V4_HEAD + born_size - 4 + store_size - 4
+        if total < head_size + 3:
+            break
+        end = pos + total
+        body_len = _get32(r + head_size - 4)
+        q = pos + head_size
+        if body_len < 0 or q + body_len + 3 > end:
+            break
+        q += body_len
+        topic_len = data[q]
+        q += 1 + topic_len
+        if q + 2 > end:
+            break
+        props_len = <int16_t>((<uint32_t>data[q] << 8) | data[q + 1])
+        q += 2
+        if props_len < 0 or q + props_len != end:
+            break
+        # the record is valid: build it
+        if born_at == NULL or prev_born_size != born_size or memcmp(born_at, r + _PREFIX, born_size + 4) != 0:
+            born = _host(r + _PREFIX, born_size)
+            born_at, prev_born_size = r + _PREFIX, born_size
+        if store_at == NULL or prev_store_size != store_size or memcmp(
+            store_at, r + _PREFIX + born_size + 12, store_size + 4
+        ) != 0:
+            store = _host(r + _PREFIX + born_size + 12, store_size)
+            store_at, prev_store_size = r + _PREFIX + born_size + 12, store_size
+        t = data + pos + head_size + body_len + 1
+        if prev_topic_len != topic_len or memcmp(topic_at, t, topic_len) != 0:
+            topic = PyUnicode_DecodeUTF8(<const char*>t, topic_len, "replace")
+            topic_at, prev_topic_len = t, topic_len
+        rec = _new_stored(StoredRecord)
+        PyObject_GenericSetAttr(rec, _S[0], total)
+        PyObject_GenericSetAttr(rec, _S[1], _MAGIC)
+        PyObject_GenericSetAttr(rec, _S[2], _get32(r + 8))
+        PyObject_GenericSetAttr(rec, _S[3], _get32(r + 12))
+        PyObject_GenericSetAttr(rec, _S[4], _get32(r + 16))
+        PyObject_GenericSetAttr(rec, _S[5], _get64(r + 20))
+        PyObject_GenericSetAttr(rec, _S[6], _get64(r + 28))
+        PyObject_GenericSetAttr(rec, _S[7], sys_flag)
+        PyObject_GenericSetAttr(rec, _S[8], _get64(r + 40))
+        PyObject_GenericSetAttr(rec, _S[9], born)
+        PyObject_GenericSetAttr(rec, _S[10], _get64(r + _PREFIX + born_size + 4))
+        PyObject_GenericSetAttr(rec, _S[11], store)
+        PyObject_GenericSetAttr(rec, _S[12], _get32(r + head_size - 16))
+        PyObject_GenericSetAttr(rec, _S[13], _get64(r + head_size - 12))
+        PyObject_GenericSetAttr(rec, _S[14], PyBytes_FromStringAndSize(<const char*>r + head_size, body_len))
+        PyObject_GenericSetAttr(rec, _S[15], topic)
+        PyObject_GenericSetAttr(rec, _S[16], PyUnicode_DecodeUTF8(<const char*>data + q, props_len, "replace"))
+        out.append(rec)
+        pos = end
+    return out
