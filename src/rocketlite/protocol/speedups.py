@@ -15,6 +15,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
 * `decode_frames`, `encode_command` (remoting frames: every complete frame of a read, a whole
   frame for a command): `frame_codec` over the reference or the fast JSON header codec;
   `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
+* `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
+  `record.decode_records`, one for both.
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
   SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
   `message.send_properties` and `batch.send_batch_messages`.
@@ -49,6 +51,7 @@ from rocketlite.protocol import command as command_codec
 from rocketlite.protocol import dispatch_codec
 from rocketlite.protocol import fastjson, json_header, json_header_py, record_codec, record_codec_py
 from rocketlite.protocol import message as message_codec
+from rocketlite.protocol import record as record_format
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.consume_queue_unit import Unit
 from rocketlite.protocol.frame_codec import (
@@ -76,6 +79,7 @@ __all__ = [
     "decode_frames",
     "check_records",
     "decode_json_header",
+    "decode_records",
     "decode_rocketmq_header",
     "encode_command",
     "encode_json_header",
@@ -165,6 +169,7 @@ class Codecs:
     encode_command: EncodeCommand
     decode_rocketmq_header: Callable[[bytes | memoryview], RemotingCommand]
     encode_rocketmq_header: Callable[[RemotingCommand], bytes]
+    decode_records: Callable[[bytes | bytearray | memoryview], list[record_format.StoredRecord]]
     send_properties: Callable[[str, str], SendProperties]
     send_batch_messages: SendBatchMessages
     check_records: CheckRecords
@@ -186,6 +191,7 @@ REFERENCE: Final = Codecs(
     encode_command_over(json_header_py.encode_json_header),
     command_codec.decode_rocketmq_header,
     command_codec.encode_rocketmq_header,
+    record_format.decode_records,
     message_codec.send_properties,
     batch_codec.send_batch_messages,
     dispatch_codec.check_records,
@@ -206,6 +212,7 @@ PYTHON: Final = Codecs(
     encode_command_over(json_header.encode_json_header),
     command_codec.decode_rocketmq_header,
     command_codec.encode_rocketmq_header,
+    record_format.decode_records,
     message_codec.send_properties,
     batch_codec.send_batch_messages,
     dispatch_codec.check_records,
@@ -269,6 +276,7 @@ decode_frames: Final = CHOSEN.decode_frames
 encode_command: Final = CHOSEN.encode_command
 decode_rocketmq_header: Final = CHOSEN.decode_rocketmq_header
 encode_rocketmq_header: Final = CHOSEN.encode_rocketmq_header
+decode_records: Final = CHOSEN.decode_records
 send_properties: Final = CHOSEN.send_properties
 send_batch_messages: Final = CHOSEN.send_batch_messages
 check_records: Final = CHOSEN.check_records
