@@ -48,8 +48,14 @@ from typing import Final, Protocol
 
 from rocketlite.protocol import batch as batch_codec
 from rocketlite.protocol import command as command_codec
-from rocketlite.protocol import dispatch_codec
-from rocketlite.protocol import fastjson, json_header, json_header_py, record_codec, record_codec_py
+from rocketlite.protocol import (
+    dispatch_codec,
+    fastjson,
+    json_header,
+    json_header_py,
+    record_codec,
+    record_codec_py,
+)
 from rocketlite.protocol import message as message_codec
 from rocketlite.protocol import record as record_format
 from rocketlite.protocol.command import RemotingCommand
@@ -76,8 +82,8 @@ __all__ = [
     "REFERENCE",
     "REFERENCE_ONLY",
     "Codecs",
-    "decode_frames",
     "check_records",
+    "decode_frames",
     "decode_json_header",
     "decode_records",
     "decode_rocketmq_header",
@@ -85,8 +91,8 @@ __all__ = [
     "encode_json_header",
     "encode_record",
     "encode_records",
-    "index_hashes",
     "encode_rocketmq_header",
+    "index_hashes",
     "load_native",
     "pack_units",
     "quote",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import starmap
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -38,6 +37,7 @@ from rocketlite.protocol.consume_queue_unit import (
     Unit,
     is_padding,
 )
+from rocketlite.protocol.speedups import pack_units, select_units
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (
     Allocator,
@@ -290,7 +290,7 @@ class ConsumeQueue:
             else:
                 log.warning("%s: [BUG] gap from %d to %d; padding it", self, end // UNIT_SIZE, cq_offset)
             self._write_padding((expected - end) // UNIT_SIZE)
-        self._write(b"".join(starmap(CQ_UNIT.pack, units)))
+        self._write(pack_units(units))
         self._max_physic = units[-1][0] + units[-1][1]
 
     def _new_file(self, expected: int) -> MappedFile:
@@ -370,34 +370,35 @@ class ConsumeQueue:
         found = QueueRead()
         messages, queue_offsets = found.messages, found.queue_offsets
         skip_below = -1  # commit-log start of the segment after a removed one
-        scanned = total = 0
+        start = total = 0
         get_data = records.get_data
         # The readable rest of the segment holding the last record read: the records of one pull
-        # are mostly in one segment, so each is a slice of this view instead of a segment lookup
-        # (inline, not a helper call per record: this loop runs for every record pulled).
+        # are mostly in one segment, so each is a slice of this view instead of a segment lookup.
         seg: memoryview | None = None
         seg_start = seg_end = 0
-        for phy, size, tag in CQ_UNIT.iter_unpack(units):
-            if messages and (len(messages) >= max_count or total + size > max_bytes):
+        while True:
+            # The units to take, chosen natively as if every record were still in the log; a
+            # removed one restarts the choice after it with the counts actually taken.
+            picked, scanned = select_units(
+                units, start, max_count, max_bytes, tag_filter, len(messages), total, skip_below
+            )
+            for phy, size, idx in picked:
+                if phy < seg_start or phy + size > seg_end:
+                    if seg is not None:
+                        seg.release()
+                    seg = get_data(phy) if phy >= 0 else None
+                    seg_start = phy
+                    seg_end = phy + len(seg) if seg is not None else phy
+                if seg is None or size < 0 or phy + size > seg_end:
+                    found.hit_removed = found.hit_removed or not messages
+                    skip_below = records.roll_next_file(phy)
+                    start = idx + 1
+                    break
+                messages.append(seg[phy - seg_start : phy - seg_start + size])
+                queue_offsets.append(offset + idx)
+                total += size
+            else:
                 break
-            scanned += 1
-            if size == PADDING_SIZE or phy < skip_below:
-                continue
-            if tag_filter is not None and not tag_filter(tag):
-                continue
-            if phy < seg_start or phy + size > seg_end:
-                if seg is not None:
-                    seg.release()
-                seg = get_data(phy) if phy >= 0 else None
-                seg_start = phy
-                seg_end = phy + len(seg) if seg is not None else phy
-            if seg is None or size < 0 or phy + size > seg_end:
-                found.hit_removed = found.hit_removed or not messages
-                skip_below = records.roll_next_file(phy)
-                continue
-            messages.append(seg[phy - seg_start : phy - seg_start + size])
-            queue_offsets.append(offset + scanned - 1)
-            total += size
         if seg is not None:
             seg.release()
         units.release()

@@ -32,7 +32,7 @@ from rocketlite.protocol.record import (
     ScanKind,
     layout_for,
 )
-from rocketlite.protocol.speedups import scan_record
+from rocketlite.protocol.speedups import check_records
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
@@ -104,30 +104,26 @@ def scan_commit_log(
             report.problem_offset = valid_end
             return valid_end
         view = mf.raw_view()
-        pos = 0
-        while True:
-            res = scan_record(view, pos, verify_crc=verify_crc)
-            if res.kind is ScanKind.MESSAGE:
-                report.records_scanned += 1
-                assert res.request is not None
-                if res.request.commit_log_offset != mf.file_from_offset + pos:
-                    report.problem = "record's PHYSICALOFFSET does not match its position"
-                    report.problem_offset = mf.file_from_offset + pos
-                    return mf.file_from_offset + pos
-                pos += res.size
-                continue
-            if res.kind is ScanKind.BLANK:
-                valid_end = mf.file_from_offset + mf.file_size
-                break
-            valid_end = mf.file_from_offset + pos
-            if res.kind is ScanKind.CORRUPT:
-                report.problem = res.reason
-                report.problem_offset = valid_end
-                return valid_end
-            if i != len(files) - 1 and pos != mf.file_size:
-                # Data ends inside a segment that is not the last: later segments are dirty.
-                return valid_end
-            break
+        # One native walk per segment (no GIL, no object per record) up to the first record that
+        # is not a message or whose PHYSICALOFFSET is not its position.
+        pos, count, res = check_records(view, 0, mf.file_from_offset, verify_crc=verify_crc)
+        report.records_scanned += count
+        if res.kind is ScanKind.MESSAGE:
+            report.records_scanned += 1
+            report.problem = "record's PHYSICALOFFSET does not match its position"
+            report.problem_offset = mf.file_from_offset + pos
+            return mf.file_from_offset + pos
+        if res.kind is ScanKind.BLANK:
+            valid_end = mf.file_from_offset + mf.file_size
+            continue
+        valid_end = mf.file_from_offset + pos
+        if res.kind is ScanKind.CORRUPT:
+            report.problem = res.reason
+            report.problem_offset = valid_end
+            return valid_end
+        if i != len(files) - 1 and pos != mf.file_size:
+            # Data ends inside a segment that is not the last: later segments are dirty.
+            return valid_end
     return valid_end
 
 

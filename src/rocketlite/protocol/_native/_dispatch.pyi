@@ -1,0 +1,35 @@
+"""Stub of the compiled store read side (`_dispatch.pyx`); the references are in
+`protocol/record_codec_py.py` and `protocol/dispatch_codec.py`."""
+
+from collections.abc import Callable, Sequence
+
+from rocketlite.protocol.consume_queue_unit import Unit
+from rocketlite.protocol.record import DispatchRequest, ScanResult
+
+def scan_messages(
+    buf: memoryview,
+    pos: int,
+    limit: int,
+    out: list[DispatchRequest],
+    *,
+    verify_crc: bool,
+    delay_levels_ms: tuple[int, ...] = (),
+) -> tuple[int, ScanResult | None]: ...
+def scan_record(
+    buf: memoryview, pos: int, *, verify_crc: bool, delay_levels_ms: tuple[int, ...] = ()
+) -> ScanResult: ...
+def check_records(
+    buf: memoryview, pos: int, base_offset: int, *, verify_crc: bool
+) -> tuple[int, int, ScanResult]: ...
+def select_units(
+    units: memoryview,
+    start: int,
+    max_count: int,
+    max_bytes: int,
+    tag_filter: Callable[[int], bool] | None,
+    count: int,
+    total: int,
+    skip_below: int,
+) -> tuple[list[tuple[int, int, int]], int]: ...
+def pack_units(units: Sequence[Unit]) -> bytes: ...
+def index_hashes(topics: Sequence[str], keys: Sequence[str]) -> list[int]: ...

@@ -1,0 +1,93 @@
+"""The store's read-side hot paths beside the record scan, in Python: the reference implementations.
+
+`protocol.speedups` picks these when `ROCKETLITE_NATIVE=0` (or when the compiled
+`_native/_dispatch` is missing); the compiled twins give the same results and
+`tests/store/test_native_dispatch.py` pins them together.
+
+* `check_records`: recovery's walk over a commit-log segment: records from a position, each one
+  checked by `record_codec_py.scan_record` (magic, sizes, lengths, CRC) and its PHYSICALOFFSET
+  against where it lies; only a count comes back, no `DispatchRequest` per record;
+* `select_units`: the selection half of a pull (`store/consume_queue.py` `ConsumeQueue.read`):
+  which consume-queue units of a run are taken, by padding, tag code, count and bytes;
+* `pack_units`: (commitLogOffset, size, tagsCode) units to their 20-byte form, back to back;
+* `index_hashes`: `indexKeyHashMethod("topic#key")` of many keys (Java `String.hashCode`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import starmap
+
+from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_SIZE, Unit
+from rocketlite.protocol.message import index_key_hash
+from rocketlite.protocol.record import ScanKind, ScanResult
+from rocketlite.protocol.record_codec_py import scan_record
+
+__all__ = ["check_records", "index_hashes", "pack_units", "select_units"]
+
+# (commitLogOffset, size, index of the unit in the run) of a selected unit
+Selected = tuple[int, int, int]
+
+
+def check_records(
+    buf: memoryview, pos: int, base_offset: int, *, verify_crc: bool
+) -> tuple[int, int, ScanResult]:
+    """Walk the records of `buf` (a segment starting at commit-log offset `base_offset`) from `pos`.
+
+    Returns (position reached, messages counted, the `ScanResult` that stopped the walk there):
+    the first record that is not a message (BLANK, END, CORRUPT, as `scan_record` says), or a
+    MESSAGE whose PHYSICALOFFSET is not `base_offset + position` (not counted).
+    """
+    count = 0
+    while True:
+        res = scan_record(buf, pos, verify_crc=verify_crc)
+        if res.kind is not ScanKind.MESSAGE:
+            return pos, count, res
+        assert res.request is not None
+        if res.request.commit_log_offset != base_offset + pos:
+            return pos, count, res
+        count += 1
+        pos += res.size
+
+
+def select_units(
+    units: memoryview,
+    start: int,
+    max_count: int,
+    max_bytes: int,
+    tag_filter: Callable[[int], bool] | None,
+    count: int,
+    total: int,
+    skip_below: int,
+) -> tuple[list[Selected], int]:
+    """The units a pull takes from `units` (whole 20-byte units), from unit `start` on.
+
+    `count` records of `total` bytes are already taken. A unit is looked at while nothing is
+    taken yet, or fewer than `max_count` are and its size fits in `max_bytes`; it is skipped if
+    it is padding, points below `skip_below`, or its tag code fails `tag_filter`; otherwise it is
+    taken (counting as found). Returns the taken units and the index after the last unit looked at.
+    """
+    selected: list[Selected] = []
+    i = start
+    for phy, size, tag in CQ_UNIT.iter_unpack(units[start * CQ_UNIT.size :]):
+        if count and (count >= max_count or total + size > max_bytes):
+            break
+        i += 1
+        if size == PADDING_SIZE or phy < skip_below:
+            continue
+        if tag_filter is not None and not tag_filter(tag):
+            continue
+        selected.append((phy, size, i - 1))
+        count += 1
+        total += size
+    return selected, i
+
+
+def pack_units(units: Sequence[Unit]) -> bytes:
+    """The units' bytes, back to back (values within Java's ranges)."""
+    return b"".join(starmap(CQ_UNIT.pack, units))
+
+
+def index_hashes(topics: Sequence[str], keys: Sequence[str]) -> list[int]:
+    """`index_key_hash(topic + "#" + key)` for every (topic, key) pair."""
+    return [index_key_hash(f"{topic}#{key}") for topic, key in zip(topics, keys, strict=True)]

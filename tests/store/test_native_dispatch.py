@@ -1,0 +1,225 @@
+"""The store's read-side codecs are pinned to their references, byte for byte.
+
+`protocol.speedups` chooses the compiled `_native/_dispatch` (or the fast Python scanner) over
+`record_codec_py` and `dispatch_codec`; these property tests feed the chosen and the fast Python
+implementations the same input as the reference and demand the same outcome: the same results
+(every `DispatchRequest` field) and the same stop, or the same exception. Inputs are random record
+streams (IPv4/IPv6 hosts, transactions, schedule-topic messages with DELAY levels, tricky
+properties, non-ASCII text) ending in blanks, zeros or garbage, with bytes corrupted at random;
+random consume-queue unit runs with padding under every kind of tag filter; random keys.
+Under `ROCKETLITE_NATIVE=0` the chosen codecs are the references, so only the Python ones are
+really compared.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketlite.protocol import speedups
+from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_UNIT
+from rocketlite.protocol.message import HostAddress, MessageConst
+from rocketlite.protocol.record import (
+    BLANK_MAGIC_CODE,
+    DispatchRequest,
+    MessageInner,
+    pack_head,
+    prepare_record,
+)
+from rocketlite.protocol.reserved import SCHEDULE_TOPIC
+
+REFERENCE = speedups.REFERENCE
+IMPLS = [speedups.CHOSEN, speedups.PYTHON]
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DELAYS = (1000, 5000, 10_000, 30_000)
+
+V4 = HostAddress(bytes([127, 0, 0, 1]), 10911)
+V6 = HostAddress(bytes(range(16)), 10911)
+
+texts = st.text(max_size=12) | st.sampled_from(["", "a", "TagA", "ü", "\U0001f600x", "k1 k2  k3"])
+prop_names = st.sampled_from(
+    [MessageConst.KEYS, MessageConst.TAGS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+     MessageConst.DELAY_TIME_LEVEL, "XKEYS", "WAIT", "a"]
+)  # fmt: skip
+delay_values = st.sampled_from(["1", "3", "0", "99", "-1", "x", "", "²"]) | st.text(max_size=3)
+
+
+@st.composite
+def properties(draw: st.DrawFn) -> str:
+    pairs = draw(st.lists(st.tuples(prop_names, texts | delay_values), max_size=5))
+    if draw(st.booleans()):  # a needle inside a value must not count as a property
+        pairs.insert(0, ("WAIT", f"{MessageConst.KEYS}\x01inside"))
+    return "\x02".join(f"{k}\x01{v}" for k, v in pairs)
+
+
+@st.composite
+def records(draw: st.DrawFn, pos: int) -> bytes:
+    msg = MessageInner(
+        topic=draw(st.sampled_from(["T", "TopicA", SCHEDULE_TOPIC, "tö", "%RETRY%g"]) | st.text(max_size=8)),
+        body=draw(st.binary(max_size=64)),
+        born_host=draw(st.sampled_from([V4, V6])),
+        store_host=draw(st.sampled_from([V4, V6])),
+        queue_id=draw(st.integers(-2, 8)),
+        sys_flag=draw(st.sampled_from([0, 1, 2, 4, 8, 0xC, 0x10, 0x20, 0x30, 0x104])),
+        born_timestamp=draw(st.integers(0, 1 << 41)),
+        properties_string=draw(properties()),
+    )
+    rec = prepare_record(msg, 1 << 20)
+    phys = pos if draw(st.integers(0, 9)) else draw(st.integers(-1, 1 << 40))
+    store_ts = draw(st.integers(0, 1 << 41))
+    return pack_head(rec, draw(st.integers(0, 1 << 40)), phys, store_ts) + rec.tail
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> bytearray:
+    """Records back to back (PHYSICALOFFSET = position, mostly), then a blank, zeros or garbage,
+    then a few bytes overwritten at random."""
+    buf = bytearray()
+    for _ in range(draw(st.integers(0, 6))):
+        buf += draw(records(len(buf)))
+    tail = draw(st.sampled_from(["none", "blank", "zeros", "garbage", "short"]))
+    if tail == "blank":
+        size = draw(st.integers(8, 64))
+        buf += struct.pack(">ii", size, BLANK_MAGIC_CODE) + bytes(size - 8)
+    elif tail == "zeros":
+        buf += bytes(draw(st.integers(1, 100)))
+    elif tail == "garbage":
+        buf += draw(st.binary(min_size=1, max_size=100))
+    elif tail == "short":
+        buf += draw(st.binary(min_size=1, max_size=7))
+    for _ in range(draw(st.integers(0, 2))):
+        if buf:
+            at = draw(st.integers(0, len(buf) - 1))
+            buf[at] = draw(st.integers(0, 255))
+    return buf
+
+
+def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+@SETTINGS
+@given(streams(), st.booleans(), st.sampled_from([(), DELAYS]), st.data())
+def test_scan_messages(
+    buf: bytearray, verify_crc: bool, delays: tuple[int, ...], data: st.DataObject
+) -> None:
+    limit = data.draw(st.integers(0, len(buf) + 8) | st.just(1 << 70))
+    view = memoryview(bytes(buf))
+    expected: list[DispatchRequest] = []
+    want = outcome(
+        REFERENCE.scan_messages, view, 0, limit, expected, verify_crc=verify_crc, delay_levels_ms=delays
+    )
+    for impl in IMPLS:
+        out: list[DispatchRequest] = []
+        got = outcome(impl.scan_messages, view, 0, limit, out, verify_crc=verify_crc, delay_levels_ms=delays)
+        assert (got, out) == (want, expected), impl.name
+
+
+@SETTINGS
+@given(streams(), st.booleans(), st.sampled_from([(), DELAYS]), st.data())
+def test_scan_record_anywhere(
+    buf: bytearray, verify_crc: bool, delays: tuple[int, ...], data: st.DataObject
+) -> None:
+    pos = data.draw(st.integers(0, len(buf) + 2))
+    view = memoryview(bytes(buf))
+    want = outcome(REFERENCE.scan_record, view, pos, verify_crc=verify_crc, delay_levels_ms=delays)
+    for impl in IMPLS:
+        assert outcome(impl.scan_record, view, pos, verify_crc=verify_crc, delay_levels_ms=delays) == want
+
+
+@SETTINGS
+@given(streams(), st.booleans(), st.sampled_from([0, 0, 4096, -5]))
+def test_check_records(buf: bytearray, verify_crc: bool, base: int) -> None:
+    view = memoryview(bytes(buf))
+    want = outcome(REFERENCE.check_records, view, 0, base, verify_crc=verify_crc)
+    for impl in IMPLS:
+        assert outcome(impl.check_records, view, 0, base, verify_crc=verify_crc) == want
+
+
+def test_scan_a_mapping_and_an_empty_buffer() -> None:
+    """Writable buffers (the segments are writable mappings) and empty ones scan alike."""
+    buf = bytearray(bytes(100))
+    for impl in [REFERENCE, *IMPLS]:
+        out: list[DispatchRequest] = []
+        assert impl.scan_messages(memoryview(buf), 0, 1000, out, verify_crc=True)[0] == 0
+        assert impl.scan_messages(memoryview(b""), 0, 1000, out, verify_crc=True) == (0, None)
+        assert impl.check_records(memoryview(b""), 0, 0, verify_crc=True)[:2] == (0, 0)
+        assert out == []
+
+
+tag_pool = st.sampled_from([0, 1, -1, 7, 1 << 40, -(1 << 63), (1 << 63) - 1])
+units = st.lists(
+    st.tuples(st.integers(-3, 1 << 20), st.integers(-5, 4096), tag_pool) | st.just(PADDING_UNIT), max_size=60
+)
+
+
+def filters(codes: frozenset[int], kind: int) -> Callable[[int], bool] | None:
+    if kind == 0:
+        return None
+    if kind == 1:
+        return set(codes).__contains__
+    if kind == 2:
+        return codes.__contains__
+    if kind == 3:
+        return {*codes, 1.5, "x"}.__contains__  # type: ignore[arg-type]
+    return lambda tag: tag % 2 == 0
+
+
+@SETTINGS
+@given(
+    units,
+    st.frozensets(tag_pool | st.integers(), max_size=4),
+    st.integers(0, 4),
+    st.integers(0, 62),
+    st.integers(1, 40) | st.just(1 << 70),
+    st.integers(0, 20_000) | st.just(1 << 70),
+    st.integers(0, 3),
+    st.integers(0, 5000),
+    st.integers(-1, 1 << 19),
+)
+def test_select_units(
+    run: list[tuple[int, int, int]],
+    codes: frozenset[int],
+    kind: int,
+    start: int,
+    max_count: int,
+    max_bytes: int,
+    count: int,
+    total: int,
+    skip_below: int,
+) -> None:
+    view = memoryview(b"".join(CQ_UNIT.pack(*u) for u in run))
+    args = (view, start, max_count, max_bytes, filters(codes, kind), count, total, skip_below)
+    want = REFERENCE.select_units(*args)
+    for impl in IMPLS:
+        assert impl.select_units(*args) == want
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(st.integers(0, (1 << 63) - 1), st.integers(1, (1 << 31) - 2), tag_pool), max_size=40)
+)
+def test_pack_units(run: list[tuple[int, int, int]]) -> None:
+    want = REFERENCE.pack_units(run)
+    for impl in IMPLS:
+        assert impl.pack_units(run) == want
+
+
+surrogates = st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(texts | surrogates, texts | surrogates | st.text()), max_size=20))
+def test_index_hashes(pairs: list[tuple[str, str]]) -> None:
+    topics = [t for t, _ in pairs]
+    keys = [k for _, k in pairs]
+    want = REFERENCE.index_hashes(topics, keys)
+    for impl in IMPLS:
+        assert impl.index_hashes(topics, keys) == want
