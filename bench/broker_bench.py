@@ -1,54 +1,43 @@
 """Over-loopback benchmark of the broker against Redis Streams, at equal durability, in one run.
 
-    .venv/bin/python bench/broker_bench.py              # full run (~2 minutes, <= ~1 GiB of disk)
-    .venv/bin/python bench/broker_bench.py --quick      # small run (< 30 s; the smoke test)
+    .venv/bin/python bench/broker_bench.py              # full run (a few minutes, <= ~1 GiB of disk)
+    .venv/bin/python bench/broker_bench.py --quick      # small run (< ~60 s; the smoke test)
     .venv/bin/python bench/broker_bench.py --no-redis   # our broker only
+    .venv/bin/python bench/broker_bench.py --procs 1    # one load-generator process for our broker
     .venv/bin/python bench/broker_bench.py --profile /tmp/prof   # + py-spy of the broker per phase
     .venv/bin/python bench/broker_bench.py --latency-rate 5000   # latency below saturation
 
-Servers run as separate processes, one at a time (each group of phases runs our broker, stops it,
-then runs Redis), each on a fresh temporary directory under --dir (default: the current
-directory's filesystem), deleted when the server stops:
+Measure the broker, not the load generator. Servers run as separate processes, one at a time,
+each on a fresh temporary directory under --dir (default: the current directory's filesystem):
 
-* ours: ``python -m rocketlite broker -c broker.conf`` (storePathRootDir in the temp dir, a free
-  listenPort on 127.0.0.1, no name server, 16 queues per auto-created topic, 128 MiB commit-log
-  segments so a phase rolls segments as production does);
-* Redis: ``redis-server --port X --dir D --appendonly yes --appendfsync everysec|always --save ''``
-  (plus ``--bind 127.0.0.1``), Debian's package (``apt-get install -y redis-server``).
+* ours: ``python -m rocketlite broker -c broker.conf`` (no name server, 16 queues per topic,
+  128 MiB commit-log segments), driven by `--procs` load-generator processes (default 2,
+  bench/broker/workers.py): each writes prebuilt request frames (encoded once with rocketlite's
+  encoder, JSON headers as a Java client sends, or ROCKETMQ with --serialize; fixed opaques and
+  pull offsets patched in at fixed positions) and reads only the code and opaque of each answer
+  (a pull answer also its nextBeginOffset), as redis-benchmark does for Redis;
+* Redis: ``redis-server --appendonly yes --appendfsync everysec|always --save ''``, driven by
+  redis-benchmark, its C client (``apt-get install -y redis-server`` installs both).
 
 Equal durability: our ASYNC_FLUSH against ``appendfsync everysec``, our SYNC_FLUSH (group commit)
-against ``appendfsync always``. Bodies of 128 B and 1 KiB. The load generator is this process, one
-asyncio loop (uvloop when installed, via `rocketlite.runtime.new_event_loop`), 16 connections:
+against ``appendfsync always``; bodies of 128 B and 1 KiB; 16 connections (queue / stream i):
 
-* ours is driven by rocketlite's own remoting client (`rocketlite.remoting.connection.Connection`:
-  many requests in flight per connection, matched by opaque; headers built with
-  `SendMessageRequestHeader.to_ext_v2` / `PullMessageRequestHeader`, batches with `encode_batch`);
-* Redis is driven by the minimal pipelined RESP client in bench/broker/peers.py (`RespConnection`: an
-  `asyncio.Protocol` with an incremental RESP2 parser, replies matched in order).
-
-Phases (each bounded by --seconds and by a per-phase byte cap that keeps the disk use down;
-connection i writes and reads queue i of the topic / stream i):
-
-1. batched produce: SEND_BATCH_MESSAGE of 32 messages, one batch in flight per connection, vs 32
-   XADDs written at once (pipelined 32 deep), one pipeline in flight per connection;
-2. single-message produce: SEND_MESSAGE_V2, a window of 32 requests in flight per connection, vs
-   XADD with a window of 32;
-3. consume (ASYNC group only) of what phase 1 wrote, the same count per queue on both sides:
-   PULL_MESSAGE of 32 (subscription in the request, no suspend), one pull in flight per queue, vs
-   ``XRANGE stream (last-id + COUNT 1000``, one in flight per stream;
-4. end-to-end latency (ASYNC group only): 16 producer connections send single messages paced at
-   20k msgs/s (body starts with the send time), 16 consumers long-poll (PULL_MESSAGE with SUSPEND)
-   / ``XREAD BLOCK``; latency = receive time - send time, both in this process; the send -> ack
-   part is printed too.
+1. batched produce: SEND_BATCH_MESSAGE of 32, one in flight per connection, vs
+   ``redis-benchmark -c 16 -P 32 XADD batch:__rand_int__ * d <value>`` (32 XADDs written at once);
+2. single-message produce: SEND_MESSAGE_V2, 32 in flight per connection, vs XADD with the same
+   512 in flight (``-c 512 -P 1``: redis-benchmark's pipeline is a batch, not a window);
+3. consume (ASYNC group only) of what phase 1 wrote: PULL_MESSAGE of 32, one in flight per queue,
+   vs ``redis-benchmark -c 16 XRANGE batch:__rand_int__ - + COUNT 32``;
+4. end-to-end latency (ASYNC group only): single messages paced at 20k msgs/s (send time in the
+   body), long-polling consumers (PULL_MESSAGE with SUSPEND) in the same worker processes, vs
+   paced XADDs and ``XREAD BLOCK`` from this process; latency = receive - send time.
 
 Every message carries what a Java producer sends (UNIQ_KEY, TAGS, WAIT), so the broker indexes it.
-msgs/s count acknowledged (produce) or received (consume) messages over the phase's wall time,
-from the first request to the last answer. Phases do not leak into each other: before each one
-the page cache is written back (`os.sync`), and after each of our produce phases the benchmark
-waits until the broker has dispatched everything (the time that took is printed, with the
-"consumable" rate it implies). Each phase prints the CPU used by the server, by the load
-generator and by the rest of the machine (100% = one core): which side was the bottleneck, and
-whether another workload disturbed the run (flagged, and summed up under the table).
+Every phase reports, from /proc, the server's CPU (all threads) per acknowledged message, the CPU of
+each load-generator process, and which processes were saturated (>= 85% of a core); the rest of
+the machine's CPU is reported too, and phases it disturbed are flagged. Before each phase the page
+cache is written back (`os.sync`), and after each of our produce phases the benchmark waits until
+the broker has dispatched everything (the time that took is printed).
 """
 
 from __future__ import annotations
@@ -71,11 +60,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.broker.config import FULL, LATENCY_RATE, QUICK, REDIS_INSTALL_HINT, Plan, out
+from bench.broker.config import FULL, LATENCY_RATE, LOADGEN_PROCS, QUICK, REDIS_INSTALL_HINT, Plan, out
+from bench.broker.pool import find_redis_benchmark
 from bench.broker.profiling import Profiler, find_py_spy
-from bench.broker.report import Report
-from bench.broker.runner import Settings, run, summary
+from bench.broker.runner import Results, Settings, run
 from bench.broker.servers import stop_all_children
+from bench.broker.tables import summary
 from rocketlite.runtime import new_event_loop
 
 
@@ -104,7 +94,19 @@ def source_version() -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0] if __doc__ else None)
-    ap.add_argument("--quick", action="store_true", help="short phases (< 30 s in all), for the smoke test")
+    ap.add_argument("--quick", action="store_true", help="short phases (< ~60 s in all), for the smoke test")
+    ap.add_argument(
+        "--procs",
+        type=int,
+        default=LOADGEN_PROCS,
+        help=f"load-generator processes for our broker (default {LOADGEN_PROCS})",
+    )
+    ap.add_argument(
+        "--serialize",
+        choices=("json", "rocketmq"),
+        default="json",
+        help="header serialization of our requests (default json, as the Java client)",
+    )
     ap.add_argument("--no-redis", action="store_true", help="run our broker only")
     ap.add_argument("--redis-server", default=None, help="redis-server binary (default: from PATH)")
     ap.add_argument(
@@ -148,12 +150,19 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(
             plan.name, args.seconds, plan.latency_seconds, plan.phase_cap_bytes, plan.sizes, plan.sync
         )
+    if args.procs < 1:
+        raise SystemExit("--procs must be at least 1")
     redis_binary: str | None = None
+    redis_bench: str | None = None
     if not args.no_redis:
         redis_binary = args.redis_server or shutil.which("redis-server")
         if redis_binary is None and Path("/usr/bin/redis-server").exists():
             redis_binary = "/usr/bin/redis-server"
         if redis_binary is None or not os.access(redis_binary, os.X_OK):
+            print(REDIS_INSTALL_HINT, file=sys.stderr)
+            return 2
+        redis_bench = find_redis_benchmark(redis_binary)
+        if redis_bench is None:
             print(REDIS_INSTALL_HINT, file=sys.stderr)
             return 2
     spy: str | None = None
@@ -171,23 +180,26 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(
         plan,
         redis_binary,
+        redis_bench,
         work,
         Profiler(spy, args.profile, tuple(args.profile_flags.split())),
         args.latency_rate,
+        procs=args.procs,
+        serialize=args.serialize.upper(),
         source=source,
         loop_kind=loop_kind,
     )
-    report = Report()
+    results = Results()
     t0 = time.perf_counter()
     try:
         out(f"# rocketlite broker vs Redis Streams ({plan.name}), {source}, work dir {work}")
         out(
-            f"load generator: this process ({loop_kind}); rocketlite <- rocketlite.remoting.Connection; "
-            f"Redis <- peers.RespConnection{'' if redis_binary else '; Redis skipped (--no-redis)'}"
+            f"load generators: rocketlite <- {args.procs} worker process(es) ({loop_kind}), prebuilt "
+            f"{settings.serialize} frames; Redis <- {redis_bench or 'skipped (--no-redis)'}"
         )
         out()
         # Ctrl-C / SIGTERM cancel the run: its `finally` blocks stop the servers in order.
-        main_task = loop.create_task(run(settings, report))
+        main_task = loop.create_task(run(settings, results))
         received: list[int] = []
 
         def interrupt(signum: int) -> None:
@@ -203,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             print(f"interrupted ({signal.Signals(received[0]).name}): servers stopped", file=sys.stderr)
             return 128 + received[0]
-        report.profiles = settings.profiler.outputs
-        summary(settings, report, time.perf_counter() - t0)
+        summary(settings, results, time.perf_counter() - t0, settings.profiler.outputs)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,5 +1,7 @@
-"""The Redis Streams peer of the broker benchmark: the redis-server process, a pipelining RESP
-client, and its produce, consume and latency phases (mirrors of loadgen's)."""
+"""The Redis Streams peer of the broker benchmark: the redis-server process, and a pipelining RESP
+client for what redis-benchmark cannot do: the readiness check and the latency phase (paced XADDs
+with the send time in the value, XREAD BLOCK consumers). Produce and consume are measured with
+redis-benchmark (bench/broker/pool.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from typing import Any
 
 from tests.support.ports import free_port
 
-from bench.broker.config import BATCH, CONNECTIONS, XRANGE_COUNT
-from bench.broker.loadgen import LatencyLog, latency_body, paced, windowed
-from bench.broker.report import Budget, Meter, PhaseResult
+from bench.broker.config import CONNECTIONS, XRANGE_COUNT
+from bench.broker.loadgen import LatencyLog, latency_body, paced
+from bench.broker.report import Meter, PhaseResult
 from bench.broker.servers import Child, wait_listening
 
 
@@ -186,69 +188,6 @@ async def redis_ready(port: int, child: Child, timeout: float = 30.0) -> str:
 def check_reply(reply: Reply) -> None:
     if isinstance(reply, RespError):
         raise RuntimeError(f"redis error: {reply}")
-
-
-async def redis_produce_batch(
-    conns: list[RespConnection], prefix: str, body: bytes, budget: Budget, meter_of: Callable[[], Meter]
-) -> PhaseResult:
-    heads = [xadd_prefix(f"{prefix}:{i}", len(body)) for i in range(len(conns))]
-    acked = [0] * len(conns)
-    meter = meter_of()
-    deadline = budget.start()
-
-    async def run(i: int) -> None:
-        conn, head = conns[i], heads[i]
-        while acked[i] + BATCH <= budget.cap_per_conn and time.perf_counter() < deadline:
-            payload = b"".join([part for _ in range(BATCH) for part in (head, body, b"\r\n")])
-            replies = await conn.request(payload, BATCH)
-            for r in replies:
-                check_reply(r)
-            acked[i] += BATCH
-
-    await asyncio.gather(*(run(i) for i in range(len(conns))))
-    return meter.result(sum(acked), acked)
-
-
-def _xadd_ok(replies: list[Reply]) -> str | None:
-    return f"redis error: {replies[0]}" if isinstance(replies[0], RespError) else None
-
-
-async def redis_produce_single(
-    conns: list[RespConnection], prefix: str, body: bytes, budget: Budget, meter_of: Callable[[], Meter]
-) -> PhaseResult:
-    heads = [xadd_prefix(f"{prefix}:{i}", len(body)) for i in range(len(conns))]
-
-    def issue(i: int) -> asyncio.Future[list[Reply]]:
-        return conns[i].request(b"".join((heads[i], body, b"\r\n")))
-
-    return await windowed(len(conns), issue, _xadd_ok, budget, meter_of())
-
-
-async def redis_consume(
-    conns: list[RespConnection],
-    prefix: str,
-    targets: list[int],
-    seconds: float,
-    meter_of: Callable[[], Meter],
-) -> PhaseResult:
-    got = [0] * len(conns)
-    meter = meter_of()
-    deadline = time.perf_counter() + seconds
-
-    async def run(q: int) -> None:
-        conn, stream = conns[q], f"{prefix}:{q}"
-        start: bytes = b"-"
-        while got[q] < targets[q] and time.perf_counter() < deadline:
-            count = str(min(XRANGE_COUNT, targets[q] - got[q]))
-            (entries,) = await conn.request(resp_command("XRANGE", stream, start, "+", "COUNT", count))
-            check_reply(entries)
-            if not entries:
-                raise RuntimeError(f"XRANGE {stream}: nothing after {start!r}, {got[q]} of {targets[q]} read")
-            got[q] += sum(1 for _id, fields in entries if fields[1])
-            start = b"(" + entries[-1][0]
-
-    await asyncio.gather(*(run(q) for q in range(len(conns))))
-    return meter.result(sum(got), got)
 
 
 async def redis_latency(

@@ -8,7 +8,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Final
 
 from bench.broker.config import CLK_TCK, KIB, OTHER_LOAD, OTHER_LOAD_WARNING, SATURATED, out
 
@@ -38,24 +38,18 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 @dataclass(slots=True)
 class Row:
-    """One line of the final table."""
+    """One line of a final table: the issue's figures (`issue`) or every phase."""
 
-    benchmark: str
-    durability: str
-    body: str
+    figure: str
     ours: str
     redis: str
     ratio: float | None = None
     goal: str = ""
     passed: bool | None = None
-    saturated: str = ""
-
-
-@dataclass(slots=True)
-class Report:
-    rows: list[Row] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    profiles: list[Path] = field(default_factory=list)
+    saturated: str = ""  # ours / Redis
+    broker_us: float | None = None  # broker CPU per message
+    redis_us: float | None = None  # redis-server CPU per message
+    issue: bool = False
 
 
 def cpu_self() -> float:
@@ -64,12 +58,16 @@ def cpu_self() -> float:
 
 
 # -- phase results ------------------------------------------------------------------------------
+PARENT: Final = "bench"  # this process (idle in our phases; Redis's load generator for XREAD BLOCK)
+
+
 @dataclass(slots=True)
 class PhaseResult:
     messages: int
-    elapsed: float
-    server_cpu: float
-    client_cpu: float
+    elapsed: float  # first request -> last answer: the rate's denominator
+    wall: float  # the window over which CPU was measured (>= elapsed)
+    cpu: dict[str, float]  # CPU seconds used in the window, per process (server, load generators)
+    server: str  # the key of the server in `cpu`
     per_queue: list[int] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     ack_latencies_ms: list[float] = field(default_factory=list)  # latency phase: send -> ack
@@ -81,49 +79,38 @@ class PhaseResult:
     def rate(self) -> float:
         return self.messages / self.elapsed if self.elapsed > 0 else 0.0
 
-    def bound(self, server: str) -> str:
-        """Which side was CPU-saturated (>= SATURATED of a core) during the phase."""
-        if self.elapsed <= 0:
-            return "?"
-        hot = [
-            name
-            for name, cpu in ((server, self.server_cpu), ("load gen", self.client_cpu))
-            if cpu / self.elapsed >= SATURATED
-        ]
-        return " + ".join(hot) if hot else "neither"
+    @property
+    def server_cpu(self) -> float:
+        return self.cpu.get(self.server, math.nan)
 
-    def cpu_text(self, server: str) -> str:
-        other = self.other_cpu / self.elapsed if self.elapsed > 0 else 0.0
+    @property
+    def client_cpu(self) -> float:
+        return sum(v for k, v in self.cpu.items() if k != self.server)
+
+    @property
+    def us_per_msg(self) -> float | None:
+        """The server's CPU seconds per acknowledged (or received) message, in microseconds."""
+        return self.server_cpu / self.messages * 1e6 if self.messages else None
+
+    def share(self, name: str) -> float:
+        return self.cpu[name] / self.wall if self.wall > 0 else 0.0
+
+    def saturated(self) -> str:
+        """The processes at >= SATURATED of a core during the phase (the bottleneck candidates)."""
+        hot = [name for name in self.cpu if self.share(name) >= SATURATED]
+        return " + ".join(hot) if hot else "none"
+
+    def cpu_text(self) -> str:
+        other = self.other_cpu / self.wall if self.wall > 0 else 0.0
+        us = self.us_per_msg
+        gens = [k for k in self.cpu if k != self.server]
+        parts = ", ".join(f"{k} {self.share(k):.0%}" for k in gens)
         return (
-            f"CPU {server} {self.server_cpu / self.elapsed:.0%}, "
-            f"load generator {self.client_cpu / self.elapsed:.0%}, "
-            f"other processes {other:.0%}{OTHER_LOAD_WARNING if other >= OTHER_LOAD else ''} (of one core)"
+            f"CPU {self.server} {self.share(self.server):.0%}"
+            f"{'' if us is None else f' = {us:.2f} us/msg'}; load generator "
+            f"{self.client_cpu / self.wall if self.wall > 0 else 0.0:.0%} ({parts}); other processes "
+            f"{other:.0%}{OTHER_LOAD_WARNING if other >= OTHER_LOAD else ''} (100% = one core)"
         )
-
-
-class Measured(Protocol):
-    """A server process whose CPU time can be read (`servers.Child`)."""
-
-    def cpu_seconds(self) -> float: ...
-
-
-class Meter:
-    """Wall time and CPU of the server and of this process over a phase."""
-
-    def __init__(self, server: Measured) -> None:
-        self.server = server
-        self.t0 = time.perf_counter()
-        self.s0 = server.cpu_seconds()
-        self.c0 = cpu_self()
-        self.m0 = machine_busy_seconds()
-
-    def result(self, messages: int, per_queue: list[int] | None = None) -> PhaseResult:
-        elapsed = time.perf_counter() - self.t0
-        server = self.server.cpu_seconds() - self.s0
-        client = cpu_self() - self.c0
-        res = PhaseResult(messages, elapsed, server, client, per_queue or [])
-        res.other_cpu = max(0.0, machine_busy_seconds() - self.m0 - server - client)
-        return res
 
 
 def machine_busy_seconds() -> float:
@@ -135,6 +122,46 @@ def machine_busy_seconds() -> float:
         return math.nan
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
     return (user + nice + system + irq + softirq + steal) / CLK_TCK
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (all its threads) so far, from /proc/PID/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return math.nan
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+
+
+class Meter:
+    """Wall time and the CPU of named processes (server, load generators, this process) and of the
+    whole machine over a phase."""
+
+    def __init__(self, server: str, pids: dict[str, int]) -> None:
+        self.server = server
+        self.pids = pids
+        self.t0 = time.perf_counter()
+        self.c0 = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}
+        self.self0 = cpu_self()
+        self.m0 = machine_busy_seconds()
+
+    def result(
+        self,
+        messages: int,
+        *,
+        elapsed: float | None = None,
+        per_queue: list[int] | None = None,
+        extra_cpu: dict[str, float] | None = None,
+    ) -> PhaseResult:
+        wall = time.perf_counter() - self.t0
+        cpu = {name: proc_cpu_seconds(pid) - self.c0[name] for name, pid in self.pids.items()}
+        cpu.update(extra_cpu or {})
+        cpu[PARENT] = cpu_self() - self.self0
+        span = wall if elapsed is None else elapsed
+        res = PhaseResult(messages, span, wall, cpu, self.server, per_queue or [])
+        res.other_cpu = max(0.0, machine_busy_seconds() - self.m0 - sum(cpu.values()))
+        return res
 
 
 @dataclass(slots=True)
@@ -152,11 +179,11 @@ DISTURBED: list[str] = []  # phases during which other processes used the machin
 
 
 def note_disturbed(side: str, what: str, res: PhaseResult) -> None:
-    if res.elapsed > 0 and res.other_cpu / res.elapsed >= OTHER_LOAD:
-        DISTURBED.append(f"{side} {what} ({res.other_cpu / res.elapsed:.0%})")
+    if res.wall > 0 and res.other_cpu / res.wall >= OTHER_LOAD:
+        DISTURBED.append(f"{side} {what} ({res.other_cpu / res.wall:.0%})")
 
 
-def print_phase(side: str, what: str, res: PhaseResult, server: str) -> None:
+def print_phase(side: str, what: str, res: PhaseResult) -> None:
     note_disturbed(side, what, res)
     extra = ""
     if res.per_queue:
@@ -168,11 +195,11 @@ def print_phase(side: str, what: str, res: PhaseResult, server: str) -> None:
         )
     out(
         f"  {side:<10} {what:<42} {res.messages:>9,} msgs in {res.elapsed:5.2f} s = "
-        f"{res.rate:>9,.0f} msgs/s; {res.cpu_text(server)}{extra}"
+        f"{res.rate:>9,.0f} msgs/s; {res.cpu_text()}{extra}"
     )
 
 
-def print_latency(side: str, res: PhaseResult, server: str, rate: float) -> None:
+def print_latency(side: str, res: PhaseResult, rate: float) -> None:
     note_disturbed(side, "e2e latency", res)
     lat = res.latencies_ms
     lost = res.sent - res.messages
@@ -181,7 +208,7 @@ def print_latency(side: str, res: PhaseResult, server: str, rate: float) -> None
         f"received {res.messages:,}{f' ({lost:,} missing)' if lost else ''}: "
         f"p50 {percentile(lat, 0.5):.2f} ms, "
         f"p99 {percentile(lat, 0.99):.2f} ms, p99.9 {percentile(lat, 0.999):.2f} ms, "
-        f"max {lat[-1] if lat else math.nan:.1f} ms; {res.cpu_text(server)}"
+        f"max {lat[-1] if lat else math.nan:.1f} ms; {res.cpu_text()}"
     )
     ack = res.ack_latencies_ms
     out(
@@ -195,6 +222,10 @@ def ratio(ours: float | None, redis: float | None) -> float | None:
     if ours is None or not redis:
         return None
     return ours / redis
+
+
+def us_text(us: float | None) -> str:
+    return "" if us is None else f"{us:.2f} us"
 
 
 def lat_text(res: PhaseResult | None) -> str:

@@ -1,101 +1,60 @@
 """The benchmark run: for each durability and body size, our broker's phases then Redis's, each
-on a fresh server, and the closing summary."""
+on a fresh server; the results keyed by (durability, size, phase) feed the two closing tables."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import platform
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.broker.config import (
     BATCH,
     CONNECTIONS,
-    GOAL_BATCH_RATIO,
-    GOAL_CONSUME_RATIO,
-    GOAL_P99_MS,
-    GOAL_SINGLE_RATE,
     LATENCY_RATE,
+    LOADGEN_PROCS,
     MIB,
-    OTHER_LOAD,
     PULL_BATCH,
-    SATURATED,
     WINDOW,
-    XRANGE_COUNT,
     Plan,
     out,
 )
-from bench.broker.loadgen import (
-    PullUnsupportedError,
-    Sender,
-    close_all,
-    open_broker,
-    ours_consume,
-    ours_latency,
-    ours_produce_batch,
-    ours_produce_single,
-    ours_wait_dispatched,
-    submit,
-)
-from bench.broker.peers import (
-    RespConnection,
-    close_redis,
-    open_redis,
-    redis_consume,
-    redis_latency,
-    redis_produce_batch,
-    redis_produce_single,
-    redis_ready,
-    start_redis,
-)
-from bench.broker.profiling import Profiler, summarize_profile
-from bench.broker.report import (
-    DISTURBED,
-    Budget,
-    Meter,
-    PhaseResult,
-    Report,
-    Row,
-    fmt_rate,
-    fmt_size,
-    lat_text,
-    mark,
-    percentile,
-    print_latency,
-    print_phase,
-    ratio,
-)
+from bench.broker.loadgen import Sender, close_all, latency_body, open_broker, ours_wait_dispatched, submit
+from bench.broker.peers import redis_latency, redis_ready, start_redis
+from bench.broker.pool import LoadGen, redis_benchmark
+from bench.broker.profiling import Profiler
+from bench.broker.report import Meter, PhaseResult, fmt_size, print_latency, print_phase
 from bench.broker.servers import Child, disk_usage, start_broker, wait_listening
+from bench.broker.workers import Job
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.remoting.connection import Connection
 
+PHASES = ("batch", "single", "consume", "latency")
+Key = tuple[bool, int, str]  # (SYNC_FLUSH?, body size, phase)
 
-# -- the run --------------------------------------------------------------------------------------
+
 @dataclass(slots=True)
 class Settings:
     plan: Plan
     redis_binary: str | None
+    redis_benchmark: str | None
     work: Path
     profiler: Profiler
     latency_rate: float = LATENCY_RATE
+    procs: int = LOADGEN_PROCS
+    serialize: str = "JSON"
     redis_version: str = ""
     peak_disk: int = 0
     source: str = "rocketlite"  # `rocketlite <commit>` when run from a git checkout
-    loop_kind: str = "asyncio"  # the load generator's event loop
+    loop_kind: str = "asyncio"  # the load generators' event loop
 
 
 @dataclass(slots=True)
-class SideResults:
-    """One server's figures for one group (durability x body size)."""
-
-    batch: PhaseResult
-    single: PhaseResult
-    consume: PhaseResult | None = None
-    latency: PhaseResult | None = None
-    pull_problem: str = ""
+class Results:
+    ours: dict[Key, PhaseResult] = field(default_factory=dict)
+    redis: dict[Key, PhaseResult] = field(default_factory=dict)
 
 
 async def settle() -> None:
@@ -109,108 +68,122 @@ def phase_cap(plan: Plan, size: int) -> int:
     return max(BATCH, plan.phase_cap_bytes // size // CONNECTIONS // BATCH * BATCH)
 
 
-async def run_ours(s: Settings, work: Path, sync: bool, size: int) -> SideResults:
+async def warm_up(conns: list[Connection], topic: str, body: bytes) -> None:
+    """One message per queue: creates the topic and its 16 queues before any measurement."""
+    warm = [submit(c, Sender(topic, q, batch=False).single(body)) for q, c in enumerate(conns)]
+    for resp in await asyncio.gather(*warm):
+        if resp.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"warm-up send to {topic}: code {resp.code} {resp.remark}")
+
+
+async def run_ours(s: Settings, res: Results, work: Path, sync: bool, size: int) -> None:
     plan = s.plan
     name = f"{'sync' if sync else 'async'}-{size}"
     broker, port = start_broker(work, sync, set())
     conns: list[Connection] = []
+    gen: LoadGen | None = None
+    queues = list(range(CONNECTIONS))
+    cap = phase_cap(plan, size)
     try:
         await wait_listening(broker, port)
         conns = await open_broker(port, CONNECTIONS)
-        body = os.urandom(size)
-        budget = Budget(plan.seconds, phase_cap(plan, size))
+        gen = LoadGen(s.procs, port, s.serialize, ("broker", broker.pid))
+        for topic in ("BenchBatch", "BenchSingle", "BenchLatency"):
+            await warm_up(conns, topic, latency_body(size)())
+        await ours_wait_dispatched(conns[0], "BenchLatency", [1] * CONNECTIONS)
 
-        def meter() -> Meter:
-            return Meter(broker)
-
-        # Warm-up: create the topics (and their 16 queues) and touch every connection.
-        for topic in ("BenchBatch", "BenchSingle"):
-            warm = [submit(c, Sender(topic, q, batch=False).single(body)) for q, c in enumerate(conns)]
-            for resp in await asyncio.gather(*warm):
-                if resp.code != ResponseCode.SUCCESS:
-                    raise RuntimeError(f"warm-up send to {topic}: code {resp.code} {resp.remark}")
-        await ours_wait_dispatched(conns[0], "BenchSingle", [1] * CONNECTIONS, pull_optional=True)
-
-        async def caught_up(res: PhaseResult, topic: str) -> None:
+        async def caught_up(r: PhaseResult, topic: str) -> None:
             """Wait until the phase's messages are dispatched (the reput thread would otherwise
-            still be working through them, sharing the GIL, during the next phase)."""
+            still be working through them during the next phase)."""
             t0 = time.perf_counter()
-            # Queue q holds one warm-up message, then the phase's.
-            targets = [n + 1 for n in res.per_queue]
-            if await ours_wait_dispatched(conns[0], topic, targets, pull_optional=True):
-                res.catch_up = time.perf_counter() - t0
+            if await ours_wait_dispatched(conns[0], topic, [n + 1 for n in r.per_queue]):
+                r.catch_up = time.perf_counter() - t0
 
-        await settle()
-        with s.profiler.recording(broker, f"{name}-batch", plan.seconds):
-            batch = await ours_produce_batch(conns, "BenchBatch", body, budget, meter)
-        await caught_up(batch, "BenchBatch")
-        print_phase("rocketlite", f"batched produce ({BATCH}/request)", batch, "broker")
-        await settle()
-        with s.profiler.recording(broker, f"{name}-single", plan.seconds):
-            single = await ours_produce_single(conns, "BenchSingle", body, budget, meter)
-        await caught_up(single, "BenchSingle")
-        print_phase("rocketlite", f"single produce (window {WINDOW}/conn)", single, "broker")
-        res = SideResults(batch, single)
+        produce = [
+            ("batch", "BenchBatch", 1, f"batched produce ({BATCH}/request)"),
+            ("single", "BenchSingle", WINDOW, f"single produce (window {WINDOW}/conn)"),
+        ]
+        for kind, topic, window, what in produce:
+            await settle()
+            job = Job(kind, topic, (), size, plan.seconds, window=window, cap_per_conn=cap)
+            with s.profiler.recording(broker, f"{name}-{kind}", plan.seconds):
+                r = await gen.run(job, queues)
+            await caught_up(r, topic)
+            print_phase("rocketlite", what, r)
+            res.ours[(sync, size, kind)] = r
         if sync:
-            return res
-        # Consume what the batched phase wrote (queue q also holds one warm-up message first).
-        try:
-            await settle()
-            with s.profiler.recording(broker, f"{name}-consume", plan.seconds):
-                res.consume = await ours_consume(
-                    conns, "BenchBatch", batch.per_queue, plan.seconds * 2, meter
-                )
-            print_phase("rocketlite", f"consume, pull {PULL_BATCH}/request", res.consume, "broker")
-            await settle()
-            with s.profiler.recording(broker, f"{name}-latency", plan.latency_seconds):
-                res.latency = await ours_latency(
-                    port, "BenchLatency", size, plan.latency_seconds, s.latency_rate, meter
-                )
-            print_latency("rocketlite", res.latency, "broker", s.latency_rate)
-        except PullUnsupportedError as exc:
-            res.pull_problem = str(exc)
-            out(f"  rocketlite consume and e2e latency: n/a: {exc}")
-        return res
+            return
+        await settle()
+        targets = tuple(n + 1 for n in res.ours[(sync, size, "batch")].per_queue)  # + the warm-up
+        job = Job("consume", "BenchBatch", (), seconds=plan.seconds * 2, targets=targets)
+        with s.profiler.recording(broker, f"{name}-consume", plan.seconds):
+            r = await gen.run(job, queues)
+        print_phase("rocketlite", f"consume, pull {PULL_BATCH}/request", r)
+        res.ours[(sync, size, "consume")] = r
+        await settle()
+        job = Job(
+            "latency", "BenchLatency", (), size, plan.latency_seconds, rate=s.latency_rate,
+            start_offsets=(1,) * CONNECTIONS, grace=max(3.0, plan.latency_seconds),
+        )  # fmt: skip
+        with s.profiler.recording(broker, f"{name}-latency", plan.latency_seconds):
+            r = await gen.run(job, queues)
+        print_latency("rocketlite", r, s.latency_rate)
+        res.ours[(sync, size, "latency")] = r
     finally:
         close_all(conns)
+        if gen is not None:
+            await asyncio.get_running_loop().run_in_executor(None, gen.close)
         await finish_server(s, broker, work / "store")
 
 
-async def run_redis(
-    s: Settings, binary: str, work: Path, sync: bool, size: int, consume_targets: list[int]
-) -> SideResults:
+async def run_redis(s: Settings, res: Results, work: Path, sync: bool, size: int) -> None:
+    assert s.redis_binary is not None and s.redis_benchmark is not None
     plan = s.plan
-    redis, port = start_redis(binary, work, sync, set())
-    conns: list[RespConnection] = []
+    redis, port = start_redis(s.redis_binary, work, sync, set())
+    loop = asyncio.get_running_loop()
     try:
-        version = await redis_ready(port, redis)
-        s.redis_version = version
-        conns = await open_redis(port, CONNECTIONS)
-        body = os.urandom(size)
-        budget = Budget(plan.seconds, phase_cap(plan, size))
+        s.redis_version = await redis_ready(port, redis)
+        value = os.urandom(size).hex()[:size]
+        n = CONNECTIONS * phase_cap(plan, size)
+
+        async def bench(
+            phase: str, command: list[str], requests: int, clients: int, pipeline: int, per_request: int
+        ) -> PhaseResult:
+            await settle()
+
+            def call() -> PhaseResult:
+                return redis_benchmark(
+                    s.redis_benchmark or "", port, redis.pid, command, requests=requests, clients=clients,
+                    pipeline=pipeline, keyspace=CONNECTIONS, msgs_per_request=per_request,
+                    log=work / f"redis-benchmark-{phase}.log",
+                )  # fmt: skip
+
+            r = await loop.run_in_executor(None, call)
+            res.redis[(sync, size, phase)] = r
+            return r
+
+        xadd = ["XADD", "batch:__rand_int__", "*", "d", value]
+        r = await bench("batch", xadd, n, CONNECTIONS, BATCH, 1)
+        print_phase("redis", f"XADD, redis-benchmark -c {CONNECTIONS} -P {BATCH}", r)
+        xadd_single = ["XADD", "single:__rand_int__", "*", "d", value]
+        r = await bench("single", xadd_single, n, CONNECTIONS * WINDOW, 1, 1)
+        print_phase("redis", f"XADD, redis-benchmark -c {CONNECTIONS * WINDOW} -P 1", r)
+        if sync:
+            return
+        ours = res.ours.get((sync, size, "consume"))
+        pulls = max(1000, (ours.messages if ours else n) // PULL_BATCH)
+        xrange = ["XRANGE", "batch:__rand_int__", "-", "+", "COUNT", str(PULL_BATCH)]
+        r = await bench("consume", xrange, pulls, CONNECTIONS, 1, PULL_BATCH)
+        print_phase("redis", f"XRANGE COUNT {PULL_BATCH}, redis-benchmark -c {CONNECTIONS}", r)
+        await settle()
 
         def meter() -> Meter:
-            return Meter(redis)
+            return Meter("redis-server", {"redis-server": redis.pid})
 
-        await settle()
-        batch = await redis_produce_batch(conns, "batch", body, budget, meter)
-        print_phase("redis", f"XADD pipelined {BATCH} deep", batch, "redis")
-        await settle()
-        single = await redis_produce_single(conns, "single", body, budget, meter)
-        print_phase("redis", f"XADD, window {WINDOW}/conn", single, "redis")
-        res = SideResults(batch, single)
-        if sync:
-            return res
-        targets = [min(a, b) for a, b in zip(consume_targets, batch.per_queue, strict=True)]
-        await settle()
-        res.consume = await redis_consume(conns, "batch", targets, plan.seconds * 2, meter)
-        print_phase("redis", f"XRANGE COUNT {XRANGE_COUNT}", res.consume, "redis")
-        await settle()
-        res.latency = await redis_latency(port, "lat", size, plan.latency_seconds, s.latency_rate, meter)
-        print_latency("redis", res.latency, "redis", s.latency_rate)
-        return res
+        r = await redis_latency(port, "lat", size, plan.latency_seconds, s.latency_rate, meter)
+        res.redis[(sync, size, "latency")] = r
+        print_latency("redis", r, s.latency_rate)
     finally:
-        close_redis(conns)
         await finish_server(s, redis, work / "redis")
 
 
@@ -223,131 +196,19 @@ async def finish_server(s: Settings, child: Child, data: Path) -> None:
     shutil.rmtree(data, ignore_errors=True)
 
 
-async def run_group(s: Settings, report: Report, sync: bool, size: int) -> None:
-    dur_ours = "SYNC_FLUSH" if sync else "ASYNC_FLUSH"
-    dur_redis = "appendfsync always" if sync else "appendfsync everysec"
-    durability = f"{dur_ours} vs {dur_redis}"
-    body = fmt_size(size)
-    work = s.work / f"{'sync' if sync else 'async'}-{size}"
-    work.mkdir()
-    out(f"## {durability}, {body} bodies")
-    try:
-        ours = await run_ours(s, work, sync, size)
-        theirs: SideResults | None = None
-        if s.redis_binary is not None:
-            theirs = await run_redis(s, s.redis_binary, work, sync, size, ours.batch.per_queue)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    out()
-
-    def rate_of(res: PhaseResult | None) -> float | None:
-        return None if res is None else res.rate
-
-    def sat(o: PhaseResult | None, t: PhaseResult | None) -> str:
-        return f"{o.bound('broker') if o else '-'} / {t.bound('redis') if t else '-'}"
-
-    t_batch, t_single, t_consume, t_latency = (
-        (theirs.batch, theirs.single, theirs.consume, theirs.latency) if theirs else (None, None, None, None)
-    )
-    r = ratio(ours.batch.rate, rate_of(t_batch))
-    report.rows.append(
-        Row(
-            f"batched produce: SEND_BATCH_MESSAGE of {BATCH} vs XADD pipelined {BATCH} deep",
-            durability, body, fmt_rate(ours.batch.rate), fmt_rate(rate_of(t_batch)), r,
-            f"ratio >= {GOAL_BATCH_RATIO:.1f}", None if r is None else r >= GOAL_BATCH_RATIO,
-            sat(ours.batch, t_batch),
-        )
-    )  # fmt: skip
-    report.rows.append(
-        Row(
-            f"single-message produce, {WINDOW} in flight per connection",
-            durability, body, fmt_rate(ours.single.rate), fmt_rate(rate_of(t_single)),
-            ratio(ours.single.rate, rate_of(t_single)),
-            f">= {GOAL_SINGLE_RATE:,} msgs/s", ours.single.rate >= GOAL_SINGLE_RATE,
-            sat(ours.single, t_single),
-        )
-    )  # fmt: skip
-    if sync:
-        return
-    r = ratio(rate_of(ours.consume), rate_of(t_consume))
-    report.rows.append(
-        Row(
-            f"consume: PULL_MESSAGE of {PULL_BATCH} vs XRANGE COUNT {XRANGE_COUNT}",
-            durability, body, fmt_rate(rate_of(ours.consume)), fmt_rate(rate_of(t_consume)), r,
-            f"ratio >= {GOAL_CONSUME_RATIO:.1f}", None if r is None else r >= GOAL_CONSUME_RATIO,
-            sat(ours.consume, t_consume),
-        )
-    )  # fmt: skip
-    passed = None
-    if ours.latency is not None:
-        lat = ours.latency
-        passed = percentile(lat.latencies_ms, 0.99) <= GOAL_P99_MS and lat.messages == lat.sent
-    report.rows.append(
-        Row(
-            f"e2e latency at {s.latency_rate:,.0f} msgs/s: send -> long-polling pull / XREAD BLOCK",
-            durability, body, lat_text(ours.latency), lat_text(t_latency),
-            None, f"p99 <= {GOAL_P99_MS:.0f} ms", passed,
-            sat(ours.latency, t_latency),
-        )
-    )  # fmt: skip
-    if ours.pull_problem and ours.pull_problem not in report.notes:
-        report.notes.append(ours.pull_problem)
-
-
-async def run(s: Settings, report: Report) -> None:
+async def run(s: Settings, res: Results) -> None:
     groups = [(False, size) for size in s.plan.sizes]
     if s.plan.sync:
         groups += [(True, size) for size in s.plan.sizes]
     for sync, size in groups:
-        await run_group(s, report, sync, size)
-
-
-def summary(s: Settings, report: Report, elapsed: float) -> None:
-    out("## Summary (markdown)")
-    out()
-    redis = f"Redis {s.redis_version}" if s.redis_version else "Redis not run"
-    out(
-        f"Loopback, one run ({s.plan.name}), {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{s.loop_kind}; {CONNECTIONS} connections per side; phases <= {s.plan.seconds:g} s "
-        f"(and <= {s.plan.phase_cap_bytes // MIB} MiB of bodies per produce phase). "
-        f"{'; '.join([s.source, redis, *report.notes])}."
-    )
-    out(
-        "Load generator: this process, one asyncio loop. rocketlite was driven by rocketlite's own remoting "
-        "client (`rocketlite.remoting.connection.Connection`, requests pipelined by opaque); Redis by the "
-        "minimal pipelined RESP client in `bench/broker/peers.py`."
-    )
-    out()
-    out("| Benchmark | Durability | Body | rocketlite | Redis | ours/Redis | Goal | | Saturated |")
-    out("|---|---|---|---:|---:|---:|---|---|---|")
-    for r in report.rows:
-        rt = "" if r.ratio is None else f"{r.ratio:.2f}"
-        out(
-            f"| {r.benchmark} | {r.durability} | {r.body} | {r.ours} | {r.redis} | {rt} | {r.goal} "
-            f"| {mark(r.passed)} | {r.saturated} |"
-        )
-    out()
-    out(
-        f"Saturated (ours / Redis): the processes at >= {SATURATED:.0%} of a core during the phase "
-        "(the server, and/or `load gen`, this process). A figure measured while only the load generator "
-        "was saturated says more about the Python client than about the server."
-    )
-    out()
-    if DISTURBED:
-        out(
-            f"WARNING: other processes used >= {OTHER_LOAD:.0%} of a core during {len(DISTURBED)} phase(s): "
-            f"{'; '.join(DISTURBED)}. Re-run on an idle machine before quoting those figures."
-        )
+        durability = "SYNC_FLUSH vs appendfsync always" if sync else "ASYNC_FLUSH vs appendfsync everysec"
+        work = s.work / f"{'sync' if sync else 'async'}-{size}"
+        work.mkdir()
+        out(f"## {durability}, {fmt_size(size)} bodies")
+        try:
+            await run_ours(s, res, work, sync, size)
+            if s.redis_binary is not None:
+                await run_redis(s, res, work, sync, size)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         out()
-    misses = [f"{r.benchmark} ({r.durability}, {r.body})" for r in report.rows if r.passed is False]
-    out(
-        f"Total benchmark time {elapsed:.0f} s; peak disk of one server's data {s.peak_disk / MIB:,.0f} MiB; "
-        f"goals missed: {'; '.join(misses) if misses else 'none'}"
-    )
-    if report.profiles:
-        out()
-        out("## Broker profiles (py-spy, self time of the broker process)")
-        for p in report.profiles:
-            out()
-            for line in summarize_profile(p):
-                out(line)
