@@ -97,7 +97,8 @@ def run_append(work: Path, body_size: int, batch: int, count: int, *, dispatch: 
 
 
 def bench_append(work: Path, plan: Plan, report: Report) -> None:
-    out("## 2. Appends, ASYNC_FLUSH")
+    out("## 2. Appends, ASYNC_FLUSH (ratio: of the 1 MiB pwrite raw bandwidth; the batch-1000 goal")
+    out("   is judged against the raw disk with its own write pattern, measured in section 1)")
     header = (
         f"{'body':>6} {'mode':>11} {'msgs':>10} {'rec B':>6} {'seg MiB':>7} | "
         f"{'appended msg/s':>14} {'MB/s':>7} {'ratio':>5} | {'+flushed msg/s':>14} {'MB/s':>7} "
@@ -127,7 +128,20 @@ def bench_append(work: Path, plan: Plan, report: Report) -> None:
         if dispatch and body_size == 128 and batch == 1:
             a_goal, a_pass = f">= {fmt_int(GOAL_SINGLE_128)} msg/s", a_rate >= GOAL_SINGLE_128
         elif dispatch and body_size == 1024 and batch == 1000:
-            f_goal, f_pass = f">= {GOAL_BATCH_RATIO:.0%} of raw", f_mb / raw >= GOAL_BATCH_RATIO
+            same = f_mb / report.raw_pattern_mbps
+            f_goal, f_pass = f">= {GOAL_BATCH_RATIO:.0%} of raw (same pattern)", same >= GOAL_BATCH_RATIO
+            report.add(
+                Row(
+                    "in-process append, batches of 1000 x 1 KiB, appended+flushed, vs raw disk with the "
+                    f"same write pattern ({report.raw_pattern_mbps:,.0f} MB/s in this run)",
+                    f"{fmt_int(f_rate)} msg/s ({same:.0%} of raw)",
+                    f_mb,
+                    same,
+                    f_goal,
+                    f_pass,
+                    issue=True,
+                )
+            )
         mode = "single" if batch == 1 else f"batch {batch}"
         body = f"{body_size} B" if body_size < KIB else f"{body_size // KIB} KiB"
         goals = " ".join(

@@ -97,6 +97,15 @@ def bench_dispatch_and_get(work: Path, plan: Plan, report: Report) -> None:
         )
         report.add(
             Row(
+                f"dispatch rate (re-dispatch of {n:,} records with KEYS + UNIQ_KEY: CQ units, index entries)",
+                f"{fmt_int(cq_rate)} units/s, {fmt_int(idx_rate)} entries/s",
+                goal=f">= {fmt_int(GOAL_DISPATCH)}/s",
+                passed=min(cq_rate, idx_rate) >= GOAL_DISPATCH,
+                issue=True,
+            )
+        )
+        report.add(
+            Row(
                 "dispatch (records with KEYS + UNIQ_KEY): CQ units",
                 f"{fmt_int(cq_rate)} units/s",
                 goal=f">= {fmt_int(GOAL_DISPATCH)}/s",
@@ -197,11 +206,24 @@ def bench_recovery(work: Path, plan: Plan, gib: float, report: Report) -> None:
     finally:
         store.shutdown()
         remove(root)
-    passed = abnormal_s <= GOAL_RECOVERY_S
+    per_gib = abnormal_s * GIB / log_bytes
+    passed = per_gib <= GOAL_RECOVERY_S
+    goal = f"<= {GOAL_RECOVERY_S:.0f} s per GiB"
     out(
         f"abnormal recovery (abort file, CRC checks, CQ + index rebuilt): {abnormal_s:.2f} s "
-        f"({log_bytes / abnormal_s / MB:,.0f} MB/s, {n / abnormal_s:,.0f} records/s; "
-        f"goal <= {GOAL_RECOVERY_S:.0f} s) {mark(passed)}"
+        f"({log_bytes / abnormal_s / MB:,.0f} MB/s, {n / abnormal_s:,.0f} records/s, "
+        f"{per_gib:.2f} s per GiB; goal {goal}) {mark(passed)}"
+    )
+    report.add(
+        Row(
+            f"abnormal recovery of a {log_bytes / GIB:.2f} GiB log, CQ + index rebuilt, CRC checked",
+            f"{abnormal_s:.2f} s ({per_gib:.2f} s per GiB)",
+            log_bytes / abnormal_s / MB,
+            None,
+            goal,
+            passed,
+            issue=True,
+        )
     )
     out(f"normal restart after a clean shutdown: {normal_s:.2f} s ({rep2.records_scanned:,} records scanned)")
     report.add(
@@ -210,7 +232,7 @@ def bench_recovery(work: Path, plan: Plan, gib: float, report: Report) -> None:
             f"{abnormal_s:.2f} s",
             log_bytes / abnormal_s / MB,
             None,
-            f"<= {GOAL_RECOVERY_S:.0f} s",
+            goal,
             passed,
         )
     )
