@@ -1,0 +1,802 @@
+# cython: language_level=3
+"""The compiled wire core: frame splitting, JSON and ROCKETMQ header codecs, whole response frames.
+
+Twins of `frame_codec.decode_frames_over(...)` / `encode_command_over(...)`, `json_header` and
+`command.decode_rocketmq_header` / `encode_rocketmq_header`, under the same names, so
+`protocol.speedups` takes them over the Python ones. The contract is the Python code's: the same
+commands, the same bytes, the same ProtocolError messages (`tests/protocol/test_native_wire.py`).
+
+How that is kept without re-implementing every corner: each codec takes the shape every client
+sends (strict JSON without whitespace, string ext values, integer numbers; commands whose fields
+have their declared types and fit the wire) in C, and hands anything else, unchanged, to the fast
+Python codec it twins, which is itself pinned to the reference. Frame-length errors are raised by
+`frame_codec.check_prefix` itself, so their words cannot drift. The binary header decoder has no
+such escape: it is a line-by-line port, messages included.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+from rocketlite.protocol import command as _command
+from rocketlite.protocol import json_header as _json_py
+from rocketlite.protocol.codes import LanguageCode, SerializeType
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.frame_codec import check_prefix, encode_command_over
+
+cdef object _JSON = SerializeType.JSON
+cdef object _ROCKETMQ = SerializeType.ROCKETMQ
+cdef object _py_encode_command = encode_command_over(_json_py.encode_json_header)
+cdef object _py_decode_json = _json_py.decode_json_header
+cdef object _py_encode_json = _json_py.encode_json_header
+cdef object _py_encode_binary = _command.encode_rocketmq_header
+cdef dict _LANGUAGE_CODES = {name: int(member) for name, member in LanguageCode.__members__.items()}
+cdef int _LANGUAGE_OTHER = int(LanguageCode.OTHER)
+# language byte (signed, as Java writes it) + 128 -> its name, OTHER for bytes with no name
+cdef list _LANGUAGE_NAMES = [
+    LanguageCode(b).name if b in LanguageCode._value2member_map_ else LanguageCode.OTHER.name
+    for b in range(-128, 128)
+]
+cdef str _DEFAULT_LANGUAGE = _command.DEFAULT_LANGUAGE
+cdef int _HEADER_LENGTH_MASK = 0x00FFFFFF
+
+# ============================================================================= bytes in and out
+
+
+cdef inline long long _read_i32(const unsigned char* p) noexcept nogil:
+    cdef unsigned int u = (<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16) | (<unsigned int>p[2] << 8) | p[3]
+    return <int>u
+
+
+cdef inline unsigned int _read_u32(const unsigned char* p) noexcept nogil:
+    return (<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16) | (<unsigned int>p[2] << 8) | p[3]
+
+
+cdef inline int _read_i16(const unsigned char* p) noexcept nogil:
+    cdef unsigned short u = (<unsigned short>p[0] << 8) | p[1]
+    return <short>u
+
+
+cdef inline void _put_u32(unsigned char* p, unsigned int v) noexcept nogil:
+    p[0] = (v >> 24) & 0xFF
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+
+cdef struct Buf:
+    unsigned char* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef int _buf_init(Buf* b, Py_ssize_t cap) except -1:
+    b.data = <unsigned char*>malloc(cap)
+    if b.data == NULL:
+        raise MemoryError()
+    b.size = 0
+    b.cap = cap
+    return 0
+
+
+cdef int _buf_grow(Buf* b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t cap = b.cap * 2
+    cdef unsigned char* data
+    while cap < b.size + extra:
+        cap *= 2
+    data = <unsigned char*>realloc(b.data, cap)
+    if data == NULL:
+        raise MemoryError()
+    b.data = data
+    b.cap = cap
+    return 0
+
+
+cdef inline int _buf_put(Buf* b, const void* src, Py_ssize_t n) except -1:
+    if b.size + n > b.cap:
+        _buf_grow(b, n)
+    memcpy(b.data + b.size, src, n)
+    b.size += n
+    return 0
+
+
+cdef inline int _buf_lit(Buf* b, const char* text) except -1:
+    cdef Py_ssize_t n = 0
+    while text[n] != 0:
+        n += 1
+    return _buf_put(b, text, n)
+
+
+cdef int _buf_int(Buf* b, long long v) except -1:
+    cdef unsigned char tmp[24]
+    cdef int i = 24
+    cdef unsigned long long u
+    cdef bint negative = v < 0
+    u = <unsigned long long>(-(v + 1)) + 1 if negative else <unsigned long long>v
+    while True:
+        i -= 1
+        tmp[i] = <unsigned char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if negative:
+        i -= 1
+        tmp[i] = 45  # '-'
+    return _buf_put(b, &tmp[i], 24 - i)
+
+
+cdef const char* _HEX = b"0123456789ABCDEF"
+cdef const char* _SHORT_ESCAPES = b"btn?fr"  # the letters of \b \t \n (none) \f \r, from code 8
+
+
+cdef int _buf_quote(Buf* b, const unsigned char* s, Py_ssize_t n) except -1:
+    """A JSON string literal as fastjson writes it (`fastjson.quote_reference`), from UTF-8 bytes:
+    C0 controls and U+007F..U+009F as upper-case `\\uXXXX`, the short escapes, the rest as is."""
+    cdef Py_ssize_t i = 0, run = 0
+    cdef unsigned char c
+    cdef unsigned int code
+    cdef unsigned char esc[6]
+    if b.size + n + 2 > b.cap:
+        _buf_grow(b, n + 2)
+    b.data[b.size] = 34
+    b.size += 1
+    while i < n:
+        c = s[i]
+        if c >= 0x20 and c != 34 and c != 92 and c != 0x7F and c != 0xC2:
+            i += 1
+            continue
+        if c == 0xC2:  # UTF-8 lead byte of U+0080..U+00BF: escape U+0080..U+009F only
+            if i + 1 < n and s[i + 1] < 0xA0:
+                code = s[i + 1] & 0x3F | 0x80
+                _buf_put(b, s + run, i - run)
+                i += 2
+                run = i
+            else:
+                i += 1
+                continue
+        else:
+            code = c
+            _buf_put(b, s + run, i - run)
+            i += 1
+            run = i
+        esc[0] = 92
+        if code == 34 or code == 92:
+            esc[1] = code
+            _buf_put(b, esc, 2)
+        elif code == 8 or code == 9 or code == 10 or code == 12 or code == 13:
+            esc[1] = _SHORT_ESCAPES[code - 8]
+            _buf_put(b, esc, 2)
+        else:
+            esc[1] = 117  # 'u'
+            esc[2] = 48
+            esc[3] = 48
+            esc[4] = _HEX[code >> 4]
+            esc[5] = _HEX[code & 15]
+            _buf_put(b, esc, 6)
+    _buf_put(b, s + run, n - run)
+    _buf_put(b, b'"', 1)
+    return 0
+
+
+cdef inline bint _small_int(object value, long long* out):
+    """True and the value when `value` is exactly an int that fits a C long long."""
+    cdef int overflow = 0
+    if type(value) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return overflow == 0
+
+
+cdef inline const char* _utf8(object text, Py_ssize_t* n):
+    """UTF-8 of an exact str, or NULL (with no exception set) when it has none (lone surrogates)."""
+    cdef const char* s
+    try:
+        s = PyUnicode_AsUTF8AndSize(text, n)
+    except UnicodeEncodeError:
+        return NULL
+    return s
+
+
+# ==================================================================================== JSON out
+
+
+cdef int _json_header_into(Buf* b, object cmd) except -1:
+    """Write `cmd`'s JSON header into `b`; 1 when it is written, 0 when the command is not of the
+    shape taken here (nothing useful written: the caller hands it to the Python codec)."""
+    cdef long long code = 0, flag = 0, opaque = 0, version = 0
+    cdef Py_ssize_t n
+    cdef const char* s
+    cdef object ext = cmd.ext_fields
+    cdef object language = cmd.language
+    cdef object remark = cmd.remark
+    cdef list keys
+    cdef bint first = True
+    if not (_small_int(cmd.code, &code) and _small_int(cmd.flag, &flag) and _small_int(cmd.opaque, &opaque)
+            and _small_int(cmd.version, &version)):
+        return 0
+    if type(language) is not str or (remark is not None and type(remark) is not str) or type(ext) is not dict:
+        return 0
+    for key, value in (<dict>ext).items():
+        if type(key) is not str or type(value) is not str:
+            return 0
+    _buf_lit(b, b'{"code":')
+    _buf_int(b, code)
+    if ext:
+        keys = sorted(ext)
+        _buf_lit(b, b',"extFields":{')
+        for key in keys:
+            value = (<dict>ext)[key]
+            if not first:
+                _buf_put(b, b",", 1)
+            first = False
+            s = _utf8(key, &n)
+            if s == NULL:
+                return 0
+            _buf_quote(b, <const unsigned char*>s, n)
+            _buf_put(b, b":", 1)
+            s = _utf8(value, &n)
+            if s == NULL:
+                return 0
+            _buf_quote(b, <const unsigned char*>s, n)
+        _buf_put(b, b"}", 1)
+    _buf_lit(b, b',"flag":')
+    _buf_int(b, flag)
+    _buf_lit(b, b',"language":')
+    s = _utf8(language, &n)
+    if s == NULL:
+        return 0
+    _buf_quote(b, <const unsigned char*>s, n)
+    _buf_lit(b, b',"opaque":')
+    _buf_int(b, opaque)
+    if remark is not None:
+        _buf_lit(b, b',"remark":')
+        s = _utf8(remark, &n)
+        if s == NULL:
+            return 0
+        _buf_quote(b, <const unsigned char*>s, n)
+    _buf_lit(b, b',"serializeTypeCurrentRPC":"JSON","version":')
+    _buf_int(b, version)
+    _buf_put(b, b"}", 1)
+    return 1
+
+
+def encode_json_header(cmd):
+    """`json_header.encode_json_header`, byte for byte."""
+    cdef Buf b
+    _buf_init(&b, 512)
+    try:
+        if not _json_header_into(&b, cmd):
+            return _py_encode_json(cmd)
+        return PyBytes_FromStringAndSize(<char*>b.data, b.size)
+    finally:
+        free(b.data)
+
+
+# ============================================================================== binary header out
+
+
+cdef int _binary_header_into(Buf* b, object cmd) except -1:
+    """Write `cmd`'s ROCKETMQ header into `b`; 0 when it must go to the Python codec (a field of
+    another type or out of range, a key too long: the Python codec raises the words for those)."""
+    cdef long long code = 0, flag = 0, opaque = 0, version = 0
+    cdef Py_ssize_t n, kn, vn, ext_at
+    cdef const char* s
+    cdef const char* v
+    cdef unsigned char word[4]
+    cdef object ext = cmd.ext_fields
+    cdef object language = cmd.language
+    cdef object remark = cmd.remark
+    cdef object lang
+    if not (_small_int(cmd.code, &code) and _small_int(cmd.flag, &flag) and _small_int(cmd.opaque, &opaque)
+            and _small_int(cmd.version, &version)):
+        return 0
+    if not (-32768 <= code <= 32767 and -32768 <= version <= 32767):
+        return 0
+    if not (-2147483648 <= opaque <= 2147483647 and -2147483648 <= flag <= 2147483647):
+        return 0
+    if type(language) is not str or (remark is not None and type(remark) is not str) or type(ext) is not dict:
+        return 0
+    lang = _LANGUAGE_CODES.get(language)
+    word[0] = (code >> 8) & 0xFF
+    word[1] = code & 0xFF
+    _buf_put(b, word, 2)
+    word[0] = <unsigned char>(_LANGUAGE_OTHER if lang is None else <int>lang)
+    _buf_put(b, word, 1)
+    word[0] = (version >> 8) & 0xFF
+    word[1] = version & 0xFF
+    _buf_put(b, word, 2)
+    _put_u32(word, <unsigned int>opaque)
+    _buf_put(b, word, 4)
+    _put_u32(word, <unsigned int>flag)
+    _buf_put(b, word, 4)
+    if remark:
+        s = _utf8(remark, &n)
+        if s == NULL:
+            return 0
+    else:
+        s = b""
+        n = 0
+    _put_u32(word, <unsigned int>n)
+    _buf_put(b, word, 4)
+    _buf_put(b, s, n)
+    ext_at = b.size
+    _buf_put(b, word, 4)  # the ext length, patched below
+    for key, value in (<dict>ext).items():
+        if type(key) is not str or type(value) is not str:
+            return 0
+        s = _utf8(key, &kn)
+        v = _utf8(value, &vn)
+        if s == NULL or v == NULL or kn > 0x7FFF:
+            return 0
+        word[0] = (kn >> 8) & 0xFF
+        word[1] = kn & 0xFF
+        _buf_put(b, word, 2)
+        _buf_put(b, s, kn)
+        _put_u32(word, <unsigned int>vn)
+        _buf_put(b, word, 4)
+        _buf_put(b, v, vn)
+    _put_u32(b.data + ext_at, <unsigned int>(b.size - ext_at - 4))
+    return 1
+
+
+def encode_rocketmq_header(cmd):
+    """`command.encode_rocketmq_header`, byte for byte."""
+    cdef Buf b
+    _buf_init(&b, 512)
+    try:
+        if not _binary_header_into(&b, cmd):
+            return _py_encode_binary(cmd)
+        return PyBytes_FromStringAndSize(<char*>b.data, b.size)
+    finally:
+        free(b.data)
+
+
+# ================================================================================ whole frames out
+
+
+def encode_command(cmd):
+    """`frame_codec.encode_command_over(...)`: the whole frame, prefix, header and body in one copy."""
+    cdef Buf b
+    cdef int done
+    cdef Py_ssize_t header_length, body_length = 0
+    cdef object serialize_type = cmd.serialize_type
+    cdef object body = cmd.body
+    cdef object out
+    cdef unsigned char* o
+    if body is not None and type(body) is not bytes:
+        return _py_encode_command(cmd)
+    _buf_init(&b, 512)
+    try:
+        if serialize_type is _JSON:
+            done = _json_header_into(&b, cmd)
+        elif serialize_type is _ROCKETMQ:
+            done = _binary_header_into(&b, cmd)
+        else:
+            done = 0
+        if not done:
+            return _py_encode_command(cmd)
+        header_length = b.size
+        if header_length > _HEADER_LENGTH_MASK:
+            raise ProtocolError(f"header of {header_length} bytes does not fit the 24-bit header length")
+        if body is not None:
+            body_length = PyBytes_GET_SIZE(body)
+        out = PyBytes_FromStringAndSize(NULL, 8 + header_length + body_length)
+        o = <unsigned char*>PyBytes_AS_STRING(out)
+        _put_u32(o, <unsigned int>(4 + header_length + body_length))
+        _put_u32(o + 4, (<unsigned int>(0 if serialize_type is _JSON else 1) << 24) | <unsigned int>header_length)
+        memcpy(o + 8, b.data, header_length)
+        if body_length:
+            memcpy(o + 8 + header_length, PyBytes_AS_STRING(body), body_length)
+        return out
+    finally:
+        free(b.data)
+
+
+# ===================================================================================== JSON in
+# A strict-JSON reader for the header shape clients send. Every function returns NULL-like
+# failure (`_NO`) for anything it does not take; the caller then gives the whole header to the
+# Python codec, which decides (value or ProtocolError) exactly as the reference does.
+
+cdef object _NO = object()
+
+
+cdef inline int _hex4(const unsigned char* p, Py_ssize_t n):
+    """The value of four hex digits at `p` (`n` bytes there at most), or -1."""
+    cdef int v = 0, i, c
+    if n < 4:
+        return -1
+    for i in range(4):
+        c = p[i]
+        if 48 <= c <= 57:
+            v = v * 16 + c - 48
+        elif 65 <= c <= 70:
+            v = v * 16 + c - 55
+        elif 97 <= c <= 102:
+            v = v * 16 + c - 87
+        else:
+            return -1
+    return v
+
+
+cdef object _json_string(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """The string starting at p[pos[0]] == '"', decoded, pos moved past it; `_NO` for what the
+    reader leaves to Python (`\\u` escapes, bad escapes, raw controls, bad UTF-8, no end)."""
+    cdef Py_ssize_t i = pos[0] + 1, start = i, j = 0
+    cdef int code
+    cdef bint escaped = False
+    cdef unsigned char c
+    cdef unsigned char* tmp
+    while i < n:
+        c = p[i]
+        if c == 34:
+            break
+        if c == 92:
+            escaped = True
+            i += 2
+            continue
+        if c < 0x20:
+            return _NO
+        i += 1
+    if i >= n:
+        return _NO
+    pos[0] = i + 1
+    try:
+        if not escaped:
+            return PyUnicode_DecodeUTF8(<const char*>p + start, i - start, NULL)
+        tmp = <unsigned char*>malloc(i - start)
+        if tmp == NULL:
+            raise MemoryError()
+        try:
+            while start < i:
+                c = p[start]
+                if c == 92:
+                    c = p[start + 1]
+                    start += 2
+                    if c == 34 or c == 92 or c == 47:
+                        pass
+                    elif c == 98:
+                        c = 8
+                    elif c == 102:
+                        c = 12
+                    elif c == 110:
+                        c = 10
+                    elif c == 114:
+                        c = 13
+                    elif c == 116:
+                        c = 9
+                    elif c == 117:
+                        code = _hex4(p + start, i - start)
+                        if code < 0 or 0xD800 <= code <= 0xDFFF:
+                            return _NO  # not four hex digits, or a surrogate: Python's rules
+                        start += 4
+                        if code < 0x80:
+                            c = code
+                        elif code < 0x800:
+                            tmp[j] = 0xC0 | (code >> 6)
+                            c = 0x80 | (code & 0x3F)
+                            j += 1
+                        else:
+                            tmp[j] = 0xE0 | (code >> 12)
+                            tmp[j + 1] = 0x80 | ((code >> 6) & 0x3F)
+                            c = 0x80 | (code & 0x3F)
+                            j += 2
+                    else:
+                        return _NO
+                else:
+                    start += 1
+                tmp[j] = c
+                j += 1
+            return PyUnicode_DecodeUTF8(<const char*>tmp, j, NULL)
+        finally:
+            free(tmp)
+    except UnicodeDecodeError:
+        return _NO
+
+
+cdef bint _json_skip_string(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """Move past a string that is not kept: plain ASCII without escapes only (nothing to check)."""
+    cdef Py_ssize_t i = pos[0] + 1
+    cdef unsigned char c
+    while i < n:
+        c = p[i]
+        if c == 34:
+            pos[0] = i + 1
+            return True
+        if c < 0x20 or c >= 0x7F or c == 92:
+            return False
+        i += 1
+    return False
+
+
+cdef bint _json_int(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, long long* out):
+    """A JSON integer (no fraction or exponent, at most 18 digits) at p[pos[0]]."""
+    cdef Py_ssize_t i = pos[0], digits = 0
+    cdef bint negative = False
+    cdef long long v = 0
+    if i < n and p[i] == 45:
+        negative = True
+        i += 1
+    if i >= n or not 48 <= p[i] <= 57:
+        return False
+    if p[i] == 48 and i + 1 < n and 48 <= p[i + 1] <= 57:
+        return False  # a leading zero: not JSON
+    while i < n and 48 <= p[i] <= 57:
+        v = v * 10 + (p[i] - 48)
+        digits += 1
+        i += 1
+    if digits > 18 or (i < n and (p[i] == 46 or p[i] == 101 or p[i] == 69)):
+        return False
+    pos[0] = i
+    out[0] = -v if negative else v
+    return True
+
+
+cdef inline bint _json_literal(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, const char* word, Py_ssize_t k):
+    cdef Py_ssize_t i
+    if pos[0] + k > n:
+        return False
+    for i in range(k):
+        if p[pos[0] + i] != <unsigned char>word[i]:
+            return False
+    pos[0] += k
+    return True
+
+
+cdef inline bint _key_is(const unsigned char* p, Py_ssize_t start, Py_ssize_t length, const char* name, Py_ssize_t k):
+    cdef Py_ssize_t i
+    if length != k:
+        return False
+    for i in range(k):
+        if p[start + i] != <unsigned char>name[i]:
+            return False
+    return True
+
+
+cdef object _json_ext(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """`{"k":"v",...}` with string values as a dict (null as None); `_NO` for anything else."""
+    cdef dict ext = {}
+    cdef Py_ssize_t i = pos[0]
+    if _json_literal(p, n, &i, b"null", 4):
+        pos[0] = i
+        return None
+    if i >= n or p[i] != 123:
+        return _NO
+    i += 1
+    if i < n and p[i] == 125:
+        pos[0] = i + 1
+        return ext
+    while True:
+        if i >= n or p[i] != 34:
+            return _NO
+        key = _json_string(p, n, &i)
+        if key is _NO or i >= n or p[i] != 58:
+            return _NO
+        i += 1
+        if i >= n or p[i] != 34:
+            return _NO
+        value = _json_string(p, n, &i)
+        if value is _NO:
+            return _NO
+        ext[key] = value
+        if i < n and p[i] == 44:
+            i += 1
+            continue
+        if i < n and p[i] == 125:
+            pos[0] = i + 1
+            return ext
+        return _NO
+
+
+cdef object _json_command(const unsigned char* p, Py_ssize_t n):
+    """The command of a header in the shape clients send, or `_NO`."""
+    cdef Py_ssize_t i = 1, key_start, key_length
+    cdef long long code = 0, opaque = 0, version = 0, flag = 0, number
+    cdef bint has_code = False, has_opaque = False
+    cdef object language = _DEFAULT_LANGUAGE
+    cdef object remark = None
+    cdef object ext = None
+    cdef object text
+    cdef unsigned char c
+    if n < 2 or p[0] != 123:
+        return _NO
+    if p[1] == 125:
+        return _NO  # no code: the Python codec says so
+    while True:
+        if i >= n or p[i] != 34:
+            return _NO
+        key_start = i + 1
+        i = key_start
+        while i < n and p[i] != 34:
+            c = p[i]
+            if c < 0x20 or c >= 0x7F or c == 92:
+                return _NO
+            i += 1
+        if i + 1 >= n or p[i + 1] != 58:
+            return _NO
+        key_length = i - key_start
+        i += 2
+        if i >= n:
+            return _NO
+        c = p[i]
+        if _key_is(p, key_start, key_length, b"extFields", 9):
+            ext = _json_ext(p, n, &i)
+            if ext is _NO:
+                return _NO
+        elif c == 34:
+            if _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+                text = _json_string(p, n, &i)
+                if text is _NO:
+                    return _NO
+                if key_length == 8:
+                    language = text
+                else:
+                    remark = text
+            elif _key_is(p, key_start, key_length, b"code", 4) or _key_is(p, key_start, key_length, b"opaque", 6) \
+                    or _key_is(p, key_start, key_length, b"version", 7) or _key_is(p, key_start, key_length, b"flag", 4):
+                return _NO  # a number as text: Python's rules
+            elif not _json_skip_string(p, n, &i):
+                return _NO
+        elif c == 45 or 48 <= c <= 57:
+            if not _json_int(p, n, &i, &number):
+                return _NO
+            if _key_is(p, key_start, key_length, b"code", 4):
+                code = number
+                has_code = True
+            elif _key_is(p, key_start, key_length, b"opaque", 6):
+                opaque = number
+                has_opaque = True
+            elif _key_is(p, key_start, key_length, b"version", 7):
+                version = number
+            elif _key_is(p, key_start, key_length, b"flag", 4):
+                flag = number
+            elif _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+                return _NO  # a language ordinal, a numeric remark: Python's rules
+        elif _key_is(p, key_start, key_length, b"remark", 6) and _json_literal(p, n, &i, b"null", 4):
+            remark = None
+        elif _key_is(p, key_start, key_length, b"code", 4) or _key_is(p, key_start, key_length, b"opaque", 6) \
+                or _key_is(p, key_start, key_length, b"version", 7) or _key_is(p, key_start, key_length, b"flag", 4) \
+                or _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+            return _NO
+        elif not (_json_literal(p, n, &i, b"true", 4) or _json_literal(p, n, &i, b"false", 5)
+                  or _json_literal(p, n, &i, b"null", 4)):
+            return _NO
+        if i >= n:
+            return _NO
+        if p[i] == 44:
+            i += 1
+            continue
+        if p[i] == 125 and i + 1 == n:
+            break
+        return _NO
+    if not (has_code and has_opaque):
+        return _NO
+    return RemotingCommand(
+        PyLong_FromLongLong(code), language, PyLong_FromLongLong(version), PyLong_FromLongLong(opaque),
+        PyLong_FromLongLong(flag), remark, {} if ext is None else ext,
+    )
+
+
+def decode_json_header(data):
+    """`json_header.decode_json_header`: the same command, or the same ProtocolError."""
+    cdef Py_buffer view
+    cdef object cmd
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        cmd = _json_command(<const unsigned char*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    if cmd is _NO:
+        return _py_decode_json(data)
+    return cmd
+
+
+# ============================================================================ binary header in
+
+
+cdef object _take(const unsigned char* p, Py_ssize_t size, Py_ssize_t pos, long long length, str what, Py_ssize_t* end):
+    """`command._take`: UTF-8 text of `length` bytes at `pos`, zero length as None."""
+    if length < 0 or pos + length > size:
+        raise ProtocolError(f"ROCKETMQ header {what} length {length} overruns the header")
+    end[0] = pos + length
+    if length == 0:
+        return None
+    try:
+        return PyUnicode_DecodeUTF8(<const char*>p + pos, length, NULL)
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"ROCKETMQ header {what} is not UTF-8") from exc
+
+
+cdef object _binary_command(const unsigned char* p, Py_ssize_t size):
+    """`command.decode_rocketmq_header`, line by line, its messages word for word."""
+    cdef Py_ssize_t pos, end
+    cdef long long ext_len, key_len, value_len
+    cdef dict ext = {}
+    if size < 21:
+        raise ProtocolError(f"ROCKETMQ header too short: {size} bytes")
+    code = _read_i16(p)
+    language = _LANGUAGE_NAMES[(<signed char>p[2]) + 128]
+    version = _read_i16(p + 3)
+    opaque = _read_i32(p + 5)
+    flag = _read_i32(p + 9)
+    remark = _take(p, size, 17, _read_i32(p + 13), "remark", &pos)
+    if pos + 4 > size:
+        raise ProtocolError("ROCKETMQ header ends before its ext length")
+    ext_len = _read_i32(p + pos)
+    pos += 4
+    if ext_len < 0 or pos + ext_len != size:
+        raise ProtocolError(f"ROCKETMQ header ext length {ext_len} does not match the header size")
+    end = size
+    while pos < end:
+        if pos + 2 > end:
+            raise ProtocolError("ROCKETMQ header ext entry torn")
+        key_len = _read_i16(p + pos)
+        key = _take(p, end, pos + 2, key_len, "ext key", &pos)
+        if pos + 4 > end:
+            raise ProtocolError("ROCKETMQ header ext entry torn")
+        value_len = _read_i32(p + pos)
+        value = _take(p, end, pos + 4, value_len, "ext value", &pos)
+        if key is not None and value is not None:
+            ext[key] = value
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, _ROCKETMQ)
+
+
+def decode_rocketmq_header(data):
+    """`command.decode_rocketmq_header`: the same command, or the same ProtocolError."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _binary_command(<const unsigned char*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+# ===================================================================================== frames in
+
+
+def decode_frames(src, Py_ssize_t max_frame_length):
+    """`frame_codec.decode_frames_over(...)`: every complete frame of `src` and the offset of the
+    incomplete rest; a bad length raises through `check_prefix` itself (the same words)."""
+    cdef const unsigned char* p
+    cdef Py_ssize_t size, pos = 0, start, header_end, end
+    cdef long long length, limit = max_frame_length - 4
+    cdef unsigned int word, header_length, serialize_type
+    cdef list commands = []
+    if type(src) is not bytes:
+        src = bytes(src)
+    p = <const unsigned char*>PyBytes_AS_STRING(src)
+    size = PyBytes_GET_SIZE(src)
+    while size - pos >= 8:
+        length = _read_i32(p + pos)
+        word = _read_u32(p + pos + 4)
+        header_length = word & _HEADER_LENGTH_MASK
+        if not 4 <= length <= limit or header_length > length - 4:
+            check_prefix(src, pos, max_frame_length)  # raises, with the message for what is wrong
+        end = pos + 4 + length
+        if end > size:
+            break
+        start = pos + 8
+        header_end = start + header_length
+        serialize_type = word >> 24
+        if serialize_type == 0:
+            cmd = _json_command(p + start, header_length)
+            if cmd is _NO:
+                cmd = _py_decode_json(src[start:header_end])
+        elif serialize_type == 1:
+            cmd = _binary_command(p + start, header_length)
+        else:
+            raise ProtocolError(f"unknown serialize type {serialize_type}")
+        if header_end < end:
+            cmd.body = PyBytes_FromStringAndSize(<const char*>p + header_end, end - header_end)
+        commands.append(cmd)
+        pos = end
+    if size - pos >= 4:
+        length = _read_i32(p + pos)
+        if not 4 <= length <= limit:
+            check_prefix(src, pos, max_frame_length)
+        if size - pos >= 8 and (_read_u32(p + pos + 4) & _HEADER_LENGTH_MASK) > length - 4:
+            check_prefix(src, pos, max_frame_length)
+    return commands, pos
