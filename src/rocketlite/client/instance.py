@@ -52,7 +52,6 @@ from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
 from rocketlite.protocol.message import MessageConst, find_property
 from rocketlite.protocol.message_queue_bodies import MessageQueue
-from rocketlite.protocol.record import decode_records
 from rocketlite.protocol.requests.heartbeat import (
     build_heartbeat,
     build_unregister_client,
@@ -62,6 +61,7 @@ from rocketlite.protocol.requests.heartbeat import (
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.route import build_get_route, parse_route
 from rocketlite.protocol.reserved import MASTER_ID
+from rocketlite.protocol.speedups import decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
 

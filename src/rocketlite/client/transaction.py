@@ -31,7 +31,7 @@ from rocketlite.client.producer import AsyncProducer
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id
-from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.speedups import decode_records
 from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.client.transaction")

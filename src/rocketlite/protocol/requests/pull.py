@@ -21,8 +21,9 @@ from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests.response import expect
+from rocketlite.protocol.speedups import decode_records
 from rocketlite.protocol.subscription import SUB_ALL, TAG_EXPRESSION
 
 

@@ -12,8 +12,9 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests.response import expect
+from rocketlite.protocol.speedups import decode_records
 
 QUERY_END_MS = (1 << 63) - 1  # Long.MAX_VALUE: "up to now" for a query's end timestamp
 
