@@ -27,7 +27,7 @@ against ``appendfsync always``; bodies of 128 B and 1 KiB; 16 connections (queue
 2. single-message produce: SEND_MESSAGE_V2, 32 in flight per connection, vs XADD with the same
    512 in flight (``-c 512 -P 1``: redis-benchmark's pipeline is a batch, not a window);
 3. consume (ASYNC group only) of what phase 1 wrote: PULL_MESSAGE of 32, one in flight per queue,
-   vs ``redis-benchmark -c 16 XRANGE batch:__rand_int__ - + COUNT 32``;
+   vs ``redis-benchmark -c 16 XRANGE batch:__rand_int__ - + COUNT 32`` (two client threads);
 4. end-to-end latency (ASYNC group only): single messages paced at 20k msgs/s (send time in the
    body), long-polling consumers (PULL_MESSAGE with SUSPEND) in the same worker processes, vs
    paced XADDs and ``XREAD BLOCK`` from this process; latency = receive - send time.

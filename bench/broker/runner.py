@@ -147,7 +147,13 @@ async def run_redis(s: Settings, res: Results, work: Path, sync: bool, size: int
         n = CONNECTIONS * phase_cap(plan, size)
 
         async def bench(
-            phase: str, command: list[str], requests: int, clients: int, pipeline: int, per_request: int
+            phase: str,
+            command: list[str],
+            requests: int,
+            clients: int,
+            pipeline: int,
+            per_request: int,
+            threads: int = 1,
         ) -> PhaseResult:
             await settle()
 
@@ -155,7 +161,7 @@ async def run_redis(s: Settings, res: Results, work: Path, sync: bool, size: int
                 return redis_benchmark(
                     s.redis_benchmark or "", port, redis.pid, command, requests=requests, clients=clients,
                     pipeline=pipeline, keyspace=CONNECTIONS, msgs_per_request=per_request,
-                    log=work / f"redis-benchmark-{phase}.log",
+                    log=work / f"redis-benchmark-{phase}.log", threads=threads,
                 )  # fmt: skip
 
             r = await loop.run_in_executor(None, call)
@@ -170,11 +176,12 @@ async def run_redis(s: Settings, res: Results, work: Path, sync: bool, size: int
         print_phase("redis", f"XADD, redis-benchmark -c {CONNECTIONS * WINDOW} -P 1", r)
         if sync:
             return
-        ours = res.ours.get((sync, size, "consume"))
-        pulls = max(1000, (ours.messages if ours else n) // PULL_BATCH)
+        # XRANGE from the start of each stream: the entries are read again and again, so the count
+        # is not bounded by what was written; it is sized for a phase of ~plan.seconds.
+        pulls = int(40_000 * plan.seconds)
         xrange = ["XRANGE", "batch:__rand_int__", "-", "+", "COUNT", str(PULL_BATCH)]
-        r = await bench("consume", xrange, pulls, CONNECTIONS, 1, PULL_BATCH)
-        print_phase("redis", f"XRANGE COUNT {PULL_BATCH}, redis-benchmark -c {CONNECTIONS}", r)
+        r = await bench("consume", xrange, pulls, CONNECTIONS, 1, PULL_BATCH, threads=2)
+        print_phase("redis", f"XRANGE COUNT {PULL_BATCH}, redis-benchmark -c {CONNECTIONS} --threads 2", r)
         await settle()
 
         def meter() -> Meter:
