@@ -33,20 +33,14 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.batch import decode_batch
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import SendMessageRequestHeader
-from rocketlite.protocol.message import (
-    HostAddress,
-    MessageConst,
-    MessageSysFlag,
-    properties_to_string,
-    string_to_properties,
-)
+from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.record import MessageInner
+from rocketlite.protocol.speedups import send_batch_messages, send_properties
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -239,9 +233,10 @@ class SendMessageProcessor:
         if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self._send_batch(conn, request, header, tc, queue_id, body)
         topic, queue_id = self.handle_retry_and_dlq(header, header.topic, queue_id, request.version)
-        props = string_to_properties(header.properties or "")
-        props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
-        props[MessageConst.CLUSTER] = self.broker.broker_cluster_name
+        # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
+        properties, _tags_code, uniq_key, _keys, _delay = send_properties(
+            header.properties or "", self.broker.broker_cluster_name
+        )
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
@@ -255,7 +250,7 @@ class SendMessageProcessor:
             sys_flag=sys_flag,
             born_timestamp=header.born_timestamp,
             reconsume_times=header.reconsume_times or 0,
-            properties_string=properties_to_string(props),
+            properties_string=properties,
         )
         tran = MessageSysFlag.transaction_value(sys_flag)
         transaction_id = None
@@ -266,7 +261,7 @@ class SendMessageProcessor:
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{self.broker.broker_ip1}] sending transaction message is forbidden",
                 )
-            transaction_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            transaction_id = uniq_key
             self.half_message_hook(msg)
         pending = self.store.put_message_nowait(msg)
         return self._respond(request, pending, header.topic, queue_id, 1, len(body), transaction_id)
@@ -284,37 +279,24 @@ class SendMessageProcessor:
             return make_response(
                 request, ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group"
             )
-        entries = decode_batch(body)
-        if not entries:
+        # the whole body decoded (ProtocolError on a torn entry), each entry's properties
+        # rewritten as a single send's and completed with the header's
+        msgs, delayed = send_batch_messages(
+            body,
+            header.properties or "",
+            self.broker.broker_cluster_name,
+            header.topic,
+            born_host_of(conn),
+            self.store_host,
+            queue_id,
+            header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
+            header.born_timestamp,
+            header.reconsume_times or 0,
+        )
+        if delayed:
+            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+        if not msgs:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
-        batch_props = string_to_properties(header.properties or "")
-        batch_props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
-        batch_props[MessageConst.CLUSTER] = self.broker.broker_cluster_name
-        born = born_host_of(conn)
-        msgs: list[MessageInner] = []
-        for entry in entries:
-            props = string_to_properties(entry.properties)
-            if MessageConst.DELAY_TIME_LEVEL in props:
-                return make_response(
-                    request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed"
-                )
-            props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
-            for k, v in batch_props.items():
-                props.setdefault(k, v)
-            msgs.append(
-                MessageInner(
-                    topic=header.topic,
-                    body=entry.body,
-                    born_host=born,
-                    store_host=self.store_host,
-                    queue_id=queue_id,
-                    flag=entry.flag,
-                    sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
-                    born_timestamp=header.born_timestamp,
-                    reconsume_times=header.reconsume_times or 0,
-                    properties_string=properties_to_string(props),
-                )
-            )
         del tc
         pending = self.store.put_messages_nowait(msgs)
         return self._respond(request, pending, header.topic, queue_id, len(msgs), len(body), None)
