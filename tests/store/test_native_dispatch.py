@@ -168,7 +168,7 @@ def filters(codes: frozenset[int], kind: int) -> Callable[[int], bool] | None:
     if kind == 2:
         return codes.__contains__
     if kind == 3:
-        return {*codes, 1.5, "x"}.__contains__  # type: ignore[arg-type]
+        return {*codes, 1.5, "x"}.__contains__
     return lambda tag: tag % 2 == 0
 
 
@@ -213,13 +213,34 @@ def test_pack_units(run: list[tuple[int, int, int]]) -> None:
 
 
 surrogates = st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3)
+key_texts = texts | surrogates | st.text() | st.sampled_from([" ", "a  b ", " k"])
+
+
+@st.composite
+def dispatch_requests(draw: st.DrawFn) -> list[DispatchRequest]:
+    reqs = []
+    offset = draw(st.integers(0, 100))
+    for _ in range(draw(st.integers(0, 12))):
+        offset += draw(st.integers(-30, 200))  # mostly increasing, sometimes not
+        reqs.append(DispatchRequest(
+            draw(st.sampled_from(["T", "TopicA"]) | texts | surrogates), 0, offset, 100, 0,
+            draw(st.integers(0, 1 << 41)), 0, draw(key_texts), draw(st.none() | key_texts),
+            draw(st.sampled_from([0, 4, 8, 0xC, 0x1C, 0x30])), 0,
+        ))  # fmt: skip
+    return reqs
 
 
 @SETTINGS
-@given(st.lists(st.tuples(texts | surrogates, texts | surrogates | st.text()), max_size=20))
-def test_index_hashes(pairs: list[tuple[str, str]]) -> None:
-    topics = [t for t, _ in pairs]
-    keys = [k for _, k in pairs]
-    want = REFERENCE.index_hashes(topics, keys)
+@given(dispatch_requests(), st.integers(-1, 600))
+def test_index_entries(reqs: list[DispatchRequest], end_offset: int) -> None:
+    want = REFERENCE.index_entries(reqs, end_offset)
     for impl in IMPLS:
-        assert impl.index_hashes(topics, keys) == want
+        assert impl.index_entries(reqs, end_offset) == want
+
+
+def test_index_entries_grow_past_two_keys_per_record() -> None:
+    reqs = [DispatchRequest("T", 0, i, 10, 0, 5, 0, "a b c d e", "u", 0, 0) for i in range(100)]
+    want = REFERENCE.index_entries(reqs, 0)
+    assert len(want[0]) == 600
+    for impl in IMPLS:
+        assert impl.index_entries(reqs, 0) == want

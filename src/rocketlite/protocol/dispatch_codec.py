@@ -10,20 +10,23 @@
 * `select_units`: the selection half of a pull (`store/consume_queue.py` `ConsumeQueue.read`):
   which consume-queue units of a run are taken, by padding, tag code, count and bytes;
 * `pack_units`: (commitLogOffset, size, tagsCode) units to their 20-byte form, back to back;
-* `index_hashes`: `indexKeyHashMethod("topic#key")` of many keys (Java `String.hashCode`).
+* `index_entries`: the index entries of dispatched records (`store/index_service.py`): each
+  record's UNIQ_KEY and KEYS tokens as `indexKeyHashMethod("topic#key")` (Java `String.hashCode`)
+  with its offset and store time.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from itertools import starmap
 
 from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_SIZE, Unit
-from rocketlite.protocol.message import index_key_hash
-from rocketlite.protocol.record import ScanKind, ScanResult
+from rocketlite.protocol.message import KEY_SEPARATOR, MessageSysFlag, index_key_hash
+from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
 from rocketlite.protocol.record_codec_py import scan_record
 
-__all__ = ["check_records", "index_hashes", "pack_units", "select_units"]
+__all__ = ["check_records", "index_entries", "pack_units", "select_units"]
 
 # (commitLogOffset, size, index of the unit in the run) of a selected unit
 Selected = tuple[int, int, int]
@@ -88,6 +91,29 @@ def pack_units(units: Sequence[Unit]) -> bytes:
     return b"".join(starmap(CQ_UNIT.pack, units))
 
 
-def index_hashes(topics: Sequence[str], keys: Sequence[str]) -> list[int]:
-    """`index_key_hash(topic + "#" + key)` for every (topic, key) pair."""
-    return [index_key_hash(f"{topic}#{key}") for topic, key in zip(topics, keys, strict=True)]
+def index_entries(
+    reqs: Sequence[DispatchRequest], end_offset: int
+) -> tuple[array[int], array[int], array[int]]:
+    """(key hashes, commit-log offsets, store timestamps) of the index entries of `reqs`, in order.
+
+    A record is indexed under its UNIQ_KEY (when present, even empty) and under every non-empty
+    space-separated token of its KEYS, unless it is a ROLLBACK record or lies below `end_offset`
+    (the index's endPhyOffset, raised to each indexed record's offset as the batch goes on).
+    """
+    hashes: array[int] = array("q")
+    offsets: array[int] = array("q")
+    stamps: array[int] = array("q")
+    rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+    for req in reqs:
+        offset = req.commit_log_offset
+        if offset < end_offset or req.sys_flag & rollback == rollback:
+            continue
+        keys = [] if req.uniq_key is None else [req.uniq_key]
+        keys += [k for k in req.keys.split(KEY_SEPARATOR) if k]
+        for key in keys:
+            hashes.append(index_key_hash(f"{req.topic}#{key}"))
+            offsets.append(offset)
+            stamps.append(req.store_timestamp)
+        if keys:
+            end_offset = offset
+    return hashes, offsets, stamps

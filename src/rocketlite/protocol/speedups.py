@@ -7,8 +7,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `record_codec_py`, fast `record_codec`;
 * `encode_json_header`, `decode_json_header` (remoting headers): reference `json_header_py`,
   fast `json_header`;
-* `check_records`, `select_units`, `pack_units`, `index_hashes` (recovery's segment walk, a
-  pull's choice of consume-queue units, units to bytes, index key hashes): reference
+* `check_records`, `select_units`, `pack_units`, `index_entries` (recovery's segment walk, a
+  pull's choice of consume-queue units, units to bytes, a batch's index entries): reference
   `dispatch_codec`, one for both in Python;
 * `quote` (a JSON string literal as fastjson writes it): reference `fastjson.quote_reference`,
   fast `fastjson.quote_plain`;
@@ -42,6 +42,7 @@ import dataclasses
 import importlib
 import logging
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -92,7 +93,7 @@ __all__ = [
     "encode_record",
     "encode_records",
     "encode_rocketmq_header",
-    "index_hashes",
+    "index_entries",
     "load_native",
     "pack_units",
     "quote",
@@ -143,6 +144,12 @@ class SelectUnits(Protocol):
     ) -> tuple[list[dispatch_codec.Selected], int]: ...
 
 
+class IndexEntries(Protocol):
+    def __call__(
+        self, reqs: Sequence[DispatchRequest], end_offset: int
+    ) -> tuple[array[int], array[int], array[int]]: ...
+
+
 class SendBatchMessages(Protocol):
     def __call__(
         self,
@@ -181,7 +188,7 @@ class Codecs:
     check_records: CheckRecords
     select_units: SelectUnits
     pack_units: Callable[[Sequence[Unit]], bytes]
-    index_hashes: Callable[[Sequence[str], Sequence[str]], list[int]]
+    index_entries: IndexEntries
 
 
 REFERENCE: Final = Codecs(
@@ -203,7 +210,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.check_records,
     dispatch_codec.select_units,
     dispatch_codec.pack_units,
-    dispatch_codec.index_hashes,
+    dispatch_codec.index_entries,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -224,7 +231,7 @@ PYTHON: Final = Codecs(
     dispatch_codec.check_records,
     dispatch_codec.select_units,
     dispatch_codec.pack_units,
-    dispatch_codec.index_hashes,
+    dispatch_codec.index_entries,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -288,4 +295,4 @@ send_batch_messages: Final = CHOSEN.send_batch_messages
 check_records: Final = CHOSEN.check_records
 select_units: Final = CHOSEN.select_units
 pack_units: Final = CHOSEN.pack_units
-index_hashes: Final = CHOSEN.index_hashes
+index_entries: Final = CHOSEN.index_entries

@@ -6,9 +6,9 @@ token `k` of its KEYS; ROLLBACK records are not indexed, nor records below the l
 endPhyOffset (already indexed). When the last file is full a new one is created whose header
 begins where the old one ended.
 
-`build_index_batch` is the reput loop's fast path: the Java `String.hashCode` of every key is
-computed with numpy, using hash(a + b) = hash(a) * 31^len(b) + hash(b) (mod 2^32) with the
-`topic#` prefix's hash cached per topic, and the entries go into the file in one vectorised step
+`build_index_batch` is the reput loop's fast path: `speedups.index_entries` picks the entries and
+computes every key's Java `String.hashCode` (compiled: continued from the `topic#` prefix's hash,
+no string built per key), and they go into the file in one vectorised step
 (`IndexFile.put_hash_batch`). The result is byte-identical to indexing one key at a time.
 
 Thread safety: writers (dispatch), queries and maintenance all take one `RLock`. `flush` takes it
@@ -19,7 +19,6 @@ that close or delete files.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,17 +28,15 @@ from typing import Final
 import numpy as np
 
 from rocketlite.clock import Clock
-from rocketlite.protocol.message import KEY_SEPARATOR, MessageSysFlag, java_string_hash
 from rocketlite.protocol.record import DispatchRequest
-from rocketlite.store.index_file import IndexFile, Int64Array, next_index_file_name
+from rocketlite.protocol.speedups import index_entries
+from rocketlite.store.index_file import IndexFile, next_index_file_name
 from rocketlite.store.mapped_file import fill_holes
 
 log = logging.getLogger("rocketlite.store.index_service")
 
 DEFAULT_MAX_QUERY_NUM: Final = 64  # MessageStoreConfig.maxMsgsNumBatch
-_MASK32: Final = 0xFFFF_FFFF
 _SMALL_BATCH: Final = 8  # below this many keys the scalar path beats numpy's fixed costs
-_PREFIX_CACHE_MAX: Final = 100_000
 
 
 @dataclass(slots=True)
@@ -49,26 +46,6 @@ class QueryOffsetResult:
     phy_offsets: list[int]
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
-
-
-def _utf16_len(s: str) -> int:
-    return len(s) if s.isascii() else len(s.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def _hash_u32(s: str) -> int:
-    """Java hashCode of `s` as unsigned; lone surrogates count as their code unit, as in Java."""
-    if s.isascii():
-        return java_string_hash(s) & _MASK32
-    h = 0
-    for (unit,) in struct.iter_unpack("<H", s.encode("utf-16-le", "surrogatepass")):
-        h = (31 * h + unit) & _MASK32
-    return h
-
-
-def _to_index_hash(unsigned: int) -> int:
-    """`indexKeyHashMethod` of an unsigned 32-bit hashCode."""
-    h = (1 << 32) - unsigned if unsigned & 0x8000_0000 else unsigned
-    return 0 if h > 0x7FFF_FFFF else h
 
 
 class IndexService:
@@ -90,8 +67,6 @@ class IndexService:
         self._files: list[IndexFile] = []
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
-        self._prefix_hash: dict[str, int] = {}
-        self._pow31 = self._powers(64)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self, last_exit_ok: bool, checkpoint_index_timestamp: int) -> None:
@@ -164,134 +139,30 @@ class IndexService:
         self.build_index_batch((req,))
 
     def build_index_batch(self, reqs: Sequence[DispatchRequest]) -> None:
-        """`build_index` for each record in order, in one step."""
+        """`build_index` for each record in order, in one step: the entries come from
+        `speedups.index_entries` (compiled: the key hashes without a Python string per key),
+        and go into the file one by one when few, else in one vectorised step."""
         if not reqs:
             return
-        rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-        sep = KEY_SEPARATOR
         with self._lock:
-            end_offset = self._writable_file().end_phy_offset
-            prefix_cache = self._prefix_hash
-            suffixes: list[str] = []
-            counts: list[int] = []
-            offsets: list[int] = []
-            stamps: list[int] = []
-            prefixes: list[int] = []
-            for req in reqs:
-                offset = req.commit_log_offset
-                if offset < end_offset or req.sys_flag & rollback == rollback:
-                    continue
-                before = len(suffixes)
-                if req.uniq_key is not None:
-                    suffixes.append(req.uniq_key)
-                if req.keys:
-                    suffixes.extend(k for k in req.keys.split(sep) if k)
-                n = len(suffixes) - before
-                if n:
-                    topic = req.topic
-                    ph = prefix_cache.get(topic)
-                    if ph is None:
-                        ph = self._cache_prefix(topic)
-                    counts.append(n)
-                    offsets.append(offset)
-                    stamps.append(req.store_timestamp)
-                    prefixes.append(ph)
-                    end_offset = offset
-            if not suffixes:
+            hashes, offsets, stamps = index_entries(reqs, self._writable_file().end_phy_offset)
+            total = len(hashes)
+            if total == 0:
                 return
-            if len(suffixes) < _SMALL_BATCH:
-                self._put_scalar(suffixes, counts, offsets, stamps, prefixes)
-            else:
-                self._put_vector(suffixes, counts, offsets, stamps, prefixes)
-
-    def _put_scalar(
-        self,
-        suffixes: list[str],
-        counts: list[int],
-        offsets: list[int],
-        stamps: list[int],
-        prefixes: list[int],
-    ) -> None:
-        i = 0
-        for n, offset, stamp, ph in zip(counts, offsets, stamps, prefixes, strict=True):
-            for suffix in suffixes[i : i + n]:
-                full = (ph * pow(31, _utf16_len(suffix), 1 << 32) + _hash_u32(suffix)) & _MASK32
-                key_hash = _to_index_hash(full)
-                f = self._writable_file()
-                if not f.put_hash(key_hash, offset, stamp):
-                    f = self._roll()
-                    f.put_hash(key_hash, offset, stamp)
-            i += n
-
-    def _put_vector(
-        self,
-        suffixes: list[str],
-        counts: list[int],
-        offsets: list[int],
-        stamps: list[int],
-        prefixes: list[int],
-    ) -> None:
-        reps = np.array(counts, dtype=np.int64)
-        hashes = self._index_hashes(suffixes, np.repeat(np.array(prefixes, dtype=np.uint64), reps))
-        phy = np.repeat(np.array(offsets, dtype=np.int64), reps)
-        ts = np.repeat(np.array(stamps, dtype=np.int64), reps)
-        pos = 0
-        total = len(hashes)
-        while pos < total:
-            f = self._writable_file()
-            put = f.put_hash_batch(hashes[pos:], phy[pos:], ts[pos:])
-            if put == 0:
-                self._roll()
-            pos += put
-
-    def _index_hashes(self, suffixes: list[str], prefix_hashes: np.ndarray) -> Int64Array:
-        """`indexKeyHashMethod(topic + "#" + suffix)` for every suffix, given the prefixes' hashes.
-
-        Each suffix code unit c at distance d from its string's end contributes c * 31^d; the sums
-        per string are taken with `reduceat`. Unsigned 64-bit arithmetic wraps mod 2^64, which keeps
-        every value right mod 2^32.
-        """
-        n = len(suffixes)
-        joined = "".join(suffixes)
-        lens: Int64Array
-        if joined.isascii():
-            data = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
-            lens = np.fromiter(map(len, suffixes), dtype=np.int64, count=n)
-        else:
-            data = np.frombuffer(joined.encode("utf-16-le", "surrogatepass"), dtype="<u2")
-            lens = np.fromiter(map(_utf16_len, suffixes), dtype=np.int64, count=n)
-        pw = self._pow31
-        longest = int(lens.max())
-        if longest >= len(pw):
-            pw = self._pow31 = self._powers(longest + 1)
-        ends = np.cumsum(lens)
-        suffix_hash = np.zeros(n, dtype=np.uint64)
-        if data.size:
-            distance = np.repeat(ends - 1, lens) - np.arange(data.size, dtype=np.int64)
-            contrib = data.astype(np.uint64) * pw[distance]
-            nonempty = lens > 0
-            suffix_hash[nonempty] = np.add.reduceat(contrib, (ends - lens)[nonempty])
-        full = (prefix_hashes * pw[lens] + suffix_hash) & np.uint64(_MASK32)
-        signed = full.astype(np.int64)
-        absolute = np.where(signed >= 1 << 31, (1 << 32) - signed, signed)
-        result: Int64Array = np.where(absolute > 0x7FFF_FFFF, 0, absolute)
-        return result
-
-    @staticmethod
-    def _powers(n: int) -> np.ndarray:
-        """31^k mod 2^32 for k < n (at least 64), as uint64."""
-        n = max(n, 64)
-        out = [1] * n
-        for k in range(1, n):
-            out[k] = out[k - 1] * 31 & _MASK32
-        return np.array(out, dtype=np.uint64)
-
-    def _cache_prefix(self, topic: str) -> int:
-        if len(self._prefix_hash) >= _PREFIX_CACHE_MAX:
-            self._prefix_hash.clear()
-        ph = java_string_hash(topic + "#") & _MASK32
-        self._prefix_hash[topic] = ph
-        return ph
+            if total < _SMALL_BATCH:
+                for key_hash, offset, stamp in zip(hashes, offsets, stamps, strict=True):
+                    if not self._writable_file().put_hash(key_hash, offset, stamp):
+                        self._roll().put_hash(key_hash, offset, stamp)
+                return
+            h = np.frombuffer(hashes, dtype=np.int64)
+            phy = np.frombuffer(offsets, dtype=np.int64)
+            ts = np.frombuffer(stamps, dtype=np.int64)
+            pos = 0
+            while pos < total:
+                put = self._writable_file().put_hash_batch(h[pos:], phy[pos:], ts[pos:])
+                if put == 0:
+                    self._roll()
+                pos += put
 
     def _writable_file(self) -> IndexFile:
         """The last file, or a new one when there is none or it is full (`getAndCreateLastIndexFile`)."""

@@ -1,6 +1,7 @@
 """Stub of the compiled store read side (`_dispatch.pyx`); the references are in
 `protocol/record_codec_py.py` and `protocol/dispatch_codec.py`."""
 
+from array import array
 from collections.abc import Callable, Sequence
 
 from rocketlite.protocol.consume_queue_unit import Unit
@@ -32,4 +33,6 @@ def select_units(
     skip_below: int,
 ) -> tuple[list[tuple[int, int, int]], int]: ...
 def pack_units(units: Sequence[Unit]) -> bytes: ...
-def index_hashes(topics: Sequence[str], keys: Sequence[str]) -> list[int]: ...
+def index_entries(
+    reqs: Sequence[DispatchRequest], end_offset: int
+) -> tuple[array[int], array[int], array[int]]: ...

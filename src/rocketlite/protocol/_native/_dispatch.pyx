@@ -12,11 +12,14 @@ stops the native loop and goes to `record_codec_py.scan_record` at that position
 of code that judges unusual bytes, exactly as the fast Python scanner does.
 """
 
+from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
+
+import array
 
 from rocketlite.protocol import record_codec_py
 from rocketlite.protocol.message import MessageConst, tags_code
@@ -423,19 +426,67 @@ cdef inline uint32_t _hash_str(uint32_t h, str s):
     return h
 
 
-def index_hashes(topics, keys):
-    """`dispatch_codec.index_hashes`."""
-    cdef list result = []
+cdef array.array _Q = array.array("q")
+
+
+def index_entries(reqs, end_offset):
+    """`dispatch_codec.index_entries`: hashes continued from a cached `topic#` prefix."""
+    cdef Py_ssize_t cap = 2 * len(reqs) + 8, k = 0, a, b, n
+    cdef array.array hashes = array.clone(_Q, cap, False)
+    cdef array.array offsets = array.clone(_Q, cap, False)
+    cdef array.array stamps = array.clone(_Q, cap, False)
     cdef object prev = None
     cdef uint32_t prefix = 0
-    cdef int32_t h
-    for topic, key in zip(topics, keys):
+    cdef int64_t offset, stamp, end = end_offset
+    cdef int32_t sys_flag
+    cdef str keys, topic
+    cdef bint any_key
+    for req in reqs:
+        offset = req.commit_log_offset
+        sys_flag = req.sys_flag
+        if offset < end or sys_flag & 0xC == 0xC:
+            continue
+        topic = req.topic
         if topic is not prev:
             prefix = 31 * _hash_str(0, topic) + 35  # "#"
             prev = topic
-        h = <int32_t>_hash_str(prefix, key)
-        result.append(0 if h == -2147483648 else (h if h >= 0 else -h))
-    return result
+        stamp = req.store_timestamp
+        uniq = req.uniq_key
+        keys = req.keys
+        any_key = False
+        if uniq is not None:
+            k = _put_entry(hashes, offsets, stamps, k, _hash_str(prefix, uniq), offset, stamp)
+            any_key = True
+        n = len(keys)
+        a = 0
+        while a < n:
+            b = keys.find(" ", a)
+            if b < 0:
+                b = n
+            if b > a:
+                k = _put_entry(hashes, offsets, stamps, k, _hash_str(prefix, keys[a:b]), offset, stamp)
+                any_key = True
+            a = b + 1
+        if any_key:
+            end = offset
+    array.resize(hashes, k)
+    array.resize(offsets, k)
+    array.resize(stamps, k)
+    return hashes, offsets, stamps
+
+
+cdef Py_ssize_t _put_entry(array.array hashes, array.array offsets, array.array stamps, Py_ssize_t k,
+                           uint32_t full, int64_t offset, int64_t stamp) except -1:
+    """Append one entry (growing the arrays when full); returns the new count."""
+    cdef int32_t h = <int32_t>full
+    if k == len(hashes):
+        array.resize_smart(hashes, 2 * k + 8)
+        array.resize_smart(offsets, 2 * k + 8)
+        array.resize_smart(stamps, 2 * k + 8)
+    hashes.data.as_longlongs[k] = 0 if h == -2147483648 else (h if h >= 0 else -h)
+    offsets.data.as_longlongs[k] = offset
+    stamps.data.as_longlongs[k] = stamp
+    return k + 1
 
 
 from rocketlite.protocol.dispatch_codec import check_records as _py_check_records  # noqa: E402
