@@ -262,7 +262,7 @@ def test_the_chooser_honours_rocketlite_native_0() -> None:
         "print(s.CHOSEN.name, s.REFERENCE_ONLY, s.scan_messages is s.CHOSEN.scan_messages, "
         "s.encode_json_header is s.CHOSEN.encode_json_header)"
     )
-    for value, expected in (("0", "reference True True True"), ("1", "python False True True")):
+    for value, expected in (("0", "reference True True True"), ("1", "native False True True")):
         env = {**os.environ, "ROCKETLITE_NATIVE": value}
         out = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
