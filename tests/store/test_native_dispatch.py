@@ -244,3 +244,28 @@ def test_index_entries_grow_past_two_keys_per_record() -> None:
     assert len(want[0]) == 600
     for impl in IMPLS:
         assert impl.index_entries(reqs, 0) == want
+
+
+@st.composite
+def queue_requests(draw: st.DrawFn) -> list[DispatchRequest]:
+    reqs = []
+    cq = {0: 0, 1: 5}
+    for i in range(draw(st.integers(0, 30))):
+        q = draw(st.integers(0, 1))
+        cq[q] += draw(st.sampled_from([1, 1, 1, 0, 2, -3]))
+        phy = draw(st.sampled_from([i * 100, i * 100, -1, 1 << 63, (1 << 63) - 1]))
+        size = draw(st.sampled_from([100, 100, 0, -4, 0x7FFF_FFFF, 0x7FFF_FFFE]))
+        tags = draw(st.sampled_from([0, 7, -(1 << 63), 1 << 63]))
+        offset = draw(st.sampled_from([cq[q], cq[q], 1 << 62, 1 << 64]))
+        topic = draw(st.sampled_from(["T", "U"]))
+        sys_flag = draw(st.sampled_from([0, 0, 4, 8, 0xC]))
+        reqs.append(DispatchRequest(topic, q, phy, size, tags, 5, offset, "", None, sys_flag, 0))
+    return reqs
+
+
+@SETTINGS
+@given(queue_requests())
+def test_queue_runs(reqs: list[DispatchRequest]) -> None:
+    want = REFERENCE.queue_runs(reqs)
+    for impl in IMPLS:
+        assert impl.queue_runs(reqs) == want

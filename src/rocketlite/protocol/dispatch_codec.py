@@ -10,6 +10,8 @@
 * `select_units`: the selection half of a pull (`store/consume_queue.py` `ConsumeQueue.read`):
   which consume-queue units of a run are taken, by padding, tag code, count and bytes;
 * `pack_units`: (commitLogOffset, size, tagsCode) units to their 20-byte form, back to back;
+* `queue_runs`: the consume-queue half of dispatch (`store/dispatch.py`): a batch of dispatch
+  requests grouped by queue into runs of packed units;
 * `index_entries`: the index entries of dispatched records (`store/index_service.py`): each
   record's UNIQ_KEY and KEYS tokens as `indexKeyHashMethod("topic#key")` (Java `String.hashCode`)
   with its offset and store time.
@@ -20,13 +22,23 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import starmap
+from typing import Final
 
 from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_SIZE, Unit
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageSysFlag, index_key_hash
-from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
+from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult, enters_consume_queue
 from rocketlite.protocol.record_codec_py import scan_record
 
-__all__ = ["check_records", "index_entries", "pack_units", "select_units"]
+__all__ = [
+    "check_records",
+    "index_entries",
+    "pack_units",
+    "queue_runs",
+    "select_units",
+    "unit_writable",
+]
+
+_LONG_MAX: Final = (1 << 63) - 1
 
 # (commitLogOffset, size, index of the unit in the run) of a selected unit
 Selected = tuple[int, int, int]
@@ -117,3 +129,42 @@ def index_entries(
         if keys:
             end_offset = offset
     return hashes, offsets, stamps
+
+
+# (first queue offset, packed units; b"" when a unit of the run cannot be stored)
+UnitRun = tuple[int, bytes]
+# (topic, queue id, its runs in order, units dispatched, its last request)
+QueueBatch = tuple[str, int, list[UnitRun], int, DispatchRequest]
+
+
+def unit_writable(unit: Unit) -> bool:
+    """A unit recovery can read back: Java-ranged fields, offset >= 0, 0 < size < padding size."""
+    phy, size, tags = unit
+    return 0 <= phy <= _LONG_MAX and 0 < size < PADDING_SIZE and -_LONG_MAX - 1 <= tags <= _LONG_MAX
+
+
+def queue_runs(reqs: Sequence[DispatchRequest]) -> list[QueueBatch]:
+    """The consume-queue half of a dispatched batch: the requests that enter a consume queue
+    (`enters_consume_queue`) grouped by (topic, queue id) in order of first appearance, each group
+    cut into runs of consecutive queue offsets, each run's units packed back to back."""
+    groups: dict[tuple[str, int], list[DispatchRequest]] = {}
+    for req in reqs:
+        if enters_consume_queue(req.sys_flag):
+            groups.setdefault((req.topic, req.queue_id), []).append(req)
+    result: list[QueueBatch] = []
+    for (topic, queue_id), group in groups.items():
+        runs: list[UnitRun] = []
+        run: list[Unit] = []
+        run_start = group[0].consume_queue_offset
+        for req in group:
+            if req.consume_queue_offset != run_start + len(run):
+                runs.append((run_start, _packed(run)))
+                run, run_start = [], req.consume_queue_offset
+            run.append((req.commit_log_offset, req.msg_size, req.tags_code))
+        runs.append((run_start, _packed(run)))
+        result.append((topic, queue_id, runs, len(group), group[-1]))
+    return result
+
+
+def _packed(run: list[Unit]) -> bytes:
+    return pack_units(run) if all(map(unit_writable, run)) else b""

@@ -7,8 +7,9 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `record_codec_py`, fast `record_codec`;
 * `encode_json_header`, `decode_json_header` (remoting headers): reference `json_header_py`,
   fast `json_header`;
-* `check_records`, `select_units`, `pack_units`, `index_entries` (recovery's segment walk, a
-  pull's choice of consume-queue units, units to bytes, a batch's index entries): reference
+* `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries` (recovery's
+  segment walk, a pull's choice of consume-queue units, units to bytes, a dispatched batch's
+  consume-queue runs and index entries): reference
   `dispatch_codec`, one for both in Python;
 * `quote` (a JSON string literal as fastjson writes it): reference `fastjson.quote_reference`,
   fast `fastjson.quote_plain`;
@@ -96,6 +97,7 @@ __all__ = [
     "index_entries",
     "load_native",
     "pack_units",
+    "queue_runs",
     "quote",
     "scan_messages",
     "scan_record",
@@ -189,6 +191,7 @@ class Codecs:
     select_units: SelectUnits
     pack_units: Callable[[Sequence[Unit]], bytes]
     index_entries: IndexEntries
+    queue_runs: Callable[[Sequence[DispatchRequest]], list[dispatch_codec.QueueBatch]]
 
 
 REFERENCE: Final = Codecs(
@@ -211,6 +214,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.select_units,
     dispatch_codec.pack_units,
     dispatch_codec.index_entries,
+    dispatch_codec.queue_runs,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -232,6 +236,7 @@ PYTHON: Final = Codecs(
     dispatch_codec.select_units,
     dispatch_codec.pack_units,
     dispatch_codec.index_entries,
+    dispatch_codec.queue_runs,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -296,3 +301,4 @@ check_records: Final = CHOSEN.check_records
 select_units: Final = CHOSEN.select_units
 pack_units: Final = CHOSEN.pack_units
 index_entries: Final = CHOSEN.index_entries
+queue_runs: Final = CHOSEN.queue_runs

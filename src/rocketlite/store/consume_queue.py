@@ -37,6 +37,7 @@ from rocketlite.protocol.consume_queue_unit import (
     Unit,
     is_padding,
 )
+from rocketlite.protocol.dispatch_codec import unit_writable
 from rocketlite.protocol.speedups import pack_units, select_units
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (
@@ -81,12 +82,6 @@ class QueueRead:
     total_size: int = 0
     scanned: int = 0
     hit_removed: bool = False
-
-
-def _is_writable(unit: Unit) -> bool:
-    """A unit recovery can read back: Java-ranged fields, offset >= 0, 0 < size < padding size."""
-    phy, size, tags = unit
-    return 0 <= phy <= _LONG_MAX and 0 < size < PADDING_SIZE and -_LONG_MAX - 1 <= tags <= _LONG_MAX
 
 
 def _decode(view: memoryview) -> tuple[_Ints, _Ints]:
@@ -259,7 +254,7 @@ class ConsumeQueue:
         """
         if not units:
             return True
-        bad = next((u for u in units if not _is_writable(u)), None)
+        bad = next((u for u in units if not unit_writable(u)), None)
         if bad is not None or not 0 <= first_cq_offset <= _LONG_MAX // UNIT_SIZE:
             log.error("%s: refusing invalid unit %s at offset %d", self, bad, first_cq_offset)
             return False
@@ -269,19 +264,38 @@ class ConsumeQueue:
         if dup:
             log.debug("%s: %d units already dispatched (max physic offset %d)", self, dup, self._max_physic)
         if dup < len(units):
-            self._append(units[dup:], first_cq_offset + dup)
+            self._append(pack_units(units[dup:]), first_cq_offset + dup)
         return True
 
-    def _append(self, units: Sequence[Unit], cq_offset: int) -> None:
+    def put_packed(self, data: bytes, first_cq_offset: int) -> bool:
+        """`put_units` for units already packed (`speedups.queue_runs`, which checked them):
+        `data` is empty when the run held a unit `put_units` refuses, and is refused likewise."""
+        if not data or not 0 <= first_cq_offset <= _LONG_MAX // UNIT_SIZE:
+            log.error("%s: refusing invalid units at offset %d", self, first_cq_offset)
+            return False
+        dup = 0
+        while dup * UNIT_SIZE < len(data):
+            phy, size, _ = CQ_UNIT.unpack_from(data, dup * UNIT_SIZE)
+            if phy + size > self._max_physic:
+                break
+            dup += 1
+        if dup:
+            log.debug("%s: %d units already dispatched (max physic offset %d)", self, dup, self._max_physic)
+        if dup * UNIT_SIZE < len(data):
+            self._append(memoryview(data)[dup * UNIT_SIZE :], first_cq_offset + dup)
+        return True
+
+    def _append(self, data: bytes | memoryview, cq_offset: int) -> None:
+        """Write packed units for logical offsets from `cq_offset` (see `put_units`)."""
         expected = cq_offset * UNIT_SIZE
         if not self._mfq.files:
             self._min_logic = self._new_file(expected).file_from_offset
         end = self._mfq.max_wrote_offset
         if expected < end:
-            skip = min(len(units), (end - expected) // UNIT_SIZE)
+            skip = min(len(data) // UNIT_SIZE, (end - expected) // UNIT_SIZE)
             log.warning("%s: %d units from offset %d already written; skipped", self, skip, cq_offset)
-            units, expected = units[skip:], expected + skip * UNIT_SIZE
-            if not units:
+            data, expected = data[skip * UNIT_SIZE :], expected + skip * UNIT_SIZE
+            if not data:
                 return
         elif expected > end:
             if self._min_logic >= end:
@@ -290,8 +304,9 @@ class ConsumeQueue:
             else:
                 log.warning("%s: [BUG] gap from %d to %d; padding it", self, end // UNIT_SIZE, cq_offset)
             self._write_padding((expected - end) // UNIT_SIZE)
-        self._write(pack_units(units))
-        self._max_physic = units[-1][0] + units[-1][1]
+        self._write(data)
+        phy, size, _ = CQ_UNIT.unpack_from(data, len(data) - UNIT_SIZE)
+        self._max_physic = phy + size
 
     def _new_file(self, expected: int) -> MappedFile:
         mf = self._mfq.get_last_file(expected)
@@ -299,7 +314,7 @@ class ConsumeQueue:
             raise OSError(f"{self}: could not create a consume queue file")
         return mf
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | memoryview) -> None:
         """Append at the end, splitting at file boundaries (files hold whole units)."""
         view = memoryview(data)
         done = 0

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketlite.protocol.record import DispatchRequest, ScanKind, enters_consume_queue
-from rocketlite.protocol.speedups import scan_messages
+from rocketlite.protocol.record import DispatchRequest, ScanKind
+from rocketlite.protocol.speedups import queue_runs, scan_messages
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.index_service import IndexService
@@ -103,22 +103,11 @@ class Dispatcher:
 
     def apply(self, reqs: list[DispatchRequest]) -> None:
         """Feed a run of dispatch requests (in log order) to the consume queues and the index."""
-        groups: dict[tuple[str, int], list[DispatchRequest]] = {}
-        for req in reqs:
-            if enters_consume_queue(req.sys_flag):
-                groups.setdefault((req.topic, req.queue_id), []).append(req)
-        for (topic, queue_id), group in groups.items():
+        for topic, queue_id, runs, count, last in queue_runs(reqs):
             cq = self.cq_store.find_or_create(topic, queue_id)
-            run: list[tuple[int, int, int]] = []
-            run_start = group[0].consume_queue_offset
-            for req in group:
-                if req.consume_queue_offset != run_start + len(run):
-                    cq.put_units(run, run_start)
-                    run, run_start = [], req.consume_queue_offset
-                run.append((req.commit_log_offset, req.msg_size, req.tags_code))
-            cq.put_units(run, run_start)
-            self.stats.cq_units += len(group)
-            last = group[-1]
+            for first_cq_offset, data in runs:
+                cq.put_packed(data, first_cq_offset)
+            self.stats.cq_units += count
             for listener in self.listeners:
                 listener(topic, queue_id, last.consume_queue_offset + 1, last.tags_code, last.store_timestamp)
         if self.index is not None:

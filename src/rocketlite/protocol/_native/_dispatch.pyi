@@ -5,6 +5,7 @@ from array import array
 from collections.abc import Callable, Sequence
 
 from rocketlite.protocol.consume_queue_unit import Unit
+from rocketlite.protocol.dispatch_codec import QueueBatch
 from rocketlite.protocol.record import DispatchRequest, ScanResult
 
 def scan_messages(
@@ -36,3 +37,4 @@ def pack_units(units: Sequence[Unit]) -> bytes: ...
 def index_entries(
     reqs: Sequence[DispatchRequest], end_offset: int
 ) -> tuple[array[int], array[int], array[int]]: ...
+def queue_runs(reqs: Sequence[DispatchRequest]) -> list[QueueBatch]: ...

@@ -489,4 +489,101 @@ cdef Py_ssize_t _put_entry(array.array hashes, array.array offsets, array.array 
     return k + 1
 
 
+cdef struct Unit:
+    int64_t phy, size, tags, cq
+    Py_ssize_t nxt  # the group's next unit, -1 at its end
+    bint ok  # storable: offset >= 0, 0 < size < padding size
+
+
+def queue_runs(reqs):
+    """`dispatch_codec.queue_runs`: requests grouped and cut into runs in one pass, each run
+    packed straight into its bytes. Values outside Java's ranges go to the reference."""
+    cdef Py_ssize_t n = len(reqs), k = 0, g = -1, ng = 0, j, first, run_len, c
+    cdef Unit *u = <Unit *>malloc((n + 1) * sizeof(Unit))
+    cdef Py_ssize_t *ends = <Py_ssize_t *>malloc((n + 1) * 2 * sizeof(Py_ssize_t))  # head, tail
+    cdef dict groups = {}
+    cdef list keys = [], lasts = [], counts = [], result = []
+    cdef object prev_topic = None, prev_qid = None
+    cdef int64_t run_start
+    cdef bint ok
+    cdef bytes data
+    cdef unsigned char *p
+    if u == NULL or ends == NULL:
+        free(u)
+        free(ends)
+        raise MemoryError()
+    try:
+        for req in reqs:
+            tran = req.sys_flag & 0xC
+            if tran != 0 and tran != 8:
+                continue
+            topic = req.topic
+            qid = req.queue_id
+            if topic is not prev_topic or qid != prev_qid:
+                key = (topic, qid)
+                found = groups.get(key)
+                if found is None:
+                    g = ng
+                    groups[key] = g
+                    keys.append(key)
+                    lasts.append(None)
+                    counts.append(0)
+                    ends[2 * g] = -1
+                    ng += 1
+                else:
+                    g = found
+                prev_topic, prev_qid = topic, qid
+            try:
+                u[k].phy = req.commit_log_offset
+                u[k].size = req.msg_size
+                u[k].tags = req.tags_code
+                u[k].cq = req.consume_queue_offset
+            except OverflowError:
+                return _py_queue_runs(reqs)
+            if u[k].cq > (1 << 62) or u[k].cq < -(1 << 62):
+                return _py_queue_runs(reqs)
+            u[k].ok = u[k].phy >= 0 and 0 < u[k].size < PADDING_SIZE
+            u[k].nxt = -1
+            if ends[2 * g] < 0:
+                ends[2 * g] = k
+            else:
+                u[ends[2 * g + 1]].nxt = k
+            ends[2 * g + 1] = k
+            lasts[g] = req
+            counts[g] += 1
+            k += 1
+        for g in range(ng):
+            runs = []
+            first = ends[2 * g]
+            while first >= 0:
+                run_start = u[first].cq
+                run_len = 0
+                ok = True
+                j = first
+                while j >= 0 and u[j].cq == run_start + run_len:
+                    ok = ok and u[j].ok
+                    run_len += 1
+                    j = u[j].nxt
+                if ok:
+                    data = PyBytes_FromStringAndSize(NULL, run_len * UNIT)
+                    p = <unsigned char *>PyBytes_AS_STRING(data)
+                    for c in range(run_len):
+                        wr64(p, <uint64_t>u[first].phy)
+                        wr32(p + 8, <uint32_t>u[first].size)
+                        wr64(p + 12, <uint64_t>u[first].tags)
+                        p += UNIT
+                        first = u[first].nxt
+                else:
+                    data = b""
+                runs.append((run_start, data))
+                first = j
+            topic, qid = keys[g]
+            result.append((topic, qid, runs, counts[g], lasts[g]))
+        return result
+    finally:
+        free(u)
+        free(ends)
+
+
 from rocketlite.protocol.dispatch_codec import check_records as _py_check_records  # noqa: E402
+from rocketlite.protocol.dispatch_codec import queue_runs as _py_queue_runs  # noqa: E402
