@@ -45,7 +45,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol import perm
+from rocketlite.protocol import perm, speedups
 from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import make_request
@@ -179,6 +179,7 @@ class BrokerController:
             await asyncio.get_running_loop().run_in_executor(None, self.parts.live.reload_topics)
 
     async def start(self) -> None:
+        speedups.warn_if_missing()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.start)
         try:

@@ -7,9 +7,9 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `record_codec_py`, fast `record_codec`;
 * `encode_json_header`, `decode_json_header` (remoting headers): reference `json_header_py`,
   fast `json_header`;
-* `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries` (recovery's
-  segment walk, a pull's choice of consume-queue units, units to bytes, a dispatched batch's
-  consume-queue runs and index entries): reference
+* `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries`,
+  `dispatch_batch` (recovery's segment walk, a pull's choice of consume-queue units, units to
+  bytes, a dispatched batch's consume-queue runs and index entries, all of dispatch in one call): reference
   `dispatch_codec`, one for both in Python;
 * `quote` (a JSON string literal as fastjson writes it): reference `fastjson.quote_reference`,
   fast `fastjson.quote_plain`;
@@ -79,6 +79,7 @@ from rocketlite.protocol.record import (
 
 __all__ = [
     "CHOSEN",
+    "MISSING",
     "NATIVE_MODULES",
     "PYTHON",
     "REFERENCE",
@@ -89,6 +90,7 @@ __all__ = [
     "decode_json_header",
     "decode_records",
     "decode_rocketmq_header",
+    "dispatch_batch",
     "encode_command",
     "encode_json_header",
     "encode_record",
@@ -96,6 +98,7 @@ __all__ = [
     "encode_rocketmq_header",
     "index_entries",
     "load_native",
+    "warn_if_missing",
     "pack_units",
     "queue_runs",
     "quote",
@@ -146,6 +149,19 @@ class SelectUnits(Protocol):
     ) -> tuple[list[dispatch_codec.Selected], int]: ...
 
 
+class DispatchBatch(Protocol):
+    def __call__(
+        self,
+        buf: memoryview,
+        pos: int,
+        limit: int,
+        *,
+        verify_crc: bool,
+        delay_levels_ms: tuple[int, ...] = (),
+        index_start: int | None = None,
+    ) -> dispatch_codec.DispatchBatch: ...
+
+
 class IndexEntries(Protocol):
     def __call__(
         self, reqs: Sequence[DispatchRequest], end_offset: int
@@ -192,6 +208,7 @@ class Codecs:
     pack_units: Callable[[Sequence[Unit]], bytes]
     index_entries: IndexEntries
     queue_runs: Callable[[Sequence[DispatchRequest]], list[dispatch_codec.QueueBatch]]
+    dispatch_batch: DispatchBatch
 
 
 REFERENCE: Final = Codecs(
@@ -215,6 +232,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.pack_units,
     dispatch_codec.index_entries,
     dispatch_codec.queue_runs,
+    dispatch_codec.dispatch_batch,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -237,6 +255,7 @@ PYTHON: Final = Codecs(
     dispatch_codec.pack_units,
     dispatch_codec.index_entries,
     dispatch_codec.queue_runs,
+    dispatch_codec.dispatch_batch,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -270,18 +289,32 @@ def load_native(modules: Sequence[str] = NATIVE_MODULES) -> tuple[Codecs, list[s
 _SETTING: Final = os.environ.get("ROCKETLITE_NATIVE", "").strip()
 REFERENCE_ONLY: Final = _SETTING == "0"
 CHOSEN: Codecs
+MISSING: tuple[str, ...] = ()
+"""The compiled modules that could not be imported (no C compiler at install time)."""
 if REFERENCE_ONLY:
     CHOSEN = REFERENCE
 else:
     CHOSEN, _missing = load_native()
     if _missing and _SETTING == "1":
         raise ImportError(f"ROCKETLITE_NATIVE=1 but the compiled data plane is missing: {_missing}")
-    if _missing:
+    MISSING = tuple(m.rsplit(".", 1)[1] for m in _missing)
+
+_warned = False
+
+
+def warn_if_missing() -> None:
+    """Say once, through logging, that the compiled data plane is missing. Called when a server
+    starts (`BrokerController.start`), after the command line has configured logging: a warning
+    printed at import would bypass the configured format (JSON logs)."""
+    global _warned
+    if MISSING and not _warned:
+        _warned = True
         logging.getLogger("rocketlite.speedups").warning(
             "compiled data plane not built (%s): running on the Python implementations; "
             "reinstall with a C compiler (make install) for full speed",
-            ", ".join(m.rsplit(".", 1)[1] for m in _missing),
+            ", ".join(MISSING),
         )
+
 
 encode_record: Final = CHOSEN.encode_record
 encode_records: Final = CHOSEN.encode_records
@@ -302,3 +335,4 @@ select_units: Final = CHOSEN.select_units
 pack_units: Final = CHOSEN.pack_units
 index_entries: Final = CHOSEN.index_entries
 queue_runs: Final = CHOSEN.queue_runs
+dispatch_batch: Final = CHOSEN.dispatch_batch
