@@ -12,6 +12,8 @@
 * `pack_units`: (commitLogOffset, size, tagsCode) units to their 20-byte form, back to back;
 * `queue_runs`: the consume-queue half of dispatch (`store/dispatch.py`): a batch of dispatch
   requests grouped by queue into runs of packed units;
+* `dispatch_batch`: the scan, `queue_runs` and `index_entries` in one call; the compiled twin
+  goes from commit-log bytes to unit bytes and key hashes without the GIL or a request object;
 * `index_entries`: the index entries of dispatched records (`store/index_service.py`): each
   record's UNIQ_KEY and KEYS tokens as `indexKeyHashMethod("topic#key")` (Java `String.hashCode`)
   with its offset and store time.
@@ -22,15 +24,16 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import starmap
-from typing import Final
+from typing import Final, TypeAlias
 
 from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_SIZE, Unit
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageSysFlag, index_key_hash
 from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult, enters_consume_queue
-from rocketlite.protocol.record_codec_py import scan_record
+from rocketlite.protocol.record_codec_py import scan_messages, scan_record
 
 __all__ = [
     "check_records",
+    "dispatch_batch",
     "index_entries",
     "pack_units",
     "queue_runs",
@@ -133,8 +136,9 @@ def index_entries(
 
 # (first queue offset, packed units; b"" when a unit of the run cannot be stored)
 UnitRun = tuple[int, bytes]
-# (topic, queue id, its runs in order, units dispatched, its last request)
-QueueBatch = tuple[str, int, list[UnitRun], int, DispatchRequest]
+# (topic, queue id, its runs in order, units dispatched, and of its last unit: queue offset, tag
+# code, store timestamp; what the arrival listeners are told)
+QueueBatch = tuple[str, int, list[UnitRun], int, int, int, int]
 
 
 def unit_writable(unit: Unit) -> bool:
@@ -162,8 +166,48 @@ def queue_runs(reqs: Sequence[DispatchRequest]) -> list[QueueBatch]:
                 run, run_start = [], req.consume_queue_offset
             run.append((req.commit_log_offset, req.msg_size, req.tags_code))
         runs.append((run_start, _packed(run)))
-        result.append((topic, queue_id, runs, len(group), group[-1]))
+        last = group[-1]
+        result.append(
+            (
+                topic,
+                queue_id,
+                runs,
+                len(group),
+                last.consume_queue_offset,
+                last.tags_code,
+                last.store_timestamp,
+            )
+        )
     return result
+
+
+# (position reached, what stopped there or None, messages dispatched, store timestamp of the last,
+# consume-queue runs, index entries)
+Entries: TypeAlias = "tuple[array[int], array[int], array[int]]"  # hashes, offsets, timestamps
+DispatchBatch: TypeAlias = "tuple[int, ScanResult | None, int, int, list[QueueBatch], Entries]"
+
+
+def dispatch_batch(
+    buf: memoryview,
+    pos: int,
+    limit: int,
+    *,
+    verify_crc: bool,
+    delay_levels_ms: tuple[int, ...] = (),
+    index_start: int | None = None,
+) -> DispatchBatch:
+    """Dispatch in one call: `scan_messages` from `pos` to `limit`, then `queue_runs` and (unless
+    `index_start` is None: no index) `index_entries` from `index_start` over what it found.
+
+    The compiled twin may stop early, before a record it leaves to `scan_messages` (`stop` None,
+    `pos` short of `limit` and of the data); the caller dispatches that record and calls again.
+    """
+    reqs: list[DispatchRequest] = []
+    pos, stop = scan_messages(buf, pos, limit, reqs, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
+    entries = (
+        (array("q"), array("q"), array("q")) if index_start is None else index_entries(reqs, index_start)
+    )
+    return pos, stop, len(reqs), reqs[-1].store_timestamp if reqs else 0, queue_runs(reqs), entries
 
 
 def _packed(run: list[Unit]) -> bytes:

@@ -13,8 +13,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketlite.protocol.record import DispatchRequest, ScanKind
-from rocketlite.protocol.speedups import queue_runs, scan_messages
+from rocketlite.protocol.dispatch_codec import QueueBatch
+from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
+from rocketlite.protocol.speedups import dispatch_batch, queue_runs, scan_messages
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.index_service import IndexService
@@ -62,7 +63,6 @@ class Dispatcher:
         """
         start = cursor = self.reput_from_offset
         consumed = 0
-        reqs: list[DispatchRequest] = []
         while consumed < limit_bytes and cursor < self.commit_log.max_offset:
             offset = cursor
             data = self.commit_log.get_data(offset)
@@ -73,14 +73,7 @@ class Dispatcher:
                     cursor = self.commit_log.min_offset
                     continue
                 break
-            pos, res = scan_messages(
-                data,
-                0,
-                limit_bytes - consumed,
-                reqs,
-                verify_crc=verify_crc,
-                delay_levels_ms=self.delay_levels_ms,
-            )
+            pos, res = self._dispatch_segment(data, limit_bytes - consumed, verify_crc)
             rolled = res is not None and res.kind is ScanKind.BLANK
             stop = res is not None and not rolled
             if res is not None and res.kind is ScanKind.CORRUPT:
@@ -94,22 +87,59 @@ class Dispatcher:
             consumed += pos
             if stop or pos == 0:
                 break
-        if reqs:
-            self.apply(reqs)
         # Published only after the queues and index hold the records, so a reader that sees the
         # new offset also sees the units.
         self.reput_from_offset = cursor
         return cursor - start
 
-    def apply(self, reqs: list[DispatchRequest]) -> None:
-        """Feed a run of dispatch requests (in log order) to the consume queues and the index."""
-        for topic, queue_id, runs, count, last in queue_runs(reqs):
+    def _dispatch_segment(
+        self, data: memoryview, limit: int, verify_crc: bool
+    ) -> tuple[int, ScanResult | None]:
+        """Dispatch the records of one segment's readable bytes up to `limit`, batch by batch
+        (`speedups.dispatch_batch`: the compiled one reads bytes and writes unit bytes and key
+        hashes without the GIL), each record it leaves to the scanner through `apply`. Returns
+        the position reached and what stopped the scan there (as `scan_messages`)."""
+        pos = 0
+        index = self.index
+        while True:
+            index_start = None if index is None else max(self.index_from_offset, index.end_phy_offset())
+            pos, res, count, last_ts, queues, entries = dispatch_batch(
+                data,
+                pos,
+                limit,
+                verify_crc=verify_crc,
+                delay_levels_ms=self.delay_levels_ms,
+                index_start=index_start,
+            )
+            if count:
+                self._apply_queues(queues)
+                if index is not None:
+                    index.put_entries(*entries)
+                self.stats.records += count
+                self.stats.last_store_timestamp = last_ts
+            if res is not None or pos >= len(data) or pos >= limit:
+                return pos, res
+            reqs: list[DispatchRequest] = []
+            pos, res = scan_messages(
+                data, pos, pos + 1, reqs, verify_crc=verify_crc, delay_levels_ms=self.delay_levels_ms
+            )
+            if reqs:
+                self.apply(reqs)
+            if res is not None:
+                return pos, res
+
+    def _apply_queues(self, queues: list[QueueBatch]) -> None:
+        for topic, queue_id, runs, count, last_offset, last_tags, last_ts in queues:
             cq = self.cq_store.find_or_create(topic, queue_id)
             for first_cq_offset, data in runs:
                 cq.put_packed(data, first_cq_offset)
             self.stats.cq_units += count
             for listener in self.listeners:
-                listener(topic, queue_id, last.consume_queue_offset + 1, last.tags_code, last.store_timestamp)
+                listener(topic, queue_id, last_offset + 1, last_tags, last_ts)
+
+    def apply(self, reqs: list[DispatchRequest]) -> None:
+        """Feed a run of dispatch requests (in log order) to the consume queues and the index."""
+        self._apply_queues(queue_runs(reqs))
         if self.index is not None:
             floor = self.index_from_offset
             if reqs[0].commit_log_offset >= floor:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,15 +141,19 @@ class IndexService:
 
     def build_index_batch(self, reqs: Sequence[DispatchRequest]) -> None:
         """`build_index` for each record in order, in one step: the entries come from
-        `speedups.index_entries` (compiled: the key hashes without a Python string per key),
-        and go into the file one by one when few, else in one vectorised step."""
+        `speedups.index_entries` (compiled: the key hashes without a Python string per key)."""
         if not reqs:
             return
         with self._lock:
-            hashes, offsets, stamps = index_entries(reqs, self._writable_file().end_phy_offset)
-            total = len(hashes)
-            if total == 0:
-                return
+            self.put_entries(*index_entries(reqs, self._writable_file().end_phy_offset))
+
+    def put_entries(self, hashes: array[int], offsets: array[int], stamps: array[int]) -> None:
+        """Put entries (`speedups.index_entries`, `speedups.dispatch_batch`) in order: one by one
+        when few, else in one vectorised step, rolling to a new file when one is full."""
+        total = len(hashes)
+        if total == 0:
+            return
+        with self._lock:
             if total < _SMALL_BATCH:
                 for key_hash, offset, stamp in zip(hashes, offsets, stamps, strict=True):
                     if not self._writable_file().put_hash(key_hash, offset, stamp):

@@ -5,7 +5,7 @@ from array import array
 from collections.abc import Callable, Sequence
 
 from rocketlite.protocol.consume_queue_unit import Unit
-from rocketlite.protocol.dispatch_codec import QueueBatch
+from rocketlite.protocol.dispatch_codec import DispatchBatch, QueueBatch
 from rocketlite.protocol.record import DispatchRequest, ScanResult
 
 def scan_messages(
@@ -38,3 +38,12 @@ def index_entries(
     reqs: Sequence[DispatchRequest], end_offset: int
 ) -> tuple[array[int], array[int], array[int]]: ...
 def queue_runs(reqs: Sequence[DispatchRequest]) -> list[QueueBatch]: ...
+def dispatch_batch(
+    buf: memoryview,
+    pos: int,
+    limit: int,
+    *,
+    verify_crc: bool,
+    delay_levels_ms: tuple[int, ...] = (),
+    index_start: int | None = None,
+) -> DispatchBatch: ...

@@ -17,7 +17,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 import array
 
@@ -578,7 +578,9 @@ def queue_runs(reqs):
                 runs.append((run_start, data))
                 first = j
             topic, qid = keys[g]
-            result.append((topic, qid, runs, counts[g], lasts[g]))
+            last = lasts[g]
+            result.append((topic, qid, runs, counts[g], last.consume_queue_offset, last.tags_code,
+                           last.store_timestamp))
         return result
     finally:
         free(u)
@@ -587,3 +589,6 @@ def queue_runs(reqs):
 
 from rocketlite.protocol.dispatch_codec import check_records as _py_check_records  # noqa: E402
 from rocketlite.protocol.dispatch_codec import queue_runs as _py_queue_runs  # noqa: E402
+from rocketlite.protocol.dispatch_codec import dispatch_batch as _py_dispatch_batch  # noqa: E402
+
+include "_dispatch_fused.pxi"
