@@ -34,6 +34,7 @@ from rocketlite.protocol.record_codec_py import scan_messages, scan_record
 __all__ = [
     "check_records",
     "dispatch_batch",
+    "dispatch_batch_over",
     "index_entries",
     "pack_units",
     "queue_runs",
@@ -187,27 +188,38 @@ Entries: TypeAlias = "tuple[array[int], array[int], array[int]]"  # hashes, offs
 DispatchBatch: TypeAlias = "tuple[int, ScanResult | None, int, int, list[QueueBatch], Entries]"
 
 
-def dispatch_batch(
-    buf: memoryview,
-    pos: int,
-    limit: int,
-    *,
-    verify_crc: bool,
-    delay_levels_ms: tuple[int, ...] = (),
-    index_start: int | None = None,
-) -> DispatchBatch:
-    """Dispatch in one call: `scan_messages` from `pos` to `limit`, then `queue_runs` and (unless
-    `index_start` is None: no index) `index_entries` from `index_start` over what it found.
+def dispatch_batch_over(scan: Callable[..., tuple[int, ScanResult | None]]) -> Callable[..., DispatchBatch]:
+    """`dispatch_batch` over a `scan_messages` implementation (the reference, or the fast Python
+    scanner for `speedups.PYTHON`, so that dispatch without the compiled module is not slower)."""
 
-    The compiled twin may stop early, before a record it leaves to `scan_messages` (`stop` None,
-    `pos` short of `limit` and of the data); the caller dispatches that record and calls again.
-    """
-    reqs: list[DispatchRequest] = []
-    pos, stop = scan_messages(buf, pos, limit, reqs, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
-    entries = (
-        (array("q"), array("q"), array("q")) if index_start is None else index_entries(reqs, index_start)
-    )
-    return pos, stop, len(reqs), reqs[-1].store_timestamp if reqs else 0, queue_runs(reqs), entries
+    def dispatch_batch(
+        buf: memoryview,
+        pos: int,
+        limit: int,
+        *,
+        verify_crc: bool,
+        delay_levels_ms: tuple[int, ...] = (),
+        index_start: int | None = None,
+    ) -> DispatchBatch:
+        """Dispatch in one call: `scan_messages` from `pos` to `limit`, then `queue_runs` and
+        (unless `index_start` is None: no index) `index_entries` from `index_start` over what it
+        found.
+
+        The compiled twin may stop early, before a record it leaves to `scan_messages` (`stop`
+        None, `pos` short of `limit` and of the data); the caller dispatches that record and calls
+        again.
+        """
+        reqs: list[DispatchRequest] = []
+        pos, stop = scan(buf, pos, limit, reqs, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
+        entries = (
+            (array("q"), array("q"), array("q")) if index_start is None else index_entries(reqs, index_start)
+        )
+        return pos, stop, len(reqs), reqs[-1].store_timestamp if reqs else 0, queue_runs(reqs), entries
+
+    return dispatch_batch
+
+
+dispatch_batch = dispatch_batch_over(scan_messages)
 
 
 def _packed(run: list[Unit]) -> bytes:

@@ -255,7 +255,7 @@ PYTHON: Final = Codecs(
     dispatch_codec.pack_units,
     dispatch_codec.index_entries,
     dispatch_codec.queue_runs,
-    dispatch_codec.dispatch_batch,
+    dispatch_codec.dispatch_batch_over(record_codec.scan_messages),
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
