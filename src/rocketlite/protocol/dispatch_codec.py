@@ -188,9 +188,12 @@ Entries: TypeAlias = "tuple[array[int], array[int], array[int]]"  # hashes, offs
 DispatchBatch: TypeAlias = "tuple[int, ScanResult | None, int, int, list[QueueBatch], Entries]"
 
 
-def dispatch_batch_over(scan: Callable[..., tuple[int, ScanResult | None]]) -> Callable[..., DispatchBatch]:
-    """`dispatch_batch` over a `scan_messages` implementation (the reference, or the fast Python
-    scanner for `speedups.PYTHON`, so that dispatch without the compiled module is not slower)."""
+def dispatch_batch_over(
+    scan: Callable[..., tuple[int, ScanResult | None]],
+    index: Callable[[Sequence[DispatchRequest], int], Entries],
+) -> Callable[..., DispatchBatch]:
+    """`dispatch_batch` over `scan_messages` and `index_entries` implementations (the references
+    here, or `dispatch_fast`'s for `speedups.PYTHON`)."""
 
     def dispatch_batch(
         buf: memoryview,
@@ -211,16 +214,14 @@ def dispatch_batch_over(scan: Callable[..., tuple[int, ScanResult | None]]) -> C
         """
         reqs: list[DispatchRequest] = []
         pos, stop = scan(buf, pos, limit, reqs, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
-        entries = (
-            (array("q"), array("q"), array("q")) if index_start is None else index_entries(reqs, index_start)
-        )
+        entries = (array("q"), array("q"), array("q")) if index_start is None else index(reqs, index_start)
         return pos, stop, len(reqs), reqs[-1].store_timestamp if reqs else 0, queue_runs(reqs), entries
 
     return dispatch_batch
 
 
-dispatch_batch = dispatch_batch_over(scan_messages)
-
-
 def _packed(run: list[Unit]) -> bytes:
     return pack_units(run) if all(map(unit_writable, run)) else b""
+
+
+dispatch_batch = dispatch_batch_over(scan_messages, index_entries)

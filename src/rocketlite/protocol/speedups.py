@@ -9,8 +9,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   fast `json_header`;
 * `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries`,
   `dispatch_batch` (recovery's segment walk, a pull's choice of consume-queue units, units to
-  bytes, a dispatched batch's consume-queue runs and index entries, all of dispatch in one call): reference
-  `dispatch_codec`, one for both in Python;
+  bytes, a dispatched batch's consume-queue runs and index entries, all of dispatch in one
+  call): reference `dispatch_codec`, fast `dispatch_fast` (it shares the other three);
 * `quote` (a JSON string literal as fastjson writes it): reference `fastjson.quote_reference`,
   fast `fastjson.quote_plain`;
 * `decode_frames`, `encode_command` (remoting frames: every complete frame of a read, a whole
@@ -52,6 +52,7 @@ from rocketlite.protocol import batch as batch_codec
 from rocketlite.protocol import command as command_codec
 from rocketlite.protocol import (
     dispatch_codec,
+    dispatch_fast,
     fastjson,
     json_header,
     json_header_py,
@@ -250,12 +251,12 @@ PYTHON: Final = Codecs(
     record_format.decode_records,
     message_codec.send_properties,
     batch_codec.send_batch_messages,
-    dispatch_codec.check_records,
+    dispatch_fast.check_records,
     dispatch_codec.select_units,
     dispatch_codec.pack_units,
-    dispatch_codec.index_entries,
+    dispatch_fast.index_entries,
     dispatch_codec.queue_runs,
-    dispatch_codec.dispatch_batch_over(record_codec.scan_messages),
+    dispatch_fast.dispatch_batch,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.

@@ -589,9 +589,6 @@ def queue_runs(reqs):
 
 from rocketlite.protocol.dispatch_codec import check_records as _py_check_records  # noqa: E402
 from rocketlite.protocol.dispatch_codec import queue_runs as _py_queue_runs  # noqa: E402
-from rocketlite.protocol.dispatch_codec import dispatch_batch_over as _over  # noqa: E402
-from rocketlite.protocol.record_codec import scan_messages as _fast_scan  # noqa: E402
-
-_py_dispatch_batch = _over(_fast_scan)
+from rocketlite.protocol.dispatch_fast import dispatch_batch as _py_dispatch_batch  # noqa: E402
 
 include "_dispatch_fused.pxi"
