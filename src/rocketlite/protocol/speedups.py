@@ -99,7 +99,6 @@ __all__ = [
     "encode_rocketmq_header",
     "index_entries",
     "load_native",
-    "warn_if_missing",
     "pack_units",
     "queue_runs",
     "quote",
@@ -108,6 +107,7 @@ __all__ = [
     "select_units",
     "send_batch_messages",
     "send_properties",
+    "warn_if_missing",
 ]
 
 
