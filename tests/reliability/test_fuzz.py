@@ -9,6 +9,9 @@ Decoder properties (each a bounded hypothesis run, about 10 s for the module):
   it: `buffered` stays at the four bytes).
 - `decode_json_header`, `decode_rocketmq_header`, `decode_batch`: `ProtocolError` only.
 - `decode_records`: never raises (it stops at the first bad record, like the Java client).
+- The compiled decoders against the references (`speedups.CHOSEN` and `REFERENCE`) on the same
+  damaged input: frames, batch bodies, commit-log scans and recovery checks give the same answer or
+  the same `ProtocolError`, and never anything else.
 - `CustomHeader.from_ext` of every header class, over random ext maps built from the class's own
   wire names and random keys/values: `HeaderFieldError` (a `ProtocolError`) only.
 
@@ -36,6 +39,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rocketlite.protocol import speedups
 from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import (
@@ -47,7 +51,7 @@ from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame import FrameDecoder
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import MessageInner, decode_records, encode_record
+from rocketlite.protocol.record import DispatchRequest, MessageInner, encode_record
 from rocketlite.protocol.speedups import decode_json_header
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
@@ -213,8 +217,65 @@ def _valid_records() -> bytes:
 @given(st.one_of(st.binary(max_size=1024),
                  st.randoms(use_true_random=False).map(lambda r: mutate(r, _valid_records()))))  # fmt: skip
 def test_decode_records_never_raises(data: bytes) -> None:
-    records = decode_records(data)
-    assert sum(r.total_size for r in records) <= len(data)
+    for codecs in IMPLEMENTATIONS:
+        records = codecs.decode_records(data)
+        assert sum(r.total_size for r in records) <= len(data)
+
+
+# -- the compiled decoders: every input the chosen (compiled) and the reference set both take ----
+IMPLEMENTATIONS = (speedups.CHOSEN, speedups.REFERENCE)
+HOST = HostAddress(bytes([127, 0, 0, 1]), 10911)
+
+
+def _outcome(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """What a decoder did: its result, or the type and message of the error it raised."""
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=512),
+                 st.randoms(use_true_random=False).map(lambda r: mutate(r, _valid_batch()))))  # fmt: skip
+def test_send_batch_messages_same_refusals_in_both(data: bytes) -> None:
+    args = (data, "WAIT\x01true", "C", "T", HOST, HOST, 0, 0, 1, 0)
+    keys = []
+    for codecs in IMPLEMENTATIONS:
+        outcome = _outcome(codecs.send_batch_messages, *args)
+        assert outcome[0] == "ok" or issubclass(outcome[1], ProtocolError), outcome
+        if outcome[0] == "ok":
+            msgs, delayed = outcome[1]
+            outcome = ("ok", [(m.body, m.properties_string) for m in msgs], delayed)
+        keys.append(outcome)
+    assert keys[0] == keys[-1]
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=1024),
+                 st.randoms(use_true_random=False).map(lambda r: mutate(r, _valid_records()))),
+       st.booleans())  # fmt: skip
+def test_scans_agree_and_never_raise_on_damaged_logs(data: bytes, verify_crc: bool) -> None:
+    buf = memoryview(data + bytes(64))
+    seen = []
+    for codecs in IMPLEMENTATIONS:
+        out: list[DispatchRequest] = []
+        end, stop = codecs.scan_messages(buf, 0, len(buf), out, verify_crc=verify_crc)
+        checked = codecs.check_records(buf, 0, 0, verify_crc=verify_crc)
+        seen.append((end, stop and stop.kind, len(out), checked[0], checked[1], checked[2].kind))
+    assert seen[0] == seen[-1]
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=512),
+                 st.randoms(use_true_random=False).map(lambda r: mutate(r, _valid_batch())).map(
+                     lambda b: struct.pack(">I", len(b) + 4) + b)))  # fmt: skip
+def test_decode_frames_same_answers_in_both(data: bytes) -> None:
+    outcomes = [_outcome(c.decode_frames, data, SMALL_LIMIT) for c in IMPLEMENTATIONS]
+    for outcome in outcomes:
+        assert outcome[0] == "ok" or issubclass(outcome[1], ProtocolError), outcome
+    keys = [o if o[0] == "raised" else ("ok", [command_key(c) for c in o[1][0]], o[1][1]) for o in outcomes]
+    assert keys[0] == keys[-1]
 
 
 EXT_TEXT = st.one_of(
