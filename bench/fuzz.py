@@ -43,12 +43,14 @@ from typing import Any
 from tests.support.broker_harness import broker_under_test
 from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
 
+from rocketlite.protocol import speedups
 from rocketlite.protocol.batch import decode_batch
 from rocketlite.protocol.command import decode_rocketmq_header
 from rocketlite.protocol.custom_header import HeaderFieldError
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame import FrameDecoder
-from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.record import DispatchRequest, decode_records
 from rocketlite.protocol.speedups import decode_json_header
 
 COUNT = [0]
@@ -98,6 +100,23 @@ def assert_list(value: object) -> None:
     assert isinstance(value, list)
 
 
+_HOST = HostAddress(bytes([127, 0, 0, 1]), 10911)
+
+
+def _native_batch(data: bytes, _selector: int) -> None:
+    """The compiled batch decoder (with the send path's property work): `ProtocolError` only."""
+    with contextlib.suppress(ProtocolError):
+        speedups.send_batch_messages(data, "", "C", "T", _HOST, _HOST, 0, 0, 1, 0)
+
+
+def _native_scan(data: bytes, selector: int) -> None:
+    """The compiled commit-log scans (dispatch and recovery): they never raise."""
+    buf = memoryview(data)
+    out: list[DispatchRequest] = []
+    speedups.scan_messages(buf, 0, len(buf), out, verify_crc=bool(selector & 1))
+    speedups.check_records(buf, 0, 0, verify_crc=bool(selector & 1))
+
+
 TARGETS: list[Callable[[bytes, int], None]] = [
     _frames,
     _protocol_only(decode_json_header),
@@ -105,6 +124,11 @@ TARGETS: list[Callable[[bytes, int], None]] = [
     _protocol_only(decode_batch),
     lambda data, _s: assert_list(decode_records(data)),
     _ext,
+    # The compiled twins (speedups' choice; atheris does not instrument C, so these gain coverage
+    # only through the Python paths they fall back to, but every input still runs through them).
+    lambda data, _s: assert_list(speedups.decode_records(data)),
+    _native_batch,
+    _native_scan,
 ]
 
 
