@@ -18,6 +18,7 @@ extensions = [
     Extension(
         f"rocketlite.protocol._native.{pyx.stem}",
         [str(pyx)],
+        depends=[str(pxi) for pxi in NATIVE.glob("*.pxi")],  # included source: rebuild on change
         optional=True,
         extra_compile_args=["-O3"],
     )

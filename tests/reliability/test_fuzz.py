@@ -156,11 +156,13 @@ def test_default_limit_refuses_16_mib_plus_one_at_once() -> None:
 
 
 # -- header and body decoders -----------------------------------------------------------------
+def _json_containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+
+
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
-    ),
+    _json_containers,
     max_leaves=12,
 )
 HEADER_KEYS = st.sampled_from(["code", "language", "version", "opaque", "flag", "remark", "extFields",

@@ -1,0 +1,298 @@
+# Included by _wire.pyx (one extension module): the JSON remoting header decoder.
+
+# ===================================================================================== JSON in
+# A strict-JSON reader for the header shape clients send. Every function returns NULL-like
+# failure (`_NO`) for anything it does not take; the caller then gives the whole header to the
+# Python codec, which decides (value or ProtocolError) exactly as the reference does.
+
+cdef object _NO = object()
+
+
+cdef inline int _hex4(const unsigned char* p, Py_ssize_t n):
+    """The value of four hex digits at `p` (`n` bytes there at most), or -1."""
+    cdef int v = 0, i, c
+    if n < 4:
+        return -1
+    for i in range(4):
+        c = p[i]
+        if 48 <= c <= 57:
+            v = v * 16 + c - 48
+        elif 65 <= c <= 70:
+            v = v * 16 + c - 55
+        elif 97 <= c <= 102:
+            v = v * 16 + c - 87
+        else:
+            return -1
+    return v
+
+
+cdef object _json_string(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """The string starting at p[pos[0]] == '"', decoded, pos moved past it; `_NO` for what the
+    reader leaves to Python (`\\u` escapes, bad escapes, raw controls, bad UTF-8, no end)."""
+    cdef Py_ssize_t i = pos[0] + 1, start = i, j = 0
+    cdef int code
+    cdef bint escaped = False
+    cdef unsigned char c
+    cdef unsigned char* tmp
+    while i < n:
+        c = p[i]
+        if c == 34:
+            break
+        if c == 92:
+            escaped = True
+            i += 2
+            continue
+        if c < 0x20:
+            return _NO
+        i += 1
+    if i >= n:
+        return _NO
+    pos[0] = i + 1
+    try:
+        if not escaped:
+            return PyUnicode_DecodeUTF8(<const char*>p + start, i - start, NULL)
+        tmp = <unsigned char*>malloc(i - start)
+        if tmp == NULL:
+            raise MemoryError()
+        try:
+            while start < i:
+                c = p[start]
+                if c == 92:
+                    c = p[start + 1]
+                    start += 2
+                    if c == 34 or c == 92 or c == 47:
+                        pass
+                    elif c == 98:
+                        c = 8
+                    elif c == 102:
+                        c = 12
+                    elif c == 110:
+                        c = 10
+                    elif c == 114:
+                        c = 13
+                    elif c == 116:
+                        c = 9
+                    elif c == 117:
+                        code = _hex4(p + start, i - start)
+                        if code < 0 or 0xD800 <= code <= 0xDFFF:
+                            return _NO  # not four hex digits, or a surrogate: Python's rules
+                        start += 4
+                        if code < 0x80:
+                            c = code
+                        elif code < 0x800:
+                            tmp[j] = 0xC0 | (code >> 6)
+                            c = 0x80 | (code & 0x3F)
+                            j += 1
+                        else:
+                            tmp[j] = 0xE0 | (code >> 12)
+                            tmp[j + 1] = 0x80 | ((code >> 6) & 0x3F)
+                            c = 0x80 | (code & 0x3F)
+                            j += 2
+                    else:
+                        return _NO
+                else:
+                    start += 1
+                tmp[j] = c
+                j += 1
+            return PyUnicode_DecodeUTF8(<const char*>tmp, j, NULL)
+        finally:
+            free(tmp)
+    except UnicodeDecodeError:
+        return _NO
+
+
+cdef bint _json_skip_string(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """Move past a string that is not kept: plain ASCII without escapes only (nothing to check)."""
+    cdef Py_ssize_t i = pos[0] + 1
+    cdef unsigned char c
+    while i < n:
+        c = p[i]
+        if c == 34:
+            pos[0] = i + 1
+            return True
+        if c < 0x20 or c >= 0x7F or c == 92:
+            return False
+        i += 1
+    return False
+
+
+cdef bint _json_int(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, long long* out):
+    """A JSON integer (no fraction or exponent, at most 18 digits) at p[pos[0]]."""
+    cdef Py_ssize_t i = pos[0], digits = 0
+    cdef bint negative = False
+    cdef long long v = 0
+    if i < n and p[i] == 45:
+        negative = True
+        i += 1
+    if i >= n or not 48 <= p[i] <= 57:
+        return False
+    if p[i] == 48 and i + 1 < n and 48 <= p[i + 1] <= 57:
+        return False  # a leading zero: not JSON
+    while i < n and 48 <= p[i] <= 57:
+        v = v * 10 + (p[i] - 48)
+        digits += 1
+        i += 1
+    if digits > 18 or (i < n and (p[i] == 46 or p[i] == 101 or p[i] == 69)):
+        return False
+    pos[0] = i
+    out[0] = -v if negative else v
+    return True
+
+
+cdef inline bint _json_literal(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, const char* word, Py_ssize_t k):
+    cdef Py_ssize_t i
+    if pos[0] + k > n:
+        return False
+    for i in range(k):
+        if p[pos[0] + i] != <unsigned char>word[i]:
+            return False
+    pos[0] += k
+    return True
+
+
+cdef inline bint _key_is(const unsigned char* p, Py_ssize_t start, Py_ssize_t length, const char* name, Py_ssize_t k):
+    cdef Py_ssize_t i
+    if length != k:
+        return False
+    for i in range(k):
+        if p[start + i] != <unsigned char>name[i]:
+            return False
+    return True
+
+
+cdef object _json_ext(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """`{"k":"v",...}` with string values as a dict (null as None); `_NO` for anything else."""
+    cdef dict ext = {}
+    cdef Py_ssize_t i = pos[0]
+    if _json_literal(p, n, &i, b"null", 4):
+        pos[0] = i
+        return None
+    if i >= n or p[i] != 123:
+        return _NO
+    i += 1
+    if i < n and p[i] == 125:
+        pos[0] = i + 1
+        return ext
+    while True:
+        if i >= n or p[i] != 34:
+            return _NO
+        key = _json_string(p, n, &i)
+        if key is _NO or i >= n or p[i] != 58:
+            return _NO
+        i += 1
+        if i >= n or p[i] != 34:
+            return _NO
+        value = _json_string(p, n, &i)
+        if value is _NO:
+            return _NO
+        ext[key] = value
+        if i < n and p[i] == 44:
+            i += 1
+            continue
+        if i < n and p[i] == 125:
+            pos[0] = i + 1
+            return ext
+        return _NO
+
+
+cdef object _json_command(const unsigned char* p, Py_ssize_t n):
+    """The command of a header in the shape clients send, or `_NO`."""
+    cdef Py_ssize_t i = 1, key_start, key_length
+    cdef long long code = 0, opaque = 0, version = 0, flag = 0, number
+    cdef bint has_code = False, has_opaque = False
+    cdef object language = _DEFAULT_LANGUAGE
+    cdef object remark = None
+    cdef object ext = None
+    cdef object text
+    cdef unsigned char c
+    if n < 2 or p[0] != 123:
+        return _NO
+    if p[1] == 125:
+        return _NO  # no code: the Python codec says so
+    while True:
+        if i >= n or p[i] != 34:
+            return _NO
+        key_start = i + 1
+        i = key_start
+        while i < n and p[i] != 34:
+            c = p[i]
+            if c < 0x20 or c >= 0x7F or c == 92:
+                return _NO
+            i += 1
+        if i + 1 >= n or p[i + 1] != 58:
+            return _NO
+        key_length = i - key_start
+        i += 2
+        if i >= n:
+            return _NO
+        c = p[i]
+        if _key_is(p, key_start, key_length, b"extFields", 9):
+            ext = _json_ext(p, n, &i)
+            if ext is _NO:
+                return _NO
+        elif c == 34:
+            if _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+                text = _json_string(p, n, &i)
+                if text is _NO:
+                    return _NO
+                if key_length == 8:
+                    language = text
+                else:
+                    remark = text
+            elif _key_is(p, key_start, key_length, b"code", 4) or _key_is(p, key_start, key_length, b"opaque", 6) \
+                    or _key_is(p, key_start, key_length, b"version", 7) or _key_is(p, key_start, key_length, b"flag", 4):
+                return _NO  # a number as text: Python's rules
+            elif not _json_skip_string(p, n, &i):
+                return _NO
+        elif c == 45 or 48 <= c <= 57:
+            if not _json_int(p, n, &i, &number):
+                return _NO
+            if _key_is(p, key_start, key_length, b"code", 4):
+                code = number
+                has_code = True
+            elif _key_is(p, key_start, key_length, b"opaque", 6):
+                opaque = number
+                has_opaque = True
+            elif _key_is(p, key_start, key_length, b"version", 7):
+                version = number
+            elif _key_is(p, key_start, key_length, b"flag", 4):
+                flag = number
+            elif _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+                return _NO  # a language ordinal, a numeric remark: Python's rules
+        elif _key_is(p, key_start, key_length, b"remark", 6) and _json_literal(p, n, &i, b"null", 4):
+            remark = None
+        elif _key_is(p, key_start, key_length, b"code", 4) or _key_is(p, key_start, key_length, b"opaque", 6) \
+                or _key_is(p, key_start, key_length, b"version", 7) or _key_is(p, key_start, key_length, b"flag", 4) \
+                or _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+            return _NO
+        elif not (_json_literal(p, n, &i, b"true", 4) or _json_literal(p, n, &i, b"false", 5)
+                  or _json_literal(p, n, &i, b"null", 4)):
+            return _NO
+        if i >= n:
+            return _NO
+        if p[i] == 44:
+            i += 1
+            continue
+        if p[i] == 125 and i + 1 == n:
+            break
+        return _NO
+    if not (has_code and has_opaque):
+        return _NO
+    return RemotingCommand(
+        PyLong_FromLongLong(code), language, PyLong_FromLongLong(version), PyLong_FromLongLong(opaque),
+        PyLong_FromLongLong(flag), remark, {} if ext is None else ext,
+    )
+
+
+def decode_json_header(data):
+    """`json_header.decode_json_header`: the same command, or the same ProtocolError."""
+    cdef Py_buffer view
+    cdef object cmd
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        cmd = _json_command(<const unsigned char*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    if cmd is _NO:
+        return _py_decode_json(data)
+    return cmd
