@@ -18,6 +18,10 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
 * `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
   `record.decode_records`, one for both.
+* `decode_record_columns` (records as Arrow column buffers, for the Spark readers):
+  `record_columns`, one for both.
+* `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
+  patched in, msg ids out): `record_stamp`, one for both.
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
   SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
   `message.send_properties` and `batch.send_batch_messages`.
@@ -58,6 +62,8 @@ from rocketlite.protocol import (
     json_header_py,
     record_codec,
     record_codec_py,
+    record_columns,
+    record_stamp,
 )
 from rocketlite.protocol import message as message_codec
 from rocketlite.protocol import record as record_format
@@ -89,6 +95,7 @@ __all__ = [
     "check_records",
     "decode_frames",
     "decode_json_header",
+    "decode_record_columns",
     "decode_records",
     "decode_rocketmq_header",
     "dispatch_batch",
@@ -107,6 +114,7 @@ __all__ = [
     "select_units",
     "send_batch_messages",
     "send_properties",
+    "stamp_records",
     "warn_if_missing",
 ]
 
@@ -169,6 +177,19 @@ class IndexEntries(Protocol):
     ) -> tuple[array[int], array[int], array[int]]: ...
 
 
+class StampRecords(Protocol):
+    def __call__(
+        self,
+        buf: bytearray,
+        msgs: Sequence[MessageInner],
+        queue_offset: int,
+        advances: bool,
+        physical_base: int,
+        store_timestamp: int,
+        id_prefix: str,
+    ) -> str: ...
+
+
 class SendBatchMessages(Protocol):
     def __call__(
         self,
@@ -210,6 +231,10 @@ class Codecs:
     index_entries: IndexEntries
     queue_runs: Callable[[Sequence[DispatchRequest]], list[dispatch_codec.QueueBatch]]
     dispatch_batch: DispatchBatch
+    decode_record_columns: Callable[
+        [bytes | bytearray | memoryview, bytes | bytearray | memoryview], record_columns.RecordColumns | None
+    ]
+    stamp_records: StampRecords
 
 
 REFERENCE: Final = Codecs(
@@ -234,6 +259,8 @@ REFERENCE: Final = Codecs(
     dispatch_codec.index_entries,
     dispatch_codec.queue_runs,
     dispatch_codec.dispatch_batch,
+    record_columns.decode_record_columns,
+    record_stamp.stamp_records,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -257,6 +284,8 @@ PYTHON: Final = Codecs(
     dispatch_fast.index_entries,
     dispatch_codec.queue_runs,
     dispatch_fast.dispatch_batch,
+    record_columns.decode_record_columns,
+    record_stamp.stamp_records,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -265,6 +294,7 @@ NATIVE_MODULES: Final = (
     "rocketlite.protocol._native._wire",
     "rocketlite.protocol._native._dispatch",
     "rocketlite.protocol._native._send",
+    "rocketlite.protocol._native._columns",
 )
 
 
@@ -337,3 +367,5 @@ pack_units: Final = CHOSEN.pack_units
 index_entries: Final = CHOSEN.index_entries
 queue_runs: Final = CHOSEN.queue_runs
 dispatch_batch: Final = CHOSEN.dispatch_batch
+decode_record_columns: Final = CHOSEN.decode_record_columns
+stamp_records: Final = CHOSEN.stamp_records

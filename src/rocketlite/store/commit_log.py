@@ -37,7 +37,7 @@ from rocketlite.protocol.record import (
     enters_consume_queue,
     layout_for,
 )
-from rocketlite.protocol.speedups import encode_record, encode_records
+from rocketlite.protocol.speedups import encode_record, encode_records, stamp_records
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
@@ -187,12 +187,13 @@ class CommitLog:
         """Append messages of one topic-queue with consecutive queue offsets, in one segment.
 
         Encoded outside the lock into one buffer (`speedups.encode_records`); under it only the
-        segment, the queue offsets, the records' offsets and the store time, patched in.
+        segment and one `speedups.stamp_records` call for the whole batch: queue offsets, the
+        records' offsets and the store time patched in (and set on the messages), the msg ids out.
         """
         if not msgs:
             return AppendResult(AppendMessageStatus.UNKNOWN_ERROR, remark="empty batch")
         try:
-            buf, starts, stamp_positions, sys_flag = encode_records(msgs, self.max_message_size)
+            buf, _starts, _stamps, sys_flag = encode_records(msgs, self.max_message_size)
         except RecordTooLargeError as exc:
             return AppendResult(_too_large_status(exc, single=False), remark=str(exc))
         total = len(buf)
@@ -204,38 +205,18 @@ class CommitLog:
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
         advances = enters_consume_queue(sys_flag)
-        patch_offsets, patch_stamp = _patch_offsets, _patch_long
+        prefix = self._msg_id_prefix(first.store_host)
         with self._lock:
             now = self.clock.now_ms()
             mf = self._segment_for(total)
             base = mf.file_from_offset + mf.wrote_position
             qoff0 = self.topic_queue_table.get(key, 0) if advances else 0
-            qoff = qoff0
-            for start in starts:
-                patch_offsets(buf, start + QUEUE_OFFSET_POS, qoff, base + start)
-                if advances:
-                    qoff += 1
-            for stamp_pos in stamp_positions:
-                patch_stamp(buf, stamp_pos, now)
+            msg_ids = stamp_records(buf, msgs, qoff0, advances, base, now, prefix)
             mf.append(buf)
             mf.store_timestamp = now
             if advances:
-                self.topic_queue_table[key] = qoff
-        qoff = qoff0
-        for m, start in zip(msgs, starts, strict=True):
-            m.store_timestamp, m.commit_log_offset, m.queue_offset = now, base + start, qoff
-            if advances:
-                qoff += 1
-        prefix = self._msg_id_prefix(first.store_host)
-        return AppendResult(
-            AppendMessageStatus.PUT_OK,
-            base,
-            total,
-            ",".join([f"{prefix}{base + start:016X}" for start in starts]),
-            now,
-            qoff0,
-            len(msgs),
-        )
+                self.topic_queue_table[key] = qoff0 + len(msgs)
+        return AppendResult(AppendMessageStatus.PUT_OK, base, total, msg_ids, now, qoff0, len(msgs))
 
     # -- replication (HA slave) -------------------------------------------------------------
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview, store_timestamp: int = 0) -> int:

@@ -3,7 +3,8 @@
 
 Byte for byte what `protocol/record_codec_py.py` (the reference) and `protocol/record.py`
 `decode_records` do; `tests/protocol/test_native_record.py` pins them together on random input.
-`protocol.speedups` takes `encode_record`, `encode_records` and `decode_records` from here.
+`protocol.speedups` takes `encode_record`, `encode_records`, `stamp_records` and `decode_records`
+from here (`stamp_records`' reference is `protocol/record_stamp.py`).
 
 * `encode_record`, `encode_records`: the fields of each `MessageInner` are read into a C struct
   (`_Rec`), then the header (TOTALSIZE..BODYLEN, position-dependent fields zero), the body and
@@ -39,6 +40,7 @@ from rocketlite.protocol import record_codec_py
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.record import decode_records as _decode_records_py
+from rocketlite.protocol.record_stamp import stamp_records as _stamp_records_py
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
@@ -46,7 +48,7 @@ cdef extern from "Python.h":
     bint PyMemoryView_Check(object o)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
-__all__ = ["decode_records", "encode_record", "encode_records"]
+__all__ = ["decode_records", "encode_record", "encode_records", "stamp_records"]
 
 # -- constants of `protocol/record.py` (asserted against it below) --------------------------------
 cdef enum:
@@ -339,6 +341,81 @@ def encode_records(msgs, max_message_size):
         return (buf, starts, stamps, recs[0].sys_flag)
     finally:
         free(recs)
+
+
+# -- stamp (a batch placed under the commit log's lock) ---------------------------------------------
+cdef char* _HEX = b"0123456789ABCDEF"
+
+
+def stamp_records(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix):
+    """`record_stamp.stamp_records`: QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of each record
+    of an encoded batch patched in C, the same values set on each message, the msg ids returned
+    comma-joined. Anything unusual (not a bytearray and a list, a prefix that is not ASCII text,
+    numbers out of range, records that do not fill the buffer) goes to the reference."""
+    cdef int64_t qoff, base, now
+    cdef Py_ssize_t n, count, i, pos, size, prefix_len, id_len, stamp
+    cdef int32_t sys_flag
+    cdef char* out
+    cdef char* ids_out
+    cdef char* p
+    cdef const char* prefix
+    cdef bint adv
+    cdef uint64_t phys
+    cdef int k
+    if not (PyByteArray_Check(buf) and type(msgs) is list and PyUnicode_Check(id_prefix) and id_prefix.isascii()):
+        return _stamp_records_py(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix)
+    try:
+        qoff = queue_offset
+        base = physical_base
+        now = store_timestamp
+    except (OverflowError, TypeError):
+        return _stamp_records_py(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix)
+    adv = bool(advances)
+    out = PyByteArray_AS_STRING(buf)
+    n = PyByteArray_GET_SIZE(buf)
+    count = len(<list>msgs)
+    pos = 0
+    for i in range(count):  # the walk first: nothing is patched unless the records fill the buffer
+        if n - pos < _PREFIX:
+            break
+        size = _get32(<const uint8_t*>out + pos)
+        if size < _PREFIX or size > n - pos:
+            break
+        pos += size
+    else:
+        i = count
+    if (
+        i != count or pos != n or base < 0 or base > 0x7FFFFFFFFFFFFFFF - n
+        or (adv and count and qoff > 0x7FFFFFFFFFFFFFFF - count)
+    ):
+        return _stamp_records_py(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix)
+    prefix = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
+    id_len = prefix_len + 16
+    ids = PyBytes_FromStringAndSize(NULL, count * (id_len + 1) - 1 if count else 0)
+    ids_out = PyBytes_AS_STRING(ids)
+    pos = 0
+    for i in range(count):
+        size = _get32(<const uint8_t*>out + pos)
+        phys = <uint64_t>base + <uint64_t>pos
+        _put64(out + pos + 20, <uint64_t>qoff)
+        _put64(out + pos + 28, phys)
+        sys_flag = _get32(<const uint8_t*>out + pos + 36)
+        stamp = _PREFIX + (16 if sys_flag & _BORN_V6 else 4) + 4
+        _put64(out + pos + stamp, <uint64_t>now)
+        msg = (<list>msgs)[i]
+        msg.store_timestamp = store_timestamp
+        msg.commit_log_offset = <int64_t>phys
+        msg.queue_offset = qoff
+        p = ids_out + i * (id_len + 1)
+        memcpy(p, prefix, prefix_len)
+        for k in range(16):
+            p[prefix_len + k] = _HEX[(phys >> (60 - 4 * k)) & 0xF]
+        if i + 1 < count:
+            p[id_len] = 44  # ','
+        if adv:
+            qoff += 1
+        pos += size
+    return ids.decode("ascii")
 
 
 # -- decode ----------------------------------------------------------------------------------------

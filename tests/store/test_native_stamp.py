@@ -1,0 +1,123 @@
+"""`speedups.stamp_records` (a batch placed under the commit log's lock) pinned to its reference.
+
+Hypothesis encodes random batches (IPv4 and IPv6 hosts, transaction flags, bodies up to 2 KiB)
+with the reference encoder, then hands two copies of the buffer and of the messages to the
+compiled `stamp_records` and to `record_stamp.stamp_records`: the patched bytes, the msg ids and
+the fields set on the messages must be the same, and the bytes must decode to records carrying
+the expected queue offsets, commit-log offsets and store time. Buffers that do not hold exactly
+one record per message are refused by both with `ValueError`, before anything is patched.
+
+With `ROCKETLITE_NATIVE=0` the reference is compared with itself; without the compiled module
+the comparison is skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketlite.protocol import record_codec_py, record_stamp, speedups
+from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
+from rocketlite.protocol.record import MessageInner, decode_records
+
+NATIVE: Any
+if speedups.REFERENCE_ONLY:
+    NATIVE = record_stamp  # ROCKETLITE_NATIVE=0: the reference against itself
+else:
+    NATIVE = pytest.importorskip(
+        "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
+    )
+
+V4 = HostAddress(b"\x7f\x00\x00\x01", 10911)
+V6 = HostAddress(bytes(range(16)), 10911)
+
+hosts = st.sampled_from([V4, V6, HostAddress(b"\x0a\x00\x00\x02", 4321)])
+messages = st.builds(
+    MessageInner,
+    topic=st.sampled_from(["T", "TopicTest", "%RETRY%g"]),
+    body=st.binary(max_size=2048),
+    born_host=hosts,
+    store_host=hosts,
+    queue_id=st.integers(0, 7),
+    sys_flag=st.sampled_from([0, MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.COMPRESSED_FLAG]),
+    born_timestamp=st.integers(0, 2**41),
+    properties_string=st.sampled_from(["", "TAGS\x01a\x02", "UNIQ_KEY\x01ABC\x02KEYS\x01k1 k2\x02"]),
+)
+
+
+def stamped(fn: Any, buf: bytearray, msgs: list[MessageInner], *args: Any) -> tuple[Any, ...]:
+    try:
+        ids = fn(buf, msgs, *args)
+    except Exception as exc:
+        return ("raised", type(exc), bytes(buf))
+    fields = [(m.store_timestamp, m.commit_log_offset, m.queue_offset) for m in msgs]
+    return ("ok", ids, bytes(buf), fields)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    msgs=st.lists(messages, min_size=1, max_size=12),
+    queue_offset=st.integers(0, 2**40),
+    advances=st.booleans(),
+    base=st.integers(0, 2**50),
+    now=st.integers(0, 2**42),
+)
+def test_stamp_matches_the_reference(
+    msgs: list[MessageInner], queue_offset: int, advances: bool, base: int, now: int
+) -> None:
+    buf, starts, _stamps, _flag = record_codec_py.encode_records(msgs, 1 << 22)
+    prefix = msgs[0].store_host.msg_id_prefix()
+    args = (queue_offset, advances, base, now, prefix)
+    ref_msgs, nat_msgs = copy.deepcopy(msgs), copy.deepcopy(msgs)
+    ref = stamped(record_stamp.stamp_records, bytearray(buf), ref_msgs, *args)
+    nat = stamped(NATIVE.stamp_records, bytearray(buf), nat_msgs, *args)
+    assert nat == ref
+    assert ref[0] == "ok"
+    assert ref[1].split(",") == [make_msg_id(msgs[0].store_host, base + s) for s in starts]
+    records = decode_records(ref[2])
+    assert len(records) == len(msgs)
+    for i, (rec, start) in enumerate(zip(records, starts, strict=True)):
+        assert rec.physical_offset == base + start
+        assert rec.queue_offset == (queue_offset + i if advances else queue_offset)
+        assert rec.store_timestamp == now
+
+
+@settings(max_examples=60, deadline=None)
+@given(msgs=st.lists(messages, min_size=1, max_size=4), cut=st.integers(1, 200))
+def test_bad_buffers_are_refused_alike(msgs: list[MessageInner], cut: int) -> None:
+    buf = record_codec_py.encode_records(msgs, 1 << 22)[0]
+    prefix = msgs[0].store_host.msg_id_prefix()
+    cases: list[tuple[bytearray, list[MessageInner]]] = [
+        (bytearray(buf[: max(0, len(buf) - cut)]), msgs),  # torn
+        (buf + bytearray(cut), msgs),  # trailing bytes
+        (bytearray(buf), msgs[:-1]),  # a message too few
+        (bytearray(buf), msgs + msgs[:1]),  # a message too many
+    ]
+    for damaged, those in cases:
+        args = (5, True, 4096, 77, prefix)
+        ref = stamped(record_stamp.stamp_records, bytearray(damaged), copy.deepcopy(those), *args)
+        nat = stamped(NATIVE.stamp_records, bytearray(damaged), copy.deepcopy(those), *args)
+        assert nat == ref
+        assert ref[0] == "raised" and ref[1] is ValueError and ref[2] == bytes(damaged)
+
+
+def test_odd_arguments_go_to_the_reference() -> None:
+    msgs = [MessageInner(topic="T", body=b"x", born_host=V4, store_host=V4)]
+    buf = record_codec_py.encode_records(msgs, 1 << 22)[0]
+    for args in [
+        (0, True, 0, 1, "ÄÖ"),  # a prefix that is not ASCII
+        (2**63, False, 0, 1, "AB"),  # a queue offset beyond a Java long
+        (0, True, -8, 1, "AB"),  # a negative commit-log offset
+    ]:
+        ref = stamped(record_stamp.stamp_records, bytearray(buf), copy.deepcopy(msgs), *args)
+        nat = stamped(NATIVE.stamp_records, bytearray(buf), copy.deepcopy(msgs), *args)
+        assert nat == ref
+
+
+def test_empty_batch() -> None:
+    assert NATIVE.stamp_records(bytearray(), [], 0, True, 0, 0, "AB") == ""
+    assert record_stamp.stamp_records(bytearray(), [], 0, True, 0, 0, "AB") == ""
