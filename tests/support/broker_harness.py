@@ -5,6 +5,7 @@ Async tests run their scenario with `tests.support.aio.run`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
@@ -39,7 +41,15 @@ class BrokerUnderTest:
                    reconsume_times: int = 0) -> RemotingCommand:  # fmt: skip
         request = send_command(topic, body, queue_id=queue_id, group="test_pg", tags=tags, keys=keys,
                                props=props, reconsume_times=reconsume_times, born_timestamp=1)  # fmt: skip
-        return await self.client.invoke(self.addr, request, 5.0)
+        response = await self.client.invoke(self.addr, request, 5.0)
+        if response.code == ResponseCode.SUCCESS:
+            await self.dispatched()
+        return response
+
+    async def dispatched(self) -> None:
+        """Wait until everything stored so far is in the consume queues and the index, so the
+        next pull or query sees it (dispatch runs on its own thread, after the send's answer)."""
+        assert await asyncio.to_thread(self.controller.store.wait_dispatched, 10.0)
 
 
 @contextlib.asynccontextmanager
