@@ -42,14 +42,16 @@ Delivery guarantees
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import hashlib
 import logging
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -59,9 +61,14 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
-from rocketlite.client.errors import ClientError
+from rocketlite.client.errors import ClientError, MessageIllegalError, NoRouteError, parse_answer
 from rocketlite.client.message import Message, MessageQueue
-from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst
+from rocketlite.client.producer import AsyncProducer, check_topic
+from rocketlite.client.sync import shared_loop
+from rocketlite.protocol.batch import ENTRY_OVERHEAD, encode_batch_columns
+from rocketlite.protocol.message import KEY_SEPARATOR, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
+from rocketlite.protocol.requests.send import build_send_batch, parse_send
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 from rocketlite.spark.broker_client import BrokerClient, client_for
 from rocketlite.spark.options import SinkOptions
 
@@ -101,6 +108,7 @@ DROPPED_PROPERTIES: Final = frozenset(
     }
 )
 SEND_ATTEMPTS: Final = 3
+IN_FLIGHT: Final = 4  # chunks being checked and sent at once by one task
 
 
 @dataclass
@@ -134,12 +142,20 @@ def check_schema(schema: StructType, options: SinkOptions) -> None:
 
 @dataclass(slots=True)
 class _Row:
+    """One row as the message it becomes: `properties` in the order they are sent (the user's,
+    then TAGS, KEYS and UNIQ_KEY), as a `Message` would hold them."""
+
     topic: str
     queue_id: int | None
     broker: str | None
-    message: Message
+    body: bytes
+    properties: dict[str, str]
     digest: bytes = b""
     uniq: str = ""
+
+    @property
+    def message(self) -> Message:
+        return Message(self.topic, self.body, properties=self.properties)
 
 
 @dataclass(slots=True)
@@ -149,47 +165,53 @@ class _Chunk:
     rows: list[_Row] = field(default_factory=list)
 
 
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    return batch.column(name).to_pylist() if name in batch.schema.names else None
+
+
 def _rows(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[_Row]:
+    """The rows of every batch, a column at a time into Python lists (no `Message` per row:
+    the properties dict is what `Message(topic, body, tags=, keys=, properties=)` would hold)."""
+    tags_key, keys_key = MessageConst.TAGS, MessageConst.KEYS
     for batch in batches:
-        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        body = cols.get("body", cols.get("value"))
+        body = _column(batch, "body") if "body" in batch.schema.names else _column(batch, "value")
         assert body is not None
-        n = batch.num_rows
-        topics = cols.get("topic")
-        tags = cols.get("tags")
-        keys = cols.get("keys")
-        props = cols.get("properties")
-        queue_ids = cols.get("queueId")
-        brokers = cols.get("brokerName")
-        for i in range(n):
+        topics = None if options.topic else _column(batch, "topic")
+        tags = _column(batch, "tags")
+        keys = _column(batch, "keys")
+        props = _column(batch, "properties")
+        queue_ids = _column(batch, "queueId")
+        brokers = _column(batch, "brokerName")
+        for i in range(batch.num_rows):
             topic = options.topic or (topics[i] if topics is not None else None)
             if not topic:
                 raise ValueError(f"row {i} of a batch has no topic (null topic column and no 'topic' option)")
             raw = body[i]
             if raw is None:
                 raise ValueError(f"row {i} of a batch has a null body")
-            properties = (
-                {k: v for k, v in (props[i] or []) if v is not None and k not in DROPPED_PROPERTIES}
+            user = (
+                {k: v for k, v in props[i] or () if v is not None and k not in DROPPED_PROPERTIES}
                 if props
                 else {}
             )
             row_keys = keys[i] if keys is not None else None
             if isinstance(row_keys, list):
                 row_keys = KEY_SEPARATOR.join(k for k in row_keys if k)
-            msg = Message(
-                topic,
-                raw,
-                tags=(tags[i] if tags is not None else None) or properties.pop(MessageConst.TAGS, None),
-                keys=row_keys or properties.pop(MessageConst.KEYS, None),
-                properties={
-                    k: v for k, v in properties.items() if k not in (MessageConst.TAGS, MessageConst.KEYS)
-                },
-            )
+            row_tags = (tags[i] if tags is not None else None) or user.pop(tags_key, None)
+            row_keys = row_keys or user.pop(keys_key, None)
+            if user:
+                user.pop(tags_key, None)
+                user.pop(keys_key, None)
+            if row_tags:
+                user[tags_key] = row_tags
+            if row_keys:
+                user[keys_key] = row_keys
             yield _Row(
                 topic,
                 queue_ids[i] if queue_ids is not None else None,
                 brokers[i] if brokers is not None else None,
-                msg,
+                raw.encode("utf-8") if isinstance(raw, str) else bytes(raw),
+                user,
             )
 
 
@@ -197,35 +219,82 @@ def _target_key(row: _Row) -> tuple[str, str, int]:
     return (row.topic, row.broker or "", -1 if row.queue_id is None else row.queue_id)
 
 
-def _digest(row: _Row) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for part in (row.topic, str(row.queue_id), row.broker or ""):
-        h.update(part.encode("utf-8"))
-        h.update(b"\0")
-    for k in sorted(row.message.properties):
-        h.update(k.encode("utf-8"))
-        h.update(b"\1")
-        h.update(row.message.properties[k].encode("utf-8"))
-        h.update(b"\2")
-    h.update(b"\0")
-    h.update(row.message.body)
-    return h.digest()
+def _digest_prefix(row: _Row) -> bytes:
+    return b"".join(part.encode("utf-8") + b"\0" for part in (row.topic, str(row.queue_id), row.broker or ""))
+
+
+def _digest(row: _Row, prefix: bytes | None = None) -> bytes:
+    """blake2b-128 of the row's target, its properties sorted by name and its body (one hash
+    call over the joined bytes: the same digest as hashing the parts one by one)."""
+    props = row.properties
+    parts = [_digest_prefix(row) if prefix is None else prefix]
+    for k in sorted(props):
+        parts += (k.encode("utf-8"), b"\1", props[k].encode("utf-8"), b"\2")
+    parts += (b"\0", row.body)
+    return hashlib.blake2b(b"".join(parts), digest_size=16).digest()
 
 
 def _uniq(query_id: str, batch_id: str, partition: int, detail: bytes) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{query_id}/{batch_id}/{partition}/".encode())
-    h.update(detail)
-    return h.hexdigest().upper()
+    return _uniq_over(f"{query_id}/{batch_id}/{partition}/".encode(), detail)
+
+
+def _uniq_over(prefix: bytes, detail: bytes) -> str:
+    return hashlib.blake2b(prefix + detail, digest_size=16).hexdigest().upper()
+
+
+def _assign_ids(rows: list[_Row], mode: str, query_id: str, batch_id: str, partition: int) -> None:
+    """Give each row its UNIQ_KEY (module docstring) and sort the rows by target for chunking."""
+    prefix = f"{query_id}/{batch_id}/{partition}/".encode()
+    if mode == "content":
+        seen: dict[bytes, int] = {}
+        targets: dict[tuple[str, int | None, str | None], bytes] = {}
+        for row in rows:
+            target = (row.topic, row.queue_id, row.broker)
+            head = targets.get(target)
+            if head is None:
+                head = targets[target] = _digest_prefix(row)
+            row.digest = digest = _digest(row, head)
+            n = seen.get(digest, 0)
+            seen[digest] = n + 1
+            row.uniq = _uniq_over(prefix, digest + n.to_bytes(8, "big"))
+        rows.sort(key=lambda r: (_target_key(r), r.uniq))
+        return
+    if mode == "order":
+        for i, row in enumerate(rows):
+            row.uniq = _uniq_over(prefix, i.to_bytes(8, "big"))
+    rows.sort(key=_target_key)  # stable: each target keeps the rows' order
+
+
+def _entry_size(row: _Row) -> int:
+    """The chunking estimate of one message (kept as it was: chunk cuts decide the ids checked)."""
+    return 64 + len(row.body) + sum(len(k) + len(v) + 2 for k, v in row.properties.items())
+
+
+def _encode_chunk(rows: Sequence[_Row]) -> tuple[list[bytes], list[bytes]]:
+    """Bodies and UTF-8 properties strings (`properties_to_string` of each row's dict)."""
+    sep, pair = PROPERTY_SEPARATOR, NAME_VALUE_SEPARATOR
+    props = [
+        sep.join(f"{k}{pair}{v}" for k, v in r.properties.items() if v is not None).encode("utf-8")
+        for r in rows
+    ]
+    return [r.body for r in rows], props
 
 
 class _Sender:
-    """Sends one task's rows; `idempotent` adds the per-chunk stored-already check."""
+    """Sends one task's chunks, each checked first in idempotent mode.
+
+    Over a `BrokerClient` a chunk goes out as one SEND_BATCH_MESSAGE whose body is encoded here
+    straight from the rows (`batch.encode_batch_columns`; no `Message` per row); any other client
+    (a test double) gets `Message`s through its `send_batch`.
+    """
 
     def __init__(self, options: SinkOptions, client: BrokerClient) -> None:
         self.options = options
         self.client = client
         self._queues: dict[str, list[MessageQueue]] = {}
+        self._producer: AsyncProducer | None = None
+        if isinstance(client, BrokerClient):
+            self._producer = client.producer(options.producer_group)
 
     def queues(self, topic: str) -> list[MessageQueue]:
         found = self._queues.get(topic)
@@ -255,18 +324,15 @@ class _Sender:
         current: _Chunk | None = None
         current_key: tuple[str, str | None, int | None] | None = None
         size = 0
+        batch_size, batch_bytes = self.options.batch_size, self.options.batch_bytes
         for row in rows:
             key = (row.topic, row.broker, row.queue_id)
-            entry = (
-                64
-                + len(row.message.body)
-                + sum(len(k) + len(v) + 2 for k, v in row.message.properties.items())
-            )
+            entry = _entry_size(row)
             if (
                 current is None
                 or key != current_key
-                or len(current.rows) >= self.options.batch_size
-                or size + entry > self.options.batch_bytes
+                or len(current.rows) >= batch_size
+                or size + entry > batch_bytes
             ):
                 current = _Chunk(row.topic, self.target(row, seed + len(out)))
                 current_key = key
@@ -281,22 +347,78 @@ class _Sender:
         last = chunk.rows[-1].uniq
         if idempotent and self.client.has_unique_key(chunk.topic, last):
             return False
-        messages = [r.message for r in chunk.rows]
+        requests = self._requests(chunk) if self._producer is not None else []
         timeout = self.options.send_timeout_ms / 1000
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
-                self.client.send_batch(self.options.producer_group, chunk.queue, messages, timeout)
+                if self._producer is None:
+                    messages = [r.message for r in chunk.rows]
+                    self.client.send_batch(self.options.producer_group, chunk.queue, messages, timeout)
+                else:
+                    for body in requests:
+                        shared_loop().call(
+                            self._send_body(self._producer, chunk, body, timeout), timeout=None
+                        )
                 return True
             except ClientError as exc:
                 if attempt == SEND_ATTEMPTS or not exc.retriable:
                     raise
                 log.warning(
-                    "sending %d messages to %s failed (%s); retrying", len(messages), chunk.queue, exc
+                    "sending %d messages to %s failed (%s); retrying", len(chunk.rows), chunk.queue, exc
                 )
                 time.sleep(0.2 * attempt)
                 if idempotent and self.client.has_unique_key(chunk.topic, last):
                     return True  # the failed attempt was stored after all
         return True  # pragma: no cover - the loop returns or raises
+
+    def _requests(self, chunk: _Chunk) -> list[bytes]:
+        """The chunk's request bodies, checked as the producer checks a batch and split where one
+        would exceed the producer's maximum message size."""
+        assert self._producer is not None
+        limit = self._producer.max_message_size
+        check_topic(chunk.topic)
+        if chunk.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise MessageIllegalError("batch messages cannot be sent to a retry topic")
+        bodies, props = _encode_chunk(chunk.rows)
+        out: list[bytes] = []
+        start = size = 0
+        for i, (body, prop) in enumerate(zip(bodies, props, strict=True)):
+            if not body:
+                raise MessageIllegalError("the message body is empty")
+            if len(body) > limit:
+                raise MessageIllegalError(f"the message body size {len(body)} exceeds the maximum {limit}")
+            entry = ENTRY_OVERHEAD + len(body) + len(prop)
+            if entry > limit:
+                raise MessageIllegalError(f"a batch message of {entry} bytes exceeds the maximum {limit}")
+            if i > start and size + entry > limit:
+                out.append(encode_batch_columns(bodies[start:i], props[start:i]))
+                start, size = i, 0
+            size += entry
+        out.append(encode_batch_columns(bodies[start:], props[start:]))
+        return out
+
+    @staticmethod
+    async def _send_body(producer: AsyncProducer, chunk: _Chunk, body: bytes, timeout: float) -> None:
+        """One SEND_BATCH_MESSAGE to the chunk's queue; a refusal raises the broker's error."""
+        mq, instance = chunk.queue, producer.instance
+        addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            await producer.publish_info(mq.topic)
+            addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise NoRouteError(f"broker {mq.broker_name} of topic {mq.topic} has no master address")
+        cmd = build_send_batch(
+            group=producer.group,
+            topic=chunk.topic,
+            queue_id=mq.queue_id,
+            body=body,
+            properties="",
+            born_timestamp=int(time.time() * 1000),
+            default_topic=producer.create_topic_key,
+            default_topic_queue_nums=producer.default_topic_queue_nums,
+            broker_name=mq.broker_name,
+        )
+        parse_answer(parse_send, await instance.invoke(addr, cmd, timeout))
 
 
 def _task_context() -> tuple[int, str | None, str | None]:
@@ -311,7 +433,14 @@ def _task_context() -> tuple[int, str | None, str | None]:
 def write_partition(
     options: SinkOptions, batches: Iterator[pa.RecordBatch], *, streaming: bool
 ) -> SinkCommitMessage:
-    """Everything one task writes (runs in an executor worker)."""
+    """Everything one task writes (runs in an executor worker).
+
+    Chunks go out `IN_FLIGHT` at a time (each a check and a send on a worker thread; the
+    blocking calls wait on the shared client loop). That keeps the guarantees: every chunk is
+    one batch append checked on its own last id, so a replay skips exactly the chunks stored,
+    whatever order the earlier attempt's sends completed in. The first failure fails the task,
+    after the chunks already under way have finished.
+    """
     partition, batch_id, query_id = _task_context()
     mode = options.idempotence if streaming else "none"
     if mode != "none" and (batch_id is None or query_id is None):
@@ -322,41 +451,47 @@ def write_partition(
     result = SinkCommitMessage(partition)
     if not rows:
         return result
-    if mode == "content":
-        seen: dict[bytes, int] = {}
-        for row in rows:
-            row.digest = _digest(row)
-            n = seen.get(row.digest, 0)
-            seen[row.digest] = n + 1
-            row.uniq = _uniq(str(query_id), str(batch_id), partition, row.digest + n.to_bytes(8, "big"))
-        rows.sort(key=lambda r: (_target_key(r), r.uniq))
-    elif mode == "order":
-        for i, row in enumerate(rows):
-            row.uniq = _uniq(str(query_id), str(batch_id), partition, i.to_bytes(8, "big"))
-    if mode != "content":
-        rows.sort(key=_target_key)  # stable: each target keeps the rows' order
+    _assign_ids(rows, mode, str(query_id), str(batch_id), partition)
     if mode != "none":
+        uniq_key = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         for row in rows:
-            row.message.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = row.uniq
+            row.properties[uniq_key] = row.uniq
         seed = int(rows[0].uniq[:8], 16)
     else:
         seed = random.randrange(1 << 30)
     chunks = sender.chunks(rows, seed)
-    fail_marker = options.fail_marker
-    for chunk in chunks:
-        if (
-            fail_marker is not None
-            and options.fail_after_chunks is not None
-            and result.chunks >= options.fail_after_chunks
-            and Path(fail_marker).exists()
-        ):
-            Path(fail_marker).unlink()  # fail once: the replay goes through
-            raise RuntimeError(f"injected failure after {result.chunks} chunk(s) (testFailMarker)")
-        if sender.send(chunk, idempotent=mode != "none"):
-            result.sent += len(chunk.rows)
-        else:
-            result.skipped += len(chunk.rows)
-        result.chunks += 1
+    fail_after = options.fail_after_chunks if options.fail_marker is not None else None
+    idempotent = mode != "none"
+    with concurrent.futures.ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="rocketmq-sink") as pool:
+        pending: collections.deque[tuple[_Chunk, concurrent.futures.Future[bool]]] = collections.deque()
+
+        def settle_one() -> None:
+            chunk, future = pending.popleft()
+            if future.result():
+                result.sent += len(chunk.rows)
+            else:
+                result.skipped += len(chunk.rows)
+            result.chunks += 1
+
+        try:
+            for i, chunk in enumerate(chunks):
+                if fail_after is not None and i >= fail_after:
+                    while pending:
+                        settle_one()
+                    marker = Path(str(options.fail_marker))
+                    if marker.exists():
+                        marker.unlink()  # fail once: the replay goes through
+                        raise RuntimeError(
+                            f"injected failure after {result.chunks} chunk(s) (testFailMarker)"
+                        )
+                while len(pending) >= IN_FLIGHT:
+                    settle_one()
+                pending.append((chunk, pool.submit(sender.send, chunk, idempotent=idempotent)))
+            while pending:
+                settle_one()
+        finally:
+            for _, future in pending:
+                future.cancel()
     if result.skipped:
         log.info(
             "partition %d of batch %s: %d message(s) already stored, skipped",
