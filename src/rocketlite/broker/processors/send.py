@@ -34,8 +34,8 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.bodies import TopicConfig
-from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.codes import CommandFlag, RequestCode, ResponseCode
+from rocketlite.protocol.command import DEFAULT_LANGUAGE, DEFAULT_VERSION, RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
@@ -82,6 +82,12 @@ _STATUS_RESPONSES: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
 }
 
 SYSTEM_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
+
+# Topic names already found legal and sendable (name rule, not reserved): a pure function of the
+# name, so remembered; bounded so that a client inventing names cannot grow it without end.
+_LEGAL_TOPICS_MAX = 4096
+_SUCCESS = int(ResponseCode.SUCCESS)
+_RESPONSE_FLAG = int(CommandFlag.RESPONSE)
 
 # The transaction service's `to_half_message`: turns a prepared message into a half message.
 HalfMessageHook = Callable[[MessageInner], None]
@@ -138,6 +144,7 @@ class SendMessageProcessor:
         self.replica = replica
         self.rng = random.Random()
         self.flush_waiters = 0  # SYNC_FLUSH sends awaiting the group commit (flow control)
+        self._legal_topics: set[str] = set()
 
     # -- checks -----------------------------------------------------------------------------
     def msg_check(self, header: SendMessageRequestHeader, remote: str) -> TopicConfig:
@@ -147,13 +154,8 @@ class SendMessageProcessor:
             raise RocketliteError(
                 f"the broker[{b.broker_ip1}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
             )
-        problem = perm.topic_name_problem(header.topic)
-        if problem is not None:
-            raise RocketliteError(problem)
-        if header.topic in reserved.NOT_ALLOWED_SEND_TOPICS:
-            raise RocketliteError(
-                f"Sending message to topic[{header.topic}] is forbidden.", code=ResponseCode.NO_PERMISSION
-            )
+        if header.topic not in self._legal_topics:
+            self._check_topic_name(header.topic)
         tc = self.topics.select(header.topic)
         if tc is None:
             sys_flag = 1 if header.unit_mode else 0  # TopicSysFlag.FLAG_UNIT
@@ -180,6 +182,19 @@ class SendMessageProcessor:
         if header.queue_id >= queue_limit:
             raise RocketliteError(f"request queueId[{header.queue_id}] is illegal, {tc} Producer: {remote}")
         return tc
+
+    def _check_topic_name(self, topic: str) -> None:
+        """The name rule and the reserved topics; a name that passes is remembered."""
+        problem = perm.topic_name_problem(topic)
+        if problem is not None:
+            raise RocketliteError(problem)
+        if topic in reserved.NOT_ALLOWED_SEND_TOPICS:
+            raise RocketliteError(
+                f"Sending message to topic[{topic}] is forbidden.", code=ResponseCode.NO_PERMISSION
+            )
+        if len(self._legal_topics) >= _LEGAL_TOPICS_MAX:
+            self._legal_topics.clear()
+        self._legal_topics.add(topic)
 
     def handle_retry_and_dlq(
         self, header: SendMessageRequestHeader, topic: str, queue_id: int, request_version: int
@@ -358,12 +373,29 @@ class SendMessageProcessor:
         size: int,
         transaction_id: str | None,
     ) -> RemotingCommand:
+        append = result.append
+        if result.status is PutMessageStatus.PUT_OK and append is not None:  # the common answer
+            self.stats.record_put(topic, n, size)
+            broker = self.broker
+            ext = {
+                "msgId": append.msg_id,
+                "queueId": str(queue_id),
+                "queueOffset": str(append.logics_offset),
+                "MSG_REGION": broker.region_id,
+                "TRACE_ON": "true" if broker.trace_on else "false",
+            }
+            if transaction_id is not None:
+                ext["transactionId"] = transaction_id
+            # what `make_response(request, SUCCESS, None, ext)` builds, without copying `ext`
+            return RemotingCommand(
+                _SUCCESS, DEFAULT_LANGUAGE, DEFAULT_VERSION, request.opaque,
+                _RESPONSE_FLAG, None, ext, None, request.serialize_type,
+            )  # fmt: skip
         code, remark = _STATUS_RESPONSES[result.status]
         if remark is not None and "{max}" in remark:
             remark = remark.format(max=self.store.config.max_message_size)
         if result.remark and code != ResponseCode.SUCCESS:
             remark = f"{remark} ({result.remark})" if remark else result.remark
-        append = result.append
         if append is None or not result.ok:
             self.stats.put_failures += 1
             return make_response(request, code, remark)
