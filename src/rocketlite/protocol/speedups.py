@@ -18,6 +18,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
 * `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
   `record.decode_records`, one for both.
+* `decode_record_columns` (records as Arrow column buffers, for the Spark readers):
+  `record_columns`, one for both.
 * `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
   patched in, msg ids out): `record_stamp`, one for both.
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
@@ -60,6 +62,7 @@ from rocketlite.protocol import (
     json_header_py,
     record_codec,
     record_codec_py,
+    record_columns,
     record_stamp,
 )
 from rocketlite.protocol import message as message_codec
@@ -92,6 +95,7 @@ __all__ = [
     "check_records",
     "decode_frames",
     "decode_json_header",
+    "decode_record_columns",
     "decode_records",
     "decode_rocketmq_header",
     "dispatch_batch",
@@ -227,6 +231,9 @@ class Codecs:
     index_entries: IndexEntries
     queue_runs: Callable[[Sequence[DispatchRequest]], list[dispatch_codec.QueueBatch]]
     dispatch_batch: DispatchBatch
+    decode_record_columns: Callable[
+        [bytes | bytearray | memoryview, bytes | bytearray | memoryview], record_columns.RecordColumns | None
+    ]
     stamp_records: StampRecords
 
 
@@ -252,6 +259,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.index_entries,
     dispatch_codec.queue_runs,
     dispatch_codec.dispatch_batch,
+    record_columns.decode_record_columns,
     record_stamp.stamp_records,
 )
 PYTHON: Final = Codecs(
@@ -276,6 +284,7 @@ PYTHON: Final = Codecs(
     dispatch_fast.index_entries,
     dispatch_codec.queue_runs,
     dispatch_fast.dispatch_batch,
+    record_columns.decode_record_columns,
     record_stamp.stamp_records,
 )
 
@@ -285,6 +294,7 @@ NATIVE_MODULES: Final = (
     "rocketlite.protocol._native._wire",
     "rocketlite.protocol._native._dispatch",
     "rocketlite.protocol._native._send",
+    "rocketlite.protocol._native._columns",
 )
 
 
@@ -357,4 +367,5 @@ pack_units: Final = CHOSEN.pack_units
 index_entries: Final = CHOSEN.index_entries
 queue_runs: Final = CHOSEN.queue_runs
 dispatch_batch: Final = CHOSEN.dispatch_batch
+decode_record_columns: Final = CHOSEN.decode_record_columns
 stamp_records: Final = CHOSEN.stamp_records

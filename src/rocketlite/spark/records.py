@@ -3,14 +3,12 @@
 Both readers of `rocketlite.spark` hold bytes with records back to back: a PULL_MESSAGE body
 (broker reads) or a commit-log segment (raw store reads). Two steps:
 
-* `scan_positions` walks the records (one hop per record over TOTALSIZE, the only sequential
-  part), then checks every record's structure at once with numpy: BODYLEN, TOPICLEN and PROPLEN
-  must add up to TOTALSIZE, the PHYSICALOFFSET must equal the record's own position when the
-  caller knows where the buffer sits in the commit log, and optionally the body CRC. It stops at
-  an end-of-file blank, at zeros (the end of written data), at a record that runs past the buffer
-  (a torn tail) or at the first inconsistent record, and says which;
+* `scan_positions` finds and checks the records (`spark/scan.py`, re-exported here);
 * `decode_batch` turns record positions into one `pyarrow.RecordBatch` in the data source's
-  schema (`ARROW_SCHEMA`) without Python work per record: the 88-byte headers are one numpy
+  schema (`ARROW_SCHEMA`) without Python work per record. With the compiled data plane built,
+  `speedups.decode_record_columns` (`protocol/_native/_columns.pyx`) writes every column's Arrow
+  buffers in one pass without the GIL and `batch_of_columns` wraps them. Without it, numpy: the
+  88-byte headers are one numpy
   gather (a stride-1 view of the buffer as opaque 88-byte items, read through a big-endian record
   dtype); the buffer is cut at every field boundary into one zero-copy Arrow binary array and
   `take` copies bodies, topics and properties out in C++; the properties strings
@@ -30,9 +28,7 @@ host + commit-log offset, 32 upper-case hex digits for IPv4), as `MessageClientE
 
 from __future__ import annotations
 
-import enum
 import logging
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -42,6 +38,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketlite.protocol import record_columns, speedups
 from rocketlite.protocol.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
@@ -50,20 +47,16 @@ from rocketlite.protocol.message import (
     make_msg_id,
 )
 from rocketlite.protocol.record import (
-    BLANK_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE,
     PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
     V4_BODY_POS,
-    V4_FIXED_SIZE,
-    V4_HEADER_DTYPE,
     V4_STORE_HOST_POS,
-    RecordFormatError,
-    body_crc,
     decode_record,
     inflate_body,
 )
+from rocketlite.protocol.record_columns import RecordColumns
 from rocketlite.protocol.speedups import REFERENCE_ONLY
+from rocketlite.spark.scan import Scan, Stop, Views, scan_positions, validate_positions
 from rocketlite.spark.schema import COLUMNS
 
 log = logging.getLogger("rocketlite.spark.records")
@@ -72,6 +65,7 @@ __all__ = [
     "ARROW_SCHEMA",
     "Scan",
     "Stop",
+    "batch_of_columns",
     "decode_batch",
     "decode_batch_py",
     "empty_batch",
@@ -80,7 +74,8 @@ __all__ = [
 ]
 
 TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
-PROPERTIES_TYPE: Final = pa.map_(pa.string(), pa.string())
+_STRING: Final = pa.string()
+PROPERTIES_TYPE: Final = pa.map_(_STRING, _STRING)
 _TYPES: Final = {
     "topic": pa.string(),
     "brokerName": pa.string(),
@@ -103,7 +98,6 @@ ARROW_SCHEMA: Final = pa.schema([pa.field(name, _TYPES[name]) for name in COLUMN
 _OFF_PHYS: Final = PHYSICAL_OFFSET_POS
 _OFF_STORE_HOST: Final = V4_STORE_HOST_POS
 _OFF_BODY: Final = V4_BODY_POS
-_V4_FIXED: Final = V4_FIXED_SIZE
 
 _V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 _SLOW_BITS: Final = _V6_BITS | MessageSysFlag.COMPRESSED_FLAG
@@ -112,165 +106,12 @@ _HEX_PAIRS: Final = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(25
 _INT32_MAX: Final = (1 << 31) - 1
 _MAX_LAGS: Final = 16  # records with more properties than this are checked for repeats by sorting
 
+# The compiled column decoder when it is built; without it, the numpy path below (its reference,
+# `record_columns.decode_record_columns`, goes record by record: slower than numpy).
+_NATIVE_COLUMNS: Final = speedups.decode_record_columns is not record_columns.decode_record_columns
+
 _U8 = npt.NDArray[np.uint8]
 _I64 = npt.NDArray[np.int64]
-
-
-# ------------------------------------------------------------------------------------------ scanning
-class Stop(enum.Enum):
-    """Why `scan_positions` stopped."""
-
-    LIMIT = "limit"  # reached the limit position or the record count asked for; more may follow
-    BLANK = "blank"  # an end-of-file blank record: the rest of the segment is unused
-    END = "end"  # zeros or the end of the buffer: no more written data
-    CORRUPT = "corrupt"  # a record that is torn or inconsistent starts at `next_pos`
-
-
-@dataclass(slots=True)
-class Scan:
-    positions: _I64  # record starts, ascending
-    next_pos: int  # the position after the last good record (where the stop condition is)
-    stop: Stop
-    reason: str = ""
-
-
-_HEADER: Final = V4_HEADER_DTYPE
-
-
-class _Views:
-    """Stride-1 views of a byte buffer: `i16[p]` is the big-endian short at byte p, `header[p]` the
-    88 bytes at p (gathered as one opaque item, then read through `_HEADER`)."""
-
-    def __init__(self, buf: Any) -> None:
-        self.u8: _U8 = np.frombuffer(buf, dtype=np.uint8)
-        self.size = len(self.u8)
-        self.i16 = self._view(buf, np.dtype(">i2"))
-        self.i64 = self._view(buf, np.dtype(">i8"))
-        self._header = self._view(buf, np.dtype((np.void, _OFF_BODY)))
-
-    def _view(self, buf: Any, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
-        count = max(self.size - dtype.itemsize + 1, 0)
-        return np.ndarray(shape=(count,), dtype=dtype, buffer=buf, offset=0, strides=(1,))
-
-    def headers(self, positions: _I64) -> npt.NDArray[Any]:
-        """The `_HEADER`s at `positions` (each must have 88 bytes behind it)."""
-        return self._header[positions].view(_HEADER)
-
-
-def scan_positions(
-    buf: Any,
-    pos: int,
-    limit: int,
-    *,
-    max_count: int,
-    base_offset: int | None = None,
-    verify_crc: bool = False,
-) -> Scan:
-    """Record starts from `pos` while `pos < limit`, at most `max_count` of them.
-
-    `buf` is any buffer (bytes, mmap, memoryview). With `base_offset` (the commit-log offset of
-    `buf[0]`) each record's PHYSICALOFFSET must equal its position, which also rejects bytes that
-    merely look like a record.
-    """
-    size = len(buf)
-    unpack = SIZE_MAGIC.unpack_from
-    out: list[int] = []
-    append = out.append
-    stop, reason = Stop.LIMIT, ""
-    count = 0
-    while pos < limit and count < max_count:
-        if size - pos < 8:
-            stop = Stop.END
-            break
-        total, magic = unpack(buf, pos)
-        if magic == MESSAGE_MAGIC_CODE:
-            if total < _V4_FIXED or pos + total > size:
-                stop, reason = Stop.CORRUPT, f"record of {total} bytes runs past the data ({size - pos} left)"
-                break
-            append(pos)
-            pos += total
-            count += 1
-            continue
-        if magic == BLANK_MAGIC_CODE:
-            stop = Stop.BLANK
-        elif total == 0 and magic == 0:
-            stop = Stop.END
-        else:
-            stop, reason = Stop.CORRUPT, f"bad magic code {magic & 0xFFFFFFFF:#010x}"
-        break
-    if stop is Stop.LIMIT and pos >= size:
-        stop = Stop.END
-    positions = np.array(out, dtype=np.int64)
-    if len(positions):
-        bad = validate_positions(buf, positions, base_offset, verify_crc)
-        if bad is not None:
-            index, why = bad
-            return Scan(positions[:index], int(positions[index]), Stop.CORRUPT, why)
-    return Scan(positions, pos, stop, reason)
-
-
-def validate_positions(
-    buf: Any, positions: _I64, base: int | None, verify_crc: bool
-) -> tuple[int, str] | None:
-    """Index of the first record that fails the checks of `scan_positions`, and why.
-
-    Positions may come from anywhere (a consume queue): each must hold a V1 record that fits in
-    `buf`, with consistent lengths, the right PHYSICALOFFSET when `base` is given, and the right
-    body CRC when `verify_crc`.
-    """
-    v = _Views(buf)
-    outside = np.flatnonzero((positions < 0) | (positions + _V4_FIXED > v.size))
-    if len(outside):
-        index = int(outside[0])
-        found = validate_positions(buf, positions[:index], base, verify_crc) if index else None
-        return found if found is not None else (index, "record runs past the end of the data")
-    p = positions
-    h = v.headers(p)
-    total = h["total"].astype(np.int64)
-    framed = np.flatnonzero((h["magic"] != MESSAGE_MAGIC_CODE) | (total < _V4_FIXED) | (p + total > v.size))
-    if len(framed):
-        index = int(framed[0])
-        found = validate_positions(buf, positions[:index], base, verify_crc) if index else None
-        return found if found is not None else (index, "no record starts there, or it runs past the data")
-    v6 = (h["sys_flag"] & _V6_BITS) != 0
-    body_len = h["body_len"].astype(np.int64)
-    ok_len = (body_len >= 0) & (_V4_FIXED + body_len <= total)
-    topic_len_pos = np.minimum(p + _OFF_BODY + np.maximum(body_len, 0), v.size - 1)
-    props_len_pos = np.minimum(topic_len_pos + 1 + v.u8[topic_len_pos], v.size - 2)
-    props_len = v.i16[props_len_pos].astype(np.int64)
-    ok_len &= (props_len >= 0) & (props_len_pos + 2 + props_len == p + total)
-    ok_len |= v6  # other layouts are checked one by one below
-    ok_phys = h["phys"] == base + p if base is not None else np.ones(len(p), dtype=bool)
-    bad = np.flatnonzero(~(ok_len & ok_phys))
-    first_bad = int(bad[0]) if len(bad) else len(p)
-    reason = ""
-    if first_bad < len(p):
-        reason = (
-            "record lengths are inconsistent"
-            if not ok_len[first_bad]
-            else "record's PHYSICALOFFSET does not match its position"
-        )
-    for i in np.flatnonzero(v6[:first_bad]).tolist():
-        try:
-            decode_record(buf, int(p[i]))
-        except RecordFormatError as exc:
-            first_bad, reason = i, str(exc)
-            break
-    if verify_crc:
-        mv = memoryview(buf)
-        crcs = h["crc"].tolist()
-        starts = (p + _OFF_BODY).tolist()
-        ends = (p + _OFF_BODY + body_len).tolist()
-        crc32 = zlib.crc32
-        for i in range(first_bad):
-            if v6[i]:
-                actual = body_crc(decode_record(buf, starts[i] - _OFF_BODY).body)
-            else:
-                actual = crc32(mv[starts[i] : ends[i]]) & 0x7FFF_FFFF
-            if actual != crcs[i]:
-                first_bad, reason = i, "body CRC mismatch"
-                break
-    return (first_bad, reason) if first_bad < len(p) else None
 
 
 # ------------------------------------------------------------------------------------------ decoding
@@ -298,10 +139,52 @@ def decode_batch(buf: Any, positions: _I64 | Sequence[int], broker_name: str = "
         return decode_batch(memoryview(buf)[lo:end], p - lo, broker_name)
     if REFERENCE_ONLY:
         return decode_batch_py(buf, p, broker_name)
+    if _NATIVE_COLUMNS:
+        columns = speedups.decode_record_columns(buf, np.ascontiguousarray(p, dtype=np.int64).data)
+        if columns is None:  # IPv6 hosts, compressed bodies, text that is not UTF-8
+            return decode_batch_py(buf, p, broker_name)
+        return batch_of_columns(columns, broker_name)
     try:
         return _decode_columns(buf, end, p, broker_name)
     except _DeclinedError:
         return decode_batch_py(buf, p, broker_name)
+
+
+def batch_of_columns(c: RecordColumns, broker_name: str) -> pa.RecordBatch:
+    """The RecordBatch over the buffers of `speedups.decode_record_columns` (no copy)."""
+    n = c.rows
+    buf = pa.py_buffer
+
+    def strings(offsets: Any, data: Any, validity: Any = None, kind: pa.DataType = _STRING) -> pa.Array:
+        count = len(offsets) // 4 - 1
+        return pa.Array.from_buffers(
+            kind, count, [None if validity is None else buf(validity), buf(offsets), buf(data)]
+        )
+
+    def fixed(kind: pa.DataType, data: Any) -> pa.Array:
+        return pa.Array.from_buffers(kind, n, [None, buf(data)])
+
+    props = pa.MapArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, buf(c.map_offsets)]),
+        strings(c.name_offsets, c.name_data),
+        strings(c.value_offsets, c.value_data),
+    )
+    arrays = [
+        strings(c.topic_offsets, c.topic_data),
+        _const_string(broker_name, n),
+        fixed(pa.int32(), c.queue_id),
+        fixed(pa.int64(), c.queue_offset),
+        fixed(pa.int64(), c.commit_log_offset),
+        strings(c.msg_id_offsets, c.msg_id_data),
+        strings(c.keys_offsets, c.keys_data, c.keys_validity),
+        strings(c.tags_offsets, c.tags_data, c.tags_validity),
+        strings(c.body_offsets, c.body_data, kind=pa.binary()),
+        props,
+        fixed(TIMESTAMP, c.born_us),
+        fixed(TIMESTAMP, c.store_us),
+        fixed(pa.int32(), c.reconsume_times),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 def _segments(window: pa.Buffer, bounds: npt.NDArray[np.int32]) -> pa.BinaryArray:
@@ -337,7 +220,7 @@ def _offset_msg_ids(h: npt.NDArray[Any]) -> pa.Array:
 
 
 def _decode_columns(buf: Any, used: int, p: _I64, broker_name: str) -> pa.RecordBatch:
-    v = _Views(buf)
+    v = Views(buf)
     n = len(p)
     h = v.headers(p)
     if bool(np.any(h["sys_flag"] & _SLOW_BITS)):
@@ -426,7 +309,7 @@ def _split_properties(text: pa.StringArray) -> _Properties:
         data[: hi - lo] = memoryview(buffers[2])[lo:hi]
     rec_start = offsets[:-1] - lo
     rec_end = offsets[1:] - lo
-    v = _Views(data)
+    v = Views(data)
     content = v.u8[: hi - lo]
     low = np.flatnonzero(content < 3)  # both separators in one pass (other bytes < 3 are rare)
     kinds = content[low]

@@ -1,0 +1,8 @@
+"""Stub of the compiled column decoder (`_columns.pyx`); the reference is
+`protocol/record_columns.py`."""
+
+from rocketlite.protocol.record_columns import RecordColumns
+
+def decode_record_columns(
+    buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview
+) -> RecordColumns | None: ...

@@ -1,0 +1,371 @@
+# cython: language_level=3
+"""The compiled twin of `protocol/record_columns.py`: V1 records straight into column buffers.
+
+`decode_record_columns(buf, positions)` gives the same `RecordColumns` as the reference (pinned by
+`tests/spark/test_native_columns.py`), in two passes over the raw buffer without the GIL:
+
+1. every record's framing is checked as `record.decode_record` checks it (in the same order), and
+   the sizes of the topic, body and properties are summed. A record that fails a check sends the
+   whole call to the reference, which raises the error it defines; an IPv6 host or a compressed
+   body, a topic or properties that are not UTF-8 (strict, as Python decodes), or a column that
+   outgrows 32-bit offsets give `None`, as the reference does;
+2. with the result buffers allocated (bytearrays, shrunk to size at the end), each record's
+   fixed-width fields are byte-swapped into their arrays, topic and body copied, the properties
+   split into names and values (empty items and items without a name or value dropped, a
+   repeated name keeping its last value at its last place), and msgId, keys and tags picked from
+   them (msgId falls back to the offsetMsgId in upper-case hex).
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memchr, memcmp, memcpy, memset
+
+from rocketlite.protocol import record_columns as _reference
+from rocketlite.protocol.record import MESSAGE_MAGIC_CODE, V4_BODY_POS
+from rocketlite.protocol.record_columns import SLOW_SYS_FLAGS, RecordColumns
+
+cdef int32_t _MAGIC = MESSAGE_MAGIC_CODE
+cdef int32_t _SLOW = SLOW_SYS_FLAGS
+cdef int64_t _INT32_MAX = 2147483647
+cdef const char* _HEX = b"0123456789ABCDEF"
+assert V4_BODY_POS == 88
+
+# V4 field positions (protocol/record.py's table).
+DEF _QUEUE_ID = 12
+DEF _QUEUE_OFFSET = 20
+DEF _PHYS = 28
+DEF _SYS_FLAG = 36
+DEF _BORN_TS = 40
+DEF _STORE_TS = 56
+DEF _STORE_HOST = 64
+DEF _RECONSUME = 72
+DEF _PREFIX = 48  # up to BORNHOST: what decode_record needs before it reads SYSFLAG
+
+
+cdef struct _Rec:
+    int64_t pos
+    int64_t total
+    int64_t body_len
+    int64_t topic_len
+    int64_t props_len
+
+
+cdef struct _Item:
+    int64_t name
+    int64_t name_len
+    int64_t value
+    int64_t value_len
+
+
+cdef inline int32_t _be32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+cdef inline int64_t _be64(const uint8_t* p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>_be32(p) << 32) | <uint64_t><uint32_t>_be32(p + 4))
+
+
+cdef bint _utf8(const uint8_t* s, int64_t n) noexcept nogil:
+    """Whether `s[:n]` is strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF)."""
+    cdef int64_t i = 0
+    cdef uint64_t word
+    cdef uint8_t c, lo, hi
+    cdef int need, k
+    while i < n:
+        if i + 8 <= n:
+            memcpy(&word, s + i, 8)
+            if (word & 0x8080808080808080ULL) == 0:
+                i += 8
+                continue
+        c = s[i]
+        if c < 0x80:
+            i += 1
+            continue
+        lo, hi = 0x80, 0xBF
+        if c < 0xC2:
+            return False
+        elif c < 0xE0:
+            need = 1
+        elif c < 0xF0:
+            need = 2
+            if c == 0xE0:
+                lo = 0xA0
+            elif c == 0xED:
+                hi = 0x9F
+        elif c < 0xF5:
+            need = 3
+            if c == 0xF0:
+                lo = 0x90
+            elif c == 0xF4:
+                hi = 0x8F
+        else:
+            return False
+        if i + need >= n:
+            return False
+        if s[i + 1] < lo or s[i + 1] > hi:
+            return False
+        for k in range(2, need + 1):
+            if s[i + k] < 0x80 or s[i + k] > 0xBF:
+                return False
+        i += need + 1
+    return True
+
+
+cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow) noexcept nogil:
+    """`decode_record`'s checks on the record at `pos`, in its order: 0 when it is sound."""
+    cdef int64_t total, head, p, end
+    cdef int32_t sys_flag
+    if pos < 0 or size - pos < _PREFIX:
+        return -1
+    total = _be32(b + pos)
+    if _be32(b + pos + 4) != _MAGIC:
+        return -1
+    if total <= 0 or pos + total > size:
+        return -1
+    sys_flag = _be32(b + pos + _SYS_FLAG)
+    head = 88 + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
+    if total < head + 3:
+        return -1
+    if sys_flag & _SLOW:
+        slow[0] = True
+    end = pos + total
+    r.pos = pos
+    r.total = total
+    r.body_len = _be32(b + pos + head - 4)
+    p = pos + head
+    if r.body_len < 0 or p + r.body_len + 3 > end:
+        return -1
+    p += r.body_len
+    r.topic_len = b[p]
+    p += 1 + r.topic_len
+    if p + 2 > end:
+        return -1
+    r.props_len = <int16_t>((<uint32_t>b[p] << 8) | b[p + 1])
+    p += 2
+    if r.props_len < 0 or p + r.props_len != end:
+        return -1
+    return 0
+
+
+cdef inline void _hex(uint8_t* out, const uint8_t* src, int n) noexcept nogil:
+    cdef int i
+    for i in range(n):
+        out[2 * i] = _HEX[src[i] >> 4]
+        out[2 * i + 1] = _HEX[src[i] & 15]
+
+
+cdef inline bint _is(const uint8_t* b, _Item* it, const char* name, int64_t n) noexcept nogil:
+    return it.name_len == n and memcmp(b + it.name, name, n) == 0
+
+
+cdef object _buffer(int64_t size):
+    return PyByteArray_FromStringAndSize(NULL, size)
+
+
+cdef inline uint8_t* _ptr(object ba):
+    return <uint8_t*>PyByteArray_AS_STRING(ba)
+
+
+def decode_record_columns(buf, positions):
+    """See `protocol/record_columns.py` `decode_record_columns` (the reference)."""
+    cdef Py_buffer view, pview
+    if PyObject_GetBuffer(positions, &pview, PyBUF_SIMPLE) < 0:
+        raise TypeError("positions must be a buffer")
+    if pview.len % 8:
+        PyBuffer_Release(&pview)
+        return _reference.decode_record_columns(buf, positions)
+    if PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0:
+        PyBuffer_Release(&pview)
+        raise TypeError("buf must be a buffer")
+    try:
+        return _decode(<const uint8_t*>view.buf, view.len, <const int64_t*>pview.buf, pview.len // 8, buf,
+                       positions)
+    finally:
+        PyBuffer_Release(&view)
+        PyBuffer_Release(&pview)
+
+
+cdef object _decode(const uint8_t* b, int64_t size, const int64_t* pos, int64_t n, object buf, object positions):
+    cdef _Rec* recs = <_Rec*>malloc(max(n, 1) * sizeof(_Rec))
+    cdef _Item* items = NULL
+    if recs == NULL:
+        raise MemoryError
+    cdef int64_t i, j, k, m, body_total = 0, topic_total = 0, props_total = 0, item_cap = 0
+    cdef int64_t widest_items = 0, cap, at, end
+    cdef bint bad = False, slow = False, text_ok = True
+    try:
+        with nogil:
+            for i in range(n):
+                if _frame(b, size, pos[i], &recs[i], &slow) != 0:
+                    bad = True
+                    break
+                body_total += recs[i].body_len
+                topic_total += recs[i].topic_len
+                props_total += recs[i].props_len
+                cap = recs[i].props_len // 2 + 1
+                item_cap += cap
+                if cap > widest_items:
+                    widest_items = cap
+            if not bad and not slow:
+                for i in range(n):
+                    at = recs[i].pos + 88 + recs[i].body_len + 1
+                    end = recs[i].pos + recs[i].total
+                    if not _utf8(b + at, recs[i].topic_len) or not _utf8(b + end - recs[i].props_len,
+                                                                        recs[i].props_len):
+                        text_ok = False
+                        break
+        if bad:
+            return _reference.decode_record_columns(buf, positions)
+        if slow or not text_ok or body_total > _INT32_MAX or topic_total > _INT32_MAX:
+            return None
+        items = <_Item*>malloc(max(widest_items, 1) * sizeof(_Item))
+        if items == NULL:
+            raise MemoryError
+        return _fill(b, recs, n, items, body_total, topic_total, props_total, item_cap)
+    finally:
+        free(recs)
+        free(items)
+
+
+cdef object _fill(const uint8_t* b, _Rec* recs, int64_t n, _Item* items, int64_t body_total,
+                  int64_t topic_total, int64_t props_total, int64_t item_cap):
+    topic_o, topic_d = _buffer((n + 1) * 4), _buffer(topic_total)
+    body_o, body_d = _buffer((n + 1) * 4), _buffer(body_total)
+    msg_o, msg_d = _buffer((n + 1) * 4), _buffer(props_total + 32 * n)
+    keys_o, keys_d, keys_v = _buffer((n + 1) * 4), _buffer(props_total), _buffer((n + 7) // 8)
+    tags_o, tags_d, tags_v = _buffer((n + 1) * 4), _buffer(props_total), _buffer((n + 7) // 8)
+    map_o = _buffer((n + 1) * 4)
+    name_o, name_d = _buffer((item_cap + 1) * 4), _buffer(props_total)
+    value_o, value_d = _buffer((item_cap + 1) * 4), _buffer(props_total)
+    qid, recon = _buffer(n * 4), _buffer(n * 4)
+    qoff, phys, born, store = _buffer(n * 8), _buffer(n * 8), _buffer(n * 8), _buffer(n * 8)
+    cdef int32_t* to = <int32_t*>_ptr(topic_o)
+    cdef uint8_t* td = _ptr(topic_d)
+    cdef int32_t* bo = <int32_t*>_ptr(body_o)
+    cdef uint8_t* bd = _ptr(body_d)
+    cdef int32_t* mo = <int32_t*>_ptr(msg_o)
+    cdef uint8_t* md = _ptr(msg_d)
+    cdef int32_t* ko = <int32_t*>_ptr(keys_o)
+    cdef uint8_t* kd = _ptr(keys_d)
+    cdef uint8_t* kv = _ptr(keys_v)
+    cdef int32_t* go = <int32_t*>_ptr(tags_o)
+    cdef uint8_t* gd = _ptr(tags_d)
+    cdef uint8_t* gv = _ptr(tags_v)
+    cdef int32_t* mapo = <int32_t*>_ptr(map_o)
+    cdef int32_t* no = <int32_t*>_ptr(name_o)
+    cdef uint8_t* nd = _ptr(name_d)
+    cdef int32_t* vo = <int32_t*>_ptr(value_o)
+    cdef uint8_t* vd = _ptr(value_d)
+    cdef int32_t* q_id = <int32_t*>_ptr(qid)
+    cdef int32_t* q_re = <int32_t*>_ptr(recon)
+    cdef int64_t* q_off = <int64_t*>_ptr(qoff)
+    cdef int64_t* q_phys = <int64_t*>_ptr(phys)
+    cdef int64_t* q_born = <int64_t*>_ptr(born)
+    cdef int64_t* q_store = <int64_t*>_ptr(store)
+    cdef int64_t i, j, k, m, a, e, q, ps, pe, t_at = 0, b_at = 0, m_at = 0, k_at = 0, g_at = 0
+    cdef int64_t it_n = 0, n_at = 0, v_at = 0, uniq, keys, tags
+    cdef const uint8_t* p
+    cdef const void* hit
+    cdef _Rec* r
+    cdef _Item* it
+    cdef bint all_keys = True, all_tags = True
+    memset(kv, 0, (n + 7) // 8)
+    memset(gv, 0, (n + 7) // 8)
+    with nogil:
+        to[0] = bo[0] = mo[0] = ko[0] = go[0] = mapo[0] = no[0] = vo[0] = 0
+        for i in range(n):
+            r = &recs[i]
+            p = b + r.pos
+            q_id[i] = _be32(p + _QUEUE_ID)
+            q_re[i] = _be32(p + _RECONSUME)
+            q_off[i] = _be64(p + _QUEUE_OFFSET)
+            q_phys[i] = _be64(p + _PHYS)
+            q_born[i] = _be64(p + _BORN_TS) * 1000
+            q_store[i] = _be64(p + _STORE_TS) * 1000
+            memcpy(bd + b_at, p + 88, r.body_len)
+            b_at += r.body_len
+            bo[i + 1] = <int32_t>b_at
+            memcpy(td + t_at, p + 88 + r.body_len + 1, r.topic_len)
+            t_at += r.topic_len
+            to[i + 1] = <int32_t>t_at
+            # Properties: items between \x02 separators, each name \x01 value.
+            pe = r.pos + r.total
+            ps = pe - r.props_len
+            m = 0
+            a = ps
+            while a <= pe:
+                hit = memchr(b + a, 2, pe - a)
+                e = (<const uint8_t*>hit - b) if hit != NULL else pe
+                hit = memchr(b + a, 1, e - a)
+                if hit != NULL:
+                    q = <const uint8_t*>hit - b
+                    if q > a and e > q + 1:
+                        items[m].name = a
+                        items[m].name_len = q - a
+                        items[m].value = q + 1
+                        items[m].value_len = e - q - 1
+                        m += 1
+                a = e + 1
+            uniq = keys = tags = -1
+            for k in range(m):
+                it = &items[k]
+                for j in range(k + 1, m):
+                    if items[j].name_len == it.name_len and memcmp(b + items[j].name, b + it.name, it.name_len) == 0:
+                        it.name_len = -1  # a later item has the name: this one is dropped
+                        break
+                if it.name_len < 0:
+                    continue
+                memcpy(nd + n_at, b + it.name, it.name_len)
+                n_at += it.name_len
+                memcpy(vd + v_at, b + it.value, it.value_len)
+                v_at += it.value_len
+                it_n += 1
+                no[it_n] = <int32_t>n_at
+                vo[it_n] = <int32_t>v_at
+                if _is(b, it, "UNIQ_KEY", 8):
+                    uniq = k
+                elif _is(b, it, "KEYS", 4):
+                    keys = k
+                elif _is(b, it, "TAGS", 4):
+                    tags = k
+            mapo[i + 1] = <int32_t>it_n
+            if uniq >= 0:
+                memcpy(md + m_at, b + items[uniq].value, items[uniq].value_len)
+                m_at += items[uniq].value_len
+            else:
+                _hex(md + m_at, p + _STORE_HOST, 8)
+                _hex(md + m_at + 16, p + _PHYS, 8)
+                m_at += 32
+            mo[i + 1] = <int32_t>m_at
+            if keys >= 0:
+                memcpy(kd + k_at, b + items[keys].value, items[keys].value_len)
+                k_at += items[keys].value_len
+                kv[i >> 3] |= <uint8_t>(1 << (i & 7))
+            else:
+                all_keys = False
+            ko[i + 1] = <int32_t>k_at
+            if tags >= 0:
+                memcpy(gd + g_at, b + items[tags].value, items[tags].value_len)
+                g_at += items[tags].value_len
+                gv[i >> 3] |= <uint8_t>(1 << (i & 7))
+            else:
+                all_tags = False
+            go[i + 1] = <int32_t>g_at
+    if max(m_at, k_at, g_at, n_at, v_at) > _INT32_MAX:
+        return None
+    PyByteArray_Resize(msg_d, m_at)
+    PyByteArray_Resize(keys_d, k_at)
+    PyByteArray_Resize(tags_d, g_at)
+    PyByteArray_Resize(name_o, (it_n + 1) * 4)
+    PyByteArray_Resize(name_d, n_at)
+    PyByteArray_Resize(value_o, (it_n + 1) * 4)
+    PyByteArray_Resize(value_d, v_at)
+    return RecordColumns(
+        n, topic_o, topic_d, body_o, body_d, msg_o, msg_d,
+        keys_o, keys_d, None if all_keys else keys_v,
+        tags_o, tags_d, None if all_tags else tags_v,
+        map_o, name_o, name_d, value_o, value_d,
+        qid, qoff, phys, born, store, recon,
+    )

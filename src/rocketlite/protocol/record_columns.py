@@ -1,0 +1,171 @@
+"""Records as column buffers: what a columnar reader (Spark's Arrow batches) needs, no objects.
+
+`decode_record_columns(buf, positions)` takes the V1 records starting at `positions` in `buf` (a
+PULL body, a commit-log segment) and returns a `RecordColumns`: for each column the buffers of an
+Arrow array, native-endian, so a reader wraps them without copying (`spark/records.py`):
+
+* variable-width columns (topic, body, msgId, keys, tags, property names and values): int32
+  offsets (count + 1 of them) and the data; keys and tags also a validity bitmap (Arrow's:
+  bit i, least significant first, set when record i has the property), or None when every record
+  has it;
+* properties as a map: int32 offsets into the flattened names and values. Properties are read
+  like the Java client's `string2messageProperties`: empty items and items without a name or
+  value are dropped, a repeated name keeps its last value, at the place of its last occurrence;
+* msgId is the client-made UNIQ_KEY when there is one, else the offsetMsgId (store host and
+  commit-log offset in 32 upper-case hex digits), as `MessageClientExt.getMsgId()`;
+* fixed-width columns: queueId and reconsumeTimes int32, queueOffset, commitLogOffset, born and
+  store timestamps (microseconds) int64.
+
+Bad records raise `RecordFormatError` exactly as `record.decode_record` does (every record is
+checked first, in order). `None` means "not this way": some record has an IPv6 host or a
+compressed body, a topic or properties that are not UTF-8, or the data outgrows 32-bit offsets;
+the caller then decodes record by record. This module is the reference, written for clarity;
+`_native/_columns.pyx` is its compiled twin (`speedups.decode_record_columns`), pinned to it by
+`tests/spark/test_native_columns.py`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Final, NamedTuple
+
+from rocketlite.protocol.message import MessageConst, MessageSysFlag, make_msg_id
+from rocketlite.protocol.record import V4_BODY_POS, decode_record
+
+__all__ = ["SLOW_SYS_FLAGS", "RecordColumns", "decode_record_columns"]
+
+SLOW_SYS_FLAGS: Final = (
+    MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG | MessageSysFlag.COMPRESSED_FLAG
+)
+"""Records with any of these SYSFLAG bits are not decoded to columns (`None`)."""
+_INT32_MAX: Final = (1 << 31) - 1
+_UNIQ: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
+_KEYS: Final = MessageConst.KEYS.encode()
+_TAGS: Final = MessageConst.TAGS.encode()
+
+Buffer = bytes | bytearray
+
+
+class RecordColumns(NamedTuple):
+    """The column buffers of `rows` records (see the module docstring)."""
+
+    rows: int
+    topic_offsets: Buffer
+    topic_data: Buffer
+    body_offsets: Buffer
+    body_data: Buffer
+    msg_id_offsets: Buffer
+    msg_id_data: Buffer
+    keys_offsets: Buffer
+    keys_data: Buffer
+    keys_validity: Buffer | None
+    tags_offsets: Buffer
+    tags_data: Buffer
+    tags_validity: Buffer | None
+    map_offsets: Buffer
+    name_offsets: Buffer
+    name_data: Buffer
+    value_offsets: Buffer
+    value_data: Buffer
+    queue_id: Buffer  # int32
+    queue_offset: Buffer  # int64
+    commit_log_offset: Buffer  # int64
+    born_us: Buffer  # int64
+    store_us: Buffer  # int64
+    reconsume_times: Buffer  # int32
+
+
+def parse_property_bytes(raw: bytes) -> dict[bytes, bytes]:
+    """`string2messageProperties` on bytes: the dict's order is the order of last occurrences."""
+    props: dict[bytes, bytes] = {}
+    for item in raw.split(b"\x02"):
+        name, sep, value = item.partition(b"\x01")
+        if sep and name and value:
+            props.pop(name, None)
+            props[name] = value
+    return props
+
+
+class _Strings:
+    """Offsets and data of one variable-width column, with an optional validity bitmap."""
+
+    def __init__(self) -> None:
+        self.offsets = array("i", [0])
+        self.data = bytearray()
+        self.present: list[bool] = []
+
+    def add(self, value: bytes | None) -> None:
+        self.present.append(value is not None)
+        if value is not None:
+            self.data += value
+        self.offsets.append(len(self.data))
+
+    def validity(self) -> bytes | None:
+        if all(self.present):
+            return None
+        bits = bytearray((len(self.present) + 7) // 8)
+        for i, ok in enumerate(self.present):
+            if ok:
+                bits[i >> 3] |= 1 << (i & 7)
+        return bytes(bits)
+
+
+def _native_endian(values: array[int]) -> bytes:
+    return values.tobytes()  # machine order, as Arrow holds arrays in memory
+
+
+def decode_record_columns(
+    buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview
+) -> RecordColumns | None:
+    """The records at `positions` (int64 native-endian, as numpy's int64 array) as columns."""
+    starts = memoryview(positions).cast("B").cast("q").tolist()
+    records = [decode_record(buf, pos) for pos in starts]  # raises on the first bad record
+    topic, body, msg_id, keys, tags = _Strings(), _Strings(), _Strings(), _Strings(), _Strings()
+    names, values = _Strings(), _Strings()
+    map_offsets = array("i", [0])
+    fixed_i32 = (array("i"), array("i"))
+    fixed_i64 = (array("q"), array("q"), array("q"), array("q"))
+    for rec, pos in zip(records, starts, strict=True):
+        if rec.sys_flag & SLOW_SYS_FLAGS:
+            return None
+        topic_at = pos + V4_BODY_POS + len(rec.body)  # TOPICLEN
+        topic_raw = bytes(buf[topic_at + 1 : topic_at + 1 + buf[topic_at]])
+        props_raw = bytes(buf[topic_at + 1 + len(topic_raw) + 2 : pos + rec.total_size])
+        try:
+            topic_raw.decode("utf-8")
+            props_raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        props = parse_property_bytes(props_raw)
+        topic.add(topic_raw)
+        body.add(rec.body)
+        uniq = props.get(_UNIQ)
+        msg_id.add(uniq if uniq is not None else make_msg_id(rec.store_host, rec.physical_offset).encode())
+        keys.add(props.get(_KEYS))
+        tags.add(props.get(_TAGS))
+        for name, value in props.items():
+            names.add(name)
+            values.add(value)
+        map_offsets.append(len(names.present))
+        fixed_i32[0].append(rec.queue_id)
+        fixed_i32[1].append(rec.reconsume_times)
+        fixed_i64[0].append(rec.queue_offset)
+        fixed_i64[1].append(rec.physical_offset)
+        fixed_i64[2].append(rec.born_timestamp * 1000)
+        fixed_i64[3].append(rec.store_timestamp * 1000)
+    widest = max(len(c.data) for c in (topic, body, msg_id, keys, tags, names, values))
+    if widest > _INT32_MAX:
+        return None
+    return RecordColumns(
+        len(records),
+        _native_endian(topic.offsets), bytes(topic.data),
+        _native_endian(body.offsets), bytes(body.data),
+        _native_endian(msg_id.offsets), bytes(msg_id.data),
+        _native_endian(keys.offsets), bytes(keys.data), keys.validity(),
+        _native_endian(tags.offsets), bytes(tags.data), tags.validity(),
+        _native_endian(map_offsets),
+        _native_endian(names.offsets), bytes(names.data),
+        _native_endian(values.offsets), bytes(values.data),
+        _native_endian(fixed_i32[0]), _native_endian(fixed_i64[0]), _native_endian(fixed_i64[1]),
+        _native_endian(fixed_i64[2]), _native_endian(fixed_i64[3]), _native_endian(fixed_i32[1]),
+    )  # fmt: skip

@@ -1,0 +1,160 @@
+"""The compiled column decoder (`protocol/_native/_columns.pyx`) pinned to its reference.
+
+`speedups.decode_record_columns` and `record_columns.decode_record_columns` get the same records
+and must give the same buffers (or both `None`, or the same exception): random IPv4 records with
+unicode, separator-laden and repeated properties, IPv6 hosts and compressed bodies (both decline),
+properties and topics that are not UTF-8 (both decline), and damaged input: flipped bytes,
+truncated buffers, positions that point nowhere. Then the Arrow batch built over the compiled
+buffers must hold the rows of the per-record decoder (`decode_batch_py`).
+
+With `ROCKETLITE_NATIVE=0` the reference is compared with itself; without the compiled module the
+comparison is skipped.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketlite.protocol import record_columns, speedups
+from rocketlite.protocol.message import HostAddress, MessageSysFlag
+from rocketlite.protocol.record import MessageInner, encode_record
+
+np = pytest.importorskip("numpy")
+
+REFERENCE = record_columns.decode_record_columns
+if speedups.REFERENCE_ONLY:
+    NATIVE: Any = REFERENCE
+else:
+    NATIVE = pytest.importorskip(
+        "rocketlite.protocol._native._columns", reason="the compiled data plane is not built"
+    ).decode_record_columns
+
+V4 = HostAddress.parse("10.1.2.3:10911")
+V6 = HostAddress.parse("[fe80::1]:10911")
+TEXT = st.text(alphabet=st.sampled_from("aZ09 _-=ü✓\x01\x02"), max_size=12)
+NAMES = st.sampled_from(["UNIQ_KEY", "KEYS", "TAGS", "WAIT", "LONGER_THAN_8_BYTES", "a", "ünï", ""])
+BAD_UTF8 = [b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\x80"]
+
+
+@st.composite
+def properties(draw: st.DrawFn) -> str:
+    items = draw(st.lists(st.tuples(st.one_of(NAMES, TEXT), TEXT), max_size=8))
+    text = "\x02".join(f"{k}\x01{v}" for k, v in items)
+    return text + draw(st.sampled_from(["", "\x02", "\x02\x02", "\x01"]))
+
+
+@st.composite
+def record_specs(draw: st.DrawFn) -> dict[str, Any]:
+    shape = draw(st.sampled_from(["v4"] * 8 + ["v6", "zip", "bad_props", "bad_topic"]))
+    return {
+        "shape": shape,
+        "props": draw(properties()),
+        "body": draw(st.binary(max_size=300)),
+        "topic": draw(st.sampled_from(["T", "SparkBench", "tópico", "%RETRY%g"])),
+        "queue": draw(st.integers(-(2**31), 2**31 - 1)),
+        "offset": draw(st.integers(0, 2**62)),
+        "born": draw(st.integers(0, 2**42)),  # up to the year 2109: Python datetimes end at 9999
+        "reconsume": draw(st.integers(0, 16)),
+        "bad": draw(st.sampled_from(BAD_UTF8)),
+    }
+
+
+def build(spec: dict[str, Any], at: int) -> bytes:
+    shape = spec["shape"]
+    flag, body = 0, spec["body"]
+    born = store = V4
+    if shape == "v6":
+        flag, born, store = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG, V6, V6
+    elif shape == "zip":
+        flag, body = MessageSysFlag.COMPRESSED_FLAG, zlib.compress(body)
+    props = spec["props"] + ("\x02X\x01" + "y" * len(spec["bad"]) if shape == "bad_props" else "")
+    msg = MessageInner(
+        spec["topic"], body, born, store, queue_id=spec["queue"], sys_flag=flag,
+        born_timestamp=spec["born"], store_timestamp=spec["born"] + 7, reconsume_times=spec["reconsume"],
+        properties_string=props,
+        queue_offset=spec["offset"], commit_log_offset=at,
+    )  # fmt: skip
+    raw = bytearray(encode_record(msg))
+    if shape == "bad_props":
+        raw[len(raw) - len(spec["bad"]) :] = spec["bad"]
+    elif shape == "bad_topic":
+        at_topic = 88 + len(body) + 1
+        raw[at_topic] = 0xFF
+    return bytes(raw)
+
+
+def log_of(specs: list[dict[str, Any]]) -> tuple[bytes, list[int]]:
+    out = bytearray()
+    starts = []
+    for spec in specs:
+        starts.append(len(out))
+        out += build(spec, len(out))
+    return bytes(out), starts
+
+
+def outcome(fn: Any, buf: Any, positions: Any) -> tuple[Any, ...]:
+    try:
+        result = fn(buf, positions)
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+    if result is None:
+        return ("none",)
+    return ("ok", result.rows, [None if v is None else bytes(v) for v in result[1:]])
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(st.lists(record_specs(), min_size=1, max_size=12))
+def test_compiled_columns_match_the_reference(specs: list[dict[str, Any]]) -> None:
+    buf, starts = log_of(specs)
+    positions = np.array(starts, dtype=np.int64)
+    expected = outcome(REFERENCE, buf, positions)
+    assert outcome(NATIVE, buf, positions) == expected
+    if all(s["shape"] == "v4" for s in specs):
+        assert expected[0] == "ok"
+
+
+@SETTINGS
+@given(
+    st.lists(record_specs(), min_size=1, max_size=6),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    st.integers(0, 10_000),
+    st.lists(st.integers(-5, 3000), max_size=3),
+)
+def test_damaged_input_gets_the_same_answer(
+    specs: list[dict[str, Any]], flips: list[tuple[int, int]], cut: int, extra: list[int]
+) -> None:
+    buf, starts = log_of(specs)
+    damaged = bytearray(buf)
+    for where, value in flips:
+        damaged[where % len(damaged)] = value
+    damaged = damaged[: max(len(damaged) - cut % 400, 0)]
+    positions = np.array(starts + extra, dtype=np.int64)
+    assert outcome(NATIVE, bytes(damaged), positions) == outcome(REFERENCE, bytes(damaged), positions)
+
+
+def test_odd_arguments() -> None:
+    buf, starts = log_of([{"shape": "v4", "props": "TAGS\x01a", "body": b"x", "topic": "T", "queue": 1,
+                           "offset": 2, "born": 3, "reconsume": 0, "bad": b""}])  # fmt: skip
+    for positions in (b"\x00" * 7, np.array([], dtype=np.int64), np.array(starts, dtype=np.int64).tobytes()):
+        assert outcome(NATIVE, buf, positions) == outcome(REFERENCE, buf, positions)
+    with pytest.raises(TypeError):
+        NATIVE(buf, [0])
+
+
+@SETTINGS
+@given(st.lists(record_specs(), min_size=1, max_size=10))
+def test_arrow_batches_over_the_columns_hold_the_reference_rows(specs: list[dict[str, Any]]) -> None:
+    pytest.importorskip("pyarrow")
+    from rocketlite.spark.records import decode_batch, decode_batch_py  # noqa: PLC0415
+
+    buf, starts = log_of(specs)
+    positions = np.array(starts, dtype=np.int64)
+    assert decode_batch(buf, positions, "b").to_pylist() == decode_batch_py(buf, positions, "b").to_pylist()
