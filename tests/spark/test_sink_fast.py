@@ -139,6 +139,9 @@ def test_rows_and_ids_match_the_message_based_reference(rows: list[dict[str, Any
     assert sorted(r.uniq for r in got) == sorted(expected_uniq)
     for row in got:
         row.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = row.uniq
+    for row in got:  # chunking measures a row by its properties text: the same size as before
+        text = sink._properties_text(row)
+        assert 64 + len(row.body) + (len(text) + 1 if text else 0) == sink._entry_size(row)
     bodies, props = sink._encode_chunk(got)
     assert props == [properties_to_string(r.message.properties).encode() for r in got]
     assert bodies == [r.body for r in got]

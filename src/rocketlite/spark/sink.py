@@ -152,6 +152,7 @@ class _Row:
     properties: dict[str, str]
     digest: bytes = b""
     uniq: str = ""
+    wire: bytes = b""  # the properties as sent (UTF-8), set when the rows are chunked
 
     @property
     def message(self) -> Message:
@@ -270,14 +271,15 @@ def _entry_size(row: _Row) -> int:
     return 64 + len(row.body) + sum(len(k) + len(v) + 2 for k, v in row.properties.items())
 
 
+def _properties_text(row: _Row) -> str:
+    """`properties_to_string` of the row's properties."""
+    pair = NAME_VALUE_SEPARATOR
+    return PROPERTY_SEPARATOR.join(f"{k}{pair}{v}" for k, v in row.properties.items() if v is not None)
+
+
 def _encode_chunk(rows: Sequence[_Row]) -> tuple[list[bytes], list[bytes]]:
-    """Bodies and UTF-8 properties strings (`properties_to_string` of each row's dict)."""
-    sep, pair = PROPERTY_SEPARATOR, NAME_VALUE_SEPARATOR
-    props = [
-        sep.join(f"{k}{pair}{v}" for k, v in r.properties.items() if v is not None).encode("utf-8")
-        for r in rows
-    ]
-    return [r.body for r in rows], props
+    """Bodies and UTF-8 properties strings (`row.wire`, made here if chunking did not)."""
+    return [r.body for r in rows], [r.wire or _properties_text(r).encode("utf-8") for r in rows]
 
 
 class _Sender:
@@ -327,7 +329,9 @@ class _Sender:
         batch_size, batch_bytes = self.options.batch_size, self.options.batch_bytes
         for row in rows:
             key = (row.topic, row.broker, row.queue_id)
-            entry = _entry_size(row)
+            text = _properties_text(row)  # no None values: len(text) + 1 is _entry_size's sum
+            row.wire = text.encode("utf-8")
+            entry = 64 + len(row.body) + (len(text) + 1 if text else 0)
             if (
                 current is None
                 or key != current_key
