@@ -20,6 +20,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `record.decode_records`, one for both.
 * `decode_record_columns` (records as Arrow column buffers, for the Spark readers):
   `record_columns`, one for both.
+* `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE): the
+  class's generated decoder (`custom_header.decoder_for`), one for both.
 * `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
   patched in, msg ids out): `record_stamp`, one for both.
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
@@ -48,7 +50,7 @@ import importlib
 import logging
 import os
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -69,12 +71,14 @@ from rocketlite.protocol import message as message_codec
 from rocketlite.protocol import record as record_format
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.consume_queue_unit import Unit
+from rocketlite.protocol.custom_header import decoder_for
 from rocketlite.protocol.frame_codec import (
     DecodeFrames,
     EncodeCommand,
     decode_frames_over,
     encode_command_over,
 )
+from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, SendProperties
 from rocketlite.protocol.record import (
     DispatchRequest,
@@ -98,6 +102,7 @@ __all__ = [
     "decode_record_columns",
     "decode_records",
     "decode_rocketmq_header",
+    "decode_send_header_v2",
     "dispatch_batch",
     "encode_command",
     "encode_json_header",
@@ -235,7 +240,11 @@ class Codecs:
         [bytes | bytearray | memoryview, bytes | bytearray | memoryview], record_columns.RecordColumns | None
     ]
     stamp_records: StampRecords
+    decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
 
+
+# SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the generated decoder of the class.
+_decode_send_header_v2_py: Final = decoder_for(SendMessageRequestHeader, SendMessageRequestHeader.V2_NAMES)
 
 REFERENCE: Final = Codecs(
     "reference",
@@ -261,6 +270,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.dispatch_batch,
     record_columns.decode_record_columns,
     record_stamp.stamp_records,
+    _decode_send_header_v2_py,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -286,6 +296,7 @@ PYTHON: Final = Codecs(
     dispatch_fast.dispatch_batch,
     record_columns.decode_record_columns,
     record_stamp.stamp_records,
+    _decode_send_header_v2_py,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -369,3 +380,4 @@ queue_runs: Final = CHOSEN.queue_runs
 dispatch_batch: Final = CHOSEN.dispatch_batch
 decode_record_columns: Final = CHOSEN.decode_record_columns
 stamp_records: Final = CHOSEN.stamp_records
+decode_send_header_v2: Final = CHOSEN.decode_send_header_v2

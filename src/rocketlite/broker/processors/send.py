@@ -40,7 +40,7 @@ from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.record import MessageInner
-from rocketlite.protocol.speedups import send_batch_messages, send_properties
+from rocketlite.protocol.speedups import decode_send_header_v2, send_batch_messages, send_properties
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -87,6 +87,7 @@ SYSTEM_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while
 # name, so remembered; bounded so that a client inventing names cannot grow it without end.
 _LEGAL_TOPICS_MAX = 4096
 _SUCCESS = int(ResponseCode.SUCCESS)
+_V2_CODES = SendMessageRequestHeader.V2_CODES
 _RESPONSE_FLAG = int(CommandFlag.RESPONSE)
 
 # The transaction service's `to_half_message`: turns a prepared message into a half message.
@@ -235,7 +236,11 @@ class SendMessageProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"broker unable to service, until {self.start_accept_send_ms}",
             )
-        header = SendMessageRequestHeader.from_ext(request.ext_fields, request.code)
+        code = request.code
+        if code in _V2_CODES:  # letters a..n: the compiled fill when built
+            header = decode_send_header_v2(request.ext_fields)
+        else:
+            header = SendMessageRequestHeader.from_ext(request.ext_fields, code)
         if self.broker.is_slave:
             return make_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave")
         if self.reject_request():
@@ -245,7 +250,7 @@ class SendMessageProcessor:
             header.queue_id if header.queue_id >= 0 else self.rng.randrange(max(tc.write_queue_nums, 1))
         )
         body = request.body or b""
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+        if code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self._send_batch(conn, request, header, tc, queue_id, body)
         topic, queue_id = self.handle_retry_and_dlq(header, header.topic, queue_id, request.version)
         # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id

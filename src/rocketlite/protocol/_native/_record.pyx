@@ -48,7 +48,7 @@ cdef extern from "Python.h":
     bint PyMemoryView_Check(object o)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
-__all__ = ["decode_records", "encode_record", "encode_records", "stamp_records"]
+__all__ = ["decode_records", "decode_send_header_v2", "encode_record", "encode_records", "stamp_records"]
 
 # -- constants of `protocol/record.py` (asserted against it below) --------------------------------
 cdef enum:
@@ -526,3 +526,7 @@ cdef list _decode(const uint8_t* data, Py_ssize_t n):
         out.append(rec)
         pos = end
     return out
+
+
+
+include "_record_send_header.pxi"  # decode_send_header_v2
