@@ -1,11 +1,12 @@
 """The compiled column decoder (`protocol/_native/_columns.pyx`) pinned to its reference.
 
 `speedups.decode_record_columns` and `record_columns.decode_record_columns` get the same records
-and must give the same buffers (or both `None`, or the same exception): random IPv4 records with
-unicode, separator-laden and repeated properties, IPv6 hosts and compressed bodies (both decline),
-properties and topics that are not UTF-8 (both decline), and damaged input: flipped bytes,
-truncated buffers, positions that point nowhere. Then the Arrow batch built over the compiled
-buffers must hold the rows of the per-record decoder (`decode_batch_py`).
+and must give the same buffers (or both `None`, or the same exception), and `first_crc_mismatch`
+the same index: random IPv4 records with unicode, separator-laden and repeated properties, IPv6
+hosts and compressed bodies (both decline), properties and topics that are not UTF-8 (both
+decline), and damaged input: flipped bytes, truncated buffers, positions that point nowhere. Then
+the Arrow batch built over the compiled buffers must hold the rows of the per-record decoder
+(`decode_batch_py`).
 
 With `ROCKETLITE_NATIVE=0` the reference is compared with itself; without the compiled module the
 comparison is skipped.
@@ -27,12 +28,15 @@ from rocketlite.protocol.record import MessageInner, encode_record
 np = pytest.importorskip("numpy")
 
 REFERENCE = record_columns.decode_record_columns
+REFERENCE_CRC = record_columns.first_crc_mismatch
 if speedups.REFERENCE_ONLY:
     NATIVE: Any = REFERENCE
+    NATIVE_CRC: Any = REFERENCE_CRC
 else:
-    NATIVE = pytest.importorskip(
+    _compiled = pytest.importorskip(
         "rocketlite.protocol._native._columns", reason="the compiled data plane is not built"
-    ).decode_record_columns
+    )
+    NATIVE, NATIVE_CRC = _compiled.decode_record_columns, _compiled.first_crc_mismatch
 
 V4 = HostAddress.parse("10.1.2.3:10911")
 V6 = HostAddress.parse("[fe80::1]:10911")
@@ -138,6 +142,30 @@ def test_damaged_input_gets_the_same_answer(
     damaged = damaged[: max(len(damaged) - cut % 400, 0)]
     positions = np.array(starts + extra, dtype=np.int64)
     assert outcome(NATIVE, bytes(damaged), positions) == outcome(REFERENCE, bytes(damaged), positions)
+    assert crc_outcome(NATIVE_CRC, bytes(damaged), positions) == crc_outcome(
+        REFERENCE_CRC, bytes(damaged), positions
+    )
+
+
+def crc_outcome(fn: Any, buf: Any, positions: Any) -> tuple[Any, ...]:
+    try:
+        return ("ok", fn(buf, positions))
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+@SETTINGS
+@given(st.lists(record_specs(), min_size=1, max_size=8), st.lists(st.integers(0, 10_000), max_size=3))
+def test_crc_check_finds_the_same_first_mismatch(specs: list[dict[str, Any]], flips: list[int]) -> None:
+    buf, starts = log_of(specs)
+    damaged = bytearray(buf)
+    for where in flips:  # bodies, CRC fields or anything else: some records stay sound
+        damaged[where % len(damaged)] ^= 0x5A
+    positions = np.array(starts, dtype=np.int64)
+    assert crc_outcome(NATIVE_CRC, buf, positions) == ("ok", len(starts))
+    assert crc_outcome(NATIVE_CRC, bytes(damaged), positions) == crc_outcome(
+        REFERENCE_CRC, bytes(damaged), positions
+    )
 
 
 def test_odd_arguments() -> None:
@@ -145,6 +173,7 @@ def test_odd_arguments() -> None:
                            "offset": 2, "born": 3, "reconsume": 0, "bad": b""}])  # fmt: skip
     for positions in (b"\x00" * 7, np.array([], dtype=np.int64), np.array(starts, dtype=np.int64).tobytes()):
         assert outcome(NATIVE, buf, positions) == outcome(REFERENCE, buf, positions)
+        assert crc_outcome(NATIVE_CRC, buf, positions) == crc_outcome(REFERENCE_CRC, buf, positions)
     with pytest.raises(TypeError):
         NATIVE(buf, [0])
 

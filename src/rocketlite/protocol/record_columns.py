@@ -21,7 +21,8 @@ checked first, in order). `None` means "not this way": some record has an IPv6 h
 compressed body, a topic or properties that are not UTF-8, or the data outgrows 32-bit offsets;
 the caller then decodes record by record. This module is the reference, written for clarity;
 `_native/_columns.pyx` is its compiled twin (`speedups.decode_record_columns`), pinned to it by
-`tests/spark/test_native_columns.py`.
+`tests/spark/test_native_columns.py`; so is `first_crc_mismatch` (`speedups.first_crc_mismatch`),
+the body-CRC check of many records at once that the raw-store reader runs before decoding.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from array import array
 from typing import Final, NamedTuple
 
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, make_msg_id
-from rocketlite.protocol.record import V4_BODY_POS, decode_record
+from rocketlite.protocol.record import V4_BODY_POS, body_crc, decode_record
 
 __all__ = ["SLOW_SYS_FLAGS", "RecordColumns", "decode_record_columns"]
 
@@ -169,3 +170,16 @@ def decode_record_columns(
         _native_endian(fixed_i32[0]), _native_endian(fixed_i64[0]), _native_endian(fixed_i64[1]),
         _native_endian(fixed_i64[2]), _native_endian(fixed_i64[3]), _native_endian(fixed_i32[1]),
     )  # fmt: skip
+
+
+def first_crc_mismatch(buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview) -> int:
+    """Index of the first record at `positions` (int64, machine order) whose BODYCRC is not the
+    CRC of its body as stored, or the number of positions when every one matches. Records are
+    decoded in order: a bad record raises `RecordFormatError` as `record.decode_record` does
+    (unless a CRC mismatch comes first)."""
+    starts = memoryview(positions).cast("B").cast("q").tolist()
+    for i, pos in enumerate(starts):
+        rec = decode_record(buf, pos)
+        if body_crc(rec.body) != rec.body_crc:
+            return i
+    return len(starts)

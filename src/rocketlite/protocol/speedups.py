@@ -18,8 +18,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
 * `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
   `record.decode_records`, one for both.
-* `decode_record_columns` (records as Arrow column buffers, for the Spark readers):
-  `record_columns`, one for both.
+* `decode_record_columns`, `first_crc_mismatch` (records as Arrow column buffers, and many
+  records' body CRCs checked at once, for the Spark readers): `record_columns`, one for both.
 * `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE): the
   class's generated decoder (`custom_header.decoder_for`), one for both.
 * `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
@@ -109,6 +109,7 @@ __all__ = [
     "encode_record",
     "encode_records",
     "encode_rocketmq_header",
+    "first_crc_mismatch",
     "index_entries",
     "load_native",
     "pack_units",
@@ -239,6 +240,7 @@ class Codecs:
     decode_record_columns: Callable[
         [bytes | bytearray | memoryview, bytes | bytearray | memoryview], record_columns.RecordColumns | None
     ]
+    first_crc_mismatch: Callable[[bytes | bytearray | memoryview, bytes | bytearray | memoryview], int]
     stamp_records: StampRecords
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
 
@@ -269,6 +271,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.queue_runs,
     dispatch_codec.dispatch_batch,
     record_columns.decode_record_columns,
+    record_columns.first_crc_mismatch,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
 )
@@ -295,6 +298,7 @@ PYTHON: Final = Codecs(
     dispatch_codec.queue_runs,
     dispatch_fast.dispatch_batch,
     record_columns.decode_record_columns,
+    record_columns.first_crc_mismatch,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
 )
@@ -379,5 +383,6 @@ index_entries: Final = CHOSEN.index_entries
 queue_runs: Final = CHOSEN.queue_runs
 dispatch_batch: Final = CHOSEN.dispatch_batch
 decode_record_columns: Final = CHOSEN.decode_record_columns
+first_crc_mismatch: Final = CHOSEN.first_crc_mismatch
 stamp_records: Final = CHOSEN.stamp_records
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2

@@ -6,3 +6,6 @@ from rocketlite.protocol.record_columns import RecordColumns
 def decode_record_columns(
     buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview
 ) -> RecordColumns | None: ...
+def first_crc_mismatch(
+    buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview
+) -> int: ...

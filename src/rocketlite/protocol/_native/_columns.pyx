@@ -46,6 +46,7 @@ DEF _PREFIX = 48  # up to BORNHOST: what decode_record needs before it reads SYS
 
 cdef struct _Rec:
     int64_t pos
+    int64_t head  # where the body starts, from `pos` (88, plus 12 per IPv6 host)
     int64_t total
     int64_t body_len
     int64_t topic_len
@@ -132,6 +133,7 @@ cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow
         slow[0] = True
     end = pos + total
     r.pos = pos
+    r.head = head
     r.total = total
     r.body_len = _be32(b + pos + head - 4)
     p = pos + head
@@ -147,6 +149,77 @@ cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow
     if r.props_len < 0 or p + r.props_len != end:
         return -1
     return 0
+
+
+cdef uint32_t _CRC[8][256]  # slicing-by-8 tables of the zlib CRC-32 (no library to link)
+
+
+cdef void _crc_tables() noexcept:
+    cdef uint32_t c
+    cdef int i, j
+    for i in range(256):
+        c = i
+        for j in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        _CRC[0][i] = c
+    for i in range(256):
+        for j in range(1, 8):
+            _CRC[j][i] = (_CRC[j - 1][i] >> 8) ^ _CRC[0][_CRC[j - 1][i] & 0xFF]
+
+
+_crc_tables()
+
+
+cdef uint32_t _crc32(const uint8_t* p, int64_t n) noexcept nogil:
+    """`zlib.crc32(p[:n])`."""
+    cdef uint32_t c = ~(<uint32_t>0), lo, hi
+    while n >= 8:
+        lo = c ^ (p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24))
+        hi = p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
+        c = (_CRC[7][lo & 0xFF] ^ _CRC[6][(lo >> 8) & 0xFF] ^ _CRC[5][(lo >> 16) & 0xFF] ^ _CRC[4][lo >> 24]
+             ^ _CRC[3][hi & 0xFF] ^ _CRC[2][(hi >> 8) & 0xFF] ^ _CRC[1][(hi >> 16) & 0xFF] ^ _CRC[0][hi >> 24])
+        p += 8
+        n -= 8
+    while n > 0:
+        c = (c >> 8) ^ _CRC[0][(c ^ p[0]) & 0xFF]
+        p += 1
+        n -= 1
+    return ~c
+
+
+def first_crc_mismatch(buf, positions):
+    """See `protocol/record_columns.py` `first_crc_mismatch` (the reference)."""
+    cdef Py_buffer view, pview
+    cdef const uint8_t* b
+    cdef const int64_t* pos
+    cdef int64_t i, n, size, found
+    cdef _Rec r
+    cdef bint slow = False, bad = False
+    if PyObject_GetBuffer(positions, &pview, PyBUF_SIMPLE) < 0:
+        raise TypeError("positions must be a buffer")
+    if pview.len % 8:
+        PyBuffer_Release(&pview)
+        return _reference.first_crc_mismatch(buf, positions)
+    if PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0:
+        PyBuffer_Release(&pview)
+        raise TypeError("buf must be a buffer")
+    b, size, pos, n = <const uint8_t*>view.buf, view.len, <const int64_t*>pview.buf, pview.len // 8
+    found = n
+    try:
+        with nogil:
+            for i in range(n):
+                if _frame(b, size, pos[i], &r, &slow) != 0:
+                    bad = True
+                    break
+                if <int32_t>(_crc32(b + r.pos + r.head, r.body_len) & 0x7FFFFFFF) != _be32(b + r.pos + 8):
+                    found = i
+                    break
+    finally:
+        PyBuffer_Release(&view)
+        PyBuffer_Release(&pview)
+    if bad:
+        return _reference.first_crc_mismatch(buf, positions)
+    return found
 
 
 cdef inline void _hex(uint8_t* out, const uint8_t* src, int n) noexcept nogil:
