@@ -32,11 +32,13 @@ REFERENCE_CRC = record_columns.first_crc_mismatch
 if speedups.REFERENCE_ONLY:
     NATIVE: Any = REFERENCE
     NATIVE_CRC: Any = REFERENCE_CRC
+    NATIVE_STARTS: Any = record_columns.record_starts
 else:
     _compiled = pytest.importorskip(
         "rocketlite.protocol._native._columns", reason="the compiled data plane is not built"
     )
     NATIVE, NATIVE_CRC = _compiled.decode_record_columns, _compiled.first_crc_mismatch
+    NATIVE_STARTS = _compiled.record_starts
 
 V4 = HostAddress.parse("10.1.2.3:10911")
 V6 = HostAddress.parse("[fe80::1]:10911")
@@ -147,9 +149,9 @@ def test_damaged_input_gets_the_same_answer(
     )
 
 
-def crc_outcome(fn: Any, buf: Any, positions: Any) -> tuple[Any, ...]:
+def crc_outcome(fn: Any, *args: Any) -> tuple[Any, ...]:
     try:
-        return ("ok", fn(buf, positions))
+        return ("ok", fn(*args))
     except Exception as exc:
         return ("raised", type(exc), str(exc))
 
@@ -187,3 +189,30 @@ def test_arrow_batches_over_the_columns_hold_the_reference_rows(specs: list[dict
     buf, starts = log_of(specs)
     positions = np.array(starts, dtype=np.int64)
     assert decode_batch(buf, positions, "b").to_pylist() == decode_batch_py(buf, positions, "b").to_pylist()
+
+
+@SETTINGS
+@given(
+    st.lists(record_specs(), min_size=0, max_size=8),
+    st.sampled_from(
+        [b"", bytes(20), b"\x00\x00\x00\x40\xcb\xd4\x31\x94" + bytes(56), b"\x12" * 9, b"\x00\x00"]
+    ),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3),
+    st.integers(0, 3000),
+    st.integers(0, 5000),
+    st.integers(0, 12),
+)
+def test_record_starts_hop_the_same_way(
+    specs: list[dict[str, Any]], tail: bytes, flips: list[tuple[int, int]], start: int, limit: int, count: int
+) -> None:
+    buf, _ = log_of(specs)
+    data = bytearray(buf + tail)
+    for where, value in flips:
+        if data:
+            data[where % len(data)] = value
+    expected = crc_outcome(record_columns.record_starts, bytes(data), start % (len(data) + 1), limit, count)
+    got = crc_outcome(NATIVE_STARTS, bytes(data), start % (len(data) + 1), limit, count)
+    if got[0] == "ok":
+        got = ("ok", got[1]._replace(positions=bytes(got[1].positions)))
+        expected = ("ok", expected[1]._replace(positions=bytes(expected[1].positions)))
+    assert got == expected

@@ -27,11 +27,19 @@ the body-CRC check of many records at once that the raw-store reader runs before
 
 from __future__ import annotations
 
+import enum
 from array import array
 from typing import Final, NamedTuple
 
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, make_msg_id
-from rocketlite.protocol.record import V4_BODY_POS, body_crc, decode_record
+from rocketlite.protocol.record import (
+    MESSAGE_MAGIC_CODE,
+    SIZE_MAGIC,
+    V4_BODY_POS,
+    V4_FIXED_SIZE,
+    body_crc,
+    decode_record,
+)
 
 __all__ = ["SLOW_SYS_FLAGS", "RecordColumns", "decode_record_columns"]
 
@@ -183,3 +191,39 @@ def first_crc_mismatch(buf: bytes | bytearray | memoryview, positions: bytes | b
         if body_crc(rec.body) != rec.body_crc:
             return i
     return len(starts)
+
+
+class StartsStop(enum.IntEnum):
+    """Why `record_starts` stopped."""
+
+    LIMIT = 0  # reached `limit` or `max_count`
+    SHORT = 1  # fewer than 8 bytes left at `next_pos`
+    RUNS_PAST = 2  # a V1 record at `next_pos` shorter than a record can be, or past the data
+    OTHER = 3  # no V1 magic at `next_pos` (a blank, zeros, or damage: see `total` and `magic`)
+
+
+class RecordStarts(NamedTuple):
+    positions: bytes | bytearray  # int64, machine order
+    next_pos: int
+    stop: int  # a `StartsStop`
+    total: int  # TOTALSIZE and MAGICCODE read at `next_pos` (0 when not read)
+    magic: int
+
+
+def record_starts(buf: bytes | bytearray | memoryview, pos: int, limit: int, max_count: int) -> RecordStarts:
+    """The V1 records from `pos` while `pos < limit`, at most `max_count`, hopping over TOTALSIZE:
+    the sequential walk of a raw-store scan (each record's fields are checked afterwards)."""
+    size = len(buf)
+    out = array("q")
+    total = magic = 0
+    while pos < limit and len(out) < max_count:
+        if size - pos < 8:
+            return RecordStarts(out.tobytes(), pos, StartsStop.SHORT, 0, 0)
+        total, magic = SIZE_MAGIC.unpack_from(buf, pos)
+        if magic != MESSAGE_MAGIC_CODE:
+            return RecordStarts(out.tobytes(), pos, StartsStop.OTHER, total, magic)
+        if total < V4_FIXED_SIZE or pos + total > size:
+            return RecordStarts(out.tobytes(), pos, StartsStop.RUNS_PAST, total, magic)
+        out.append(pos)
+        pos += total
+    return RecordStarts(out.tobytes(), pos, StartsStop.LIMIT, 0, 0)

@@ -18,8 +18,9 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
 * `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
   `record.decode_records`, one for both.
-* `decode_record_columns`, `first_crc_mismatch` (records as Arrow column buffers, and many
-  records' body CRCs checked at once, for the Spark readers): `record_columns`, one for both.
+* `decode_record_columns`, `first_crc_mismatch`, `record_starts` (records as Arrow column
+  buffers, many records' body CRCs checked at once, the hop from record to record of a raw
+  scan; for the Spark readers): `record_columns`, one for both.
 * `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE): the
   class's generated decoder (`custom_header.decoder_for`), one for both.
 * `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
@@ -115,6 +116,7 @@ __all__ = [
     "pack_units",
     "queue_runs",
     "quote",
+    "record_starts",
     "scan_messages",
     "scan_record",
     "select_units",
@@ -241,6 +243,7 @@ class Codecs:
         [bytes | bytearray | memoryview, bytes | bytearray | memoryview], record_columns.RecordColumns | None
     ]
     first_crc_mismatch: Callable[[bytes | bytearray | memoryview, bytes | bytearray | memoryview], int]
+    record_starts: Callable[[bytes | bytearray | memoryview, int, int, int], record_columns.RecordStarts]
     stamp_records: StampRecords
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
 
@@ -272,6 +275,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.dispatch_batch,
     record_columns.decode_record_columns,
     record_columns.first_crc_mismatch,
+    record_columns.record_starts,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
 )
@@ -299,6 +303,7 @@ PYTHON: Final = Codecs(
     dispatch_fast.dispatch_batch,
     record_columns.decode_record_columns,
     record_columns.first_crc_mismatch,
+    record_columns.record_starts,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
 )
@@ -384,5 +389,6 @@ queue_runs: Final = CHOSEN.queue_runs
 dispatch_batch: Final = CHOSEN.dispatch_batch
 decode_record_columns: Final = CHOSEN.decode_record_columns
 first_crc_mismatch: Final = CHOSEN.first_crc_mismatch
+record_starts: Final = CHOSEN.record_starts
 stamp_records: Final = CHOSEN.stamp_records
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2

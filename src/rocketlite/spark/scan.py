@@ -1,13 +1,13 @@
 """Finding and checking stored RocketMQ 4.x records in a buffer, for the Spark readers.
 
-`scan_positions` walks the records (one hop per record over TOTALSIZE, the only sequential part),
-then `validate_positions` checks every record's structure at once with numpy: BODYLEN, TOPICLEN
-and PROPLEN must add up to TOTALSIZE, the PHYSICALOFFSET must equal the record's own position
-when the caller knows where the buffer sits in the commit log, and optionally the body CRC. A
-scan stops at an end-of-file blank, at zeros (the end of written data), at a record that runs
-past the buffer (a torn tail) or at the first inconsistent record, and says which (`Stop`).
-The body CRCs are checked by `speedups.first_crc_mismatch` (compiled) when it is built.
-`spark/records.py` then decodes the positions into Arrow batches.
+`scan_positions` walks the records (one hop per record over TOTALSIZE, the only sequential part:
+`speedups.record_starts`, compiled when built), then `validate_positions` checks every record's
+structure at once with numpy: BODYLEN, TOPICLEN and PROPLEN must add up to TOTALSIZE, the
+PHYSICALOFFSET must equal the record's own position when the caller knows where the buffer sits
+in the commit log, and optionally the body CRC (`speedups.first_crc_mismatch`, compiled when
+built). A scan stops at an end-of-file blank, at zeros (the end of written data), at a record
+that runs past the buffer (a torn tail) or at the first inconsistent record, and says which
+(`Stop`). `spark/records.py` then decodes the positions into Arrow batches.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from rocketlite.protocol.message import MessageSysFlag
 from rocketlite.protocol.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
-    SIZE_MAGIC,
     V4_BODY_POS,
     V4_FIXED_SIZE,
     V4_HEADER_DTYPE,
@@ -33,6 +32,7 @@ from rocketlite.protocol.record import (
     body_crc,
     decode_record,
 )
+from rocketlite.protocol.record_columns import StartsStop
 
 __all__ = ["Scan", "Stop", "Views", "scan_positions", "validate_positions"]
 
@@ -104,34 +104,22 @@ def scan_positions(
     merely look like a record.
     """
     size = len(buf)
-    unpack = SIZE_MAGIC.unpack_from
-    out: list[int] = []
-    append = out.append
-    stop, reason = Stop.LIMIT, ""
-    count = 0
-    while pos < limit and count < max_count:
-        if size - pos < 8:
-            stop = Stop.END
-            break
-        total, magic = unpack(buf, pos)
-        if magic == MESSAGE_MAGIC_CODE:
-            if total < _V4_FIXED or pos + total > size:
-                stop, reason = Stop.CORRUPT, f"record of {total} bytes runs past the data ({size - pos} left)"
-                break
-            append(pos)
-            pos += total
-            count += 1
-            continue
-        if magic == BLANK_MAGIC_CODE:
+    starts = speedups.record_starts(buf, pos, limit, max_count)
+    pos, stop, reason = starts.next_pos, Stop.LIMIT, ""
+    if starts.stop == StartsStop.SHORT:
+        stop = Stop.END
+    elif starts.stop == StartsStop.RUNS_PAST:
+        stop, reason = Stop.CORRUPT, f"record of {starts.total} bytes runs past the data ({size - pos} left)"
+    elif starts.stop == StartsStop.OTHER:
+        if starts.magic == BLANK_MAGIC_CODE:
             stop = Stop.BLANK
-        elif total == 0 and magic == 0:
+        elif starts.total == 0 and starts.magic == 0:
             stop = Stop.END
         else:
-            stop, reason = Stop.CORRUPT, f"bad magic code {magic & 0xFFFFFFFF:#010x}"
-        break
+            stop, reason = Stop.CORRUPT, f"bad magic code {starts.magic & 0xFFFFFFFF:#010x}"
     if stop is Stop.LIMIT and pos >= size:
         stop = Stop.END
-    positions = np.array(out, dtype=np.int64)
+    positions = np.frombuffer(starts.positions, dtype=np.int64)
     if len(positions):
         bad = validate_positions(buf, positions, base_offset, verify_crc)
         if bad is not None:

@@ -1,7 +1,7 @@
 """Stub of the compiled column decoder (`_columns.pyx`); the reference is
 `protocol/record_columns.py`."""
 
-from rocketlite.protocol.record_columns import RecordColumns
+from rocketlite.protocol.record_columns import RecordColumns, RecordStarts
 
 def decode_record_columns(
     buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview
@@ -9,3 +9,6 @@ def decode_record_columns(
 def first_crc_mismatch(
     buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview
 ) -> int: ...
+def record_starts(
+    buf: bytes | bytearray | memoryview, pos: int, limit: int, max_count: int
+) -> RecordStarts: ...

@@ -24,7 +24,7 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 
 from rocketlite.protocol import record_columns as _reference
 from rocketlite.protocol.record import MESSAGE_MAGIC_CODE, V4_BODY_POS
-from rocketlite.protocol.record_columns import SLOW_SYS_FLAGS, RecordColumns
+from rocketlite.protocol.record_columns import SLOW_SYS_FLAGS, RecordColumns, RecordStarts, StartsStop
 
 cdef int32_t _MAGIC = MESSAGE_MAGIC_CODE
 cdef int32_t _SLOW = SLOW_SYS_FLAGS
@@ -220,6 +220,47 @@ def first_crc_mismatch(buf, positions):
     if bad:
         return _reference.first_crc_mismatch(buf, positions)
     return found
+
+
+def record_starts(buf, int64_t pos, int64_t limit, int64_t max_count):
+    """See `protocol/record_columns.py` `record_starts` (the reference)."""
+    cdef Py_buffer view
+    cdef const uint8_t* b
+    cdef int64_t size, cap, count = 0
+    cdef int32_t total = 0, magic = 0
+    cdef int stop = 0
+    cdef int64_t* out
+    if pos < 0 or max_count < 0:
+        return _reference.record_starts(buf, pos, limit, max_count)
+    if PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0:
+        raise TypeError("buf must be a buffer")
+    try:
+        b, size = <const uint8_t*>view.buf, view.len
+        cap = min(max_count, max(min(limit, size) - pos, 0) // 91 + 1)
+        result = _buffer(cap * 8)
+        out = <int64_t*>_ptr(result)
+        with nogil:
+            while pos < limit and count < max_count:
+                if size - pos < 8:
+                    stop = 1
+                    break
+                total = _be32(b + pos)
+                magic = _be32(b + pos + 4)
+                if magic != _MAGIC:
+                    stop = 3
+                    break
+                if total < 91 or pos + total > size:
+                    stop = 2
+                    break
+                out[count] = pos
+                count += 1
+                pos += total
+    finally:
+        PyBuffer_Release(&view)
+    PyByteArray_Resize(result, count * 8)
+    if stop == 0 or stop == 1:
+        total = magic = 0
+    return RecordStarts(result, pos, StartsStop(stop), total, magic)
 
 
 cdef inline void _hex(uint8_t* out, const uint8_t* src, int n) noexcept nogil:
