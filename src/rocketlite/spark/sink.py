@@ -38,6 +38,14 @@ Delivery guarantees
   rows reaching the sink come in a deterministic order, e.g. no shuffle before the sink);
   `idempotence=none` skips the checks (plain at-least-once, fresh msgIds).
   Consumers can always de-duplicate on msgId: a replayed row gets the same msgId.
+
+Sending
+-------
+A task takes its Arrow batches a column at a time into plain rows (no `Message` per row),
+derives the ids with one hash call each, encodes each chunk's SEND_BATCH_MESSAGE body straight
+from the rows (`protocol.batch.encode_batch_columns`) and keeps `IN_FLIGHT` chunks being checked
+and sent at once. Each chunk is still one batch append checked on its own last id, so the
+guarantees above do not depend on the order in which concurrent sends complete.
 """
 
 from __future__ import annotations
