@@ -151,40 +151,7 @@ cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow
     return 0
 
 
-cdef uint32_t _CRC[8][256]  # slicing-by-8 tables of the zlib CRC-32 (no library to link)
-
-
-cdef void _crc_tables() noexcept:
-    cdef uint32_t c
-    cdef int i, j
-    for i in range(256):
-        c = i
-        for j in range(8):
-            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
-        _CRC[0][i] = c
-    for i in range(256):
-        for j in range(1, 8):
-            _CRC[j][i] = (_CRC[j - 1][i] >> 8) ^ _CRC[0][_CRC[j - 1][i] & 0xFF]
-
-
-_crc_tables()
-
-
-cdef uint32_t _crc32(const uint8_t* p, int64_t n) noexcept nogil:
-    """`zlib.crc32(p[:n])`."""
-    cdef uint32_t c = ~(<uint32_t>0), lo, hi
-    while n >= 8:
-        lo = c ^ (p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24))
-        hi = p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
-        c = (_CRC[7][lo & 0xFF] ^ _CRC[6][(lo >> 8) & 0xFF] ^ _CRC[5][(lo >> 16) & 0xFF] ^ _CRC[4][lo >> 24]
-             ^ _CRC[3][hi & 0xFF] ^ _CRC[2][(hi >> 8) & 0xFF] ^ _CRC[1][(hi >> 16) & 0xFF] ^ _CRC[0][hi >> 24])
-        p += 8
-        n -= 8
-    while n > 0:
-        c = (c >> 8) ^ _CRC[0][(c ^ p[0]) & 0xFF]
-        p += 1
-        n -= 1
-    return ~c
+include "_crc32.pxi"
 
 
 def first_crc_mismatch(buf, positions):

@@ -26,40 +26,8 @@ from rocketlite.protocol.message import MessageConst, tags_code
 from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 
-cdef uint32_t CRC[8][256]  # slicing-by-8 tables of the zlib CRC-32 (no library to link)
+include "_crc32.pxi"
 
-
-cdef void _crc_tables() noexcept:
-    cdef uint32_t c
-    cdef int i, j
-    for i in range(256):
-        c = i
-        for j in range(8):
-            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
-        CRC[0][i] = c
-    for i in range(256):
-        for j in range(1, 8):
-            CRC[j][i] = (CRC[j - 1][i] >> 8) ^ CRC[0][CRC[j - 1][i] & 0xFF]
-
-
-_crc_tables()
-
-
-cdef uint32_t crc32(const unsigned char *p, Py_ssize_t n) noexcept nogil:
-    """`zlib.crc32(p[:n])`."""
-    cdef uint32_t c = ~(<uint32_t>0), lo, hi
-    while n >= 8:
-        lo = c ^ (p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24))
-        hi = p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
-        c = (CRC[7][lo & 0xFF] ^ CRC[6][(lo >> 8) & 0xFF] ^ CRC[5][(lo >> 16) & 0xFF] ^ CRC[4][lo >> 24]
-             ^ CRC[3][hi & 0xFF] ^ CRC[2][(hi >> 8) & 0xFF] ^ CRC[1][(hi >> 16) & 0xFF] ^ CRC[0][hi >> 24])
-        p += 8
-        n -= 8
-    while n > 0:
-        c = (c >> 8) ^ CRC[0][(c ^ p[0]) & 0xFF]
-        p += 1
-        n -= 1
-    return ~c
 
 cdef int32_t MAGIC = -626843481  # MESSAGE_MAGIC_CODE
 cdef int32_t PADDING_SIZE = 0x7FFFFFFF
@@ -149,7 +117,7 @@ cdef int check_record(const unsigned char *b, Py_ssize_t n, Py_ssize_t pos, bint
     end = pos + total
     if body_len < 0 or p + body_len + 3 > end:
         return 0
-    if verify_crc and <int32_t>(crc32(b + p, body_len) & 0x7FFFFFFF) != rd32(q + 8):
+    if verify_crc and <int32_t>(_crc32(b + p, body_len) & 0x7FFFFFFF) != rd32(q + 8):
         return 0
     r.topic_pos = p + body_len + 1
     r.topic_len = b[p + body_len]
