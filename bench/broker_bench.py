@@ -6,6 +6,7 @@
     .venv/bin/python bench/broker_bench.py --procs 1    # one load-generator process for our broker
     .venv/bin/python bench/broker_bench.py --profile /tmp/prof   # + py-spy of the broker per phase
     .venv/bin/python bench/broker_bench.py --latency-rate 5000   # latency below saturation
+    .venv/bin/python bench/broker_bench.py --quick --no-redis --phases latency --sizes 1024
 
 Measure the broker, not the load generator. Servers run as separate processes, one at a time,
 each on a fresh temporary directory under --dir (default: the current directory's filesystem):
@@ -63,7 +64,7 @@ from pathlib import Path
 from bench.broker.config import FULL, LATENCY_RATE, LOADGEN_PROCS, QUICK, REDIS_INSTALL_HINT, Plan, out
 from bench.broker.pool import find_redis_benchmark
 from bench.broker.profiling import Profiler, find_py_spy
-from bench.broker.runner import Results, Settings, run
+from bench.broker.runner import PHASES, Results, Settings, run
 from bench.broker.servers import stop_all_children
 from bench.broker.tables import summary
 from rocketlite.runtime import new_event_loop
@@ -129,6 +130,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--seconds", type=float, default=None, help="length of each produce/consume phase")
     ap.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help=f"comma-separated phases to run (default all: {','.join(PHASES)}; consume needs batch)",
+    )
+    ap.add_argument(
+        "--sizes", default=None, help="comma-separated body sizes in bytes (default: the plan's, 128,1024)"
+    )
+    ap.add_argument(
         "--profile",
         type=Path,
         default=None,
@@ -152,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.procs < 1:
         raise SystemExit("--procs must be at least 1")
+    phases = tuple(p for p in args.phases.split(",") if p)
+    if not phases or any(p not in PHASES for p in phases):
+        raise SystemExit(f"--phases takes a comma-separated subset of {','.join(PHASES)}")
+    sizes = tuple(int(x) for x in args.sizes.split(",")) if args.sizes else None
     redis_binary: str | None = None
     redis_bench: str | None = None
     if not args.no_redis:
@@ -188,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         serialize=args.serialize.upper(),
         source=source,
         loop_kind=loop_kind,
+        phases=phases,
+        sizes=sizes,
     )
     results = Results()
     t0 = time.perf_counter()

@@ -113,6 +113,7 @@ class LoadGen:
             raise RuntimeError(f"{len(failures)} failures in the {job.kind} phase, first: {failures[0]}")
         res.latencies_ms = sorted(x for r in done for x in r.latencies_ms)
         res.ack_latencies_ms = sorted(x for r in done for x in r.ack_ms)
+        res.send_lag_ms = sorted(x for r in done for x in r.lag_ms)
         res.sent = sum(r.sent for r in done)
         return res
 

@@ -71,6 +71,7 @@ class PhaseResult:
     per_queue: list[int] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     ack_latencies_ms: list[float] = field(default_factory=list)  # latency phase: send -> ack
+    send_lag_ms: list[float] = field(default_factory=list)  # latency phase: send time - scheduled time
     sent: int = 0
     catch_up: float | None = None  # s from the last ack until all was dispatched (ours)
     other_cpu: float = 0.0  # CPU used by the rest of the machine (other sessions, kernel threads)
@@ -216,6 +217,12 @@ def print_latency(side: str, res: PhaseResult, rate: float) -> None:
         f"p50 {percentile(ack, 0.5):.2f} ms, p99 {percentile(ack, 0.99):.2f} ms, "
         f"max {ack[-1] if ack else math.nan:.1f} ms"
     )
+    lag = res.send_lag_ms
+    if lag:
+        out(
+            f"  {'':<10} {'  (load generator: send behind schedule by)':<42} "
+            f"p50 {percentile(lag, 0.5):.2f} ms, p99 {percentile(lag, 0.99):.2f} ms, max {lag[-1]:.1f} ms"
+        )
 
 
 def ratio(ours: float | None, redis: float | None) -> float | None:

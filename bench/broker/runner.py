@@ -49,6 +49,11 @@ class Settings:
     peak_disk: int = 0
     source: str = "rocketlite"  # `rocketlite <commit>` when run from a git checkout
     loop_kind: str = "asyncio"  # the load generators' event loop
+    phases: tuple[str, ...] = PHASES  # --phases: the phases to run (consume needs batch)
+    sizes: tuple[int, ...] | None = None  # --sizes: body sizes to run (default: the plan's)
+
+    def wants(self, phase: str) -> bool:
+        return phase in self.phases
 
 
 @dataclass(slots=True)
@@ -104,6 +109,8 @@ async def run_ours(s: Settings, res: Results, work: Path, sync: bool, size: int)
             ("single", "BenchSingle", WINDOW, f"single produce (window {WINDOW}/conn)"),
         ]
         for kind, topic, window, what in produce:
+            if not s.wants(kind):
+                continue
             await settle()
             job = Job(kind, topic, (), size, plan.seconds, window=window, cap_per_conn=cap)
             with s.profiler.recording(broker, f"{name}-{kind}", plan.seconds):
@@ -113,13 +120,16 @@ async def run_ours(s: Settings, res: Results, work: Path, sync: bool, size: int)
             res.ours[(sync, size, kind)] = r
         if sync:
             return
-        await settle()
-        targets = tuple(n + 1 for n in res.ours[(sync, size, "batch")].per_queue)  # + the warm-up
-        job = Job("consume", "BenchBatch", (), seconds=plan.seconds * 2, targets=targets)
-        with s.profiler.recording(broker, f"{name}-consume", plan.seconds):
-            r = await gen.run(job, queues)
-        print_phase("rocketlite", f"consume, pull {PULL_BATCH}/request", r)
-        res.ours[(sync, size, "consume")] = r
+        if s.wants("consume") and (sync, size, "batch") in res.ours:
+            await settle()
+            targets = tuple(n + 1 for n in res.ours[(sync, size, "batch")].per_queue)  # + the warm-up
+            job = Job("consume", "BenchBatch", (), seconds=plan.seconds * 2, targets=targets)
+            with s.profiler.recording(broker, f"{name}-consume", plan.seconds):
+                r = await gen.run(job, queues)
+            print_phase("rocketlite", f"consume, pull {PULL_BATCH}/request", r)
+            res.ours[(sync, size, "consume")] = r
+        if not s.wants("latency"):
+            return
         await settle()
         job = Job(
             "latency", "BenchLatency", (), size, plan.latency_seconds, rate=s.latency_rate,
@@ -169,19 +179,25 @@ async def run_redis(s: Settings, res: Results, work: Path, sync: bool, size: int
             return r
 
         xadd = ["XADD", "batch:__rand_int__", "*", "d", value]
-        r = await bench("batch", xadd, n, CONNECTIONS, BATCH, 1)
-        print_phase("redis", f"XADD, redis-benchmark -c {CONNECTIONS} -P {BATCH}", r)
-        xadd_single = ["XADD", "single:__rand_int__", "*", "d", value]
-        r = await bench("single", xadd_single, n, CONNECTIONS * WINDOW, 1, 1)
-        print_phase("redis", f"XADD, redis-benchmark -c {CONNECTIONS * WINDOW} -P 1", r)
+        if s.wants("batch"):
+            r = await bench("batch", xadd, n, CONNECTIONS, BATCH, 1)
+            print_phase("redis", f"XADD, redis-benchmark -c {CONNECTIONS} -P {BATCH}", r)
+        if s.wants("single"):
+            xadd_single = ["XADD", "single:__rand_int__", "*", "d", value]
+            r = await bench("single", xadd_single, n, CONNECTIONS * WINDOW, 1, 1)
+            print_phase("redis", f"XADD, redis-benchmark -c {CONNECTIONS * WINDOW} -P 1", r)
         if sync:
             return
-        # XRANGE from the start of each stream: the entries are read again and again, so the count
-        # is not bounded by what was written; it is sized for a phase of ~plan.seconds.
-        pulls = int(40_000 * plan.seconds)
-        xrange = ["XRANGE", "batch:__rand_int__", "-", "+", "COUNT", str(PULL_BATCH)]
-        r = await bench("consume", xrange, pulls, CONNECTIONS, 1, PULL_BATCH, threads=2)
-        print_phase("redis", f"XRANGE COUNT {PULL_BATCH}, redis-benchmark -c {CONNECTIONS} --threads 2", r)
+        if s.wants("consume") and s.wants("batch"):
+            # XRANGE from the start of each stream: the entries are read again and again, so the
+            # count is not bounded by what was written; it is sized for a phase of ~plan.seconds.
+            pulls = int(40_000 * plan.seconds)
+            xrange = ["XRANGE", "batch:__rand_int__", "-", "+", "COUNT", str(PULL_BATCH)]
+            r = await bench("consume", xrange, pulls, CONNECTIONS, 1, PULL_BATCH, threads=2)
+            what = f"XRANGE COUNT {PULL_BATCH}, redis-benchmark -c {CONNECTIONS} --threads 2"
+            print_phase("redis", what, r)
+        if not s.wants("latency"):
+            return
         await settle()
 
         def meter() -> Meter:
@@ -204,9 +220,10 @@ async def finish_server(s: Settings, child: Child, data: Path) -> None:
 
 
 async def run(s: Settings, res: Results) -> None:
-    groups = [(False, size) for size in s.plan.sizes]
-    if s.plan.sync:
-        groups += [(True, size) for size in s.plan.sizes]
+    sizes = s.sizes if s.sizes is not None else s.plan.sizes
+    groups = [(False, size) for size in sizes]
+    if s.plan.sync and (s.wants("batch") or s.wants("single")):  # SYNC_FLUSH has no other phase
+        groups += [(True, size) for size in sizes]
     for sync, size in groups:
         durability = "SYNC_FLUSH vs appendfsync always" if sync else "ASYNC_FLUSH vs appendfsync everysec"
         work = s.work / f"{'sync' if sync else 'async'}-{size}"

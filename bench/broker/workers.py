@@ -76,6 +76,7 @@ class JobResult:
     failures: list[str] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     ack_ms: list[float] = field(default_factory=list)
+    lag_ms: list[float] = field(default_factory=list)  # latency: how late each send left vs its slot
     sent: int = 0
     error: str = ""  # the traceback of a worker that failed
 
@@ -350,10 +351,14 @@ class Latency:
 
         return answered
 
-    def _send(self, k: int) -> None:
+    def _send(self, k: int, due_ns: int) -> None:
+        """Send message k, stamped with the time it leaves (open loop: nothing waits for answers).
+        How late it leaves against its slot in the schedule (`due_ns`) is kept apart (`lag_ms`),
+        so a stalled generator shows instead of hiding inside the latency (coordinated omission)."""
         i = k % len(self.producers)
         opaque = opaque_of(k)
         now = time.perf_counter_ns()
+        self.result.lag_ms.append(max(0, now - due_ns) / 1e6)
         self.sent_at[opaque] = now
         frame = self.sends[i][(k // len(self.producers)) % VARIANTS].render(
             opaque, body_head=SEND_NS.pack(now)
@@ -367,6 +372,7 @@ class Latency:
         await asyncio.sleep(0.2)  # let the first pulls reach the broker's hold service
         self.t_start = time.perf_counter_ns()
         res.start = time.perf_counter()
+        start_ns = time.perf_counter_ns()
         rate, seconds = self.job.rate, self.job.seconds
         sent = 0
         while True:
@@ -375,7 +381,7 @@ class Latency:
                 break
             due = int(elapsed * rate) + 1
             while sent < due:
-                self._send(sent)
+                self._send(sent, start_ns + int(sent * 1e9 / rate))
                 sent += 1
             await asyncio.sleep(max(PACE_TICK, sent / rate - (time.perf_counter() - res.start)))
         res.sent = sent
