@@ -7,16 +7,18 @@ sizes are taken from the files themselves unless given.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rocketlite.progress import ProgressCallback, no_progress
 from rocketlite.protocol.consume_queue_unit import CQ_UNIT
 from rocketlite.protocol.index_layout import HEADER
-from rocketlite.protocol.record import ScanKind
-from rocketlite.protocol.speedups import scan_record
+from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
+from rocketlite.protocol.speedups import scan_messages, scan_record
 from rocketlite.store.checkpoint import CHECKPOINT
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 
@@ -53,16 +55,43 @@ class LogScan:
     records_at: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)
 
 
-def scan_log(root: Path, segment_size: int | None, *, verify_crc: bool, keep_positions: bool) -> LogScan:
-    """Scan every commit-log record from the first segment, checking magic, sizes and CRC."""
+# After the end of valid data only this much is read to tell a torn write (non-zero bytes) from a
+# preallocated tail (zeros), as recovery does (`store/recovery.py` `_TORN_WINDOW`): a torn write
+# is at most one record or batch in flight, and reading a 1 GiB segment's zeros took seconds.
+TAIL_WINDOW = 8 * 1024 * 1024
+# Records are scanned this many bytes at a time (one compiled call each), with progress between.
+SCAN_CHUNK = 64 * 1024 * 1024
+
+
+def _all_zero(view: memoryview) -> bool:
+    return not np.frombuffer(view, dtype=np.uint8).any()
+
+
+def scan_log(
+    root: Path,
+    segment_size: int | None,
+    *,
+    verify_crc: bool,
+    keep_positions: bool,
+    progress: ProgressCallback = no_progress,
+) -> LogScan:
+    """Scan every commit-log record from the first segment, checking magic, sizes and CRC.
+
+    The scan stops at the end of valid data, as recovery does: after it, only `TAIL_WINDOW` bytes
+    of the segment and of each later one are looked at (zeros: a preallocated tail; anything else:
+    a torn write or data after the end). `progress` gets (bytes looked at, bytes of all segments).
+    """
     directory = root / "commitlog"
     files = _segment_files(directory)
     out = LogScan(segment_size=_infer_size(files, segment_size))
     if not files:
+        progress(0, 0)
         return out
     q = MappedFileQueue(directory, out.segment_size, readonly=True)
     q.load()
     try:
+        total = sum(mf.file_size for mf in q)
+        scanned = 0  # bytes of the segments before the current one that were looked at
         out.min_offset = q.min_offset
         expected = q.min_offset
         for mf in q:
@@ -71,71 +100,117 @@ def scan_log(root: Path, segment_size: int | None, *, verify_crc: bool, keep_pos
             if out.problem:
                 continue
             if mf.file_from_offset != expected:
-                if expected == -1 and not np.frombuffer(mf.raw_view(), dtype=np.uint8).any():
-                    # An all-zero segment after the end of data: pre-allocated (RocketMQ's allocator
-                    # creates the next segment ahead of time); recovery deletes it.
-                    out.empty_tail_segments += 1
-                    continue
                 if expected == -1:
+                    head = mf.raw_view()[:TAIL_WINDOW]
+                    scanned += len(head)
+                    progress(scanned, total)
+                    if _all_zero(head):
+                        # Zeros after the end of data: pre-allocated (RocketMQ's allocator creates
+                        # the next segment ahead of time); recovery deletes it.
+                        out.empty_tail_segments += 1
+                        continue
                     out.problem = f"segment {mf.path.name} holds data after the end of the log"
                     out.problem_offset = out.valid_end
                 else:
                     out.problem = f"segment {mf.path.name} does not follow the previous one (gap)"
                     out.problem_offset = expected
                 continue
-            view = mf.raw_view()
-            pos = 0
-            while True:
-                res = scan_record(view, pos, verify_crc=verify_crc)
-                if res.kind is ScanKind.MESSAGE:
-                    req = res.request
-                    assert req is not None
-                    if req.commit_log_offset != mf.file_from_offset + pos:
-                        out.problem = "record's PHYSICALOFFSET does not match its position"
-                        out.problem_offset = mf.file_from_offset + pos
-                        break
-                    out.records += 1
-                    seg["records"] += 1
-                    key = (req.topic, req.queue_id)
-                    stats = out.queues.get(key)
-                    if stats is None:
-                        out.queues[key] = [req.consume_queue_offset, req.consume_queue_offset, 1]
-                    else:
-                        stats[0] = min(stats[0], req.consume_queue_offset)
-                        stats[1] = max(stats[1], req.consume_queue_offset)
-                        stats[2] += 1
-                    if not out.first_store_ts:
-                        out.first_store_ts = req.store_timestamp
-                    out.last_store_ts = req.store_timestamp
-                    if keep_positions:
-                        out.records_at[req.commit_log_offset] = (
-                            req.topic, req.queue_id, req.consume_queue_offset, req.msg_size
-                        )  # fmt: skip
-                    pos += res.size
-                    continue
-                if res.kind is ScanKind.BLANK:
-                    out.blanks += 1
-                    seg["used"] = pos
-                    pos = mf.file_size
-                    expected = mf.file_from_offset + mf.file_size
-                    out.valid_end = expected
-                    break
-                seg["used"] = pos
-                out.valid_end = mf.file_from_offset + pos
-                if res.kind is ScanKind.CORRUPT:
-                    out.problem = res.reason
-                    out.problem_offset = out.valid_end
-                elif any(view[pos:]):
-                    out.trailing_garbage = True
-                    out.problem = "non-zero bytes after the last valid record (torn write?)"
-                    out.problem_offset = out.valid_end
-                expected = -1  # data ended inside this segment: no later segment may hold data
-                break
-            if out.problem:
+            pos, res = _scan_segment(
+                mf.raw_view(),
+                mf.file_from_offset,
+                seg,
+                out,
+                verify_crc,
+                keep_positions,
+                _offset_progress(progress, scanned, total),
+            )
+            if res is None:  # a record's PHYSICALOFFSET does not match its position
                 continue
+            if res.kind is ScanKind.BLANK:
+                out.blanks += 1
+                seg["used"] = pos
+                expected = mf.file_from_offset + mf.file_size
+                out.valid_end = expected
+                scanned += mf.file_size
+                progress(scanned, total)
+                continue
+            seg["used"] = pos
+            out.valid_end = mf.file_from_offset + pos
+            tail = mf.raw_view()[pos : pos + TAIL_WINDOW]
+            scanned += pos + len(tail)
+            progress(scanned, total)
+            if res.kind is ScanKind.CORRUPT:
+                out.problem = res.reason
+                out.problem_offset = out.valid_end
+            elif not _all_zero(tail):
+                out.trailing_garbage = True
+                out.problem = "non-zero bytes after the last valid record (torn write?)"
+                out.problem_offset = out.valid_end
+            expected = -1  # data ended inside this segment: no later segment may hold data
     finally:
         q.close()
     return out
+
+
+def _offset_progress(progress: ProgressCallback, before: int, total: int) -> Callable[[int], None]:
+    """A segment's position as the whole scan's progress."""
+    return lambda at: progress(before + at, total)
+
+
+def _scan_segment(
+    view: memoryview,
+    base: int,
+    seg: dict[str, Any],
+    out: LogScan,
+    verify_crc: bool,
+    keep_positions: bool,
+    progress: Callable[[int], None],
+) -> tuple[int, ScanResult | None]:
+    """Count the segment's messages into `out` and `seg`, `SCAN_CHUNK` bytes per compiled call.
+
+    Returns the position of the first record that is not a message and what `scan_record` says
+    of it, or (position, None) after setting `out.problem` for a misplaced record.
+    """
+    pos = 0
+    while True:
+        reqs: list[DispatchRequest] = []
+        end, stop = scan_messages(view, pos, pos + SCAN_CHUNK, reqs, verify_crc=verify_crc)
+        for req in reqs:
+            if req.commit_log_offset != base + pos:
+                out.problem = "record's PHYSICALOFFSET does not match its position"
+                out.problem_offset = base + pos
+                return pos, None
+            _count(out, req, keep_positions)
+            seg["records"] += 1
+            pos += req.msg_size
+        pos = end
+        progress(pos)
+        if stop is not None:
+            return pos, stop
+        if pos >= len(view):  # a segment filled to the last byte: what is at its end says END
+            return pos, scan_record(view, pos, verify_crc=verify_crc)
+
+
+def _count(out: LogScan, req: DispatchRequest, keep_positions: bool) -> None:
+    out.records += 1
+    key = (req.topic, req.queue_id)
+    stats = out.queues.get(key)
+    if stats is None:
+        out.queues[key] = [req.consume_queue_offset, req.consume_queue_offset, 1]
+    else:
+        stats[0] = min(stats[0], req.consume_queue_offset)
+        stats[1] = max(stats[1], req.consume_queue_offset)
+        stats[2] += 1
+    if not out.first_store_ts:
+        out.first_store_ts = req.store_timestamp
+    out.last_store_ts = req.store_timestamp
+    if keep_positions:
+        out.records_at[req.commit_log_offset] = (
+            req.topic,
+            req.queue_id,
+            req.consume_queue_offset,
+            req.msg_size,
+        )
 
 
 def _consume_queues(root: Path) -> list[tuple[str, int, Path]]:
@@ -150,25 +225,39 @@ def _consume_queues(root: Path) -> list[tuple[str, int, Path]]:
 
 
 def _read_units(qdir: Path) -> tuple[int, list[tuple[int, int, int, int]]]:
-    """(first logical offset of the first file, [(logical offset, phy, size, tags)]) of valid units."""
+    """(first logical offset of the first file, [(logical offset, phy, size, tags)]) of valid units.
+
+    Each file is read only up to its first all-zero unit (the end of its data), not its whole
+    preallocated size.
+    """
     files = _segment_files(qdir)
     units: list[tuple[int, int, int, int]] = []
     first = int(files[0].name) // CQ_UNIT.size if files else 0
     for path in files:
         base = int(path.name) // CQ_UNIT.size
-        data = path.read_bytes()
-        for i, (phy, size, tags) in enumerate(
-            CQ_UNIT.iter_unpack(data[: len(data) // CQ_UNIT.size * CQ_UNIT.size])
-        ):
-            if phy == 0 and size == 0 and tags == 0:
-                break
-            units.append((base + i, phy, size, tags))
+        with path.open("rb") as fh:
+            i = 0
+            ended = False
+            while not ended:
+                data = fh.read(_CQ_READ)
+                for phy, size, tags in CQ_UNIT.iter_unpack(data[: len(data) // CQ_UNIT.size * CQ_UNIT.size]):
+                    if phy == 0 and size == 0 and tags == 0:
+                        ended = True
+                        break
+                    units.append((base + i, phy, size, tags))
+                    i += 1
+                ended = ended or len(data) < _CQ_READ
     return first, units
 
 
-def inspect_store(root: Path, *, commit_log_file_size: int | None = None) -> dict[str, Any]:
-    """A summary of a store directory (read-only)."""
-    scan = scan_log(root, commit_log_file_size, verify_crc=False, keep_positions=False)
+_CQ_READ = CQ_UNIT.size * 16384  # 320 KiB of consume-queue units per read
+
+
+def inspect_store(
+    root: Path, *, commit_log_file_size: int | None = None, progress: ProgressCallback = no_progress
+) -> dict[str, Any]:
+    """A summary of a store directory (read-only); `progress` follows the commit-log scan."""
+    scan = scan_log(root, commit_log_file_size, verify_crc=False, keep_positions=False, progress=progress)
     info: dict[str, Any] = {
         "root": str(root),
         "commitlog": {
@@ -290,13 +379,18 @@ def _unreadable_files(root: Path) -> list[str]:
 
 
 def verify_store(
-    root: Path, *, commit_log_file_size: int | None = None, max_reported: int = 20
+    root: Path,
+    *,
+    commit_log_file_size: int | None = None,
+    max_reported: int = 20,
+    progress: ProgressCallback = no_progress,
 ) -> VerifyReport:
     """Check the store as recovery would, without changing it.
 
     Problems: a corrupt record or garbage after the valid end of the commit log; consume-queue units
     pointing past the valid end or at a record of another topic, queue or queue offset; queue
     offsets with gaps. Consume queues that merely lag the log are notes (recovery rebuilds them).
+    `progress` follows the commit-log scan, which stops at the end of valid data (`scan_log`).
     """
     report = VerifyReport()
     if not (root / "commitlog").is_dir():
@@ -307,7 +401,7 @@ def verify_store(
         # A broker would refuse to start on these; report them rather than die on the first.
         report.problems.extend(unreadable)
         return report
-    scan = scan_log(root, commit_log_file_size, verify_crc=True, keep_positions=True)
+    scan = scan_log(root, commit_log_file_size, verify_crc=True, keep_positions=True, progress=progress)
     report.notes.append(
         f"commit log: {scan.records} records in {len(scan.segments)} segment(s), valid end {scan.valid_end}"
     )
