@@ -9,7 +9,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -133,10 +133,51 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 
 # -- store tools ----------------------------------------------------------------------------
+def _with_progress(what: str, scan: Callable[[Callable[[int, int], None]], Any]) -> Any:
+    """Run `scan(progress)`: a rich bar on stderr when it is a terminal (and rich, the `cli` extra,
+    is installed); otherwise log lines, one every few seconds and one at the end."""
+    from rocketlite.progress import LogProgress  # noqa: PLC0415
+
+    if sys.stderr.isatty():
+        try:
+            from rich.console import Console  # noqa: PLC0415
+            from rich.progress import (  # noqa: PLC0415
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TransferSpeedColumn,
+            )
+        except ImportError:
+            pass
+        else:
+            columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+            with Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True)) as bar:
+                task = bar.add_task(what, total=None)
+
+                def update(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                result = scan(update)
+                done = int(bar.tasks[0].completed)
+                bar.update(task, total=max(done, 1), description=f"{what} (to the end of data)")
+            return result
+    watcher = LogProgress(logging.getLogger("rocketlite.store.tools"), what)
+    result = scan(watcher)
+    watcher.finish("read to the end of data")
+    return result
+
+
 def cmd_store_inspect(args: argparse.Namespace) -> int:
     from rocketlite.store.inspect import format_inspection, inspect_store  # noqa: PLC0415
 
-    info = inspect_store(Path(args.dir), commit_log_file_size=args.segment_size)
+    info = _with_progress(
+        "store inspect: commit log",
+        lambda progress: inspect_store(
+            Path(args.dir), commit_log_file_size=args.segment_size, progress=progress
+        ),
+    )
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
     else:
@@ -147,7 +188,12 @@ def cmd_store_inspect(args: argparse.Namespace) -> int:
 def cmd_store_verify(args: argparse.Namespace) -> int:
     from rocketlite.store.inspect import verify_store  # noqa: PLC0415
 
-    report = verify_store(Path(args.dir), commit_log_file_size=args.segment_size)
+    report = _with_progress(
+        "store verify: commit log",
+        lambda progress: verify_store(
+            Path(args.dir), commit_log_file_size=args.segment_size, progress=progress
+        ),
+    )
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1
