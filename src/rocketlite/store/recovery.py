@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rocketlite.progress import LogProgress, ProgressCallback, no_progress
 from rocketlite.protocol.record import (
     INT,
     LONG,
@@ -90,11 +91,16 @@ def scan_commit_log(
     *,
     start_index: int,
     verify_crc: bool,
+    progress: ProgressCallback = no_progress,
 ) -> int:
-    """Find the end of valid data, scanning segments from `start_index`; returns that offset."""
+    """Find the end of valid data, scanning segments from `start_index`; returns that offset.
+
+    `progress` gets (bytes scanned, bytes of the segments from `start_index`) after each segment.
+    """
     files = commit_log.queue.files
     if not files:
         return 0
+    total = sum(mf.file_size for mf in files[start_index:])
     valid_end = files[start_index].file_from_offset
     report.scanned_from = valid_end
     for i in range(start_index, len(files)):
@@ -108,6 +114,10 @@ def scan_commit_log(
         # is not a message or whose PHYSICALOFFSET is not its position.
         pos, count, res = check_records(view, 0, mf.file_from_offset, verify_crc=verify_crc)
         report.records_scanned += count
+        progress(
+            mf.file_from_offset - report.scanned_from + (mf.file_size if res.kind is ScanKind.BLANK else pos),
+            total,
+        )
         if res.kind is ScanKind.MESSAGE:
             report.records_scanned += 1
             report.problem = "record's PHYSICALOFFSET does not match its position"
@@ -152,14 +162,25 @@ def recover(
     verify_crc: bool,
     index_safe: bool = False,
     read_only: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> RecoveryReport:
-    """Recover all structures (see module docstring). With `read_only`, only find problems."""
+    """Recover all structures (see module docstring). With `read_only`, only find problems.
+
+    The commit-log scan reports to `progress`; by default a log line every 2 s ("recovering commit
+    log (abnormal): 640.0 MiB of 1.0 GiB, 1.2 GB/s") and one where it ends.
+    """
     report = RecoveryReport(abnormal=abnormal)
     cq_store.recover_all()
     files = commit_log.queue.files
     if files:
         start = _start_index(commit_log, abnormal, checkpoint, index_safe)
-        valid_end = scan_commit_log(commit_log, report, start_index=start, verify_crc=verify_crc)
+        kind = "abnormal" if abnormal else "normal"
+        watcher = LogProgress(log, f"recovering commit log ({kind}, from segment {files[start].path.name})")
+        valid_end = scan_commit_log(
+            commit_log, report, start_index=start, verify_crc=verify_crc, progress=progress or watcher
+        )
+        if progress is None:
+            watcher.finish(f"{report.records_scanned} records, valid data ends at offset {valid_end}")
     else:
         valid_end = 0
     report.valid_end = valid_end
