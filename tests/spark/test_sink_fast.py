@@ -1,6 +1,7 @@
-"""The sink's columnar path: ids, properties and request bodies pinned to the Message-based way
-they were built before (so a replay by a newer version still finds what an older one stored),
-and the pipelined sends against a real broker (no Spark needed)."""
+"""The sink's columnar path: the per-row reference (`sink_rows`) pinned to the Message-based way
+rows were built before (so a replay by a newer version still finds what an older one stored),
+the column path (`sink_batches`) pinned to the per-row reference, and the pipelined sends
+against a real broker (no Spark needed)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from rocketlite.protocol.bodies import TopicConfig  # noqa: E402
 from rocketlite.protocol.errors import ProtocolError  # noqa: E402
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst, properties_to_string  # noqa: E402
 from rocketlite.protocol.perm import PERM_READ  # noqa: E402
-from rocketlite.spark import sink  # noqa: E402
+from rocketlite.spark import sink, sink_batches, sink_rows  # noqa: E402
 from rocketlite.spark.options import SinkOptions  # noqa: E402
 from tests.support.spark_session import wait_dispatched  # noqa: E402
 from tests.support.topics import create_topic  # noqa: E402
@@ -63,7 +64,7 @@ def test_columns_encoder_refuses_what_encode_batch_refuses() -> None:
 def _reference_message(options: SinkOptions, cols: dict[str, Any], i: int) -> Message:
     props = cols.get("properties")
     properties = (
-        {k: v for k, v in (props[i] or []) if v is not None and k not in sink.DROPPED_PROPERTIES}
+        {k: v for k, v in (props[i] or []) if v is not None and k not in sink_rows.DROPPED_PROPERTIES}
         if props
         else {}
     )
@@ -134,17 +135,109 @@ def test_rows_and_ids_match_the_message_based_reference(rows: list[dict[str, Any
         digest = _reference_digest(msg, cols["queueId"][i], None)
         n = seen.get(digest, 0)
         seen[digest] = n + 1
-        expected_uniq.append(sink._uniq("q", "5", 2, digest + n.to_bytes(8, "big")))
-    sink._assign_ids(got, "content", "q", "5", 2)
+        expected_uniq.append(sink_rows.uniq("q", "5", 2, digest + n.to_bytes(8, "big")))
+    sink_rows.assign_ids(got, "content", "q", "5", 2)
     assert sorted(r.uniq for r in got) == sorted(expected_uniq)
     for row in got:
         row.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = row.uniq
     for row in got:  # chunking measures a row by its properties text: the same size as before
-        text = sink._properties_text(row)
-        assert 64 + len(row.body) + (len(text) + 1 if text else 0) == sink._entry_size(row)
-    bodies, props = sink._encode_chunk(got)
-    assert props == [properties_to_string(r.message.properties).encode() for r in got]
-    assert bodies == [r.body for r in got]
+        text = sink_rows.properties_text(row)
+        assert 64 + len(row.body) + (len(text) + 1 if text else 0) == sink_rows.entry_size(row)
+        assert text == properties_to_string(row.message.properties)
+
+
+# -- the column path (sink_batches) == the per-row reference (sink_rows) ------------------------------
+def _reference_prepared(
+    options: SinkOptions, batches: list[Any], mode: str
+) -> tuple[list[Any], list[str], list[int], bytes]:
+    rows = list(sink_rows.rows(options, iter(batches)))
+    sink_rows.assign_ids(rows, mode, "query", "9", 4)
+    if mode != "none":
+        for row in rows:
+            row.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = row.uniq
+    entries = encode_batch([BatchEntry(0, r.body, sink_rows.properties_text(r)) for r in rows])
+    return (
+        [(r.topic, r.broker, r.queue_id) for r in rows],
+        [r.uniq for r in rows],
+        [sink_rows.entry_size(r) for r in rows],
+        entries,
+    )
+
+
+column_rows = st.fixed_dictionaries(
+    {
+        "body": st.binary(max_size=40),
+        "tags": st.one_of(st.none(), st.just(""), texts),
+        "keys": st.one_of(st.none(), st.just(""), texts),
+        "topic": st.sampled_from(["A", "B", "Ü"]),
+        "queueId": st.one_of(st.none(), st.integers(0, 3)),
+        "brokerName": st.one_of(st.none(), st.sampled_from(["b1", "b2"])),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(column_rows, min_size=1, max_size=30),
+    st.sets(st.sampled_from(["tags", "keys", "topic", "queueId", "brokerName"])),
+    st.sampled_from(["content", "order", "none"]),
+    st.integers(1, 4),
+    st.booleans(),
+    st.booleans(),
+)
+def test_column_path_is_the_row_reference(
+    rows: list[dict[str, Any]], columns: set[str], mode: str, pieces: int, text_body: bool, option_topic: bool
+) -> None:
+    """Targets, ids, order, chunking sizes and the encoded entries, over one task's batches of any
+    of the column shapes (string or binary body, with or without each optional column; a keys
+    array or a properties map goes through the reference's rows, covered above)."""
+    if "topic" not in columns:
+        option_topic = True
+    options = SinkOptions.parse(
+        {"nameServer": "x:1", **({"topic": "Opt"} if option_topic else {})}, streaming=True
+    )
+    types = {
+        "body": pa.string() if text_body else pa.binary(), "tags": pa.string(), "keys": pa.string(),
+        "topic": pa.string(), "queueId": pa.int32(), "brokerName": pa.string(),
+    }  # fmt: skip
+    names = ["body", *sorted(columns)]
+    if text_body:
+        for r in rows:
+            r["body"] = r["body"].decode("latin-1")
+    schema = pa.schema([(n, types[n]) for n in names])
+    step = max(1, len(rows) // pieces)
+    batches = [
+        pa.RecordBatch.from_pydict({n: [r[n] for r in rows[i : i + step]] for n in names}, schema=schema)
+        for i in range(0, len(rows), step)
+    ]
+    prepared = sink_batches.prepare(options, iter(batches), mode, "query", "9", 4)
+    targets, uniq, estimates, entries = _reference_prepared(options, batches, mode)
+    assert prepared.targets == targets
+    assert prepared.uniq == uniq
+    assert prepared.estimates == estimates
+    assert prepared.body(0, len(prepared)) == entries
+    assert decode_batch(prepared.body(0, len(prepared))) == decode_batch(entries)
+
+
+def test_column_path_refuses_what_the_reference_refuses() -> None:
+    options = SinkOptions.parse({"nameServer": "x:1"}, streaming=True)
+    no_topic = pa.RecordBatch.from_pydict({"body": [b"a", b"b"], "topic": ["T", None]})
+    with pytest.raises(ValueError, match="row 1 of a batch has no topic"):
+        list(sink_rows.rows(options, iter([no_topic])))
+    with pytest.raises(ValueError, match="row 1 of a batch has no topic"):
+        sink_batches.prepare(options, iter([no_topic]), "content", "q", "1", 0)
+    null_body = pa.RecordBatch.from_pydict({"body": pa.array([b"a", None], pa.binary()), "topic": ["T", "T"]})
+    with pytest.raises(ValueError, match="row 1 of a batch has a null body"):
+        list(sink_rows.rows(options, iter([null_body])))
+    with pytest.raises(ValueError, match="row 1 of a batch has a null body"):
+        sink_batches.prepare(options, iter([null_body]), "content", "q", "1", 0)
+    long = pa.RecordBatch.from_pydict({"body": [b"a"], "topic": ["T"], "tags": ["x" * 0x8000]})
+    prepared = sink_batches.prepare(options, iter([long]), "content", "q", "1", 0)
+    with pytest.raises(ProtocolError) as fast:
+        sink_batches.check_lengths(prepared, 0, 1)
+    with pytest.raises(ProtocolError) as ref:
+        encode_batch([BatchEntry(0, b"a", "TAGS\x01" + "x" * 0x8000 + "\x02UNIQ_KEY\x01" + prepared.uniq[0])])
+    assert str(fast.value) == str(ref.value)
 
 
 # -- against a real broker ------------------------------------------------------------------------------

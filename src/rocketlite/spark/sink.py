@@ -41,26 +41,27 @@ Delivery guarantees
 
 Sending
 -------
-A task takes its Arrow batches a column at a time into plain rows (no `Message` per row),
-derives the ids with one hash call each, encodes each chunk's SEND_BATCH_MESSAGE body straight
-from the rows (`protocol.batch.encode_batch_columns`) and keeps `IN_FLIGHT` chunks being checked
-and sent at once. Each chunk is still one batch append checked on its own last id, so the
-guarantees above do not depend on the order in which concurrent sends complete.
+A task prepares all its messages at once, a column at a time (`sink_batches.prepare`: Arrow
+kernels build the properties text and the digest input of every row, two blake2b calls per row
+make the ids of `sink_rows`, the per-row reference, and one Arrow join encodes every
+SEND_BATCH_MESSAGE entry into one buffer). A chunk is then a range of that buffer, sent as it is;
+`IN_FLIGHT` chunks are checked and sent at once. Each chunk is still one batch append checked on
+its own last id, so the guarantees above do not depend on the order in which concurrent sends complete.
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
-import hashlib
 import logging
 import random
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -73,50 +74,25 @@ from rocketlite.client.errors import ClientError, MessageIllegalError, NoRouteEr
 from rocketlite.client.message import Message, MessageQueue
 from rocketlite.client.producer import AsyncProducer, check_topic
 from rocketlite.client.sync import shared_loop
-from rocketlite.protocol.batch import ENTRY_OVERHEAD, encode_batch_columns
-from rocketlite.protocol.message import KEY_SEPARATOR, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
+from rocketlite.protocol.batch import ENTRY_OVERHEAD, decode_batch
+from rocketlite.protocol.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rocketlite.protocol.requests.send import build_send_batch, parse_send
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
+from rocketlite.spark import sink_batches
 from rocketlite.spark.broker_client import BrokerClient, client_for
 from rocketlite.spark.options import SinkOptions
+from rocketlite.spark.sink_rows import DROPPED_PROPERTIES
+from rocketlite.spark.sink_rows import rows as _rows
 
 log = logging.getLogger("rocketlite.spark.sink")
 
-__all__ = ["BatchWriter", "SinkCommitMessage", "StreamWriter"]
+__all__ = ["DROPPED_PROPERTIES", "BatchWriter", "SinkCommitMessage", "StreamWriter", "_rows"]
 
 BATCH_ID_PROPERTY: Final = "streaming.sql.batchId"
 QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
-# Properties a broker acts on (delay, transactions, retry bookkeeping): never copied from a row.
-DROPPED_PROPERTIES: Final = frozenset(
-    {
-        MessageConst.WAIT_STORE_MSG_OK,
-        MessageConst.DELAY_TIME_LEVEL,
-        MessageConst.RETRY_TOPIC,
-        MessageConst.REAL_TOPIC,
-        MessageConst.REAL_QUEUE_ID,
-        MessageConst.TRANSACTION_PREPARED,
-        MessageConst.PRODUCER_GROUP,
-        MessageConst.MIN_OFFSET,
-        MessageConst.MAX_OFFSET,
-        MessageConst.ORIGIN_MESSAGE_ID,
-        MessageConst.RECONSUME_TIME,
-        MessageConst.MAX_RECONSUME_TIMES,
-        MessageConst.CONSUME_START_TIME,
-        MessageConst.TRAN_PREPARED_QUEUE_OFFSET,
-        MessageConst.TRANSACTION_CHECK_TIMES,
-        MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS,
-        MessageConst.CLUSTER,
-        MessageConst.TRANSACTION_ID,
-        MessageConst.MSG_REGION,
-        MessageConst.TRACE_SWITCH,
-        "DELAY_SECOND",
-        "TIMER_DELIVER_MS",
-        "TIMER_DELAY_SEC",
-        "TIMER_DELAY_MS",
-    }
-)
 SEND_ATTEMPTS: Final = 3
 IN_FLIGHT: Final = 4  # chunks being checked and sent at once by one task
+DEFAULT_MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024  # the producer's, for clients without one
 
 
 @dataclass
@@ -149,158 +125,31 @@ def check_schema(schema: StructType, options: SinkOptions) -> None:
 
 
 @dataclass(slots=True)
-class _Row:
-    """One row as the message it becomes: `properties` in the order they are sent (the user's,
-    then TAGS, KEYS and UNIQ_KEY), as a `Message` would hold them."""
-
-    topic: str
-    queue_id: int | None
-    broker: str | None
-    body: bytes
-    properties: dict[str, str]
-    digest: bytes = b""
-    uniq: str = ""
-    wire: bytes = b""  # the properties as sent (UTF-8), set when the rows are chunked
-
-    @property
-    def message(self) -> Message:
-        return Message(self.topic, self.body, properties=self.properties)
-
-
-@dataclass(slots=True)
 class _Chunk:
+    """Entries [start, end) of a task's prepared messages, all for one queue."""
+
     topic: str
     queue: MessageQueue
-    rows: list[_Row] = field(default_factory=list)
+    start: int
+    end: int
 
-
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
-    return batch.column(name).to_pylist() if name in batch.schema.names else None
-
-
-def _rows(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[_Row]:
-    """The rows of every batch, a column at a time into Python lists (no `Message` per row:
-    the properties dict is what `Message(topic, body, tags=, keys=, properties=)` would hold)."""
-    tags_key, keys_key = MessageConst.TAGS, MessageConst.KEYS
-    for batch in batches:
-        body = _column(batch, "body") if "body" in batch.schema.names else _column(batch, "value")
-        assert body is not None
-        topics = None if options.topic else _column(batch, "topic")
-        tags = _column(batch, "tags")
-        keys = _column(batch, "keys")
-        props = _column(batch, "properties")
-        queue_ids = _column(batch, "queueId")
-        brokers = _column(batch, "brokerName")
-        for i in range(batch.num_rows):
-            topic = options.topic or (topics[i] if topics is not None else None)
-            if not topic:
-                raise ValueError(f"row {i} of a batch has no topic (null topic column and no 'topic' option)")
-            raw = body[i]
-            if raw is None:
-                raise ValueError(f"row {i} of a batch has a null body")
-            user = (
-                {k: v for k, v in props[i] or () if v is not None and k not in DROPPED_PROPERTIES}
-                if props
-                else {}
-            )
-            row_keys = keys[i] if keys is not None else None
-            if isinstance(row_keys, list):
-                row_keys = KEY_SEPARATOR.join(k for k in row_keys if k)
-            row_tags = (tags[i] if tags is not None else None) or user.pop(tags_key, None)
-            row_keys = row_keys or user.pop(keys_key, None)
-            if user:
-                user.pop(tags_key, None)
-                user.pop(keys_key, None)
-            if row_tags:
-                user[tags_key] = row_tags
-            if row_keys:
-                user[keys_key] = row_keys
-            yield _Row(
-                topic,
-                queue_ids[i] if queue_ids is not None else None,
-                brokers[i] if brokers is not None else None,
-                raw.encode("utf-8") if isinstance(raw, str) else bytes(raw),
-                user,
-            )
-
-
-def _target_key(row: _Row) -> tuple[str, str, int]:
-    return (row.topic, row.broker or "", -1 if row.queue_id is None else row.queue_id)
-
-
-def _digest_prefix(row: _Row) -> bytes:
-    return b"".join(part.encode("utf-8") + b"\0" for part in (row.topic, str(row.queue_id), row.broker or ""))
-
-
-def _digest(row: _Row, prefix: bytes | None = None) -> bytes:
-    """blake2b-128 of the row's target, its properties sorted by name and its body (one hash
-    call over the joined bytes: the same digest as hashing the parts one by one)."""
-    props = row.properties
-    parts = [_digest_prefix(row) if prefix is None else prefix]
-    for k in sorted(props):
-        parts += (k.encode("utf-8"), b"\1", props[k].encode("utf-8"), b"\2")
-    parts += (b"\0", row.body)
-    return hashlib.blake2b(b"".join(parts), digest_size=16).digest()
-
-
-def _uniq(query_id: str, batch_id: str, partition: int, detail: bytes) -> str:
-    return _uniq_over(f"{query_id}/{batch_id}/{partition}/".encode(), detail)
-
-
-def _uniq_over(prefix: bytes, detail: bytes) -> str:
-    return hashlib.blake2b(prefix + detail, digest_size=16).hexdigest().upper()
-
-
-def _assign_ids(rows: list[_Row], mode: str, query_id: str, batch_id: str, partition: int) -> None:
-    """Give each row its UNIQ_KEY (module docstring) and sort the rows by target for chunking."""
-    prefix = f"{query_id}/{batch_id}/{partition}/".encode()
-    if mode == "content":
-        seen: dict[bytes, int] = {}
-        targets: dict[tuple[str, int | None, str | None], bytes] = {}
-        for row in rows:
-            target = (row.topic, row.queue_id, row.broker)
-            head = targets.get(target)
-            if head is None:
-                head = targets[target] = _digest_prefix(row)
-            row.digest = digest = _digest(row, head)
-            n = seen.get(digest, 0)
-            seen[digest] = n + 1
-            row.uniq = _uniq_over(prefix, digest + n.to_bytes(8, "big"))
-        rows.sort(key=lambda r: (_target_key(r), r.uniq))
-        return
-    if mode == "order":
-        for i, row in enumerate(rows):
-            row.uniq = _uniq_over(prefix, i.to_bytes(8, "big"))
-    rows.sort(key=_target_key)  # stable: each target keeps the rows' order
-
-
-def _entry_size(row: _Row) -> int:
-    """The chunking estimate of one message (kept as it was: chunk cuts decide the ids checked)."""
-    return 64 + len(row.body) + sum(len(k) + len(v) + 2 for k, v in row.properties.items())
-
-
-def _properties_text(row: _Row) -> str:
-    """`properties_to_string` of the row's properties."""
-    pair = NAME_VALUE_SEPARATOR
-    return PROPERTY_SEPARATOR.join(f"{k}{pair}{v}" for k, v in row.properties.items() if v is not None)
-
-
-def _encode_chunk(rows: Sequence[_Row]) -> tuple[list[bytes], list[bytes]]:
-    """Bodies and UTF-8 properties strings (`row.wire`, made here if chunking did not)."""
-    return [r.body for r in rows], [r.wire or _properties_text(r).encode("utf-8") for r in rows]
+    @property
+    def count(self) -> int:
+        return self.end - self.start
 
 
 class _Sender:
     """Sends one task's chunks, each checked first in idempotent mode.
 
-    Over a `BrokerClient` a chunk goes out as one SEND_BATCH_MESSAGE whose body is encoded here
-    straight from the rows (`batch.encode_batch_columns`; no `Message` per row); any other client
-    (a test double) gets `Message`s through its `send_batch`.
+    Over a `BrokerClient` a chunk goes out as SEND_BATCH_MESSAGE requests whose bodies are slices
+    of the task's prepared entries; any other client (a test double) gets the same entries back
+    as `Message`s through its `send_batch`.
     """
 
-    def __init__(self, options: SinkOptions, client: BrokerClient) -> None:
+    def __init__(self, options: SinkOptions, client: BrokerClient, prepared: sink_batches.Prepared) -> None:
         self.options = options
         self.client = client
+        self.prepared = prepared
         self._queues: dict[str, list[MessageQueue]] = {}
         self._producer: AsyncProducer | None = None
         if isinstance(client, BrokerClient):
@@ -315,56 +164,54 @@ class _Sender:
             self._queues[topic] = found
         return found
 
-    def target(self, row: _Row, seed: int) -> MessageQueue:
-        queues = self.queues(row.topic)
-        if row.queue_id is None:
+    def target(self, target: sink_batches.Target, seed: int) -> MessageQueue:
+        topic, broker, queue_id = target
+        queues = self.queues(topic)
+        if queue_id is None:
             return queues[seed % len(queues)]
         for mq in queues:
-            if mq.queue_id == row.queue_id and (row.broker is None or mq.broker_name == row.broker):
+            if mq.queue_id == queue_id and (broker is None or mq.broker_name == broker):
                 return mq
-        raise ValueError(f"topic {row.topic} has no writable queue {row.broker or '*'}:{row.queue_id}")
+        raise ValueError(f"topic {topic} has no writable queue {broker or '*'}:{queue_id}")
 
-    def chunks(self, rows: list[_Row], seed: int) -> list[_Chunk]:
-        """Consecutive rows with the same target, cut at batchSize messages / batchBytes.
-
-        Rows without a queueId get one queue per chunk, picked from `seed` (deterministic for a
-        given seed and route).
-        """
-        out: list[_Chunk] = []
-        current: _Chunk | None = None
-        current_key: tuple[str, str | None, int | None] | None = None
-        size = 0
+    def chunks(self, seed: int) -> list[_Chunk]:
+        """Consecutive messages with the same target, cut at batchSize messages / batchBytes (by
+        `sink_rows.entry_size`). Messages without a queueId get one queue per chunk, picked from
+        `seed` (deterministic for a given seed and route)."""
+        prepared = self.prepared
+        targets, estimates = prepared.targets, prepared.estimates
         batch_size, batch_bytes = self.options.batch_size, self.options.batch_bytes
-        for row in rows:
-            key = (row.topic, row.broker, row.queue_id)
-            text = _properties_text(row)  # no None values: len(text) + 1 is _entry_size's sum
-            row.wire = text.encode("utf-8")
-            entry = 64 + len(row.body) + (len(text) + 1 if text else 0)
-            if (
-                current is None
-                or key != current_key
-                or len(current.rows) >= batch_size
-                or size + entry > batch_bytes
-            ):
-                current = _Chunk(row.topic, self.target(row, seed + len(out)))
-                current_key = key
-                out.append(current)
-                size = 0
-            current.rows.append(row)
-            size += entry
+        out: list[_Chunk] = []
+        key: sink_batches.Target | None = None
+        start = size = 0
+        for i, entry in enumerate(estimates):
+            if i == start or (targets[i] == key and i - start < batch_size and size + entry <= batch_bytes):
+                size += entry
+                key = targets[i]
+                continue
+            out.append(_Chunk(targets[start][0], self.target(targets[start], seed + len(out)), start, i))
+            start, size, key = i, entry, targets[i]
+        if estimates:
+            out.append(
+                _Chunk(targets[start][0], self.target(targets[start], seed + len(out)), start, len(estimates))
+            )
         return out
 
     def send(self, chunk: _Chunk, *, idempotent: bool) -> bool:
         """Send a chunk; False when it was found stored already (idempotent mode only)."""
-        last = chunk.rows[-1].uniq
+        last = self.prepared.uniq[chunk.end - 1]
         if idempotent and self.client.has_unique_key(chunk.topic, last):
             return False
-        requests = self._requests(chunk) if self._producer is not None else []
+        requests = self._requests(chunk)
         timeout = self.options.send_timeout_ms / 1000
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
                 if self._producer is None:
-                    messages = [r.message for r in chunk.rows]
+                    messages = [
+                        Message(chunk.topic, e.body, properties=_parse_properties(e.properties))
+                        for body in requests
+                        for e in decode_batch(body)
+                    ]
                     self.client.send_batch(self.options.producer_group, chunk.queue, messages, timeout)
                 else:
                     for body in requests:
@@ -375,9 +222,7 @@ class _Sender:
             except ClientError as exc:
                 if attempt == SEND_ATTEMPTS or not exc.retriable:
                     raise
-                log.warning(
-                    "sending %d messages to %s failed (%s); retrying", len(chunk.rows), chunk.queue, exc
-                )
+                log.warning("sending %d messages to %s failed (%s); retrying", chunk.count, chunk.queue, exc)
                 time.sleep(0.2 * attempt)
                 if idempotent and self.client.has_unique_key(chunk.topic, last):
                     return True  # the failed attempt was stored after all
@@ -386,27 +231,32 @@ class _Sender:
     def _requests(self, chunk: _Chunk) -> list[bytes]:
         """The chunk's request bodies, checked as the producer checks a batch and split where one
         would exceed the producer's maximum message size."""
-        assert self._producer is not None
-        limit = self._producer.max_message_size
+        limit = self._producer.max_message_size if self._producer is not None else DEFAULT_MAX_MESSAGE_SIZE
         check_topic(chunk.topic)
         if chunk.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise MessageIllegalError("batch messages cannot be sent to a retry topic")
-        bodies, props = _encode_chunk(chunk.rows)
+        prepared, start, end = self.prepared, chunk.start, chunk.end
+        sink_batches.check_lengths(prepared, start, end)
+        bodies = prepared.body_lengths[start:end]
+        entries = ENTRY_OVERHEAD + bodies + prepared.properties_lengths[start:end]
+        if not bodies.all():
+            raise MessageIllegalError("the message body is empty")
+        if int(bodies.max()) > limit:
+            size = int(bodies[int(np.argmax(bodies > limit))])
+            raise MessageIllegalError(f"the message body size {size} exceeds the maximum {limit}")
+        if int(entries.max()) > limit:
+            size = int(entries[int(np.argmax(entries > limit))])
+            raise MessageIllegalError(f"a batch message of {size} bytes exceeds the maximum {limit}")
+        if int(entries.sum()) <= limit:
+            return [prepared.body(start, end)]
         out: list[bytes] = []
-        start = size = 0
-        for i, (body, prop) in enumerate(zip(bodies, props, strict=True)):
-            if not body:
-                raise MessageIllegalError("the message body is empty")
-            if len(body) > limit:
-                raise MessageIllegalError(f"the message body size {len(body)} exceeds the maximum {limit}")
-            entry = ENTRY_OVERHEAD + len(body) + len(prop)
-            if entry > limit:
-                raise MessageIllegalError(f"a batch message of {entry} bytes exceeds the maximum {limit}")
-            if i > start and size + entry > limit:
-                out.append(encode_batch_columns(bodies[start:i], props[start:i]))
-                start, size = i, 0
+        first, size = start, 0
+        for i, entry in enumerate(entries.tolist(), start):
+            if i > first and size + entry > limit:
+                out.append(prepared.body(first, i))
+                first, size = i, 0
             size += entry
-        out.append(encode_batch_columns(bodies[start:], props[start:]))
+        out.append(prepared.body(first, end))
         return out
 
     @staticmethod
@@ -433,6 +283,12 @@ class _Sender:
         parse_answer(parse_send, await instance.invoke(addr, cmd, timeout))
 
 
+def _parse_properties(text: str) -> dict[str, str]:
+    """A properties string back into the dict it was made from (every pair kept, in order)."""
+    pairs = (item.partition(NAME_VALUE_SEPARATOR) for item in text.split(PROPERTY_SEPARATOR) if item)
+    return {k: v for k, _, v in pairs}
+
+
 def _task_context() -> tuple[int, str | None, str | None]:
     from pyspark import TaskContext  # noqa: PLC0415
 
@@ -457,21 +313,13 @@ def write_partition(
     mode = options.idempotence if streaming else "none"
     if mode != "none" and (batch_id is None or query_id is None):
         raise RuntimeError("the idempotent rocketmq sink needs Spark's streaming batch and query ids")
-    client = client_for(options.name_server, options.producer_group)
-    sender = _Sender(options, client)
-    rows = list(_rows(options, batches))
+    prepared = sink_batches.prepare(options, batches, mode, str(query_id), str(batch_id), partition)
     result = SinkCommitMessage(partition)
-    if not rows:
+    if not len(prepared):
         return result
-    _assign_ids(rows, mode, str(query_id), str(batch_id), partition)
-    if mode != "none":
-        uniq_key = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-        for row in rows:
-            row.properties[uniq_key] = row.uniq
-        seed = int(rows[0].uniq[:8], 16)
-    else:
-        seed = random.randrange(1 << 30)
-    chunks = sender.chunks(rows, seed)
+    seed = int(prepared.uniq[0][:8], 16) if mode != "none" else random.randrange(1 << 30)
+    sender = _Sender(options, client_for(options.name_server, options.producer_group), prepared)
+    chunks = sender.chunks(seed)
     fail_after = options.fail_after_chunks if options.fail_marker is not None else None
     idempotent = mode != "none"
     with concurrent.futures.ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="rocketmq-sink") as pool:
@@ -480,9 +328,9 @@ def write_partition(
         def settle_one() -> None:
             chunk, future = pending.popleft()
             if future.result():
-                result.sent += len(chunk.rows)
+                result.sent += chunk.count
             else:
-                result.skipped += len(chunk.rows)
+                result.skipped += chunk.count
             result.chunks += 1
 
         try:
