@@ -29,6 +29,7 @@ host is IPv6; `_layout` derives every offset from the structs below, never by ha
 from __future__ import annotations
 
 import enum
+import mmap
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -316,6 +317,32 @@ def encode_record(msg: MessageInner, max_message_size: int = 1 << 30) -> bytes:
     """A whole record for `msg` with the offsets and store time it carries (tests, tools)."""
     rec = prepare_record(msg, max_message_size)
     return pack_head(rec, msg.queue_offset, msg.commit_log_offset, msg.store_timestamp) + rec.tail
+
+
+def place_record(
+    target: bytearray | mmap.mmap,
+    pos: int,
+    head: bytearray,
+    tail: bytes,
+    stamp_pos: int,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
+    id_prefix: str,
+) -> str:
+    """An encoded record (`encode_record`'s header and tail) placed under the commit log's lock:
+    QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP patched into `head`, head and tail copied to
+    `target[pos:]` (a segment's writable mapping or write buffer), the msg id returned. The
+    caller has checked that the record fits; the compiled twin is `_native/_record.pyx`."""
+    QUEUE_AND_PHYSICAL_OFFSET.pack_into(head, QUEUE_OFFSET_POS, queue_offset, physical_offset)
+    LONG.pack_into(head, stamp_pos, store_timestamp)
+    end = pos + len(head)
+    stop = end + len(tail)
+    if pos < 0 or stop > len(target):
+        raise ValueError(f"a record of {stop - pos} bytes at {pos} does not fit in {len(target)}")
+    target[pos:end] = head
+    target[end:stop] = tail
+    return id_prefix + format(physical_offset, "016X")
 
 
 def blank_record(remaining: int) -> bytes:

@@ -25,6 +25,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   class's generated decoder (`custom_header.decoder_for`), one for both.
 * `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
   patched in, msg ids out): `record_stamp`, one for both.
+* `place_record` (a single encoded record placed under the lock: offsets and store time patched
+  in, copied into the segment, msg id out): `record.place_record`, one for both.
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
   SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
   `message.send_properties` and `batch.send_batch_messages`.
@@ -49,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
+import mmap
 import os
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -114,6 +117,7 @@ __all__ = [
     "index_entries",
     "load_native",
     "pack_units",
+    "place_record",
     "queue_runs",
     "quote",
     "record_starts",
@@ -198,6 +202,21 @@ class StampRecords(Protocol):
     ) -> str: ...
 
 
+class PlaceRecord(Protocol):
+    def __call__(
+        self,
+        target: bytearray | mmap.mmap,
+        pos: int,
+        head: bytearray,
+        tail: bytes,
+        stamp_pos: int,
+        queue_offset: int,
+        physical_offset: int,
+        store_timestamp: int,
+        id_prefix: str,
+    ) -> str: ...
+
+
 class SendBatchMessages(Protocol):
     def __call__(
         self,
@@ -246,6 +265,7 @@ class Codecs:
     record_starts: Callable[[bytes | bytearray | memoryview, int, int, int], record_columns.RecordStarts]
     stamp_records: StampRecords
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
+    place_record: PlaceRecord
 
 
 # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the generated decoder of the class.
@@ -278,6 +298,7 @@ REFERENCE: Final = Codecs(
     record_columns.record_starts,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
+    record_format.place_record,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -306,6 +327,7 @@ PYTHON: Final = Codecs(
     record_columns.record_starts,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
+    record_format.place_record,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -392,3 +414,4 @@ first_crc_mismatch: Final = CHOSEN.first_crc_mismatch
 record_starts: Final = CHOSEN.record_starts
 stamp_records: Final = CHOSEN.stamp_records
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2
+place_record: Final = CHOSEN.place_record

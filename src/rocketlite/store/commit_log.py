@@ -23,13 +23,11 @@ from typing import Final
 
 from rocketlite.clock import Clock
 from rocketlite.protocol.errors import SegmentCreateError
-from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     INT,
     LONG,
-    QUEUE_AND_PHYSICAL_OFFSET,
-    QUEUE_OFFSET_POS,
     SYSFLAG_POS,
     MessageInner,
     RecordTooLargeError,
@@ -45,9 +43,10 @@ from rocketlite.store.status import AppendMessageStatus
 
 log = logging.getLogger("rocketlite.store.commit_log")
 
-# Patching an encoded record under the lock: QUEUEOFFSET + PHYSICALOFFSET in one pack, STORETIMESTAMP.
-_patch_offsets: Final = QUEUE_AND_PHYSICAL_OFFSET.pack_into
-_patch_long: Final = LONG.pack_into
+# `enters_consume_queue`, inlined on the single-message path.
+_TRANSACTION_MASK: Final = MessageSysFlag.TRANSACTION_MASK
+_IN_CONSUME_QUEUE: Final = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+_APPEND_OK: Final = AppendMessageStatus.PUT_OK
 
 
 @functools.lru_cache(maxsize=64)
@@ -161,27 +160,25 @@ class CommitLog:
             return AppendResult(_too_large_status(exc, single=True), remark=str(exc))
         size = len(head) + len(tail)
         key = f"{msg.topic}-{msg.queue_id}"
-        advances = enters_consume_queue(sys_flag)
+        advances = sys_flag & _TRANSACTION_MASK in _IN_CONSUME_QUEUE  # `enters_consume_queue`
+        host = msg.store_host
+        cached = self._id_prefix
+        if cached[0] is not host:
+            cached = self._id_prefix = (host, _msg_id_prefix(host))
         with self._lock:
             now = self.clock.now_ms()
-            mf = self._segment_for(size)
-            phys = mf.file_from_offset + mf.wrote_position
+            files = self.queue.files
+            mf = files[-1] if files else None  # the fast path of `_segment_for`, inlined
+            if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+                mf = self._segment_for(size)
             qoff = self.topic_queue_table.get(key, 0) if advances else 0
-            _patch_offsets(head, QUEUE_OFFSET_POS, qoff, phys)
-            _patch_long(head, stamp_pos, now)
-            mf.append_parts(head, tail)
-            mf.store_timestamp = now
+            phys, msg_id = mf.place_record(head, tail, stamp_pos, qoff, now, cached[1])
             if advances:
                 self.topic_queue_table[key] = qoff + 1
-        msg.store_timestamp, msg.queue_offset, msg.commit_log_offset = now, qoff, phys
-        return AppendResult(
-            AppendMessageStatus.PUT_OK,
-            phys,
-            size,
-            self._msg_id_prefix(msg.store_host) + format(phys, "016X"),
-            now,
-            qoff,
-        )
+        msg.store_timestamp = now
+        msg.queue_offset = qoff
+        msg.commit_log_offset = phys
+        return AppendResult(_APPEND_OK, phys, size, msg_id, now, qoff)
 
     def append_batch(self, msgs: list[MessageInner]) -> AppendResult:
         """Append messages of one topic-queue with consecutive queue offsets, in one segment.

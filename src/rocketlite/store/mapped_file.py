@@ -31,6 +31,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from rocketlite.protocol.speedups import place_record
+
 log = logging.getLogger("rocketlite.store.mapped_file")
 
 OS_PAGE_SIZE = 4096
@@ -238,6 +240,33 @@ class MappedFile:
             mm[end:stop] = tail
             self.wrote_position = self.committed_position = stop
         return pos
+
+    def place_record(
+        self,
+        head: bytearray,
+        tail: bytes,
+        stamp_pos: int,
+        queue_offset: int,
+        store_timestamp: int,
+        id_prefix: str,
+    ) -> tuple[int, str]:
+        """Append one encoded record with its queue offset, its own offset and the store time
+        patched in (`speedups.place_record`: one compiled call); returns (its offset, msg id)."""
+        pos = self.wrote_position
+        stop = pos + len(head) + len(tail)
+        if stop > self.file_size:
+            raise ValueError(f"append of {stop - pos} bytes past the end of {self.path.name}")
+        buffer = self._buffer
+        phys = self.file_from_offset + pos
+        msg_id = place_record(
+            self._mmap if buffer is None else buffer,
+            pos, head, tail, stamp_pos, queue_offset, phys, store_timestamp, id_prefix,
+        )  # fmt: skip
+        self.wrote_position = stop
+        if buffer is None:
+            self.committed_position = stop
+        self.store_timestamp = store_timestamp
+        return phys, msg_id
 
     def _pages_ready(self, done: int, target: int, least_pages: int) -> bool:
         if self.is_full and target > done:

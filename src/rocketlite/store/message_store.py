@@ -308,10 +308,16 @@ class MessageStore:
 
     def put_message_nowait(self, msg: MessageInner) -> PendingPut:
         """Append without waiting for durability; the broker awaits `flush_future` itself."""
-        bad = self._check_put(msg)
-        if bad is not None:
-            return PendingPut(bad)
-        self._apply_delay(msg)
+        flags = self.flags
+        if flags.shutdown or not flags.writeable or flags.disk_full or not self.started or not self.master:
+            return PendingPut(self._check_put(msg) or PutMessageResult(PutMessageStatus.UNKNOWN_ERROR))
+        topic = msg.topic
+        if not topic.isascii() or len(topic) > MAX_TOPIC_LENGTH:  # the rest of `_check_put`
+            bad = self._check_put(msg)
+            if bad is not None:
+                return PendingPut(bad)
+        if _DELAY_NEEDLE in msg.properties_string:
+            self._apply_delay(msg)
         begin = time.perf_counter()
         try:
             res = self.commit_log.append(msg)

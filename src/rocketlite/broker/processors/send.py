@@ -89,6 +89,11 @@ _LEGAL_TOPICS_MAX = 4096
 _SUCCESS = int(ResponseCode.SUCCESS)
 _V2_CODES = SendMessageRequestHeader.V2_CODES
 _RESPONSE_FLAG = int(CommandFlag.RESPONSE)
+_RETRY_PREFIX = reserved.RETRY_GROUP_TOPIC_PREFIX
+_MULTI_TAGS_FLAG = MessageSysFlag.MULTI_TAGS_FLAG
+_TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
+_TRANSACTION_PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+_PUT_OK = PutMessageStatus.PUT_OK
 
 # The transaction service's `to_half_message`: turns a prepared message into a half message.
 HalfMessageHook = Callable[[MessageInner], None]
@@ -252,29 +257,32 @@ class SendMessageProcessor:
         body = request.body or b""
         if code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self._send_batch(conn, request, header, tc, queue_id, body)
-        topic, queue_id = self.handle_retry_and_dlq(header, header.topic, queue_id, request.version)
+        topic = header.topic
+        if topic.startswith(_RETRY_PREFIX):
+            topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, request.version)
         # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
         properties, _tags_code, uniq_key, _keys, _delay = send_properties(
             header.properties or "", self.broker.broker_cluster_name
         )
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
-            sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+            sys_flag |= _MULTI_TAGS_FLAG
+        host = conn.attrs.get("born_host")
         msg = MessageInner(
-            topic=topic,
-            body=body,
-            born_host=born_host_of(conn),
-            store_host=self.store_host,
-            queue_id=queue_id,
-            flag=header.flag,
-            sys_flag=sys_flag,
-            born_timestamp=header.born_timestamp,
-            reconsume_times=header.reconsume_times or 0,
-            properties_string=properties,
+            topic,
+            body,
+            host if host is not None else born_host_of(conn),
+            self.store_host,
+            queue_id,
+            header.flag,
+            sys_flag,
+            header.born_timestamp,
+            header.reconsume_times or 0,
+            0,
+            properties,
         )
-        tran = MessageSysFlag.transaction_value(sys_flag)
         transaction_id = None
-        if tran == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
+        if sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED:
             if self.broker.reject_transaction_message or self.half_message_hook is None:
                 return make_response(
                     request,
@@ -284,6 +292,28 @@ class SendMessageProcessor:
             transaction_id = uniq_key
             self.half_message_hook(msg)
         pending = self.store.put_message_nowait(msg)
+        result = pending.result
+        append = result.append
+        if (
+            result.status is _PUT_OK
+            and append is not None
+            and pending.flush_future is None
+            and self.replica is None
+            and transaction_id is None
+        ):  # the common answer (ASYNC_FLUSH, no HA), built as `_response` builds it
+            self.stats.record_put(header.topic, 1, len(body))
+            broker = self.broker
+            ext = {
+                "msgId": append.msg_id,
+                "queueId": str(queue_id),
+                "queueOffset": str(append.logics_offset),
+                "MSG_REGION": broker.region_id,
+                "TRACE_ON": "true" if broker.trace_on else "false",
+            }
+            return RemotingCommand(
+                _SUCCESS, DEFAULT_LANGUAGE, DEFAULT_VERSION, request.opaque,
+                _RESPONSE_FLAG, None, ext, None, request.serialize_type,
+            )  # fmt: skip
         return self._respond(request, pending, header.topic, queue_id, 1, len(body), transaction_id)
 
     def _send_batch(

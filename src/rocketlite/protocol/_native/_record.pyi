@@ -1,6 +1,7 @@
 """Stub of the compiled record codec (`_record.pyx`); the references are
 `protocol/record_codec_py.py` (encode) and `protocol/record.py` `decode_records`."""
 
+import mmap
 from collections.abc import Mapping, Sequence
 
 from rocketlite.protocol.headers import SendMessageRequestHeader
@@ -14,6 +15,17 @@ def stamp_records(
     queue_offset: int,
     advances: bool,
     physical_base: int,
+    store_timestamp: int,
+    id_prefix: str,
+) -> str: ...
+def place_record(
+    target: bytearray | mmap.mmap,
+    pos: int,
+    head: bytearray,
+    tail: bytes,
+    stamp_pos: int,
+    queue_offset: int,
+    physical_offset: int,
     store_timestamp: int,
     id_prefix: str,
 ) -> str: ...

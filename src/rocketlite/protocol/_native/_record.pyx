@@ -20,7 +20,7 @@ from here (`stamp_records`' reference is `protocol/record_stamp.py`).
   `__init__` (both are plain dataclasses: checked at import).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport (
     PyByteArray_AS_STRING,
     PyByteArray_Check,
@@ -40,6 +40,7 @@ from rocketlite.protocol import record_codec_py
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.record import decode_records as _decode_records_py
+from rocketlite.protocol.record import place_record as _place_record_py
 from rocketlite.protocol.record_stamp import stamp_records as _stamp_records_py
 
 cdef extern from "Python.h":
@@ -48,7 +49,9 @@ cdef extern from "Python.h":
     bint PyMemoryView_Check(object o)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
-__all__ = ["decode_records", "decode_send_header_v2", "encode_record", "encode_records", "stamp_records"]
+__all__ = [
+    "decode_records", "decode_send_header_v2", "encode_record", "encode_records", "place_record", "stamp_records",
+]
 
 # -- constants of `protocol/record.py` (asserted against it below) --------------------------------
 cdef enum:
@@ -366,6 +369,63 @@ def stamp_records(buf, msgs, queue_offset, advances, physical_base, store_timest
             qoff += 1
         pos += size
     return ids.decode("ascii")
+
+
+# -- place (a single record under the commit log's lock) --------------------------------------------
+def place_record(target, pos, head, tail, stamp_pos, queue_offset, physical_offset, store_timestamp, id_prefix):
+    """`record.place_record`: the offsets and store time patched into `head`, head and tail
+    copied into the writable `target` at `pos`, the msg id returned, in one call. Anything
+    unusual (types, numbers out of range, a record that does not fit) goes to the reference."""
+    cdef Py_buffer view
+    cdef int64_t qoff, phys, now, at, stamp
+    cdef Py_ssize_t head_len, tail_len, prefix_len
+    cdef const char* prefix
+    cdef char* h
+    cdef char* p
+    cdef int k
+    if not (
+        PyByteArray_Check(head) and PyBytes_Check(tail) and PyUnicode_Check(id_prefix) and id_prefix.isascii()
+    ):
+        return _place_record_py(target, pos, head, tail, stamp_pos, queue_offset, physical_offset,
+                                store_timestamp, id_prefix)  # fmt: skip
+    try:
+        qoff = queue_offset
+        phys = physical_offset
+        now = store_timestamp
+        at = pos
+        stamp = stamp_pos
+    except (OverflowError, TypeError):
+        return _place_record_py(target, pos, head, tail, stamp_pos, queue_offset, physical_offset,
+                                store_timestamp, id_prefix)  # fmt: skip
+    head_len = PyByteArray_GET_SIZE(head)
+    tail_len = PyBytes_GET_SIZE(tail)
+    if head_len < _PREFIX or stamp < 0 or stamp > head_len - 8 or at < 0 or phys < 0:
+        return _place_record_py(target, pos, head, tail, stamp_pos, queue_offset, physical_offset,
+                                store_timestamp, id_prefix)  # fmt: skip
+    try:
+        PyObject_GetBuffer(target, &view, PyBUF_WRITABLE)
+    except (BufferError, TypeError):
+        return _place_record_py(target, pos, head, tail, stamp_pos, queue_offset, physical_offset,
+                                store_timestamp, id_prefix)  # fmt: skip
+    try:
+        if at > view.len - head_len - tail_len:
+            return _place_record_py(target, pos, head, tail, stamp_pos, queue_offset, physical_offset,
+                                    store_timestamp, id_prefix)  # fmt: skip
+        h = PyByteArray_AS_STRING(head)
+        _put64(h + 20, <uint64_t>qoff)
+        _put64(h + 28, <uint64_t>phys)
+        _put64(h + stamp, <uint64_t>now)
+        memcpy(<char*>view.buf + at, h, head_len)
+        memcpy(<char*>view.buf + at + head_len, PyBytes_AS_STRING(tail), tail_len)
+    finally:
+        PyBuffer_Release(&view)
+    prefix = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
+    msg_id = PyBytes_FromStringAndSize(NULL, prefix_len + 16)
+    p = PyBytes_AS_STRING(msg_id)
+    memcpy(p, prefix, prefix_len)
+    for k in range(16):
+        p[prefix_len + k] = _HEX[(<uint64_t>phys >> (60 - 4 * k)) & 0xF]
+    return msg_id.decode("ascii")
 
 
 # -- decode ----------------------------------------------------------------------------------------
