@@ -4,9 +4,10 @@ A pull that finds nothing new (PULL_NOT_FOUND) with the SUSPEND flag is parked h
 (topic, queueId) instead of being answered, because a push consumer answered 19 at once re-pulls
 at once and spins. A parked pull is re-run (without suspend) and answered when:
 
-* the store reports new units in its queue (`on_arrival`, called from the store's dispatch
-  thread and hopped onto the loop) beyond the pull's offset whose tag code passes the pull's
-  filter;
+* the store reports new units in its queue (`on_arrival`, once per queue per dispatch round:
+  called on the loop itself when the round ran there, as rounds after sends do, else hopped onto
+  the loop from the reput thread) beyond the pull's offset whose tag code passes the pull's
+  filter; the re-run answers with everything the queue holds by then (up to maxMsgNums);
 * the periodic check (every `longPollingCheckIntervalMs`, 5 s) sees the queue's max offset beyond
   the pull's offset (tags unknown, so it matches, as in Java);
 * its deadline passes (suspendTimeoutMillis from the request, or shortPollingTimeMills): unlike
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -82,6 +84,7 @@ class PullRequestHoldService:
         self.holds: dict[QueueKey, list[HeldPull]] = {}
         self._task: asyncio.Task[None] | None = None
         self.closed = False
+        self._loop_thread = 0  # the loop's thread id, once `start` ran there
 
     @property
     def held_count(self) -> int:
@@ -139,13 +142,17 @@ class PullRequestHoldService:
 
     # -- waking -----------------------------------------------------------------------------
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_ts: int) -> None:
-        """The store's arrival listener; runs on the dispatch thread, so it only hops to the loop.
+        """The store's arrival listener. On the loop's thread (a dispatch round run there) it
+        answers at once; from the reput thread it hops to the loop.
 
         Queues without held pulls are skipped without touching the loop (the common case); the
         race with a pull being parked right now is closed by the re-check in `suspend`.
         """
         del store_ts
         if (topic, queue_id) not in self.holds or self.closed:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self.notify_arriving(topic, queue_id, max_offset, tags_code)
             return
         with contextlib.suppress(RuntimeError):  # the loop is closing
             self.loop.call_soon_threadsafe(self.notify_arriving, topic, queue_id, max_offset, tags_code)
@@ -183,6 +190,7 @@ class PullRequestHoldService:
 
     # -- service ----------------------------------------------------------------------------
     async def start(self) -> None:
+        self._loop_thread = threading.get_ident()
         self._task = asyncio.create_task(self._check_loop(), name="broker-pull-hold")
 
     async def _check_loop(self) -> None:

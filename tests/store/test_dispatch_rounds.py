@@ -1,0 +1,125 @@
+"""Dispatch rounds: listeners hear once per queue per round, and appends made on an event loop
+that `ReputService.run_inline` was given are dispatched by a round on that loop (same
+iteration, same thread), bulk beyond `INLINE_MAX_BYTES` going on to the reput thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+from rocketlite.protocol.message import HostAddress, properties_to_string
+from rocketlite.protocol.record import MessageInner
+from rocketlite.store.dispatch import INLINE_MAX_BYTES, ArrivalListener, ReputService
+from rocketlite.store.message_store import MessageStore
+from tests.support.store import StoreFactory
+
+HOST = HostAddress.parse("127.0.0.1:10911")
+
+Heard = list[tuple[str, int, int, int]]  # topic, queue, max offset, listener's thread id
+
+
+def mk(queue_id: int, body: bytes = b"body", tags: str = "TagA") -> MessageInner:
+    return MessageInner(
+        topic="T", body=body, born_host=HOST, store_host=HOST, queue_id=queue_id,
+        properties_string=properties_to_string({"TAGS": tags}), born_timestamp=1,
+    )  # fmt: skip
+
+
+def listen(heard: Heard) -> ArrivalListener:
+    def on_arrival(topic: str, queue_id: int, max_offset: int, tags: int, ts: int) -> None:
+        del tags, ts
+        heard.append((topic, queue_id, max_offset, threading.get_ident()))
+
+    return on_arrival
+
+
+def without_thread(store: MessageStore) -> None:
+    """Stop the store's reput thread (its safety-net poll would race the rounds under test)."""
+    reput = store.reput
+    reput._stop.set()
+    reput._wake.set()
+    assert reput._thread is not None
+    reput._thread.join()
+    reput._stop.clear()
+
+
+def test_one_announcement_per_queue_per_round(open_store: StoreFactory) -> None:
+    store = open_store()
+    assert store.wait_dispatched()
+    heard: Heard = []
+    store.add_arrival_listener(listen(heard))
+    with store.reput._round:  # hold the thread off: the test runs the round itself
+        for i in range(5):
+            store.put_message(mk(i % 2))
+        store.dispatcher.dispatch_available()
+    assert sorted(h[:3] for h in heard) == [("T", 0, 3), ("T", 1, 2)]
+    assert store.get_max_offset_in_queue("T", 0) == 3
+
+
+def test_appends_on_the_loop_are_dispatched_in_the_same_iteration(open_store: StoreFactory) -> None:
+    store = open_store()
+    assert store.wait_dispatched()
+    without_thread(store)
+    heard: Heard = []
+    store.add_arrival_listener(listen(heard))
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        store.reput.run_inline(loop.call_soon)
+        for _ in range(3):
+            assert store.put_message_nowait(mk(0)).result.ok
+        assert store.get_max_offset_in_queue("T", 0) == 0  # not before the round
+        await asyncio.sleep(0)  # one loop iteration: the round ran
+        assert store.get_max_offset_in_queue("T", 0) == 3
+        # One round for the three sends, on the loop's own thread.
+        assert heard == [("T", 0, 3, threading.get_ident())]
+
+    asyncio.run(scenario())
+
+
+def test_bulk_beyond_the_inline_limit_goes_on_to_the_thread(open_store: StoreFactory) -> None:
+    store = open_store()
+    assert store.wait_dispatched()
+    store.reput.shutdown()  # a service of our own, its thread started only when the test says
+    reput = ReputService(store.dispatcher)
+    body = bytes(8 * 1024)
+    count = 2 * INLINE_MAX_BYTES // len(body) + 5
+    rounds: list[Callable[[], None]] = []
+    reput.run_inline(rounds.append)
+    for _ in range(count):
+        assert store.put_message_nowait(mk(0, body)).result.ok
+        reput.wakeup()
+    assert len(rounds) == 1  # one round scheduled for all the appends
+    rounds[0]()
+    first = store.get_max_offset_in_queue("T", 0)
+    assert 0 < first < count and first * len(body) <= INLINE_MAX_BYTES + len(body) + 1024
+    assert reput._wake.is_set()  # the rest is handed to the thread
+    reput.start()
+    try:
+        assert reput.wait_caught_up(store.commit_log.max_offset)
+    finally:
+        reput.shutdown()
+    assert store.get_max_offset_in_queue("T", 0) == count
+
+
+def test_appends_off_the_loop_thread_still_wake_the_reput_thread(open_store: StoreFactory) -> None:
+    store = open_store()
+
+    async def scenario() -> None:
+        store.reput.run_inline(asyncio.get_running_loop().call_soon)
+        await asyncio.to_thread(lambda: [store.put_message_nowait(mk(1)) for _ in range(4)])
+        assert await asyncio.to_thread(store.wait_dispatched)
+
+    asyncio.run(scenario())
+    assert store.get_max_offset_in_queue("T", 1) == 4
+
+
+def test_a_closed_loop_falls_back_to_the_thread(open_store: StoreFactory) -> None:
+    store = open_store()
+    loop = asyncio.new_event_loop()
+    store.reput.run_inline(loop.call_soon)
+    loop.close()
+    assert store.put_message_nowait(mk(0)).result.ok
+    assert store.wait_dispatched()
+    assert store.get_max_offset_in_queue("T", 0) == 1
