@@ -246,7 +246,8 @@ class MessageStore:
 
     # -- listeners --------------------------------------------------------------------------
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Called from the dispatch thread when units land in a consume queue (long polling)."""
+        """Called once per queue per dispatch round when units land in a consume queue (long
+        polling): on the event loop for rounds after its sends, else on the reput thread."""
         self.dispatcher.listeners.append(listener)
 
     @property
