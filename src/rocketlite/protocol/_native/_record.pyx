@@ -85,14 +85,15 @@ if hasattr(StoredRecord, "__post_init__") or hasattr(HostAddress, "__post_init__
 
 
 include "_crc32.pxi"
+include "_crc32_clmul.pxi"
 
 
 def crc32(data):
     """`zlib.crc32(data)` (bytes or bytearray), for the tests of the table."""
     if PyBytes_Check(data):
-        return _crc32(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        return _crc32_fast(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
     if PyByteArray_Check(data):
-        return _crc32(<const uint8_t*>PyByteArray_AS_STRING(data), PyByteArray_GET_SIZE(data))
+        return _crc32_fast(<const uint8_t*>PyByteArray_AS_STRING(data), PyByteArray_GET_SIZE(data))
     raise TypeError(f"a bytes-like object is required, not {type(data).__name__!r}")
 
 
@@ -201,7 +202,7 @@ cdef Py_ssize_t _write(char* out, const _Rec* r) noexcept nogil:
     cdef Py_ssize_t p, stamp
     _put32(out, <uint32_t>r.total)
     _put32(out + 4, <uint32_t>_MAGIC)
-    _put32(out + 8, _crc32(<const uint8_t*>r.body, r.body_len) & 0x7FFFFFFF)
+    _put32(out + 8, _crc32_fast(<const uint8_t*>r.body, r.body_len) & 0x7FFFFFFF)
     _put32(out + 12, <uint32_t>r.queue_id)
     _put32(out + 16, <uint32_t>r.flag)
     memset(out + 20, 0, 16)  # QUEUEOFFSET, PHYSICALOFFSET
