@@ -43,6 +43,8 @@ def test_a_burst_of_appends_answers_the_held_pull_once_with_all_of_it(tmp_path: 
             # Requests on one connection are handled in order: once this answers, the pull is parked.
             await b.call(RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"})
             assert not task.done() and hold.held_count == 1
+            (held,) = hold.holds[("T", 0)]
+            assert held.header is not None and held.header.queue_offset == 0  # decoded once, kept
             store = b.controller.store
             for body in (b"one", b"two", b"three"):  # appended on the loop, as sends are
                 assert store.put_message_nowait(message("T", body)).result.ok

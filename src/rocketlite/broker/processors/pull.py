@@ -125,7 +125,7 @@ class PullMessageProcessor:
         if conn.closed:
             return
         try:
-            response = self.process(conn, request, allow_suspend=False)
+            response = self.process(conn, request, allow_suspend=False, header=held.header)
         except Exception as exc:
             if not isinstance(exc, RocketliteError):
                 log.exception("re-running a held pull failed")
@@ -223,11 +223,18 @@ class PullMessageProcessor:
         return cfg.broker_id
 
     def process(
-        self, conn: Connection, request: RemotingCommand, *, allow_suspend: bool
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        *,
+        allow_suspend: bool,
+        header: PullMessageRequestHeader | None = None,
     ) -> RemotingCommand | None:
         """Run the pull; returns the answer to send, or None when the answer was sent zero-copy or
-        the pull was parked. Refusals raise `RocketliteError` carrying their code."""
-        header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        the pull was parked. Refusals raise `RocketliteError` carrying their code. A re-run of a
+        held pull passes the header decoded the first time (every check still runs again)."""
+        if header is None:
+            header = PullMessageRequestHeader.from_ext(request.ext_fields)
         cfg = self._check_group(header.consumer_group)
         self._check_topic(header, conn.remote_address)
         sub = self._subscription(header, cfg)
@@ -248,6 +255,21 @@ class PullMessageProcessor:
                 header.consumer_group, header.topic, header.queue_id, header.queue_offset,
                 next_begin, result.status.name,
             )  # fmt: skip
+        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not self.broker.is_slave:
+            self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PullSysFlag.SUSPEND:
+            # Parked: the answer is built when the pull is re-run (a consumer's next pull after
+            # each message lands here, so nothing is built for it now).
+            b = self.broker
+            timeout_ms = (
+                header.suspend_timeout_millis if b.long_polling_enable else b.short_polling_time_mills
+            )
+            held = HeldPull(
+                conn, request, header.topic, header.queue_id, header.queue_offset, codes,
+                seen_max=max(result.max_offset, header.queue_offset), header=header,
+            )  # fmt: skip
+            self.hold.suspend(held, timeout_ms / 1000)
+            return None
         ext = PullMessageResponseHeader(
             suggest_which_broker_id=self._suggest_broker(cfg, result),
             next_begin_offset=next_begin,
@@ -255,22 +277,9 @@ class PullMessageProcessor:
             max_offset=result.max_offset,
         ).to_ext()
         response = make_response(request, code, result.status.name, ext)
-        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not self.broker.is_slave:
-            self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         if code == ResponseCode.SUCCESS:
             self.stats.record_get(header.consumer_group, result.message_count)
             conn.send_parts(response, result.messages)
-            return None
-        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PullSysFlag.SUSPEND:
-            b = self.broker
-            timeout_ms = (
-                header.suspend_timeout_millis if b.long_polling_enable else b.short_polling_time_mills
-            )
-            held = HeldPull(
-                conn, request, header.topic, header.queue_id, header.queue_offset, codes,
-                seen_max=max(result.max_offset, header.queue_offset),
-            )  # fmt: skip
-            self.hold.suspend(held, timeout_ms / 1000)
             return None
         self.stats.record_get(header.consumer_group, 0)
         return response

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.headers import PullMessageRequestHeader
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import cancel_tasks
 
@@ -51,7 +52,8 @@ class MaxOffsetSource(Protocol):
 @dataclass(slots=True, eq=False)
 class HeldPull:
     """A parked PULL_MESSAGE. `codes` None accepts every tag; `seen_max` is the queue's max
-    offset as of the last report this pull looked at."""
+    offset as of the last report this pull looked at; `header` is the request's, decoded once
+    (the re-run skips decoding it again)."""
 
     conn: Connection
     request: RemotingCommand
@@ -61,6 +63,7 @@ class HeldPull:
     codes: frozenset[int] | None
     seen_max: int
     timer: asyncio.TimerHandle | None = None
+    header: PullMessageRequestHeader | None = None
 
     def matches(self, tags_code: int | None) -> bool:
         return self.codes is None or tags_code is None or tags_code in self.codes
