@@ -273,6 +273,14 @@ class ConsumeQueue:
         if not data or not 0 <= first_cq_offset <= _LONG_MAX // UNIT_SIZE:
             log.error("%s: refusing invalid units at offset %d", self, first_cq_offset)
             return False
+        mf = self._mfq.files[-1] if self._mfq.files else None
+        if mf is not None and first_cq_offset * UNIT_SIZE == mf.file_from_offset + mf.wrote_position:
+            # Every dispatch round's case: new units right after the last ones, in the last file.
+            phy, size, _ = CQ_UNIT.unpack_from(data, 0)
+            if mf.wrote_position + len(data) <= mf.file_size and phy + size > self._max_physic:
+                mf.append(data)
+                self._max_physic = sum(CQ_UNIT.unpack_from(data, len(data) - UNIT_SIZE)[:2])
+                return True
         dup = 0
         while dup * UNIT_SIZE < len(data):
             phy, size, _ = CQ_UNIT.unpack_from(data, dup * UNIT_SIZE)
