@@ -27,6 +27,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   patched in, msg ids out): `record_stamp`, one for both.
 * `place_record` (a single encoded record placed under the lock: offsets and store time patched
   in, copied into the segment, msg id out): `record.place_record`, one for both.
+* `blake2b_digests` (many BLAKE2b digests in one call, the Spark sink's message ids):
+  `row_digests`, one for both.
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
   SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
   `message.send_properties` and `batch.send_batch_messages`.
@@ -54,7 +56,7 @@ import logging
 import mmap
 import os
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -70,6 +72,7 @@ from rocketlite.protocol import (
     record_codec_py,
     record_columns,
     record_stamp,
+    row_digests,
 )
 from rocketlite.protocol import message as message_codec
 from rocketlite.protocol import record as record_format
@@ -266,6 +269,7 @@ class Codecs:
     stamp_records: StampRecords
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
     place_record: PlaceRecord
+    blake2b_digests: Callable[[bytes | bytearray | memoryview, Iterable[int]], bytes]
 
 
 # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the generated decoder of the class.
@@ -299,6 +303,7 @@ REFERENCE: Final = Codecs(
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
     record_format.place_record,
+    row_digests.blake2b_digests,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -328,6 +333,7 @@ PYTHON: Final = Codecs(
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
     record_format.place_record,
+    row_digests.blake2b_digests,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -337,6 +343,7 @@ NATIVE_MODULES: Final = (
     "rocketlite.protocol._native._dispatch",
     "rocketlite.protocol._native._send",
     "rocketlite.protocol._native._columns",
+    "rocketlite.protocol._native._digests",
 )
 
 
@@ -415,3 +422,4 @@ record_starts: Final = CHOSEN.record_starts
 stamp_records: Final = CHOSEN.stamp_records
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2
 place_record: Final = CHOSEN.place_record
+blake2b_digests: Final = CHOSEN.blake2b_digests

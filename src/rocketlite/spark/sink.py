@@ -42,8 +42,8 @@ Delivery guarantees
 Sending
 -------
 A task prepares all its messages at once, a column at a time (`sink_batches.prepare`: Arrow
-kernels build the properties text and the digest input of every row, two blake2b calls per row
-make the ids of `sink_rows`, the per-row reference, and one Arrow join encodes every
+kernels build the properties text and the digest input of every row, two compiled BLAKE2b calls
+per task make the ids of `sink_rows`, the per-row reference, and one Arrow join encodes every
 SEND_BATCH_MESSAGE entry into one buffer). A chunk is then a range of that buffer, sent as it is;
 `IN_FLIGHT` chunks are checked and sent at once. Each chunk is still one batch append checked on
 its own last id, so the guarantees above do not depend on the order in which concurrent sends complete.

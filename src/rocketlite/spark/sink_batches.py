@@ -6,10 +6,13 @@
    properties part of its digest are built by Arrow compute kernels from the `tags` and `keys`
    columns; a batch with a `properties` map column or `keys` as an array goes through
    `sink_rows.rows` for these two strings (the map's rules live there once);
-2. the ids are the reference's (`sink_rows` docstring): the digest input of every row is joined
-   by one Arrow kernel, then two `hashlib.blake2b` calls per row and nothing else per row, so a
-   replay by this version finds what an earlier version stored and the other way round;
-3. the rows are ordered as the reference orders them (target, then id in `content` mode), and
+2. the ids are the reference's (`sink_rows` docstring), so a replay by this version finds what an
+   earlier version stored and the other way round: the digest input of every row is joined by
+   one Arrow kernel and hashed by one `speedups.blake2b_digests` call (compiled BLAKE2b, no GIL),
+   the occurrence numbers of identical rows come from one stable numpy sort, and the ids are a
+   second `blake2b_digests` call over fixed-width records (prefix, digest, occurrence);
+3. the rows are ordered as the reference orders them (target, then id in `content` mode: one
+   numpy sort of the id bytes when the task has one target), and
    every SEND_BATCH_MESSAGE entry (`protocol/batch.py`: 20-byte head, body, properties length,
    properties) is built by one Arrow join into one buffer, so a chunk's request body is a slice
    of it, made once.
@@ -17,7 +20,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -26,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketlite.protocol import speedups
 from rocketlite.protocol.batch import ENTRY_OVERHEAD, MAX_PROPERTIES_LENGTH
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.message import MessageConst
@@ -42,7 +45,6 @@ assert ENTRY_HEAD_DTYPE.itemsize + PROPERTIES_LENGTH_DTYPE.itemsize == ENTRY_OVE
 
 Target = tuple[str, str | None, int | None]  # topic, broker name, queue id
 _UNIQ_PAIR: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
-_ZERO: Final = bytes(8)
 
 
 @dataclass(slots=True)
@@ -151,23 +153,60 @@ def _combined(batches: Iterator[pa.RecordBatch]) -> list[pa.RecordBatch]:
     return combined
 
 
-def _digests(batch: _Batch) -> list[bytes]:
+def _slices(arr: pa.Array) -> tuple[pa.Buffer, np.ndarray]:
+    """A binary array's data buffer and its n + 1 offsets (int64)."""
+    first = arr.offset
+    offsets = np.frombuffer(arr.buffers()[1], np.int32)[first : first + len(arr) + 1].astype(np.int64)
+    return arr.buffers()[2] or pa.py_buffer(b""), offsets
+
+
+def _digests(batch: _Batch) -> bytes:
+    """blake2b-128 of each row's digest input (sink_rows.digest), concatenated."""
     joined = pc.binary_join_element_wise(batch.prefix, batch.sort_part, "\0", "").cast(pa.binary())
-    content = pc.binary_join_element_wise(joined, batch.body, b"")
-    blake2b = hashlib.blake2b
-    return [blake2b(c, digest_size=16).digest() for c in content.to_pylist()]
+    return speedups.blake2b_digests(*_slices(pc.binary_join_element_wise(joined, batch.body, b"")))
 
 
-def _target_order(targets: list[Target], uniq: list[str] | None) -> list[int]:
+def _occurrences(digests: bytes, n: int) -> np.ndarray:
+    """For each row, how many earlier rows have the same digest."""
+    words = np.frombuffer(digests, ">u8").reshape(n, 2)
+    by_digest = np.lexsort((words[:, 1], words[:, 0]))  # stable: equal digests keep row order
+    ranked = words[by_digest]
+    starts = np.ones(n, bool)
+    starts[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    positions = np.arange(n)
+    out = np.empty(n, np.int64)
+    out[by_digest] = positions - np.maximum.accumulate(np.where(starts, positions, 0))
+    return out
+
+
+def _ids(prefix: bytes, details: np.ndarray) -> bytes:
+    """blake2b-128 of `prefix + detail` for each row of `details` (n x width bytes)."""
+    n, width = details.shape
+    records = np.empty((n, len(prefix) + width), np.uint8)
+    records[:, : len(prefix)] = np.frombuffer(prefix, np.uint8)
+    records[:, len(prefix) :] = details
+    step = records.shape[1]
+    offsets = np.arange(0, (n + 1) * step, step, dtype=np.int64)
+    return speedups.blake2b_digests(records.reshape(-1).data, offsets)
+
+
+def _big_endian(values: np.ndarray) -> np.ndarray:
+    return values.astype(">u8").view(np.uint8).reshape(len(values), 8)
+
+
+def _target_order(targets: list[Target], ids: bytes | None, single: bool) -> np.ndarray:
     """The reference's order: by (topic, broker or "", queue id or -1), then by id if given."""
     n = len(targets)
-    single = not targets or targets.count(targets[0]) == n
     if single:
-        return sorted(range(n), key=uniq.__getitem__) if uniq is not None else list(range(n))
+        if ids is None:
+            return np.arange(n)
+        words = np.frombuffer(ids, ">u8").reshape(n, 2)  # byte order = upper-case hex order
+        return np.lexsort((words[:, 1], words[:, 0]))
     keys = [(t, b or "", -1 if q is None else q) for t, b, q in targets]
-    if uniq is None:
-        return sorted(range(n), key=keys.__getitem__)
-    return sorted(range(n), key=lambda i: (keys[i], uniq[i]))
+    if ids is None:
+        return np.array(sorted(range(n), key=keys.__getitem__), np.int64)
+    uniq = [ids[i : i + 16] for i in range(0, 16 * n, 16)]
+    return np.array(sorted(range(n), key=lambda i: (keys[i], uniq[i])), np.int64)
 
 
 def prepare(
@@ -181,43 +220,46 @@ def prepare(
     """Every message one task sends, in send order (module docstring)."""
     parts = [_fast(options, x) or _by_rows(options, x) for x in _combined(batches)]
     targets = [t for p in parts for t in p.targets]
+    n = len(targets)
     prefix = sink_rows.id_prefix(query_id, batch_id, partition)
-    blake2b = hashlib.blake2b
-    uniq: list[str] | None = None
+    ids: bytes | None = None
     if mode == "content":
-        seen: dict[bytes, int] = {}
-        uniq = []
-        add = uniq.append
-        for part in parts:
-            for d in _digests(part):
-                n = seen.get(d)
-                if n is None:
-                    seen[d] = 1
-                    add(blake2b(prefix + d + _ZERO, digest_size=16).hexdigest().upper())
-                else:
-                    seen[d] = n + 1
-                    add(blake2b(prefix + d + n.to_bytes(8, "big"), digest_size=16).hexdigest().upper())
+        digests = b"".join(_digests(p) for p in parts)
+        details = np.empty((n, 24), np.uint8)
+        details[:, :16] = np.frombuffer(digests, np.uint8).reshape(n, 16)
+        details[:, 16:] = _big_endian(_occurrences(digests, n))
+        ids = _ids(prefix, details)
     elif mode == "order":
-        uniq = [
-            blake2b(prefix + i.to_bytes(8, "big"), digest_size=16).hexdigest().upper()
-            for i in range(len(targets))
-        ]
-    order = _target_order(targets, uniq if mode == "content" else None)
-    texts: list[str] = []
-    for p in parts:
-        texts += p.text if isinstance(p.text, list) else p.text.to_pylist()
-    if uniq is not None:
-        texts = [f"{t}\x02{_UNIQ_PAIR}{u}" if t else _UNIQ_PAIR + u for t, u in zip(texts, uniq, strict=True)]
-    return _assemble(parts, targets, uniq, texts, order)
+        ids = _ids(prefix, _big_endian(np.arange(n)))
+    texts = (
+        pa.concat_arrays(
+            [pa.array(p.text, pa.string()) if isinstance(p.text, list) else p.text for p in parts]
+        )
+        if parts
+        else pa.array([], pa.string())
+    )
+    if ids is not None:
+        hexed = ids.hex().upper()
+        separator = pc.if_else(pc.greater(pc.binary_length(texts), 0), "\x02", "")
+        keys = _fixed(hexed.encode("ascii"), n, 32).cast(pa.string())
+        texts = pc.binary_join_element_wise(texts, separator, _UNIQ_PAIR, keys, "")
+    single = not targets or targets.count(targets[0]) == n
+    order = _target_order(targets, ids if mode == "content" else None, single)
+    uniq = [""] * n
+    if ids is not None:
+        ordered = np.frombuffer(ids, np.uint8).reshape(n, 16)[order].tobytes().hex().upper()
+        uniq = [ordered[i : i + 32] for i in range(0, 32 * n, 32)]
+    return _assemble(parts, targets if single else [targets[i] for i in order.tolist()], uniq, texts, order)
 
 
 def _assemble(
-    parts: list[_Batch], targets: list[Target], uniq: list[str] | None, texts: list[str], order: list[int]
+    parts: list[_Batch], targets: list[Target], uniq: list[str], texts: pa.Array, order: np.ndarray
 ) -> Prepared:
+    """The messages in `order` (targets and ids already in it) as encoded entries."""
     n = len(order)
     take = pa.array(order, pa.int64())
     bodies = (pa.concat_arrays([p.body for p in parts]) if parts else pa.array([], pa.binary())).take(take)
-    props_text = pa.array(texts, pa.string()).take(take)
+    props_text = texts.take(take)
     props = props_text.cast(pa.binary())
     body_len = pc.binary_length(bodies).to_numpy(zero_copy_only=False).astype(np.int64)
     prop_len = pc.binary_length(props).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -234,17 +276,14 @@ def _assemble(
         props,
         b"",
     )
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(ENTRY_OVERHEAD + body_len + prop_len, out=offsets[1:])
-    data = entries.buffers()[2] if n else pa.py_buffer(b"")
-    start = int(np.frombuffer(entries.buffers()[1], np.int32)[entries.offset]) if n else 0
+    data, offsets = _slices(entries) if n else (pa.py_buffer(b""), np.zeros(1, np.int64))
     return Prepared(
-        [targets[i] for i in order],
-        [uniq[i] for i in order] if uniq is not None else [""] * n,
+        targets,
+        uniq,
         estimates,
         body_len,
         prop_len,
-        offsets + start,
+        offsets,
         data,
     )
 
