@@ -17,7 +17,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from rocketlite.client.errors import ClientError, MessageIllegalError  # noqa: E402
-from rocketlite.client.message import Message  # noqa: E402
+from rocketlite.client.message import Message, MessageQueue  # noqa: E402
 from rocketlite.embedded import EmbeddedCluster  # noqa: E402
 from rocketlite.protocol.batch import (  # noqa: E402
     BatchEntry,
@@ -166,7 +166,7 @@ def _reference_prepared(
 
 column_rows = st.fixed_dictionaries(
     {
-        "body": st.binary(max_size=40),
+        "body": st.binary(max_size=300),
         "tags": st.one_of(st.none(), st.just(""), texts),
         "keys": st.one_of(st.none(), st.just(""), texts),
         "topic": st.sampled_from(["A", "B", "Ü"]),
@@ -217,6 +217,22 @@ def test_column_path_is_the_row_reference(
     assert prepared.estimates == estimates
     assert prepared.body(0, len(prepared)) == entries
     assert decode_batch(prepared.body(0, len(prepared))) == decode_batch(entries)
+    # chunks are cut where the reference cuts them (batchSize messages, batchBytes by entry_size)
+    sender = sink._Sender.__new__(sink._Sender)
+    sender.options = SinkOptions.parse(
+        {"nameServer": "x:1", "batchSize": "4", "batchBytes": "1024"}, streaming=True
+    )
+    sender.prepared = prepared
+    sender._queues = {t: [MessageQueue(t, "b1", q) for q in range(4)] for t in ("A", "B", "Ü", "Opt")}
+    rows = list(sink_rows.rows(options, iter(batches)))
+    sink_rows.assign_ids(rows, mode, "query", "9", 4)
+    if mode != "none":
+        for row in rows:
+            row.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = row.uniq
+    queues = {q.queue_id for q in sender._queues["A"]}
+    if all(r.queue_id in queues | {None} and r.broker in (None, "b1") for r in rows):
+        cuts = [c.start for c in sender.chunks(0)]
+        assert cuts == sink_rows.chunk_cuts(rows, 4, 1024)
 
 
 def test_column_path_refuses_what_the_reference_refuses() -> None:
