@@ -224,15 +224,15 @@ def test_column_path_is_the_row_reference(
     )
     sender.prepared = prepared
     sender._queues = {t: [MessageQueue(t, "b1", q) for q in range(4)] for t in ("A", "B", "Ü", "Opt")}
-    rows = list(sink_rows.rows(options, iter(batches)))
-    sink_rows.assign_ids(rows, mode, "query", "9", 4)
+    ref_rows = list(sink_rows.rows(options, iter(batches)))
+    sink_rows.assign_ids(ref_rows, mode, "query", "9", 4)
     if mode != "none":
-        for row in rows:
+        for row in ref_rows:
             row.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = row.uniq
     queues = {q.queue_id for q in sender._queues["A"]}
-    if all(r.queue_id in queues | {None} and r.broker in (None, "b1") for r in rows):
+    if all(r.queue_id in queues | {None} and r.broker in (None, "b1") for r in ref_rows):
         cuts = [c.start for c in sender.chunks(0)]
-        assert cuts == sink_rows.chunk_cuts(rows, 4, 1024)
+        assert cuts == sink_rows.chunk_cuts(ref_rows, 4, 1024)
 
 
 def test_column_path_refuses_what_the_reference_refuses() -> None:
