@@ -218,7 +218,11 @@ class Connection(asyncio.Protocol):
             return
         if isinstance(result, RemotingCommand):
             if not request.flag & _ONEWAY:
-                self.send(result)
+                out = self._out
+                if out is not None and not self.closed:  # inside data_received: `send`, inlined
+                    out.append(encode_command(result))
+                else:
+                    self.send(result)
             return
         task = asyncio.ensure_future(result)
         task.add_done_callback(lambda t: self._finish(request, t))

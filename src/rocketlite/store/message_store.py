@@ -324,7 +324,12 @@ class MessageStore:
             res = self.commit_log.append(msg)
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
-        return self._finish_put(res, begin, 1)
+        if res.status is not AppendMessageStatus.PUT_OK or self.group_commit is not None:
+            return self._finish_put(res, begin, 1)
+        # `_finish_put` of an ASYNC_FLUSH single put, inlined (one call less per send)
+        self.stats.record_put((time.perf_counter() - begin) * 1000, res.wrote_bytes, 1)
+        self.reput.wakeup()
+        return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, res))
 
     def put_messages_nowait(self, msgs: list[MessageInner]) -> PendingPut:
         """Append a batch (one topic-queue, consecutive queue offsets) without waiting."""
