@@ -51,6 +51,12 @@ class RemotingServer:
         if self.on_connection_closed is not None:
             self.on_connection_closed(conn)
 
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """(host, port) of each bound listening socket, as the kernel reports it (empty before
+        `bind`): what the server really listens on, whatever the config said."""
+        return [(str(s.getsockname()[0]), int(s.getsockname()[1])) for s in self._sockets]
+
     def bind(self) -> list[int]:
         """Bind the listening sockets now (so the real ports are known before serving)."""
         if self._sockets:
