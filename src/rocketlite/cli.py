@@ -108,27 +108,116 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+# Store sizes for a laptop: RocketMQ's defaults zero a 1 GiB commit-log segment (and stage the
+# next one) and reserve 420 MB per index file and 6 MB per consume queue, 2.1 GiB at first start.
+# conf/broker.conf ships the same values, so `rocketlite broker -c conf/broker.conf` opens a
+# store `rocketlite dev` made.
+DEV_STORE_DEFAULTS: dict[str, str] = {
+    "mapedFileSizeCommitLog": str(64 * 1024 * 1024),  # 64 MiB segments
+    "mapedFileSizeConsumeQueue": str(30_000 * 20),  # 30,000 units of 20 bytes, 586 KiB a file
+    "maxHashSlotNum": "100000",  # with maxIndexNum: 8.4 MB index files
+    "maxIndexNum": "400000",
+}
+DEV_HOST = "127.0.0.1"
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def _reachable(host: str) -> str:
+    """The address to reach a server bound to `host` from this machine (wildcards: loopback)."""
+    return "127.0.0.1" if host in _WILDCARDS else host
+
+
+def _addr(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def dev_configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig, StoreConfig]:
+    """The three configs of `rocketlite dev`: dev defaults, then `-c broker.conf`, then flags.
+
+    The dev name server is the broker's: a `namesrvAddr` in the file is ignored (with a warning);
+    the broker's address is filled in once the name server has bound its port.
+    """
+    props: dict[str, str] = {}
+    source = "rocketlite dev"
+    if args.config:
+        source = str(args.config)
+        props = load_properties(Path(args.config))
+        warn_unknown_keys(props, config_keys(BrokerConfig) | config_keys(StoreConfig), source)
+        if props.get("namesrvAddr"):
+            log.warning("%s: namesrvAddr ignored: rocketlite dev registers with its own name server", source)
+    host = args.host if args.host is not None else props.get("listenHost", DEV_HOST).strip() or DEV_HOST
+    merged = {**DEV_STORE_DEFAULTS, "storePathRootDir": "./data", **props}
+    if args.store is not None:
+        merged["storePathRootDir"] = args.store
+    store = build_config(StoreConfig, merged)
+    overrides: dict[str, Any] = {"listen_host": host, "namesrv_addr": None}
+    if args.broker_port is not None:
+        overrides["listen_port"] = args.broker_port
+    if args.broker_ip is not None:
+        overrides["broker_ip1"] = args.broker_ip
+    elif "brokerIP1" not in merged and "brokerIp1" not in merged:
+        overrides["broker_ip1"] = _reachable(host)
+    broker = build_config(BrokerConfig, merged, **overrides)
+    namesrv = NamesrvConfig(
+        listen_port=args.namesrv_port,
+        listen_host=host,
+        kv_config_path=store.store_path_root_dir / "namesrv" / "kvConfig.json",
+    )
+    return namesrv, broker, store
+
+
+class DevServer:
+    """A name server, then a broker registered with it; logs the addresses really bound."""
+
+    def __init__(self, namesrv: NamesrvConfig, broker: BrokerConfig, store: StoreConfig) -> None:
+        self.namesrv = NameServer(namesrv)
+        self.broker_config = broker
+        self.store_config = store
+        self.broker: BrokerController | None = None
+
+    async def start(self) -> None:
+        await self.namesrv.start()
+        host = self.broker_config.listen_host
+        namesrv_addr = _addr(_reachable(host), self.namesrv.port)
+        broker = BrokerController(
+            dataclasses.replace(self.broker_config, namesrv_addr=namesrv_addr), self.store_config
+        )
+        try:
+            await broker.start()
+        except BaseException:
+            await self.namesrv.close()
+            raise
+        self.broker = broker
+        log.info("%s", self.listening())
+
+    def listening(self) -> str:
+        """One line: every address the process listens on, read from the bound sockets."""
+        broker = self.broker
+        assert broker is not None and self.namesrv.remoting is not None
+        parts = [f"name server {_addr(*self.namesrv.remoting.addresses[0])}"]
+        main, *vip = broker.server.addresses
+        parts.append(f"broker {_addr(*main)}" + "".join(f" (VIP channel {_addr(*a)})" for a in vip))
+        served = broker.parts
+        if served is not None and served.ha_master is not None:
+            host, port = served.ha_master.sock.getsockname()[:2]
+            parts.append(f"HA {_addr(str(host), int(port))}")
+        if served is not None and served.metrics is not None:
+            parts.append(f"metrics http://{_addr(served.metrics.host, served.metrics.port)}/metrics")
+        size = self.store_config.maped_file_size_commit_log
+        store = (
+            f"store {self.store_config.store_path_root_dir} (commit-log segments of {size // (1 << 20)} MiB)"
+        )
+        return "rocketlite dev listening on: " + ", ".join(parts) + "; " + store
+
+    async def close(self) -> None:
+        if self.broker is not None:
+            await self.broker.close()
+        await self.namesrv.close()
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
-    """Name server + broker in one process: store ./data, ports 9876 / 10911, auto-create on."""
-    store_root = Path(args.store)
-    namesrv = NameServer(
-        NamesrvConfig(listen_port=args.namesrv_port, kv_config_path=store_root / "namesrv" / "kvConfig.json")
-    )
-    broker = BrokerConfig(
-        listen_port=args.broker_port,
-        namesrv_addr=f"127.0.0.1:{args.namesrv_port}",
-        broker_ip1=args.broker_ip,
-        auto_create_topic_enable=True,
-    )
-    store = build_config(StoreConfig, {}, store_path_root_dir=store_root)
-    log.info(
-        "rocketlite dev: name server 127.0.0.1:%d, broker %s:%d, store %s",
-        args.namesrv_port,
-        args.broker_ip,
-        args.broker_port,
-        store.store_path_root_dir,
-    )
-    _run(_serve_until_signal(namesrv, BrokerController(broker, store)))
+    """Name server + broker in one process, on 127.0.0.1 unless --host says otherwise."""
+    _run(_serve_until_signal(DevServer(*dev_configs(args))))
     return 0
 
 
@@ -208,11 +297,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    dev = sub.add_parser("dev", help="name server + broker in one process (store ./data, ports 9876/10911)")
-    dev.add_argument("--store", default="./data", help="store root directory (default ./data)")
-    dev.add_argument("--namesrv-port", type=int, default=9876)
-    dev.add_argument("--broker-port", type=int, default=10911)
-    dev.add_argument("--broker-ip", default="127.0.0.1", help="address put in message ids and routes")
+    dev = sub.add_parser(
+        "dev",
+        help="name server + broker in one process, on 127.0.0.1 (store ./data, ports 9876/10911)",
+        description="A name server and a broker in one process, for a laptop: binds 127.0.0.1, "
+        "64 MiB commit-log segments, store ./data. Flags win over -c broker.conf, which wins over "
+        "these defaults.",
+    )
+    dev.add_argument("-c", "--config", help="broker.conf: any broker or store key over the dev defaults")
+    dev.add_argument(
+        "--host", default=None, help="address every port binds to (default 127.0.0.1; 0.0.0.0: all)"
+    )
+    dev.add_argument("--store", default=None, help="store root directory (default ./data)")
+    dev.add_argument(
+        "--namesrv-port", type=int, default=9876, help="name server port (default 9876; 0: any free)"
+    )
+    dev.add_argument(
+        "--broker-port", type=int, default=None, help="broker listenPort (default 10911; 0: any free)"
+    )
+    dev.add_argument(
+        "--broker-ip",
+        default=None,
+        help="brokerIP1, the address put in routes and message ids (default: the host)",
+    )
     dev.set_defaults(func=cmd_dev)
 
     ns = sub.add_parser("namesrv", help="run a name server")

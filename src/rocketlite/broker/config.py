@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from rocketlite.config import require
+from rocketlite.config import config_keys, require
 
 
 class BrokerRole(enum.Enum):
@@ -119,3 +119,9 @@ class BrokerConfig:
     def effective_register_period_ms(self) -> int:
         """RocketMQ clamps registerNameServerPeriod to 10..60 s."""
         return min(max(self.register_name_server_period, 10_000), 60_000)
+
+
+def broker_config_keys() -> frozenset[str]:
+    """Every broker key a `broker.conf` may set, spelling aliases included (`brokerIp1`); the store
+    keys of the same file are `store.config.store_config_keys`. The README names each of them."""
+    return frozenset(config_keys(BrokerConfig))

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketlite.config import key_of, require
+from rocketlite.config import config_keys, key_of, require
 
 DEFAULT_LISTEN_PORT = 9876
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000  # 4.x `RouteInfoManager.BROKER_CHANNEL_EXPIRED_TIME`
@@ -77,3 +77,8 @@ class NamesrvConfig:
             text = ("true" if value else "false") if isinstance(value, bool) else str(value)
             result[key_of(f)] = text
         return result
+
+
+def namesrv_config_keys() -> frozenset[str]:
+    """Every key a `namesrv.conf` may set, aliases included (`bindAddress`). The README names each."""
+    return frozenset(config_keys(NamesrvConfig))

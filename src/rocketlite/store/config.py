@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketlite.config import require
+from rocketlite.config import config_keys, require
 from rocketlite.protocol.consume_queue_unit import UNIT_SIZE as CQ_UNIT_SIZE
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -137,3 +137,9 @@ class StoreConfig:
     @property
     def verify_crc(self) -> bool:
         return self.check_crc_on_recover and not self.fast_boot
+
+
+def store_config_keys() -> frozenset[str]:
+    """Every store key a `broker.conf` may set, spelling aliases included
+    (`mappedFileSizeCommitLog`). The README names each of them."""
+    return frozenset(config_keys(StoreConfig))
