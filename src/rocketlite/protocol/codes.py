@@ -157,6 +157,16 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
 
 
+def request_label(code: int) -> str:
+    """`GET_ROUTEINFO_BY_TOPIC (105)`: how error texts name a request (`request 999` when unknown).
+
+    Users read names, not numbers; the number stays because RocketMQ's docs and logs use it."""
+    try:
+        return f"{RequestCode(code).name} ({int(code)})"
+    except ValueError:
+        return f"request {int(code)}"
+
+
 class LanguageCode(IntEnum):
     """`LanguageCode`: a name in JSON headers, this byte in ROCKETMQ binary headers.
 
