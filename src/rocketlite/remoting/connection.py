@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, cast
 
-from rocketlite.protocol.codes import CommandFlag, ResponseCode
+from rocketlite.protocol.codes import CommandFlag, ResponseCode, request_label
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.frame import LENGTH, FrameDecoder, encode_command
@@ -243,9 +243,9 @@ class Connection(asyncio.Protocol):
     @staticmethod
     def _log_failure(request: RemotingCommand, exc: BaseException) -> None:
         if isinstance(exc, RocketliteError):
-            log.debug("request code %d refused: %s", request.code, exc)
+            log.debug("%s refused: %s", request_label(request.code), exc)
         else:
-            log.error("request code %d failed", request.code, exc_info=exc)
+            log.error("%s failed", request_label(request.code), exc_info=exc)
 
     # -- writing ----------------------------------------------------------------------------
     def send(self, cmd: RemotingCommand) -> None:
