@@ -234,8 +234,7 @@ class SendMessageProcessor:
 
     # -- the handler ------------------------------------------------------------------------
     def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
-        now = self.clock.now_ms()
-        if now < self.start_accept_send_ms:
+        if self.start_accept_send_ms and self.clock.now_ms() < self.start_accept_send_ms:
             return make_response(
                 request,
                 ResponseCode.SYSTEM_ERROR,
