@@ -15,8 +15,9 @@ from __future__ import annotations
 from rocketlite.protocol.bodies import ClusterInfo
 
 
-def no_route_reason(topic: str, clusters: ClusterInfo, namesrv: str) -> str:
-    """`no route for topic T: <cause>`; `namesrv` is the address that was asked."""
+def no_route_reason(topic: str, clusters: ClusterInfo, namesrv: str, *, for_send: bool = True) -> str:
+    """`no route for topic T: <cause>`; `namesrv` is the address that was asked, `for_send` says
+    the TBW102 fallback was tried too (a reader never creates topics)."""
     prefix = f"no route for topic {topic}"
     if not clusters.broker_addr_table:
         names = ", ".join(sorted(clusters.cluster_addr_table))
@@ -27,8 +28,10 @@ def no_route_reason(topic: str, clusters: ClusterInfo, namesrv: str) -> str:
         )
     cluster = sorted(clusters.cluster_addr_table)[0] if clusters.cluster_addr_table else "CLUSTER"
     brokers = ", ".join(sorted(clusters.broker_addr_table))
+    create = f"`rocketlite admin updateTopic -c {cluster} -t {topic}`"
+    if not for_send:
+        return f"{prefix}: the name server {namesrv} knows no such topic (brokers {brokers}); create it with {create}"
     return (
         f"{prefix}: the name server {namesrv} knows no such topic and no broker ({brokers}) creates "
-        f"topics on first send (autoCreateTopicEnable=false); create it with "
-        f"`rocketlite admin updateTopic -c {cluster} -t {topic}`"
+        f"topics on first send (autoCreateTopicEnable=false); create it with {create}"
     )
