@@ -30,7 +30,10 @@ def no_route_reason(topic: str, clusters: ClusterInfo, namesrv: str, *, for_send
     brokers = ", ".join(sorted(clusters.broker_addr_table))
     create = f"`rocketlite admin updateTopic -c {cluster} -t {topic}`"
     if not for_send:
-        return f"{prefix}: the name server {namesrv} knows no such topic (brokers {brokers}); create it with {create}"
+        return (
+            f"{prefix}: the name server {namesrv} knows no such topic (brokers {brokers}); "
+            f"create it with {create}"
+        )
     return (
         f"{prefix}: the name server {namesrv} knows no such topic and no broker ({brokers}) creates "
         f"topics on first send (autoCreateTopicEnable=false); create it with {create}"
