@@ -57,6 +57,7 @@ from rocketlite.protocol.message_queue_bodies import (
 )
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
+from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
@@ -409,7 +410,8 @@ class AdminRequestProcessor:
         info.update(self.extra_info())
         with contextlib.suppress(OSError):
             usage = shutil.disk_usage(Path(root))
-            info["commitLogDiskRatio"] = f"{usage.used / usage.total:.6f}" if usage.total else "0"
+            # The disk guard's figure (df's Use%), so clusterList's SPACE is the number that acts.
+            info["commitLogDiskRatio"] = f"{disk_used_ratio(Path(root)):.6f}"
             info["commitLogDirCapacity"] = (
                 f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
             )
