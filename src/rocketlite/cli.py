@@ -204,9 +204,9 @@ class DevServer:
         if served is not None and served.metrics is not None:
             parts.append(f"metrics http://{_addr(served.metrics.host, served.metrics.port)}/metrics")
         size = self.store_config.maped_file_size_commit_log
-        store = (
-            f"store {self.store_config.store_path_root_dir} (commit-log segments of {size // (1 << 20)} MiB)"
-        )
+        root = self.store_config.store_path_root_dir
+        shown = str(root) if root.is_absolute() or str(root).startswith(".") else f"./{root}"
+        store = f"store {shown} (commit-log segments of {size // (1 << 20)} MiB)"
         return "rocketlite dev listening on: " + ", ".join(parts) + "; " + store
 
     async def close(self) -> None:
