@@ -1,0 +1,179 @@
+"""README.md as a test: its fenced code blocks, a scratch clone to run them in, and how each runs.
+
+tests/test_readme.py runs every block in document order. This module knows the Markdown and the
+processes: `code_blocks` splits the README into `Block`s (each must carry an info string), and
+`Clone` is the directory they run in, a fresh-clone look-alike whose `.venv`, `.clients`, sources
+and Makefile are links to this checkout, so what a block creates (`data/`, config files, demo
+stores) lands in a temporary directory and never in the checkout.
+
+Shell blocks run like a terminal's commands: with the venv's `bin` first on the PATH (as after
+`source .venv/bin/activate`), under `bash -e`. Background servers a block starts may outlive it
+(a later block uses them), so every block runs in a process group of its own and `Clone.close`
+ends the groups still alive. Output goes to a file, not a pipe, so a server left in the
+background cannot hold the block's end open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = ROOT / ".venv" / "bin"
+
+_FENCE = re.compile(r"^(`{3,})(.*)$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block: its info string (first word), its text and the line it starts on."""
+
+    lang: str
+    code: str
+    line: int
+
+    @property
+    def name(self) -> str:
+        return f"L{self.line}-{self.lang or 'none'}"
+
+
+def code_blocks(text: str) -> list[Block]:
+    """Every fenced block of a Markdown text, in order; an unterminated fence is an error."""
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        fence, info, start = m.group(1), m.group(2).strip(), i + 1
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith(fence):
+            body.append(lines[i])
+            i += 1
+        if i == len(lines):
+            raise ValueError(f"README.md line {start}: code fence never closed")
+        blocks.append(Block(info.split()[0] if info else "", "\n".join(body) + "\n", start))
+        i += 1
+    return blocks
+
+
+_SLUG_DROP = re.compile(r"[^\w\- ]")
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings (lower case, punctuation dropped, spaces to '-')."""
+    anchors: set[str] = set()
+    in_fence = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_fence = not in_fence
+        if in_fence or not line.startswith("#"):
+            continue
+        title = line.lstrip("#").strip().lower()
+        slug = _SLUG_DROP.sub("", title).replace(" ", "-")
+        n, candidate = 0, slug
+        while candidate in anchors:
+            n += 1
+            candidate = f"{slug}-{n}"
+        anchors.add(candidate)
+    return anchors
+
+
+@dataclass
+class Result:
+    returncode: int
+    output: str
+
+
+class Clone:
+    """A scratch directory that looks like a fresh clone of this checkout (see the module doc)."""
+
+    COPIED = frozenset({"conf"})  # blocks write into conf/ (tools.yml): a copy, not a link
+    SKIPPED = frozenset({"data", ".git"})
+
+    def __init__(self, path: Path, shared: Path) -> None:
+        self.path = path
+        self.groups: list[int] = []
+        path.mkdir(parents=True)
+        for entry in ROOT.iterdir():
+            if entry.name in self.SKIPPED:
+                continue
+            if entry.name in self.COPIED and entry.is_dir():
+                subprocess.run(["cp", "-r", str(entry), str(path / entry.name)], check=True)
+            else:
+                (path / entry.name).symlink_to(entry)
+        # README paths such as ../shared/testdata are relative to the clone, as in the workplace.
+        sibling = path.parent / "shared"
+        if shared.is_dir() and not sibling.exists():
+            sibling.symlink_to(shared)
+        self._n = 0
+
+    def env(self, *, venv_on_path: bool) -> dict[str, str]:
+        """This environment without the test's venv: a user's shell, activated or not."""
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYSPARK_PYTHON", "PYTHONPATH")
+        }
+        env.pop("NAMESRV_ADDR", None)
+        env.pop("ROCKETMQ_HOME", None)
+        path = [p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p) != VENV_BIN]
+        if venv_on_path:
+            path.insert(0, str(VENV_BIN))
+        env["PATH"] = os.pathsep.join(path)
+        return env
+
+    def run(self, argv: list[str], *, env: dict[str, str], timeout: float) -> Result:
+        """`argv` in the clone, in its own process group, output (stdout + stderr) to a file."""
+        self._n += 1
+        out_path = self.path.parent / f"block-{self._n}.out"
+        with out_path.open("wb") as out:
+            proc = subprocess.Popen(
+                argv, cwd=self.path, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            self.groups.append(proc.pid)
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_group(proc.pid)
+                proc.wait(10)
+                code = -1
+        output = out_path.read_text(errors="replace")
+        if code == -1:
+            output += f"\n[killed after {timeout:.0f} s]"
+        return Result(code, output)
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.path / name
+        path.write_text(text)
+        return path
+
+    @staticmethod
+    def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    def close(self) -> None:
+        """SIGTERM the groups still alive (servers a block left running), then SIGKILL them."""
+        for pgid in self.groups:
+            self._kill_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for pgid in self.groups:
+            while time.monotonic() < deadline and _group_alive(pgid):
+                time.sleep(0.1)
+            self._kill_group(pgid)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
