@@ -114,7 +114,7 @@ class AsyncPullConsumer(AsyncConsumerBase):
         await self.instance.update_topic_route(topic)
         queues = self.instance.subscribe_info(topic)
         if not queues:
-            raise NoRouteError(f"no route info of topic {topic}")
+            raise NoRouteError(await self.instance.no_route_reason(topic, for_send=False))
         return queues
 
     async def fetch(

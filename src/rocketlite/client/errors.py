@@ -42,6 +42,7 @@ __all__ = [
     "TopicNotExistError",
     "for_code",
     "parse_answer",
+    "transport_reason",
 ]
 
 T = TypeVar("T")
@@ -173,3 +174,12 @@ def parse_answer(parse: Callable[[RemotingCommand], T], response: RemotingComman
         return parse(response)
     except ResponseError as exc:
         raise for_code(exc.response_code, exc.response_remark) from None
+
+
+def transport_reason(exc: BaseException) -> str:
+    """`connection refused`, `connection reset by peer`: the errno's words without `[Errno 111]`."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__

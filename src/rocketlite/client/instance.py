@@ -43,15 +43,18 @@ from rocketlite.client.errors import (
     RemotingTimeoutError,
     TopicNotExistError,
     for_code,
+    transport_reason,
 )
 from rocketlite.client.message import UniqIdGenerator
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
-from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.bodies import ClusterInfo, ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from rocketlite.protocol.codes import RequestCode, ResponseCode, request_label
 from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
 from rocketlite.protocol.message import MessageConst, find_property
 from rocketlite.protocol.message_queue_bodies import MessageQueue
+from rocketlite.protocol.no_route import no_route_reason
 from rocketlite.protocol.requests.heartbeat import (
     build_heartbeat,
     build_unregister_client,
@@ -307,10 +310,12 @@ class ClientInstance:
             return await conn.request(cmd, limit)
         except TimeoutError as exc:
             raise RemotingTimeoutError(
-                f"request code {cmd.code} to {addr} timed out after {limit:.1f}s"
+                f"{request_label(cmd.code)} to {addr} timed out after {limit:.1f}s"
             ) from exc
         except OSError as exc:  # ConnectionError included
-            raise RemotingConnectError(f"request code {cmd.code} to {addr} failed: {exc}") from exc
+            raise RemotingConnectError(
+                f"{request_label(cmd.code)} to {addr} failed: {transport_reason(exc)}"
+            ) from exc
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         cmd.language = CLIENT_LANGUAGE
@@ -320,7 +325,9 @@ class ClientInstance:
         except TimeoutError as exc:
             raise RemotingTimeoutError(f"connecting to {addr} timed out") from exc
         except OSError as exc:
-            raise RemotingConnectError(f"one-way code {cmd.code} to {addr} failed: {exc}") from exc
+            raise RemotingConnectError(
+                f"one-way {request_label(cmd.code)} to {addr} failed: {transport_reason(exc)}"
+            ) from exc
 
     async def invoke_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
         """Try the name servers in turn, starting with the one that last worked."""
@@ -347,6 +354,17 @@ class ClientInstance:
         if route is None:
             raise TopicNotExistError(f"empty route for topic {topic}")
         return route
+
+    async def no_route_reason(self, topic: str, *, for_send: bool = True) -> str:
+        """Why `topic` has no usable route, from the name server's cluster table (see
+        `protocol.no_route`): no broker registered, or no such topic and no auto-creation."""
+        cmd = self.command(RequestCode.GET_BROKER_CLUSTER_INFO)
+        try:
+            response = await self.invoke_namesrv(cmd)
+            clusters = ClusterInfo.from_json(response.body or b"{}")
+        except (ClientError, RocketliteError) as exc:
+            return f"no route for topic {topic} (and the cluster table is unavailable: {exc})"
+        return no_route_reason(topic, clusters, self.namesrv_addrs[self._ns_index], for_send=for_send)
 
     async def update_topic_route(
         self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4

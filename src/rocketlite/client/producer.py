@@ -203,7 +203,7 @@ class AsyncProducer(AsyncClientBase):
             )
             info = instance.publish_info(topic)
         if info is None or not info.queues:
-            raise NoRouteError(f"no route info of topic {topic}")
+            raise NoRouteError(await instance.no_route_reason(topic))
         return info
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:

@@ -16,7 +16,9 @@ the previous owner, its offset unreadable) is simply tried again on the next rou
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from rocketlite.client.api import BrokerApi
@@ -64,6 +66,17 @@ def allocate_averagely_by_circle(
     return [mq for i, mq in enumerate(mq_all) if i % len(cid_all) == index]
 
 
+REPEAT_LOG_S = 60
+
+
+@dataclass(slots=True)
+class _Failure:
+    """When a rebalance failure's cause was last reported, and the repeats since."""
+
+    logged: float
+    count: int = 0
+
+
 class RebalanceOwner(Protocol):
     """What the rebalancer needs from its consumer."""
 
@@ -95,17 +108,47 @@ class Rebalancer:
         self.listener = listener
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._assigned: dict[str, list[MessageQueue]] = {}
+        self._failing: dict[str, _Failure] = {}
+
+    def _report_failure(self, topic: str, exc: ClientError) -> None:
+        """A new cause once, at WARNING, with the name servers; the same cause again (for any
+        topic of the group: a down name server fails them all) at most every REPEAT_LOG_S, since
+        the instance retries at once with backoff and would otherwise print a line per retry."""
+        now = time.monotonic()
+        text = str(exc)
+        seen = self._failing.get(text)
+        if seen is None:
+            self._failing[text] = _Failure(now)
+            log.warning(
+                "rebalance of group %s failed: %s (topic %s; name servers %s; retrying with backoff, "
+                "repeats are logged every %d s)",
+                self.owner.group, text, topic, ";".join(self.instance.namesrv_addrs), REPEAT_LOG_S,
+            )  # fmt: skip
+            return
+        seen.count += 1
+        if now - seen.logged < REPEAT_LOG_S:
+            log.debug("rebalance of group %s, topic %s failed again: %s", self.owner.group, topic, text)
+            return
+        log.warning(
+            "rebalance of group %s still failing (%d times since the last report): %s",
+            self.owner.group, seen.count, text,
+        )  # fmt: skip
+        seen.logged, seen.count = now, 0
 
     async def do_rebalance(self) -> bool:
         """One round for every subscribed topic; False when some topic could not be settled yet."""
-        complete = True
+        complete, failed = True, False
         subs = self.owner.subscriptions()
         for topic in sorted(subs):
             try:
                 complete = await self._rebalance_topic(topic) and complete
             except ClientError as exc:
-                log.warning("rebalance of %s for %s failed: %s", topic, self.owner.group, exc)
+                self._report_failure(topic, exc)
+                failed = True
                 complete = False
+        if self._failing and not failed:
+            self._failing.clear()
+            log.info("rebalance of group %s works again", self.owner.group)
         for mq in [mq for mq in self.process_queues if mq.topic not in subs]:
             pq = self.process_queues[mq]
             if await self.owner.release_queue(mq, pq):

@@ -1,0 +1,88 @@
+"""What the SDK says when it cannot work: the request's name instead of its number, and the
+user's topic with the cause instead of TBW102. Real name server processes and sockets."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from rocketlite.client import (
+    ConsumeStatus,
+    Message,
+    NoRouteError,
+    Producer,
+    PushConsumer,
+    RemotingConnectError,
+)
+from rocketlite.embedded import embedded
+from tests.support.lone_namesrv import lone_namesrv
+from tests.support.ports import free_port
+
+
+def test_name_server_down_names_the_request() -> None:
+    addr = f"127.0.0.1:{free_port()}"  # nothing listens there
+    producer = Producer("pg_err_down", addr)
+    producer.start()
+    try:
+        with pytest.raises(RemotingConnectError) as caught:
+            producer.send(Message("TopicTest", b"x"))
+    finally:
+        producer.close()
+    assert str(caught.value) == f"GET_ROUTEINFO_BY_TOPIC (105) to {addr} failed: connection refused"
+
+
+def test_no_broker_registered_names_the_topic_and_the_cause(tmp_path: Path) -> None:
+    with lone_namesrv(tmp_path) as addr:
+        producer = Producer("pg_err_nobroker", addr)
+        producer.start()
+        try:
+            with pytest.raises(NoRouteError) as caught:
+                producer.send(Message("TopicTest", b"x"))
+        finally:
+            producer.close()
+    text = str(caught.value)
+    assert text.startswith(
+        f"no route for topic TopicTest: no broker is registered with the name server {addr}"
+    ), text
+    assert "TBW102" not in text
+
+
+def test_topic_missing_without_auto_create_says_how_to_create_it() -> None:
+    with embedded(auto_create_topic_enable=False) as cluster:
+        producer = Producer("pg_err_noauto", cluster.namesrv_addr)
+        producer.start()
+        try:
+            with pytest.raises(NoRouteError) as caught:
+                producer.send(Message("NoSuchTopicErr", b"x"))
+        finally:
+            producer.close()
+    text = str(caught.value)
+    assert text.startswith(f"no route for topic NoSuchTopicErr: the name server {cluster.namesrv_addr}")
+    assert "autoCreateTopicEnable=false" in text
+    assert "`rocketlite admin updateTopic -c DefaultCluster -t NoSuchTopicErr`" in text
+
+
+def test_rebalance_failure_is_said_once_with_the_name_server(caplog: pytest.LogCaptureFixture) -> None:
+    addr = f"127.0.0.1:{free_port()}"
+    consumer = PushConsumer("cg_err_down", addr)
+    consumer.subscribe("TopicTest", "*")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+    with caplog.at_level(logging.DEBUG, logger="rocketlite.client.rebalance"):
+        consumer.start()
+        try:
+            repeats = 0
+            deadline = time.monotonic() + 10
+            while repeats < 3 and time.monotonic() < deadline:  # retries back off: 0.2 s, 0.4 s, ...
+                repeats = sum("failed again" in r.getMessage() for r in caplog.records)
+                time.sleep(0.1)
+        finally:
+            consumer.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    first = [w for w in warnings if w.startswith("rebalance of group cg_err_down")]
+    assert len(first) == 1, warnings
+    assert f"GET_ROUTEINFO_BY_TOPIC (105) to {addr} failed: connection refused" in first[0]
+    assert f"; name servers {addr};" in first[0]
+    assert repeats >= 3  # the repeats went to DEBUG
