@@ -38,6 +38,8 @@ from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import UpdateConsumerOffsetRequestHeader
 from rocketlite.remoting.client import RemotingClient
+from rocketlite.store.clean import disk_used_ratio
+from tests.support.lone_namesrv import lone_namesrv
 
 CLUSTER = "DefaultCluster"
 BROKER = "broker-a"
@@ -140,6 +142,32 @@ def test_broker_status(admin: Admin) -> None:
     assert addr in out and "brokerVersionDesc" in out and "msgPutTotalTodayNow" in out
     data = admin.json("brokerStatus", "-c", CLUSTER)
     assert data["brokers"][addr]["brokerVersion"] == "409"
+
+
+def test_one_disk_used_figure(admin: Admin) -> None:
+    """clusterList's SPACE, brokerStatus's commitLogDiskRatio / diskUsedRatio and the disk guard
+    all use `disk_used_ratio` (df's Use% of the store's file system)."""
+    cleaner = admin.cluster.broker.store.cleaner
+    assert cleaner is not None and cleaner.disk_ratio is disk_used_ratio  # what the guard acts on
+    guard = disk_used_ratio(admin.cluster.store_dir)
+    table = admin.json("brokerStatus", "-b", admin.cluster.broker_addr)["brokers"][admin.cluster.broker_addr]
+    assert float(table["commitLogDiskRatio"]) == pytest.approx(guard, abs=0.005)
+    assert float(table["diskUsedRatio"]) == pytest.approx(guard, abs=0.005)
+    (row,) = admin.json("clusterList")["brokers"]
+    assert row["commitLogDiskRatio"] == pytest.approx(guard, abs=0.005)
+
+
+def test_no_broker_registered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with lone_namesrv(tmp_path) as addr:
+        assert main(["admin", "clusterList", "-n", addr]) == 0
+        assert capsys.readouterr().out == f"no broker is registered with the name server {addr}\n"
+        assert main(["admin", "clusterList", "-n", addr, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["brokers"] == []
+        assert main(["admin", "sendMessage", "-t", "TopicTest", "-p", "x", "-n", addr]) == 2
+        err = capsys.readouterr().err
+    cause = f"no broker is registered with the name server {addr}"
+    assert err.startswith(f"rocketlite: error: no route for topic TopicTest: {cause}"), err
+    assert "TBW102" not in err
 
 
 def test_get_and_update_broker_config(admin: Admin) -> None:
@@ -324,7 +352,11 @@ def test_consumer_progress_and_reset_offset(admin: Admin) -> None:
     assert progress["diffTotal"] == 3
     table = admin.table("consumerProgress", "-g", "cg_lag")
     assert "Diff Total: 3" in table and "Consumer Offset" in table and "AdmLag" in table
-    assert "(code 206)" in admin.error("consumerProgress", "-g", "cg_nobody")
+    idle = admin.json("consumerProgress", "-g", "cg_nobody")  # no offsets: a note, not code 206
+    assert idle["queues"] == [] and "has no committed offset on any broker yet" in idle["note"]
+    assert admin.table("consumerProgress", "-g", "cg_nobody").startswith(
+        "note: group cg_nobody has no committed offset on any broker yet"
+    )
 
     # back to the beginning (timestamp 0): every offset at the queue's first message
     reset = admin.json("resetOffsetByTime", "-g", "cg_lag", "-t", "AdmLag", "-s", "0")
@@ -366,7 +398,7 @@ def test_sub_group_crud(admin: Admin) -> None:
     out = admin.table("deleteSubGroup", "-b", admin.cluster.broker_addr, "-g", "cg_crud", "-r", "true")
     assert "delete subscription group [cg_crud]" in out
     assert "cg_crud" not in _subscription_groups(admin)
-    assert "(code 206)" in admin.error("consumerProgress", "-g", "cg_crud")  # offsets removed too
+    assert admin.json("consumerProgress", "-g", "cg_crud")["queues"] == []  # offsets removed too
 
     admin.json("updateSubGroup", "-c", CLUSTER, "-g", "cg_crud")
     deleted = admin.json("deleteSubGroup", "-c", CLUSTER, "-g", "cg_crud")
@@ -412,8 +444,16 @@ def test_connections(admin: Admin) -> None:
         assert "cg_conn" in admin.table("consumerProgress")
     finally:
         admin.cluster.runner.call(client.close())
-    assert "(code 206)" in admin.error("consumerConnection", "-g", "cg_nobody")
-    assert "not exist" in admin.error("producerConnection", "-g", "pg_nobody", "-t", "AdmConn")
+    # nobody online: said plainly, exit 1 (the broker still answers 206 / 1 on the wire)
+    assert admin.run("consumerConnection", "-g", "cg_nobody", expect=1) == (
+        "",
+        "rocketlite admin consumerConnection: no consumer of group cg_nobody is online\n",
+    )
+    assert admin.run("producerConnection", "-g", "pg_nobody", "-t", "AdmConn", expect=1) == (
+        "",
+        "rocketlite admin producerConnection: no producer of group pg_nobody is online "
+        "(asked the brokers of topic AdmConn)\n",
+    )
 
 
 # -- errors and entry point -------------------------------------------------------------------------
@@ -424,7 +464,8 @@ def test_argument_errors(
 ) -> None:
     monkeypatch.delenv("NAMESRV_ADDR", raising=False)
     cases = [
-        (["admin", "clusterList"], "-n/--namesrvAddr"),
+        (["admin", "clusterList"], "give -n HOST:PORT or set NAMESRV_ADDR"),
+        (["admin", "topicRoute", "-t", "X", "-x", "foo"], "unrecognized arguments: -x foo"),
         (["admin", "updateTopic", "-t", "X", "-n", "127.0.0.1:1"], "one of the arguments -b/--brokerAddr"),
         (["admin", "updateTopic", "-c", "C", "-t", "X", "-p", "5", "-n", "127.0.0.1:1"], "invalid choice"),
         (["admin", "updateTopic", "-c", "C", "-t", "X", "-o", "maybe", "-n", "127.0.0.1:1"], "true or false"),
@@ -436,7 +477,19 @@ def test_argument_errors(
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
-        assert message in capsys.readouterr().err, argv
+        err = capsys.readouterr().err
+        assert message in err, argv
+        if argv[1] != "noSuchVerb":  # a verb's error: its own usage and `rocketlite admin VERB: error:`
+            assert err.startswith(f"usage: rocketlite admin {argv[1]} "), err
+            assert f"\nrocketlite admin {argv[1]}: error: " in err, err
+
+    # -n before the verb is accepted; -b alone needs no name server
+    assert main(["admin", "-n", admin.cluster.namesrv_addr, "clusterList", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["brokers"][0]["brokerName"] == BROKER
+    assert main(["admin", "brokerStatus", "-b", admin.cluster.broker_addr, "--json"]) == 0
+    assert "commitLogMaxOffset" in json.loads(capsys.readouterr().out)["brokers"][admin.cluster.broker_addr]
+    assert main(["admin", "getBrokerConfig", "-b", admin.cluster.broker_addr, "--json"]) == 0
+    assert "brokerName" in json.loads(capsys.readouterr().out)["brokers"][admin.cluster.broker_addr]
 
     monkeypatch.setenv("NAMESRV_ADDR", admin.cluster.namesrv_addr)
     assert main(["admin", "clusterList", "--json"]) == 0

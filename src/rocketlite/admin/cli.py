@@ -30,7 +30,14 @@ from datetime import datetime
 from typing import Any
 
 from rocketlite.admin import cluster, groups, messages, render, topics, transfer
-from rocketlite.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, split_addresses
+from rocketlite.admin.client import (
+    DEFAULT_TIMEOUT_S,
+    AdminClient,
+    AdminError,
+    NamesrvRequiredError,
+    NotOnlineError,
+    split_addresses,
+)
 from rocketlite.admin.credentials import resolve_credentials
 from rocketlite.admin.output import Output, ProgressReporter
 
@@ -394,18 +401,45 @@ VERBS: tuple[Verb, ...] = (
 # -- dispatch -------------------------------------------------------------------------------------
 
 
-def run_verb(verb: Verb, args: argparse.Namespace) -> int:
-    """Run one verb on a fresh event loop; print JSON or tables. Errors propagate to `main`."""
+class VerbParser(argparse.ArgumentParser):
+    """A verb's parser: flags it does not know are its own error, shown with its own usage.
+
+    argparse leaves a subcommand's unknown flags to the top-level parser, which prints
+    `rocketlite`'s usage; here `topicRoute -t X -x foo` prints topicRoute's usage and
+    `rocketlite admin topicRoute: error: unrecognized arguments: -x foo` (exit 2), the shape of
+    every argument error of a verb."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def run_verb(verb: Verb, args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run one verb on a fresh event loop; print JSON or tables. Errors propagate to `main`,
+    except a missing name server, which is a usage error of the verb (`parser`)."""
     reporter = ProgressReporter(enabled=not args.json and sys.stderr.isatty())
     credentials = resolve_credentials(args.access_key, args.secret_key)
+    namesrv = args.namesrv or getattr(args, "namesrv_before_verb", None)
 
     async def go() -> dict[str, Any]:
         async with AdminClient(
-            args.namesrv, timeout=args.timeout, reporter=reporter, credentials=credentials
+            namesrv, timeout=args.timeout, reporter=reporter, credentials=credentials
         ) as admin:
             return await verb.run(admin, args)
 
-    data = asyncio.run(go())
+    try:
+        data = asyncio.run(go())
+    except NamesrvRequiredError as exc:
+        if parser is None:
+            raise
+        parser.error(str(exc))
+    except NotOnlineError as exc:
+        print(f"rocketlite admin {args.admin_command}: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
@@ -413,12 +447,13 @@ def run_verb(verb: Verb, args: argparse.Namespace) -> int:
     return 0
 
 
-def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def _common_options() -> VerbParser:
+    common = VerbParser(add_help=False)
     env = os.environ.get("NAMESRV_ADDR") or None
     common.add_argument(
-        "-n", "--namesrvAddr", dest="namesrv", type=namesrv_list, default=env, required=env is None,
-        metavar="HOST:PORT[;HOST:PORT]", help="name server address(es); default: env NAMESRV_ADDR",
+        "-n", "--namesrvAddr", dest="namesrv", type=namesrv_list, default=env,
+        metavar="HOST:PORT[;HOST:PORT]",
+        help="name server address(es); default: env NAMESRV_ADDR (not needed with -b BROKER alone)",
     )  # fmt: skip
     common.add_argument("--json", action="store_true", help="print the result as JSON (for scripts)")
     common.add_argument(
@@ -442,10 +477,16 @@ def add_admin_parser(sub: Any) -> argparse.ArgumentParser:
         help="mqadmin-style administration (topics, groups, offsets, messages)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    verbs = parser.add_subparsers(dest="admin_command", required=True, metavar="VERB")
+    parser.add_argument(
+        "-n", "--namesrvAddr", dest="namesrv_before_verb", type=namesrv_list, default=None,
+        metavar="HOST:PORT[;HOST:PORT]", help="name server address(es), also accepted after the verb",
+    )  # fmt: skip
+    verbs = parser.add_subparsers(
+        dest="admin_command", required=True, metavar="VERB", parser_class=VerbParser
+    )
     common = _common_options()
     for verb in VERBS:
         p = verbs.add_parser(verb.name, help=verb.help, description=verb.help, parents=[common])
         verb.configure(p)
-        p.set_defaults(func=lambda args, verb=verb: run_verb(verb, args))
+        p.set_defaults(func=lambda args, verb=verb, p=p: run_verb(verb, args, p))
     return parser

@@ -63,6 +63,21 @@ class AdminError(RocketliteError):
         self.response_code = response_code
 
 
+class NotOnlineError(AdminError):
+    """Nobody of the group is connected: an answer, not a failure; the CLI prints it and exits 1
+    (the broker's CONSUMER_NOT_ONLINE / SYSTEM_ERROR refusal is kept on the wire)."""
+
+
+class NamesrvRequiredError(AdminError):
+    """The verb needs a name server and none was given; the CLI shows it as a usage error (exit 2).
+
+    Verbs given a broker address (`brokerStatus -b`, `getBrokerConfig -b`, ...) talk to that
+    broker alone, so NAMESRV_ADDR is only demanded when a name server is really asked."""
+
+    def __init__(self) -> None:
+        super().__init__("the name server is needed: give -n HOST:PORT or set NAMESRV_ADDR")
+
+
 class Reporter(Protocol):
     """Progress for long operations; `task` yields a function advancing the bar by n steps."""
 
@@ -137,7 +152,7 @@ class AdminClient:
 
     def __init__(
         self,
-        namesrv: str,
+        namesrv: str | None,
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         reporter: Reporter | None = None,
@@ -145,9 +160,7 @@ class AdminClient:
     ) -> None:
         from rocketlite.remoting.client import RemotingClient  # noqa: PLC0415 - keeps --help fast
 
-        self.namesrv_addrs = split_addresses(namesrv)
-        if not self.namesrv_addrs:
-            raise AdminError("no name server address given (-n host:port)")
+        self.namesrv_addrs = split_addresses(namesrv or "")  # none: NamesrvRequiredError when asked
         self.timeout = timeout
         self.credentials = credentials
         self.reporter: Reporter = reporter or NullReporter()
@@ -254,6 +267,8 @@ class AdminClient:
         return self.parsed(await self._first_namesrv(cmd), parse, cmd.code)
 
     async def _first_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
+        if not self.namesrv_addrs:
+            raise NamesrvRequiredError
         failures: list[str] = []
         for addr in self.namesrv_addrs:
             try:
@@ -266,6 +281,8 @@ class AdminClient:
         self, code: int, ext: Mapping[str, str] | None = None, body: bytes | None = None
     ) -> list[str]:
         """Send to every name server (writes they must all see); returns the addresses done."""
+        if not self.namesrv_addrs:
+            raise NamesrvRequiredError
         for addr in self.namesrv_addrs:
             await self.call(addr, code, ext, body, role="name server")
         return list(self.namesrv_addrs)
@@ -321,6 +338,8 @@ class AdminClient:
     async def targets(self, broker_addr: str | None, cluster: str | None) -> list[BrokerTarget]:
         """mqadmin's `-b brokerAddr | -c clusterName`: that broker, or every master of the cluster."""
         if broker_addr is not None:
+            if not self.namesrv_addrs:  # -b alone: the broker is all a write needs
+                return [BrokerTarget("", broker_addr, broker_addr)]
             info = await self.cluster_info()
             for name, data in info.broker_addr_table.items():
                 if broker_addr in data.broker_addrs.values():

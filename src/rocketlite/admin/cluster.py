@@ -92,6 +92,10 @@ async def cluster_list(admin: AdminClient, *, cluster: str | None = None) -> dic
                 row["error"] = str(exc)
             rows.append(row)
             advance(1)
+    if not members:
+        where = f" in cluster {cluster}" if cluster is not None else ""
+        note = f"no broker is registered{where} with the name server {admin.namesrv_addrs[0]}"
+        return {"brokers": rows, "note": note}
     return {"brokers": rows}
 
 

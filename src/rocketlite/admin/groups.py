@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rocketlite.admin.client import AdminClient, AdminError, BrokerTarget
+from rocketlite.admin.client import AdminClient, AdminError, BrokerTarget, NotOnlineError
 from rocketlite.admin.topics import delete_topic
 from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
@@ -165,7 +165,7 @@ async def consumer_connection_or_none(admin: AdminClient, group: str) -> dict[st
 async def consumer_connection(admin: AdminClient, *, group: str) -> dict[str, Any]:
     found = await consumer_connection_or_none(admin, group)
     if found is None:
-        raise AdminError(f"the consumer group[{group}] not online", ResponseCode.CONSUMER_NOT_ONLINE)
+        raise NotOnlineError(f"no consumer of group {group} is online")
     return found
 
 
@@ -196,7 +196,9 @@ async def producer_connection(admin: AdminClient, *, group: str, topic: str) -> 
                     "version": conn.get("version", 0),
                 }
     if not clients:
-        raise last_error or AdminError(f"the producer group[{group}] not exist", ResponseCode.SYSTEM_ERROR)
+        if last_error is not None and last_error.response_code != ResponseCode.SYSTEM_ERROR:
+            raise last_error  # a real refusal (NO_PERMISSION, ...); SYSTEM_ERROR is "not exist"
+        raise NotOnlineError(f"no producer of group {group} is online (asked the brokers of topic {topic})")
     return {"group": group, "topic": topic, "connections": [clients[c] for c in sorted(clients)]}
 
 
@@ -224,19 +226,19 @@ async def consumer_progress(admin: AdminClient, *, group: str | None) -> dict[st
     group that has a %RETRY% topic (clients online, their version/type/model, TPS, total lag)."""
     if group is not None:
         stats = await consume_stats(admin, group)
-        if not stats.offset_table:
-            raise AdminError(
-                f"Not found the consumer group consume stats, because return offset table is empty, "
-                f"maybe the consumer not consume any message: {group}",
-                ResponseCode.CONSUMER_NOT_ONLINE,
-            )
         rows = _progress_rows(stats)
-        return {
+        result: dict[str, Any] = {
             "group": group,
             "consumeTps": stats.consume_tps,
             "diffTotal": sum(r["diff"] for r in rows),
             "queues": rows,
         }
+        if not rows:  # mqadmin fails with code 206 here; an idle group is a state, not an error
+            result["note"] = (
+                f"group {group} has no committed offset on any broker yet: no consumer of it has "
+                "consumed; the lag per queue shows once one commits"
+            )
+        return result
     groups = [t[len(RETRY_PREFIX) :] for t in await admin.all_topics() if t.startswith(RETRY_PREFIX)]
     out: list[dict[str, Any]] = []
     with admin.reporter.task("Groups", len(groups)) as advance:

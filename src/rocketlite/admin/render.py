@@ -141,6 +141,9 @@ def consumer_progress(out: Output, data: dict[str, Any], args: argparse.Namespac
             numeric=("Count", "TPS", "Diff Total"),
         )
         return
+    if "note" in data:
+        out.line(f"note: {data['note']}")
+        return
     rows = [
         [q["topic"], q["brokerName"], q["queueId"], q["brokerOffset"], q["consumerOffset"], q["diff"],
          time_text(q["lastTimestamp"])]
@@ -201,6 +204,9 @@ def reset_offset_by_time(out: Output, data: dict[str, Any], args: argparse.Names
 
 def cluster_list(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:
     brokers = data["brokers"]
+    if not brokers and "note" in data:
+        out.line(data["note"])
+        return
     if args.more_stats:
         rows = [
             [b["cluster"], b["brokerName"], b.get("inTotalYesterday"), b.get("outTotalYesterday"),

@@ -34,6 +34,7 @@ from rocketlite.admin.messages import (
     search_offset,
 )
 from rocketlite.protocol.message import MessageConst, properties_to_string
+from rocketlite.protocol.no_route import no_route_reason
 from rocketlite.protocol.perm import PERM_WRITE
 from rocketlite.protocol.requests.send import DEFAULT_TOPIC_QUEUE_NUMS, build_send, parse_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
@@ -66,7 +67,10 @@ async def _send_queues(admin: AdminClient, topic: str) -> tuple[list[QueueRef], 
     route = await admin.topic_route_or_none(topic)
     auto = route is None
     if route is None:
-        route = await admin.topic_route(DEFAULT_TOPIC)
+        route = await admin.topic_route_or_none(DEFAULT_TOPIC)
+    if route is None:
+        clusters = await admin.cluster_info()
+        raise AdminError(no_route_reason(topic, clusters, admin.namesrv_addrs[0]))
     cap = DEFAULT_TOPIC_QUEUE_NUMS if auto else None
     queues = route_queues(route, PERM_WRITE, lambda qd: min(qd.write_queue_nums, cap or qd.write_queue_nums))
     return queues, auto
