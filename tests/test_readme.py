@@ -33,12 +33,12 @@ import pytest
 import yaml
 
 from rocketlite.broker.acl import parse_acl_config
-from rocketlite.broker.config import BrokerConfig
-from rocketlite.config import build_config, config_keys, parse_properties
-from rocketlite.namesrv.config import NamesrvConfig
+from rocketlite.broker.config import BrokerConfig, broker_config_keys
+from rocketlite.config import build_config, parse_properties
+from rocketlite.namesrv.config import NamesrvConfig, namesrv_config_keys
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
-from rocketlite.store.config import StoreConfig
+from rocketlite.store.config import StoreConfig, store_config_keys
 from tests.support import real_clients
 from tests.support.processes import wait_listening
 from tests.support.readme import ROOT, VENV_BIN, Block, Clone, code_blocks, heading_anchors
@@ -155,7 +155,7 @@ def test_internal_links_resolve() -> None:
 
 
 def test_every_config_key_is_documented() -> None:
-    keys = config_keys(BrokerConfig) | config_keys(StoreConfig) | config_keys(NamesrvConfig)
+    keys = broker_config_keys() | store_config_keys() | namesrv_config_keys()
     missing = sorted(k for k in keys if f"`{k}`" not in TEXT)
     assert not missing, f"config keys the servers accept but README.md does not name: {missing}"
 
@@ -248,8 +248,8 @@ def _run_js(block: Block, clone: Clone) -> str:
 
 def _check_properties(block: Block, clone: Clone) -> str:
     props = parse_properties(block.code)
-    broker_keys = config_keys(BrokerConfig) | config_keys(StoreConfig)
-    namesrv_keys = config_keys(NamesrvConfig)
+    broker_keys = broker_config_keys() | store_config_keys()
+    namesrv_keys = namesrv_config_keys()
     if set(props) <= broker_keys:
         build_config(BrokerConfig, props)
         build_config(StoreConfig, props)

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = ROOT / ".venv" / "bin"
 
-_FENCE = re.compile(r"^(`{3,})(.*)$")
+_FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")  # a block may be indented, inside a list item
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,12 @@ def code_blocks(text: str) -> list[Block]:
         if m is None:
             i += 1
             continue
-        fence, info, start = m.group(1), m.group(2).strip(), i + 1
+        indent, fence, info, start = m.group(1), m.group(2), m.group(3).strip(), i + 1
         body: list[str] = []
         i += 1
-        while i < len(lines) and not lines[i].startswith(fence):
-            body.append(lines[i])
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            line = lines[i]
+            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
             i += 1
         if i == len(lines):
             raise ValueError(f"README.md line {start}: code fence never closed")
@@ -74,7 +75,7 @@ def heading_anchors(text: str) -> set[str]:
     anchors: set[str] = set()
     in_fence = False
     for line in text.splitlines():
-        if line.startswith("```"):
+        if line.lstrip().startswith("```"):
             in_fence = not in_fence
         if in_fence or not line.startswith("#"):
             continue
