@@ -33,9 +33,9 @@ from rocketlite.admin import cluster, groups, messages, render, topics, transfer
 from rocketlite.admin.client import (
     DEFAULT_TIMEOUT_S,
     AdminClient,
-    AdminError,
     NamesrvRequiredError,
     NotOnlineError,
+    UsageError,
     split_addresses,
 )
 from rocketlite.admin.credentials import resolve_credentials
@@ -315,7 +315,7 @@ def _reset_timestamp(args: argparse.Namespace) -> int:
     try:
         return timestamp(args.timestamp_text)
     except argparse.ArgumentTypeError as exc:
-        raise AdminError(f"argument -s/--timestamp: {exc}") from None
+        raise UsageError(f"argument -s/--timestamp: {exc}") from None
 
 
 VERBS: tuple[Verb, ...] = (
@@ -422,10 +422,10 @@ def run_verb(verb: Verb, args: argparse.Namespace, parser: argparse.ArgumentPars
     """Run one verb on a fresh event loop; print JSON or tables. Errors propagate to `main`,
     except a missing name server, which is a usage error of the verb (`parser`)."""
     reporter = ProgressReporter(enabled=not args.json and sys.stderr.isatty())
-    credentials = resolve_credentials(args.access_key, args.secret_key)
     namesrv = args.namesrv or getattr(args, "namesrv_before_verb", None)
 
     async def go() -> dict[str, Any]:
+        credentials = resolve_credentials(args.access_key, args.secret_key)
         async with AdminClient(
             namesrv, timeout=args.timeout, reporter=reporter, credentials=credentials
         ) as admin:
@@ -433,10 +433,12 @@ def run_verb(verb: Verb, args: argparse.Namespace, parser: argparse.ArgumentPars
 
     try:
         data = asyncio.run(go())
-    except NamesrvRequiredError as exc:
+    except (NamesrvRequiredError, UsageError) as exc:
         if parser is None:
             raise
-        parser.error(str(exc))
+        parser.print_usage(sys.stderr)  # argparse's own shape, but returned: main() still returns
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     except NotOnlineError as exc:
         print(f"rocketlite admin {args.admin_command}: {exc}", file=sys.stderr)
         return 1

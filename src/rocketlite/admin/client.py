@@ -63,6 +63,11 @@ class AdminError(RocketliteError):
         self.response_code = response_code
 
 
+class UsageError(AdminError):
+    """The arguments are wrong in a way argparse cannot see (a flag that needs another, a value
+    that is checked late); the CLI shows it like argparse's own: the verb's usage, exit 2."""
+
+
 class NotOnlineError(AdminError):
     """Nobody of the group is connected: an answer, not a failure; the CLI prints it and exits 1
     (the broker's CONSUMER_NOT_ONLINE / SYSTEM_ERROR refusal is kept on the wire)."""

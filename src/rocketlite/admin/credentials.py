@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rocketlite.admin.client import AdminError
+from rocketlite.admin.client import AdminError, UsageError
 from rocketlite.protocol.acl_signature import SessionCredentials
 
 TOOLS_YML = Path("conf") / "tools.yml"
@@ -61,7 +61,7 @@ def resolve_credentials(
     """The flags' keys, else tools.yml's, else None (see the module docstring)."""
     if access_key is not None or secret_key is not None:
         if not access_key or not secret_key:
-            raise AdminError("--access-key and --secret-key must be given together")
+            raise UsageError("--access-key and --secret-key must be given together")
         return SessionCredentials(access_key, secret_key)
     path = tools_yml_path(env)
     return None if path is None else load_tools_yml(path)

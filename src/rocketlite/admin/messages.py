@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketlite.admin.client import AdminClient, AdminError
+from rocketlite.admin.client import AdminClient, AdminError, UsageError
 from rocketlite.protocol.bodies import QueueData, TopicRouteData
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.message import (
@@ -233,7 +233,7 @@ async def query_msg_by_id(
         if topic is None:
             if failure is not None:
                 raise AdminError(f"{failure}; {hint}") from failure
-            raise AdminError(f"{msg_id} is not an offsetMsgId; {hint}")
+            raise UsageError(f"{msg_id} is not an offsetMsgId; {hint}")
         records = await query_index(
             admin, topic, msg_id, begin=0, end=MAX_TIMESTAMP, max_num=UNIQUE_QUERY_MAX, unique=True
         )

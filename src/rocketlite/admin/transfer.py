@@ -21,7 +21,7 @@ import time
 from datetime import datetime
 from typing import Any, Final
 
-from rocketlite.admin.client import AdminClient, AdminError
+from rocketlite.admin.client import AdminClient, AdminError, UsageError
 from rocketlite.admin.messages import (
     TOOLS_CONSUMER_GROUP,
     QueueRef,
@@ -153,7 +153,7 @@ async def consume_message(
     """Read up to `count` messages: from one queue at `-o` (needs `-b` and `-i`), or from every
     readable queue of the topic, each limited to [begin, end) by store time when given."""
     if offset is not None and (broker_name is None or queue_id is None):
-        raise AdminError("consuming from an offset (-o) needs the broker name (-b) and queue id (-i)")
+        raise UsageError("consuming from an offset (-o) needs the broker name (-b) and queue id (-i)")
     queues = await readable_queues(admin, topic, broker_name)
     if queue_id is not None:
         queues = [q for q in queues if q.queue_id == queue_id]
