@@ -14,6 +14,9 @@ store's zero-copy slices through `Connection.send_parts`.
 
 A 19 with the SUSPEND flag on the first execution is parked in `PullRequestHoldService` (see
 `pull_hold.py`); a re-run there never parks again and always answers, on the original opaque.
+The re-run runs every check again but reuses what cannot have changed: the decoded header, and
+the subscription parsed from it (parsed subscriptions are kept by expression, since a consumer
+sends the same one on every pull, so a long-polling consumer parses it once, not twice a message).
 The piggy-backed commitOffset (COMMIT_OFFSET flag) is stored on the first execution only, never on
 a slave.
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from typing import Final
 
 from rocketlite.broker.client_manager import FAQ_SUFFIX, ClientManager
 from rocketlite.broker.config import BrokerConfig
@@ -42,7 +46,7 @@ from rocketlite.protocol.bodies import MessageModel, SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from rocketlite.protocol.headers import PullMessageRequestHeader
 from rocketlite.protocol.record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.protocol.reserved import MASTER_ID
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
@@ -68,6 +72,14 @@ _STATUS_CODES: dict[GetMessageStatus, ResponseCode] = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
 }
 _EMPTY_QUEUE = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
+_FOUND: Final = GetMessageStatus.FOUND
+_MASTER: Final = str(MASTER_ID)
+_SUCCESS: Final = int(ResponseCode.SUCCESS)
+_PULL_NOT_FOUND: Final = int(ResponseCode.PULL_NOT_FOUND)
+_PULL_OFFSET_MOVED: Final = int(ResponseCode.PULL_OFFSET_MOVED)
+# Subscriptions parsed from requests, by (topic, expression, type, version): a consumer sends the
+# same one on every pull, and `SubscriptionData` is frozen. Cleared when it grows past this size.
+_PARSED_SUBSCRIPTIONS: Final = 4096
 
 
 def _code_for(status: GetMessageStatus, request_offset: int) -> ResponseCode:
@@ -107,6 +119,7 @@ class PullMessageProcessor:
         self.clients = clients
         self.offsets = offsets
         self.stats = stats
+        self._parsed: dict[tuple[str, str | None, str | None, int], SubscriptionData] = {}
         interval_ms = (
             broker.long_polling_check_interval_ms
             if broker.long_polling_enable
@@ -174,15 +187,19 @@ class PullMessageProcessor:
     ) -> SubscriptionData:
         """From the request (SUBSCRIPTION flag) or from the group's heartbeat."""
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
-            try:
-                sub = build_subscription_data(
-                    header.topic, header.subscription, header.expression_type, header.sub_version
-                )
-            except ValueError as exc:
-                log.warning("cannot parse subscription %r: %s", header.subscription, exc)
-                raise _refuse(
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
-                ) from exc
+            key = (header.topic, header.subscription, header.expression_type, header.sub_version)
+            sub = self._parsed.get(key)
+            if sub is None:
+                try:
+                    sub = build_subscription_data(*key)
+                except ValueError as exc:
+                    log.warning("cannot parse subscription %r: %s", header.subscription, exc)
+                    raise _refuse(
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+                    ) from exc
+                if len(self._parsed) >= _PARSED_SUBSCRIPTIONS:
+                    self._parsed.clear()
+                self._parsed[key] = sub
         else:
             group = header.consumer_group
             info = self.clients.consumer_group(group)
@@ -244,20 +261,24 @@ class PullMessageProcessor:
             header.consumer_group, header.topic, header.queue_id, header.queue_offset,
             header.max_msg_nums, message_filter,
         )  # fmt: skip
-        code = _code_for(result.status, header.queue_offset)
-        next_begin = result.next_begin_offset
-        if code == ResponseCode.PULL_OFFSET_MOVED and self.broker.is_slave:
-            # A slave does not move consumers (offsetCheckInSlave off): retry at the same offset.
-            code, next_begin = ResponseCode.PULL_RETRY_IMMEDIATELY, header.queue_offset
-        if code == ResponseCode.PULL_OFFSET_MOVED:
-            log.info(
-                "pull offset moved: group %s %s:%d offset %d -> %d (%s)",
-                header.consumer_group, header.topic, header.queue_id, header.queue_offset,
-                next_begin, result.status.name,
-            )  # fmt: skip
-        if allow_suspend and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not self.broker.is_slave:
+        status = result.status
+        if status is _FOUND:  # the common answer, without the status tables
+            code, next_begin = _SUCCESS, result.next_begin_offset
+        else:
+            code, next_begin = int(_code_for(status, header.queue_offset)), result.next_begin_offset
+            if code == _PULL_OFFSET_MOVED and self.broker.is_slave:
+                # A slave does not move consumers (offsetCheckInSlave off): retry at the same offset.
+                code, next_begin = int(ResponseCode.PULL_RETRY_IMMEDIATELY), header.queue_offset
+            if code == _PULL_OFFSET_MOVED:
+                log.info(
+                    "pull offset moved: group %s %s:%d offset %d -> %d (%s)",
+                    header.consumer_group, header.topic, header.queue_id, header.queue_offset,
+                    next_begin, status.name,
+                )  # fmt: skip
+        sys_flag = header.sys_flag
+        if allow_suspend and sys_flag & PullSysFlag.COMMIT_OFFSET and not self.broker.is_slave:
             self.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PullSysFlag.SUSPEND:
+        if code == _PULL_NOT_FOUND and allow_suspend and sys_flag & PullSysFlag.SUSPEND:
             # Parked: the answer is built when the pull is re-run (a consumer's next pull after
             # each message lands here, so nothing is built for it now).
             b = self.broker
@@ -270,15 +291,18 @@ class PullMessageProcessor:
             )  # fmt: skip
             self.hold.suspend(held, timeout_ms / 1000)
             return None
-        ext = PullMessageResponseHeader(
-            suggest_which_broker_id=self._suggest_broker(cfg, result),
-            next_begin_offset=next_begin,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        ).to_ext()
-        response = make_response(request, code, result.status.name, ext)
-        if code == ResponseCode.SUCCESS:
-            self.stats.record_get(header.consumer_group, result.message_count)
+        # PullMessageResponseHeader.to_ext, written out (same keys, same order)
+        ext = {
+            "suggestWhichBrokerId": (
+                str(self._suggest_broker(cfg, result)) if self.broker.slave_read_enable else _MASTER
+            ),
+            "nextBeginOffset": str(next_begin),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        response = make_response(request, code, status.name, ext)
+        if code == _SUCCESS:
+            self.stats.record_get(header.consumer_group, len(result.messages))
             conn.send_parts(response, result.messages)
             return None
         self.stats.record_get(header.consumer_group, 0)
