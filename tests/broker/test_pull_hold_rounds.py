@@ -7,9 +7,11 @@ import asyncio
 from pathlib import Path
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import make_request, make_response
 from rocketlite.protocol.headers import PullMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.protocol.record import MessageInner, decode_records
+from rocketlite.remoting.connection import Connection, RequestTable
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test
 
@@ -54,5 +56,39 @@ def test_a_burst_of_appends_answers_the_held_pull_once_with_all_of_it(tmp_path: 
             assert r.code == ResponseCode.SUCCESS
             assert [x.body for x in decode_records(r.body or b"")] == [b"one", b"two", b"three"]
             assert r.ext_fields["nextBeginOffset"] == "3"
+
+    run(scenario())
+
+
+class _Transport:
+    """Records each write (the one call the output bracketing is about)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+
+def test_answers_bracketed_by_open_output_go_out_in_one_write_at_once() -> None:
+    async def scenario() -> None:
+        conn = Connection(RequestTable())
+        transport = _Transport()
+        conn.transport = transport  # type: ignore[assignment]
+        conn.loop = asyncio.get_running_loop()
+        request = make_request(RequestCode.PULL_MESSAGE, {})
+        conn.send(make_response(request, ResponseCode.SUCCESS))  # deferred: one loop turn later
+        assert conn.open_output()
+        assert not conn.open_output()  # already collecting: the outer bracket flushes
+        conn.send(make_response(request, ResponseCode.PULL_NOT_FOUND))
+        conn.send(make_response(request, ResponseCode.SUCCESS))
+        assert transport.writes == []
+        conn.flush_output()
+        assert len(transport.writes) == 1  # the deferred frame first, then both answers, one write
+        await asyncio.sleep(0)  # the deferred flush finds nothing left
+        assert len(transport.writes) == 1
+        conn.send(make_response(request, ResponseCode.SUCCESS))  # outside a bracket: deferred again
+        await asyncio.sleep(0)
+        assert len(transport.writes) == 2
 
     run(scenario())

@@ -8,10 +8,11 @@ Responses produced while handling one `data_received` are joined and written wit
 call: one system call, and one buffer for the event loop instead of one per frame (a pull answer
 is a single buffer too, its record slices copied out of the store's mappings, which must not stay
 pinned by the transport). Frames sent outside `data_received` (answers completing later, such as
-SYNC_FLUSH sends and woken long polls; requests we originate) are collected the same way and
-written together by one callback at the next turn of the loop, so a burst of them costs one
-system call too; `close` writes what is still pending first. Without a loop (a connection not
-started by one) every frame is written at once.
+SYNC_FLUSH sends; requests we originate) are collected the same way and written together by one
+callback at the next turn of the loop, so a burst of them costs one system call too; a caller
+that answers several requests in one callback (the dispatch round waking held pulls) brackets
+them with `open_output` / `flush_output` and writes at once. `close` writes what is still
+pending first. Without a loop (a connection not started by one) every frame is written at once.
 
 Errors: a `RocketliteError` becomes a response with its code and message as remark; any other
 exception becomes SYSTEM_ERROR (1), as RocketMQ's server does; one-way requests never get an
@@ -264,6 +265,24 @@ class Connection(asyncio.Protocol):
             self.loop.call_soon(self._flush_later)
         else:
             self.transport.write(data)
+
+    def open_output(self) -> bool:
+        """Collect the frames sent from now on until `flush_output`, as inside `data_received`:
+        for a callback that answers this connection's requests itself (a dispatch round waking
+        held pulls), so they go out in one write at its end instead of one loop turn later.
+        False (nothing to flush) when frames are already being collected or the connection is
+        closed."""
+        if self._out is not None or self.closed or self.transport is None:
+            return False
+        self._out = self._later or []  # frames waiting for `_flush_later` go first
+        self._later = None
+        return True
+
+    def flush_output(self) -> None:
+        """Write what was collected since `open_output` (one write) and stop collecting."""
+        out, self._out = self._out, None
+        if out and self.transport is not None and not self.closed:
+            self._write_all(self.transport, out)
 
     def send_parts(self, cmd: RemotingCommand, parts: list[memoryview]) -> None:
         """Send `cmd` with a body made of `parts` (pull responses): header and parts are joined

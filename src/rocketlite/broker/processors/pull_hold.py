@@ -178,9 +178,17 @@ class PullRequestHoldService:
             held.seen_max = max(held.seen_max, newest)
             if held.matches(known):
                 woken.append(held)
+        # The answers of one round go out at its end, one write per connection, not a loop
+        # turn later through each connection's deferred flush.
+        opened: list[Connection] = []
         for held in woken:
             if self._unpark(held):
+                conn = held.conn
+                if conn.open_output():
+                    opened.append(conn)
                 self._run(held)
+        for conn in opened:
+            conn.flush_output()
 
     def check_all(self) -> None:
         """The periodic check: compare every held queue with its current max offset."""
