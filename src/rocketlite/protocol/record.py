@@ -459,10 +459,11 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]:
 # the appender patches once it knows where the record lands; the tail is BODY, TOPICLEN, TOPIC,
 # PROPLEN, PROPERTIES. A plain tuple: it is built once per message on the send path.
 EncodedRecord: TypeAlias = tuple[bytearray, bytes, int, int]
-# Records encoded back to back as (buffer, record starts, STORETIMESTAMP positions, the first
-# record's SYSFLAG), position-dependent fields zero, as for `EncodedRecord` (a batch is one
-# topic-queue and one transaction state).
-EncodedRecords: TypeAlias = tuple[bytearray, list[int], list[int], int]
+# Records encoded back to back as (buffer, the first record's SYSFLAG), position-dependent fields
+# zero, as for `EncodedRecord` (a batch is one topic-queue and one transaction state). Where each
+# record starts and where its STORETIMESTAMP lies are not returned: the stamping walks the buffer
+# by each record's TOTALSIZE and SYSFLAG.
+EncodedRecords: TypeAlias = tuple[bytearray, int]
 
 
 @dataclass(slots=True)

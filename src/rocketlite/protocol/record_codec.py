@@ -114,8 +114,6 @@ def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> Encod
     pack_short = SHORT.pack
     parts: list[bytes] = []
     add = parts.append
-    starts: list[int] = []
-    stamp_positions: list[int] = []
     topic: str | None = None
     topic_part = b""
     topic_len = 0
@@ -135,17 +133,15 @@ def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> Encod
         born, store = m.born_host, m.store_host
         sys_flag = m.sys_flag
         if len(born.ip) == 4 and len(store.ip) == 4 and not sys_flag & _HOST_V6_BITS:
-            head, fixed, stamp_pos = v4_layout
+            head, fixed, _stamp_pos = v4_layout
         else:
             sys_flag = m.effective_sys_flag()
-            head, fixed, stamp_pos = layouts[sys_flag & _HOST_V6_BITS]
+            head, fixed, _stamp_pos = layouts[sys_flag & _HOST_V6_BITS]
         size = fixed + body_len + topic_len + props_len
         if props_len > MAX_PROPERTIES_LENGTH or size > max_message_size:
             return record_codec_py.encode_records(msgs, max_message_size)  # raises
-        if not starts:
+        if not pos:
             first_sys_flag = sys_flag
-        starts.append(pos)
-        stamp_positions.append(pos + stamp_pos)
         add(head.pack(
             size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFF_FFFF, m.queue_id, m.flag, 0, 0, sys_flag,
             m.born_timestamp, born.ip, born.port, 0, store.ip, store.port, m.reconsume_times,
@@ -156,7 +152,7 @@ def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> Encod
         add(pack_short(props_len))
         add(props)
         pos += size
-    return (bytearray().join(parts), starts, stamp_positions, first_sys_flag)
+    return (bytearray().join(parts), first_sys_flag)
 
 
 def _prop(props: str, needle: str) -> str | None:

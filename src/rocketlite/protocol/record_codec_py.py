@@ -56,15 +56,9 @@ def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> Encod
     """
     recs = [prepare_record(m, max_message_size) for m in msgs]
     parts: list[bytes] = []
-    starts: list[int] = []
-    stamp_positions: list[int] = []
-    pos = 0
     for rec in recs:
-        starts.append(pos)
-        stamp_positions.append(pos + rec.layout.store_timestamp_pos)
         parts += [pack_head(rec, 0, 0, 0), rec.tail]
-        pos += rec.total_size
-    return (bytearray().join(parts), starts, stamp_positions, recs[0].sys_flag)
+    return (bytearray().join(parts), recs[0].sys_flag)
 
 
 def _corrupt(reason: str) -> ScanResult:

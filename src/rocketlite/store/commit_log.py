@@ -190,7 +190,7 @@ class CommitLog:
         if not msgs:
             return AppendResult(AppendMessageStatus.UNKNOWN_ERROR, remark="empty batch")
         try:
-            buf, _starts, _stamps, sys_flag = encode_records(msgs, self.max_message_size)
+            buf, sys_flag = encode_records(msgs, self.max_message_size)
         except RecordTooLargeError as exc:
             return AppendResult(_too_large_status(exc, single=False), remark=str(exc))
         total = len(buf)

@@ -28,7 +28,6 @@ from cpython.bytearray cimport (
     PyByteArray_GET_SIZE,
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.list cimport PyList_Append
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -257,8 +256,7 @@ def encode_record(msg, max_message_size):
 
 
 def encode_records(msgs, max_message_size):
-    """`record_codec_py.encode_records`: (buffer, record starts, STORETIMESTAMP positions, first
-    SYSFLAG)."""
+    """`record_codec_py.encode_records`: (buffer, first SYSFLAG)."""
     cdef list items = msgs if type(msgs) is list else list(msgs)
     cdef Py_ssize_t n = len(items)
     if n == 0:
@@ -271,7 +269,6 @@ def encode_records(msgs, max_message_size):
     cdef int ok = 1
     cdef int64_t max_size
     cdef char* out
-    cdef list starts, stamps
     try:
         try:
             max_size = max_message_size
@@ -286,13 +283,10 @@ def encode_records(msgs, max_message_size):
             return record_codec_py.encode_records(items, max_message_size)  # raises, or the same
         buf = PyByteArray_FromStringAndSize(NULL, total)
         out = PyByteArray_AS_STRING(buf)
-        starts = []
-        stamps = []
         for i in range(n):
-            PyList_Append(starts, pos)
-            PyList_Append(stamps, pos + _write(out + pos, &recs[i]))
+            _write(out + pos, &recs[i])
             pos += recs[i].total
-        return (buf, starts, stamps, recs[0].sys_flag)
+        return (buf, recs[0].sys_flag)
     finally:
         free(recs)
 
