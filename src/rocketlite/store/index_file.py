@@ -201,11 +201,19 @@ class IndexFile:
             return False
         mm = self._mm
         slot_pos = HEADER_SIZE + (key_hash % self.hash_slot_num) * SLOT_SIZE
-        (slot_value,) = SLOT.unpack_from(mm, slot_pos)
+        slot_value = SLOT.unpack_from(mm, slot_pos)[0]
         if slot_value <= INVALID_INDEX or slot_value >= count:
             slot_value = INVALID_INDEX
+            self._hash_slot_count += 1
         begin = self._begin_ts
-        time_diff = 0 if begin <= 0 else min(max((store_timestamp - begin) // 1000, 0), INT_MAX)
+        if begin <= 0:
+            time_diff = 0
+        else:  # clamped to [0, INT_MAX], with compares (cheaper than min/max on this path)
+            time_diff = (store_timestamp - begin) // 1000
+            if time_diff < 0:
+                time_diff = 0
+            elif time_diff > INT_MAX:
+                time_diff = INT_MAX
         ENTRY.pack_into(
             mm, self._entry_base + count * ENTRY_SIZE, key_hash, phy_offset, time_diff, slot_value
         )
@@ -213,8 +221,6 @@ class IndexFile:
         if count <= 1:
             self._begin_off = phy_offset
             self._begin_ts = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self._hash_slot_count += 1
         self._index_count = count + 1
         self._end_off = phy_offset
         self._end_ts = store_timestamp

@@ -154,10 +154,12 @@ class IndexService:
         if total == 0:
             return
         with self._lock:
-            if total < _SMALL_BATCH:
+            if total < _SMALL_BATCH:  # a round on the loop: one or two entries per message
+                put_hash = self._writable_file().put_hash
                 for key_hash, offset, stamp in zip(hashes, offsets, stamps, strict=True):
-                    if not self._writable_file().put_hash(key_hash, offset, stamp):
-                        self._roll().put_hash(key_hash, offset, stamp)
+                    if not put_hash(key_hash, offset, stamp):  # the file is full: the next one
+                        put_hash = self._roll().put_hash
+                        put_hash(key_hash, offset, stamp)
                 return
             h = np.frombuffer(hashes, dtype=np.int64)
             phy = np.frombuffer(offsets, dtype=np.int64)
