@@ -15,6 +15,7 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+from rocketlite.client.errors import TopicNotExistError
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.spark import offsets as off
 from rocketlite.spark import source as src
@@ -136,6 +137,44 @@ def test_stream_reader_data_loss(fake: FakeClient) -> None:
     assert _reader(failOnDataLoss="false").latestOffset({"T": {"broker-a:0": 70}}, ReadMaxRows(3)) == {
         "T": {"broker-a:0": 5}
     }
+
+
+def test_min_offsets_per_trigger_waits_for_rows_or_the_delay(fake: FakeClient) -> None:
+    fake.lo, fake.hi = {A0: 0}, {A0: 0}
+    reader = _reader(minOffsetsPerTrigger="10", maxTriggerDelay="1h")
+    start = reader.initialOffset()
+    fake.hi[A0] = 4  # 4 waiting, fewer than 10, and the hour has not passed: no batch
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+    fake.hi[A0] = 12
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"T": {"broker-a:0": 12}}
+    # A zero delay admits what there is; AvailableNow ignores the minimum.
+    eager = _reader(minOffsetsPerTrigger="10", maxTriggerDelay="0ms")
+    assert eager.latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable()) == {"T": {"broker-a:0": 12}}
+    now = _reader(minOffsetsPerTrigger="10", maxTriggerDelay="1h")
+    now.prepareForTriggerAvailableNow()
+    assert now.latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable()) == {"T": {"broker-a:0": 12}}
+
+
+def test_missing_topics_and_queues_are_errors_when_a_query_starts(fake: FakeClient) -> None:
+    fake.lo, fake.hi = {A0: 0, A1: 0}, {A0: 5, A1: 5}
+
+    def batch(**opts: str) -> src.BatchReader:
+        return src.BatchReader(SourceOptions.parse({"nameServer": "fake:1", **opts}, streaming=False))
+
+    with pytest.raises(TopicNotExistError, match="topic Nope does not exist on name server fake:1"):
+        batch(subscribe="T,Nope").partitions()
+    with pytest.raises(TopicNotExistError, match="topic Nope does not exist"):
+        _reader(topic="Nope", topicPattern="").initialOffset()
+    with pytest.raises(TopicNotExistError, match=r"topicPattern 'X\.\*' matches no topic on name server"):
+        batch(topicPattern="X.*").partitions()
+    assert _reader(topicPattern="X.*").initialOffset() == {}  # a stream waits for matching topics
+    with pytest.raises(TopicNotExistError, match="assign names queue 7 of topic T"):
+        batch(assign='{"T": [7]}').partitions()
+    parts = batch(assign='{"T": [1]}').partitions()
+    assert [(p.queue_id, p.start, p.end) for p in parts] == [(1, 0, 5)]  # type: ignore[attr-defined]
+    # Kafka's offsets JSON: queue 0 on every broker.
+    parts = batch(topic="T", startingOffsets='{"T": {"0": 3}}').partitions()
+    assert [(p.queue_id, p.start) for p in parts] == [(0, 3), (1, 0)]  # type: ignore[attr-defined]
 
 
 def test_read_range_skips_or_fails_on_deleted_offsets(

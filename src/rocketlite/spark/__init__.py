@@ -9,10 +9,17 @@ through the top-level modules `pyspark_rocketmq` and `pyspark_rocketmq_store`::
 
 `register(spark)` registers both explicitly (for a session whose Python path lacked them when
 the session started). Options, schema and delivery guarantees: see the README.
+
+Importing this package sets `PYSPARK_PYTHON` to the running interpreter when the user has not
+set it: Spark looks Python data sources up, and runs its Python workers, with the `python3` on
+PATH, which is often not the environment rocketlite is installed in. It must happen before the
+session's JVM starts (the JVM reads the variable once), so import this before building a session.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from rocketlite.spark.schema import COLUMNS, SPARK_DDL
@@ -22,6 +29,9 @@ if TYPE_CHECKING:
     from rocketlite.spark.store_source import RocketMQStoreDataSource
 
 __all__ = ["COLUMNS", "SPARK_DDL", "RocketMQDataSource", "RocketMQStoreDataSource", "register"]
+
+if sys.executable:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def register(spark: Any) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rocketlite.spark.option_names import OptionError
+
 EARLIEST: Final = -2
 LATEST: Final = -1
 
@@ -38,7 +40,10 @@ class QueueRef:
         return f"{self.broker}:{self.queue_id}"
 
     @classmethod
-    def parse(cls, topic: str, key: str) -> QueueRef:
+    def parse(cls, topic: str, key: str, *, bare: bool = False) -> QueueRef:
+        """`brokerName:queueId`; with `bare`, also Kafka's `queueId` alone (broker "": every broker)."""
+        if bare and key.isdigit():
+            return cls(topic, "", int(key))
         broker, sep, queue = key.rpartition(":")
         if not sep or not broker or not queue.lstrip("-").isdigit():
             raise ValueError(f"queue key {key!r} of topic {topic!r} is not 'brokerName:queueId'")
@@ -59,8 +64,11 @@ def to_json_obj(offsets: Mapping[QueueRef, int]) -> dict[str, dict[str, int]]:
     return out
 
 
-def from_json_obj(obj: Mapping[str, Any]) -> Offsets:
-    """Parse `{"topic": {"broker:queue": offset}}`; ValueError on anything else."""
+def from_json_obj(obj: Mapping[str, Any], *, bare: bool = False) -> Offsets:
+    """Parse `{"topic": {"broker:queue": offset}}`; ValueError on anything else.
+
+    `bare` also takes Kafka's `{"topic": {"0": offset}}` (queue 0 on every broker): options only,
+    checkpoints always name the broker."""
     if not isinstance(obj, Mapping):
         raise ValueError(f"offsets must be a JSON object of topics, got {type(obj).__name__}")
     out: Offsets = {}
@@ -70,7 +78,7 @@ def from_json_obj(obj: Mapping[str, Any]) -> Offsets:
         for key, value in queues.items():
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"offset of {topic}@{key} must be an integer, got {value!r}")
-            out[QueueRef.parse(str(topic), str(key))] = value
+            out[QueueRef.parse(str(topic), str(key), bare=bare)] = value
     return out
 
 
@@ -78,12 +86,12 @@ def to_json(offsets: Mapping[QueueRef, int]) -> str:
     return json.dumps(to_json_obj(offsets), sort_keys=True, separators=(",", ":"))
 
 
-def from_json(text: str) -> Offsets:
+def from_json(text: str, *, bare: bool = False) -> Offsets:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"offsets are not valid JSON: {exc}") from exc
-    return from_json_obj(obj)
+    return from_json_obj(obj, bare=bare)
 
 
 OffsetSpec = str | Offsets
@@ -97,15 +105,15 @@ def parse_spec(text: str | None, default: str, *, option: str, allow_earliest: b
     word = text.strip().lower()
     if word in ("earliest", "latest"):
         if word == "earliest" and not allow_earliest:
-            raise ValueError(f"{option} cannot be 'earliest'")
+            raise OptionError(f"{option} cannot be 'earliest'")
         return word
     try:
-        spec = from_json(text)
+        spec = from_json(text, bare=True)
     except ValueError as exc:
-        raise ValueError(f"{option}: expected 'earliest', 'latest' or JSON offsets: {exc}") from exc
+        raise OptionError(f"{option}: expected 'earliest', 'latest' or JSON offsets: {exc}") from exc
     for ref, value in spec.items():
         if value < EARLIEST or (value == EARLIEST and not allow_earliest):
-            raise ValueError(f"{option}: offset {value} of {ref} is not allowed")
+            raise OptionError(f"{option}: offset {value} of {ref} is not allowed")
     return spec
 
 
@@ -124,7 +132,8 @@ def resolve(
         if isinstance(spec, str):
             value = EARLIEST if spec == "earliest" else LATEST
         else:
-            value = spec.get(ref, EARLIEST if missing == "earliest" else LATEST)
+            default = EARLIEST if missing == "earliest" else LATEST
+            value = spec.get(ref, spec.get(QueueRef(ref.topic, "", ref.queue_id), default))
         if value == EARLIEST:
             out[ref] = lo
         elif value == LATEST:

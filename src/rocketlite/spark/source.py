@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,9 +39,11 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketlite.client.api import build_subscription
+from rocketlite.client.errors import TopicNotExistError
 from rocketlite.spark import offsets as off
 from rocketlite.spark.broker_client import BrokerClient, PullOutcome, RawPull, client_for
 from rocketlite.spark.offsets import Offsets, QueueRef
+from rocketlite.spark.option_names import OptionError
 from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.records import Stop, decode_batch, scan_positions
 from rocketlite.spark.schema import COLUMNS, SPARK_DDL
@@ -84,17 +87,55 @@ class QueueRange(InputPartition):
 
 
 # ------------------------------------------------------------------------------------------ reading
-def discover(client: BrokerClient, options: SourceOptions) -> list[QueueRef]:
-    """The readable queues of the topics the options name, or of every topic matching the pattern."""
-    topics = (
-        list(options.topics)
-        if options.topic_pattern is None
-        else [t for t in client.topics() if options.matches(t)]
-    )
+def discover(
+    client: BrokerClient, options: SourceOptions, *, check: bool = False, batch: bool = False
+) -> list[QueueRef]:
+    """The readable queues of the topics the options name, or of every topic matching the pattern.
+
+    With `check` (a batch read's plan, a stream's first offsets) a named topic that does not exist
+    is an error, as is an `assign` queue the topic does not have, and for a batch read a pattern
+    that matches no topic. A stream's pattern may match nothing yet: topics created later are
+    picked up. Later calls (a running stream) tolerate a missing route: a broker may be down.
+    """
+    if options.topic_pattern is None:
+        topics = list(options.topics)
+    else:
+        topics = [t for t in client.topics() if options.matches(t)]
+        if check and batch and not topics:
+            raise TopicNotExistError(
+                f"topicPattern {options.topic_pattern!r} matches no topic "
+                f"on name server {options.name_server}",
+                retriable=False,
+            )
     queues: list[QueueRef] = []
     for topic in topics:
-        queues.extend(client.queues(topic))
+        found = client.queues(topic)
+        if check and not found:
+            raise TopicNotExistError(
+                f"topic {topic} does not exist on name server {options.name_server} "
+                "(or no broker serving it is registered)",
+                retriable=False,
+            )
+        queues.extend(q for q in found if options.assigned(q))
+    if check:
+        for want in options.assign:
+            if not any(q.topic == want.topic and q.queue_id == want.queue_id and want.broker in ("", q.broker)
+                       for q in queues):  # fmt: skip
+                raise TopicNotExistError(
+                    f"assign names queue {want.queue_id}"
+                    + (f" of broker {want.broker}" if want.broker else "")
+                    + f" of topic {want.topic}, which has no such queue on name server {options.name_server}",
+                    retriable=False,
+                )
     return sorted(queues)
+
+
+def _min_store_ms(options: SourceOptions, ref: QueueRef) -> int | None:
+    """Rows stored before this are dropped: startingTimestamp, or the queue's startingOffsetsByTimestamp."""
+    if options.starting_by_timestamp is not None:
+        by_ts = options.starting_by_timestamp
+        return by_ts.get(ref, by_ts.get(QueueRef(ref.topic, "", ref.queue_id)))
+    return options.starting_timestamp
 
 
 def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
@@ -180,12 +221,18 @@ def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBa
 
 def _resolve_start(client: BrokerClient, options: SourceOptions, queues: list[QueueRef],
                    lo: dict[QueueRef, int], hi: dict[QueueRef, int]) -> Offsets:  # fmt: skip
-    if options.starting_timestamp is not None:
-        found = client.offsets_for_time(queues, options.starting_timestamp)
+    start = off.resolve(options.starting, queues, lo, hi, missing="earliest")
+    by_time: dict[int, list[QueueRef]] = {}
+    for q in queues:
+        ts = _min_store_ms(options, q)
+        if ts is not None:
+            by_time.setdefault(ts, []).append(q)
+    for ts, refs in by_time.items():
+        found = client.offsets_for_time(refs, ts)
         # One entry earlier: 4.x brokers may answer with the entry after the boundary; the exact
         # cut is made on storeTimestamp in read().
-        return {q: max(lo[q], found[q] - 1) for q in queues}
-    return off.resolve(options.starting, queues, lo, hi, missing="earliest")
+        start.update({q: max(lo[q], found[q] - 1) for q in refs})
+    return start
 
 
 class BatchReader(DataSourceReader):
@@ -195,7 +242,7 @@ class BatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         client = client_for(o.name_server, o.consumer_group)
-        queues = discover(client, o)
+        queues = discover(client, o, check=True, batch=True)
         if not queues:
             return []
         lo = client.min_offsets(queues)
@@ -216,7 +263,7 @@ class BatchReader(DataSourceReader):
                 s = lo[q]
             for a, b in off.split_range(s, e, o.max_records_per_partition):
                 parts.append(
-                    QueueRange(q.topic, q.broker, q.queue_id, a, b, o.starting_timestamp, o.ending_timestamp)
+                    QueueRange(q.topic, q.broker, q.queue_id, a, b, _min_store_ms(o, q), o.ending_timestamp)
                 )
         return parts
 
@@ -237,20 +284,37 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._frozen: tuple[dict[QueueRef, int], dict[QueueRef, int]] | None = None
         self._latest: Offsets = {}
+        self._last_trigger: float | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "_frozen": None, "_latest": {}}
+        return {"options": self.options, "_frozen": None, "_latest": {}, "_last_trigger": None}
+
+    def _hold_back(self, known: Offsets, growing: Offsets) -> bool:
+        """minOffsetsPerTrigger/maxTriggerDelay (Kafka's): no batch while fewer new entries than the
+        minimum are waiting, unless maxTriggerDelay has passed since the last batch (or the query
+        start). Not under AvailableNow, which reads everything there is."""
+        least = self.options.min_offsets_per_trigger
+        if not least or self._frozen is not None:
+            return False
+        now = time.monotonic()
+        if self._last_trigger is None:
+            self._last_trigger = now
+        waiting = sum(max(v - known[q], 0) for q, v in growing.items() if q in known)
+        if waiting < least and (now - self._last_trigger) * 1000 < self.options.max_trigger_delay_ms:
+            return True
+        self._last_trigger = now
+        return False
 
     def _client(self) -> BrokerClient:
         return client_for(self.options.name_server, self.options.consumer_group)
 
-    def _snapshot(self) -> tuple[dict[QueueRef, int], dict[QueueRef, int]]:
+    def _snapshot(self, *, check: bool = False) -> tuple[dict[QueueRef, int], dict[QueueRef, int]]:
         client = self._client()
-        queues = discover(client, self.options)
+        queues = discover(client, self.options, check=check)
         return client.min_offsets(queues), client.max_offsets(queues)
 
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802
-        lo, hi = self._snapshot()
+        lo, hi = self._snapshot(check=True)
         queues = sorted(hi)
         start = _resolve_start(self._client(), self.options, queues, lo, hi)
         return off.to_json_obj(start)
@@ -286,6 +350,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = off.merge_latest(known, latest)
         self._latest = latest
         growing = {q: v for q, v in latest.items() if q not in shrunk}
+        if not shrunk and self._hold_back(known, growing):
+            return dict(start)
         if isinstance(limit, ReadMaxRows):
             end = off.rate_limit(known, growing, limit.max_rows)
         else:
@@ -304,7 +370,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts: list[InputPartition] = []
         for q in sorted(finish):
             for a, b in off.split_range(begin.get(q, finish[q]), finish[q], o.max_records_per_partition):
-                parts.append(QueueRange(q.topic, q.broker, q.queue_id, a, b, o.starting_timestamp, None))
+                parts.append(QueueRange(q.topic, q.broker, q.queue_id, a, b, _min_store_ms(o, q), None))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -352,12 +418,12 @@ class RocketMQDataSource(DataSource):
         from rocketlite.spark.sink import BatchWriter  # noqa: PLC0415
 
         if overwrite:
-            raise ValueError("the rocketmq sink only appends: use mode('append')")
+            raise OptionError("the rocketmq sink only appends: use mode('append')")
         return BatchWriter(SinkOptions.parse(self.options, streaming=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         from rocketlite.spark.sink import StreamWriter  # noqa: PLC0415
 
         if overwrite:
-            raise ValueError("the rocketmq sink only appends (outputMode append or update)")
+            raise OptionError("the rocketmq sink only appends (outputMode append or update)")
         return StreamWriter(SinkOptions.parse(self.options, streaming=True), schema)
