@@ -23,6 +23,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   scan; for the Spark readers): `record_columns`, one for both.
 * `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE): the
   class's generated decoder (`custom_header.decoder_for`), one for both.
+* `decode_pull_header` (the PULL_MESSAGE request header): the class's generated decoder, one for
+  both.
 * `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
   patched in, msg ids out): `record_stamp`, one for both.
 * `place_record` (a single encoded record placed under the lock: offsets and store time patched
@@ -85,7 +87,7 @@ from rocketlite.protocol.frame_codec import (
     decode_frames_over,
     encode_command_over,
 )
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, SendProperties
 from rocketlite.protocol.record import (
     DispatchRequest,
@@ -106,6 +108,7 @@ __all__ = [
     "check_records",
     "decode_frames",
     "decode_json_header",
+    "decode_pull_header",
     "decode_record_columns",
     "decode_records",
     "decode_rocketmq_header",
@@ -270,10 +273,13 @@ class Codecs:
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
     place_record: PlaceRecord
     blake2b_digests: Callable[[bytes | bytearray | memoryview, Iterable[int]], bytes]
+    decode_pull_header: Callable[[Mapping[str, str] | None], PullMessageRequestHeader]
 
 
 # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the generated decoder of the class.
 _decode_send_header_v2_py: Final = decoder_for(SendMessageRequestHeader, SendMessageRequestHeader.V2_NAMES)
+# PULL_MESSAGE headers: the generated decoder of the class (what `from_ext` calls).
+_decode_pull_header_py: Final = decoder_for(PullMessageRequestHeader, None)
 
 REFERENCE: Final = Codecs(
     "reference",
@@ -304,6 +310,7 @@ REFERENCE: Final = Codecs(
     _decode_send_header_v2_py,
     record_format.place_record,
     row_digests.blake2b_digests,
+    _decode_pull_header_py,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -334,6 +341,7 @@ PYTHON: Final = Codecs(
     _decode_send_header_v2_py,
     record_format.place_record,
     row_digests.blake2b_digests,
+    _decode_pull_header_py,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -423,3 +431,4 @@ stamp_records: Final = CHOSEN.stamp_records
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2
 place_record: Final = CHOSEN.place_record
 blake2b_digests: Final = CHOSEN.blake2b_digests
+decode_pull_header: Final = CHOSEN.decode_pull_header

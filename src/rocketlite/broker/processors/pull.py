@@ -49,6 +49,7 @@ from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import PullMessageRequestHeader
 from rocketlite.protocol.record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.protocol.reserved import MASTER_ID
+from rocketlite.protocol.speedups import decode_pull_header
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.remoting.connection import Connection, error_response
 from rocketlite.store.get_result import GetMessageResult
@@ -251,7 +252,7 @@ class PullMessageProcessor:
         the pull was parked. Refusals raise `RocketliteError` carrying their code. A re-run of a
         held pull passes the header decoded the first time (every check still runs again)."""
         if header is None:
-            header = PullMessageRequestHeader.from_ext(request.ext_fields)
+            header = decode_pull_header(request.ext_fields)  # compiled; PullMessageRequestHeader's rules
         cfg = self._check_group(header.consumer_group)
         self._check_topic(header, conn.remote_address)
         sub = self._subscription(header, cfg)

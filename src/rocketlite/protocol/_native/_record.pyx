@@ -49,7 +49,8 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
 __all__ = [
-    "decode_records", "decode_send_header_v2", "encode_record", "encode_records", "place_record", "stamp_records",
+    "decode_pull_header", "decode_records", "decode_send_header_v2", "encode_record", "encode_records",
+    "place_record", "stamp_records",
 ]
 
 # -- constants of `protocol/record.py` (asserted against it below) --------------------------------
@@ -535,3 +536,4 @@ cdef list _decode(const uint8_t* data, Py_ssize_t n):
 
 
 include "_record_send_header.pxi"  # decode_send_header_v2
+include "_record_pull_header.pxi"  # decode_pull_header
