@@ -25,7 +25,6 @@ in the README and that its internal links resolve.
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 from collections.abc import Iterator
 
@@ -40,6 +39,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
 from rocketlite.store.config import StoreConfig, store_config_keys
 from tests.support import real_clients
+from tests.support.ports import bindable
 from tests.support.processes import wait_listening
 from tests.support.readme import ROOT, VENV_BIN, Block, Clone, code_blocks, heading_anchors
 from tests.support.store import SHARED
@@ -88,7 +88,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
         pytest.fail(
             f"{VENV_BIN.relative_to(ROOT)}/rocketlite is missing: the README's commands need `make install`"
         )
-    busy = [f"{port} ({what})" for port, what in DEV_PORTS.items() if not _bindable(port)]
+    busy = [f"{port} ({what})" for port, what in DEV_PORTS.items() if not bindable(port)]
     if busy:
         pytest.fail(
             "the README's snippets use the dev server's ports, which are busy: "
@@ -121,15 +121,6 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clone]:
 def _tbw102_routed() -> bool:
     answer = raw_request("127.0.0.1:9876", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": DEFAULT_TOPIC})
     return answer.code == ResponseCode.SUCCESS
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def test_every_block_has_a_known_info_string() -> None:

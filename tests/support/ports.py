@@ -14,7 +14,8 @@ VIP_OFFSET = -2  # the broker's VIP channel listens on listenPort - 2
 HA_OFFSET = 1  # ... and the HA service on listenPort + 1 unless haListenPort says otherwise
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether 127.0.0.1:`port` is free to listen on right now."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -31,7 +32,7 @@ def free_port(avoid: Collection[int] = (), *, neighbours: Sequence[int] = ()) ->
             port = int(s.getsockname()[1])
         if not 1030 < port < 65000 or port in avoid or any(port + d in avoid for d in neighbours):
             continue
-        if all(_bindable(port + d) for d in neighbours):
+        if all(bindable(port + d) for d in neighbours):
             return port
     raise RuntimeError("no free port (block) found on 127.0.0.1")
 

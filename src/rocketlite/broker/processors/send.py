@@ -42,6 +42,7 @@ from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.record import MessageInner
 from rocketlite.protocol.speedups import decode_send_header_v2, send_batch_messages, send_properties
 from rocketlite.remoting.connection import Connection, HandlerResult
+from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -301,17 +302,9 @@ class SendMessageProcessor:
             and transaction_id is None
         ):  # the common answer (ASYNC_FLUSH, no HA), built as `_response` builds it
             self.stats.record_put(header.topic, 1, len(body))
-            broker = self.broker
-            ext = {
-                "msgId": append.msg_id,
-                "queueId": str(queue_id),
-                "queueOffset": str(append.logics_offset),
-                "MSG_REGION": broker.region_id,
-                "TRACE_ON": "true" if broker.trace_on else "false",
-            }
             return RemotingCommand(
                 _SUCCESS, DEFAULT_LANGUAGE, DEFAULT_VERSION, request.opaque,
-                _RESPONSE_FLAG, None, ext, None, request.serialize_type,
+                _RESPONSE_FLAG, None, self._ok_ext(append, queue_id, None), None, request.serialize_type,
             )  # fmt: skip
         return self._respond(request, pending, header.topic, queue_id, 1, len(body), transaction_id)
 
@@ -410,20 +403,11 @@ class SendMessageProcessor:
         append = result.append
         if result.status is PutMessageStatus.PUT_OK and append is not None:  # the common answer
             self.stats.record_put(topic, n, size)
-            broker = self.broker
-            ext = {
-                "msgId": append.msg_id,
-                "queueId": str(queue_id),
-                "queueOffset": str(append.logics_offset),
-                "MSG_REGION": broker.region_id,
-                "TRACE_ON": "true" if broker.trace_on else "false",
-            }
-            if transaction_id is not None:
-                ext["transactionId"] = transaction_id
             # what `make_response(request, SUCCESS, None, ext)` builds, without copying `ext`
             return RemotingCommand(
                 _SUCCESS, DEFAULT_LANGUAGE, DEFAULT_VERSION, request.opaque,
-                _RESPONSE_FLAG, None, ext, None, request.serialize_type,
+                _RESPONSE_FLAG, None, self._ok_ext(append, queue_id, transaction_id), None,
+                request.serialize_type,
             )  # fmt: skip
         code, remark = _STATUS_RESPONSES[result.status]
         if remark is not None and "{max}" in remark:
@@ -434,13 +418,19 @@ class SendMessageProcessor:
             self.stats.put_failures += 1
             return make_response(request, code, remark)
         self.stats.record_put(topic, n, size)
+        return make_response(request, code, remark, self._ok_ext(append, queue_id, transaction_id))
+
+    def _ok_ext(self, append: AppendResult, queue_id: int, transaction_id: str | None) -> dict[str, str]:
+        """The answer's header fields for a stored message (RocketMQ's SendMessageResponseHeader
+        plus MSG_REGION and TRACE_ON): the same on the fast path and every stored outcome."""
+        broker = self.broker
         ext = {
             "msgId": append.msg_id,
             "queueId": str(queue_id),
             "queueOffset": str(append.logics_offset),
-            "MSG_REGION": self.broker.region_id,
-            "TRACE_ON": "true" if self.broker.trace_on else "false",
+            "MSG_REGION": broker.region_id,
+            "TRACE_ON": "true" if broker.trace_on else "false",
         }
         if transaction_id is not None:
             ext["transactionId"] = transaction_id
-        return make_response(request, code, remark, ext)
+        return ext
