@@ -11,8 +11,13 @@ at once and spins. A parked pull is re-run (without suspend) and answered when:
 * the periodic check (every `longPollingCheckIntervalMs`, 5 s) sees the queue's max offset beyond
   the pull's offset (tags unknown, so it matches, as in Java);
 * its deadline passes (suspendTimeoutMillis from the request, or shortPollingTimeMills): unlike
-  Java, whose deadlines are only looked at by the 5 s check, each pull has its own timer, so it
-  is never held past its deadline (ali-ons drops the connection when a pull is late).
+  Java, whose deadlines are only looked at by the 5 s check, a pull is answered at most
+  `DEADLINE_GRANULE_S` (10 ms) after its deadline and never before it (ali-ons drops the
+  connection when a pull is late). Deadlines are rounded up to that granule and the pulls of one
+  granule share one loop timer, made when the first of them parks: a long-polling consumer parks
+  and is woken once per message, so a timer per pull (made, then cancelled at the wake) cost more
+  than the rest of the parking. A granule's timer is left pending when its pulls are all woken
+  early (it then finds nothing): at most one timer per 10 ms of the longest suspend timeout.
 
 The dispatcher reports one tag code per queue per batch (the last unit's). Each held pull
 remembers the max offset it has already seen: when a report covers more than one new unit, the
@@ -26,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +47,8 @@ log = logging.getLogger("rocketlite.broker.pull_hold")
 _CLOSE_HOOK = "rocketlite.pull_hold"  # conn.attrs key: close callback installed
 
 QueueKey = tuple[str, int]
+
+DEADLINE_GRANULE_S = 0.01  # deadlines rounded up to this; one loop timer per granule
 
 
 class MaxOffsetSource(Protocol):
@@ -62,7 +70,7 @@ class HeldPull:
     offset: int
     codes: frozenset[int] | None
     seen_max: int
-    timer: asyncio.TimerHandle | None = None
+    granule: int | None = None  # the deadline granule it waits in (None once unparked)
     header: PullMessageRequestHeader | None = None
 
     def matches(self, tags_code: int | None) -> bool:
@@ -85,6 +93,10 @@ class PullRequestHoldService:
         self.wake = wake
         self.check_interval_s = check_interval_s
         self.holds: dict[QueueKey, list[HeldPull]] = {}
+        # deadline granule (loop time / DEADLINE_GRANULE_S, rounded up) -> its held pulls, and
+        # the one timer per granule (kept until it fires, even when its pulls were woken early)
+        self._granules: dict[int, dict[HeldPull, None]] = {}
+        self._timers: dict[int, asyncio.TimerHandle] = {}
         self._task: asyncio.Task[None] | None = None
         self.closed = False
         self._loop_thread = 0  # the loop's thread id, once `start` ran there
@@ -101,7 +113,15 @@ class PullRequestHoldService:
             return
         key = (held.topic, held.queue_id)
         self.holds.setdefault(key, []).append(held)
-        held.timer = self.loop.call_later(max(timeout_s, 0.0), self._expire, held)
+        loop = self.loop
+        granule = math.ceil((loop.time() + max(timeout_s, 0.0)) / DEADLINE_GRANULE_S)
+        held.granule = granule
+        pulls = self._granules.get(granule)
+        if pulls is None:
+            pulls = self._granules[granule] = {}
+        pulls[held] = None
+        if granule not in self._timers:
+            self._timers[granule] = loop.call_at(granule * DEADLINE_GRANULE_S, self._expire, granule)
         conn = held.conn
         if not conn.attrs.get(_CLOSE_HOOK):
             conn.attrs[_CLOSE_HOOK] = True
@@ -121,15 +141,24 @@ class PullRequestHoldService:
         pulls.remove(held)
         if not pulls:
             del self.holds[key]
-        if held.timer is not None:
-            held.timer.cancel()
-            held.timer = None
+        granule = held.granule
+        if granule is not None:
+            held.granule = None
+            waiting = self._granules.get(granule)
+            if waiting is not None:
+                waiting.pop(held, None)
         return True
 
-    def _expire(self, held: HeldPull) -> None:
-        held.timer = None
-        if self._unpark(held):
-            self._run(held)
+    def _expire(self, granule: int) -> None:
+        """A granule's deadline passed: answer the pulls still parked in it."""
+        self._timers.pop(granule, None)
+        pulls = self._granules.pop(granule, None)
+        if not pulls:
+            return
+        for held in pulls:
+            held.granule = None
+            if self._unpark(held):
+                self._run(held)
 
     def _run(self, held: HeldPull) -> None:
         try:
@@ -214,6 +243,9 @@ class PullRequestHoldService:
         self.closed = True
         task, self._task = self._task, None
         await cancel_tasks(task)
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         for pulls in list(self.holds.values()):
             for held in list(pulls):
                 if self._unpark(held) and not held.conn.closed:
