@@ -75,6 +75,10 @@ class Dispatcher:
         self.reput_from_offset = 0
         # Records below this commit-log offset are not indexed (recovery: already in the index).
         self.index_from_offset = 0
+        # The offset this dispatcher last published, and whether the index's end (its newest
+        # entry's offset) was then seen below the records still to dispatch: see `_index_start`.
+        self._published = -1
+        self._index_behind = False
 
     def dispatch_available(self, *, verify_crc: bool = False, limit_bytes: int = _DISPATCH_CHUNK) -> int:
         """Dispatch records from `reput_from_offset` up to the readable end (at most ~limit_bytes).
@@ -82,25 +86,28 @@ class Dispatcher:
         Returns the number of bytes consumed (0 when caught up).
         """
         start = cursor = self.reput_from_offset
+        if start != self._published:  # moved by someone else (recovery): ask the index again
+            self._index_behind = False
+        commit_log = self.commit_log
         consumed = 0
-        while consumed < limit_bytes and cursor < self.commit_log.max_offset:
+        while consumed < limit_bytes and cursor < commit_log.max_offset:
             offset = cursor
-            data = self.commit_log.get_data(offset)
+            data = commit_log.get_data(offset)
             if data is None or len(data) == 0:
-                if offset < self.commit_log.min_offset:
+                if offset < commit_log.min_offset:
                     # The segment under us was deleted (retention): continue at the log's start.
                     log.warning("reput offset %d below the commit log's min offset; jumping", offset)
-                    cursor = self.commit_log.min_offset
+                    cursor = commit_log.min_offset
                     continue
                 break
-            pos, res = self._dispatch_segment(data, limit_bytes - consumed, verify_crc)
+            pos, res = self._dispatch_segment(data, offset, limit_bytes - consumed, verify_crc)
             rolled = res is not None and res.kind is ScanKind.BLANK
             stop = res is not None and not rolled
             if res is not None and res.kind is ScanKind.CORRUPT:
                 log.error("dispatch stopped at offset %d: %s", offset + pos, res.reason)
             data.release()
             if rolled:
-                cursor = self.commit_log.roll_next_file(offset)
+                cursor = commit_log.roll_next_file(offset)
                 consumed += cursor - offset
                 continue
             cursor = offset + pos
@@ -109,7 +116,7 @@ class Dispatcher:
                 break
         # Published only after the queues and index hold the records, so a reader that sees the
         # new offset also sees the units.
-        self.reput_from_offset = cursor
+        self.reput_from_offset = self._published = cursor
         self._announce()
         return cursor - start
 
@@ -127,17 +134,35 @@ class Dispatcher:
                 except Exception:
                     log.exception("arrival listener %r failed", listener)
 
+    def _index_start(self, index: IndexService, base: int) -> int:
+        """Where indexing starts for records from commit-log offset `base` on: records below
+        the index's end (its newest entry's offset) are already indexed (recovery), and so are
+        those below `index_from_offset`.
+
+        The index is written only by this dispatcher, with records below the offset it then
+        publishes, and otherwise only shrinks (files deleted, truncated at recovery), so once its
+        end was seen below `base` it stays below every record dispatched after, as long as
+        nobody else moved `reput_from_offset`: then it filters nothing, and is not asked again
+        (a lock and a lookup per round, saved)."""
+        if self._index_behind:
+            return self.index_from_offset
+        end = index.end_phy_offset()
+        if end < base:
+            self._index_behind = True
+        return max(self.index_from_offset, end)
+
     def _dispatch_segment(
-        self, data: memoryview, limit: int, verify_crc: bool
+        self, data: memoryview, base: int, limit: int, verify_crc: bool
     ) -> tuple[int, ScanResult | None]:
-        """Dispatch the records of one segment's readable bytes up to `limit`, batch by batch
-        (`speedups.dispatch_batch`: the compiled one reads bytes and writes unit bytes and key
-        hashes without the GIL), each record it leaves to the scanner through `apply`. Returns
-        the position reached and what stopped the scan there (as `scan_messages`)."""
+        """Dispatch the records of one segment's readable bytes (from commit-log offset `base`)
+        up to `limit`, batch by batch (`speedups.dispatch_batch`: the compiled one reads bytes and
+        writes unit bytes and key hashes without the GIL), each record it leaves to the scanner
+        through `apply`. Returns the position reached and what stopped the scan there (as
+        `scan_messages`)."""
         pos = 0
         index = self.index
         while True:
-            index_start = None if index is None else max(self.index_from_offset, index.end_phy_offset())
+            index_start = None if index is None else self._index_start(index, base + pos)
             pos, res, count, last_ts, queues, entries = dispatch_batch(
                 data,
                 pos,
