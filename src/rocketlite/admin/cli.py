@@ -11,7 +11,7 @@ requests are signed with; without them, `accessKey` / `secretKey` of
 This module only parses and dispatches: the operations live in `topics`, `groups`, `cluster`,
 `messages` and `transfer` (async functions over `AdminClient`, returning JSON-able data), and
 `render` draws the tables. Failures are `AdminError`s; the top-level `rocketlite.cli.main` prints
-them as `rocketlite: error: <remark> (code N)` and exits 2. Argument errors, argparse's and those
+them as `rocketlite: error: <remark> (NAME, code N)` and exits 2. Argument errors, argparse's and those
 found later (`UsageError`, a missing name server), all print the verb's usage and
 `rocketlite admin VERB: error: ...` and exit 2; a group nobody is using (`NotOnlineError`) prints
 `rocketlite admin VERB: no consumer of group G is online` and exits 1. `-n` is accepted before

@@ -5,7 +5,7 @@ The verbs talk to two kinds of servers over plain `RemotingClient` requests, the
 and each broker (found through the name server) for everything else. This layer exists so the
 verbs never see transport details:
 
-- a broker or name server answering with an error code becomes `AdminError("<remark> (code N)")`,
+- a broker or name server answering with an error code becomes `AdminError("<remark> (NAME, code N)")`,
   which the top-level CLI prints as `rocketlite: error: ...`;
 - a server that cannot be reached (refused, timed out, connection dropped) becomes an
   `AdminError` that names the address and the role ("cannot reach name server 127.0.0.1:9876:
@@ -14,7 +14,7 @@ verbs never see transport details:
   picks one too), writes that every name server must see (`deleteTopic`) go to all;
 - with `credentials` (ACL keys, see `rocketlite.admin.credentials`) every request is signed, as
   mqadmin's `AclClientRPCHook` does; a broker's NO_PERMISSION (16) becomes
-  `AdminError("NO_PERMISSION: <remark> (code 16)")`, with a hint about the keys when none were given.
+  `AdminError("<remark> (NO_PERMISSION, code 16)")`, with a hint about the keys when none were given.
 
 It is not a client SDK: there is no heartbeat, no route cache and no retry, because an admin
 command is one short conversation.
@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from rocketlite.protocol.acl_signature import SessionCredentials
 from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import RequestCode, ResponseCode, response_label
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import GetKVConfigResponseHeader
@@ -58,7 +58,7 @@ class AdminError(RocketliteError):
     """A verb failed; `response_code` is the server's code when a server refused."""
 
     def __init__(self, message: str, response_code: int | None = None, *, hint: str | None = None) -> None:
-        text = message if response_code is None else f"{message} (code {response_code})"
+        text = message if response_code is None else f"{message} ({response_label(response_code)})"
         super().__init__(text if hint is None else f"{text}; {hint}")
         self.response_code = response_code
 
@@ -148,7 +148,7 @@ def check_response(
     message = response.remark or f"{what} failed"
     if response.code == ResponseCode.NO_PERMISSION:
         hint = None if signed else NO_KEYS_HINT
-        raise AdminError(f"NO_PERMISSION: {message}", response.code, hint=hint)
+        raise AdminError(message, response.code, hint=hint)
     raise AdminError(message, response.code)
 
 

@@ -167,6 +167,15 @@ def request_label(code: int) -> str:
         return f"request {int(code)}"
 
 
+def response_label(code: int) -> str:
+    """`TOPIC_NOT_EXIST, code 17`: how error texts name a server's response code (`code 999` when
+    unknown). The name says what happened; the number is what RocketMQ's docs and logs use."""
+    try:
+        return f"{ResponseCode(code).name}, code {int(code)}"
+    except ValueError:
+        return f"code {int(code)}"
+
+
 class LanguageCode(IntEnum):
     """`LanguageCode`: a name in JSON headers, this byte in ROCKETMQ binary headers.
 
