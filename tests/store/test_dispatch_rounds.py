@@ -123,3 +123,22 @@ def test_a_closed_loop_falls_back_to_the_thread(open_store: StoreFactory) -> Non
     assert store.put_message_nowait(mk(0)).result.ok
     assert store.wait_dispatched()
     assert store.get_max_offset_in_queue("T", 0) == 1
+
+
+def test_dispatch_all_reports_progress_to_the_end(open_store: StoreFactory) -> None:
+    """Recovery's re-dispatch reports (bytes dispatched, bytes to dispatch) after each chunk,
+    ending at the log's end, so a long re-dispatch after a crash is seen to move."""
+    store = open_store()
+    assert store.wait_dispatched()
+    calls: list[tuple[int, int]] = []
+    with store.reput._round:  # hold the thread off: the test runs the re-dispatch itself
+        start = store.dispatcher.reput_from_offset
+        for i in range(800):  # 6.5 MB: more than one 4 MiB dispatch chunk
+            store.put_message(mk(i % 4, body=bytes(8192)))
+        n = store.dispatcher.dispatch_all(progress=lambda done, total: calls.append((done, total)))
+    end = store.commit_log.max_offset
+    assert n == 800
+    assert len(calls) >= 2  # more than one chunk: progress in between, not only at the end
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+    assert calls[-1] == (end - start, end - start)
+    assert store.get_max_offset_in_queue("T", 0) == 200

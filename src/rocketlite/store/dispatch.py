@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rocketlite.progress import ProgressCallback, no_progress
 from rocketlite.protocol.dispatch_codec import QueueBatch
 from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
 from rocketlite.protocol.speedups import dispatch_batch, queue_runs, scan_messages
@@ -209,11 +210,15 @@ class Dispatcher:
         self.stats.records += len(reqs)
         self.stats.last_store_timestamp = reqs[-1].store_timestamp
 
-    def dispatch_all(self, *, verify_crc: bool = False) -> int:
-        """Dispatch synchronously until caught up (recovery); returns records dispatched."""
+    def dispatch_all(self, *, verify_crc: bool = False, progress: ProgressCallback = no_progress) -> int:
+        """Dispatch synchronously until caught up (recovery); returns records dispatched.
+
+        `progress` gets (bytes dispatched, bytes to dispatch) after each chunk: re-dispatching a
+        large log after a crash takes long enough that the operator must see it move."""
         before = self.stats.records
+        start = self.reput_from_offset
         while self.dispatch_available(verify_crc=verify_crc):
-            pass
+            progress(self.reput_from_offset - start, max(self.commit_log.max_offset - start, 0))
         return self.stats.records - before
 
 

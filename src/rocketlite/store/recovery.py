@@ -235,7 +235,8 @@ def recover(
     dispatcher.reput_from_offset = redispatch_from
     report.redispatched_from = redispatch_from
     if redispatch_from < valid_end:
-        n = dispatcher.dispatch_all()
+        watcher = LogProgress(log, f"re-dispatching from offset {redispatch_from}")
+        n = dispatcher.dispatch_all(progress=watcher)
         report.redispatched_records = n
         report.actions.append(f"re-dispatched {n} records from offset {redispatch_from}")
         log.info(report.actions[-1])
