@@ -29,10 +29,12 @@ from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import BrokerFigures, MetricsServer
+from rocketlite.broker.pop_state import PopService
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
+from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
@@ -86,6 +88,7 @@ class BrokerParts:
     client_requests: ClientRequestProcessor
     send: SendMessageProcessor
     pull: PullMessageProcessor
+    pop: PopMessageProcessor
     offsets: ConsumerOffsetProcessor
     locks: RebalanceLockManager
     send_back: ConsumerSendBackProcessor
@@ -204,6 +207,7 @@ class BrokerController:
             self.table,
             send=parts.send,
             pull=parts.pull,
+            pop=parts.pop,
             query=parts.query,
             offsets=parts.offsets,
             send_back=parts.send_back,
@@ -250,6 +254,8 @@ class BrokerController:
             enabled=not b.is_slave,
         )  # fmt: skip
         schedule.load()
+        pop_service = PopService(store, offsets, clock, self.store_config.config_dir, b.broker_name)
+        pop_service.load()
         transactions = TransactionalMessageService(
             b, store, topics, offsets, stats, clock, store_host, clients.producer_channels
         )
@@ -295,6 +301,7 @@ class BrokerController:
             client_requests=ClientRequestProcessor(clients),
             send=send,
             pull=pull,
+            pop=PopMessageProcessor(b, pop_service, topics, groups),
             offsets=ConsumerOffsetProcessor(store, offsets),
             locks=RebalanceLockManager(clock),
             send_back=ConsumerSendBackProcessor(b, store, topics, groups, stats, store_host),

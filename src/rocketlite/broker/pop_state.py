@@ -42,7 +42,7 @@ from rocketlite.protocol.pop import (
 )
 from rocketlite.protocol.record import SYSFLAG_POS, layout_for
 from rocketlite.store.get_result import GetMessageResult
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.message_store import MessageFilter, MessageStore
 from rocketlite.store.status import GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
@@ -175,14 +175,22 @@ class PopService:
                 committed = low if init_mode == INIT_MODE_MIN or low <= 0 else (
                     self.store.get_max_offset_in_queue(topic, queue_id)
                 )  # fmt: skip
-            state = self.table.queues[key] = QueuePopState(committed)
+            state = self.table.queues[key] = QueuePopState(max(0, committed))  # no queue yet: -1
         return state
 
     def pop(
-        self, group: str, topic: str, queue_ids: list[int], max_nums: int, invisible_time: int, init_mode: int
+        self,
+        group: str,
+        topic: str,
+        queue_ids: list[int],
+        max_nums: int,
+        invisible_time: int,
+        init_mode: int,
+        message_filter: MessageFilter | None = None,
     ) -> PopBatch:
         """Up to `max_nums` messages from `queue_ids` in turn: due redeliveries of a queue first,
-        then new ones from its cursor. The caller persists before answering."""
+        then new ones from its cursor (messages the tag filter refuses are passed over for good,
+        as a pull skips them). The caller persists before answering."""
         now = self.clock.now_ms()
         taken: list[Taken] = []
         rest = 0
@@ -192,7 +200,7 @@ class PopService:
                 left = max_nums - len(taken)
                 if left > 0:
                     taken += self._due(group, topic, queue_id, state, now, left)
-                    taken += self._new(group, topic, queue_id, state, max_nums - len(taken))
+                    taken += self._new(group, topic, queue_id, state, max_nums - len(taken), message_filter)
                 rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
@@ -227,10 +235,20 @@ class PopService:
             out.append((state, Popped(queue_id, offset, record, entry.attempts + 1), entry))
         return out
 
-    def _new(self, group: str, topic: str, queue_id: int, state: QueuePopState, left: int) -> list[Taken]:
+    def _new(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        state: QueuePopState,
+        left: int,
+        message_filter: MessageFilter | None,
+    ) -> list[Taken]:
         if left <= 0:
             return []
-        found: GetMessageResult = self.store.get_message(group, topic, queue_id, state.cursor, left)
+        found: GetMessageResult = self.store.get_message(
+            group, topic, queue_id, state.cursor, left, message_filter
+        )
         try:
             out: list[Taken] = [
                 (state, Popped(queue_id, offset, bytes(view), 0), None)

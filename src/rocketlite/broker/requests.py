@@ -13,6 +13,7 @@ from rocketlite.broker.processors.admin_requests import AdminRequestProcessor
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
+from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
@@ -20,6 +21,7 @@ from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.codes import RequestCode as C
+from rocketlite.protocol.pop import PopRequestCode as P
 from rocketlite.remoting.connection import Handler, RequestTable
 
 
@@ -28,6 +30,7 @@ def register_requests(
     *,
     send: SendMessageProcessor,
     pull: PullMessageProcessor,
+    pop: PopMessageProcessor,
     query: QueryMessageProcessor,
     offsets: ConsumerOffsetProcessor,
     send_back: ConsumerSendBackProcessor,
@@ -39,7 +42,7 @@ def register_requests(
     live: LiveConfig,
 ) -> None:
     """Register every request code the broker answers on `table`."""
-    handlers: dict[C, Handler] = {
+    handlers: dict[int, Handler] = {
         # producers
         C.SEND_MESSAGE: send.handle,
         C.SEND_MESSAGE_V2: send.handle,
@@ -48,6 +51,9 @@ def register_requests(
         # consumers
         C.PULL_MESSAGE: pull.handle,
         C.CONSUMER_SEND_MSG_BACK: send_back.handle,
+        P.POP_MESSAGE: pop.handle_pop,  # 5.x POP consumption
+        P.ACK_MESSAGE: pop.handle_ack,
+        P.CHANGE_MESSAGE_INVISIBLETIME: pop.handle_change_invisible_time,
         C.QUERY_CONSUMER_OFFSET: offsets.handle_query,
         C.UPDATE_CONSUMER_OFFSET: offsets.handle_update,
         C.GET_MAX_OFFSET: offsets.handle_max,

@@ -1,0 +1,190 @@
+"""POP consumption on the remoting port: POP_MESSAGE (200050), ACK_MESSAGE (200051) and
+CHANGE_MESSAGE_INVISIBLETIME (200053), the requests RocketMQ 5.x's proxy and remoting POP
+consumers send.
+
+The rules live in `broker/pop_state.py`; this module checks the request the way a pull is checked
+(broker readable, group known and allowed to consume, topic readable, queue in range, TAG
+expression only), calls the service, waits until the state file holds the change, and answers
+with RocketMQ's headers:
+
+- POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
+  restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
+  `queueId` -1 pops across every readable queue of the topic;
+- POP_MESSAGE with nothing to hand out: POLLING_TIMEOUT (210), which clients read as "no new
+  message". Long polling (holding the request for `pollTime`) is not done yet: the answer is
+  immediate, and the client asks again;
+- ACK_MESSAGE: SUCCESS with no header;
+- CHANGE_MESSAGE_INVISIBLETIME: SUCCESS with `ChangeInvisibleTimeResponseHeader` (the new popTime
+  the client's new receipt handle carries, invisibleTime, reviveQid);
+- a malformed handle, or one naming no message in flight (acked, redelivered since, forged):
+  NO_MESSAGE (208) with a remark naming the cause; nothing changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Final
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.pop_state import PopBatch, PopService
+from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.protocol import perm
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
+from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.pop import (
+    POLLING_TIMEOUT,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    ReceiptHandle,
+    offset_info,
+    topic_type,
+)
+from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
+from rocketlite.remoting.connection import Connection
+
+log = logging.getLogger("rocketlite.broker.pop")
+
+MAX_POP_NUMS: Final = 32  # RocketMQ's limit of one POP_MESSAGE
+REVIVE_QID: Final = 0  # no revive topic here; clients only carry it along in their handles
+
+
+def _refuse(code: ResponseCode, remark: str) -> RocketliteError:
+    return RocketliteError(remark, code=code)
+
+
+class PopMessageProcessor:
+    """Serves the three POP codes over one `PopService`."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        service: PopService,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+    ) -> None:
+        self.broker = broker
+        self.service = service
+        self.topics = topics
+        self.groups = groups
+
+    def _check(self, group: str, topic: str, queue_id: int, *, any_queue: bool = False) -> int:
+        """The topic's read queue count, after the pull's checks of broker, group, topic and queue."""
+        if not perm.is_readable(self.broker.broker_permission):
+            raise _refuse(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.broker.broker_ip1}] pop message is forbidden"
+            )
+        cfg = self.groups.find(group)
+        if cfg is None:
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
+            )
+        if not cfg.consume_enable:
+            raise _refuse(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        tc = self.topics.select(topic)
+        if tc is None:
+            raise _refuse(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not perm.is_readable(tc.perm):
+            raise _refuse(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        if not (any_queue and queue_id == -1) and not 0 <= queue_id < tc.read_queue_nums:
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        return tc.read_queue_nums
+
+    async def _persist(self) -> None:
+        """Wait until the state file holds the change: an answered ack is never lost to a crash."""
+        if not await asyncio.get_running_loop().run_in_executor(None, self.service.persist):
+            raise _refuse(ResponseCode.SYSTEM_ERROR, "cannot write the POP state file; see the broker log")
+
+    async def handle_pop(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = PopMessageRequestHeader.from_ext(request.ext_fields)
+        read_queues = self._check(h.consumer_group, h.topic, h.queue_id, any_queue=True)
+        if not 0 < h.max_msg_nums <= MAX_POP_NUMS:
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR, f"maxMsgNums {h.max_msg_nums} is not within 1..{MAX_POP_NUMS}"
+            )
+        if h.invisible_time <= 0:
+            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
+        if h.order:
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR, "orderly POP (order=true) is not supported by this broker"
+            )
+        if not is_tag_type(h.exp_type):
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {h.exp_type}",
+            )
+        try:
+            codes = tag_codes(build_subscription_data(h.topic, h.exp or "*", h.exp_type))
+        except ValueError as exc:
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+            ) from exc
+        queue_ids = [h.queue_id] if h.queue_id >= 0 else list(range(read_queues))
+        batch = self.service.pop(
+            h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
+            codes.__contains__ if codes is not None else None,
+        )  # fmt: skip
+        if not batch.messages:
+            return make_response(request, POLLING_TIMEOUT, "no new message")
+        await self._persist()
+        log.debug(
+            "%s popped %d from %s for %s", conn.remote_address, len(batch.messages), h.topic, h.consumer_group
+        )
+        return make_response(
+            request, ResponseCode.SUCCESS, None, self._pop_header(h.topic, batch), _body(batch)
+        )
+
+    @staticmethod
+    def _pop_header(topic: str, batch: PopBatch) -> dict[str, str]:
+        kind = topic_type(topic)
+        by_queue: dict[int, list[int]] = {}
+        for m in batch.messages:
+            by_queue.setdefault(m.queue_id, []).append(m.queue_offset)
+        return PopMessageResponseHeader(
+            pop_time=batch.pop_time,
+            invisible_time=batch.invisible_time,
+            revive_qid=REVIVE_QID,
+            rest_num=batch.rest_num,
+            start_offset_info=offset_info([(kind, q, [s]) for q, s in batch.start_offsets.items()]),
+            msg_offset_info=offset_info([(kind, q, offs) for q, offs in by_queue.items()]),
+        ).to_ext()
+
+    async def handle_ack(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        h = AckMessageRequestHeader.from_ext(request.ext_fields)
+        self._check(h.consumer_group, h.topic, h.queue_id)
+        handle = ReceiptHandle.parse(h.extra_info)
+        self.service.ack(h.consumer_group, h.topic, h.queue_id, h.offset, handle)
+        await self._persist()
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def handle_change_invisible_time(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del conn
+        h = ChangeInvisibleTimeRequestHeader.from_ext(request.ext_fields)
+        self._check(h.consumer_group, h.topic, h.queue_id)
+        if h.invisible_time <= 0:
+            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
+        handle = ReceiptHandle.parse(h.extra_info)
+        pop_time = self.service.change_invisible_time(
+            h.consumer_group, h.topic, h.queue_id, h.offset, handle, h.invisible_time
+        )
+        await self._persist()
+        ext = ChangeInvisibleTimeResponseHeader(
+            pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
+        ).to_ext()
+        return make_response(request, ResponseCode.SUCCESS, None, ext)
+
+
+def _body(batch: PopBatch) -> bytes:
+    return b"".join(m.record for m in batch.messages)

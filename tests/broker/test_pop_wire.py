@@ -1,0 +1,108 @@
+"""POP over a real socket on 127.0.0.1: POP_MESSAGE → ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME
+as raw requests, with RocketMQ's headers and answer codes; stale, forged and malformed handles get
+NO_MESSAGE; a restarted broker neither redelivers an acked message nor loses an unacked one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.pop import POLLING_TIMEOUT, PopRequestCode, ReceiptHandle, parse_offset_info
+from rocketlite.protocol.record import StoredRecord, decode_records
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+
+TOPIC, GROUP = "PopWireTopic", "pop_wire_cg"
+
+
+async def pop(b: BrokerUnderTest, invisible_ms: int = 60_000, queue_id: int = -1) -> RemotingCommand:
+    ext = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(queue_id), "maxMsgNums": "32",
+           "invisibleTime": str(invisible_ms), "pollTime": "0", "bornTime": "1", "initMode": "1",
+           "expType": "TAG", "exp": "*"}  # fmt: skip
+    return await b.call(PopRequestCode.POP_MESSAGE, ext)
+
+
+def handles(response: RemotingCommand, broker_name: str) -> list[tuple[StoredRecord, str]]:
+    """What a client does with a POP answer: one receipt handle per record (its POP_CK)."""
+    ext = response.ext_fields or {}
+    starts = parse_offset_info(ext["startOffsetInfo"])
+    records = decode_records(response.body or b"")
+    return [
+        (r, ReceiptHandle(starts[("0", r.queue_id)][0], int(ext["popTime"]), int(ext["invisibleTime"]),
+                          int(ext["reviveQid"]), "0", broker_name, r.queue_id, r.queue_offset).build())
+        for r in records
+    ]  # fmt: skip
+
+
+async def ack(b: BrokerUnderTest, record: StoredRecord, handle: str) -> RemotingCommand:
+    ext = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(record.queue_id), "extraInfo": handle,
+           "offset": str(record.queue_offset)}  # fmt: skip
+    return await b.call(PopRequestCode.ACK_MESSAGE, ext)
+
+
+def test_pop_ack_change_and_stale_handles_over_the_wire(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as b:
+            name = b.controller.broker.broker_name
+            for i in range(2):
+                assert (await b.send(TOPIC, f"m{i}".encode(), queue_id=0)).code == ResponseCode.SUCCESS
+            first = await pop(b)
+            assert first.code == ResponseCode.SUCCESS, first.remark
+            ext = first.ext_fields or {}
+            assert {
+                "popTime",
+                "invisibleTime",
+                "reviveQid",
+                "restNum",
+                "startOffsetInfo",
+                "msgOffsetInfo",
+            } <= set(ext)
+            assert ext["msgOffsetInfo"] == "0 0 0,1" and ext["restNum"] == "0"
+            got = handles(first, name)
+            assert [r.body for r, _ in got] == [b"m0", b"m1"]
+
+            empty = await pop(b)
+            assert empty.code == POLLING_TIMEOUT  # both invisible, nothing new
+
+            (r0, h0), (r1, h1) = got
+            assert (await ack(b, r0, h0)).code == ResponseCode.SUCCESS
+            again = await ack(b, r0, h0)
+            assert again.code == ResponseCode.NO_MESSAGE and "acked already" in (again.remark or "")
+            forged = await ack(b, r1, h1.replace(ext["popTime"], str(int(ext["popTime"]) - 1)))
+            assert forged.code == ResponseCode.NO_MESSAGE and "stale" in (forged.remark or "")
+            bad = await ack(b, r1, "not a handle")
+            assert bad.code == ResponseCode.NO_MESSAGE and "fields" in (bad.remark or "")
+
+            change = await b.call(PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
+                "consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "extraInfo": h1,
+                "offset": str(r1.queue_offset), "invisibleTime": "1"})  # fmt: skip
+            assert change.code == ResponseCode.SUCCESS, change.remark
+            cext = change.ext_fields or {}
+            assert set(cext) == {"popTime", "invisibleTime", "reviveQid"} and cext["invisibleTime"] == "1"
+            assert int(cext["popTime"]) > int(ext["popTime"])
+            assert (await ack(b, r1, h1)).code == ResponseCode.NO_MESSAGE  # the old handle is stale
+
+        # restart: offset 0 stays acked; offset 1 (1 ms invisible) comes back with attempt 1
+        async with broker_under_test(tmp_path / "store") as b:
+            back = await pop(b)
+            assert back.code == ResponseCode.SUCCESS, back.remark
+            [(r, h)] = handles(back, b.controller.broker.broker_name)
+            assert (r.queue_offset, r.body, r.reconsume_times) == (1, b"m1", 1)
+            assert (await ack(b, r, h)).code == ResponseCode.SUCCESS
+            assert (await pop(b)).code == POLLING_TIMEOUT
+
+    run(scenario(), timeout=60)
+
+
+def test_pop_refusals(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as b:
+            missing = await pop(b)
+            assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+            assert (await b.send(TOPIC, b"x", queue_id=0)).code == ResponseCode.SUCCESS
+            assert (await pop(b, queue_id=99)).code == ResponseCode.SYSTEM_ERROR
+            zero = await pop(b, invisible_ms=0)
+            assert zero.code == ResponseCode.SYSTEM_ERROR and "invisibleTime" in (zero.remark or "")
+
+    run(scenario(), timeout=60)
