@@ -12,7 +12,7 @@ from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.pop import INIT_MODE_MIN, ReceiptHandle, StaleReceiptHandleError
-from rocketlite.protocol.record import MessageInner, decode_record
+from rocketlite.protocol.record import MessageInner, StoredRecord, decode_record
 from rocketlite.store.message_store import MessageStore
 from tests.support.store import StoreFactory
 
@@ -127,3 +127,26 @@ def test_bad_state_file_is_not_loaded_silently(tmp_path: Path, open_store: Store
     (cfg / "popState.json").write_text('{"queues": [{"group": "g"}]}')
     svc = PopService(open_store(), ConsumerOffsetTable(cfg), ManualClock(), cfg, BROKER)
     assert svc.table.load() is False
+
+
+def test_dead_letter_after_max_reconsume_times(open_store: StoreFactory, tmp_path: Path) -> None:
+    store = open_store()
+    clock = ManualClock()
+    svc = service(store, tmp_path / "cfg", clock)
+    put(store, 1)
+    dead: list[StoredRecord] = []
+
+    def pop_max1() -> PopBatch:
+        return svc.pop(
+            GROUP, TOPIC, [0], 32, 1_000, INIT_MODE_MIN, max_reconsume_times=1, dead_letter=dead.append
+        )
+
+    assert [m.attempts for m in pop_max1().messages] == [0]
+    clock.advance(1_000)
+    assert [m.attempts for m in pop_max1().messages] == [1]
+    clock.advance(1_001)
+    assert pop_max1().messages == [] and svc.in_flight(GROUP, TOPIC, 0) == {}
+    assert [(r.body, r.reconsume_times, r.queue_offset) for r in dead] == [(b"m0", 1, 0)]
+    assert svc.offsets.query(GROUP, TOPIC, 0) == 1  # dead-lettered counts as consumed
+    clock.advance(10_000)
+    assert pop_max1().messages == [] and len(dead) == 1

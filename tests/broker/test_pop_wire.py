@@ -4,14 +4,18 @@ NO_MESSAGE; a restarted broker neither redelivers an acked message nor loses an 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from rocketlite.broker.subscription_group import SubscriptionGroupConfig
+from rocketlite.clock import SYSTEM_CLOCK
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.pop import POLLING_TIMEOUT, PopRequestCode, ReceiptHandle, parse_offset_info
 from rocketlite.protocol.record import StoredRecord, decode_records
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.wire import pull_until_end
 
 TOPIC, GROUP = "PopWireTopic", "pop_wire_cg"
 
@@ -104,5 +108,34 @@ def test_pop_refusals(tmp_path: Path) -> None:
             assert (await pop(b, queue_id=99)).code == ResponseCode.SYSTEM_ERROR
             zero = await pop(b, invisible_ms=0)
             assert zero.code == ResponseCode.SYSTEM_ERROR and "invisibleTime" in (zero.remark or "")
+
+    run(scenario(), timeout=60)
+
+
+async def past(ms: int) -> None:
+    """Until the wall clock (the broker's) is past `ms`: a 1 ms invisible time, expired for real."""
+    while SYSTEM_CLOCK.now_ms() <= ms:
+        await asyncio.sleep(0.001)
+
+
+def test_dead_letter_queue_after_retry_max_times(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as b:
+            b.controller.groups.update(SubscriptionGroupConfig(GROUP, retry_max_times=1))
+            assert (await b.send(TOPIC, b"poison", queue_id=0, keys="k1")).code == ResponseCode.SUCCESS
+            attempts = []
+            for _ in range(2):
+                r = await pop(b, invisible_ms=1)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                [record] = decode_records(r.body or b"")
+                attempts.append(record.reconsume_times)
+                await past(int((r.ext_fields or {})["popTime"]) + 1)
+            assert attempts == [0, 1]
+            assert (await pop(b)).code == POLLING_TIMEOUT  # third time: to the DLQ, not to the client
+            await b.dispatched()
+            dlq, _ = await pull_until_end(b.client, b.addr, f"%DLQ%{GROUP}", 0, group=GROUP)
+            assert [(m.body, m.reconsume_times, m.get_property("RETRY_TOPIC")) for m in dlq] == [
+                (b"poison", 1, TOPIC)
+            ]
 
     run(scenario(), timeout=60)

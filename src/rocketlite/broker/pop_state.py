@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from rocketlite.protocol.pop import (
     ReceiptHandle,
     StaleReceiptHandleError,
 )
-from rocketlite.protocol.record import SYSFLAG_POS, layout_for
+from rocketlite.protocol.record import SYSFLAG_POS, StoredRecord, decode_record, layout_for
 from rocketlite.store.get_result import GetMessageResult
 from rocketlite.store.message_store import MessageFilter, MessageStore
 from rocketlite.store.status import GetMessageStatus
@@ -187,10 +188,15 @@ class PopService:
         invisible_time: int,
         init_mode: int,
         message_filter: MessageFilter | None = None,
+        *,
+        max_reconsume_times: int | None = None,
+        dead_letter: Callable[[StoredRecord], None] | None = None,
     ) -> PopBatch:
         """Up to `max_nums` messages from `queue_ids` in turn: due redeliveries of a queue first,
         then new ones from its cursor (messages the tag filter refuses are passed over for good,
-        as a pull skips them). The caller persists before answering."""
+        as a pull skips them). A due message already redelivered `max_reconsume_times` times is
+        handed to `dead_letter` instead (the DLQ) and forgotten. The caller persists before
+        answering."""
         now = self.clock.now_ms()
         taken: list[Taken] = []
         rest = 0
@@ -199,7 +205,9 @@ class PopService:
                 state = self._state(group, topic, queue_id, init_mode)
                 left = max_nums - len(taken)
                 if left > 0:
-                    taken += self._due(group, topic, queue_id, state, now, left)
+                    taken += self._due(
+                        group, topic, queue_id, state, now, left, max_reconsume_times, dead_letter
+                    )
                     taken += self._new(group, topic, queue_id, state, max_nums - len(taken), message_filter)
                 rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
@@ -214,7 +222,15 @@ class PopService:
         return PopBatch(pop_time, invisible_time, [m for _, m, _ in taken], starts, rest)
 
     def _due(
-        self, group: str, topic: str, queue_id: int, state: QueuePopState, now: int, left: int
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        state: QueuePopState,
+        now: int,
+        left: int,
+        max_reconsume_times: int | None,
+        dead_letter: Callable[[StoredRecord], None] | None,
     ) -> list[Taken]:
         out: list[Taken] = []
         for offset in sorted(o for o, f in state.in_flight.items() if f.deadline <= now):
@@ -226,6 +242,22 @@ class PopService:
                 if found.status is not GetMessageStatus.FOUND or found.queue_offsets[0] != offset:
                     log.warning(
                         "%s: %s:%d offset %d is gone from the store; dropped", group, topic, queue_id, offset
+                    )
+                    del state.in_flight[offset]
+                    continue
+                if (
+                    dead_letter is not None
+                    and max_reconsume_times is not None
+                    and entry.attempts >= max_reconsume_times
+                ):
+                    dead_letter(decode_record(with_reconsume_times(found.messages[0], entry.attempts)))
+                    log.info(
+                        "%s: %s:%d offset %d to the DLQ after %d redeliveries",
+                        group,
+                        topic,
+                        queue_id,
+                        offset,
+                        entry.attempts,
                     )
                     del state.in_flight[offset]
                     continue

@@ -16,6 +16,8 @@ with RocketMQ's headers:
 - ACK_MESSAGE: SUCCESS with no header;
 - CHANGE_MESSAGE_INVISIBLETIME: SUCCESS with `ChangeInvisibleTimeResponseHeader` (the new popTime
   the client's new receipt handle carries, invisibleTime, reviveQid);
+- a message due again after `retryMaxTimes` redeliveries (the group's, 16 by default) goes to
+  `%DLQ%group` instead (RETRY_TOPIC and ORIGIN_MESSAGE_ID set, as a 4.x send-back's DLQ copy);
 - a malformed handle, or one naming no message in flight (acked, redelivered since, forged):
   NO_MESSAGE (208) with a remark naming the cause; nothing changes.
 """
@@ -30,10 +32,11 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.pop_state import PopBatch, PopService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
-from rocketlite.protocol import perm
+from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.message import MessageConst, properties_to_string, string_to_properties
 from rocketlite.protocol.pop import (
     POLLING_TIMEOUT,
     AckMessageRequestHeader,
@@ -45,11 +48,13 @@ from rocketlite.protocol.pop import (
     offset_info,
     topic_type,
 )
+from rocketlite.protocol.record import MessageInner, StoredRecord
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.broker.pop")
 
+DLQ_NUMS_PER_GROUP: Final = 1
 MAX_POP_NUMS: Final = 32  # RocketMQ's limit of one POP_MESSAGE
 REVIVE_QID: Final = 0  # no revive topic here; clients only carry it along in their handles
 
@@ -73,8 +78,28 @@ class PopMessageProcessor:
         self.topics = topics
         self.groups = groups
 
-    def _check(self, group: str, topic: str, queue_id: int, *, any_queue: bool = False) -> int:
-        """The topic's read queue count, after the pull's checks of broker, group, topic and queue."""
+    def _dead_letter(self, group: str, record: StoredRecord) -> None:
+        """Store a copy of `record` on `%DLQ%group` (created on first use, read-write)."""
+        dlq = reserved.dlq_topic(group)
+        self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
+        props = string_to_properties(record.properties_string)
+        props.setdefault(MessageConst.RETRY_TOPIC, record.topic)
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = (
+                props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or record.msg_id
+            )
+        msg = MessageInner(
+            topic=dlq, body=record.body, born_host=record.born_host, store_host=record.store_host, queue_id=0,
+            flag=record.flag, sys_flag=record.sys_flag, born_timestamp=record.born_timestamp,
+            reconsume_times=record.reconsume_times, properties_string=properties_to_string(props),
+        )  # fmt: skip
+        result = self.service.store.put_message_nowait(msg).result
+        if not result.ok:
+            log.error("DLQ copy of %s for group %s failed: %s", record.msg_id, group, result.status.name)
+
+    def _check(self, group: str, topic: str, queue_id: int, *, any_queue: bool = False) -> tuple[int, int]:
+        """The topic's read queue count and the group's retryMaxTimes, after the pull's checks of
+        broker, group, topic and queue."""
         if not perm.is_readable(self.broker.broker_permission):
             raise _refuse(
                 ResponseCode.NO_PERMISSION, f"the broker[{self.broker.broker_ip1}] pop message is forbidden"
@@ -97,7 +122,7 @@ class PopMessageProcessor:
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
-        return tc.read_queue_nums
+        return tc.read_queue_nums, cfg.retry_max_times
 
     async def _persist(self) -> None:
         """Wait until the state file holds the change: an answered ack is never lost to a crash."""
@@ -106,7 +131,7 @@ class PopMessageProcessor:
 
     async def handle_pop(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext(request.ext_fields)
-        read_queues = self._check(h.consumer_group, h.topic, h.queue_id, any_queue=True)
+        read_queues, max_times = self._check(h.consumer_group, h.topic, h.queue_id, any_queue=True)
         if not 0 < h.max_msg_nums <= MAX_POP_NUMS:
             raise _refuse(
                 ResponseCode.SYSTEM_ERROR, f"maxMsgNums {h.max_msg_nums} is not within 1..{MAX_POP_NUMS}"
@@ -129,11 +154,17 @@ class PopMessageProcessor:
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
             ) from exc
         queue_ids = [h.queue_id] if h.queue_id >= 0 else list(range(read_queues))
+        dead: list[StoredRecord] = []
         batch = self.service.pop(
             h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
             codes.__contains__ if codes is not None else None,
+            max_reconsume_times=max_times, dead_letter=dead.append,
         )  # fmt: skip
+        for record in dead:
+            self._dead_letter(h.consumer_group, record)
         if not batch.messages:
+            if dead:
+                await self._persist()
             return make_response(request, POLLING_TIMEOUT, "no new message")
         await self._persist()
         log.debug(
