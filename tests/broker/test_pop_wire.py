@@ -5,6 +5,7 @@ NO_MESSAGE; a restarted broker neither redelivers an acked message nor loses an 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
@@ -20,9 +21,11 @@ from tests.support.wire import pull_until_end
 TOPIC, GROUP = "PopWireTopic", "pop_wire_cg"
 
 
-async def pop(b: BrokerUnderTest, invisible_ms: int = 60_000, queue_id: int = -1) -> RemotingCommand:
+async def pop(
+    b: BrokerUnderTest, invisible_ms: int = 60_000, queue_id: int = -1, poll_ms: int = 0
+) -> RemotingCommand:
     ext = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(queue_id), "maxMsgNums": "32",
-           "invisibleTime": str(invisible_ms), "pollTime": "0", "bornTime": "1", "initMode": "1",
+           "invisibleTime": str(invisible_ms), "pollTime": str(poll_ms), "bornTime": "1", "initMode": "1",
            "expType": "TAG", "exp": "*"}  # fmt: skip
     return await b.call(PopRequestCode.POP_MESSAGE, ext)
 
@@ -137,5 +140,34 @@ def test_dead_letter_queue_after_retry_max_times(tmp_path: Path) -> None:
             assert [(m.body, m.reconsume_times, m.get_property("RETRY_TOPIC")) for m in dlq] == [
                 (b"poison", 1, TOPIC)
             ]
+
+    run(scenario(), timeout=60)
+
+
+def test_long_polling_woken_by_a_new_message_and_by_a_deadline(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as b:
+            assert (await b.send(TOPIC, b"first", queue_id=0)).code == ResponseCode.SUCCESS
+            assert (await pop(b, invisible_ms=300)).code == ResponseCode.SUCCESS
+            begin = time.monotonic()
+            assert (await pop(b, poll_ms=100)).code == POLLING_TIMEOUT  # held, then nothing
+            assert time.monotonic() - begin >= 0.1
+
+            # held with "first" invisible: the send wakes it, long before its 4 s
+            held = asyncio.create_task(pop(b, invisible_ms=60_000, poll_ms=4_000))
+            await asyncio.sleep(0)  # let the request leave before the send
+            assert (await b.send(TOPIC, b"second", queue_id=1)).code == ResponseCode.SUCCESS
+            woken = await held
+            assert woken.code == ResponseCode.SUCCESS
+            bodies = [r.body for r in decode_records(woken.body or b"")]
+            assert b"second" in bodies
+
+            # held again: "first" comes back when its 300 ms invisible time ends, with attempt 1
+            if b"first" not in bodies:
+                again = await pop(b, poll_ms=4_000)
+                assert again.code == ResponseCode.SUCCESS, again.remark
+                [record] = decode_records(again.body or b"")
+                assert (record.body, record.reconsume_times) == (b"first", 1)
+            assert time.monotonic() - begin < 3.0
 
     run(scenario(), timeout=60)

@@ -256,6 +256,8 @@ class BrokerController:
         schedule.load()
         pop_service = PopService(store, offsets, clock, self.store_config.config_dir, b.broker_name)
         pop_service.load()
+        pop = PopMessageProcessor(b, pop_service, topics, groups)
+        store.add_arrival_listener(pop.on_arrival)  # wakes held POPs
         transactions = TransactionalMessageService(
             b, store, topics, offsets, stats, clock, store_host, clients.producer_channels
         )
@@ -301,7 +303,7 @@ class BrokerController:
             client_requests=ClientRequestProcessor(clients),
             send=send,
             pull=pull,
-            pop=PopMessageProcessor(b, pop_service, topics, groups),
+            pop=pop,
             offsets=ConsumerOffsetProcessor(store, offsets),
             locks=RebalanceLockManager(clock),
             send_back=ConsumerSendBackProcessor(b, store, topics, groups, stats, store_host),

@@ -341,6 +341,17 @@ class PopService:
             entry.deadline = entry.pop_time + invisible_time
             return entry.pop_time
 
+    def next_deadline(self, group: str, topic: str, queue_ids: list[int]) -> int | None:
+        """The earliest deadline in flight on these queues (ms), when a held pop must look again."""
+        with self.table.lock:
+            deadlines = [
+                f.deadline
+                for q in queue_ids
+                if (state := self.table.queues.get((group, topic, q))) is not None
+                for f in state.in_flight.values()
+            ]
+        return min(deadlines, default=None)
+
     def in_flight(self, group: str, topic: str, queue_id: int) -> dict[int, InFlight]:
         """A copy of a queue's in-flight messages (for tests and admin)."""
         with self.table.lock:

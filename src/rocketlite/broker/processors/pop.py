@@ -10,9 +10,10 @@ with RocketMQ's headers:
 - POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
   restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
   `queueId` -1 pops across every readable queue of the topic;
-- POP_MESSAGE with nothing to hand out: POLLING_TIMEOUT (210), which clients read as "no new
-  message". Long polling (holding the request for `pollTime`) is not done yet: the answer is
-  immediate, and the client asks again;
+- POP_MESSAGE with nothing to hand out: held up to `pollTime` ms (at most 20 s), woken by a new
+  message on the topic (the store's arrival listener, `on_arrival`) or by the earliest deadline of
+  the queues' in-flight messages, then POLLING_TIMEOUT (210), which clients read as "no new
+  message"; `pollTime` 0 answers at once;
 - ACK_MESSAGE: SUCCESS with no header;
 - CHANGE_MESSAGE_INVISIBLETIME: SUCCESS with `ChangeInvisibleTimeResponseHeader` (the new popTime
   the client's new receipt handle carries, invisibleTime, reviveQid);
@@ -25,7 +26,9 @@ with RocketMQ's headers:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from typing import Final
 
 from rocketlite.broker.config import BrokerConfig
@@ -55,6 +58,7 @@ from rocketlite.remoting.connection import Connection
 log = logging.getLogger("rocketlite.broker.pop")
 
 DLQ_NUMS_PER_GROUP: Final = 1
+MAX_POLL_MS: Final = 20_000  # a held POP answers within this, whatever pollTime says
 MAX_POP_NUMS: Final = 32  # RocketMQ's limit of one POP_MESSAGE
 REVIVE_QID: Final = 0  # no revive topic here; clients only carry it along in their handles
 
@@ -77,6 +81,26 @@ class PopMessageProcessor:
         self.service = service
         self.topics = topics
         self.groups = groups
+        self._held: dict[str, set[asyncio.Event]] = {}  # topic -> the held pops' wake-up events
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_ts: int) -> None:
+        """The store's arrival listener: wake the pops held on `topic` (hopping to the loop when
+        called from the reput thread). A pop registers before it looks, so none is missed."""
+        del queue_id, max_offset, tags_code, store_ts
+        loop = self._loop
+        if topic not in self._held or loop is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._wake(topic)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._wake, topic)
+
+    def _wake(self, topic: str) -> None:
+        for event in self._held.get(topic, ()):
+            event.set()
 
     def _dead_letter(self, group: str, record: StoredRecord) -> None:
         """Store a copy of `record` on `%DLQ%group` (created on first use, read-write)."""
@@ -154,17 +178,29 @@ class PopMessageProcessor:
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
             ) from exc
         queue_ids = [h.queue_id] if h.queue_id >= 0 else list(range(read_queues))
-        dead: list[StoredRecord] = []
-        batch = self.service.pop(
-            h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
-            codes.__contains__ if codes is not None else None,
-            max_reconsume_times=max_times, dead_letter=dead.append,
-        )  # fmt: skip
-        for record in dead:
-            self._dead_letter(h.consumer_group, record)
+        loop = asyncio.get_running_loop()
+        self._loop, self._loop_thread = loop, threading.get_ident()
+        poll_until = loop.time() + min(max(h.poll_time, 0), MAX_POLL_MS) / 1000
+        event = asyncio.Event()
+        held = self._held.setdefault(h.topic, set())
+        held.add(event)
+        try:
+            while True:
+                event.clear()
+                batch = self._pop_once(h, queue_ids, max_times, codes)
+                left = poll_until - loop.time()
+                if batch.messages or left <= 0:
+                    break
+                due = self.service.next_deadline(h.consumer_group, h.topic, queue_ids)
+                if due is not None:
+                    left = min(left, max(0.0, (due - self.service.clock.now_ms()) / 1000) + 0.001)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), left)
+        finally:
+            held.discard(event)
+            if not held:
+                self._held.pop(h.topic, None)
         if not batch.messages:
-            if dead:
-                await self._persist()
             return make_response(request, POLLING_TIMEOUT, "no new message")
         await self._persist()
         log.debug(
@@ -173,6 +209,22 @@ class PopMessageProcessor:
         return make_response(
             request, ResponseCode.SUCCESS, None, self._pop_header(h.topic, batch), _body(batch)
         )
+
+    def _pop_once(
+        self, h: PopMessageRequestHeader, queue_ids: list[int], max_times: int, codes: frozenset[int] | None
+    ) -> PopBatch:
+        """One look at the queues; what went to the DLQ is stored before the state forgets it."""
+        dead: list[StoredRecord] = []
+        batch = self.service.pop(
+            h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
+            codes.__contains__ if codes is not None else None,
+            max_reconsume_times=max_times, dead_letter=dead.append,
+        )  # fmt: skip
+        for record in dead:
+            self._dead_letter(h.consumer_group, record)
+        if dead and not batch.messages:  # with messages, the answer's persist covers it
+            self.service.persist()
+        return batch
 
     @staticmethod
     def _pop_header(topic: str, batch: PopBatch) -> dict[str, str]:
