@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from rocketlite.protocol import speedups
 from rocketlite.protocol.custom_header import BadHeaderFieldError, MissingHeaderFieldError
 from rocketlite.protocol.headers import PullMessageRequestHeader
+from tests.support.header_values import numbers, odd
 
 REFERENCE: Any = speedups.REFERENCE.decode_pull_header
 NATIVE: Any
@@ -32,13 +33,7 @@ else:
         "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
     ).decode_pull_header
 
-numbers = st.one_of(
-    st.integers(-5, 2**31).map(str),
-    st.integers(-(2**64), 2**64).map(str),
-    st.sampled_from(["", "-1", "+5", " 1", "1 ", "007", "٣", "1e3", "0x10", "-0", "999999999", "9" * 19]),
-)
 texts = st.one_of(st.text(max_size=12), st.sampled_from(["", "TopicTest", "*", "TagA || TagB", "TAG"]))
-odd = st.one_of(st.none(), st.integers(0, 9), st.binary(max_size=3))
 STRINGS = {"consumerGroup", "topic", "subscription", "expressionType", "bname"}
 NAMES = (
     "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.headers import SendMessageRequestHeader
+from tests.support.header_values import numbers, odd
 
 REFERENCE: Any = speedups.REFERENCE.decode_send_header_v2
 NATIVE: Any
@@ -32,14 +33,8 @@ else:
         "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
     ).decode_send_header_v2
 
-numbers = st.one_of(
-    st.integers(-5, 2**31).map(str),
-    st.integers(-(2**64), 2**64).map(str),
-    st.sampled_from(["", "-1", "+5", " 1", "1 ", "007", "٣", "1e3", "0x10", "-0", "999999999", "9" * 19]),
-)
 flags = st.sampled_from(["", "true", "false", "1", "0", "TRUE", " true", "yes", "False"])
 texts = st.one_of(st.text(max_size=12), st.sampled_from(["", "TopicTest", "TBW102", "pg"]))
-odd = st.one_of(st.none(), st.integers(0, 9), st.binary(max_size=3))
 LETTERS = "abcdefghijklmn"
 KIND = {"a": texts, "b": texts, "c": texts, "i": texts, "n": texts, "k": flags, "m": flags}
 
