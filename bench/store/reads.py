@@ -26,6 +26,7 @@ from bench.store.common import (
     remove,
     store_config,
 )
+from rocketlite.progress import ProgressCallback, no_progress
 from rocketlite.store.message_store import MessageStore
 
 
@@ -64,10 +65,10 @@ def bench_dispatch_and_get(work: Path, plan: Plan, report: Report) -> None:
     dispatch_time = [0.0]
     real_dispatch_all = store.dispatcher.dispatch_all
 
-    def timed_dispatch_all(*, verify_crc: bool = False) -> int:
+    def timed_dispatch_all(*, verify_crc: bool = False, progress: ProgressCallback = no_progress) -> int:
         t = time.perf_counter()
         try:
-            return real_dispatch_all(verify_crc=verify_crc)
+            return real_dispatch_all(verify_crc=verify_crc, progress=progress)
         finally:
             dispatch_time[0] += time.perf_counter() - t
 

@@ -33,6 +33,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.pop import PopRequestCode
 from rocketlite.store.config import StoreConfig
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
@@ -157,6 +158,9 @@ def test_needed_resources() -> None:
     assert needed_resources(retry) == {"%RETRY%cg": SUB}
     pull = make_request(RequestCode.PULL_MESSAGE, {"consumerGroup": "cg", "topic": "T"})
     assert needed_resources(pull) == {"T": SUB, "%RETRY%cg": SUB}
+    for code in PopRequestCode:  # POP, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME: read rights, as a pull
+        pop = make_request(code, {"consumerGroup": "cg", "topic": "T"})
+        assert needed_resources(pop) == {"T": SUB, "%RETRY%cg": SUB}
     back = make_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "cg", "originTopic": "T"})
     assert needed_resources(back) == {"T": PUB, "%RETRY%cg": SUB}
     hb = HeartbeatData(

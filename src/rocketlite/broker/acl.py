@@ -43,10 +43,13 @@ from rocketlite.protocol.bodies import HeartbeatData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import ConfigError
+from rocketlite.protocol.pop import PopRequestCode
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from rocketlite.remoting.connection import Connection, Handler, HandlerResult, RequestTable
 
 log = logging.getLogger("rocketlite.broker.acl")
+
+_POP_CODES = frozenset(int(c) for c in PopRequestCode)
 
 RELOAD_CHECK_S = 1.0
 
@@ -303,7 +306,8 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         add(ext.get("originTopic"), PUB)
         add(_retry(ext.get("group")), SUB)
-    elif code == RequestCode.PULL_MESSAGE:
+    elif code == RequestCode.PULL_MESSAGE or code in _POP_CODES:
+        # POP, its ack and its change of invisible time read the topic for the group, as a pull
         add(ext.get("topic"), SUB)
         add(_retry(ext.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:
