@@ -1,42 +1,68 @@
-"""Pre-zeroes the next commit-log segment in the background, off the append path.
+"""Prepares the next commit-log segment in the background, off the append path.
 
-A first write into a never-written block costs ~10x an overwrite here, so segments are zero-filled
-before use. When segment N is created, this service stages segment N+1 as `NAME.alloc`;
-`preallocate` then only renames it. Stale staging files are removed when the queue loads.
+When segment N is created, this service stages segment N+1 as `NAME.alloc`; `preallocate` then
+only renames it. Stale staging files are removed when the queue loads. Staging either reserves the
+blocks with `posix_fallocate` (the default: a millisecond, and no disk bandwidth taken from the
+appends, see `mapped_file.stage_reserved`) or writes every zero (`zero_fill=True`: later first
+writes are overwrites, but the zeros cost as much disk bandwidth as the data, while the appends
+run). Either way a segment that exists has its full size and reads as zeros past its data.
+
+A put never waits for the staging of a segment other than the one it needs: the append path
+waits only when the service is staging exactly that segment, and otherwise makes it itself.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rocketlite.store.flush import ServiceThread
-from rocketlite.store.mapped_file import MappedFile, prezero, segment_name, staging_path
+from rocketlite.store.mapped_file import MappedFile, prezero, segment_name, stage_reserved, staging_path
 
 log = logging.getLogger("rocketlite.store.allocate")
+
+
+def _staged(path: Path, size: int) -> bool:
+    tmp = staging_path(path)
+    return path.exists() or (tmp.exists() and tmp.stat().st_size == size)
 
 
 class AllocateMappedFileService(ServiceThread):
     name = "allocate"
 
-    def __init__(self) -> None:
+    def __init__(self, *, zero_fill: bool = False) -> None:
         super().__init__(1.0)
-        self._lock = threading.Lock()
+        self._stage: Callable[[Path, int], None] = prezero if zero_fill else stage_reserved
+        self._lock = threading.Lock()  # guards _pending and _busy
         self._pending: list[tuple[Path, int]] = []
-        # Held while a staging file is being zeroed, so a segment is never renamed into use
-        # while zeros are still being written into it.
+        self._busy: Path | None = None  # the segment being staged now
+        # Held while a staging file is being built, so a segment is never renamed into use
+        # half-built; the append path takes it only to wait for the segment it needs itself.
         self._staging = threading.Lock()
 
     def allocate(self, path: Path, size: int, write_buffer: bool) -> MappedFile:
         """An `Allocator` for `MappedFileQueue`: create `path` (staged if ready), stage the next."""
-        with self._staging:
-            mf = MappedFile(path, size, write_buffer=write_buffer)
+        with self._lock:
+            # The append path makes `path` now: the service must not start on it as well.
+            self._pending = [(p, s) for p, s in self._pending if p != path]
+            busy = self._busy == path
+        if busy:
+            with self._staging:  # wait for this very segment, then build on what was staged
+                mf = self._create(path, size, write_buffer)
+        else:
+            mf = self._create(path, size, write_buffer)
         nxt = path.with_name(segment_name(int(path.name) + size))
         with self._lock:
             self._pending.append((nxt, size))
         self.wakeup()
         return mf
+
+    def _create(self, path: Path, size: int, write_buffer: bool) -> MappedFile:
+        if not _staged(path, size):
+            self._stage(staging_path(path), size)
+        return MappedFile(path, size, write_buffer=write_buffer)
 
     def run_once(self) -> None:
         while True:
@@ -44,15 +70,19 @@ class AllocateMappedFileService(ServiceThread):
                 if not self._pending:
                     return
                 path, size = self._pending.pop(0)
-            with self._staging:
-                tmp = staging_path(path)
-                if path.exists() or (tmp.exists() and tmp.stat().st_size == size):
-                    continue
-                try:
-                    prezero(tmp, size)
-                except OSError as exc:
-                    # The append path creates the segment itself when it needs it (and reports
-                    # a full disk to the producer then); nothing is lost by giving up here.
-                    log.warning("cannot stage segment %s: %s", path.name, exc)
-                    continue
+                self._busy = path
+            try:
+                with self._staging:
+                    if _staged(path, size):
+                        continue
+                    try:
+                        self._stage(staging_path(path), size)
+                    except OSError as exc:
+                        # The append path creates the segment itself when it needs it (and
+                        # reports a full disk to the producer then); nothing is lost here.
+                        log.warning("cannot stage segment %s: %s", path.name, exc)
+                        continue
+            finally:
+                with self._lock:
+                    self._busy = None
             log.debug("staged segment %s", path.name)

@@ -1,0 +1,91 @@
+"""The commit log's segment allocation service: what it stages and when a put waits for it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rocketlite.store.allocate import AllocateMappedFileService
+from rocketlite.store.mapped_file import segment_name, staging_path
+
+SIZE = 1 << 20
+
+
+def _blocks_reserved(path: Path) -> bool:
+    return path.stat().st_blocks * 512 >= SIZE
+
+
+@pytest.mark.parametrize("zero_fill", [False, True])
+def test_next_segment_is_staged_full_size_and_reads_zeros(tmp_path: Path, zero_fill: bool) -> None:
+    svc = AllocateMappedFileService(zero_fill=zero_fill)
+    first = svc.allocate(tmp_path / segment_name(0), SIZE, False)
+    nxt = tmp_path / segment_name(SIZE)
+    assert not nxt.exists()
+    svc.run_once()
+    tmp = staging_path(nxt)
+    assert tmp.stat().st_size == SIZE and tmp.read_bytes() == bytes(SIZE)
+    if zero_fill:
+        assert _blocks_reserved(tmp)  # zeros written
+    second = svc.allocate(nxt, SIZE, False)  # renamed into place
+    assert not tmp.exists() and nxt.stat().st_size == SIZE
+    if not _blocks_reserved(nxt):  # pragma: no cover - file systems without fallocate
+        pytest.skip("posix_fallocate not supported here")
+    assert second.append(b"abc") == 0 and second.flush() == 3
+    first.close()
+    second.close()
+    assert nxt.read_bytes()[:4] == b"abc\0"
+
+
+def test_a_put_waits_only_for_the_segment_it_needs(tmp_path: Path) -> None:
+    """While the service stages segment 1, allocating another segment does not wait for it;
+    allocating segment 1 waits and then takes what was staged."""
+    svc = AllocateMappedFileService()
+    release = threading.Event()
+    stage = svc._stage
+
+    def slow_stage(tmp: Path, size: int) -> None:
+        stage(tmp, size)
+        if tmp == staging_path(tmp_path / segment_name(SIZE)):
+            release.wait(10)
+
+    svc._stage = slow_stage
+    svc.allocate(tmp_path / segment_name(0), SIZE, False).close()
+    worker = threading.Thread(target=svc.run_once)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not staging_path(tmp_path / segment_name(SIZE)).exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        t0 = time.monotonic()
+        svc.allocate(tmp_path / segment_name(5 * SIZE), SIZE, False).close()
+        assert time.monotonic() - t0 < 2  # not held up by the staging of segment 1
+        got: list[float] = []
+
+        def put_into_segment_1() -> None:
+            t = time.monotonic()
+            svc.allocate(tmp_path / segment_name(SIZE), SIZE, False).close()
+            got.append(time.monotonic() - t)
+
+        waiter = threading.Thread(target=put_into_segment_1)
+        waiter.start()
+        time.sleep(0.2)
+        assert not got  # waits for the staging of the very segment it needs
+        release.set()
+        waiter.join(10)
+        assert got and not staging_path(tmp_path / segment_name(SIZE)).exists()
+    finally:
+        release.set()
+        worker.join(10)
+
+
+def test_a_segment_nobody_staged_is_made_by_the_append_path(tmp_path: Path) -> None:
+    svc = AllocateMappedFileService()
+    path = tmp_path / segment_name(3 * SIZE)
+    mf = svc.allocate(path, SIZE, False)
+    assert path.stat().st_size == SIZE and not staging_path(path).exists()
+    mf.close()
+    svc.run_once()  # stages the next one; the segment just made is left alone
+    assert staging_path(tmp_path / segment_name(4 * SIZE)).exists()
