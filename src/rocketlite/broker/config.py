@@ -28,6 +28,8 @@ class BrokerConfig:
     listen_host: str = "0.0.0.0"
     broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1", "aliases": ("brokerIp1",)})
     ha_listen_port: int = 0  # 0: listenPort + 1 (an ephemeral port when listenPort is 0)
+    # The 5.x gRPC endpoint (broker/grpc_server.py); 0: off; an ephemeral port when listenPort is 0.
+    grpc_server_port: int = 8081
     # HA (replication); RocketMQ keeps these in MessageStoreConfig, broker.conf names them alike.
     ha_master_address: str | None = None  # a slave's master HA address; else from the name server
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
@@ -86,6 +88,7 @@ class BrokerConfig:
         require(self.register_name_server_period > 0, "registerNameServerPeriod must be positive")
         require(0 <= self.ha_listen_port <= 65535, "haListenPort must be 0..65535")
         require(0 <= self.metrics_port <= 65535, "metricsPort must be 0..65535")
+        require(0 <= self.grpc_server_port <= 65535, "grpcServerPort must be 0..65535 (0: off)")
         require(self.max_sync_flush_waiters > 0, "maxSyncFlushWaiters must be positive")
         require(self.server_channel_max_idle_time_seconds > 0, "serverChannelMaxIdleTimeSeconds must be > 0")
         require(self.server_partial_frame_timeout_millis > 0, "serverPartialFrameTimeoutMillis must be > 0")

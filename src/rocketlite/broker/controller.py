@@ -24,6 +24,7 @@ from typing import Protocol
 from rocketlite.broker import acl
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.grpc_server import GrpcEndpoint, unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
@@ -80,8 +81,9 @@ class BrokerService(Protocol):
 class BrokerParts:
     """Every processor and service of a started broker, as `BrokerController._build` made them.
 
-    The last four exist only for some roles or settings: `ha_master` on a master (ASYNC_MASTER,
-    SYNC_MASTER), `ha_slave` and `slave_sync` on a slave, `metrics` when `metricsPort` is set.
+    The last five exist only for some roles or settings: `ha_master` on a master (ASYNC_MASTER,
+    SYNC_MASTER), `ha_slave` and `slave_sync` on a slave, `metrics` when `metricsPort` is set,
+    `grpc` (the 5.x endpoint) on a master when `grpcServerPort` is not 0 and grpcio is installed.
     """
 
     clients: ClientManager
@@ -102,6 +104,7 @@ class BrokerParts:
     ha_slave: HASlaveService | None
     slave_sync: SlaveSynchronize | None
     metrics: MetricsServer | None
+    grpc: GrpcEndpoint | None = None
 
     def services(self) -> dict[str, BrokerService]:
         """The background services by name, in start order (closed in reverse)."""
@@ -115,6 +118,7 @@ class BrokerParts:
             "ha-slave": self.ha_slave,
             "slave-sync": self.slave_sync,
             "metrics": self.metrics,
+            "grpc": self.grpc,
         }
         return {name: svc for name, svc in named.items() if svc is not None}
 
@@ -317,7 +321,25 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
+            grpc=self._grpc_endpoint(topics, send),
         )
+
+    def _grpc_endpoint(self, topics: TopicConfigManager, send: SendMessageProcessor) -> GrpcEndpoint | None:
+        """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
+        grpcServerPort 0 or without grpcio (said once); an ephemeral port when listenPort is 0."""
+        b = self.broker
+        if b.grpc_server_port == 0 or b.is_slave:
+            return None
+        reason = unavailable_reason()
+        if reason is not None:
+            log.warning("5.x gRPC endpoint off: %s", reason)
+            return None
+        return GrpcEndpoint(
+            b, topics, send,
+            host=b.listen_host,
+            port=b.grpc_server_port if b.listen_port else 0,
+            max_body_size=self.store_config.max_message_size,
+        )  # fmt: skip
 
     def _refused_by_master(self, reason: str) -> None:
         """The HA slave's master refused it (its log diverged; called from the replication thread):
