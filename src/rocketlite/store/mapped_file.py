@@ -1,8 +1,10 @@
 """One fixed-size segment file of a log, named by the 20-digit zero-padded offset it starts at.
 
 File layout: `file_size` bytes of records written front to back; bytes past the write position are
-zero (segments are pre-zeroed when created, because first writes into a sparse file are far slower
-than overwrites of allocated blocks). Three positions describe a segment::
+zero (segments are created with their blocks allocated, never sparse: by writing the zeros
+(`preallocate`) or by reserving them (`stage_reserved`, what the commit log's allocation service
+does), so a full disk is an error at creation rather than a SIGBUS on a mapped write). Three
+positions describe a segment::
 
     0 <= flushed <= committed <= wrote <= file_size
 
@@ -14,7 +16,7 @@ than overwrites of allocated blocks). Three positions describe a segment::
 Small appends (single records) are copied into a shared writable mapping of the file: no system
 call, and no release of the GIL for another thread to grab, per append. The pages are the page
 cache's, so `fdatasync` on the descriptor makes them durable exactly as after a `pwrite`, and the
-pre-zeroing guarantees the blocks exist. Appends of `PWRITE_MIN_BYTES` or more (batches) are
+allocation at creation guarantees the blocks exist. Appends of `PWRITE_MIN_BYTES` or more (batches) are
 pwritten instead: for them the page faults on freshly mapped pages and the write-protection of
 mapped pages at writeback cost more than one system call. In write-buffer mode appends go to
 memory and `commit` pwrites them. Reads are read-only zero-copy memoryviews of the mapping. The

@@ -5,12 +5,13 @@ log (1 GiB segments) and for every consume queue (6,000,000-byte segments). Owns
 allocator it is given may pre-create the next segment in the background.
 
 Allocators: `direct_allocator` pre-zeroes the segment in the caller's thread (writes every byte,
-so later first writes are overwrites of allocated blocks: what the commit log's large, constant
-appends want); `reserve_allocator` only reserves the blocks (`posix_fallocate`, a sparse file where
+so later first writes are overwrites of allocated blocks); `reserve_allocator` only reserves the
+blocks (`posix_fallocate`, a sparse file where
 the file system cannot) — microseconds instead of the tens to hundreds of milliseconds of writing
 6 MB, for segments that get small, infrequent appends (consume queues). Both create the file under
 a staging name and rename it into place, so a segment that exists always has its full size, and
-both read back as zeros.
+both read back as zeros. The commit log uses `allocate.AllocateMappedFileService`, which reserves
+its next segment in the background.
 """
 
 from __future__ import annotations
