@@ -11,12 +11,17 @@ STAMP := $(VENV)/.installed
 # in its own venv because every "rocketmq" wheel imports as `rocketmq`). Installed once (stamps).
 # With CI=true on x86_64 a failed install stops `make test`; elsewhere it only warns and the
 # client's tests skip, saying why.
+# The 5.x gRPC client rocketmq-python-client (PyPI, pure Python; also imports as `rocketmq`, and its
+# stubs clash with the broker's) has its own venv too, for tests/broker/test_grpc_python_client.py.
 CLIENTS := .clients
 ONS_VERSION := 3.12.0
 CPP_VERSION := 0.4.4
 ONS_STAMP := $(CLIENTS)/npm/.ali-ons-$(ONS_VERSION).installed
 CPP_VENV := $(CLIENTS)/cpp044
 CPP_STAMP := $(CPP_VENV)/.rocketmq-$(CPP_VERSION).installed
+PY5_VERSION := 5.1.2
+PY5_VENV := $(CLIENTS)/grpc5
+PY5_STAMP := $(PY5_VENV)/.rocketmq-python-client-$(PY5_VERSION).installed
 ARCH := $(shell uname -m)
 CLIENTS_REQUIRED := $(and $(filter true,$(CI)),$(filter x86_64 amd64,$(ARCH)))
 define client_failed
@@ -74,7 +79,16 @@ $(CPP_STAMP):
 		$(call client_failed,PyPI rocketmq==$(CPP_VERSION)); \
 	fi
 
-clients: $(ONS_STAMP) $(CPP_STAMP)
+$(PY5_STAMP):
+	@if { [ -x $(PY5_VENV)/bin/python ] && $(PY5_VENV)/bin/python -c 'import rocketmq.v5' 2>/dev/null; } || \
+	   { $(PY) -m venv $(PY5_VENV) && $(PY5_VENV)/bin/pip install -q rocketmq-python-client==$(PY5_VERSION) && \
+	     $(PY5_VENV)/bin/python -c 'import rocketmq.v5'; }; then \
+		touch $@; \
+	else \
+		$(call client_failed,PyPI rocketmq-python-client==$(PY5_VERSION)); \
+	fi
+
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)
