@@ -190,3 +190,14 @@ def test_bad_input_gets_its_code(tmp_path: Path) -> None:
             assert no_id.status.code == pb.Code.ILLEGAL_MESSAGE_ID
 
     run(scenario())
+
+
+def test_no_endpoint_with_acl_until_5x_signatures_are_checked(tmp_path: Path) -> None:
+    (tmp_path / "plain_acl.yml").write_text("globalWhiteRemoteAddresses: []\naccounts: []\n")
+
+    async def scenario() -> None:
+        acl_file = str(tmp_path / "plain_acl.yml")
+        async with broker_under_test(tmp_path / "store", acl_enable=True, acl_config_file=acl_file) as broker:
+            assert broker.controller.parts is not None and broker.controller.parts.grpc is None
+
+    run(scenario())

@@ -326,9 +326,15 @@ class BrokerController:
 
     def _grpc_endpoint(self, topics: TopicConfigManager, send: SendMessageProcessor) -> GrpcEndpoint | None:
         """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
-        grpcServerPort 0 or without grpcio (said once); an ephemeral port when listenPort is 0."""
+        grpcServerPort 0, with aclEnable (no 5.x signature check yet) or without grpcio (said once);
+        an ephemeral port when listenPort is 0."""
         b = self.broker
         if b.grpc_server_port == 0 or b.is_slave:
+            return None
+        if b.acl_enable:  # until the MQv2-HMAC-SHA1 signature is checked, no unsigned way in
+            log.warning(
+                "5.x gRPC endpoint off: aclEnable is on and 5.x request signatures are not checked yet"
+            )
             return None
         reason = unavailable_reason()
         if reason is not None:
