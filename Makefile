@@ -11,8 +11,9 @@ STAMP := $(VENV)/.installed
 # in its own venv because every "rocketmq" wheel imports as `rocketmq`). Installed once (stamps).
 # With CI=true on x86_64 a failed install stops `make test`; elsewhere it only warns and the
 # client's tests skip, saying why.
-# The 5.x gRPC client rocketmq-python-client (PyPI, pure Python; also imports as `rocketmq`, and its
-# stubs clash with the broker's) has its own venv too, for tests/broker/test_grpc_python_client.py.
+# The 5.x gRPC clients, for tests/broker/test_grpc_{python,node}_client.py: rocketmq-python-client
+# (PyPI, pure Python; it also imports as `rocketmq` and its stubs clash with the broker's, so it has
+# its own venv) and rocketmq-client-nodejs (npm).
 CLIENTS := .clients
 ONS_VERSION := 3.12.0
 CPP_VERSION := 0.4.4
@@ -22,6 +23,8 @@ CPP_STAMP := $(CPP_VENV)/.rocketmq-$(CPP_VERSION).installed
 PY5_VERSION := 5.1.2
 PY5_VENV := $(CLIENTS)/grpc5
 PY5_STAMP := $(PY5_VENV)/.rocketmq-python-client-$(PY5_VERSION).installed
+NODE5_VERSION := 1.0.8
+NODE5_STAMP := $(CLIENTS)/npm5/.rocketmq-client-nodejs-$(NODE5_VERSION).installed
 ARCH := $(shell uname -m)
 CLIENTS_REQUIRED := $(and $(filter true,$(CI)),$(filter x86_64 amd64,$(ARCH)))
 define client_failed
@@ -88,7 +91,16 @@ $(PY5_STAMP):
 		$(call client_failed,PyPI rocketmq-python-client==$(PY5_VERSION)); \
 	fi
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP)
+$(NODE5_STAMP):
+	@mkdir -p $(CLIENTS)/npm5
+	@if [ -d $(CLIENTS)/npm5/node_modules/rocketmq-client-nodejs ] || \
+	   npm install --no-audit --no-fund --prefix $(CLIENTS)/npm5 rocketmq-client-nodejs@$(NODE5_VERSION); then \
+		touch $@; \
+	else \
+		$(call client_failed,npm rocketmq-client-nodejs@$(NODE5_VERSION)); \
+	fi
+
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)

@@ -201,3 +201,19 @@ def test_no_endpoint_with_acl_until_5x_signatures_are_checked(tmp_path: Path) ->
             assert broker.controller.parts is not None and broker.controller.parts.grpc is None
 
     run(scenario())
+
+
+def test_rpcs_not_served_yet_answer_unimplemented_and_termination_is_ok(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as broker:
+            channel, stub = _stub(broker)
+            async with channel:
+                with pytest.raises(grpc.aio.AioRpcError) as raised:
+                    await stub.AckMessage(spb.AckMessageRequest(), timeout=5)
+                done = await stub.NotifyClientTermination(
+                    spb.NotifyClientTerminationRequest(), metadata=METADATA, timeout=5
+                )
+            assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+            assert done.status.code == OK
+
+    run(scenario())

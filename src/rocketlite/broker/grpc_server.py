@@ -195,6 +195,18 @@ class GrpcEndpoint:
         del request, context
         return self.spb.HeartbeatResponse(status=self.status("OK"))
 
+    async def notify_client_termination(self, request: Any, context: Any) -> Any:
+        """A client shutting down: forget its settings (Node's producer fails its shutdown on an
+        error answer)."""
+        del request
+        self.settings.pop(_metadata(context).get("x-mq-client-id", ""), None)
+        return self.spb.NotifyClientTerminationResponse(status=self.status("OK"))
+
+    async def not_served(self, request: Any, context: Any) -> None:
+        """Every RPC not served yet: gRPC UNIMPLEMENTED, saying so (no traceback in the log)."""
+        del request
+        await context.abort(self.grpc.StatusCode.UNIMPLEMENTED, "not served by rocketlite yet")
+
     async def telemetry(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         """Every `settings` gets a `settings` reply with status OK on the same stream: without it
         the Node clients hang in startup and the Python push consumer fails."""
@@ -300,13 +312,15 @@ def _metadata(context: Any) -> dict[str, str]:
 
 
 def _build_servicer(endpoint: GrpcEndpoint, base: type) -> object:
-    """A `MessagingServiceServicer` whose served RPCs call the endpoint; the rest stay UNIMPLEMENTED
-    (the generated base class answers them)."""
-
-    class Servicer(base):  # type: ignore[misc]
-        QueryRoute = staticmethod(endpoint.query_route)
-        Heartbeat = staticmethod(endpoint.heartbeat)
-        Telemetry = staticmethod(endpoint.telemetry)
-        SendMessage = staticmethod(endpoint.send_message)
-
-    return Servicer()
+    """A `MessagingServiceServicer` whose served RPCs call the endpoint; every other RPC of the
+    service answers UNIMPLEMENTED through `not_served`."""
+    served = {
+        "QueryRoute": endpoint.query_route,
+        "Heartbeat": endpoint.heartbeat,
+        "Telemetry": endpoint.telemetry,
+        "SendMessage": endpoint.send_message,
+        "NotifyClientTermination": endpoint.notify_client_termination,
+    }
+    rpcs = [name for name in vars(base) if name[:1].isupper()]
+    methods = {name: staticmethod(served.get(name, endpoint.not_served)) for name in rpcs}
+    return type("Servicer", (base,), methods)()
