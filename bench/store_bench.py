@@ -16,7 +16,7 @@ file system being measured), each store in its own subdirectory deleted when don
 2. Appends with ASYNC_FLUSH, bodies of 128 B and 1 KiB: single `put_message_nowait` calls, and
    `put_messages_nowait` batches of 32 and 1000 messages of one topic-queue, with the properties a
    Java producer sends (TAGS, WAIT, UNIQ_KEY). Segment sizes are chosen so that every run rolls at
-   least once; rolls, and the pre-zeroing of the next segment they start, happen inside the run.
+   least once; rolls, and the preparation of the next segment they start, happen inside the run.
    The reput service dispatches in the background as in production. Reported as "appended" (the
    puts returned), "+flushed" (and an fdatasync of everything) and "+dispatched" (and the consume
    queues and index caught up: the sustainable rate). Two runs repeat with the reput service
