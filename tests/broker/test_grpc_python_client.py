@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.protocol.message import string_to_properties
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
-from tests.support.broker_harness import broker_under_test
-from tests.support.wire import pull_until_end
+from tests.support.broker_harness import broker_under_test, stored_by_uniq_key
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
@@ -82,15 +80,7 @@ def test_official_python_producer_sends_normal_messages(tmp_path: Path) -> None:
                 logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in home.rglob("*.log"))
                 pytest.fail(f"producer exited {proc.returncode}: {err.decode()[-3000:]}\n{logs}")
             ids = out.decode().split()
-            await broker.dispatched()
-            tc = broker.controller.topics.select("Py5T")
-            assert tc is not None
-            stored: dict[str, tuple[bytes, dict[str, str]]] = {}
-            for queue_id in range(tc.read_queue_nums):
-                records, _ = await pull_until_end(broker.client, broker.addr, "Py5T", queue_id, group="g")
-                for r in records:
-                    props = string_to_properties(r.properties_string)
-                    stored[props.get("UNIQ_KEY", "")] = (r.body, props)
+            stored = await stored_by_uniq_key(broker, "Py5T")
             assert len(ids) == 3
             for i, message_id in enumerate(ids):
                 body, props = stored[message_id]

@@ -16,9 +16,10 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.message import string_to_properties
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
-from tests.support.wire import send_command
+from tests.support.wire import pull_until_end, send_command
 
 T = TypeVar("T")
 
@@ -73,3 +74,20 @@ async def broker_under_test(root: Path, **broker_overrides: Any) -> AsyncIterato
     finally:
         await client.close()
         await controller.close()
+
+
+async def stored_by_uniq_key(
+    broker: BrokerUnderTest, topic: str, group: str = "g"
+) -> dict[str, tuple[bytes, dict[str, str]]]:
+    """Every message of `topic` pulled back from each queue, by its UNIQ_KEY (the id a producer
+    was given): (body, properties). How the 5.x client tests check what was stored."""
+    await broker.dispatched()
+    tc = broker.controller.topics.select(topic)
+    assert tc is not None, f"topic {topic} was not created"
+    stored: dict[str, tuple[bytes, dict[str, str]]] = {}
+    for queue_id in range(tc.read_queue_nums):
+        records, _ = await pull_until_end(broker.client, broker.addr, topic, queue_id, group=group)
+        for r in records:
+            props = string_to_properties(r.properties_string)
+            stored[props.get("UNIQ_KEY", "")] = (r.body, props)
+    return stored
