@@ -1,8 +1,7 @@
 """Counters the broker reports in GET_BROKER_RUNTIME_INFO (RocketMQ's `BrokerStatsManager`, small).
 
-`record_put` runs once per send on the event loop: plain int adds on slots. The per-topic count
-of a run of sends to one topic (the common case) accumulates in one int and is folded into the
-per-topic table only when the topic changes or a reader asks (`topic_put_nums`)."""
+`record_put` runs once per send on the event loop: plain int adds on slots, and the per-topic
+count in a plain dict (`dict.get` costs half of a `Counter`'s `__missing__`-backed `+=`)."""
 
 from __future__ import annotations
 
@@ -19,27 +18,13 @@ class BrokerStats:
     get_miss_nums: int = 0
     send_back_nums: int = 0
     group_get_nums: Counter[str] = field(default_factory=Counter)
-    _topic_puts: Counter[str] = field(default_factory=Counter)
-    _last_topic: str = ""  # the topic of the latest puts, whose count is `_last_topic_puts`
-    _last_topic_puts: int = 0
-
-    @property
-    def topic_put_nums(self) -> Counter[str]:
-        """Messages stored, by topic (the pending run of the latest topic folded in)."""
-        if self._last_topic_puts:
-            self._topic_puts[self._last_topic] += self._last_topic_puts
-            self._last_topic_puts = 0
-        return self._topic_puts
+    topic_put_nums: dict[str, int] = field(default_factory=dict)  # messages stored, by topic
 
     def record_put(self, topic: str, n: int, size: int) -> None:
         self.put_nums += n
         self.put_size += size
-        if topic == self._last_topic:
-            self._last_topic_puts += n
-            return
-        if self._last_topic_puts:
-            self._topic_puts[self._last_topic] += self._last_topic_puts
-        self._last_topic, self._last_topic_puts = topic, n
+        nums = self.topic_put_nums
+        nums[topic] = nums.get(topic, 0) + n
 
     def record_get(self, group: str, found: int) -> None:
         if found:
