@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # in its own venv because every "rocketmq" wheel imports as `rocketmq`). Installed once (stamps).
 # With CI=true on x86_64 a failed install stops `make test`; elsewhere it only warns and the
 # client's tests skip, saying why.
-# The 5.x gRPC clients, for tests/broker/test_grpc_{python,node}_client.py: rocketmq-python-client
+# The 5.x gRPC clients, for tests/broker/grpc/test_{python,node}_client.py: rocketmq-python-client
 # (PyPI, pure Python; it also imports as `rocketmq` and its stubs clash with the broker's, so it has
 # its own venv) and rocketmq-client-nodejs (npm).
 CLIENTS := .clients

@@ -28,7 +28,7 @@ class BrokerConfig:
     listen_host: str = "0.0.0.0"
     broker_ip1: str = field(default="127.0.0.1", metadata={"key": "brokerIP1", "aliases": ("brokerIp1",)})
     ha_listen_port: int = 0  # 0: listenPort + 1 (an ephemeral port when listenPort is 0)
-    # The 5.x gRPC endpoint (broker/grpc_server.py); 0: off; an ephemeral port when listenPort is 0.
+    # The 5.x gRPC endpoint (broker/grpc/); 0: off; an ephemeral port when listenPort is 0.
     grpc_server_port: int = 8081
     # HA (replication); RocketMQ keeps these in MessageStoreConfig, broker.conf names them alike.
     ha_master_address: str | None = None  # a slave's master HA address; else from the name server

@@ -24,7 +24,7 @@ from typing import Protocol
 from rocketlite.broker import acl
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
-from rocketlite.broker.grpc_server import GrpcEndpoint, unavailable_reason
+from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
@@ -321,10 +321,16 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
-            grpc=self._grpc_endpoint(topics, send),
+            grpc=self._grpc_endpoint(topics, groups, send, pop),
         )
 
-    def _grpc_endpoint(self, topics: TopicConfigManager, send: SendMessageProcessor) -> GrpcEndpoint | None:
+    def _grpc_endpoint(
+        self,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        send: SendMessageProcessor,
+        pop: PopMessageProcessor,
+    ) -> GrpcEndpoint | None:
         """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
         grpcServerPort 0, with aclEnable (no 5.x signature check yet) or without grpcio (said once);
         an ephemeral port when listenPort is 0."""
@@ -341,7 +347,7 @@ class BrokerController:
             log.warning("5.x gRPC endpoint off: %s", reason)
             return None
         return GrpcEndpoint(
-            b, topics, send,
+            b, topics, groups, send, pop,
             host=b.listen_host,
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,

@@ -18,7 +18,7 @@ from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test, stored_by_uniq_key
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
 PYTHON5 = CLIENTS / "grpc5" / "bin" / "python"
 

@@ -1,0 +1,109 @@
+"""The gRPC server: a `grpc.aio` server on the broker's own event loop, started and stopped by the
+controller, and the servicer that hands each RPC of `apache.rocketmq.v2.MessagingService` to the
+module serving it (route, telemetry, send, consume). An RPC no module serves answers UNIMPLEMENTED.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.grpc.consume import ConsumerService
+from rocketlite.broker.grpc.kit import ProtoKit, client_id
+from rocketlite.broker.grpc.route import RouteService
+from rocketlite.broker.grpc.send import ProducerService
+from rocketlite.broker.grpc.telemetry import TelemetryService
+from rocketlite.broker.processors.pop import PopMessageProcessor
+from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.protocol.proto import available
+
+log = logging.getLogger("rocketlite.broker.grpc")
+
+
+def unavailable_reason() -> str | None:
+    """None when the endpoint can be served; else why not (grpcio or the stubs are missing)."""
+    return available()
+
+
+class GrpcEndpoint:
+    """`start()` binds `host:port` (0: a free port, see `port`), `close()` stops the server and ends
+    open streams."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        send: SendMessageProcessor,
+        pop: PopMessageProcessor,
+        *,
+        host: str,
+        port: int,
+        max_body_size: int,
+    ) -> None:
+        self.kit = kit = ProtoKit()
+        self.host = host
+        self.requested_port = port
+        self.port = 0
+        self.route = RouteService(kit, broker, topics, lambda: self.port)
+        self.telemetry = TelemetryService(kit, max_body_size=max_body_size)
+        self.producer = ProducerService(kit, send, max_body_size=max_body_size)
+        self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route)
+        # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
+        self.server: Any = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        kit.stubs.add_MessagingServiceServicer_to_server(self._servicer(), self.server)
+
+    async def start(self) -> None:
+        """Bind and serve. A port already taken leaves the endpoint off with an error logged, and
+        the broker serves its remoting clients anyway (`port` stays 0)."""
+        try:
+            self.port = self.server.add_insecure_port(f"{self.host}:{self.requested_port}")
+        except RuntimeError as exc:
+            log.error(
+                "5.x gRPC endpoint off: grpcServerPort %s on %s: %s", self.requested_port, self.host, exc
+            )
+            return
+        await self.server.start()
+        log.info("5.x gRPC endpoint on %s:%d", self.host, self.port)
+
+    async def close(self) -> None:
+        await self.server.stop(grace=1.0)
+
+    async def heartbeat(self, request: Any, context: Any) -> Any:
+        del request, context
+        return self.kit.spb.HeartbeatResponse(status=self.kit.status("OK"))
+
+    async def notify_client_termination(self, request: Any, context: Any) -> Any:
+        """A client shutting down: forget its settings (Node's producer fails its shutdown on an
+        error answer)."""
+        del request
+        self.telemetry.forget(client_id(context))
+        return self.kit.spb.NotifyClientTerminationResponse(status=self.kit.status("OK"))
+
+    async def not_served(self, request: Any, context: Any) -> None:
+        del request
+        await self.kit.not_served(context)
+
+    def _servicer(self) -> object:
+        """A `MessagingServiceServicer` whose RPCs call the serving modules; an RPC of the service
+        named nowhere here answers UNIMPLEMENTED through `not_served`."""
+        served = {
+            "QueryRoute": self.route.query_route,
+            "Heartbeat": self.heartbeat,
+            "Telemetry": self.telemetry.telemetry,
+            "SendMessage": self.producer.send_message,
+            "EndTransaction": self.producer.end_transaction,
+            "QueryAssignment": self.consumer.query_assignment,
+            "ReceiveMessage": self.consumer.receive_message,
+            "AckMessage": self.consumer.ack_message,
+            "ChangeInvisibleDuration": self.consumer.change_invisible_duration,
+            "ForwardMessageToDeadLetterQueue": self.consumer.forward_message_to_dead_letter_queue,
+            "NotifyClientTermination": self.notify_client_termination,
+        }
+        base = self.kit.stubs.MessagingServiceServicer
+        rpcs = [name for name in vars(base) if name[:1].isupper()]
+        methods = {name: staticmethod(served.get(name, self.not_served)) for name in rpcs}
+        return type("Servicer", (base,), methods)()

@@ -1,0 +1,63 @@
+"""QueryRoute: a topic's queues as 5.x clients need them, each with its permission, the message
+types it accepts, and this broker's gRPC address (clients connect to what the route says, not to
+the address they asked)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.grpc.kit import ProtoKit
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.protocol import perm
+
+
+class RouteService:
+    """`port` gives the endpoint's bound port (known only once the server is started)."""
+
+    def __init__(
+        self, kit: ProtoKit, broker: BrokerConfig, topics: TopicConfigManager, port: Callable[[], int]
+    ) -> None:
+        self.kit = kit
+        self.broker = broker
+        self.topics = topics
+        self.port = port
+
+    def endpoints(self) -> Any:
+        """This listener as clients reach it: the broker's advertised IP and the bound port."""
+        pb = self.kit.pb
+        return pb.Endpoints(
+            scheme=pb.AddressScheme.Value("IPv4"),
+            addresses=[pb.Address(host=self.broker.broker_ip1, port=self.port())],
+        )
+
+    async def query_route(self, request: Any, context: Any) -> Any:
+        del context
+        pb, kit = self.kit.pb, self.kit
+        topic = request.topic.name
+        tc = self.topics.select(topic)
+        if tc is None:
+            return kit.spb.QueryRouteResponse(
+                status=kit.status("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist on this broker")
+            )
+        broker = pb.Broker(name=self.broker.broker_name, id=0, endpoints=self.endpoints())
+        topic_perm = tc.perm & self.broker.broker_permission
+        types = [pb.MessageType.Value("NORMAL")]  # the only type sent so far
+        queues = []
+        for queue_id in range(max(tc.read_queue_nums, tc.write_queue_nums)):
+            readable = perm.is_readable(topic_perm) and queue_id < tc.read_queue_nums
+            writeable = perm.is_writeable(topic_perm) and queue_id < tc.write_queue_nums
+            name = {(True, True): "READ_WRITE", (True, False): "READ", (False, True): "WRITE"}.get(
+                (readable, writeable), "NONE"
+            )
+            queues.append(
+                pb.MessageQueue(
+                    topic=request.topic,
+                    id=queue_id,
+                    permission=pb.Permission.Value(name),
+                    broker=broker,
+                    accept_message_types=types,
+                )
+            )
+        return kit.spb.QueryRouteResponse(status=kit.status("OK"), message_queues=queues)
