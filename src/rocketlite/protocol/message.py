@@ -45,6 +45,15 @@ class MessageConst:
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
     CLUSTER = "CLUSTER"
     TRANSACTION_ID = "__transactionId__"
+    # 5.x timer messages: the delivery time a producer asks for (absolute ms, or relative), and
+    # what the broker adds when it parks (TIMER_OUT_MS) and delivers (ENQUEUE / DEQUEUE times).
+    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    TIMER_OUT_MS = "TIMER_OUT_MS"
+    TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
 
 
 class MessageSysFlag:

@@ -19,14 +19,17 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+"""`TimerMessageStore.TIMER_TOPIC`: where 5.x timer messages wait for their delivery time."""
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
 
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
-     OFFSET_MOVED_EVENT}
+     OFFSET_MOVED_EVENT, TIMER_TOPIC}
 )  # fmt: skip
-"""`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`: topics producers may not send to."""
+"""`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`, plus the timer topic: topics producers may not send
+to (a message sent straight into the timer topic would be delivered wherever its REAL_TOPIC says)."""
 
 
 def retry_topic(group: str) -> str:
