@@ -74,6 +74,11 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     duplication_enable: bool = False
+    # 5.x timer messages (broker/timer/): on or off, the furthest delivery time accepted, and how
+    # often the delivery progress is written (what a crash may deliver again).
+    timer_wheel_enable: bool = True
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_flush_interval_ms: int = 1000
 
     def __post_init__(self) -> None:
         require(
@@ -100,6 +105,8 @@ class StoreConfig:
         for hour in self.delete_when.split(";"):
             require(hour.strip().isdigit() and 0 <= int(hour) <= 23, f"deleteWhen: bad hour {hour!r}")
         parse_delay_levels(self.message_delay_level)
+        require(self.timer_max_delay_sec > 0, "timerMaxDelaySec must be positive")
+        require(self.timer_flush_interval_ms > 0, "timerFlushIntervalMs must be positive")
 
     @property
     def cq_file_size(self) -> int:
