@@ -109,6 +109,7 @@ class BrokerParts:
     def services(self) -> dict[str, BrokerService]:
         """The background services by name, in start order (closed in reverse)."""
         named: dict[str, BrokerService | None] = {
+            "pop": self.pop,  # first started, last closed: its log is closed after the others
             "client-housekeeping": self.clients,
             "pull-hold": self.pull.hold,
             "schedule": self.schedule,
