@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketlite.broker.pop_log import PopLogError
 from rocketlite.broker.pop_state import PopBatch, PopService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
@@ -126,7 +127,9 @@ def test_bad_state_file_is_not_loaded_silently(tmp_path: Path, open_store: Store
     cfg.mkdir()
     (cfg / "popState.json").write_text('{"queues": [{"group": "g"}]}')
     svc = PopService(open_store(), ConsumerOffsetTable(cfg), ManualClock(), cfg, BROKER)
-    assert svc.table.load() is False
+    with pytest.raises(PopLogError, match="cannot read the POP state"):
+        svc.load()
+    assert not (cfg / "popState.log").exists()  # nothing written over what could not be read
 
 
 def test_dead_letter_after_max_reconsume_times(open_store: StoreFactory, tmp_path: Path) -> None:

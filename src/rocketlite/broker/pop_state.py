@@ -18,22 +18,40 @@ message (stale or forged) is refused with `StaleReceiptHandleError`, and nothing
 popTimes of one message only grow (a redelivery or a change-invisible-time in the same
 millisecond takes the old one + 1), so an old handle never matches a newer delivery.
 
-Durability: `popState.json` in the config dir, replaced with `atomic_file.write_atomically` after
-every pop, ack and change, before the answer leaves (the processor awaits `persist`). A crash
-therefore loses no ack that was answered, and a pop lost with the crash only means its messages
-are popped again (at least once, never lost).
+Ordered (FIFO) pops (`order=True`): a queue hands out new messages only when nothing of it is in
+flight; a due message of it comes back first, in offset order, with attempt+1, until it is acked
+or dead-lettered, then the queue moves on. 5.x FIFO puts one message group on one queue, so this
+is per-group order with one batch in flight per group.
+
+Durability: every change is a small record appended to the POP log (`broker/pop_log.py`:
+records, snapshot, recovery). The processor awaits `durable()` before answering, so an answered
+ack is on disk; the changes of one loop iteration share one fdatasync, run off the loop. A pop
+lost with a crash only means its messages are popped again (at least once, never lost).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from rocketlite.broker.state_files import ConsumerOffsetTable, JsonConfigFile
+from rocketlite.broker.pop_log import (
+    COMPACT_MIN_BYTES,
+    MAX_BATCH,
+    InFlight,
+    PopLog,
+    PopLogError,
+    QueueKey,
+    QueuePopState,
+    ack_record,
+    change_record,
+    cursor_record,
+    pop_record,
+)
+from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import Clock
 from rocketlite.protocol.pop import (
     INIT_MODE_MIN,
@@ -48,8 +66,10 @@ from rocketlite.store.status import GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
 
-QueueKey = tuple[str, str, int]  # group, topic, queue id
+__all__ = ["InFlight", "PopBatch", "PopService", "Popped", "QueuePopState"]
+
 _INT_MAX = 2**31 - 1
+DLQ_CONFIRM_MS = 60_000  # a message on its way to the DLQ is hidden this long, awaiting confirmation
 # Answers that leave the cursor where it is: nothing past it yet, or no such queue.
 _CURSOR_STAYS = frozenset(
     {
@@ -58,22 +78,6 @@ _CURSOR_STAYS = frozenset(
         GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
     }
 )
-
-
-@dataclass(slots=True)
-class InFlight:
-    pop_time: int
-    deadline: int  # wall-clock ms; due for redelivery from then on
-    attempts: int  # deliveries before this one (0 on the first)
-
-
-@dataclass(slots=True)
-class QueuePopState:
-    cursor: int
-    in_flight: dict[int, InFlight] = field(default_factory=dict)
-
-    def committed(self) -> int:
-        return min(self.in_flight, default=self.cursor)
 
 
 @dataclass(slots=True)
@@ -98,33 +102,23 @@ class PopBatch:
 Taken = tuple[QueuePopState, Popped, "InFlight | None"]  # a message picked, and its last delivery
 
 
-class PopStateTable(JsonConfigFile):
-    """The persisted state: `{"queues": [{group, topic, queueId, cursor, inFlight: [[offset,
-    popTime, deadline, attempts], ...]}]}`."""
+class PopStateTable:
+    """The state in memory (`queues`), its lock, and its log on disk."""
 
-    file_name = "popState.json"
-
-    def __init__(self, config_dir: Path) -> None:
-        super().__init__(config_dir)
+    def __init__(self, config_dir: Path, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+        self.lock = threading.RLock()
         self.queues: dict[QueueKey, QueuePopState] = {}
+        self.log = PopLog(config_dir, compact_min_bytes=compact_min_bytes)
 
-    def encode(self) -> str:
-        rows = [
-            {"group": g, "topic": t, "queueId": q, "cursor": s.cursor,
-             "inFlight": [[o, f.pop_time, f.deadline, f.attempts] for o, f in sorted(s.in_flight.items())]}
-            for (g, t, q), s in sorted(self.queues.items())
-        ]  # fmt: skip
-        return json.dumps({"version": 1, "queues": rows}, indent=1)
-
-    def decode(self, text: str) -> None:
-        data: Any = json.loads(text)
-        queues: dict[QueueKey, QueuePopState] = {}
-        for row in data["queues"]:
-            state = QueuePopState(int(row["cursor"]))
-            for offset, pop_time, deadline, attempts in row["inFlight"]:
-                state.in_flight[int(offset)] = InFlight(int(pop_time), int(deadline), int(attempts))
-            queues[(str(row["group"]), str(row["topic"]), int(row["queueId"]))] = state
-        self.queues = queues
+    def load(self) -> None:
+        """Snapshot + log (or an older popState.json); `PopLogError` names a file it cannot read."""
+        with self.lock:
+            try:
+                self.queues = self.log.load()
+            except PopLogError:
+                raise
+            except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
+                raise PopLogError(f"cannot read the POP state in {self.log.dir}: {exc!r}") from exc
 
 
 def with_reconsume_times(record: memoryview | bytes, attempts: int) -> bytes:
@@ -141,7 +135,7 @@ def with_reconsume_times(record: memoryview | bytes, attempts: int) -> bytes:
 
 class PopService:
     """The rules over `PopStateTable`; called on the broker's event loop (the table's lock also
-    guards the state for the persisting thread)."""
+    guards the state for the threads that write the log)."""
 
     def __init__(
         self,
@@ -150,18 +144,45 @@ class PopService:
         clock: Clock,
         config_dir: Path,
         broker_name: str,
+        *,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
     ) -> None:
         self.store = store
         self.offsets = offsets
         self.clock = clock
         self.broker_name = broker_name
-        self.table = PopStateTable(config_dir)
+        self.table = PopStateTable(config_dir, compact_min_bytes=compact_min_bytes)
+        self._dead: set[tuple[QueueKey, int]] = set()  # on their way to the DLQ, unconfirmed
 
     def load(self) -> None:
         self.table.load()
 
     def persist(self) -> bool:
-        return self.table.persist()
+        """Write and fdatasync every change so far (blocking: for threads and tests; the event
+        loop awaits `durable`). False on an OS error, which the log names."""
+        ok = self.table.log.sync()
+        if ok and self.table.log.wants_compaction():
+            self.compact()
+        return ok
+
+    async def durable(self) -> None:
+        """Until every change made so far is on disk: one fdatasync for all the changes of a loop
+        iteration, off the loop. Compacts the log in a thread when it has grown large."""
+        log_ = self.table.log
+        await log_.durable()
+        if log_.wants_compaction():
+            await asyncio.get_running_loop().run_in_executor(None, self.compact)
+
+    def compact(self) -> None:
+        """Snapshot the state and restart the log (blocking)."""
+        log_ = self.table.log
+        if log_.wants_compaction():
+            log_.compact(self.table.queues, self.table.lock)
+
+    def close(self) -> None:
+        """Write what is pending and close the log."""
+        self.table.log.sync()
+        self.table.log.close()
 
     # -- pop ----------------------------------------------------------------------------------
     def _state(self, group: str, topic: str, queue_id: int, init_mode: int) -> QueuePopState:
@@ -177,6 +198,7 @@ class PopService:
                     self.store.get_max_offset_in_queue(topic, queue_id)
                 )  # fmt: skip
             state = self.table.queues[key] = QueuePopState(max(0, committed))  # no queue yet: -1
+            self.table.log.append(cursor_record(key, state.cursor))
         return state
 
     def pop(
@@ -191,12 +213,18 @@ class PopService:
         *,
         max_reconsume_times: int | None = None,
         dead_letter: Callable[[StoredRecord], None] | None = None,
+        order: bool = False,
+        confirm_dead_letter: bool = False,
     ) -> PopBatch:
         """Up to `max_nums` messages from `queue_ids` in turn: due redeliveries of a queue first,
         then new ones from its cursor (messages the tag filter refuses are passed over for good,
-        as a pull skips them). A due message already redelivered `max_reconsume_times` times is
-        handed to `dead_letter` instead (the DLQ) and forgotten. The caller persists before
-        answering."""
+        as a pull skips them). With `order`, a queue with messages in flight hands out only its
+        due ones, in offset order, and nothing new (FIFO).
+
+        A due message already redelivered `max_reconsume_times` times is handed to `dead_letter`
+        instead (the DLQ). It is forgotten at once, or, with `confirm_dead_letter`, hidden until
+        `dead_lettered` says its DLQ copy is durable (a crash before that brings it back, so the
+        move is never lost). The caller awaits `durable` before answering."""
         now = self.clock.now_ms()
         taken: list[Taken] = []
         rest = 0
@@ -206,33 +234,46 @@ class PopService:
                 left = max_nums - len(taken)
                 if left > 0:
                     taken += self._due(
-                        group, topic, queue_id, state, now, left, max_reconsume_times, dead_letter
-                    )
-                    taken += self._new(group, topic, queue_id, state, max_nums - len(taken), message_filter)
+                        (group, topic, queue_id), state, now, left, max_reconsume_times, dead_letter,
+                        confirm_dead_letter,
+                    )  # fmt: skip
+                    if not (order and state.in_flight):
+                        taken += self._new(
+                            group, topic, queue_id, state, max_nums - len(taken), message_filter
+                        )
                 rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
             starts: dict[int, int] = {}
+            by_queue: dict[int, list[tuple[int, int]]] = {}
             for state, msg, old in taken:
                 attempts = old.attempts + 1 if old is not None else 0
                 state.in_flight[msg.queue_offset] = InFlight(pop_time, pop_time + invisible_time, attempts)
                 starts.setdefault(msg.queue_id, msg.queue_offset)
+                by_queue.setdefault(msg.queue_id, []).append((msg.queue_offset, attempts))
+            for queue_id, entries in by_queue.items():  # one record per queue, whatever the count
+                key = (group, topic, queue_id)
+                cursor = self.table.queues[key].cursor
+                for i in range(0, len(entries), MAX_BATCH):
+                    chunk = entries[i : i + MAX_BATCH]
+                    self.table.log.append(pop_record(key, cursor, pop_time, pop_time + invisible_time, chunk))
             for queue_id in queue_ids:
                 self._commit(group, topic, queue_id)
         return PopBatch(pop_time, invisible_time, [m for _, m, _ in taken], starts, rest)
 
     def _due(
         self,
-        group: str,
-        topic: str,
-        queue_id: int,
+        key: QueueKey,
         state: QueuePopState,
         now: int,
         left: int,
         max_reconsume_times: int | None,
         dead_letter: Callable[[StoredRecord], None] | None,
+        confirm_dead_letter: bool,
     ) -> list[Taken]:
+        group, topic, queue_id = key
         out: list[Taken] = []
+        gone: list[int] = []
         for offset in sorted(o for o, f in state.in_flight.items() if f.deadline <= now):
             if len(out) >= left:
                 break
@@ -244,6 +285,7 @@ class PopService:
                         "%s: %s:%d offset %d is gone from the store; dropped", group, topic, queue_id, offset
                     )
                     del state.in_flight[offset]
+                    gone.append(offset)
                     continue
                 if (
                     dead_letter is not None
@@ -253,19 +295,33 @@ class PopService:
                     dead_letter(decode_record(with_reconsume_times(found.messages[0], entry.attempts)))
                     log.info(
                         "%s: %s:%d offset %d to the DLQ after %d redeliveries",
-                        group,
-                        topic,
-                        queue_id,
-                        offset,
-                        entry.attempts,
-                    )
-                    del state.in_flight[offset]
+                        group, topic, queue_id, offset, entry.attempts,
+                    )  # fmt: skip
+                    if confirm_dead_letter:  # hidden (in memory only) until the DLQ copy is durable
+                        entry.deadline = now + DLQ_CONFIRM_MS
+                        self._dead.add((key, offset))
+                    else:
+                        del state.in_flight[offset]
+                        gone.append(offset)
                     continue
                 record = with_reconsume_times(found.messages[0], entry.attempts + 1)
             finally:
                 found.release()
             out.append((state, Popped(queue_id, offset, record, entry.attempts + 1), entry))
+        if gone:
+            self.table.log.append(ack_record(key, gone))
         return out
+
+    def dead_lettered(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A message handed to `dead_letter` under `confirm_dead_letter` has a durable DLQ copy:
+        forget it (logged as acked)."""
+        key = (group, topic, queue_id)
+        with self.table.lock:
+            self._dead.discard((key, offset))
+            state = self.table.queues.get(key)
+            if state is not None and state.in_flight.pop(offset, None) is not None:
+                self.table.log.append(ack_record(key, [offset]))
+                self._commit(group, topic, queue_id)
 
     def _new(
         self,
@@ -286,8 +342,10 @@ class PopService:
                 (state, Popped(queue_id, offset, bytes(view), 0), None)
                 for view, offset in zip(found.messages, found.queue_offsets, strict=True)
             ]
-            if found.status not in _CURSOR_STAYS:  # found, filtered, or corrected past a gap
-                state.cursor = found.next_begin_offset
+            if found.status not in _CURSOR_STAYS and found.next_begin_offset != state.cursor:
+                state.cursor = found.next_begin_offset  # found, filtered, or corrected past a gap
+                if not out:  # with messages, their POP record carries the cursor
+                    self.table.log.append(cursor_record((group, topic, queue_id), state.cursor))
         finally:
             found.release()
         return out
@@ -314,7 +372,7 @@ class PopService:
             )
         state = self.table.queues.get((group, topic, queue_id))
         entry = state.in_flight.get(offset) if state is not None else None
-        if entry is None:
+        if entry is None or ((group, topic, queue_id), offset) in self._dead:
             raise StaleReceiptHandleError(f"no message in flight at {where}: acked already or never popped")
         if entry.pop_time != handle.pop_time:
             raise StaleReceiptHandleError(
@@ -327,7 +385,9 @@ class PopService:
         """Forget a delivered message for good; a stale or forged handle raises and changes nothing."""
         with self.table.lock:
             self._in_flight(group, topic, queue_id, offset, handle)
-            del self.table.queues[(group, topic, queue_id)].in_flight[offset]
+            key = (group, topic, queue_id)
+            del self.table.queues[key].in_flight[offset]
+            self.table.log.append(ack_record(key, [offset]))
             self._commit(group, topic, queue_id)
 
     def change_invisible_time(
@@ -339,6 +399,8 @@ class PopService:
             entry = self._in_flight(group, topic, queue_id, offset, handle)
             entry.pop_time = max(self.clock.now_ms(), entry.pop_time + 1)
             entry.deadline = entry.pop_time + invisible_time
+            key = (group, topic, queue_id)
+            self.table.log.append(change_record(key, offset, entry.pop_time, entry.deadline))
             return entry.pop_time
 
     def next_deadline(self, group: str, topic: str, queue_ids: list[int]) -> int | None:

@@ -4,8 +4,8 @@ consumers send.
 
 The rules live in `broker/pop_state.py`; this module checks the request the way a pull is checked
 (broker readable, group known and allowed to consume, topic readable, queue in range, TAG
-expression only), calls the service, waits until the state file holds the change, and answers
-with RocketMQ's headers:
+expression only), calls the service, waits until the POP log holds the change
+(`PopService.durable`), and answers with RocketMQ's headers:
 
 - POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
   restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
@@ -17,8 +17,12 @@ with RocketMQ's headers:
 - ACK_MESSAGE: SUCCESS with no header;
 - CHANGE_MESSAGE_INVISIBLETIME: SUCCESS with `ChangeInvisibleTimeResponseHeader` (the new popTime
   the client's new receipt handle carries, invisibleTime, reviveQid);
+- `order=true` (FIFO): a queue hands out new messages only when everything handed out of it
+  before is acked; an expired invisible time brings the same messages back first, in order;
 - a message due again after `retryMaxTimes` redeliveries (the group's, 16 by default) goes to
   `%DLQ%group` instead (RETRY_TOPIC and ORIGIN_MESSAGE_ID set, as a 4.x send-back's DLQ copy);
+  it is forgotten only once that copy is flushed to disk, whatever the flushDiskType, so a crash
+  cannot lose it (at worst a second DLQ copy);
 - a malformed handle, or one naming no message in flight (acked, redelivered since, forged):
   NO_MESSAGE (208) with a remark naming the cause; nothing changes.
 """
@@ -54,6 +58,7 @@ from rocketlite.protocol.pop import (
 from rocketlite.protocol.record import MessageInner, StoredRecord
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.remoting.connection import Connection
+from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.pop")
 
@@ -85,6 +90,13 @@ class PopMessageProcessor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
 
+    async def start(self) -> None:
+        """Nothing to start: the log was opened by `PopService.load`."""
+
+    async def close(self) -> None:
+        """Write what is pending to the POP log and close it."""
+        await asyncio.get_running_loop().run_in_executor(None, self.service.close)
+
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_ts: int) -> None:
         """The store's arrival listener: wake the pops held on `topic` (hopping to the loop when
         called from the reput thread). A pop registers before it looks, so none is missed."""
@@ -102,8 +114,9 @@ class PopMessageProcessor:
         for event in self._held.get(topic, ()):
             event.set()
 
-    def _dead_letter(self, group: str, record: StoredRecord) -> None:
-        """Store a copy of `record` on `%DLQ%group` (created on first use, read-write)."""
+    async def _dead_letter(self, group: str, record: StoredRecord) -> bool:
+        """Store a copy of `record` on `%DLQ%group` (created on first use, read-write) and wait
+        until it is flushed; False if it could not be stored."""
         dlq = reserved.dlq_topic(group)
         self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
         props = string_to_properties(record.properties_string)
@@ -117,9 +130,15 @@ class PopMessageProcessor:
             flag=record.flag, sys_flag=record.sys_flag, born_timestamp=record.born_timestamp,
             reconsume_times=record.reconsume_times, properties_string=properties_to_string(props),
         )  # fmt: skip
-        result = self.service.store.put_message_nowait(msg).result
-        if not result.ok:
+        store = self.service.store
+        pending = store.put_message_nowait(msg)
+        result = pending.result
+        if not result.ok or result.append is None:
             log.error("DLQ copy of %s for group %s failed: %s", record.msg_id, group, result.status.name)
+            return False
+        if pending.flush_future is not None:  # SYNC_FLUSH: the group commit covers it
+            return bool(await asyncio.wrap_future(pending.flush_future))
+        return await _flushed(store, result.append.wrote_offset, result.append.end_offset)
 
     def _check(self, group: str, topic: str, queue_id: int, *, any_queue: bool = False) -> tuple[int, int]:
         """The topic's read queue count and the group's retryMaxTimes, after the pull's checks of
@@ -149,9 +168,14 @@ class PopMessageProcessor:
         return tc.read_queue_nums, cfg.retry_max_times
 
     async def _persist(self) -> None:
-        """Wait until the state file holds the change: an answered ack is never lost to a crash."""
-        if not await asyncio.get_running_loop().run_in_executor(None, self.service.persist):
-            raise _refuse(ResponseCode.SYSTEM_ERROR, "cannot write the POP state file; see the broker log")
+        """Wait until the POP log holds the change: an answered ack is never lost to a crash."""
+        try:
+            await self.service.durable()
+        except OSError as exc:
+            log.error("cannot write the POP log: %s", exc)
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR, "cannot write the POP state log; see the broker log"
+            ) from exc
 
     async def handle_pop(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = PopMessageRequestHeader.from_ext(request.ext_fields)
@@ -162,10 +186,6 @@ class PopMessageProcessor:
             )
         if h.invisible_time <= 0:
             raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
-        if h.order:
-            raise _refuse(
-                ResponseCode.SYSTEM_ERROR, "orderly POP (order=true) is not supported by this broker"
-            )
         if not is_tag_type(h.exp_type):
             raise _refuse(
                 ResponseCode.SYSTEM_ERROR,
@@ -187,7 +207,7 @@ class PopMessageProcessor:
         try:
             while True:
                 event.clear()
-                batch = self._pop_once(h, queue_ids, max_times, codes)
+                batch = await self._pop_once(h, queue_ids, max_times, codes)
                 left = poll_until - loop.time()
                 if batch.messages or left <= 0:
                     break
@@ -210,20 +230,22 @@ class PopMessageProcessor:
             request, ResponseCode.SUCCESS, None, self._pop_header(h.topic, batch), _body(batch)
         )
 
-    def _pop_once(
+    async def _pop_once(
         self, h: PopMessageRequestHeader, queue_ids: list[int], max_times: int, codes: frozenset[int] | None
     ) -> PopBatch:
-        """One look at the queues; what went to the DLQ is stored before the state forgets it."""
+        """One look at the queues; what goes to the DLQ is forgotten once its copy is durable."""
         dead: list[StoredRecord] = []
         batch = self.service.pop(
             h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
             codes.__contains__ if codes is not None else None,
-            max_reconsume_times=max_times, dead_letter=dead.append,
+            max_reconsume_times=max_times, dead_letter=dead.append, order=bool(h.order),
+            confirm_dead_letter=True,
         )  # fmt: skip
         for record in dead:
-            self._dead_letter(h.consumer_group, record)
+            if await self._dead_letter(h.consumer_group, record):
+                self.service.dead_lettered(h.consumer_group, h.topic, record.queue_id, record.queue_offset)
         if dead and not batch.messages:  # with messages, the answer's persist covers it
-            self.service.persist()
+            await self._persist()
         return batch
 
     @staticmethod
@@ -267,6 +289,26 @@ class PopMessageProcessor:
             pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
         ).to_ext()
         return make_response(request, ResponseCode.SUCCESS, None, ext)
+
+
+async def _flushed(store: MessageStore, start: int, end: int) -> bool:
+    """Whether commit-log bytes [start, end) are on disk, after an fdatasync of their segment run
+    off the loop (ASYNC_FLUSH: the flush thread may be seconds away). With a write buffer
+    (`transientStorePoolEnable`) the bytes reach the file only when committed: wait for the
+    flusher, at most `syncFlushTimeout`."""
+    log_ = store.commit_log
+    if not store.config.transient_store_pool_enable:
+        segment = log_.queue.find_by_offset(start)
+        if segment is None:
+            return False
+        await asyncio.get_running_loop().run_in_executor(None, segment.sync)
+        return True
+    deadline = asyncio.get_running_loop().time() + store.config.sync_flush_timeout / 1000
+    while log_.flushed_where < end:
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(store.config.flush_interval_commit_log / 1000 / 4)
+    return True
 
 
 def _body(batch: PopBatch) -> bytes:
