@@ -109,7 +109,9 @@ def disk_usage(path: Path) -> int:
 
 
 # -- our broker ---------------------------------------------------------------------------------
-def write_broker_conf(path: Path, store: Path, port: int, sync: bool) -> None:
+def write_broker_conf(
+    path: Path, store: Path, port: int, sync: bool, extra: dict[str, str] | None = None
+) -> None:
     props = {
         "brokerClusterName": "BenchCluster",
         "brokerName": "bench-broker",
@@ -123,14 +125,19 @@ def write_broker_conf(path: Path, store: Path, port: int, sync: bool) -> None:
         "autoCreateTopicEnable": "true",
         "autoCreateSubscriptionGroup": "true",
         "defaultTopicQueueNums": str(CONNECTIONS),
+        "grpcServerPort": "0",  # the broker bench measures the 4.x remoting side only
+        **(extra or {}),
     }
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
 
 
-def start_broker(work: Path, sync: bool, avoid: set[int]) -> tuple[Child, int]:
+def start_broker(
+    work: Path, sync: bool, avoid: set[int], extra: dict[str, str] | None = None
+) -> tuple[Child, int]:
+    """Our broker on a fresh store under `work`; `extra` adds or overrides broker.conf keys."""
     port = broker_port(avoid)  # listenPort, VIP (P-2) and HA (P+1) all free
     conf = work / "broker.conf"
-    write_broker_conf(conf, work / "store", port, sync)
+    write_broker_conf(conf, work / "store", port, sync, extra)
     argv = [sys.executable, "-m", "rocketlite", "--log-level", "INFO", "broker", "-c", str(conf)]
     return Child("broker", argv, work / "broker.log"), port
 

@@ -1,0 +1,75 @@
+"""RocketMQ 5.x clients' path (gRPC) beside the 4.x remoting path, on one broker in one run.
+
+    .venv/bin/python bench/grpc5_bench.py            # full run (about a minute)
+    .venv/bin/python bench/grpc5_bench.py --quick    # small run (the smoke test)
+
+One broker process (ASYNC_FLUSH, 16 queues per topic, its gRPC endpoint on a free port) serves
+both sides, one phase at a time (bench/grpc5/runner.py): produce, consume (4.x pull vs 5.x
+receive + ack), and end-to-end latency at a fixed rate. The 4.x side is driven by
+bench/broker's frame-level generator; the 5.x side by `--procs` processes calling the RPCs with
+requests serialized once (bench/grpc5/workers.py), as an unmodified 5.x client would send them
+(one message per SendMessage, receive batches of 32, one AckMessage per batch). Every phase
+reports the broker's CPU per message from /proc, the generators' CPU, and which processes were
+saturated (>= 85% of a core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench` and `tests.support`
+
+from bench.broker.config import out
+from bench.broker.servers import stop_all_children
+from bench.grpc5.runner import PHASES, Settings, describe_machine, run, table
+from rocketlite.protocol.proto import available
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="short phases (a smoke run)")
+    parser.add_argument("--procs", type=int, default=2, help="load-generator processes per side")
+    parser.add_argument("--window", type=int, default=64, help="5.x SendMessage calls in flight per process")
+    parser.add_argument("--latency-rate", type=float, default=2000.0, help="msgs/s of the latency phases")
+    parser.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help="after produce: consume,latency",
+    )
+    parser.add_argument("--dir", type=Path, default=Path.cwd(), help="where the temporary store goes")
+    args = parser.parse_args(argv)
+    why = available()
+    if why is not None:
+        print(f"the 5.x endpoint cannot run: {why}", file=sys.stderr)
+        return 2
+    quick = args.quick
+    with tempfile.TemporaryDirectory(prefix="grpc5-bench-", dir=args.dir) as tmp:
+        s = Settings(
+            work=Path(tmp),
+            seconds=0.5 if quick else 5.0,
+            latency_seconds=1.0 if quick else 5.0,
+            procs=args.procs,
+            window=args.window,
+            latency_rate=args.latency_rate,
+            cap=20_000 if quick else 200_000,
+            phases=tuple(p for p in args.phases.split(",") if p),
+        )
+        out(f"5.x gRPC vs 4.x remoting, one broker, 1 KiB bodies, {describe_machine()}")
+        try:
+            res = asyncio.run(run(s))
+        finally:
+            stop_all_children()
+    out()
+    for line in table(res):
+        out(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
