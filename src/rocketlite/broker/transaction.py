@@ -18,6 +18,9 @@
    CHECK_IMMUNITY_TIME_IN_SECONDS) get a one-way CHECK_TRANSACTION_STATE on one live connection of
    their producer group, whose body is the record re-encoded with the real topic and queue. After
    `transactionCheckMax` checks a half is copied to TRANS_CHECK_MAX_TIME_TOPIC and marked done.
+   A producer's channel is anything with `closed`, `remote_address` and `oneway` (`CheckChannel`):
+   a remoting connection, or a 5.x client's Telemetry stream, which turns the request into a
+   RecoverOrphanedTransactionCommand (as Java's proxy does with its client channels).
 
 Bookkeeping differs from Java on purpose: instead of re-putting a half after every check (which
 doubles the half queue and needs TRAN_PREPARED_QUEUE_OFFSET to link the copies), check counts
@@ -33,8 +36,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import Enum
+from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.processors.consumer_send_back import answer_after_flush
@@ -79,7 +83,20 @@ RESOLVED_WINDOW = 65_536  # done halves remembered below the cursor (late duplic
 MAX_SCAN_PER_PASS = 5_000  # half-queue units one check pass looks at (keeps the loop responsive)
 _COMMIT_DROPS = (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID, MessageConst.TRANSACTION_PREPARED)
 
-ProducerChannels = Callable[[str], list[Connection]]
+
+class CheckChannel(Protocol):
+    """Where a check of a producer group's half goes: a remoting `Connection`, or a gRPC stream."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def remote_address(self) -> str: ...
+
+    def oneway(self, cmd: RemotingCommand) -> None: ...
+
+
+ProducerChannels = Callable[[str], Sequence[CheckChannel]]
 
 # EndTransactionProcessor.sendFinalMessage: how a failed final put is answered.
 _FINAL_PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
@@ -103,7 +120,7 @@ _FINAL_PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
 }
 
 
-def no_producers(group: str) -> list[Connection]:
+def no_producers(group: str) -> Sequence[CheckChannel]:
     del group
     return []
 
