@@ -153,3 +153,73 @@ def test_dead_letter_after_max_reconsume_times(open_store: StoreFactory, tmp_pat
     assert svc.offsets.query(GROUP, TOPIC, 0) == 1  # dead-lettered counts as consumed
     clock.advance(10_000)
     assert pop_max1().messages == [] and len(dead) == 1
+
+
+def test_ordered_pop_waits_for_acks_and_redelivers_the_same_messages(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = open_store()
+    clock = ManualClock()
+    svc = service(store, tmp_path / "cfg", clock)
+    put(store, 5)
+
+    def opop(n: int = 2) -> PopBatch:
+        return svc.pop(GROUP, TOPIC, [0], n, 1_000, INIT_MODE_MIN, order=True)
+
+    first = opop()
+    assert [m.queue_offset for m in first.messages] == [0, 1]
+    assert opop().messages == []  # 0 and 1 in flight: nothing new from the queue
+    svc.ack(GROUP, TOPIC, 0, 0, handle(first, 0))
+    assert opop().messages == []  # 1 still in flight
+    clock.advance(1_000)
+    again = opop()
+    assert [(m.queue_offset, m.attempts) for m in again.messages] == [(1, 1)]  # the same, attempt+1
+    svc.ack(GROUP, TOPIC, 0, 1, handle(again, 0))
+    assert [m.queue_offset for m in opop().messages] == [2, 3]  # now the queue moves on
+    # an unordered pop of the same queue would not wait
+    assert [m.queue_offset for m in pop(svc).messages] == [4]
+
+
+def test_ordered_pop_moves_on_after_the_dlq(open_store: StoreFactory, tmp_path: Path) -> None:
+    store = open_store()
+    clock = ManualClock()
+    svc = service(store, tmp_path / "cfg", clock)
+    put(store, 2)
+    dead: list[StoredRecord] = []
+
+    def opop() -> PopBatch:
+        return svc.pop(GROUP, TOPIC, [0], 1, 1_000, INIT_MODE_MIN, order=True,
+                       max_reconsume_times=1, dead_letter=dead.append, confirm_dead_letter=True)  # fmt: skip
+
+    assert [(m.queue_offset, m.attempts) for m in opop().messages] == [(0, 0)]
+    clock.advance(1_000)
+    assert [(m.queue_offset, m.attempts) for m in opop().messages] == [(0, 1)]
+    clock.advance(1_000)
+    assert opop().messages == []  # to the DLQ, hidden until its copy is confirmed durable
+    assert [r.queue_offset for r in dead] == [0]
+    assert list(svc.in_flight(GROUP, TOPIC, 0)) == [0]
+    svc.dead_lettered(GROUP, TOPIC, 0, 0)
+    assert svc.in_flight(GROUP, TOPIC, 0) == {}
+    assert [(m.queue_offset, m.attempts) for m in opop().messages] == [(1, 0)]
+
+
+def test_unconfirmed_dead_letter_comes_back_after_a_restart(open_store: StoreFactory, tmp_path: Path) -> None:
+    """Its DLQ copy was never confirmed durable: the crash must not lose the message."""
+    root, cfg = tmp_path / "store", tmp_path / "cfg"
+    store = open_store(root)
+    clock = ManualClock()
+    svc = service(store, cfg, clock)
+    put(store, 1)
+    dead: list[StoredRecord] = []
+
+    def dpop(s: PopService) -> PopBatch:
+        return s.pop(GROUP, TOPIC, [0], 1, 1_000, INIT_MODE_MIN, max_reconsume_times=0,
+                     dead_letter=dead.append, confirm_dead_letter=True)  # fmt: skip
+
+    assert len(dpop(svc).messages) == 1
+    clock.advance(1_000)
+    assert dpop(svc).messages == [] and len(dead) == 1
+    assert svc.persist()
+    store.shutdown()
+    svc2 = service(open_store(root), cfg, clock)
+    assert dpop(svc2).messages == [] and len(dead) == 2  # handed to the DLQ again, not lost

@@ -138,7 +138,7 @@ class PopMessageProcessor:
             return False
         if pending.flush_future is not None:  # SYNC_FLUSH: the group commit covers it
             return bool(await asyncio.wrap_future(pending.flush_future))
-        return await _flushed(store, result.append.wrote_offset, result.append.end_offset)
+        return await _flushed(store, result.append.end_offset)
 
     def _check(self, group: str, topic: str, queue_id: int, *, any_queue: bool = False) -> tuple[int, int]:
         """The topic's read queue count and the group's retryMaxTimes, after the pull's checks of
@@ -291,23 +291,21 @@ class PopMessageProcessor:
         return make_response(request, ResponseCode.SUCCESS, None, ext)
 
 
-async def _flushed(store: MessageStore, start: int, end: int) -> bool:
-    """Whether commit-log bytes [start, end) are on disk, after an fdatasync of their segment run
-    off the loop (ASYNC_FLUSH: the flush thread may be seconds away). With a write buffer
-    (`transientStorePoolEnable`) the bytes reach the file only when committed: wait for the
-    flusher, at most `syncFlushTimeout`."""
-    log_ = store.commit_log
+async def _flushed(store: MessageStore, end: int) -> bool:
+    """Whether the commit log is on disk up to `end`, flushing it off the loop when the flush
+    thread has not yet (ASYNC_FLUSH: it may be seconds away). With a write buffer
+    (`transientStorePoolEnable`) the commit service owns the file writes: wait for the flusher,
+    at most `syncFlushTimeout`."""
+    loop = asyncio.get_running_loop()
+    queue = store.commit_log.queue
     if not store.config.transient_store_pool_enable:
-        segment = log_.queue.find_by_offset(start)
-        if segment is None:
+        await loop.run_in_executor(None, queue.flush_all_to, end)
+        return queue.flushed_where >= end
+    deadline = loop.time() + store.config.sync_flush_timeout / 1000
+    while queue.flushed_where < end:
+        if loop.time() > deadline:
             return False
-        await asyncio.get_running_loop().run_in_executor(None, segment.sync)
-        return True
-    deadline = asyncio.get_running_loop().time() + store.config.sync_flush_timeout / 1000
-    while log_.flushed_where < end:
-        if asyncio.get_running_loop().time() > deadline:
-            return False
-        await asyncio.sleep(store.config.flush_interval_commit_log / 1000 / 4)
+        await asyncio.sleep(store.config.flush_interval_commit_log / 4000)
     return True
 
 
