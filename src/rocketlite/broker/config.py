@@ -30,6 +30,9 @@ class BrokerConfig:
     ha_listen_port: int = 0  # 0: listenPort + 1 (an ephemeral port when listenPort is 0)
     # The 5.x gRPC endpoint (broker/grpc/); 0: off; an ephemeral port when listenPort is 0.
     grpc_server_port: int = 8081
+    # TLS on the gRPC endpoint (RocketMQ proxy's key names): both PEM paths set, TLS only; else plaintext.
+    tls_cert_path: str | None = None
+    tls_key_path: str | None = None
     # HA (replication); RocketMQ keeps these in MessageStoreConfig, broker.conf names them alike.
     ha_master_address: str | None = None  # a slave's master HA address; else from the name server
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
@@ -89,6 +92,10 @@ class BrokerConfig:
         require(0 <= self.ha_listen_port <= 65535, "haListenPort must be 0..65535")
         require(0 <= self.metrics_port <= 65535, "metricsPort must be 0..65535")
         require(0 <= self.grpc_server_port <= 65535, "grpcServerPort must be 0..65535 (0: off)")
+        require(
+            bool(self.tls_cert_path) == bool(self.tls_key_path),
+            "tlsCertPath and tlsKeyPath go together: set both (TLS on the gRPC endpoint) or neither",
+        )
         require(self.max_sync_flush_waiters > 0, "maxSyncFlushWaiters must be positive")
         require(self.server_channel_max_idle_time_seconds > 0, "serverChannelMaxIdleTimeSeconds must be > 0")
         require(self.server_partial_frame_timeout_millis > 0, "serverPartialFrameTimeoutMillis must be > 0")
