@@ -36,6 +36,7 @@ def write_conf(root: Path, port: int, state: CrashState, metrics_port: int = 0) 
         extra.append("transientStorePoolEnable=true")
     if state.flush_interval_ms:
         extra.append(f"flushIntervalCommitLog={state.flush_interval_ms}")
+    extra.extend(state.conf_lines)
     conf.write_text(
         "\n".join([
             "brokerClusterName=CrashCluster",
@@ -93,6 +94,7 @@ class CrashState:
     metrics: bool = False  # serve GET /metrics (always on when a loss is allowed)
     segment_bytes: int = SEGMENT_BYTES
     flush_interval_ms: int = 0  # flushIntervalCommitLog; 0 = the broker's default (500)
+    conf_lines: tuple[str, ...] = ()  # more `key=value` lines for broker.conf
     acks: dict[str, Ack] = field(default_factory=dict)  # every ack that must survive
     lost: dict[str, Ack] = field(default_factory=dict)  # acks lost where a loss was allowed
     violations: list[str] = field(default_factory=list)  # losses or moves that were not allowed
