@@ -22,10 +22,22 @@ from bench.store.common import (
     segment_size_for,
 )
 from rocketlite.protocol.record import encode_record
-from rocketlite.store.mapped_file import prezero
-
 
 # -- 1. physical limits -------------------------------------------------------------------------
+_ZEROS = bytes(MIB)
+
+
+def prezero(path: Path, size: int) -> None:
+    """Write `size` zero bytes to `path` (blocks allocated and written before a timed pass)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        pos = 0
+        while pos < size:
+            pos += os.pwrite(fd, _ZEROS[: min(MIB, size - pos)], pos)
+    finally:
+        os.close(fd)
+
+
 def measure_raw_bandwidth(work: Path, mib: int, chunk: bytes) -> tuple[float, list[float]]:
     """Best of two passes of `mib` x 1 MiB pwrite + one fdatasync into a pre-zeroed file."""
     path = work / "raw.bin"

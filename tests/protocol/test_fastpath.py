@@ -31,8 +31,8 @@ from rocketlite.protocol.frame import FRAME_PREFIX, FrameDecoder, decode_frame, 
 from rocketlite.protocol.header_codec import encode_header
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.consume_queue import ConsumeQueue
-from rocketlite.store.mapped_file import reserve, staging_path
-from rocketlite.store.mapped_file_queue import reserve_allocator
+from rocketlite.store.mapped_file import create_segment, staging_path
+from rocketlite.store.mapped_file_queue import direct_allocator
 
 # The implementations `protocol.speedups` chooses between: every fast one is pinned to the reference.
 FAST = speedups.PYTHON
@@ -543,20 +543,20 @@ def test_send_parts_writes_one_frame_equal_to_the_joined_body() -> None:
 
 def test_reserved_segment_reads_as_zeros_with_blocks_reserved(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000"
-    reserve(path, 6_000_000)
+    create_segment(path, 6_000_000)
     assert path.stat().st_size == 6_000_000
     assert not staging_path(path).exists()
     assert path.read_bytes() == bytes(6_000_000)
     if path.stat().st_blocks * 512 < 6_000_000:  # pragma: no cover - file systems without fallocate
         pytest.skip("this file system leaves the file sparse")
-    mf = reserve_allocator(tmp_path / "00000000000006000000", 6_000_000, False)
+    mf = direct_allocator(tmp_path / "00000000000006000000", 6_000_000, False)
     assert mf.wrote_position == 0 and mf.file_size == 6_000_000
     mf.close()
 
 
 def test_consume_queue_files_are_reserved_not_prezeroed(tmp_path: Path) -> None:
     cq = ConsumeQueue("T", 0, tmp_path, 6_000_000)  # the default allocator reserves, never pre-zeroes
-    assert cq._mfq.allocator is reserve_allocator
+    assert cq._mfq.allocator is direct_allocator
     cq.put_units([(0, 100, 1), (100, 50, 2)], 0)
     cq.close()
     again = ConsumeQueue("T", 0, tmp_path, 6_000_000)

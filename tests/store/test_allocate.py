@@ -18,17 +18,14 @@ def _blocks_reserved(path: Path) -> bool:
     return path.stat().st_blocks * 512 >= SIZE
 
 
-@pytest.mark.parametrize("zero_fill", [False, True])
-def test_next_segment_is_staged_full_size_and_reads_zeros(tmp_path: Path, zero_fill: bool) -> None:
-    svc = AllocateMappedFileService(zero_fill=zero_fill)
+def test_next_segment_is_staged_full_size_and_reads_zeros(tmp_path: Path) -> None:
+    svc = AllocateMappedFileService()
     first = svc.allocate(tmp_path / segment_name(0), SIZE, False)
     nxt = tmp_path / segment_name(SIZE)
     assert not nxt.exists()
     svc.run_once()
     tmp = staging_path(nxt)
     assert tmp.stat().st_size == SIZE and tmp.read_bytes() == bytes(SIZE)
-    if zero_fill:
-        assert _blocks_reserved(tmp)  # zeros written
     second = svc.allocate(nxt, SIZE, False)  # renamed into place
     assert not tmp.exists() and nxt.stat().st_size == SIZE
     if not _blocks_reserved(nxt):  # pragma: no cover - file systems without fallocate

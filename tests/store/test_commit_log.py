@@ -21,7 +21,7 @@ from rocketlite.protocol.record import (
 from rocketlite.protocol.speedups import scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.mapped_file import MappedFile, preallocate, segment_name, staging_path
+from rocketlite.store.mapped_file import MappedFile, create_segment, segment_name, staging_path
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 from rocketlite.store.status import AppendMessageStatus
 
@@ -35,10 +35,10 @@ def msg(topic: str = "T", body: bytes = b"x" * 20, queue_id: int = 0, **kw: obje
 def test_segment_names_and_preallocation(tmp_path: Path) -> None:
     assert segment_name(6_000_000) == "00000000000006000000"
     path = tmp_path / segment_name(0)
-    preallocate(path, 8192)
+    create_segment(path, 8192)
     assert path.stat().st_size == 8192 and path.read_bytes() == bytes(8192)
     assert not staging_path(path).exists()
-    # Blocks are really allocated, not a sparse file.
+    # Blocks are really reserved, not a sparse file.
     assert path.stat().st_blocks * 512 >= 8192
 
 

@@ -1,11 +1,9 @@
 """Prepares the next commit-log segment in the background, off the append path.
 
-When segment N is created, this service stages segment N+1 as `NAME.alloc`; `preallocate` then
-only renames it. Stale staging files are removed when the queue loads. Staging either reserves the
-blocks with `posix_fallocate` (the default: a millisecond, and no disk bandwidth taken from the
-appends, see `mapped_file.stage_reserved`) or writes every zero (`zero_fill=True`: later first
-writes are overwrites, but the zeros cost as much disk bandwidth as the data, while the appends
-run). Either way a segment that exists has its full size and reads as zeros past its data.
+When segment N is created, this service stages segment N+1 as `NAME.alloc` (`stage_reserved`:
+blocks reserved with `posix_fallocate`, a millisecond, and no disk bandwidth taken from the
+appends); `mapped_file.create_segment` then only renames it. Stale staging files are removed when
+the queue loads. A segment that exists has its full size and reads as zeros past its data.
 
 A put never waits for the staging of a segment other than the one it needs: the append path
 waits only when the service is staging exactly that segment, and otherwise makes it itself.
@@ -19,22 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rocketlite.store.flush import ServiceThread
-from rocketlite.store.mapped_file import MappedFile, prezero, segment_name, stage_reserved, staging_path
+from rocketlite.store.mapped_file import MappedFile, is_staged, segment_name, stage_reserved, staging_path
 
 log = logging.getLogger("rocketlite.store.allocate")
-
-
-def _staged(path: Path, size: int) -> bool:
-    tmp = staging_path(path)
-    return path.exists() or (tmp.exists() and tmp.stat().st_size == size)
 
 
 class AllocateMappedFileService(ServiceThread):
     name = "allocate"
 
-    def __init__(self, *, zero_fill: bool = False) -> None:
+    def __init__(self) -> None:
         super().__init__(1.0)
-        self._stage: Callable[[Path, int], None] = prezero if zero_fill else stage_reserved
+        self._stage: Callable[[Path, int], None] = stage_reserved
         self._lock = threading.Lock()  # guards _pending and _busy
         self._pending: list[tuple[Path, int]] = []
         self._busy: Path | None = None  # the segment being staged now
@@ -60,7 +53,7 @@ class AllocateMappedFileService(ServiceThread):
         return mf
 
     def _create(self, path: Path, size: int, write_buffer: bool) -> MappedFile:
-        if not _staged(path, size):
+        if not is_staged(path, size):
             self._stage(staging_path(path), size)
         return MappedFile(path, size, write_buffer=write_buffer)
 
@@ -73,7 +66,7 @@ class AllocateMappedFileService(ServiceThread):
                 self._busy = path
             try:
                 with self._staging:
-                    if _staged(path, size):
+                    if is_staged(path, size):
                         continue
                     try:
                         self._stage(staging_path(path), size)

@@ -3,7 +3,7 @@
 
 Files: `consumequeue/{topic}/{queueId}/{20-digit zero-padded start byte offset}`, each exactly
 `StoreConfig.cq_file_size` bytes (default 6,000,000 = 300,000 units), all zeros when created
-(blocks reserved, not written: `mapped_file_queue.reserve_allocator`). The files of a
+(blocks reserved, not written: `mapped_file.create_segment`). The files of a
 queue concatenate into one array of 20-byte units; logical offset N (the queue offset consumers
 see) is the unit at byte N*20 of the concatenation, i.e. in the file named `N*20 // file_size *
 file_size`, at `N*20 % file_size`. The file size is a multiple of 20, so no unit straddles files.
@@ -43,7 +43,7 @@ from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (
     Allocator,
     MappedFileQueue,
-    reserve_allocator,
+    direct_allocator,
 )
 
 log = logging.getLogger("rocketlite.store.consume_queue")
@@ -124,11 +124,10 @@ class ConsumeQueue:
         queue_id: int,
         root_dir: Path,
         file_size: int,
-        allocator: Allocator = reserve_allocator,
+        allocator: Allocator = direct_allocator,
     ) -> None:
-        """`allocator` defaults to reserving blocks without pre-zeroing: writing 6 MB of zeros
-        stalled the dispatch thread for 150-250 ms per new queue, and units are 20-byte appends
-        that gain nothing from it."""
+        """`allocator` creates segments in the dispatching thread: they are reserved, not zeroed
+        (writing 6 MB of zeros stalled the dispatch thread for 150-250 ms per new queue)."""
         if file_size < UNIT_SIZE or file_size % UNIT_SIZE:
             raise ValueError(f"consume queue file size must be a multiple of {UNIT_SIZE}, got {file_size}")
         self.topic = topic

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rocketlite.store.consume_queue import ConsumeQueue
-from rocketlite.store.mapped_file_queue import Allocator, reserve_allocator
+from rocketlite.store.mapped_file_queue import Allocator, direct_allocator
 
 log = logging.getLogger("rocketlite.store.consume_queue_store")
 
@@ -28,7 +28,7 @@ def _check_topic_dir_name(topic: str) -> None:
 class ConsumeQueueStore:
     """topic -> queueId -> ConsumeQueue, plus the operations the store applies to all of them."""
 
-    def __init__(self, root_dir: Path, file_size: int, allocator: Allocator = reserve_allocator) -> None:
+    def __init__(self, root_dir: Path, file_size: int, allocator: Allocator = direct_allocator) -> None:
         self.root_dir = root_dir
         self.file_size = file_size
         self.allocator = allocator

@@ -34,7 +34,7 @@ from rocketlite.protocol.index_layout import (
     index_file_size,
 )
 from rocketlite.protocol.message import index_key_hash
-from rocketlite.store.mapped_file import reserve
+from rocketlite.store.mapped_file import create_segment
 
 _NAME_FORMAT: Final = "%Y%m%d%H%M%S"
 
@@ -91,7 +91,7 @@ class IndexFile:
         self._entry_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
         created = not path.exists()
         if created:
-            reserve(path, self.file_size)
+            create_segment(path, self.file_size)
         actual = path.stat().st_size
         if actual != self.file_size:
             raise ValueError(f"index file {path} has size {actual}, expected {self.file_size}")

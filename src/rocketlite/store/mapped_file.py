@@ -1,9 +1,8 @@
 """One fixed-size segment file of a log, named by the 20-digit zero-padded offset it starts at.
 
 File layout: `file_size` bytes of records written front to back; bytes past the write position are
-zero (segments are created with their blocks allocated, never sparse: by writing the zeros
-(`preallocate`) or by reserving them (`stage_reserved`, what the commit log's allocation service
-does), so a full disk is an error at creation rather than a SIGBUS on a mapped write). Three
+zero (segments are created with their blocks reserved, never sparse, by `create_segment`, so a
+full disk is an error at creation rather than a SIGBUS on a mapped write). Three
 positions describe a segment::
 
     0 <= flushed <= committed <= wrote <= file_size
@@ -39,7 +38,7 @@ log = logging.getLogger("rocketlite.store.mapped_file")
 
 OS_PAGE_SIZE = 4096
 PWRITE_MIN_BYTES = 16 * 1024  # appends this large use pwrite, smaller ones the mapping (see above)
-_ZERO_CHUNK = bytes(1 << 20)
+_ZERO_CHUNK = bytes(1 << 20)  # what `zero_from` writes over a torn tail
 
 
 def segment_name(offset: int) -> str:
@@ -48,23 +47,8 @@ def segment_name(offset: int) -> str:
 
 
 def staging_path(path: Path) -> Path:
-    """Where a segment is pre-zeroed before it is renamed into place."""
+    """Where a segment is built before it is renamed into place."""
     return path.with_name(path.name + ".alloc")
-
-
-def preallocate(path: Path, size: int) -> None:
-    """Create `path` with `size` zero bytes actually written (not sparse), crash-safely.
-
-    The zeros are written to a staging name that is renamed into place, so a segment file that
-    exists always has its full size. A staged file of the right size (made ahead of time by the
-    allocation service) is simply renamed.
-    """
-    tmp = staging_path(path)
-    if tmp.exists() and tmp.stat().st_size == size:
-        tmp.replace(path)
-        return
-    prezero(tmp, size)
-    tmp.replace(path)
 
 
 # posix_fallocate failures that mean "not on this file system": the file stays sparse instead.
@@ -99,27 +83,35 @@ def _new_file(tmp: Path) -> Iterator[int]:
 def stage_reserved(tmp: Path, size: int) -> None:
     """Build `tmp` (a staging file) with `size` bytes reserved by `posix_fallocate`, not written.
 
-    The cheap way to prepare a segment: about a millisecond for 512 MiB, where writing the zeros
-    takes a quarter of a second of disk bandwidth that the appends need. Measured on this
-    project's ext4 disk, a first write into a reserved (unwritten) extent runs at 2,000-2,300 MB/s
-    against 4,600 for an overwrite of zeroed blocks, but zeroing first costs 2,400 MB/s of its
-    own, so reserving is the cheaper whole. Blocks are reserved, so a full disk fails here, not as
-    a SIGBUS on a mapped write; unwritten extents read back as zeros, also after a crash.
+    This is how every segment of the store is built (commit log, consume queues, index files,
+    and a slave's first segment): about a millisecond for 512 MiB, where writing the zeros takes
+    a quarter of a second of disk bandwidth that the appends need. Measured on this project's ext4
+    disk, a first write into a reserved (unwritten) extent runs at 2,000-2,300 MB/s against 4,600
+    for an overwrite of zeroed blocks, but zeroing first costs 2,400 MB/s of its own, so reserving
+    is the cheaper whole. Blocks are reserved, so a full disk fails here, not as a SIGBUS on a
+    mapped write; unwritten extents read back as zeros, also after a crash.
     """
     with _new_file(tmp) as fd:
         os.ftruncate(fd, size)
         _allocate_blocks(fd, size)
 
 
-def reserve(path: Path, size: int) -> None:
-    """Create `path` with `size` bytes that read as zeros, blocks reserved but not written.
+def is_staged(path: Path, size: int) -> bool:
+    """`path` exists, or its staging file is built to `size` (and only needs renaming)."""
+    tmp = staging_path(path)
+    return path.exists() or (tmp.exists() and tmp.stat().st_size == size)
 
-    Reserving (rather than leaving a hole) keeps a full disk an error here, at creation, instead
-    of a SIGBUS when a write through the mapping first touches a page. Crash-safe like
-    `mapped_file.preallocate`: built under the staging name, then renamed.
+
+def create_segment(path: Path, size: int) -> None:
+    """Create `path` with `size` bytes that read as zeros: the one way a segment file comes to be.
+
+    A staging file already built to `size` (by the allocation service, or an HA slave) is renamed
+    into place; otherwise one is built now with `stage_reserved`. Either way the file is complete
+    under its staging name first, so a segment that exists always has its full size.
     """
     tmp = staging_path(path)
-    stage_reserved(tmp, size)
+    if not (tmp.exists() and tmp.stat().st_size == size):
+        stage_reserved(tmp, size)
     tmp.replace(path)
 
 
@@ -138,15 +130,6 @@ def fill_holes(path: Path) -> None:
         log.error("cannot reserve the blocks of %s: %s", path, exc)
     finally:
         os.close(fd)
-
-
-def prezero(tmp: Path, size: int) -> None:
-    """Write `size` zero bytes to `tmp` (the slow part of creating a segment)."""
-    with _new_file(tmp) as fd:
-        pos = 0
-        while pos < size:
-            n = min(len(_ZERO_CHUNK), size - pos)
-            pos += os.pwrite(fd, _ZERO_CHUNK[:n] if n < len(_ZERO_CHUNK) else _ZERO_CHUNK, pos)
 
 
 class MappedFile:
@@ -168,7 +151,7 @@ class MappedFile:
         if not path.exists():
             if not create or readonly:
                 raise FileNotFoundError(path)
-            preallocate(path, file_size)
+            create_segment(path, file_size)
         actual = path.stat().st_size
         if actual != file_size:
             raise ValueError(f"segment {path} has size {actual}, expected {file_size}")

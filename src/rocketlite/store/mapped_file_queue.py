@@ -4,14 +4,11 @@ Segment N starts at `N * file_size` and is named by that offset (20 digits). Use
 log (1 GiB segments) and for every consume queue (6,000,000-byte segments). Owns no threads: the
 allocator it is given may pre-create the next segment in the background.
 
-Allocators: `direct_allocator` pre-zeroes the segment in the caller's thread (writes every byte,
-so later first writes are overwrites of allocated blocks); `reserve_allocator` only reserves the
-blocks (`posix_fallocate`, a sparse file where
-the file system cannot) — microseconds instead of the tens to hundreds of milliseconds of writing
-6 MB, for segments that get small, infrequent appends (consume queues). Both create the file under
-a staging name and rename it into place, so a segment that exists always has its full size, and
-both read back as zeros. The commit log uses `allocate.AllocateMappedFileService`, which reserves
-its next segment in the background.
+Allocators: `direct_allocator` creates the segment in the caller's thread with
+`mapped_file.create_segment` (blocks reserved, not written: microseconds, where writing 6 MB of
+zeros took tens to hundreds of milliseconds); the commit log uses
+`allocate.AllocateMappedFileService`, which builds its next segment the same way in the background
+so the append path only renames it.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocketlite.store.mapped_file import MappedFile, fill_holes, reserve, segment_name
+from rocketlite.store.mapped_file import MappedFile, fill_holes, segment_name
 
 log = logging.getLogger("rocketlite.store.mapped_file_queue")
 
@@ -30,14 +27,7 @@ Allocator = Callable[[Path, int, bool], MappedFile]
 
 
 def direct_allocator(path: Path, size: int, write_buffer: bool) -> MappedFile:
-    """Create (pre-zero) the segment in the caller's thread."""
-    return MappedFile(path, size, write_buffer=write_buffer)
-
-
-def reserve_allocator(path: Path, size: int, write_buffer: bool) -> MappedFile:
-    """Create the segment in the caller's thread without writing its zeros (see `reserve`)."""
-    if not path.exists():
-        reserve(path, size)
+    """Create the segment in the caller's thread (`MappedFile` calls `create_segment`)."""
     return MappedFile(path, size, write_buffer=write_buffer)
 
 

@@ -42,7 +42,7 @@ from rocketlite.protocol.ha_frames import (
     whole_records,
 )
 from rocketlite.protocol.headers import RegisterBrokerResponseHeader
-from rocketlite.store.mapped_file import prezero, segment_name, staging_path
+from rocketlite.store.mapped_file import segment_name, stage_reserved, staging_path
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.ha")
@@ -136,8 +136,8 @@ class HASlaveService:
 
     # -- the thread -------------------------------------------------------------------------
     def _prestage_first_segment(self) -> None:
-        """An empty slave zeroes its first segment before connecting (seconds for 1 GiB), so the
-        first transfer does not wait for it while a SYNC_MASTER's send does."""
+        """An empty slave builds its first segment before connecting, so the first transfer does
+        not wait for it while a SYNC_MASTER's send does."""
         q = self.store.commit_log.queue
         if q.files:
             return
@@ -145,7 +145,7 @@ class HASlaveService:
         staged = staging_path(q.directory / segment_name(0))
         if not staged.exists() or staged.stat().st_size != q.file_size:
             log.info("HA: empty commit log; preparing its first segment")
-            prezero(staged, q.file_size)
+            stage_reserved(staged, q.file_size)
 
     def _run(self) -> None:
         try:
