@@ -125,7 +125,9 @@ def test_route_lists_queues_with_message_types_and_the_grpc_endpoint(tmp_path: P
             assert [q.id for q in route.message_queues] == list(range(tc.read_queue_nums))
             queue = route.message_queues[0]
             assert queue.permission == pb.Permission.READ_WRITE
-            assert list(queue.accept_message_types) == [pb.MessageType.NORMAL]
+            assert set(queue.accept_message_types) == {
+                pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION,
+            }  # fmt: skip
             assert (queue.broker.id, queue.broker.name) == (0, broker.controller.broker.broker_name)
             address = queue.broker.endpoints.addresses[0]
             assert (address.host, address.port) == ("127.0.0.1", broker.controller.parts.grpc.port)  # type: ignore[union-attr]
@@ -209,7 +211,7 @@ def test_rpcs_not_served_yet_answer_unimplemented_and_termination_is_ok(tmp_path
             channel, stub = _stub(broker)
             async with channel:
                 with pytest.raises(grpc.aio.AioRpcError) as raised:
-                    await stub.AckMessage(spb.AckMessageRequest(), timeout=5)
+                    await stub.UpdateOffset(spb.UpdateOffsetRequest(), timeout=5)
                 done = await stub.NotifyClientTermination(
                     spb.NotifyClientTerminationRequest(), metadata=METADATA, timeout=5
                 )
