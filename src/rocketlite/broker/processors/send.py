@@ -14,7 +14,9 @@ slave does not acknowledge within `syncFlushTimeout`, SLAVE_NOT_AVAILABLE when n
 
 Everything that can change a send is a constructor argument of `SendMessageProcessor`: besides
 the store and the topic / group tables, `half_message_hook` (the transaction service turns a
-PREPARED message into a half message; None refuses transactional sends) and `replica` (a
+PREPARED message into a half message; None refuses transactional sends), `timer_hook` (the timer
+service parks a 5.x timer message, one with TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS,
+in the timer topic; None refuses them, as RocketMQ with timerWheelEnable=false) and `replica` (a
 SYNC_MASTER's HA service; None everywhere else). The controller builds it; nothing sets them later.
 """
 
@@ -30,6 +32,7 @@ from typing import Protocol
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.timer.park import asks_for_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
@@ -98,6 +101,9 @@ _PUT_OK = PutMessageStatus.PUT_OK
 
 # The transaction service's `to_half_message`: turns a prepared message into a half message.
 HalfMessageHook = Callable[[MessageInner], None]
+# The timer service's `park`: moves a timer message to the timer topic; raises for bad values.
+TimerHook = Callable[[MessageInner], None]
+_TIMER_NEEDLE = "TIMER_"  # in every timer property name: nothing more is looked at without it
 
 
 class ReplicaWaiter(Protocol):
@@ -138,6 +144,7 @@ class SendMessageProcessor:
         *,
         half_message_hook: HalfMessageHook | None,
         replica: ReplicaWaiter | None,
+        timer_hook: TimerHook | None = None,
     ) -> None:
         self.broker = broker
         self.store = store
@@ -148,6 +155,7 @@ class SendMessageProcessor:
         self.store_host = store_host
         self.start_accept_send_ms = 0
         self.half_message_hook = half_message_hook
+        self.timer_hook = timer_hook
         self.replica = replica
         self.rng = random.Random()
         self.flush_waiters = 0  # SYNC_FLUSH sends awaiting the group commit (flow control)
@@ -291,6 +299,15 @@ class SendMessageProcessor:
                 )
             transaction_id = uniq_key
             self.half_message_hook(msg)
+        elif _TIMER_NEEDLE in properties:
+            if self.timer_hook is not None:
+                self.timer_hook(msg)  # MessageIllegalError (MESSAGE_ILLEGAL) for a bad delivery time
+            elif asks_for_timer(properties):
+                return make_response(
+                    request,
+                    ResponseCode.SYSTEM_ERROR,
+                    "accurate timer message is not enabled, timerWheelEnable is false",
+                )
         pending = self.store.put_message_nowait(msg)
         result = pending.result
         append = result.append
