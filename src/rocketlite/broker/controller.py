@@ -25,6 +25,7 @@ from rocketlite.broker import acl
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
+from rocketlite.broker.grpc.telemetry import ProducerStreams
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
@@ -45,6 +46,7 @@ from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.timer import TimerMessageService
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
@@ -105,6 +107,7 @@ class BrokerParts:
     slave_sync: SlaveSynchronize | None
     metrics: MetricsServer | None
     grpc: GrpcEndpoint | None = None
+    timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
 
     def services(self) -> dict[str, BrokerService]:
         """The background services by name, in start order (closed in reverse)."""
@@ -113,6 +116,7 @@ class BrokerParts:
             "client-housekeeping": self.clients,
             "pull-hold": self.pull.hold,
             "schedule": self.schedule,
+            "timer": self.timer,
             "transaction-check": self.transactions,
             "runtime-stats": self.runtime_stats,
             "ha-master": self.ha_master,
@@ -259,13 +263,22 @@ class BrokerController:
             enabled=not b.is_slave,
         )  # fmt: skip
         schedule.load()
+        timer: TimerMessageService | None = None
+        if self.store_config.timer_wheel_enable:
+            timer = TimerMessageService(
+                store, topics, stats, clock, store_host, self.store_config.config_dir,
+                enabled=not b.is_slave,
+            )  # fmt: skip
+            timer.load()
         pop_service = PopService(store, offsets, clock, self.store_config.config_dir, b.broker_name)
         pop_service.load()
         pop = PopMessageProcessor(b, pop_service, topics, groups)
         store.add_arrival_listener(pop.on_arrival)  # wakes held POPs
+        producers = ProducerStreams()  # 5.x producers' Telemetry streams: check channels too
         transactions = TransactionalMessageService(
-            b, store, topics, offsets, stats, clock, store_host, clients.producer_channels
-        )
+            b, store, topics, offsets, stats, clock, store_host,
+            lambda group: [*clients.producer_channels(group), *producers.channels(group)],
+        )  # fmt: skip
         ha_master: HAMasterService | None = None
         ha_slave: HASlaveService | None = None
         slave_sync: SlaveSynchronize | None = None
@@ -290,6 +303,7 @@ class BrokerController:
         send = SendMessageProcessor(
             b, store, topics, groups, stats, clock, store_host,
             half_message_hook=transactions.to_half_message,
+            timer_hook=timer.park if timer is not None else None,
             replica=ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None,
         )  # fmt: skip
         figures = BrokerFigures(b, self.store_config, store, stats, offsets, clients)
@@ -313,6 +327,7 @@ class BrokerController:
             locks=RebalanceLockManager(clock),
             send_back=ConsumerSendBackProcessor(b, store, topics, groups, stats, store_host),
             schedule=schedule,
+            timer=timer,
             transactions=transactions,
             query=QueryMessageProcessor(store),
             runtime_stats=runtime_stats,
@@ -322,7 +337,7 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
-            grpc=self._grpc_endpoint(topics, groups, send, pop),
+            grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, producers),
         )
 
     def _grpc_endpoint(
@@ -331,6 +346,8 @@ class BrokerController:
         groups: SubscriptionGroupManager,
         send: SendMessageProcessor,
         pop: PopMessageProcessor,
+        transactions: TransactionalMessageService,
+        producers: ProducerStreams,
     ) -> GrpcEndpoint | None:
         """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
         grpcServerPort 0, with aclEnable (no 5.x signature check yet) or without grpcio (said once);
@@ -352,6 +369,8 @@ class BrokerController:
             host=b.listen_host,
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,
+            transactions=transactions,
+            producers=producers,
         )  # fmt: skip
 
     def _refused_by_master(self, reason: str) -> None:
