@@ -50,6 +50,7 @@ def register_requests(
         C.END_TRANSACTION: transactions.handle_end_transaction,
         # consumers
         C.PULL_MESSAGE: pull.handle,
+        P.LITE_PULL_MESSAGE: pull.handle,  # 5.x lite pull: a PULL_MESSAGE under another code
         C.CONSUMER_SEND_MSG_BACK: send_back.handle,
         P.POP_MESSAGE: pop.handle_pop,  # 5.x POP consumption
         P.ACK_MESSAGE: pop.handle_ack,

@@ -32,8 +32,11 @@ from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 
 
 class PopRequestCode(IntEnum):
-    """The 5.x POP request codes served (`protocol.codes.RequestCode` holds the 4.x ones)."""
+    """The 5.x consumer request codes served (`protocol.codes.RequestCode` holds the 4.x ones):
+    POP, and LITE_PULL_MESSAGE, which 5.x lite pull consumers send instead of PULL_MESSAGE
+    (same header, same answers; ACL checks both as a read of the topic)."""
 
+    LITE_PULL_MESSAGE = 361
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
