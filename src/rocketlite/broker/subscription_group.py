@@ -2,7 +2,8 @@
 
 Groups are created on first use when `autoCreateSubscriptionGroup` is on (RocketMQ's default).
 The fields and defaults are `SubscriptionGroupConfig`'s; `retryMaxTimes` (16) decides when a
-message goes to the DLQ.
+message goes to the DLQ; `consumeMessageOrderly` (RocketMQ 5) makes 5.x consumers of the group
+consume FIFO.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
             "consumeFromMinEnable": self.consume_from_min_enable,
             "groupName": self.group_name,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
@@ -59,6 +62,7 @@ class SubscriptionGroupConfig:
             broker_id=get_int(obj, "brokerId", 0),
             which_broker_when_consume_slowly=get_int(obj, "whichBrokerWhenConsumeSlowly", 1),
             notify_consumer_ids_changed_enable=get_bool(obj, "notifyConsumerIdsChangedEnable", True),
+            consume_message_orderly=get_bool(obj, "consumeMessageOrderly", False),
         )
 
 
