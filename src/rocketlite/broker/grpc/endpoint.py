@@ -13,11 +13,12 @@ from rocketlite.broker.grpc.consume import ConsumerService
 from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.grpc.send import ProducerService
-from rocketlite.broker.grpc.telemetry import TelemetryService
+from rocketlite.broker.grpc.telemetry import ProducerStreams, TelemetryService
 from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.proto import available
 
 log = logging.getLogger("rocketlite.broker.grpc")
@@ -43,14 +44,18 @@ class GrpcEndpoint:
         host: str,
         port: int,
         max_body_size: int,
+        transactions: TransactionalMessageService | None = None,
+        producers: ProducerStreams | None = None,
     ) -> None:
         self.kit = kit = ProtoKit()
         self.host = host
         self.requested_port = port
         self.port = 0
         self.route = RouteService(kit, broker, topics, lambda: self.port)
-        self.telemetry = TelemetryService(kit, max_body_size=max_body_size)
-        self.producer = ProducerService(kit, send, max_body_size=max_body_size)
+        self.telemetry = TelemetryService(
+            kit, max_body_size=max_body_size, groups=groups, producers=producers
+        )
+        self.producer = ProducerService(kit, send, max_body_size=max_body_size, transactions=transactions)
         self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route)
         # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
         self.server: Any = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])

@@ -1,6 +1,9 @@
 """QueryRoute: a topic's queues as 5.x clients need them, each with its permission, the message
 types it accepts, and this broker's gRPC address (clients connect to what the route says, not to
-the address they asked)."""
+the address they asked).
+
+Topics declare no message type here (RocketMQ 5's topic attribute `message.type`), so every queue
+accepts the four types the endpoint serves: the clients refuse to send a type the route omits."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.kit import ProtoKit
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
+
+ACCEPTED_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
 
 
 class RouteService:
@@ -43,7 +48,7 @@ class RouteService:
             )
         broker = pb.Broker(name=self.broker.broker_name, id=0, endpoints=self.endpoints())
         topic_perm = tc.perm & self.broker.broker_permission
-        types = [pb.MessageType.Value("NORMAL")]  # the only type sent so far
+        types = [pb.MessageType.Value(name) for name in ACCEPTED_TYPES]
         queues = []
         for queue_id in range(max(tc.read_queue_nums, tc.write_queue_nums)):
             readable = perm.is_readable(topic_perm) and queue_id < tc.read_queue_nums

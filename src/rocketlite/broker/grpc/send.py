@@ -1,24 +1,51 @@
-"""SendMessage (and EndTransaction): a 5.x send becomes a SEND_MESSAGE_V2 request handed to the
+"""SendMessage and EndTransaction: a 5.x send becomes a SEND_MESSAGE_V2 request handed to the
 broker's own `SendMessageProcessor`, in process, as Java's proxy does: the same checks, topic
-auto-creation and store path as a 4.x send. The body digest is checked first, by type."""
+auto-creation and store path as a 4.x send. The body digest is checked first, by type.
+
+By message type (`system_properties.message_type`), as Java's proxy maps them:
+
+- NORMAL: the broker picks a queue.
+- FIFO: `message_group` becomes property `__SHARDINGKEY`, and the queue is chosen from the group
+  (a stable hash over the topic's write queues), so one group's messages land in one queue in the
+  order they were sent. The clients' own queue choice is not used (Python sends none).
+- DELAY: `delivery_timestamp` becomes property TIMER_DELIVER_MS (epoch ms), which the broker's
+  timer parks until then. The Python client 5.1.2 writes its millisecond value into the seconds
+  field, so a "seconds" value past year 5000 is read as milliseconds.
+- TRANSACTION: a prepared message (TRAN_MSG, PGROUP = the topic name, as Java's proxy names the
+  producer group) that the transaction service parks as a half message. The answer's
+  `transaction_id` names the half (its commit-log and queue offsets), so EndTransaction needs no
+  table that a restart would lose; the check-back sends the same id (telemetry.py).
+
+Topics carry no declared message type here, so every type is accepted on every topic (the route
+says so).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import struct
+import time
 import zlib
 from typing import TYPE_CHECKING, Any, cast
 
 from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit
 from rocketlite.broker.processors.send import SendMessageProcessor
-from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.broker.transaction import TransactionalMessageService
+from rocketlite.protocol import reserved
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.message import properties_to_string
+from rocketlite.protocol.headers import EndTransactionRequestHeader
+from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id, properties_to_string
 from rocketlite.protocol.requests.send import build_send
 
 if TYPE_CHECKING:
     from rocketlite.remoting.connection import Connection
+
+SHARDING_KEY = "__SHARDINGKEY"  # MessageConst.PROPERTY_SHARDING_KEY: a FIFO message's group
+MAX_MESSAGE_GROUP_BYTES = 64  # Java proxy's maxMessageGroupSize
+_MS_IN_SECONDS_FIELD = 100_000_000_000  # seconds past year 5138: a millisecond value
 
 # 4.x answers of a send mapped onto apache.rocketmq.v2.Code (Java's ResponseCode -> Code table).
 SEND_CODES: dict[int, str] = {
@@ -27,8 +54,9 @@ SEND_CODES: dict[int, str] = {
     ResponseCode.MESSAGE_ILLEGAL: "BAD_REQUEST",
     ResponseCode.SYSTEM_BUSY: "TOO_MANY_REQUESTS",
     ResponseCode.SERVICE_NOT_AVAILABLE: "INTERNAL_ERROR",
-    ResponseCode.FLUSH_DISK_TIMEOUT: "INTERNAL_ERROR",
-    ResponseCode.SLAVE_NOT_AVAILABLE: "INTERNAL_ERROR",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "MASTER_PERSISTENCE_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "SLAVE_PERSISTENCE_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "HA_NOT_AVAILABLE",
 }
 
 
@@ -51,10 +79,57 @@ def digest_problem(body: bytes, digest_type: str, checksum: str) -> str | None:
     return None  # DIGEST_TYPE_UNSPECIFIED: nothing to check
 
 
+def transaction_id(commit_log_offset: int, queue_offset: int) -> str:
+    """The id a 5.x producer gets for a half message (and is sent with its check-back): where the
+    half lies, so that EndTransaction finds it after a restart too."""
+    return f"{commit_log_offset:X}-{queue_offset:X}"
+
+
+def parse_transaction_id(text: str) -> tuple[int, int] | None:
+    """(commit-log offset, half queue offset) of a `transaction_id`; None if it is not one."""
+    first, sep, second = text.partition("-")
+    try:
+        return (int(first, 16), int(second, 16)) if sep and first and second else None
+    except ValueError:
+        return None
+
+
+def fifo_queue(group: str, queues: int) -> int:
+    """The queue of a message group: stable across restarts and brokers of the same topic size."""
+    return zlib.crc32(group.encode("utf-8")) % max(queues, 1)
+
+
+def delivery_ms(timestamp: Any) -> int:
+    """`delivery_timestamp` in epoch ms (see the module docstring for the Python client's ms)."""
+    if timestamp.seconds >= _MS_IN_SECONDS_FIELD:
+        return int(timestamp.seconds)
+    return int(timestamp.seconds) * 1000 + int(timestamp.nanos) // 1_000_000
+
+
+class Refused(RocketliteError):  # noqa: N818  (a verdict, not a fault)
+    """A message refused before it reaches the broker: `status` is its apache.rocketmq.v2.Code
+    name."""
+
+    def __init__(self, status: str, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+
+
 class ProducerService:
-    def __init__(self, kit: ProtoKit, send: SendMessageProcessor, *, max_body_size: int) -> None:
+    """`transactions`: the broker's transaction service, which EndTransaction goes to (None: not
+    served)."""
+
+    def __init__(
+        self,
+        kit: ProtoKit,
+        send: SendMessageProcessor,
+        *,
+        max_body_size: int,
+        transactions: TransactionalMessageService | None = None,
+    ) -> None:
         self.kit = kit
         self.send = send
+        self.transactions = transactions
         self.max_body_size = max_body_size
 
     async def send_message(self, request: Any, context: Any) -> Any:
@@ -68,55 +143,193 @@ class ProducerService:
             status = kit.status("MULTIPLE_RESULTS", "the messages were answered differently")
         return kit.spb.SendMessageResponse(status=status, entries=entries)
 
-    async def end_transaction(self, request: Any, context: Any) -> Any:
-        del request
-        await self.kit.not_served(context)
-
     async def _send_one(self, message: Any, peer: str) -> Any:
-        kit, pb = self.kit, self.kit.pb
+        kit = self.kit
+        try:
+            command, message_type = self._build(message)
+            answer = self.send.handle(cast("Connection", GrpcPeer(peer)), command)
+            if inspect.isawaitable(answer):  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
+                answer = await answer
+        except Refused as exc:
+            return kit.spb.SendResultEntry(status=kit.status(exc.status, str(exc)))
+        except RocketliteError as exc:
+            return kit.spb.SendResultEntry(
+                status=kit.status(SEND_CODES.get(exc.code, "BAD_REQUEST"), str(exc))
+            )
+        assert isinstance(answer, RemotingCommand)
+        if answer.code != ResponseCode.SUCCESS:
+            code = SEND_CODES.get(answer.code, "INTERNAL_ERROR")
+            return kit.spb.SendResultEntry(status=kit.status(code, answer.remark or ""))
+        ext = answer.ext_fields or {}
+        offset = int(ext.get("queueOffset", 0))
+        tx_id = ""
+        if message_type == "TRANSACTION":  # the half's place: its offset msg id and queue offset
+            tx_id = transaction_id(parse_msg_id(ext["msgId"]).offset, offset)
+        return kit.spb.SendResultEntry(
+            status=kit.status("OK"),
+            message_id=message.system_properties.message_id,
+            offset=offset,
+            transaction_id=tx_id,
+        )
 
-        def refused(code: str, why: str) -> Any:
-            return kit.spb.SendResultEntry(status=kit.status(code, why))
-
+    def _build(self, message: Any) -> tuple[RemotingCommand, str]:
+        """The SEND_MESSAGE_V2 request of one 5.x message and its type; `Refused` for bad input."""
+        pb = self.kit.pb
         system = message.system_properties
         body = bytes(message.body)
         if not system.message_id:
-            return refused("ILLEGAL_MESSAGE_ID", "system_properties.message_id is required")
+            raise Refused("ILLEGAL_MESSAGE_ID", "system_properties.message_id is required")
         message_type = pb.MessageType.Name(system.message_type)
-        if message_type != "NORMAL":
-            return refused("BAD_REQUEST", f"{message_type} messages are not served over gRPC yet")
+        if message_type not in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"):
+            raise Refused(
+                "BAD_REQUEST",
+                f"{message_type} messages are not served (NORMAL, FIFO, DELAY, TRANSACTION are)",
+            )
         if len(body) > self.max_body_size:
-            return refused("MESSAGE_BODY_TOO_LARGE", f"body of {len(body)} bytes > {self.max_body_size}")
+            raise Refused("MESSAGE_BODY_TOO_LARGE", f"body of {len(body)} bytes > {self.max_body_size}")
         problem = digest_problem(
             body, pb.DigestType.Name(system.body_digest.type), system.body_digest.checksum
         )
         if problem is not None:
-            return refused("MESSAGE_CORRUPTED", problem)
+            raise Refused("MESSAGE_CORRUPTED", problem)
+        topic = message.topic.name
         properties = dict(message.user_properties)
         if system.HasField("tag"):
-            properties["TAGS"] = system.tag
+            properties[MessageConst.TAGS] = system.tag
         if system.keys:
-            properties["KEYS"] = " ".join(system.keys)
-        properties["UNIQ_KEY"] = system.message_id
-        topic = message.topic.name
+            properties[MessageConst.KEYS] = " ".join(system.keys)
+        properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = system.message_id
+        properties[MessageConst.PRODUCER_GROUP] = topic  # Java's proxy: the producer group is the topic
+        queue_id = -1  # the broker picks the queue, as Java's proxy does (FIFO: by group, below)
+        sys_flag = 0
+        group = system.message_group if system.HasField("message_group") else ""
+        if message_type == "FIFO":
+            queue_id = self._fifo_queue(topic, group)
+        elif group:
+            raise Refused(
+                "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {message_type} message has no message_group"
+            )
+        if group:
+            properties[SHARDING_KEY] = group
+        has_delivery = system.HasField("delivery_timestamp")
+        if message_type == "DELAY":
+            if not has_delivery:
+                raise Refused(
+                    "ILLEGAL_DELIVERY_TIME", "a DELAY message needs system_properties.delivery_timestamp"
+                )
+            properties[MessageConst.TIMER_DELIVER_MS] = str(self._delivery(system.delivery_timestamp))
+        elif has_delivery:
+            raise Refused(
+                "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {message_type} message has no delivery_timestamp"
+            )
+        if message_type == "TRANSACTION":
+            sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+            properties[MessageConst.TRANSACTION_PREPARED] = "true"
+            if system.HasField("orphaned_transaction_recovery_duration"):
+                seconds = system.orphaned_transaction_recovery_duration.seconds
+                properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(int(seconds), 0))
+        born = system.born_timestamp
         command = build_send(
-            group=topic,  # Java's proxy: the producer group is the topic name
+            group=topic,
             topic=topic,
-            queue_id=-1,  # the broker picks the queue, as Java's proxy does
+            queue_id=queue_id,
             body=body,
             properties=properties_to_string(properties),
-            born_timestamp=system.born_timestamp.seconds * 1000 + system.born_timestamp.nanos // 1_000_000,
+            born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
+            sys_flag=sys_flag,
         )
+        return command, message_type
+
+    def _fifo_queue(self, topic: str, group: str) -> int:
+        if not group:
+            raise Refused("ILLEGAL_MESSAGE_GROUP", "a FIFO message needs system_properties.message_group")
+        if not group.strip():
+            raise Refused("ILLEGAL_MESSAGE_GROUP", "message_group cannot be only whitespace")
+        if len(group.encode("utf-8")) >= MAX_MESSAGE_GROUP_BYTES:
+            raise Refused(
+                "ILLEGAL_MESSAGE_GROUP",
+                f"message_group is {len(group.encode())} bytes, max {MAX_MESSAGE_GROUP_BYTES - 1}",
+            )
+        if any(ord(c) < 32 for c in group):
+            raise Refused("ILLEGAL_MESSAGE_GROUP", "message_group cannot contain control characters")
+        tc = self.send.topics.select(topic)
+        return -1 if tc is None else fifo_queue(group, tc.write_queue_nums)
+
+    def _delivery(self, timestamp: Any) -> int:
+        at = delivery_ms(timestamp)
+        furthest = self.send.store.config.timer_max_delay_sec * 1000
+        if at - int(time.time() * 1000) > furthest:
+            raise Refused(
+                "ILLEGAL_DELIVERY_TIME",
+                f"delivery_timestamp {at} ms is more than timerMaxDelaySec ({furthest // 1000} s) ahead",
+            )
+        return at
+
+    # -- EndTransaction -----------------------------------------------------------------------
+    async def end_transaction(self, request: Any, context: Any) -> Any:
+        """COMMIT or ROLLBACK of a half message by its transaction id: the broker's END_TRANSACTION
+        path (the half must be this topic's, with this message id). Unspecified: left for the
+        check-back, as a 4.x UNKNOW."""
+        kit, pb = self.kit, self.kit.pb
+        if self.transactions is None:
+            await kit.not_served(context)
+        topic = request.topic.name
+        resolution = pb.TransactionResolution.Name(request.resolution)
+        found = parse_transaction_id(request.transaction_id)
+        if not request.transaction_id:
+            return self._ended("INVALID_TRANSACTION_ID", "transaction_id is empty")
+        if found is None:
+            return self._ended(
+                "INVALID_TRANSACTION_ID",
+                f"transaction_id {request.transaction_id!r} is not one this broker gave (its send answer's)",
+            )
+        commit_log_offset, queue_offset = found
+        problem = self._half_problem(commit_log_offset, queue_offset, topic, request.message_id)
+        if problem is not None:
+            return self._ended(
+                "INVALID_TRANSACTION_ID", f"transaction_id {request.transaction_id!r}: {problem}"
+            )
+        kind = {
+            "COMMIT": MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+            "ROLLBACK": MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
+        }.get(resolution, MessageSysFlag.TRANSACTION_NOT_TYPE)
+        header = EndTransactionRequestHeader(
+            producer_group=topic,
+            tran_state_table_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=kind,
+            from_transaction_check=request.source == pb.TransactionSource.SOURCE_SERVER_CHECK,
+            msg_id=request.message_id,
+            transaction_id=request.transaction_id,
+        )
+        command = make_request(RequestCode.END_TRANSACTION, header.to_ext())
+        assert self.transactions is not None
+        answer = self.transactions.handle_end_transaction(
+            cast("Connection", GrpcPeer(context.peer())), command
+        )
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer is None or answer.code == ResponseCode.SUCCESS:  # None: UNKNOWN, left to the check
+            return kit.spb.EndTransactionResponse(status=kit.status("OK"))
+        return self._ended("INTERNAL_ERROR", answer.remark or f"END_TRANSACTION answered {answer.code}")
+
+    def _ended(self, code: str, why: str) -> Any:
+        return self.kit.spb.EndTransactionResponse(status=self.kit.status(code, why))
+
+    def _half_problem(
+        self, commit_log_offset: int, queue_offset: int, topic: str, message_id: str
+    ) -> str | None:
+        """Why the record at `commit_log_offset` is not this message's half in `topic`, or None."""
         try:
-            answer = self.send.handle(cast("Connection", GrpcPeer(peer)), command)
-            if inspect.isawaitable(answer):  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
-                answer = await answer
-        except RocketliteError as exc:
-            return refused(SEND_CODES.get(exc.code, "BAD_REQUEST"), str(exc))
-        assert isinstance(answer, RemotingCommand)
-        if answer.code != ResponseCode.SUCCESS:
-            return refused(SEND_CODES.get(answer.code, "INTERNAL_ERROR"), answer.remark or "")
-        ext = answer.ext_fields or {}
-        return kit.spb.SendResultEntry(
-            status=kit.status("OK"), message_id=system.message_id, offset=int(ext.get("queueOffset", 0))
-        )
+            half = self.send.store.look_message_by_offset(commit_log_offset)
+        except (ValueError, IndexError, struct.error):  # a forged offset inside a record
+            half = None
+        if half is None or half.topic != reserved.TRANS_HALF_TOPIC:
+            return "no half message there"
+        if half.queue_offset != queue_offset:
+            return "no half message there"
+        if half.get_property(MessageConst.REAL_TOPIC) != topic:
+            return f"the half message is not in topic {topic!r}"
+        if message_id and half.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != message_id:
+            return f"the half message is not message {message_id!r}"
+        return None
