@@ -136,8 +136,14 @@ class PopMessageProcessor:
         if not result.ok or result.append is None:
             log.error("DLQ copy of %s for group %s failed: %s", record.msg_id, group, result.status.name)
             return False
-        if pending.flush_future is not None:  # SYNC_FLUSH: the group commit covers it
-            return bool(await asyncio.wrap_future(pending.flush_future))
+        fut = pending.flush_future
+        if fut is not None:  # SYNC_FLUSH: the group commit covers it
+            try:
+                timeout = store.config.sync_flush_timeout / 1000
+                flushed = await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
+            except TimeoutError:
+                return False
+            return flushed
         return await _flushed(store, result.append.end_offset)
 
     def _check(self, group: str, topic: str, queue_id: int, *, any_queue: bool = False) -> tuple[int, int]:
