@@ -25,6 +25,7 @@ from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.schema import COLUMNS
 from rocketlite.spark.sink import _rows, write_partition
 from rocketlite.spark.source import DataLossError, QueueRange, StreamReader, read_range
+from tests.support.real_clients import stored
 from tests.support.spark_session import produce, wait_dispatched
 from tests.support.topics import create_topic
 
@@ -195,10 +196,11 @@ def test_read_range_skips_or_fails_on_deleted_offsets(
 
 
 # -- the sink's row handling (no Spark) ---------------------------------------------------------------
-def test_sink_rows_ids_and_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sink_rows_ids_and_chunks(
+    monkeypatch: pytest.MonkeyPatch, spark_cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
     import pyarrow as pa  # noqa: PLC0415
 
-    from rocketlite.client.message import MessageQueue  # noqa: PLC0415
     from rocketlite.spark import sink  # noqa: PLC0415
 
     opts = SinkOptions.parse({"nameServer": "x:1", "batchSize": "3"}, streaming=True)
@@ -219,41 +221,51 @@ def test_sink_rows_ids_and_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert first.body == b"v0" and first.keys == "k1 k2" and first.tags == "fromProps"
     assert first.properties["user"] == "x" and "DELAY" not in first.properties
 
-    sent: list[tuple[str, int, list[str]]] = []
-
-    class Client:
-        def publish_queues(self, group: str, topic: str) -> list[MessageQueue]:
-            return [MessageQueue(topic, "broker-a", i) for i in range(4)]
-
-        def has_unique_key(self, topic: str, key: str) -> bool:
-            return key in stored
-
-        def send_batch(self, group: str, queue: MessageQueue, messages: Any, timeout: float) -> None:
-            sent.append((queue.topic, queue.queue_id, [m.properties["UNIQ_KEY"] for m in messages]))
-            stored.update(m.properties["UNIQ_KEY"] for m in messages)
-
-    stored: set[str] = set()
-    monkeypatch.setattr(sink, "client_for", lambda *a: Client())
+    # The idempotent write against the run's real broker (topics of 4 queues), Spark's task context
+    # given as an executor would see it (partition 3 of batch 7 of query-1).
+    c = spark_cluster
+    a, b = f"SinkIdsA{time.monotonic_ns()}", f"SinkIdsB{time.monotonic_ns()}"
+    for topic in (a, b):
+        create_topic(c, topic, 4)
+    batch = batch.set_column(0, "topic", pa.array([a] * 5 + [b]))
+    opts = SinkOptions.parse({"nameServer": c.namesrv_addr, "batchSize": "3"}, streaming=True)
     monkeypatch.setattr(sink, "_task_context", lambda: (3, "7", "query-1"))
+
+    def stored_ids() -> dict[str, list[str]]:
+        wait_dispatched(c)
+        return {
+            topic: [str(r.get_property("UNIQ_KEY")) for q in range(4) for r in stored(c, topic, q)]
+            for topic in (a, b)
+        }
+
     r1 = write_partition(opts, iter([batch]), streaming=True)
-    first_run = list(sent)
     assert r1.sent == 6 and r1.skipped == 0 and r1.chunks == 3  # A: 3 + 2, B: 1
-    assert len(stored) == 6  # identical rows (v1, v1) got distinct ids
-    # A replay of the same batch and partition, rows in another order: same ids, same chunks, nothing sent.
-    sent.clear()
+    first_run = stored_ids()
+    assert len(set(first_run[a])) == 5 and len(first_run[b]) == 1  # identical rows (v1, v1): distinct ids
+    # A replay of the same batch and partition, rows in another order: same ids, nothing sent.
     reordered = batch.take(pa.array([5, 4, 3, 2, 1, 0]))
     r2 = write_partition(opts, iter([reordered]), streaming=True)
-    assert r2.sent == 0 and r2.skipped == 6 and sent == []
-    # A replay that failed after the first chunk: only the missing chunks go out.
-    stored.clear()
-    stored.update(first_run[0][2])
-    r3 = write_partition(opts, iter([reordered]), streaming=True)
-    assert r3.skipped == 3 and r3.sent == 3 and sent == first_run[1:]
-    # Another batch id gives other ids.
+    assert r2.sent == 0 and r2.skipped == 6 and stored_ids() == first_run
+    # Another batch whose first attempt fails after its first chunk: the replay sends only the rest.
     monkeypatch.setattr(sink, "_task_context", lambda: (3, "8", "query-1"))
-    sent.clear()
-    write_partition(opts, iter([batch]), streaming=True)
-    assert not {u for c in sent for u in c[2]} & {u for c in first_run for u in c[2]}
+    marker = tmp_path / "fail-once"
+    marker.touch()
+    failing = SinkOptions.parse(
+        {
+            "nameServer": c.namesrv_addr,
+            "batchSize": "3",
+            "testFailAfterChunks": "1",
+            "testFailMarker": str(marker),
+        },
+        streaming=True,
+    )
+    with pytest.raises(RuntimeError, match="injected failure after 1 chunk"):
+        write_partition(failing, iter([batch]), streaming=True)
+    r3 = write_partition(failing, iter([reordered]), streaming=True)
+    assert r3.skipped == 3 and r3.sent == 3
+    second_run = stored_ids()
+    new_ids = set(second_run[a] + second_run[b]) - set(first_run[a] + first_run[b])
+    assert len(new_ids) == 6 and len(second_run[a]) + len(second_run[b]) == 12  # other ids, each once
 
 
 # -- end to end on Spark --------------------------------------------------------------------------------

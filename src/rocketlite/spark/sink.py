@@ -71,11 +71,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StringType, StructType
 
 from rocketlite.client.errors import ClientError, MessageIllegalError, NoRouteError, parse_answer
-from rocketlite.client.message import Message, MessageQueue
+from rocketlite.client.message import MessageQueue
 from rocketlite.client.producer import AsyncProducer, check_topic
 from rocketlite.client.sync import shared_loop
-from rocketlite.protocol.batch import ENTRY_OVERHEAD, decode_batch
-from rocketlite.protocol.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from rocketlite.protocol.batch import ENTRY_OVERHEAD
 from rocketlite.protocol.requests.send import build_send_batch, parse_send
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 from rocketlite.spark import sink_batches
@@ -92,7 +91,6 @@ BATCH_ID_PROPERTY: Final = "streaming.sql.batchId"
 QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
 SEND_ATTEMPTS: Final = 3
 IN_FLIGHT: Final = 4  # chunks being checked and sent at once by one task
-DEFAULT_MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024  # the producer's, for clients without one
 
 
 @dataclass
@@ -141,9 +139,8 @@ class _Chunk:
 class _Sender:
     """Sends one task's chunks, each checked first in idempotent mode.
 
-    Over a `BrokerClient` a chunk goes out as SEND_BATCH_MESSAGE requests whose bodies are slices
-    of the task's prepared entries; any other client (a test double) gets the same entries back
-    as `Message`s through its `send_batch`.
+    A chunk goes out as SEND_BATCH_MESSAGE requests whose bodies are slices of the task's
+    prepared entries (never decoded back into messages).
     """
 
     def __init__(self, options: SinkOptions, client: BrokerClient, prepared: sink_batches.Prepared) -> None:
@@ -151,9 +148,7 @@ class _Sender:
         self.client = client
         self.prepared = prepared
         self._queues: dict[str, list[MessageQueue]] = {}
-        self._producer: AsyncProducer | None = None
-        if isinstance(client, BrokerClient):
-            self._producer = client.producer(options.producer_group)
+        self._producer: AsyncProducer = client.producer(options.producer_group)
 
     def queues(self, topic: str) -> list[MessageQueue]:
         found = self._queues.get(topic)
@@ -206,18 +201,8 @@ class _Sender:
         timeout = self.options.send_timeout_ms / 1000
         for attempt in range(1, SEND_ATTEMPTS + 1):
             try:
-                if self._producer is None:
-                    messages = [
-                        Message(chunk.topic, e.body, properties=_parse_properties(e.properties))
-                        for body in requests
-                        for e in decode_batch(body)
-                    ]
-                    self.client.send_batch(self.options.producer_group, chunk.queue, messages, timeout)
-                else:
-                    for body in requests:
-                        shared_loop().call(
-                            self._send_body(self._producer, chunk, body, timeout), timeout=None
-                        )
+                for body in requests:
+                    shared_loop().call(self._send_body(self._producer, chunk, body, timeout), timeout=None)
                 return True
             except ClientError as exc:
                 if attempt == SEND_ATTEMPTS or not exc.retriable:
@@ -231,7 +216,7 @@ class _Sender:
     def _requests(self, chunk: _Chunk) -> list[bytes]:
         """The chunk's request bodies, checked as the producer checks a batch and split where one
         would exceed the producer's maximum message size."""
-        limit = self._producer.max_message_size if self._producer is not None else DEFAULT_MAX_MESSAGE_SIZE
+        limit = self._producer.max_message_size
         check_topic(chunk.topic)
         if chunk.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise MessageIllegalError("batch messages cannot be sent to a retry topic")
@@ -281,12 +266,6 @@ class _Sender:
             broker_name=mq.broker_name,
         )
         parse_answer(parse_send, await instance.invoke(addr, cmd, timeout))
-
-
-def _parse_properties(text: str) -> dict[str, str]:
-    """A properties string back into the dict it was made from (every pair kept, in order)."""
-    pairs = (item.partition(NAME_VALUE_SEPARATOR) for item in text.split(PROPERTY_SEPARATOR) if item)
-    return {k: v for k, _, v in pairs}
 
 
 def _task_context() -> tuple[int, str | None, str | None]:
