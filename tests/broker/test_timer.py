@@ -28,6 +28,10 @@ DAY_MS = 86_400_000
 
 
 def message(topic: str = "T", queue_id: int = 1, **props: str) -> MessageInner:
+    return message_with(props, topic, queue_id)
+
+
+def message_with(props: dict[str, str], topic: str = "T", queue_id: int = 1) -> MessageInner:
     return MessageInner(
         topic=topic,
         body=b"body-" + props.get("UNIQ_KEY", "x").encode(),
@@ -50,9 +54,15 @@ class Rig:
         self.topics = TopicConfigManager(root / "config", BrokerConfig(), self.clock, 2)
         self.service = self.new_service()
 
-    def new_service(self, **kw: int) -> TimerMessageService:
+    def new_service(self, roll_span: int = 50_000) -> TimerMessageService:
         service = TimerMessageService(
-            self.store, self.topics, BrokerStats(), self.clock, HOST, self.root / "config", **kw
+            self.store,
+            self.topics,
+            BrokerStats(),
+            self.clock,
+            HOST,
+            self.root / "config",
+            roll_span=roll_span,
         )
         service.load()
         return service
@@ -149,7 +159,7 @@ def test_an_already_delivered_timer_and_transaction_halves_are_not_parked() -> N
      ("TIMER_DELAY_MS", "9" * 20), ("TIMER_DELAY_MS", "")],
 )  # fmt: skip
 def test_a_value_that_is_not_a_whole_number_is_illegal(name: str, value: str) -> None:
-    msg = message(**{name: value, "UNIQ_KEY": "u"})
+    msg = message_with({name: value, "UNIQ_KEY": "u"})
     if value == "":  # an empty value is no property at all once encoded
         assert park_timer_message(msg, 1000, 10) is None
         return
