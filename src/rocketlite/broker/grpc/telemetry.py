@@ -70,7 +70,7 @@ class TelemetryStream:
         except (RecordFormatError, ValueError) as exc:
             log.error("transaction check for %s not sent: %s", self.client, exc)
             return
-        recover = self.kit.pb.RecoverOrphanedTransactionCommand(
+        recover = self.kit.spb.RecoverOrphanedTransactionCommand(
             message=message_of(self.kit, record),
             transaction_id=transaction_id(header.commit_log_offset, header.tran_state_table_offset),
         )
