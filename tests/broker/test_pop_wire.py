@@ -12,10 +12,11 @@ from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.clock import SYSTEM_CLOCK
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.pop import POLLING_TIMEOUT, PopRequestCode, ReceiptHandle, parse_offset_info
+from rocketlite.protocol.pop import POLLING_TIMEOUT, PopRequestCode
 from rocketlite.protocol.record import StoredRecord, decode_records
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.pop_client import handles
 from tests.support.wire import pull_until_end
 
 TOPIC, GROUP = "PopWireTopic", "pop_wire_cg"
@@ -28,18 +29,6 @@ async def pop(
            "invisibleTime": str(invisible_ms), "pollTime": str(poll_ms), "bornTime": "1", "initMode": "1",
            "expType": "TAG", "exp": "*"}  # fmt: skip
     return await b.call(PopRequestCode.POP_MESSAGE, ext)
-
-
-def handles(response: RemotingCommand, broker_name: str) -> list[tuple[StoredRecord, str]]:
-    """What a client does with a POP answer: one receipt handle per record (its POP_CK)."""
-    ext = response.ext_fields or {}
-    starts = parse_offset_info(ext["startOffsetInfo"])
-    records = decode_records(response.body or b"")
-    return [
-        (r, ReceiptHandle(starts[("0", r.queue_id)][0], int(ext["popTime"]), int(ext["invisibleTime"]),
-                          int(ext["reviveQid"]), "0", broker_name, r.queue_id, r.queue_offset).build())
-        for r in records
-    ]  # fmt: skip
 
 
 async def ack(b: BrokerUnderTest, record: StoredRecord, handle: str) -> RemotingCommand:
