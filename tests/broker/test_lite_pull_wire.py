@@ -55,3 +55,17 @@ def test_lite_pull_answers_as_pull(tmp_path: Path) -> None:
             assert [r.body for r in woken.records()] == [b"m3"]
 
     run(scenario(), timeout=60)
+
+
+def test_lite_pull_refused_when_disabled(tmp_path: Path) -> None:
+    """litePullMessageEnable=false: 361 gets NO_PERMISSION naming the switch's effect, 11 still works."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store", lite_pull_message_enable=False) as b:
+            assert (await b.send(TOPIC, b"m0", queue_id=0)).code == ResponseCode.SUCCESS
+            pull, lite = await both(b, offset=0)
+            assert pull.code == ResponseCode.SUCCESS
+            assert lite.code == ResponseCode.NO_PERMISSION
+            assert "lite pull consumer is forbidden" in (lite.remark or "")
+
+    run(scenario(), timeout=60)

@@ -59,6 +59,7 @@ class BrokerConfig:
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
     reject_transaction_message: bool = False
+    lite_pull_message_enable: bool = True  # false: LITE_PULL_MESSAGE (361) answers NO_PERMISSION
     flush_consumer_offset_interval: int = 5000
     channel_expired_timeout: int = 120_000
     notify_consumer_ids_changed_enable: bool = True

@@ -47,6 +47,7 @@ from rocketlite.protocol.codes import PullSysFlag, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import PullMessageRequestHeader
+from rocketlite.protocol.pop import PopRequestCode
 from rocketlite.protocol.record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.protocol.reserved import MASTER_ID
 from rocketlite.protocol.speedups import decode_pull_header
@@ -130,7 +131,14 @@ class PullMessageProcessor:
 
     # -- entry points -----------------------------------------------------------------------
     def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        """First execution: may park the pull (no answer now) and may commit the offset."""
+        """First execution: may park the pull (no answer now) and may commit the offset. A 5.x
+        LITE_PULL_MESSAGE (361) is the same request under another code, refused as RocketMQ 5
+        refuses it when `litePullMessageEnable` is false."""
+        if request.code == PopRequestCode.LITE_PULL_MESSAGE and not self.broker.lite_pull_message_enable:
+            raise _refuse(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.broker_ip1}] for lite pull consumer is forbidden",
+            )
         return self.process(conn, request, allow_suspend=True)
 
     def wake(self, held: HeldPull) -> None:
