@@ -1,14 +1,19 @@
 """The gRPC server: a `grpc.aio` server on the broker's own event loop, started and stopped by the
 controller, and the servicer that hands each RPC of `apache.rocketmq.v2.MessagingService` to the
 module serving it (route, telemetry, send, consume). An RPC no module serves answers UNIMPLEMENTED.
+Every RPC passes `auth.GrpcGuard` first (namespaces; the signature and permissions with aclEnable);
+with `tlsCertPath` and `tlsKeyPath` the port serves TLS only.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
+from rocketlite.broker.acl import AclValidator
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.grpc.auth import GrpcGuard
 from rocketlite.broker.grpc.consume import ConsumerService
 from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
@@ -19,6 +24,7 @@ from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
+from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.proto import available
 
 log = logging.getLogger("rocketlite.broker.grpc")
@@ -44,10 +50,14 @@ class GrpcEndpoint:
         host: str,
         port: int,
         max_body_size: int,
+        acl: AclValidator | None = None,
         transactions: TransactionalMessageService | None = None,
         producers: ProducerStreams | None = None,
     ) -> None:
         self.kit = kit = ProtoKit()
+        self.guard = GrpcGuard(kit, acl)
+        self.broker = broker
+        self.credentials: Any = None  # TLS server credentials, read by start()
         self.host = host
         self.requested_port = port
         self.port = 0
@@ -63,16 +73,22 @@ class GrpcEndpoint:
 
     async def start(self) -> None:
         """Bind and serve. A port already taken leaves the endpoint off with an error logged, and
-        the broker serves its remoting clients anyway (`port` stays 0)."""
+        the broker serves its remoting clients anyway (`port` stays 0). Unreadable TLS files stop
+        the broker (ConfigError)."""
+        self.credentials = _tls_credentials(self.kit, self.broker)
         try:
-            self.port = self.server.add_insecure_port(f"{self.host}:{self.requested_port}")
+            address = f"{self.host}:{self.requested_port}"
+            if self.credentials is None:
+                self.port = self.server.add_insecure_port(address)
+            else:
+                self.port = self.server.add_secure_port(address, self.credentials)
         except RuntimeError as exc:
             log.error(
                 "5.x gRPC endpoint off: grpcServerPort %s on %s: %s", self.requested_port, self.host, exc
             )
             return
         await self.server.start()
-        log.info("5.x gRPC endpoint on %s:%d", self.host, self.port)
+        log.info("5.x gRPC endpoint on %s:%d%s", self.host, self.port, " (TLS)" if self.credentials else "")
 
     async def close(self) -> None:
         await self.server.stop(grace=1.0)
@@ -110,5 +126,25 @@ class GrpcEndpoint:
         }
         base = self.kit.stubs.MessagingServiceServicer
         rpcs = [name for name in vars(base) if name[:1].isupper()]
-        methods = {name: staticmethod(served.get(name, self.not_served)) for name in rpcs}
+        guard = self.guard.wrap
+        methods = {name: staticmethod(guard(name, served.get(name, self.not_served))) for name in rpcs}
         return type("Servicer", (base,), methods)()
+
+
+def _tls_credentials(kit: ProtoKit, broker: BrokerConfig) -> Any:
+    """Server credentials from `tlsCertPath` and `tlsKeyPath` (PEM), or None for plaintext. A file
+    that cannot be read, or is not PEM, stops the broker with the key and the path named."""
+    if not broker.tls_cert_path or not broker.tls_key_path:
+        return None
+    pem: dict[str, bytes] = {}
+    for key, path, marker, what in (
+        ("tlsCertPath", broker.tls_cert_path, b"-----BEGIN CERTIFICATE-----", "certificate"),
+        ("tlsKeyPath", broker.tls_key_path, b"PRIVATE KEY-----", "private key"),
+    ):
+        try:
+            pem[key] = Path(path).expanduser().read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{key} {path}: cannot read: {exc.strerror or exc}") from exc
+        if marker not in pem[key]:
+            raise ConfigError(f"{key} {path}: not a PEM {what}")
+    return kit.grpc.ssl_server_credentials([(pem["tlsKeyPath"], pem["tlsCertPath"])])
