@@ -350,15 +350,10 @@ class BrokerController:
         producers: ProducerStreams,
     ) -> GrpcEndpoint | None:
         """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
-        grpcServerPort 0, with aclEnable (no 5.x signature check yet) or without grpcio (said once);
-        an ephemeral port when listenPort is 0."""
+        grpcServerPort 0 or without grpcio (said once); an ephemeral port when listenPort is 0. With
+        aclEnable every RPC is checked against the same plain ACL as the remoting port."""
         b = self.broker
         if b.grpc_server_port == 0 or b.is_slave:
-            return None
-        if b.acl_enable:  # until the MQv2-HMAC-SHA1 signature is checked, no unsigned way in
-            log.warning(
-                "5.x gRPC endpoint off: aclEnable is on and 5.x request signatures are not checked yet"
-            )
             return None
         reason = unavailable_reason()
         if reason is not None:
@@ -369,6 +364,7 @@ class BrokerController:
             host=b.listen_host,
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,
+            acl=self.acl,
             transactions=transactions,
             producers=producers,
         )  # fmt: skip
