@@ -194,13 +194,18 @@ def test_bad_input_gets_its_code(tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_no_endpoint_with_acl_until_5x_signatures_are_checked(tmp_path: Path) -> None:
+def test_endpoint_is_served_with_acl_and_refuses_unsigned_calls(tmp_path: Path) -> None:
     (tmp_path / "plain_acl.yml").write_text("globalWhiteRemoteAddresses: []\naccounts: []\n")
 
     async def scenario() -> None:
         acl_file = str(tmp_path / "plain_acl.yml")
         async with broker_under_test(tmp_path / "store", acl_enable=True, acl_config_file=acl_file) as broker:
-            assert broker.controller.parts is not None and broker.controller.parts.grpc is None
+            channel, stub = _stub(broker)
+            async with channel:
+                route = await stub.QueryRoute(
+                    spb.QueryRouteRequest(topic=pb.Resource(name="T")), metadata=METADATA, timeout=5
+                )
+        assert route.status.code == pb.Code.UNAUTHORIZED, route.status
 
     run(scenario())
 
