@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short phases (a smoke run)")
     parser.add_argument("--procs", type=int, default=2, help="load-generator processes per side")
     parser.add_argument("--window", type=int, default=64, help="5.x SendMessage calls in flight per process")
-    parser.add_argument("--latency-rate", type=float, default=2000.0, help="msgs/s of the latency phases")
+    parser.add_argument("--latency-rate", type=float, default=1000.0, help="msgs/s of the latency phases")
     parser.add_argument(
         "--phases",
         default=",".join(PHASES),

@@ -37,7 +37,6 @@ class GrpcLoadGen:
         share = replace(
             job,
             cap=-(-job.cap // n) if job.cap else 0,
-            target=-(-job.target // n) if job.target else 0,
             rate=job.rate / n,
         )
         for pipe in self.pipes:

@@ -9,7 +9,8 @@ phase). Jobs:
 
 * `send`: `window` SendMessage calls in flight, `batch` messages each, until `cap` or the deadline;
 * `receive`: `window` ReceiveMessage streams in flight (32 a call), each batch acked with one
-  AckMessage, until `target` messages were acked or the deadline;
+  AckMessage, until a receive finds nothing (the topic is drained) or the deadline; the phase
+  ends at the last ack;
 * `latency`: SendMessage paced at `rate` (CLOCK_MONOTONIC send time in the body's first 8 bytes)
   and `window` long-polling receivers in the same process, so both times come from one clock.
 """
@@ -32,6 +33,7 @@ from rocketlite.runtime import new_event_loop
 SERVICE: Final = "/apache.rocketmq.v2.MessagingService/"
 SEND_NS: Final = struct.Struct(">q")
 ID_DIGITS: Final = 24  # the patched tail of each message id ("01" + 8 hex of the worker + 24)
+MESSAGE_ID_LENGTH: Final = 2 + 8 + ID_DIGITS  # what these workers send (4.x UNIQ_KEYs have 32)
 OK: Final = 20000
 PACE_TICK: Final = 0.001
 
@@ -46,7 +48,6 @@ class Job:
     window: int = 32  # calls in flight
     batch: int = 1  # messages per SendMessage
     cap: int = 0  # send: messages at most (0: no cap)
-    target: int = 0  # receive: messages to ack
     rate: float = 0.0  # latency: messages/s of this worker
     grace: float = 3.0  # latency: s to wait for the last messages
 
@@ -179,7 +180,7 @@ class Worker:
             long_polling_timeout={"seconds": 5},
         ).SerializeToString()
         group, topic = pb.Resource(name=job.group), pb.Resource(name=job.topic)
-        while time.monotonic() < until and (job.target == 0 or res.messages < job.target):
+        while time.monotonic() < until:
             entries = []
             stream = calls.receive[calls.next()](request, metadata=calls.metadata, timeout=30)
             async for raw in stream:
@@ -189,13 +190,15 @@ class Worker:
                     continue
                 system = item.message.system_properties
                 entries.append(
-                    pb.AckMessageEntry(message_id=system.message_id, receipt_handle=system.receipt_handle)
+                    spb.AckMessageEntry(message_id=system.message_id, receipt_handle=system.receipt_handle)
                 )
-                if latency:
+                if latency and len(system.message_id) == MESSAGE_ID_LENGTH:  # not a 4.x warm-up
                     (sent_ns,) = SEND_NS.unpack_from(item.message.body)
                     res.latencies_ms.append((now - sent_ns) / 1e6)
             if not entries:
-                continue
+                if latency:
+                    continue
+                return  # drained: what the produce phase wrote has all been received
             ack = spb.AckMessageRequest(group=group, topic=topic, entries=entries).SerializeToString()
             answer = spb.AckMessageResponse.FromString(
                 await calls.ack[calls.next()](ack, metadata=calls.metadata)
@@ -203,12 +206,13 @@ class Worker:
             if answer.status.code != OK:
                 raise RuntimeError(f"AckMessage answered {answer.status.code}: {answer.status.message}")
             res.messages += len(entries)
+            res.end = time.monotonic()  # the last ack, not the last (empty) long poll
 
     async def run_receive(self, job: Job, go: float) -> JobResult:
         res = JobResult(start=go)
         until = go + job.seconds
         await asyncio.gather(*(self.receive_loop(job, res, until, latency=False) for _ in range(job.window)))
-        res.end = time.monotonic()
+        res.end = res.end or time.monotonic()
         return res
 
     async def run_latency(self, job: Job, go: float) -> JobResult:
