@@ -180,6 +180,11 @@ class TimerMessageService:
         cq = self.store.cq_store.get(TIMER_TOPIC, TIMER_QUEUE_ID)
         if cq is None:
             return False
+        if self._cursor < cq.min_offset:  # segments deleted under pending timers: they are gone
+            log.error("timer messages below queue offset %d were deleted before delivery", cq.min_offset)
+            self._cursor = cq.min_offset
+            self._done = {o for o in self._done if o >= self._cursor}
+            self._dirty = True
         off = max(self._read, cq.min_offset)
         end = min(cq.max_offset, off + BATCH_PER_PASS)
         while off < end:
@@ -208,7 +213,7 @@ class TimerMessageService:
             due, off = key >> _SHIFT, key & _MASK
             if off < self._cursor or off in self._done:  # rolled to the tail meanwhile
                 heapq.heappop(heap)
-                self._stale -= 1
+                self._stale = max(self._stale - 1, 0)  # 0: its segment was deleted, not rolled
                 continue
             if due > now:
                 return (due - now) / 1000
