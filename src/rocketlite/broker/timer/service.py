@@ -2,7 +2,7 @@
 
 The send path parks a timer message in `rmq_sys_wheel_timer` queue 0 (`park.py`). Unlike a delay
 level's queue, that queue is not in delivery order, so the service keeps the pending timers in a
-heap, one int per timer (`delivery ms << 48 | queue offset`, about 40 bytes with its slot); the
+heap, one int per timer (`delivery ms << 48 | queue offset`, about 45 bytes with its slot); the
 record itself stays in the commit log until delivery.
 
 Timing: one asyncio task reads the units the dispatcher added (woken by the store's arrival
