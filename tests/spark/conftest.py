@@ -1,4 +1,5 @@
-"""Fixtures of the Spark tests: one `local[2]` session and one embedded cluster for the whole run."""
+"""Fixtures of the Spark tests: one `local[2]` session and one embedded cluster for the whole run,
+and a cluster of its own for a test that expires commit-log segments."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from rocketlite.embedded import EmbeddedCluster
-from tests.support import spark_session
+from tests.support import spark_broker, spark_session
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +28,17 @@ def spark_cluster() -> Iterator[EmbeddedCluster]:
     spark_session.acquire("cluster")
     yield cluster
     spark_session.release("cluster")
+
+
+@pytest.fixture
+def retention_cluster() -> Iterator[EmbeddedCluster]:
+    """A test's own name server + broker with 4 KiB commit-log segments kept one hour, for tests
+    that expire segments (tests/support/spark_broker.py); the Spark clients cached for it are
+    closed before it stops."""
+    from rocketlite.spark.broker_client import close_clients  # noqa: PLC0415
+
+    with spark_broker.retention_cluster() as cluster:
+        try:
+            yield cluster
+        finally:
+            close_clients()

@@ -1,9 +1,11 @@
-"""The `rocketmq` data source: driver-side logic against a fake broker (no Spark), then end to end
-on the run's one `local[2]` Spark session and embedded broker (tests/spark_session.py)."""
+"""The `rocketmq` data source: driver-side logic (offsets, limits, data loss) without Spark, then
+end to end on the run's one `local[2]` Spark session; both against a real embedded name server and
+broker on 127.0.0.1 (tests/support/spark_session.py; a test's own cluster where segments expire)."""
 
 from __future__ import annotations
 
-import concurrent.futures
+import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -19,179 +21,185 @@ from rocketlite.client.errors import TopicNotExistError
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.spark import offsets as off
 from rocketlite.spark import source as src
-from rocketlite.spark.broker_client import PullOutcome, RawPull, client_for
+from rocketlite.spark.broker_client import client_for
 from rocketlite.spark.offsets import QueueRef
 from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.schema import COLUMNS
 from rocketlite.spark.sink import _rows, write_partition
 from rocketlite.spark.source import DataLossError, QueueRange, StreamReader, read_range
+from tests.support.names import unique
 from tests.support.real_clients import stored
+from tests.support.spark_broker import committed, delete_topic, expire_segments, fill, shrink_queues
 from tests.support.spark_session import produce, wait_dispatched
-from tests.support.topics import create_topic
-
-A0 = QueueRef("T", "broker-a", 0)
-A1 = QueueRef("T", "broker-a", 1)
-P0 = QueueRef("PatNew", "broker-a", 0)
+from tests.support.topics import create_topic, wait_until
 
 
-class FakeClient:
-    """Queue bounds the test sets; records commits; answers pulls from a script."""
-
-    def __init__(self) -> None:
-        self.lo: dict[QueueRef, int] = {}
-        self.hi: dict[QueueRef, int] = {}
-        self.committed: dict[QueueRef, int] = {}
-        self.pulls: list[RawPull] = []
-
-    def topics(self) -> list[str]:
-        return sorted({q.topic for q in self.hi})
-
-    def queues(self, topic: str) -> list[QueueRef]:
-        return sorted(q for q in self.hi if q.topic == topic)
-
-    def min_offsets(self, refs: Any) -> dict[QueueRef, int]:
-        return {q: self.lo[q] for q in refs}
-
-    def max_offsets(self, refs: Any) -> dict[QueueRef, int]:
-        return {q: self.hi[q] for q in refs}
-
-    def commit(self, offsets: dict[QueueRef, int]) -> None:
-        self.committed.update(offsets)
-
-    def pull_async(self, ref: QueueRef, offset: int, max_nums: int, expression: str, timeout: float) -> Any:
-        future: concurrent.futures.Future[RawPull] = concurrent.futures.Future()
-        future.set_result(self.pulls.pop(0))
-        return future
+def _ref(c: EmbeddedCluster, topic: str, queue_id: int) -> QueueRef:
+    return QueueRef(topic, c.broker.broker.broker_name, queue_id)
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeClient:
-    client = FakeClient()
-    monkeypatch.setattr(src, "client_for", lambda *a: client)
-    return client
-
-
-def _reader(**opts: str) -> StreamReader:
-    base = {"nameServer": "fake:1", "topicPattern": "T|PatNew", "startingOffsets": "earliest"}
+def _stream_reader(c: EmbeddedCluster, **opts: str) -> StreamReader:
+    base = {"nameServer": c.namesrv_addr, "startingOffsets": "earliest"}
     return StreamReader(SourceOptions.parse({**base, **opts}, streaming=True))
 
 
-def test_stream_reader_offsets_limits_and_new_queues(fake: FakeClient) -> None:
-    fake.lo, fake.hi = {A0: 0, A1: 5}, {A0: 60, A1: 35}
-    reader = _reader(maxOffsetsPerTrigger="40", consumerGroup="lag-group")
+def _batch_reader(c: EmbeddedCluster, **opts: str) -> src.BatchReader:
+    return src.BatchReader(SourceOptions.parse({"nameServer": c.namesrv_addr, **opts}, streaming=False))
+
+
+def _spans(parts: Any) -> list[tuple[str, int, int, int]]:
+    return [(p.topic, p.queue_id, p.start, p.end) for p in parts]
+
+
+# -- driver side, on a real broker (no Spark) ---------------------------------------------------------
+def test_stream_reader_offsets_limits_and_new_queues(spark_cluster: EmbeddedCluster) -> None:
+    c = spark_cluster
+    base = unique("SrcOffsets")
+    t, new, group = f"{base}_T", f"{base}_New", unique("lag_group")
+    a0, a1, p0 = _ref(c, t, 0), _ref(c, t, 1), _ref(c, new, 0)
+    create_topic(c, t, 2)
+    fill(c, t, {0: 60, 1: 30})
+    reader = _stream_reader(c, topicPattern=f"{base}_.*", maxOffsetsPerTrigger="40", consumerGroup=group)
     assert reader.getDefaultReadLimit() == ReadMaxRows(40)
     start = reader.initialOffset()
-    assert start == {"T": {"broker-a:0": 0, "broker-a:1": 5}}
+    assert start == off.to_json_obj({a0: 0, a1: 0})
     end = reader.latestOffset(start, ReadMaxRows(40))  # backlogs 60 and 30: 2/3 and 1/3 of 40
-    assert end == {"T": {"broker-a:0": 27, "broker-a:1": 18}}
-    parts = reader.partitions(start, end)
-    assert [(p.queue_id, p.start, p.end) for p in parts] == [(0, 0, 27), (1, 5, 18)]  # type: ignore[attr-defined]
+    assert end == off.to_json_obj({a0: 27, a1: 13})
+    assert _spans(reader.partitions(start, end)) == [(t, 0, 0, 27), (t, 1, 0, 13)]
     # A new topic matching the pattern is registered at its earliest offset, then read.
-    fake.lo[P0], fake.hi[P0] = 3, 10
+    create_topic(c, new, 1)
+    fill(c, new, {0: 7})
     end2 = reader.latestOffset(end, ReadAllAvailable())
-    assert end2 == {"PatNew": {"broker-a:0": 3}, "T": {"broker-a:0": 60, "broker-a:1": 35}}
-    assert [(p.topic, p.start, p.end) for p in reader.partitions(end, end2)] == [  # type: ignore[attr-defined]
-        ("T", 27, 60), ("T", 18, 35),
-    ]  # fmt: skip
+    assert end2 == off.to_json_obj({p0: 0, a0: 60, a1: 30})
+    assert _spans(reader.partitions(end, end2)) == [(t, 0, 27, 60), (t, 1, 13, 30)]
     end3 = reader.latestOffset(end2, ReadAllAvailable())
-    assert off.from_json_obj(end3)[P0] == 10
+    assert end3 == off.to_json_obj({p0: 7, a0: 60, a1: 30})
     assert reader.reportLatestOffset() == end3
-    # A broker leaving the route keeps its queues' offsets.
-    del fake.hi[A1], fake.lo[A1]
-    assert off.from_json_obj(reader.latestOffset(end3, ReadAllAvailable()))[A1] == 35
-    # Commits mirror the (exclusive) end offsets to the group, idempotently.
+    # Commits mirror the (exclusive) end offsets to the group, idempotently: the broker has them.
     reader.commit(end3)
     reader.commit(end3)
-    assert fake.committed == off.from_json_obj(end3)
+    assert committed(c, group, [a0, a1, p0]) == {a0: 60, a1: 30, p0: 7}
+    # A queue leaving the route (the topic shrunk to one queue) keeps its offset; the rest move on.
+    shrink_queues(c, t, 1)
+    client = client_for(c.namesrv_addr, group)
+    wait_until(lambda: client.queues(t) == [a0], 15, f"the route of {t} without queue 1")
+    fill(c, t, {0: 5})
+    assert reader.latestOffset(end3, ReadAllAvailable()) == off.to_json_obj({p0: 7, a0: 65, a1: 30})
     # Pickled for the executors without driver-side state.
     state = reader.__getstate__()
     assert state["_latest"] == {} and state["_frozen"] is None
 
 
-def test_stream_reader_available_now_freezes_the_target(fake: FakeClient) -> None:
-    fake.lo, fake.hi = {A0: 0}, {A0: 10}
-    reader = _reader(maxOffsetsPerTrigger="4")
+def test_stream_reader_available_now_freezes_the_target(spark_cluster: EmbeddedCluster) -> None:
+    c = spark_cluster
+    t = unique("SrcAvailableNow")
+    create_topic(c, t, 1)
+    fill(c, t, {0: 10})
+    reader = _stream_reader(c, topic=t, maxOffsetsPerTrigger="4")
     start = reader.initialOffset()
     reader.prepareForTriggerAvailableNow()
-    fake.hi[A0] = 1000  # arrives after the query started: not read by this AvailableNow run
+    fill(c, t, {0: 5})  # arrives after the query started: not read by this AvailableNow run
     seen = []
     while True:
         end = reader.latestOffset(start, ReadMaxRows(4))
         if end == start:
             break
-        seen.append(off.from_json_obj(end)[A0])
+        seen.append(off.from_json_obj(end)[_ref(c, t, 0)])
         start = end
     assert seen == [4, 8, 10]
 
 
-def test_stream_reader_data_loss(fake: FakeClient) -> None:
-    fake.lo, fake.hi = {A0: 50}, {A0: 80}  # retention removed 0..49
-    with pytest.raises(DataLossError, match=r"offsets 10\.\.49 are no longer stored"):
-        _reader().latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable())
-    assert _reader(failOnDataLoss="false").latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable()) == {
-        "T": {"broker-a:0": 80}
-    }
-    # The queue went backwards (topic recreated): fail, or continue from its new end.
-    fake.lo, fake.hi = {A0: 0}, {A0: 5}
-    with pytest.raises(DataLossError, match="before the checkpointed offset"):
-        _reader().latestOffset({"T": {"broker-a:0": 70}}, ReadAllAvailable())
-    assert _reader(failOnDataLoss="false").latestOffset({"T": {"broker-a:0": 70}}, ReadMaxRows(3)) == {
-        "T": {"broker-a:0": 5}
-    }
+def test_stream_reader_data_loss(retention_cluster: EmbeddedCluster) -> None:
+    c = retention_cluster
+    t = unique("SrcRetained")
+    a0 = _ref(c, t, 0)
+    create_topic(c, t, 1)
+    fill(c, t, {0: 40}, body_size=400)  # about 8 records a segment
+    expire_segments(c)  # retention removes every segment but the newest
+    lo = client_for(c.namesrv_addr, "data_loss").min_offsets([a0])[a0]
+    assert 10 < lo < 40
+    checkpointed = off.to_json_obj({a0: 10})
+    with pytest.raises(DataLossError, match=rf"offsets 10\.\.{lo - 1} are no longer stored"):
+        _stream_reader(c, topic=t).latestOffset(checkpointed, ReadAllAvailable())
+    lenient = _stream_reader(c, topic=t, failOnDataLoss="false")
+    assert lenient.latestOffset(checkpointed, ReadAllAvailable()) == off.to_json_obj({a0: 40})
+    # The queue went backwards (topic deleted and recreated): fail, or continue from its new end.
+    delete_topic(c, t)
+    create_topic(c, t, 1)
+    fill(c, t, {0: 5})
+    past = off.to_json_obj({a0: 40})
+    with pytest.raises(DataLossError, match="now ends at 5, before the checkpointed offset 40"):
+        _stream_reader(c, topic=t).latestOffset(past, ReadAllAvailable())
+    lenient = _stream_reader(c, topic=t, failOnDataLoss="false")
+    assert lenient.latestOffset(past, ReadMaxRows(3)) == off.to_json_obj({a0: 5})
 
 
-def test_min_offsets_per_trigger_waits_for_rows_or_the_delay(fake: FakeClient) -> None:
-    fake.lo, fake.hi = {A0: 0}, {A0: 0}
-    reader = _reader(minOffsetsPerTrigger="10", maxTriggerDelay="1h")
+def test_min_offsets_per_trigger_waits_for_rows_or_the_delay(spark_cluster: EmbeddedCluster) -> None:
+    c = spark_cluster
+    t = unique("SrcMinRows")
+    a0 = _ref(c, t, 0)
+    create_topic(c, t, 1)
+    reader = _stream_reader(c, topic=t, minOffsetsPerTrigger="10", maxTriggerDelay="1h")
     start = reader.initialOffset()
-    fake.hi[A0] = 4  # 4 waiting, fewer than 10, and the hour has not passed: no batch
+    assert start == off.to_json_obj({a0: 0})
+    fill(c, t, {0: 4})  # 4 waiting, fewer than 10, and the hour has not passed: no batch
     assert reader.latestOffset(start, ReadAllAvailable()) == start
-    fake.hi[A0] = 12
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"T": {"broker-a:0": 12}}
+    fill(c, t, {0: 8})
+    assert reader.latestOffset(start, ReadAllAvailable()) == off.to_json_obj({a0: 12})
     # A zero delay admits what there is; AvailableNow ignores the minimum.
-    eager = _reader(minOffsetsPerTrigger="10", maxTriggerDelay="0ms")
-    assert eager.latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable()) == {"T": {"broker-a:0": 12}}
-    now = _reader(minOffsetsPerTrigger="10", maxTriggerDelay="1h")
+    at_10 = off.to_json_obj({a0: 10})
+    eager = _stream_reader(c, topic=t, minOffsetsPerTrigger="10", maxTriggerDelay="0ms")
+    assert eager.latestOffset(at_10, ReadAllAvailable()) == off.to_json_obj({a0: 12})
+    now = _stream_reader(c, topic=t, minOffsetsPerTrigger="10", maxTriggerDelay="1h")
     now.prepareForTriggerAvailableNow()
-    assert now.latestOffset({"T": {"broker-a:0": 10}}, ReadAllAvailable()) == {"T": {"broker-a:0": 12}}
+    assert now.latestOffset(at_10, ReadAllAvailable()) == off.to_json_obj({a0: 12})
 
 
-def test_missing_topics_and_queues_are_errors_when_a_query_starts(fake: FakeClient) -> None:
-    fake.lo, fake.hi = {A0: 0, A1: 0}, {A0: 5, A1: 5}
-
-    def batch(**opts: str) -> src.BatchReader:
-        return src.BatchReader(SourceOptions.parse({"nameServer": "fake:1", **opts}, streaming=False))
-
-    with pytest.raises(TopicNotExistError, match="topic Nope does not exist on name server fake:1"):
-        batch(subscribe="T,Nope").partitions()
-    with pytest.raises(TopicNotExistError, match="topic Nope does not exist"):
-        _reader(topic="Nope", topicPattern="").initialOffset()
-    with pytest.raises(TopicNotExistError, match=r"topicPattern 'X\.\*' matches no topic on name server"):
-        batch(topicPattern="X.*").partitions()
-    assert _reader(topicPattern="X.*").initialOffset() == {}  # a stream waits for matching topics
-    with pytest.raises(TopicNotExistError, match="assign names queue 7 of topic T"):
-        batch(assign='{"T": [7]}').partitions()
-    parts = batch(assign='{"T": [1]}').partitions()
-    assert [(p.queue_id, p.start, p.end) for p in parts] == [(1, 0, 5)]  # type: ignore[attr-defined]
+def test_missing_topics_and_queues_are_errors_when_a_query_starts(spark_cluster: EmbeddedCluster) -> None:
+    c = spark_cluster
+    t, nope, none = unique("SrcMissing"), unique("SrcNope"), unique("SrcNoMatch")
+    create_topic(c, t, 2)
+    fill(c, t, {0: 5, 1: 5})
+    addr = re.escape(c.namesrv_addr)
+    with pytest.raises(TopicNotExistError, match=f"topic {nope} does not exist on name server {addr}"):
+        _batch_reader(c, subscribe=f"{t},{nope}").partitions()
+    with pytest.raises(TopicNotExistError, match=f"topic {nope} does not exist"):
+        _stream_reader(c, topic=nope).initialOffset()
+    with pytest.raises(
+        TopicNotExistError,
+        match=re.escape(f"topicPattern '{none}.*' matches no topic on name server {c.namesrv_addr}"),
+    ):
+        _batch_reader(c, topicPattern=f"{none}.*").partitions()
+    # A stream waits for matching topics.
+    assert _stream_reader(c, topicPattern=f"{none}.*").initialOffset() == {}
+    with pytest.raises(TopicNotExistError, match=f"assign names queue 7 of topic {t}"):
+        _batch_reader(c, assign=json.dumps({t: [7]})).partitions()
+    assert _spans(_batch_reader(c, assign=json.dumps({t: [1]})).partitions()) == [(t, 1, 0, 5)]
     # Kafka's offsets JSON: queue 0 on every broker.
-    parts = batch(topic="T", startingOffsets='{"T": {"0": 3}}').partitions()
-    assert [(p.queue_id, p.start) for p in parts] == [(0, 3), (1, 0)]  # type: ignore[attr-defined]
+    parts = _batch_reader(c, topic=t, startingOffsets=json.dumps({t: {"0": 3}})).partitions()
+    assert _spans(parts) == [(t, 0, 3, 5), (t, 1, 0, 5)]
 
 
 def test_read_range_skips_or_fails_on_deleted_offsets(
-    fake: FakeClient, caplog: pytest.LogCaptureFixture
+    retention_cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    part = QueueRange("T", "broker-a", 0, 0, 100)
-    fake.pulls = [RawPull(PullOutcome.MOVED, 60, 60, 100, b""), RawPull(PullOutcome.NO_NEW, 60, 60, 60, b"")]
-    opts = SourceOptions.parse(
-        {"nameServer": "fake:1", "topic": "T", "failOnDataLoss": "false"}, streaming=False
+    c = retention_cluster
+    t = unique("SrcRetainedRange")
+    create_topic(c, t, 1)
+    fill(c, t, {0: 40}, body_size=400)
+    expire_segments(c)
+    lo = c.broker.store.get_min_offset_in_queue(t, 0)
+    assert 0 < lo < 40
+    part = QueueRange(t, c.broker.broker.broker_name, 0, 0, 100)  # planned before retention ran
+    lenient = SourceOptions.parse(
+        {"nameServer": c.namesrv_addr, "topic": t, "failOnDataLoss": "false"}, streaming=False
     )
-    assert list(read_range(opts, part)) == []
-    assert "offsets 0..59 are no longer stored" in caplog.text
-    assert "the queue ends at 60" in caplog.text
-    fake.pulls = [RawPull(PullOutcome.MOVED, 60, 60, 100, b"")]
-    strict = SourceOptions.parse({"nameServer": "fake:1", "topic": "T"}, streaming=False)
-    with pytest.raises(DataLossError):
+    got = [o for batch in read_range(lenient, part) for o in batch.column("queueOffset").to_pylist()]
+    assert got == list(range(lo, 40))  # what is still stored, once each
+    assert f"offsets 0..{lo - 1} are no longer stored (the queue now starts at {lo})" in caplog.text
+    assert "the queue ends at 40 but offsets up to 99 were planned" in caplog.text
+    strict = SourceOptions.parse({"nameServer": c.namesrv_addr, "topic": t}, streaming=False)
+    with pytest.raises(DataLossError, match=rf"offsets 0\.\.{lo - 1} are no longer stored"):
         list(read_range(strict, part))
 
 
