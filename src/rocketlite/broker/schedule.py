@@ -7,9 +7,9 @@ cursor per level is enough: deliver units while their time has come, stop at the
 not. The cursors are `config/delayOffset.json` (`{"offsetTable":{1:12,2:0}}`, level -> next queue
 offset), persisted every `persist_interval_s` and on close, as RocketMQ's ScheduleMessageService.
 
-Timing: one asyncio task sleeps until the earliest due time of all levels (a loop timer, not a
-poll), or until the dispatcher reports new units in the schedule topic, with a safety tick of
-`SAFETY_TICK_S` in case a wake-up is ever missed. A message is never delivered before its due time
+Timing (`due_delivery.DueDelivery`, shared with the 5.x timers): one asyncio task sleeps until
+the earliest due time of all levels (a loop timer, not a poll), or until the dispatcher reports new
+units in the schedule topic, with a safety tick in case a wake-up is ever missed. A message is never delivered before its due time
 (checked against the wall clock after every wake-up) and normally within a few milliseconds after.
 
 Delivery (`messageTimeup`): the stored record is re-put to REAL_TOPIC / REAL_QID with DELAY,
@@ -23,10 +23,10 @@ logged and skipped, so one bad record cannot stall its level forever.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 
+from rocketlite.broker.due_delivery import FAILURE_BACKOFF_S, DueDelivery
 from rocketlite.broker.state_files import DelayOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import Clock
@@ -43,16 +43,13 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.remoting.connection import Connection
-from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.schedule")
 
 SCHEDULE_TOPIC = reserved.SCHEDULE_TOPIC
-SAFETY_TICK_S = 1.0
 PERSIST_INTERVAL_S = 10.0  # flushDelayOffsetInterval
-FAILURE_BACKOFF_S = 1.0
 BATCH_PER_PASS = 256  # messages delivered (all levels together) before yielding to the event loop
 _PERMANENT_FAILURES = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
 _MOVED_PROPERTIES = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
@@ -115,10 +112,9 @@ class ScheduleMessageService:
         self.delivered = 0
         self._budget = BATCH_PER_PASS
         self._dirty = False
-        self._closed = False
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._due = DueDelivery(
+            store, SCHEDULE_TOPIC, "broker-schedule", self.deliver_due, self._save, persist_interval_s, log
+        )
 
     # -- offsets ----------------------------------------------------------------------------
     def load(self) -> None:
@@ -233,65 +229,18 @@ class ScheduleMessageService:
         return None
 
     # -- the task ---------------------------------------------------------------------------
-    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags: int, store_ts: int) -> None:
-        """Dispatch-thread listener: new units in the schedule topic may be due sooner."""
-        del queue_id, max_offset, tags, store_ts
-        if topic != SCHEDULE_TOPIC or self._closed:
-            return
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed under us (shutdown)
-                loop.call_soon_threadsafe(wake.set)
-
-    async def _run(self) -> None:
-        assert self._wake is not None and self._loop is not None
-        wake, loop = self._wake, self._loop
-        while True:
-            wake.clear()
-            try:
-                delay = self.deliver_due()
-            except Exception:
-                log.exception("delivering delayed messages failed")
-                delay = FAILURE_BACKOFF_S
-            if delay == 0:
-                await asyncio.sleep(0)
-                continue
-            timeout = SAFETY_TICK_S if delay is None else min(delay, SAFETY_TICK_S)
-            # A millisecond of slack: the loop may fire a timer up to its clock resolution early.
-            timer = loop.call_later(timeout + 0.001, wake.set)
-            try:
-                await wake.wait()
-            finally:
-                timer.cancel()
-
-    async def _persist_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self.persist_interval_s)
-            if self._dirty:
-                try:
-                    await loop.run_in_executor(None, self.persist)
-                except Exception:
-                    log.exception("persisting %s failed", self.offsets.path)
+    async def _save(self) -> None:
+        if self._dirty:
+            await asyncio.get_running_loop().run_in_executor(None, self.persist)
 
     async def start(self) -> None:
         if not self.enabled:
             log.info("schedule service idle (slave broker)")
             return
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self.store.add_arrival_listener(self._on_arrival)
-        self._tasks = [
-            asyncio.create_task(self._run(), name="broker-schedule"),
-            asyncio.create_task(self._persist_loop(), name="broker-schedule-persist"),
-        ]
+        await self._due.start()
 
     async def close(self) -> None:
-        self._closed = True
-        await cancel_tasks(*self._tasks)
-        self._tasks = []
-        with contextlib.suppress(ValueError):
-            self.store.dispatcher.listeners.remove(self._on_arrival)
+        await self._due.close()
         if self.enabled:
             await asyncio.get_running_loop().run_in_executor(None, self.persist)
 

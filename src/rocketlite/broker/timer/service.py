@@ -7,7 +7,7 @@ record itself stays in the commit log until delivery.
 
 Timing: one asyncio task reads the units the dispatcher added (woken by the store's arrival
 listener), delivers every timer whose time has come, and sleeps on a loop timer until the
-earliest one left (a safety tick of `SAFETY_TICK_S` in case a wake-up is ever missed). A timer is
+earliest one left (`due_delivery.DueDelivery`, shared with the 4.x delay levels). A timer is
 never delivered before its time (checked against the clock after every wake-up) and normally
 within a few milliseconds after it.
 
@@ -31,11 +31,11 @@ after a roll can deliver that timer twice (the original and its copy), never los
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import logging
 from pathlib import Path
 
+from rocketlite.broker.due_delivery import FAILURE_BACKOFF_S, DueDelivery
 from rocketlite.broker.schedule import message_for_real_topic
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.timer.park import TIMER_QUEUE_ID, TIMER_TOPIC, park_timer_message
@@ -46,14 +46,11 @@ from rocketlite.protocol import perm
 from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
 from rocketlite.protocol.record import MessageInner, RecordFormatError, StoredRecord, decode_record
-from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.timer")
 
-SAFETY_TICK_S = 1.0
-FAILURE_BACKOFF_S = 1.0
 BATCH_PER_PASS = 256  # units read, or timers delivered, before yielding to the event loop
 ROLL_SPAN = 50_000  # units between the cursor and the queue's end before the oldest are rolled
 ROLL_BATCH = 64  # units at the cursor looked at per roll
@@ -96,10 +93,9 @@ class TimerMessageService:
         self._done: set[int] = set()  # done units at or above the cursor
         self._read = 0  # next unit to read into the heap
         self._dirty = False
-        self._closed = False
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._due = DueDelivery(
+            store, TIMER_TOPIC, "broker-timer", self.run_once, self._save, self.flush_interval_s, log
+        )
 
     # -- state ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -309,68 +305,20 @@ class TimerMessageService:
         return True
 
     # -- the task ---------------------------------------------------------------------------
-    def _on_arrival(self, topic: str, queue_id: int, max_offset: int, tags: int, store_ts: int) -> None:
-        """Dispatch listener: new units in the timer topic may be due sooner than the next timer."""
-        del queue_id, max_offset, tags, store_ts
-        if topic != TIMER_TOPIC or self._closed:
-            return
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed under us (shutdown)
-                loop.call_soon_threadsafe(wake.set)
-
-    async def _run(self) -> None:
-        assert self._wake is not None and self._loop is not None
-        wake, loop = self._wake, self._loop
-        while True:
-            wake.clear()
-            try:
-                delay = self.run_once()
-            except Exception:
-                log.exception("delivering timer messages failed")
-                delay = FAILURE_BACKOFF_S
-            if delay == 0:
-                await asyncio.sleep(0)
-                continue
-            timeout = SAFETY_TICK_S if delay is None else min(delay, SAFETY_TICK_S)
-            # A millisecond of slack: the loop may fire a timer up to its clock resolution early.
-            timer = loop.call_later(timeout + 0.001, wake.set)
-            try:
-                await wake.wait()
-            finally:
-                timer.cancel()
-
-    async def _persist_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self.flush_interval_s)
-            if self._dirty:
-                self._snapshot()
-                try:
-                    ok = await loop.run_in_executor(None, self.progress.persist)
-                except Exception:
-                    log.exception("persisting %s failed", self.progress.path)
-                    ok = False
-                self._dirty = self._dirty or not ok
+    async def _save(self) -> None:
+        if self._dirty:
+            self._snapshot()
+            ok = await asyncio.get_running_loop().run_in_executor(None, self.progress.persist)
+            self._dirty = self._dirty or not ok
 
     async def start(self) -> None:
         if not self.enabled:
             log.info("timer service idle (slave broker or timerWheelEnable=false)")
             return
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self.store.add_arrival_listener(self._on_arrival)
-        self._tasks = [
-            asyncio.create_task(self._run(), name="broker-timer"),
-            asyncio.create_task(self._persist_loop(), name="broker-timer-persist"),
-        ]
+        await self._due.start()
 
     async def close(self) -> None:
-        self._closed = True
-        await cancel_tasks(*self._tasks)
-        self._tasks = []
-        with contextlib.suppress(ValueError):
-            self.store.dispatcher.listeners.remove(self._on_arrival)
+        await self._due.close()
         if self.enabled:
             self._snapshot()
             await asyncio.get_running_loop().run_in_executor(None, self.progress.persist)
