@@ -118,16 +118,21 @@ class LoadGen:
         return res
 
     def close(self) -> None:
-        for pipe in self.pipes:
-            with contextlib.suppress(OSError):
-                pipe.send(None)
-        for proc in self.procs:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for pipe in self.pipes:
-            pipe.close()
+        stop_workers(self.pipes, self.procs)
+
+
+def stop_workers(pipes: list[Pipe], procs: list[BaseProcess]) -> None:
+    """Tell each worker process to end (None), wait a little, kill what is left, close the pipes."""
+    for pipe in pipes:
+        with contextlib.suppress(OSError):
+            pipe.send(None)
+    for proc in procs:
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    for pipe in pipes:
+        pipe.close()
 
 
 # -- redis-benchmark ----------------------------------------------------------------------------

@@ -5,12 +5,12 @@ result."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import multiprocessing
 from dataclasses import replace
 from multiprocessing.connection import Connection as Pipe
 from multiprocessing.process import BaseProcess
 
+from bench.broker.pool import stop_workers
 from bench.broker.report import Meter, PhaseResult
 from bench.grpc5.workers import Job, JobResult, worker_main
 
@@ -62,11 +62,4 @@ class GrpcLoadGen:
         return res
 
     def close(self) -> None:
-        for pipe in self.pipes:
-            with contextlib.suppress(OSError):
-                pipe.send(None)
-        for proc in self.procs:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+        stop_workers(self.pipes, self.procs)
