@@ -129,7 +129,10 @@ class ClientProcess:
                 return text
 
     async def finish(self, timeout: float) -> ClientRun:
-        """Wait for the exit (killing the client after `timeout` s) and collect what it wrote."""
+        """Close the client's stdin (scripts may wait on it to shut down), wait for the exit
+        (killing the client after `timeout` s) and collect what it wrote."""
+        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
         try:
             out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
         except TimeoutError:
@@ -147,7 +150,7 @@ async def start_python5(script: str, *args: str, home: Path) -> ClientProcess:
     home.mkdir(parents=True, exist_ok=True)
     proc = await asyncio.create_subprocess_exec(
         str(PYTHON5), "-u", "-c", script, *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "HOME": str(home)},
     )  # fmt: skip
     return ClientProcess(proc, home)
@@ -158,7 +161,7 @@ async def start_node5(script: str, *args: str, home: Path, limit_s: int = 120) -
     home.mkdir(parents=True, exist_ok=True)
     proc = await asyncio.create_subprocess_exec(
         "timeout", str(limit_s), "node", "-e", script, str(NODE5_MODULE), *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "HOME": str(home)},
     )  # fmt: skip
     return ClientProcess(proc, home)

@@ -439,6 +439,9 @@ class ConsumerService:
             peer,
         )
         changed = ChangeInvisibleTimeResponseHeader.from_ext(answer.ext_fields)
+        # A held receive waits for the deadlines it saw when it started: wake it to look again, or
+        # a push consumer's nack (1 s) would wait out the other receive's long polling (20 s).
+        self.pop.on_arrival(topic, handle.queue_id, 0, 0, 0)
         return ReceiptHandle(
             ck_queue_offset=handle.ck_queue_offset,
             pop_time=changed.pop_time,
