@@ -238,3 +238,38 @@ def test_bad_input_gets_its_code_on_the_stream(tmp_path: Path) -> None:
                 assert [e.status.code for e in mixed.entries] == [pb.Code.INVALID_RECEIPT_HANDLE, OK]
 
     run(scenario())
+
+
+def test_fifo_group_gets_a_queue_per_assignment_and_one_batch_in_flight(tmp_path: Path) -> None:
+    require_endpoint()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as broker:
+            broker.controller.groups.update(SubscriptionGroupConfig("FifoG", consume_message_orderly=True))
+            for i in range(2):
+                await broker.send(
+                    "FifoT", f"f{i}".encode(), props={"UNIQ_KEY": f"F{i}", "__SHARDINGKEY": "order-1"}
+                )
+            tc = broker.controller.topics.select("FifoT")
+            assert tc is not None
+            channel, stub = raw_stub(broker)
+            async with channel:
+                request = spb.QueryAssignmentRequest(
+                    topic=pb.Resource(name="FifoT"), group=pb.Resource(name="FifoG")
+                )
+                assignment = await stub.QueryAssignment(request, metadata=METADATA, timeout=5)
+                assert [a.message_queue.id for a in assignment.assignments] == list(range(tc.read_queue_nums))
+                status, messages, _ = await _receive(stub, _receive_request("FifoT", "FifoG"))
+                assert status.code == OK, status.message
+                assert [m.system_properties.message_id for m in messages] == ["F0", "F1"]  # in order
+                assert {m.system_properties.message_group for m in messages} == {"order-1"}
+                assert {m.system_properties.message_type for m in messages} == {pb.MessageType.FIFO}
+                # While the batch is in flight, the queue hands out nothing new.
+                await broker.send("FifoT", b"f2", props={"UNIQ_KEY": "F2", "__SHARDINGKEY": "order-1"})
+                status, held, _ = await _receive(stub, _receive_request("FifoT", "FifoG"))
+                assert (status.code, held) == (pb.Code.MESSAGE_NOT_FOUND, [])
+                assert (await _ack(stub, "FifoT", "FifoG", *messages)).status.code == OK
+                status, [third], _ = await _receive(stub, _receive_request("FifoT", "FifoG"))
+                assert third.system_properties.message_id == "F2"
+
+    run(scenario())

@@ -20,8 +20,11 @@ shape around it:
 - The body digest sent is MD5 in uppercase hex, the spelling both the Python and Node clients
   compare exactly (their CRC32 spellings differ).
 
+FIFO groups (`consumeMessageOrderly`) get one assignment per queue and pop that queue with
+`order=true`: a queue hands out nothing new while a batch of it is in flight.
+
 Not done: the proxy's renewal of auto-renew handles (a push consumer slower than 60 s sees the
-message again); FIFO groups pop with `order=true`, which the POP processor serves once it does.
+message again).
 """
 
 from __future__ import annotations
@@ -138,7 +141,7 @@ class ConsumerService:
     def _fifo(self, group: str) -> bool:
         """Whether the group consumes in order (SubscriptionGroupConfig.consumeMessageOrderly)."""
         cfg = self.groups.find(group)
-        return bool(getattr(cfg, "consume_message_orderly", False))
+        return cfg is not None and cfg.consume_message_orderly
 
     def _check_topic_and_group(self, group: str, topic: str) -> Any:
         tc = self.topics.select(topic)
