@@ -45,7 +45,7 @@ from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.pop import PopRequestCode
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
-from rocketlite.remoting.connection import Connection, Handler, HandlerResult, RequestTable
+from rocketlite.remoting.connection import Connection, Handler, RequestTable, WireResult
 
 log = logging.getLogger("rocketlite.broker.acl")
 
@@ -443,7 +443,7 @@ class AclRequestTable(RequestTable):
             return None
         validator = self.validator
 
-        def checked(conn: Connection, request: RemotingCommand) -> HandlerResult:
+        def checked(conn: Connection, request: RemotingCommand) -> WireResult:
             try:
                 validator.validate(conn.remote_address, request)
             except AclError as exc:

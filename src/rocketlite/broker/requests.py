@@ -44,9 +44,9 @@ def register_requests(
     """Register every request code the broker answers on `table`."""
     handlers: dict[int, Handler] = {
         # producers
-        C.SEND_MESSAGE: send.handle,
-        C.SEND_MESSAGE_V2: send.handle,
-        C.SEND_BATCH_MESSAGE: send.handle,
+        C.SEND_MESSAGE: send.handle_wire,
+        C.SEND_MESSAGE_V2: send.handle_wire,
+        C.SEND_BATCH_MESSAGE: send.handle_wire,
         C.END_TRANSACTION: transactions.handle_end_transaction,
         # consumers
         C.PULL_MESSAGE: pull.handle,

@@ -31,6 +31,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   in, copied into the segment, msg id out): `record.place_record`, one for both.
 * `blake2b_digests` (many BLAKE2b digests in one call, the Spark sink's message ids):
   `row_digests`, one for both.
+* `encode_send_ok` (the SUCCESS answer to a stored send, a whole frame from its values):
+  `send_response.send_ok_over` over the reference or the fast frame encoder;
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
   SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
   `message.send_properties` and `batch.send_batch_messages`.
@@ -96,6 +98,7 @@ from rocketlite.protocol.record import (
     MessageInner,
     ScanResult,
 )
+from rocketlite.protocol.send_response import EncodeSendOk, send_ok_over
 
 __all__ = [
     "CHOSEN",
@@ -119,6 +122,7 @@ __all__ = [
     "encode_record",
     "encode_records",
     "encode_rocketmq_header",
+    "encode_send_ok",
     "first_crc_mismatch",
     "index_entries",
     "load_native",
@@ -274,12 +278,16 @@ class Codecs:
     place_record: PlaceRecord
     blake2b_digests: Callable[[bytes | bytearray | memoryview, Iterable[int]], bytes]
     decode_pull_header: Callable[[Mapping[str, str] | None], PullMessageRequestHeader]
+    encode_send_ok: EncodeSendOk
 
 
 # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the generated decoder of the class.
 _decode_send_header_v2_py: Final = decoder_for(SendMessageRequestHeader, SendMessageRequestHeader.V2_NAMES)
 # PULL_MESSAGE headers: the generated decoder of the class (what `from_ext` calls).
 _decode_pull_header_py: Final = decoder_for(PullMessageRequestHeader, None)
+
+_ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_py.encode_json_header)
+_ENCODE_COMMAND_PYTHON: Final = encode_command_over(json_header.encode_json_header)
 
 REFERENCE: Final = Codecs(
     "reference",
@@ -291,7 +299,7 @@ REFERENCE: Final = Codecs(
     json_header_py.decode_json_header,
     fastjson.quote_reference,
     decode_frames_over(json_header_py.decode_json_header),
-    encode_command_over(json_header_py.encode_json_header),
+    _ENCODE_COMMAND_REFERENCE,
     command_codec.decode_rocketmq_header,
     command_codec.encode_rocketmq_header,
     record_format.decode_records,
@@ -311,6 +319,7 @@ REFERENCE: Final = Codecs(
     record_format.place_record,
     row_digests.blake2b_digests,
     _decode_pull_header_py,
+    send_ok_over(_ENCODE_COMMAND_REFERENCE),
 )
 PYTHON: Final = Codecs(
     "python",
@@ -322,7 +331,7 @@ PYTHON: Final = Codecs(
     json_header.decode_json_header,
     fastjson.quote_plain,
     decode_frames_over(json_header.decode_json_header),
-    encode_command_over(json_header.encode_json_header),
+    _ENCODE_COMMAND_PYTHON,
     command_codec.decode_rocketmq_header,
     command_codec.encode_rocketmq_header,
     record_format.decode_records,
@@ -342,6 +351,7 @@ PYTHON: Final = Codecs(
     record_format.place_record,
     row_digests.blake2b_digests,
     _decode_pull_header_py,
+    send_ok_over(_ENCODE_COMMAND_PYTHON),
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -432,3 +442,4 @@ decode_send_header_v2: Final = CHOSEN.decode_send_header_v2
 place_record: Final = CHOSEN.place_record
 blake2b_digests: Final = CHOSEN.blake2b_digests
 decode_pull_header: Final = CHOSEN.decode_pull_header
+encode_send_ok: Final = CHOSEN.encode_send_ok

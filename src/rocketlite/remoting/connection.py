@@ -2,7 +2,8 @@
 
 An `asyncio.Protocol` feeds received bytes to the sans-IO `FrameDecoder`. Requests go to a handler
 looked up by request code; responses resolve the future waiting under their opaque. Handlers may
-answer synchronously (a `RemotingCommand`, or None for no answer) or return an awaitable; the hot
+answer synchronously (a `RemotingCommand`, its frame already encoded as `bytes`, or None for no
+answer) or return an awaitable; the hot
 paths (send with ASYNC_FLUSH, pull with data) answer synchronously, so no task is created for them.
 Responses produced while handling one `data_received` are joined and written with one `write`
 call: one system call, and one buffer for the event loop instead of one per frame (a pull answer
@@ -44,8 +45,12 @@ _ONEWAY: Final = int(CommandFlag.ONEWAY)
 # Flow control: above this many bytes buffered for a peer, stop reading its requests until drained.
 WRITE_HIGH_WATER: Final = 16 * 1024 * 1024
 
+# A handler's answer: a command, None (no answer) or an awaitable of either; and on the wire
+# (`WireResult`) also `bytes`: the answer already encoded as a whole frame (the send processor's
+# common answer, `SendMessageProcessor.handle_wire`), written as it is.
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
-Handler = Callable[["Connection", RemotingCommand], HandlerResult]
+WireResult = HandlerResult | bytes
+Handler = Callable[["Connection", RemotingCommand], WireResult]
 
 
 class RequestTable:
@@ -215,6 +220,14 @@ class Connection(asyncio.Protocol):
             if not request.flag & _ONEWAY:
                 self.send(error_response(request, exc))
             return
+        if type(result) is bytes:  # an encoded answer frame
+            if not request.flag & _ONEWAY:
+                out = self._out
+                if out is not None and not self.closed:
+                    out.append(result)
+                else:
+                    self.send_raw(result)
+            return
         if result is None:
             return
         if isinstance(result, RemotingCommand):
@@ -225,7 +238,7 @@ class Connection(asyncio.Protocol):
                 else:
                     self.send(result)
             return
-        task = asyncio.ensure_future(result)
+        task = asyncio.ensure_future(cast(Awaitable[RemotingCommand | None], result))
         task.add_done_callback(lambda t: self._finish(request, t))
 
     def _finish(self, request: RemotingCommand, task: asyncio.Future[RemotingCommand | None]) -> None:

@@ -321,6 +321,16 @@ class MessageStore:
 
     def put_message_nowait(self, msg: MessageInner) -> PendingPut:
         """Append without waiting for durability; the broker awaits `flush_future` itself."""
+        put = self.put_message_async(msg)
+        if type(put) is AppendResult:
+            return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, put))
+        assert isinstance(put, PendingPut)
+        return put
+
+    def put_message_async(self, msg: MessageInner) -> AppendResult | PendingPut:
+        """`put_message_nowait` for a caller that answers at once (the send processor): when the
+        message is stored and there is nothing to wait for (ASYNC_FLUSH), its `AppendResult`
+        itself, with no result objects around it; otherwise the `PendingPut`."""
         flags = self.flags
         if flags.shutdown or not flags.writeable or flags.disk_full or not self.started or not self.master:
             return PendingPut(self._check_put(msg) or PutMessageResult(PutMessageStatus.UNKNOWN_ERROR))
@@ -347,7 +357,7 @@ class MessageStore:
         # `_finish_put` of an ASYNC_FLUSH single put, inlined (one call less per send)
         self.stats.record_put(self._put_estimate_ms if begin < 0 else self._timed(begin), res.wrote_bytes, 1)
         self.reput.wakeup()
-        return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, res))
+        return res
 
     def put_messages_nowait(self, msgs: list[MessageInner]) -> PendingPut:
         """Append a batch (one topic-queue, consecutive queue offsets) without waiting."""

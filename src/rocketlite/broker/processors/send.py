@@ -37,14 +37,20 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.bodies import TopicConfig
-from rocketlite.protocol.codes import CommandFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import DEFAULT_LANGUAGE, DEFAULT_VERSION, RemotingCommand, make_response
+from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.record import MessageInner
-from rocketlite.protocol.speedups import decode_send_header_v2, send_batch_messages, send_properties
-from rocketlite.remoting.connection import Connection, HandlerResult
+from rocketlite.protocol.send_response import send_ok_command
+from rocketlite.protocol.speedups import (
+    decode_send_header_v2,
+    encode_send_ok,
+    send_batch_messages,
+    send_properties,
+)
+from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
 from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -90,9 +96,7 @@ SYSTEM_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while
 # Topic names already found legal and sendable (name rule, not reserved): a pure function of the
 # name, so remembered; bounded so that a client inventing names cannot grow it without end.
 _LEGAL_TOPICS_MAX = 4096
-_SUCCESS = int(ResponseCode.SUCCESS)
 _V2_CODES = SendMessageRequestHeader.V2_CODES
-_RESPONSE_FLAG = int(CommandFlag.RESPONSE)
 _RETRY_PREFIX = reserved.RETRY_GROUP_TOPIC_PREFIX
 _MULTI_TAGS_FLAG = MessageSysFlag.MULTI_TAGS_FLAG
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -243,6 +247,19 @@ class SendMessageProcessor:
 
     # -- the handler ------------------------------------------------------------------------
     def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+        """Serve a send; the answer is always a `RemotingCommand` (or an awaitable of one): for
+        callers that read it (the 5.x gRPC endpoint, tests)."""
+        result = self._handle(conn, request, False)
+        assert not isinstance(result, bytes)
+        return result
+
+    def handle_wire(self, conn: Connection, request: RemotingCommand) -> WireResult:
+        """Serve a send for the remoting connection: the common answer (a stored send, nothing
+        to wait for, JSON) comes back as its encoded frame (`speedups.encode_send_ok`), which
+        the connection writes as is; every other answer as `handle` gives it."""
+        return self._handle(conn, request, True)
+
+    def _handle(self, conn: Connection, request: RemotingCommand, wire: bool) -> WireResult:
         if self.start_accept_send_ms and self.clock.now_ms() < self.start_accept_send_ms:
             return make_response(
                 request,
@@ -264,7 +281,7 @@ class SendMessageProcessor:
         )
         body = request.body or b""
         if code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            return self._send_batch(conn, request, header, tc, queue_id, body)
+            return self._send_batch(conn, request, header, tc, queue_id, body, wire)
         topic = header.topic
         if topic.startswith(_RETRY_PREFIX):
             topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, request.version)
@@ -308,22 +325,18 @@ class SendMessageProcessor:
                     ResponseCode.SYSTEM_ERROR,
                     "accurate timer message is not enabled, timerWheelEnable is false",
                 )
-        pending = self.store.put_message_nowait(msg)
-        result = pending.result
-        append = result.append
-        if (
-            result.status is _PUT_OK
-            and append is not None
-            and pending.flush_future is None
-            and self.replica is None
-            and transaction_id is None
-        ):  # the common answer (ASYNC_FLUSH, no HA), built as `_response` builds it
-            self.stats.record_put(header.topic, 1, len(body))
-            return RemotingCommand(
-                _SUCCESS, DEFAULT_LANGUAGE, DEFAULT_VERSION, request.opaque,
-                _RESPONSE_FLAG, None, self._ok_ext(append, queue_id, None), None, request.serialize_type,
-            )  # fmt: skip
-        return self._respond(request, pending, header.topic, queue_id, 1, len(body), transaction_id)
+        put = self.store.put_message_async(msg)
+        if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
+            if self.replica is None and transaction_id is None:  # the common answer, as `_response`'s
+                self.stats.record_put(header.topic, 1, len(body))
+                broker = self.broker
+                return (encode_send_ok if wire else send_ok_command)(
+                    request.opaque, request.serialize_type, put.msg_id, queue_id, put.logics_offset,
+                    broker.region_id, "true" if broker.trace_on else "false", None,
+                )  # fmt: skip
+            put = PendingPut(PutMessageResult(_PUT_OK, put))
+        assert isinstance(put, PendingPut)
+        return self._respond(request, put, header.topic, queue_id, 1, len(body), transaction_id)
 
     def _send_batch(
         self,
@@ -333,7 +346,8 @@ class SendMessageProcessor:
         tc: TopicConfig,
         queue_id: int,
         body: bytes,
-    ) -> HandlerResult:
+        wire: bool,
+    ) -> WireResult:
         if header.topic.startswith(reserved.RETRY_GROUP_TOPIC_PREFIX):
             return make_response(
                 request, ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group"
@@ -358,6 +372,21 @@ class SendMessageProcessor:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
         del tc
         pending = self.store.put_messages_nowait(msgs)
+        result = pending.result
+        append = result.append
+        if (
+            wire
+            and result.status is _PUT_OK
+            and append is not None
+            and pending.flush_future is None
+            and self.replica is None
+        ):  # the common answer, as `_response` builds it, encoded at once
+            self.stats.record_put(header.topic, len(msgs), len(body))
+            broker = self.broker
+            return encode_send_ok(
+                request.opaque, request.serialize_type, append.msg_id, queue_id, append.logics_offset,
+                broker.region_id, "true" if broker.trace_on else "false", None,
+            )  # fmt: skip
         return self._respond(request, pending, header.topic, queue_id, len(msgs), len(body), None)
 
     def _respond(
@@ -420,11 +449,10 @@ class SendMessageProcessor:
         append = result.append
         if result.status is PutMessageStatus.PUT_OK and append is not None:  # the common answer
             self.stats.record_put(topic, n, size)
-            # what `make_response(request, SUCCESS, None, ext)` builds, without copying `ext`
-            return RemotingCommand(
-                _SUCCESS, DEFAULT_LANGUAGE, DEFAULT_VERSION, request.opaque,
-                _RESPONSE_FLAG, None, self._ok_ext(append, queue_id, transaction_id), None,
-                request.serialize_type,
+            broker = self.broker
+            return send_ok_command(
+                request.opaque, request.serialize_type, append.msg_id, queue_id, append.logics_offset,
+                broker.region_id, "true" if broker.trace_on else "false", transaction_id,
             )  # fmt: skip
         code, remark = _STATUS_RESPONSES[result.status]
         if remark is not None and "{max}" in remark:

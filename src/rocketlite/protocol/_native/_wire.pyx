@@ -23,7 +23,10 @@ from libc.string cimport memcpy
 
 from rocketlite.protocol import command as _command
 from rocketlite.protocol import json_header as _json_py
+from rocketlite.protocol import send_response as _send_response
+from rocketlite.protocol.codes import CommandFlag as _CommandFlag
 from rocketlite.protocol.codes import LanguageCode, SerializeType
+from rocketlite.protocol.codes import ResponseCode as _ResponseCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.frame_codec import check_prefix, encode_command_over
@@ -394,6 +397,69 @@ def encode_command(cmd):
         return out
     finally:
         free(b.data)
+
+
+cdef long long _DEFAULT_VERSION = _command.DEFAULT_VERSION
+assert _command.DEFAULT_LANGUAGE == "JAVA" and int(_ResponseCode.SUCCESS) == 0 and int(_CommandFlag.RESPONSE) == 1
+
+
+cdef inline bint _quoted(Buf* b, object text) except -1:
+    """`text` (an exact str) as a JSON string literal; False when it has no UTF-8 (lone surrogates)."""
+    cdef Py_ssize_t n
+    cdef const char* s = _utf8(text, &n)
+    if s == NULL:
+        return False
+    _buf_quote(b, <const unsigned char*>s, n)
+    return True
+
+
+def encode_send_ok(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on, transaction_id):
+    """`send_response.send_ok_over(encode_command)`, byte for byte: the SUCCESS answer to a stored
+    send written straight from its values (JSON, exact ints and strs); anything else is encoded
+    through the command, as the reference does."""
+    cdef Buf b
+    cdef long long op = 0, qid = 0, qoff = 0
+    cdef Py_ssize_t header_length
+    cdef object out
+    cdef unsigned char* o
+    if (serialize_type is not _JSON or not _small_int(opaque, &op) or not _small_int(queue_id, &qid)
+            or not _small_int(queue_offset, &qoff) or type(msg_id) is not str or type(region) is not str
+            or type(trace_on) is not str or (transaction_id is not None and type(transaction_id) is not str)):
+        return _send_ok_py(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on, transaction_id)
+    _buf_init(&b, 256)
+    try:
+        # ext keys in the general encoder's (sorted) order: MSG_REGION, TRACE_ON, msgId, queueId, ...
+        _buf_lit(&b, b'{"code":0,"extFields":{"MSG_REGION":')
+        if not (_quoted(&b, region) and _buf_lit(&b, b',"TRACE_ON":') == 0 and _quoted(&b, trace_on)
+                and _buf_lit(&b, b',"msgId":') == 0 and _quoted(&b, msg_id)):
+            return _send_ok_py(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on, transaction_id)
+        _buf_lit(&b, b',"queueId":"')
+        _buf_int(&b, qid)
+        _buf_lit(&b, b'","queueOffset":"')
+        _buf_int(&b, qoff)
+        _buf_put(&b, b'"', 1)
+        if transaction_id is not None:
+            _buf_lit(&b, b',"transactionId":')
+            if not _quoted(&b, transaction_id):
+                return _send_ok_py(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on,
+                                   transaction_id)
+        _buf_lit(&b, b'},"flag":1,"language":"JAVA","opaque":')
+        _buf_int(&b, op)
+        _buf_lit(&b, b',"serializeTypeCurrentRPC":"JSON","version":')
+        _buf_int(&b, _DEFAULT_VERSION)
+        _buf_put(&b, b"}", 1)
+        header_length = b.size
+        out = PyBytes_FromStringAndSize(NULL, 8 + header_length)
+        o = <unsigned char*>PyBytes_AS_STRING(out)
+        _put_u32(o, <unsigned int>(4 + header_length))
+        _put_u32(o + 4, <unsigned int>header_length)
+        memcpy(o + 8, b.data, header_length)
+        return out
+    finally:
+        free(b.data)
+
+
+_send_ok_py = _send_response.send_ok_over(encode_command)
 
 
 include "_wire_json_in.pxi"

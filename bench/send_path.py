@@ -1,0 +1,175 @@
+"""CPU per send request inside one process: frame bytes -> decoder -> handler -> response bytes.
+
+`bench/broker_bench.py` measures the broker from outside, over loopback, which on a busy machine
+says little. This script isolates what the send path costs: it starts a real `BrokerController`
+(ASYNC_FLUSH, a temporary store) on this process's loop, opens `Connection`s on a stub transport
+(no socket) that share the broker's request table, and feeds them prebuilt SEND_MESSAGE_V2 (and
+SEND_BATCH_MESSAGE of 32) frames the way a socket would: 32 requests per `data_received`, 16
+connections, then one loop turn, in which the broker's dispatch round for those appends runs.
+
+Printed per path, in µs per message, each the minimum of `--runs` runs: the process's CPU over
+the whole run (handling, encoding the answers, the dispatch rounds, and the store's threads), the
+loop thread's CPU alone (the figure to compare on a busy machine: other processes do not count
+in it) and the handling alone (wall time inside `data_received`).
+
+    .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--size 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.broker.config import BATCH, CONNECTIONS, MIB, WINDOW
+from bench.broker.loadgen import Sender
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.controller import BrokerController
+from rocketlite.protocol import speedups
+from rocketlite.protocol.frame import encode_command
+from rocketlite.remoting.connection import Connection
+from rocketlite.store.config import StoreConfig
+
+TOPIC = "SendPathTopic"
+
+
+class StubTransport:
+    """What `Connection` needs of a transport; writes are counted, not sent."""
+
+    def __init__(self, keep: bool = False) -> None:
+        self.written = 0
+        self.kept: list[bytes] | None = [] if keep else None
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+        if self.kept is not None:
+            self.kept.append(data)
+
+    def writelines(self, parts: list[bytes]) -> None:
+        self.written += sum(map(len, parts))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 10911)}.get(name, default)
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        del high, low
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def build_reads(n_messages: int, size: int, batch: bool) -> list[list[bytes]]:
+    """Per connection, its reads: each the bytes of WINDOW requests (or one batch request)."""
+    body = os.urandom(size)
+    reads: list[list[bytes]] = []
+    per_conn = max(1, n_messages // CONNECTIONS)
+    for q in range(CONNECTIONS):
+        sender = Sender(TOPIC, q, batch=batch)
+        conn_reads: list[bytes] = []
+        if batch:
+            for i in range(max(1, per_conn // BATCH)):
+                cmd = sender.batch_of(body, BATCH)
+                cmd.opaque = i + 1
+                conn_reads.append(encode_command(cmd))
+        else:
+            frames = []
+            for i in range(per_conn):
+                cmd = sender.single(body)
+                cmd.opaque = i + 1
+                frames.append(encode_command(cmd))
+            conn_reads = [b"".join(frames[i : i + WINDOW]) for i in range(0, len(frames), WINDOW)]
+        reads.append(conn_reads)
+    return reads
+
+
+async def run_once(
+    controller: BrokerController, reads: list[list[bytes]], per_read: int
+) -> tuple[float, float, float]:
+    conns = []
+    for _ in reads:
+        conn = Connection(controller.table)
+        conn.connection_made(StubTransport())  # type: ignore[arg-type]
+        conns.append(conn)
+    rounds = max(map(len, reads))
+    n = 0
+    handling = 0.0
+    cpu0 = time.process_time()
+    loop0 = time.thread_time()
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        for conn, conn_reads in zip(conns, reads, strict=True):
+            if r < len(conn_reads):
+                conn.data_received(conn_reads[r])
+                n += per_read
+        handling += time.perf_counter() - t0
+        await asyncio.sleep(0)  # the loop turn: this round's dispatch
+    await asyncio.sleep(0)
+    cpu = time.process_time() - cpu0
+    loop_cpu = time.thread_time() - loop0
+    assert all(c.transport.written > 0 for c in conns if c.transport is not None)  # type: ignore[attr-defined]
+    return cpu / n * 1e6, loop_cpu / n * 1e6, handling / n * 1e6
+
+
+def check_answers(controller: BrokerController, reads: list[bytes]) -> None:
+    """Feed `reads` on one connection and insist that every answer is SUCCESS."""
+    conn = Connection(controller.table)
+    transport = StubTransport(keep=True)
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    for data in reads:
+        conn.data_received(data)
+    answers, _ = speedups.decode_frames(b"".join(transport.kept or []), 1 << 30)
+    codes = {a.code for a in answers}
+    if codes != {0}:
+        raise SystemExit(f"unexpected answers: {[(a.code, a.remark) for a in answers if a.code]}")
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=16384)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--phases", default="single,batch")
+    args = ap.parse_args()
+    print(f"codecs: {speedups.CHOSEN.name}")
+    with tempfile.TemporaryDirectory(prefix="send_path_") as tmp:
+        store_cfg = StoreConfig(store_path_root_dir=Path(tmp), maped_file_size_commit_log=512 * MIB)
+        broker = BrokerConfig(
+            listen_port=0, listen_host="127.0.0.1", auto_create_topic_enable=True,
+            default_topic_queue_nums=CONNECTIONS, grpc_server_port=0,
+        )  # fmt: skip
+        controller = BrokerController(broker, store_cfg)
+        await controller.start()
+        try:
+            for phase in args.phases.split(","):
+                batch = phase == "batch"
+                per_read = BATCH if batch else WINDOW
+                reads = build_reads(args.messages, args.size, batch)
+                check_answers(controller, reads[0][:2])  # warm-up, topic created, answers SUCCESS
+                results = [await run_once(controller, reads, per_read) for _ in range(args.runs)]
+                cpu, loop_cpu, handling = (min(r[i] for r in results) for i in range(3))
+                print(
+                    f"{phase:6s} {args.size} B, µs per message: process CPU {cpu:6.2f}, "
+                    f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f}"
+                )
+        finally:
+            await controller.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
