@@ -29,7 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol
 
-from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.timer.park import asks_for_timer
@@ -102,6 +102,8 @@ _MULTI_TAGS_FLAG = MessageSysFlag.MULTI_TAGS_FLAG
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
 _TRANSACTION_PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
 _PUT_OK = PutMessageStatus.PUT_OK
+_PERM_WRITE = perm.PERM_WRITE
+_SLAVE = BrokerRole.SLAVE
 
 # The transaction service's `to_half_message`: turns a prepared message into a half message.
 HalfMessageHook = Callable[[MessageInner], None]
@@ -169,7 +171,7 @@ class SendMessageProcessor:
     def msg_check(self, header: SendMessageRequestHeader, remote: str) -> TopicConfig:
         """RocketMQ's `AbstractSendMessageProcessor.msgCheck`; raises with the answer to give."""
         b = self.broker
-        if not perm.is_writeable(b.broker_permission) and reserved.is_sys_topic(header.topic) is False:
+        if not b.broker_permission & _PERM_WRITE and reserved.is_sys_topic(header.topic) is False:
             raise RocketliteError(
                 f"the broker[{b.broker_ip1}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
             )
@@ -193,12 +195,12 @@ class SendMessageProcessor:
                     "See http://rocketmq.apache.org/docs/faq/",
                     code=ResponseCode.TOPIC_NOT_EXIST,
                 )
-        if not perm.is_writeable(tc.perm):
+        if not tc.perm & _PERM_WRITE:  # `perm.is_writeable`
             raise RocketliteError(
                 f"the topic[{header.topic}] sending message is forbidden", code=ResponseCode.NO_PERMISSION
             )
-        queue_limit = max(tc.write_queue_nums, tc.read_queue_nums)
-        if header.queue_id >= queue_limit:
+        queue_id = header.queue_id
+        if queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums:  # max() of the two
             raise RocketliteError(f"request queueId[{header.queue_id}] is illegal, {tc} Producer: {remote}")
         return tc
 
@@ -271,10 +273,11 @@ class SendMessageProcessor:
             header = decode_send_header_v2(request.ext_fields)
         else:
             header = SendMessageRequestHeader.from_ext(request.ext_fields, code)
-        if self.broker.is_slave:
+        broker = self.broker
+        if broker.broker_role is _SLAVE:  # `broker.is_slave`
             return make_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave")
-        if self.reject_request():
-            return make_response(request, ResponseCode.SYSTEM_BUSY, SYSTEM_BUSY_REMARK)
+        if self.flush_waiters >= broker.max_sync_flush_waiters or self.store.transient_store_pool_deficient():
+            return make_response(request, ResponseCode.SYSTEM_BUSY, SYSTEM_BUSY_REMARK)  # `reject_request`
         tc = self.msg_check(header, conn.remote_address)
         queue_id = (
             header.queue_id if header.queue_id >= 0 else self.rng.randrange(max(tc.write_queue_nums, 1))
@@ -287,7 +290,7 @@ class SendMessageProcessor:
             topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, request.version)
         # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
         properties, _tags_code, uniq_key, _keys, _delay = send_properties(
-            header.properties or "", self.broker.broker_cluster_name
+            header.properties or "", broker.broker_cluster_name
         )
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
@@ -329,7 +332,6 @@ class SendMessageProcessor:
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None and transaction_id is None:  # the common answer, as `_response`'s
                 self.stats.record_put(header.topic, 1, len(body))
-                broker = self.broker
                 return (encode_send_ok if wire else send_ok_command)(
                     request.opaque, request.serialize_type, put.msg_id, queue_id, put.logics_offset,
                     broker.region_id, "true" if broker.trace_on else "false", None,
