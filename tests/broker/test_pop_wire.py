@@ -160,3 +160,27 @@ def test_long_polling_woken_by_a_new_message_and_by_a_deadline(tmp_path: Path) -
             assert time.monotonic() - begin < 3.0
 
     run(scenario(), timeout=60)
+
+
+def test_a_held_pop_is_woken_when_an_in_flight_message_is_made_visible_sooner(tmp_path: Path) -> None:
+    """A POP held with "m" in flight for 60 s waits until its poll ends (4 s) unless the change of
+    m's invisible time to 1 ms wakes it to look again: it must get m back long before."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as b:
+            assert (await b.send(TOPIC, b"m", queue_id=0)).code == ResponseCode.SUCCESS
+            first = await pop(b, invisible_ms=60_000)
+            [(record, handle)] = handles(first, b.controller.broker.broker_name)
+            held = asyncio.create_task(pop(b, invisible_ms=60_000, poll_ms=4_000))
+            await asyncio.sleep(0.2)  # let the held POP find nothing and wait
+            begin = time.monotonic()
+            change = await b.call(PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, {
+                "consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "extraInfo": handle,
+                "offset": str(record.queue_offset), "invisibleTime": "1"})  # fmt: skip
+            assert change.code == ResponseCode.SUCCESS, change.remark
+            woken = await held
+            assert woken.code == ResponseCode.SUCCESS
+            assert [r.body for r in decode_records(woken.body or b"")] == [b"m"]
+            assert time.monotonic() - begin < 2.0  # not at the end of the 4 s poll
+
+    run(scenario(), timeout=60)

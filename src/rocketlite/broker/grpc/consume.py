@@ -442,9 +442,6 @@ class ConsumerService:
             peer,
         )
         changed = ChangeInvisibleTimeResponseHeader.from_ext(answer.ext_fields)
-        # A held receive waits for the deadlines it saw when it started: wake it to look again, or
-        # a push consumer's nack (1 s) would wait out the other receive's long polling (20 s).
-        self.pop.on_arrival(topic, handle.queue_id, 0, 0, 0)
         return ReceiptHandle(
             ck_queue_offset=handle.ck_queue_offset,
             pop_time=changed.pop_time,
@@ -478,7 +475,7 @@ class ConsumerService:
             record.reconsume_times = max(record.reconsume_times, entry.attempts)
             # The copy is flushed before the ack, so a crash in between delivers the message again
             # rather than losing it.
-            if not await self.pop._dead_letter(group, record):
+            if not await self.pop.dead_letter(group, record):
                 raise RefusedError("INTERNAL_ERROR", f"the copy to %DLQ%{group} could not be stored")
             await self._ack(group, topic, request.receipt_handle, context.peer())
         except RefusedError as exc:

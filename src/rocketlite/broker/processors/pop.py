@@ -114,7 +114,7 @@ class PopMessageProcessor:
         for event in self._held.get(topic, ()):
             event.set()
 
-    async def _dead_letter(self, group: str, record: StoredRecord) -> bool:
+    async def dead_letter(self, group: str, record: StoredRecord) -> bool:
         """Store a copy of `record` on `%DLQ%group` (created on first use, read-write) and wait
         until it is flushed; False if it could not be stored."""
         dlq = reserved.dlq_topic(group)
@@ -248,7 +248,7 @@ class PopMessageProcessor:
             confirm_dead_letter=True,
         )  # fmt: skip
         for record in dead:
-            if await self._dead_letter(h.consumer_group, record):
+            if await self.dead_letter(h.consumer_group, record):
                 self.service.dead_lettered(h.consumer_group, h.topic, record.queue_id, record.queue_offset)
         if dead and not batch.messages:  # with messages, the answer's persist covers it
             await self._persist()
@@ -291,6 +291,9 @@ class PopMessageProcessor:
             h.consumer_group, h.topic, h.queue_id, h.offset, handle, h.invisible_time
         )
         await self._persist()
+        # A held POP waits for the deadlines it saw when it started: wake those of this topic to
+        # look again, or a message made visible in 1 s would wait out their long polling (20 s).
+        self._wake(h.topic)
         ext = ChangeInvisibleTimeResponseHeader(
             pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
         ).to_ext()
