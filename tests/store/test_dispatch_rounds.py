@@ -1,16 +1,18 @@
 """Dispatch rounds: listeners hear once per queue per round, and appends made on an event loop
 that `ReputService.run_inline` was given are dispatched by a round on that loop (same
-iteration, same thread), bulk beyond `INLINE_MAX_BYTES` going on to the reput thread."""
+iteration, same thread), bulk beyond `INLINE_MAX_BYTES` going on to the reput thread; paced
+appends (`ReputService.paced`, the gRPC sends) share a round at most every `PACED_ROUND_S`."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.protocol.record import MessageInner
-from rocketlite.store.dispatch import INLINE_MAX_BYTES, ArrivalListener, ReputService
+from rocketlite.store.dispatch import INLINE_MAX_BYTES, PACED_ROUND_S, ArrivalListener, ReputService
 from rocketlite.store.message_store import MessageStore
 from tests.support.store import StoreFactory
 
@@ -74,6 +76,57 @@ def test_appends_on_the_loop_are_dispatched_in_the_same_iteration(open_store: St
         assert store.get_max_offset_in_queue("T", 0) == 3
         # One round for the three sends, on the loop's own thread.
         assert heard == [("T", 0, 3, threading.get_ident())]
+
+    asyncio.run(scenario())
+
+
+def test_paced_appends_share_rounds_and_unpaced_ones_are_not_held(open_store: StoreFactory) -> None:
+    """One append per loop iteration (as grpc.aio runs its RPCs): unpaced, a round each; paced, a
+    round at most every PACED_ROUND_S, and every message dispatched in the end. An unpaced append
+    made while a paced round waits still gets its round in the next iteration."""
+    store = open_store()
+    assert store.wait_dispatched()
+    without_thread(store)
+    heard: Heard = []
+    store.add_arrival_listener(listen(heard))
+    reput = store.reput
+    count = 200
+
+    async def appends(paced: bool) -> tuple[int, float]:
+        """`count` appends, a loop iteration after each; the rounds they got and the seconds."""
+        before = len(heard)
+        target = store.get_max_offset_in_queue("T", 0) + count
+        started = time.monotonic()
+        for _ in range(count):
+            reput.paced = paced
+            try:
+                assert store.put_message_nowait(mk(0)).result.ok
+            finally:
+                reput.paced = False
+            await asyncio.sleep(0)
+        elapsed = time.monotonic() - started
+        while store.get_max_offset_in_queue("T", 0) < target:  # a paced round may still be due
+            await asyncio.sleep(PACED_ROUND_S)
+        return len(heard) - before, elapsed
+
+    async def scenario() -> None:
+        reput.run_inline(asyncio.get_running_loop().call_soon)
+        rounds, _ = await appends(paced=False)
+        assert rounds == count
+        rounds, elapsed = await appends(paced=True)
+        assert 1 <= rounds <= elapsed / PACED_ROUND_S + 2
+        if elapsed < count * PACED_ROUND_S / 4:  # a machine not too busy to tell the two apart
+            assert rounds < count / 4
+        end = store.get_max_offset_in_queue("T", 0)
+        reput.paced = True
+        try:
+            assert store.put_message_nowait(mk(0)).result.ok  # its round waits (or runs next)
+        finally:
+            reput.paced = False
+        assert store.put_message_nowait(mk(0)).result.ok  # unpaced: a round next iteration
+        await asyncio.sleep(0)
+        assert store.get_max_offset_in_queue("T", 0) == end + 2
+        assert all(thread == threading.get_ident() for *_, thread in heard)
 
     asyncio.run(scenario())
 

@@ -16,12 +16,20 @@ thread waiting for the GIL behind a busy loop waits up to the interpreter's 5 ms
 interval), no hop back to the loop. A round that finds more than `INLINE_MAX_BYTES` waiting (bulk
 produce) leaves the rest to the reput thread, whose byte loops run without the GIL beside the
 loop. The thread also serves appends from other threads and polls as a safety net.
+
+Paced appends (`ReputService.paced`, set by the 5.x gRPC endpoint around its sends): grpc.aio runs
+each RPC in a loop iteration of its own, so "a round per iteration" would be a round per message
+(tens of microseconds each). A paced append's round runs at most `PACED_ROUND_S` after the previous round (at
+once when the last round is older), so a stream of RPCs shares rounds, as Java's reput thread
+shares its 1 ms sleeps; an unpaced append (4.x) still gets its round in the next iteration.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,6 +53,7 @@ _DISPATCH_CHUNK = 4 * 1024 * 1024
 # (the convoy) cost the loop more than dispatching itself.
 INLINE_MAX_BYTES = 1024 * 1024
 _POLL_S = 0.05  # the reput thread's safety-net poll (every append wakes it or the loop's round)
+PACED_ROUND_S = 0.001  # a paced append's round: at most this long after the previous round
 
 
 @dataclass(slots=True)
@@ -241,6 +250,9 @@ class ReputService:
         self._schedule: Callable[[Callable[[], None]], object] | None = None
         self._owner = 0  # thread id of the loop `_schedule` belongs to
         self._inline_pending = False
+        self._paced_pending = False
+        self._last_round = 0.0  # time.monotonic() of the last round on the loop
+        self.paced = False  # set around appends whose rounds may wait (see the module docstring)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="rocketlite-reput", daemon=True)
@@ -255,21 +267,49 @@ class ReputService:
     def wakeup(self) -> None:
         """Called after every append."""
         if self._schedule is not None and threading.get_ident() == self._owner:
-            if not self._inline_pending:
-                self._inline_pending = True
-                try:
-                    self._schedule(self._inline_round)
-                except RuntimeError:  # the loop is closed: back to the thread alone
-                    self._schedule, self._inline_pending = None, False
-                    self._wake.set()
+            if self.paced and not self._inline_pending:
+                self._wakeup_paced()
+            elif not self._inline_pending:
+                self._schedule_round()
             return
         # Skip Event.set's lock and notify when a wake-up is pending.
         if not self._wake.is_set():
             self._wake.set()
 
+    def _schedule_round(self) -> None:
+        schedule = self._schedule
+        assert schedule is not None  # (checked by the caller)
+        self._inline_pending = True
+        try:
+            schedule(self._inline_round)
+        except RuntimeError:  # the loop is closed: back to the thread alone
+            self._schedule, self._inline_pending = None, False
+            self._wake.set()
+
+    def _wakeup_paced(self) -> None:
+        """A paced append: a round now if the last one is `PACED_ROUND_S` old, else one when it
+        is (unless one is already due)."""
+        if self._paced_pending:
+            return
+        wait = self._last_round + PACED_ROUND_S - time.monotonic()
+        if wait <= 0:
+            self._schedule_round()
+            return
+        try:
+            asyncio.get_running_loop().call_later(wait, self._paced_round)
+        except RuntimeError:  # no running loop on this thread after all
+            self._schedule_round()
+            return
+        self._paced_pending = True
+
+    def _paced_round(self) -> None:
+        self._paced_pending = False
+        self._inline_round()
+
     def _inline_round(self) -> None:
         """The loop's round: everything appended up to now, or a first `INLINE_MAX_BYTES` of it."""
         self._inline_pending = False
+        self._last_round = time.monotonic()
         if not self._round.acquire(blocking=False):
             self._wake.set()  # the thread is in a round: it looks again when done
             return
