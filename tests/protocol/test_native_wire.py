@@ -319,3 +319,17 @@ def test_typical_send_frames_decode_alike_in_one_read() -> None:
     data = b"".join(REFERENCE.encode_command(send_v2_command(i)) for i in range(32))
     result = same("decode_frames", data, DEFAULT_MAX_FRAME_LENGTH)
     assert result[0] == "ok" and len(result[1][1][0][1]) == 32
+
+
+@SETTINGS
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=600), st.randoms(use_true_random=False))
+def test_recurring_short_texts_decode_alike(texts: list[str], rng: Any) -> None:
+    """The compiled reader keeps recent short texts (one per hash slot) and hands the same str
+    back for the same bytes: many texts, repeated in a shuffled order so that slots are reused
+    and collide, must still decode to exactly the reference's values."""
+    order = texts * 2
+    rng.shuffle(order)
+    for chunk in range(0, len(order), 50):
+        ext = {f"k{n}": text for n, text in enumerate(order[chunk : chunk + 50])}
+        cmd = RemotingCommand(code=int(RequestCode.SEND_MESSAGE_V2), opaque=chunk, ext_fields=ext)
+        same("decode_json_header", REFERENCE.encode_json_header(cmd))

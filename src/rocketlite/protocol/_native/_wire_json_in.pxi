@@ -7,6 +7,41 @@
 
 cdef object _NO = object()
 
+# Short header texts recur in every request of a client (group, topic, "TBW102", queue numbers,
+# "false", "JAVA"): the last text decoded for each of `_TEXT_SLOTS` hash slots is kept, and the
+# same bytes give the same (immutable) str again instead of a new one. Touched with the GIL held.
+cdef enum:
+    _TEXT_SLOTS = 256
+    _TEXT_MAX = 32
+
+cdef struct _Text:
+    Py_ssize_t n
+    PyObject* text  # an owned reference; NULL for an empty slot
+    unsigned char data[_TEXT_MAX]
+
+cdef _Text _texts[_TEXT_SLOTS]
+
+
+cdef object _short_text(const unsigned char* s, Py_ssize_t n):
+    """`s[:n]` (n <= _TEXT_MAX, no escapes) decoded from UTF-8, from the cache when it is there;
+    a UnicodeDecodeError as PyUnicode_DecodeUTF8 raises it."""
+    cdef uint32_t h = 2166136261u ^ <uint32_t>n
+    cdef Py_ssize_t i
+    cdef _Text* slot
+    cdef object text
+    for i in range(n):
+        h = (h ^ s[i]) * 16777619u
+    slot = &_texts[(h ^ (h >> 16)) & (_TEXT_SLOTS - 1)]
+    if slot.text != NULL and slot.n == n and memcmp(slot.data, s, n) == 0:
+        return <object>slot.text
+    text = PyUnicode_DecodeUTF8(<const char*>s, n, NULL)
+    Py_XDECREF(slot.text)
+    Py_INCREF(text)
+    slot.text = <PyObject*>text
+    slot.n = n
+    memcpy(slot.data, s, n)
+    return text
+
 
 cdef inline int _hex4(const unsigned char* p, Py_ssize_t n):
     """The value of four hex digits at `p` (`n` bytes there at most), or -1."""
@@ -34,6 +69,7 @@ cdef object _json_string(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
     cdef bint escaped = False
     cdef unsigned char c
     cdef unsigned char* tmp
+    cdef unsigned char local[512]  # an escaped text's bytes when they fit: no malloc for them
     while i < n:
         c = p[i]
         if c == 34:
@@ -50,8 +86,10 @@ cdef object _json_string(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
     pos[0] = i + 1
     try:
         if not escaped:
+            if i - start <= _TEXT_MAX:
+                return _short_text(p + start, i - start)
             return PyUnicode_DecodeUTF8(<const char*>p + start, i - start, NULL)
-        tmp = <unsigned char*>malloc(i - start)
+        tmp = &local[0] if i - start <= 512 else <unsigned char*>malloc(i - start)
         if tmp == NULL:
             raise MemoryError()
         try:
@@ -96,7 +134,8 @@ cdef object _json_string(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
                 j += 1
             return PyUnicode_DecodeUTF8(<const char*>tmp, j, NULL)
         finally:
-            free(tmp)
+            if tmp != &local[0]:
+                free(tmp)
     except UnicodeDecodeError:
         return _NO
 
