@@ -245,6 +245,33 @@ def test_bad_sends_and_ends_get_their_codes(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_unserved_message_types_and_a_normal_delivery_time_are_refused(tmp_path: Path) -> None:
+    """BAD_REQUEST naming the type (one the stubs know or a bare number); a NORMAL message with a
+    delivery time: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE. None of them stored."""
+    require_endpoint()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as broker:
+            await broker.send("TypeT")
+            channel, stub = raw_stub(broker)
+            soon = timestamp_pb2.Timestamp(seconds=int(time.time()) + 60)
+            async with channel:
+                unspecified = await _send(stub, _message("TypeT", b"x", "U1", "MESSAGE_TYPE_UNSPECIFIED"))
+                future = _message("TypeT", b"x", "U2", "NORMAL")
+                future.system_properties.message_type = 99  # open enum: a type from a newer client
+                numbered = await _send(stub, future)
+                timed = await _send(stub, _message("TypeT", b"x", "U3", "NORMAL", delivery_timestamp=soon))
+            assert unspecified.status.code == pb.Code.BAD_REQUEST
+            assert "MESSAGE_TYPE_UNSPECIFIED" in unspecified.status.message
+            assert numbered.status.code == pb.Code.BAD_REQUEST
+            assert "message type 99" in numbered.status.message
+            assert timed.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+            assert "delivery_timestamp" in timed.status.message
+            assert not {"U1", "U2", "U3"} & set(await stored_by_uniq_key(broker, "TypeT"))
+
+    run(scenario())
+
+
 def test_unknown_transaction_is_checked_over_the_producers_telemetry_stream(tmp_path: Path) -> None:
     """A half left open is checked back on the Telemetry stream of a producer of its topic, as a
     RecoverOrphanedTransactionCommand; the producer's EndTransaction (SOURCE_SERVER_CHECK) commits

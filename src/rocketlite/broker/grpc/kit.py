@@ -7,6 +7,8 @@ from typing import Any
 
 from rocketlite.protocol.message import HostAddress
 
+MAX_PEERS = 4096  # client addresses whose parsed `GrpcPeer` is kept
+
 
 class ProtoKit:
     """The `apache.rocketmq.v2` stubs and grpc, loaded once by the endpoint."""
@@ -27,10 +29,22 @@ class ProtoKit:
         self.pb: Any = definition_pb2
         self.spb: Any = service_pb2
         self.stubs: Any = service_pb2_grpc  # generated without types
+        self.codes: dict[str, int] = dict(definition_pb2.Code.items())
+        self._peers: dict[str, GrpcPeer] = {}
 
     def status(self, code: str, message: str = "") -> Any:
         """An `apache.rocketmq.v2.Status` by the `Code` name (`"OK"`, `"TOPIC_NOT_FOUND"`...)."""
-        return self.pb.Status(code=self.pb.Code.Value(code), message=message)
+        return self.pb.Status(code=self.codes[code], message=message)
+
+    def peer(self, peer: str) -> GrpcPeer:
+        """The `GrpcPeer` of a grpc peer string, kept per peer as a connection would be (its
+        address is parsed once, not per RPC); forgotten all at once past `MAX_PEERS`."""
+        found = self._peers.get(peer)
+        if found is None:
+            if len(self._peers) >= MAX_PEERS:
+                self._peers.clear()
+            found = self._peers[peer] = GrpcPeer(peer)
+        return found
 
     async def not_served(self, context: Any) -> None:
         """An RPC not served yet: gRPC UNIMPLEMENTED, saying so (no traceback in the log)."""

@@ -36,7 +36,7 @@ from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import EndTransactionRequestHeader
+from rocketlite.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id, properties_to_string
 from rocketlite.protocol.requests.send import build_send
 
@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 SHARDING_KEY = "__SHARDINGKEY"  # MessageConst.PROPERTY_SHARDING_KEY: a FIFO message's group
 MAX_MESSAGE_GROUP_BYTES = 64  # Java proxy's maxMessageGroupSize
 _MS_IN_SECONDS_FIELD = 100_000_000_000  # seconds past year 5138: a millisecond value
+MAX_TOPIC_TEMPLATES = 1024  # topics whose SEND_MESSAGE_V2 header fields are kept prebuilt
+# The V2 header letters filled per message (the rest comes from the topic's template).
+_V2 = SendMessageRequestHeader.V2_NAMES
+_QUEUE_ID, _SYS_FLAG, _BORN, _PROPERTIES = (
+    _V2[name] for name in ("queue_id", "sys_flag", "born_timestamp", "properties")
+)
 
 # 4.x answers of a send mapped onto apache.rocketmq.v2.Code (Java's ResponseCode -> Code table).
 SEND_CODES: dict[int, str] = {
@@ -131,25 +137,36 @@ class ProducerService:
         self.send = send
         self.transactions = transactions
         self.max_body_size = max_body_size
+        self._ok = kit.status("OK")
+        pb = kit.pb
+        self._types = {pb.MessageType.Value(n): n for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")}
+        self._digests: dict[int, str] = {number: name for name, number in pb.DigestType.items()}
+        self._templates: dict[str, dict[str, str]] = {}
 
     async def send_message(self, request: Any, context: Any) -> Any:
         kit = self.kit
-        entries = [await self._send_one(message, context.peer()) for message in request.messages]
+        peer = kit.peer(context.peer())
+        entries = [await self._send_one(message, peer) for message in request.messages]
         if not entries:
             status = kit.status("BAD_REQUEST", "no messages in the request")
-        elif len({e.status.code for e in entries}) == 1:
+        elif len(entries) == 1 or len({e.status.code for e in entries}) == 1:
             status = entries[0].status
         else:
             status = kit.status("MULTIPLE_RESULTS", "the messages were answered differently")
         return kit.spb.SendMessageResponse(status=status, entries=entries)
 
-    async def _send_one(self, message: Any, peer: str) -> Any:
+    async def _send_one(self, message: Any, peer: GrpcPeer) -> Any:
         kit = self.kit
+        reput = self.send.store.reput
         try:
             command, message_type = self._build(message)
-            answer = self.send.handle(cast("Connection", GrpcPeer(peer)), command)
-            if inspect.isawaitable(answer):  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
-                answer = await answer
+            reput.paced = True  # this message's dispatch round may be shared with the next RPCs'
+            try:
+                answer = self.send.handle(cast("Connection", peer), command)
+            finally:
+                reput.paced = False
+            if type(answer) is not RemotingCommand and inspect.isawaitable(answer):
+                answer = await answer  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
         except Refused as exc:
             return kit.spb.SendResultEntry(status=kit.status(exc.status, str(exc)))
         except RocketliteError as exc:
@@ -162,38 +179,38 @@ class ProducerService:
             return kit.spb.SendResultEntry(status=kit.status(code, answer.remark or ""))
         ext = answer.ext_fields or {}
         offset = int(ext.get("queueOffset", 0))
-        tx_id = ""
         if message_type == "TRANSACTION":  # the half's place: its offset msg id and queue offset
             tx_id = transaction_id(parse_msg_id(ext["msgId"]).offset, offset)
+            return kit.spb.SendResultEntry(
+                status=self._ok, message_id=message.system_properties.message_id, offset=offset,
+                transaction_id=tx_id,
+            )  # fmt: skip
         return kit.spb.SendResultEntry(
-            status=kit.status("OK"),
-            message_id=message.system_properties.message_id,
-            offset=offset,
-            transaction_id=tx_id,
+            status=self._ok, message_id=message.system_properties.message_id, offset=offset
         )
 
     def _build(self, message: Any) -> tuple[RemotingCommand, str]:
         """The SEND_MESSAGE_V2 request of one 5.x message and its type; `Refused` for bad input."""
-        pb = self.kit.pb
         system = message.system_properties
-        body = bytes(message.body)
+        body = message.body
         if not system.message_id:
             raise Refused("ILLEGAL_MESSAGE_ID", "system_properties.message_id is required")
-        message_type = pb.MessageType.Name(system.message_type)
-        if message_type not in ("NORMAL", "FIFO", "DELAY", "TRANSACTION"):
+        message_type = self._types.get(system.message_type)
+        if message_type is None:
+            number = system.message_type
+            known = self.kit.pb.MessageType.values()
+            name = self.kit.pb.MessageType.Name(number) if number in known else f"message type {number}"
             raise Refused(
-                "BAD_REQUEST",
-                f"{message_type} messages are not served (NORMAL, FIFO, DELAY, TRANSACTION are)",
+                "BAD_REQUEST", f"{name} messages are not served (NORMAL, FIFO, DELAY, TRANSACTION are)"
             )
         if len(body) > self.max_body_size:
             raise Refused("MESSAGE_BODY_TOO_LARGE", f"body of {len(body)} bytes > {self.max_body_size}")
-        problem = digest_problem(
-            body, pb.DigestType.Name(system.body_digest.type), system.body_digest.checksum
-        )
+        digest = system.body_digest
+        problem = digest_problem(body, self._digests.get(digest.type, ""), digest.checksum)
         if problem is not None:
             raise Refused("MESSAGE_CORRUPTED", problem)
         topic = message.topic.name
-        properties = dict(message.user_properties)
+        properties = dict(message.user_properties) if message.user_properties else {}
         if system.HasField("tag"):
             properties[MessageConst.TAGS] = system.tag
         if system.keys:
@@ -202,17 +219,52 @@ class ProducerService:
         properties[MessageConst.PRODUCER_GROUP] = topic  # Java's proxy: the producer group is the topic
         queue_id = -1  # the broker picks the queue, as Java's proxy does (FIFO: by group, below)
         sys_flag = 0
+        if (
+            message_type != "NORMAL"
+            or system.HasField("message_group")
+            or system.HasField("delivery_timestamp")
+        ):  # (a NORMAL message with either is refused there)
+            queue_id, sys_flag = self._by_type(system, message_type, topic, properties)
+        born = system.born_timestamp
+        command = make_request(RequestCode.SEND_MESSAGE_V2, self._template(topic), body)
+        ext = command.ext_fields
+        ext[_QUEUE_ID] = str(queue_id)
+        ext[_SYS_FLAG] = str(sys_flag)
+        ext[_BORN] = str(born.seconds * 1000 + born.nanos // 1_000_000)
+        ext[_PROPERTIES] = properties_to_string(properties)
+        return command, message_type
+
+    def _template(self, topic: str) -> dict[str, str]:
+        """A topic's SEND_MESSAGE_V2 header fields (`build_send`'s), built once per topic; `_build`
+        fills in the ones that vary per message."""
+        template = self._templates.get(topic)
+        if template is None:
+            if len(self._templates) >= MAX_TOPIC_TEMPLATES:
+                self._templates.clear()
+            template = build_send(
+                group=topic, topic=topic, queue_id=-1, body=b"", properties="", born_timestamp=0
+            ).ext_fields
+            self._templates[topic] = template
+        return template
+
+    def _by_type(
+        self, system: Any, type_name: str, topic: str, properties: dict[str, str]
+    ) -> tuple[int, int]:
+        """The queue and sys flag of a FIFO, DELAY or TRANSACTION message, its properties added;
+        `Refused` for a group or delivery time its type has no room for."""
+        queue_id = -1
+        sys_flag = 0
         group = system.message_group if system.HasField("message_group") else ""
-        if message_type == "FIFO":
+        if type_name == "FIFO":
             queue_id = self._fifo_queue(topic, group)
         elif group:
             raise Refused(
-                "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {message_type} message has no message_group"
+                "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {type_name} message has no message_group"
             )
         if group:
             properties[SHARDING_KEY] = group
         has_delivery = system.HasField("delivery_timestamp")
-        if message_type == "DELAY":
+        if type_name == "DELAY":
             if not has_delivery:
                 raise Refused(
                     "ILLEGAL_DELIVERY_TIME", "a DELAY message needs system_properties.delivery_timestamp"
@@ -220,25 +272,15 @@ class ProducerService:
             properties[MessageConst.TIMER_DELIVER_MS] = str(self._delivery(system.delivery_timestamp))
         elif has_delivery:
             raise Refused(
-                "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {message_type} message has no delivery_timestamp"
+                "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {type_name} message has no delivery_timestamp"
             )
-        if message_type == "TRANSACTION":
+        if type_name == "TRANSACTION":
             sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
             properties[MessageConst.TRANSACTION_PREPARED] = "true"
             if system.HasField("orphaned_transaction_recovery_duration"):
                 seconds = system.orphaned_transaction_recovery_duration.seconds
                 properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(int(seconds), 0))
-        born = system.born_timestamp
-        command = build_send(
-            group=topic,
-            topic=topic,
-            queue_id=queue_id,
-            body=body,
-            properties=properties_to_string(properties),
-            born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
-            sys_flag=sys_flag,
-        )
-        return command, message_type
+        return queue_id, sys_flag
 
     def _fifo_queue(self, topic: str, group: str) -> int:
         if not group:
