@@ -7,6 +7,10 @@ closing, a channel expiring) is handled the same way for both. The tables are ke
 the connection the client last heartbeated on; a client that reconnects replaces its old entry
 instead of being listed twice.
 
+A client is on a `ClientChannel`: a remoting `Connection` for 4.x clients, `grpc/clients.py`'s
+channel for 5.x ones (which pop, so GET_CONSUMER_LIST_BY_GROUP, the list 4.x clients rebalance
+over, leaves them out: `ClientChannelInfo.pops`).
+
 Consumer subscriptions are kept per group, as Java does (`ConsumerGroupInfo.subscriptionTable`).
 Their tag code sets are recomputed here from the subscription string: the C++ client sends
 `codeSet:[0,0]`, and the pull path filters consume-queue units by these codes.
@@ -23,7 +27,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -39,7 +43,7 @@ from rocketlite.protocol.bodies import (
     SubscriptionData,
 )
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import make_request
+from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
 )
@@ -72,15 +76,32 @@ def normalize_subscription(sub: SubscriptionData) -> SubscriptionData:
 # ---------------------------------------------------------------------------------------- tables
 
 
+class ClientChannel(Protocol):
+    """What the tables need of a client's connection: a remoting `Connection`, or a 5.x client's
+    channel (`grpc/clients.py`), as `transaction.CheckChannel` does for check-backs."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def remote_address(self) -> str: ...
+
+    def oneway(self, cmd: RemotingCommand) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(slots=True, eq=False)
 class ClientChannelInfo:
-    """One client on one connection; `last_update` is the wall-clock ms of its last heartbeat."""
+    """One client on one connection; `last_update` is the wall-clock ms of its last heartbeat;
+    `pops`: a 5.x consumer, which takes no queue in a 4.x rebalance."""
 
-    conn: Connection
+    conn: ClientChannel
     client_id: str
     language: str
     version: int
     last_update: int
+    pops: bool = False
 
     def to_connection_json(self) -> dict[str, Any]:
         """RocketMQ's `Connection` bean (GET_CONSUMER/PRODUCER_CONNECTION_LIST)."""
@@ -105,11 +126,13 @@ class ConsumerGroupInfo:
     last_update: int = 0
 
     def client_ids(self) -> list[str]:
-        return list(self.channels)
+        """The clients 4.x consumers rebalance the queues over (GET_CONSUMER_LIST_BY_GROUP): not
+        the 5.x ones, which pop across every queue and would leave theirs unconsumed."""
+        return [cid for cid, info in self.channels.items() if not info.pops]
 
-    def connections(self) -> list[Connection]:
+    def connections(self) -> list[ClientChannel]:
         """Distinct live connections of the group's clients, in registration order."""
-        seen: dict[int, Connection] = {}
+        seen: dict[int, ClientChannel] = {}
         for info in self.channels.values():
             if not info.conn.closed:
                 seen.setdefault(id(info.conn), info.conn)
@@ -160,7 +183,7 @@ class ConsumerGroupInfo:
 # ------------------------------------------------------------------------------------ the manager
 
 # A registration to remove: (group, clientID, is_consumer, only-if-on-this-connection or None).
-_Entry = tuple[str, str, bool, Connection | None]
+_Entry = tuple[str, str, bool, ClientChannel | None]
 
 
 class ClientManager:
@@ -193,7 +216,7 @@ class ClientManager:
         info = self.consumers.get(group)
         return info.subscription_table.get(topic) if info is not None else None
 
-    def producer_channels(self, group: str) -> list[Connection]:
+    def producer_channels(self, group: str) -> list[ClientChannel]:
         """Live connections of a producer group (transaction check-back picks one)."""
         infos = self.producers.get(group, {})
         return [i.conn for i in infos.values() if not i.conn.closed]
@@ -228,7 +251,7 @@ class ClientManager:
         subs_changed = group_info.update_subscription(subs, info.last_update)
         changed = channel_changed or subs_changed
         if changed:
-            log.info("consumer group %s changed: clients %s", group, group_info.client_ids())
+            log.info("consumer group %s changed: clients %s", group, list(group_info.channels))
             if notify:
                 self.notify_ids_changed(group)
         return changed
@@ -249,7 +272,7 @@ class ClientManager:
         cfg = self.groups.table.get(group)
         return cfg.notify_consumer_ids_changed_enable if cfg is not None else True
 
-    def _remove_consumer(self, group: str, client_id: str, conn: Connection | None) -> bool:
+    def _remove_consumer(self, group: str, client_id: str, conn: ClientChannel | None) -> bool:
         """Remove a client from a group (only if on `conn`, when given); drop emptied groups."""
         info = self.consumers.get(group)
         if info is None:
@@ -264,7 +287,7 @@ class ClientManager:
             log.info("consumer group %s has no clients left", group)
         return True
 
-    def _remove_producer(self, group: str, client_id: str, conn: Connection | None) -> bool:
+    def _remove_producer(self, group: str, client_id: str, conn: ClientChannel | None) -> bool:
         table = self.producers.get(group)
         entry = table.get(client_id) if table is not None else None
         if table is None or entry is None or (conn is not None and entry.conn is not conn):
@@ -287,8 +310,9 @@ class ClientManager:
             if self._group_notifies(group):
                 self.notify_ids_changed(group)
 
-    def on_connection_closed(self, conn: Connection) -> None:
-        """Forget every client registered through `conn` (a closed channel must not keep queues)."""
+    def on_connection_closed(self, conn: ClientChannel) -> None:
+        """Forget every client registered through `conn` (a closed channel must not keep queues);
+        also how a 5.x client that left is removed."""
         self._drop(self._entries(lambda info: info.conn is conn))
 
     def _entries(self, pick: Callable[[ClientChannelInfo], bool]) -> list[_Entry]:
