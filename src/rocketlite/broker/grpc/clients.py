@@ -1,0 +1,406 @@
+"""5.x clients as the broker's clients: registered in its `ClientManager` next to the 4.x ones, and
+the renewal of the receipts their push consumers hold.
+
+Registration, as Java's proxy (`ClientActivity`) does it: a client's Telemetry settings name what it
+is (producer of some topics, or push/simple consumer of a group and its subscriptions); the
+settings register it at once, each Heartbeat registers it again (its liveness for
+`channelExpiredTimeout`), and it leaves on NotifyClientTermination, when its Telemetry stream
+ends, or when its heartbeats stop (the manager's scan closes its channel). What the admin side
+shows of it:
+
+- a producer is a producer of each topic it publishes to (Java's proxy uses the topic as the
+  group; the transaction checks of 5.x halves name the same group);
+- a consumer is a CLUSTERING, CONSUME_FROM_LAST_OFFSET consumer of its group, CONSUME_PASSIVELY for
+  a push consumer and CONSUME_ACTIVELY for a simple one, with the group's subscriptions from the
+  settings (TAG expressions; SQL92 ones are kept as their text);
+- language is `x-mq-language` (a `LanguageCode` name, else OTHER: Node sends HTTP), the version
+  the `MQVersion` ordinal of `x-mq-client-version` ("5.1.2" is V5_1_2; V5_0_0 when unreadable),
+  the address the gRPC peer.
+
+A 5.x consumer pops across the queues: a 4.x rebalance must not hand it queues it never pulls, so
+it is left out of GET_CONSUMER_LIST_BY_GROUP (`ClientChannelInfo.pops`), and its arrival or
+departure does not make the group's 4.x clients rebalance. (Java's proxy lists both kinds there,
+which leaves queues unconsumed in a mixed group; here the 4.x clients share the queues among
+themselves and the 5.x ones pop beside them.)
+
+Renewal (`Renewals`, Java's `DefaultReceiptHandleManager`): each message an `auto_renew` receive
+hands out (a push consumer's: it sends no invisible time, the broker picks 60 s) is renewed to the
+full invisible time again `RENEW_AHEAD_MS` before its deadline, while the client that received it
+is registered and has not acked it, for at most `RENEW_MAX_MS` in all (Java's
+renewAheadTimeMillis and renewMaxTimeMillis defaults). It stops on ack, nack (a change of
+invisible time) or forward to the DLQ, which use the renewed handle in place of the one the client
+holds; and when the client leaves, after which the message is delivered again once its current
+invisible time is over. One loop timer, at the earliest renewal due, serves every receipt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from rocketlite.broker.client_manager import ClientChannelInfo, ClientManager
+from rocketlite.clock import Clock
+from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rocketlite.protocol.codes import LanguageCode, RequestCode
+from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.pop import MalformedReceiptHandleError, ReceiptHandle
+from rocketlite.protocol.subscription import build_subscription_data
+
+log = logging.getLogger("rocketlite.broker.grpc")
+
+V5_0_0: Final = 413  # MQVersion.Version.V5_0_0.ordinal(); each later x.y.z is 2 further on
+RENEW_AHEAD_MS: Final = 10_000  # proxy renewAheadTimeMillis
+RENEW_MAX_MS: Final = 3 * 3600 * 1000  # proxy renewMaxTimeMillis
+AUTO_RENEW_INVISIBLE_MS: Final = 60_000  # defaultInvisibleTimeMills, for auto_renew receives
+RENEW_RETRY_MS: Final = 1_000  # a renewal that failed for a passing reason is tried again after this
+PRODUCER, PUSH_CONSUMER, SIMPLE_CONSUMER = 1, 2, 3  # apache.rocketmq.v2.ClientType
+_CONSUME_TYPES: Final = {
+    PUSH_CONSUMER: ConsumeType.CONSUME_PASSIVELY,
+    SIMPLE_CONSUMER: ConsumeType.CONSUME_ACTIVELY,
+}
+_LANGUAGES: Final = frozenset(LanguageCode.__members__)
+
+
+def client_version(text: str) -> int:
+    """The `MQVersion` ordinal of a 5.x client's `x-mq-client-version` ("5.1.2" -> V5_1_2, 437);
+    V5_0_0 for anything else (Java's proxy registers every client as V5_0_0)."""
+    parts = text.strip().split(".")
+    if len(parts) >= 3 and parts[0] == "5" and all(p.isdigit() and len(p) == 1 for p in parts[1:3]):
+        return V5_0_0 + 2 * (10 * int(parts[1]) + int(parts[2]))
+    return V5_0_0
+
+
+def client_language(text: str) -> str:
+    name = text.strip().upper()
+    return name if name in _LANGUAGES else LanguageCode.OTHER.name
+
+
+def peer_address(peer: str) -> str:
+    """`host:port` of a grpc peer string ("ipv4:127.0.0.1:5555", "ipv6:[::1]:5555")."""
+    kind, sep, rest = peer.partition(":")
+    return rest if sep and kind in ("ipv4", "ipv6") else peer
+
+
+class Stream(Protocol):
+    """The client's open Telemetry stream (`telemetry.TelemetryStream`), the way to the client."""
+
+    client: str
+
+    @property
+    def closed(self) -> bool: ...
+
+    def oneway(self, cmd: RemotingCommand) -> None: ...
+
+
+class GrpcClientChannel:
+    """A 5.x client in the client manager's tables, where a 4.x client has its `Connection`: the
+    address, whether it is still there, the one-way requests the broker sends its clients (a
+    transaction check goes out on the Telemetry stream; NOTIFY_CONSUMER_IDS_CHANGED means nothing
+    to a client that pops), and `close`, which the manager's scan calls when heartbeats stop."""
+
+    def __init__(self, client_id: str, peer: str, stream: Stream, on_close: Callable[[str], None]) -> None:
+        self.client_id = client_id
+        self.remote_address = peer_address(peer)
+        self.stream = stream
+        self._on_close = on_close
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self.stream.closed
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self.stream.oneway(cmd)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._on_close(self.client_id)
+
+    def detach(self) -> None:
+        """Closed by the registry itself (the client left): no callback."""
+        self._closed = True
+
+
+@dataclass(slots=True)
+class _Client:
+    channel: GrpcClientChannel
+    settings: Any  # its last apache.rocketmq.v2.Settings
+    language: str
+    version: int
+
+
+class GrpcClients:
+    """The 5.x clients known from their settings, registered in `manager` (None: kept here only).
+    `gone` callbacks hear of each client that leaves, by its id."""
+
+    def __init__(self, manager: ClientManager | None, clock: Clock) -> None:
+        self.manager = manager
+        self.clock = clock
+        self.gone: list[Callable[[str], None]] = []
+        self._clients: dict[str, _Client] = {}
+
+    def online(self, client_id: str) -> bool:
+        known = self._clients.get(client_id)
+        return known is not None and not known.channel.closed
+
+    def settings(self, stream: Stream, peer: str, settings: Any, metadata: Mapping[str, str]) -> None:
+        """A client's settings on its Telemetry stream: (re-)register it as what they say."""
+        client_id = stream.client
+        if not client_id:
+            return
+        known = self._clients.get(client_id)
+        if known is None or known.channel.stream is not stream or known.channel.closed:
+            if known is not None:
+                self._unregister(client_id, known)
+            known = _Client(GrpcClientChannel(client_id, peer, stream, self._expired), settings, "", 0)
+            self._clients[client_id] = known
+        known.settings = settings
+        known.language = client_language(metadata.get("x-mq-language", ""))
+        known.version = client_version(metadata.get("x-mq-client-version", ""))
+        self._register(known)
+
+    def heartbeat(self, client_id: str) -> bool:
+        """A Heartbeat: register the client again (its liveness). False for a client without
+        settings (none sent yet, or it left): nothing to register."""
+        known = self._clients.get(client_id)
+        if known is None or known.channel.closed:
+            return False
+        self._register(known)
+        return True
+
+    def terminate(self, client_id: str) -> None:
+        """NotifyClientTermination: the client leaves."""
+        known = self._clients.pop(client_id, None)
+        if known is not None:
+            log.info("5.x client %s terminated", client_id)
+            self._unregister(client_id, known)
+
+    def stream_ended(self, stream: Stream) -> None:
+        """A Telemetry stream ended: its client leaves, unless it has a newer stream."""
+        known = self._clients.get(stream.client)
+        if known is not None and known.channel.stream is stream:
+            del self._clients[stream.client]
+            log.info("5.x client %s left (its Telemetry stream ended)", stream.client)
+            self._unregister(stream.client, known)
+
+    def _expired(self, client_id: str) -> None:
+        """The manager's scan closed the channel (no heartbeat for channelExpiredTimeout); the
+        manager drops its own entries."""
+        self._clients.pop(client_id, None)
+        for hook in self.gone:
+            hook(client_id)
+
+    def _register(self, known: _Client) -> None:
+        if self.manager is None:
+            return
+        s, channel = known.settings, known.channel
+        info = ClientChannelInfo(
+            channel, channel.client_id, known.language, known.version, self.clock.now_ms(), pops=True
+        )
+        if s.WhichOneof("pub_sub") == "publishing":
+            for topic in s.publishing.topics:
+                if topic.name:
+                    self.manager.register_producer(topic.name, info)
+            return
+        consume_type = _CONSUME_TYPES.get(int(s.client_type))
+        group = s.subscription.group.name if s.WhichOneof("pub_sub") == "subscription" else ""
+        if consume_type is None or not group:
+            return
+        data = ConsumerData(
+            group,
+            consume_type,
+            MessageModel.CLUSTERING,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            tuple(self._subscription(e, info.last_update) for e in s.subscription.subscriptions),
+        )
+        self.manager.register_consumer(data, info, notify=False)
+
+    @staticmethod
+    def _subscription(entry: Any, version: int) -> Any:
+        expression = entry.expression
+        kind = "SQL92" if expression.type == 2 else "TAG"  # apache.rocketmq.v2.FilterType.SQL
+        try:
+            return build_subscription_data(entry.topic.name, expression.expression or "*", kind, version)
+        except ValueError:  # an expression the TAG parser refuses: shown as the client wrote it
+            return build_subscription_data(entry.topic.name, expression.expression, "UNPARSED", version)
+
+    def _unregister(self, client_id: str, known: _Client) -> None:
+        known.channel.detach()
+        if self.manager is not None:
+            self.manager.on_connection_closed(known.channel)
+        for hook in self.gone:
+            hook(client_id)
+
+
+# ------------------------------------------------------------------------------------- renewals
+
+Renew = Callable[["Renewal", int], Awaitable[str]]
+"""Change a tracked delivery's invisible time (ms) through the POP processor; the new handle."""
+
+
+@dataclass(slots=True, eq=False)
+class Renewal:
+    """One delivery to an auto-renew receive: the handle the client holds (`original`) and the
+    broker's latest one (`current`), whose invisible time ends at `deadline` (wall ms)."""
+
+    client_id: str
+    group: str
+    topic: str
+    peer: str
+    original: str
+    current: str
+    deadline: int
+    started: int
+    renewing: asyncio.Future[None] | None = field(default=None)
+
+
+class Renewals:
+    """The deliveries of auto-renew receives, renewed before their invisible time ends (see the
+    module doc). `online(client_id)` says whether the receiver is still registered; `renew` does
+    one change of invisible time. `invisible_ms` is what an auto-renew receive and each renewal
+    set (tests shorten it)."""
+
+    def __init__(self, online: Callable[[str], bool], renew: Renew, clock: Clock) -> None:
+        self.online = online
+        self.renew = renew
+        self.clock = clock
+        self.invisible_ms = AUTO_RENEW_INVISIBLE_MS
+        self.max_ms = RENEW_MAX_MS
+        self.renewed = 0  # renewals done (a figure for tests and logs)
+        self._tracked: dict[str, Renewal] = {}  # by the handle the client holds
+        self._due: list[tuple[int, int, Renewal]] = []  # (due ms, tie-break, renewal): a heap
+        self._seq = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tracked)
+
+    def ahead_ms(self) -> int:
+        return min(RENEW_AHEAD_MS, self.invisible_ms // 2)
+
+    def track(self, client_id: str, group: str, topic: str, handle: str, peer: str) -> None:
+        """A delivery written to an auto-renew receive's stream."""
+        if not client_id:
+            return  # a caller without a client id can never be found registered
+        try:
+            parsed = ReceiptHandle.parse(handle)
+        except MalformedReceiptHandleError:
+            return
+        now = self.clock.now_ms()
+        entry = Renewal(
+            client_id, group, topic, peer, handle, handle, parsed.pop_time + parsed.invisible_time, now
+        )
+        self._tracked[handle] = entry
+        self._schedule(entry)
+
+    async def release(self, handle: str) -> str:
+        """Stop renewing the delivery the client's `handle` names (it acks, nacks or dead-letters
+        it) and return the broker's latest handle of it (the same text when it is not tracked);
+        a renewal under way is waited for, so the answer is never a handle it is replacing."""
+        entry = self._tracked.pop(handle, None)
+        if entry is None:
+            return handle
+        if entry.renewing is not None:
+            await asyncio.shield(entry.renewing)
+        return entry.current
+
+    def forget_client(self, client_id: str) -> None:
+        """The client left: its deliveries are no longer renewed (visible again at their deadline)."""
+        doomed = [h for h, e in self._tracked.items() if e.client_id == client_id]
+        for handle in doomed:
+            del self._tracked[handle]
+        if doomed:
+            log.info("client %s left: %d delivery(ies) no longer renewed", client_id, len(doomed))
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in list(self._tasks):
+            task.cancel()
+        self._tracked.clear()
+        self._due.clear()
+
+    # -- the timer --------------------------------------------------------------------------
+    def _schedule(self, entry: Renewal, due: int | None = None) -> None:
+        if due is None:
+            due = entry.deadline - self.ahead_ms()
+        self._seq += 1
+        heapq.heappush(self._due, (due, self._seq, entry))
+        if self._timer is None or due < self._timer_at:
+            self._arm(due)
+
+    def _arm(self, due: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = due
+        self._timer = loop.call_later(max(0.0, (due - self.clock.now_ms()) / 1000), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self.clock.now_ms()
+        batch: list[Renewal] = []
+        while self._due and self._due[0][0] <= now:
+            entry = heapq.heappop(self._due)[2]
+            if self._tracked.get(entry.original) is entry and entry.renewing is None:
+                batch.append(entry)
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._renew_all(batch), name="grpc-renew")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self._due and self._timer is None:
+            self._arm(self._due[0][0])
+
+    async def _renew_all(self, batch: list[Renewal]) -> None:
+        for entry in batch:
+            if self._tracked.get(entry.original) is not entry:
+                continue  # acked (or its client left) since it was due
+            now = self.clock.now_ms()
+            if not self.online(entry.client_id):
+                self._tracked.pop(entry.original, None)
+                continue
+            if now - entry.started >= self.max_ms:
+                self._tracked.pop(entry.original, None)
+                log.warning(
+                    "delivery %s of group %s renewed for %d ms: no longer renewed",
+                    entry.original, entry.group, now - entry.started,
+                )  # fmt: skip
+                continue
+            await self._renew_one(entry)
+
+    async def _renew_one(self, entry: Renewal) -> None:
+        done = asyncio.get_running_loop().create_future()
+        entry.renewing = done
+        retry_at: int | None = None
+        try:
+            entry.current = await self.renew(entry, self.invisible_ms)
+            parsed = ReceiptHandle.parse(entry.current)
+            entry.deadline = parsed.pop_time + parsed.invisible_time
+            self.renewed += 1
+        except RocketliteError as exc:  # acked or redelivered meanwhile, or the store refused
+            now = self.clock.now_ms()
+            if _passing(exc) and entry.deadline - now > RENEW_RETRY_MS:
+                retry_at = now + RENEW_RETRY_MS
+            else:
+                self._tracked.pop(entry.original, None)
+                log.info("delivery %s of group %s not renewed: %s", entry.original, entry.group, exc)
+        finally:
+            entry.renewing = None
+            done.set_result(None)
+        if self._tracked.get(entry.original) is entry:
+            self._schedule(entry, retry_at)
+
+
+def _passing(exc: RocketliteError) -> bool:
+    """A refusal worth another try (the store busy), not a handle that is no longer valid."""
+    return getattr(exc, "status", "") in ("TOO_MANY_REQUESTS", "INTERNAL_ERROR")
