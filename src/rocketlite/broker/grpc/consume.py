@@ -23,8 +23,9 @@ shape around it:
 FIFO groups (`consumeMessageOrderly`) get one assignment per queue and pop that queue with
 `order=true`: a queue hands out nothing new while a batch of it is in flight.
 
-Not done: the proxy's renewal of auto-renew handles (a push consumer slower than 60 s sees the
-message again).
+Auto-renew receives are renewed while their client is registered (`clients.Renewals`): an ack,
+a change of invisible time or a forward to the DLQ of such a delivery stops the renewal and acts
+on the broker's latest handle, whichever handle the client holds.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit
+from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
+from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.processors.pop import MAX_POP_NUMS, PopMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -69,7 +71,6 @@ log = logging.getLogger("rocketlite.broker.grpc")
 
 MIN_POLLING_MS: Final = 5_000  # Java proxy's grpcClientConsumerMin/MaxLongPollingTimeoutMillis
 MAX_POLLING_MS: Final = 20_000
-AUTO_RENEW_INVISIBLE_MS: Final = 60_000  # defaultInvisibleTimeMills, for auto_renew receives
 MIN_INVISIBLE_RECEIVE_MS: Final = 10_000  # minInvisibleTimeMillsForRecv
 MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000  # maxInvisibleTimeMills
 NACK_INVISIBLE_MS: Final = 1_000  # a popped message the stream could not carry comes back after this
@@ -118,13 +119,20 @@ class ConsumerService:
         groups: SubscriptionGroupManager,
         pop: PopMessageProcessor,
         route: RouteService,
+        clients: GrpcClients | None = None,
     ) -> None:
+        """`clients`: the registered 5.x clients, whose auto-renew deliveries are renewed (None:
+        a registry no one fills, so nothing is renewed)."""
         self.kit = kit
         self.broker = broker
         self.topics = topics
         self.groups = groups
         self.pop = pop
         self.route = route
+        clock = pop.service.clock
+        self.clients = clients if clients is not None else GrpcClients(None, clock)
+        self.renewals = Renewals(self.clients.online, self._renew, clock)
+        self.clients.gone.append(self.renewals.forget_client)
 
     # -- checks shared by the RPCs ----------------------------------------------------------
     def _names(self, request: Any) -> tuple[str, str]:
@@ -213,11 +221,16 @@ class ConsumerService:
                 group = request.group.name
                 messages = [self._message(r, header, group) for r in records]
                 sent = 0
+                renew = request.auto_renew
+                client, peer = client_id(context), context.peer()
                 try:
                     yield spb.ReceiveMessageResponse(status=kit.status("OK", "OK"))
                     for message in messages:
                         yield spb.ReceiveMessageResponse(message=message)
                         sent += 1
+                        if renew:
+                            handle = message.system_properties.receipt_handle
+                            self.renewals.track(client, group, message.topic.name, handle, peer)
                 finally:
                     if sent < len(messages):  # the client went away: the rest come back soon
                         self._nack_later(group, messages[sent:], context.peer())
@@ -240,7 +253,7 @@ class ConsumerService:
                 )
             polling_ms = int(remaining * 1000) - 200  # answer before the client gives up
         if request.auto_renew:
-            invisible_ms = AUTO_RENEW_INVISIBLE_MS
+            invisible_ms = self.renewals.invisible_ms
         else:
             invisible_ms = _millis(request.invisible_duration)
             _check_invisible(invisible_ms, MIN_INVISIBLE_RECEIVE_MS)
@@ -363,7 +376,8 @@ class ConsumerService:
         entries = []
         for entry in request.entries:
             try:
-                await self._ack(group, topic, entry.receipt_handle, context.peer())
+                handle = await self.renewals.release(entry.receipt_handle)
+                await self._ack(group, topic, handle, context.peer())
                 status = kit.status("OK", "OK")
             except RefusedError as exc:
                 status = kit.status(exc.status, str(exc))
@@ -416,10 +430,15 @@ class ConsumerService:
             self._check_topic_and_group(group, topic)
             invisible_ms = _millis(request.invisible_duration)
             _check_invisible(invisible_ms, 0)
-            handle = await self._change(group, topic, request.receipt_handle, invisible_ms, context.peer())
+            current = await self.renewals.release(request.receipt_handle)
+            handle = await self._change(group, topic, current, invisible_ms, context.peer())
         except RefusedError as exc:
             return spb.ChangeInvisibleDurationResponse(status=kit.status(exc.status, str(exc)))
         return spb.ChangeInvisibleDurationResponse(status=kit.status("OK", "OK"), receipt_handle=handle)
+
+    async def _renew(self, entry: Renewal, invisible_ms: int) -> str:
+        """One renewal of an auto-renew delivery (`Renewals`): its new handle."""
+        return await self._change(entry.group, entry.topic, entry.current, invisible_ms, entry.peer)
 
     async def _change(self, group: str, topic: str, text: str, invisible_ms: int, peer: str) -> str:
         """The new receipt handle once the message's deadline is now + `invisible_ms` (0, Node's
@@ -461,7 +480,8 @@ class ConsumerService:
         try:
             group, topic = self._names(request)
             self._check_topic_and_group(group, topic)
-            handle = self._parse_handle(request.receipt_handle)
+            text = await self.renewals.release(request.receipt_handle)
+            handle = self._parse_handle(text)
             assert handle.queue_offset is not None
             service = self.pop.service
             entry = service.in_flight(group, topic, handle.queue_id).get(handle.queue_offset)
@@ -477,7 +497,7 @@ class ConsumerService:
             # rather than losing it.
             if not await self.pop.dead_letter(group, record):
                 raise RefusedError("INTERNAL_ERROR", f"the copy to %DLQ%{group} could not be stored")
-            await self._ack(group, topic, request.receipt_handle, context.peer())
+            await self._ack(group, topic, text, context.peer())
         except RefusedError as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=kit.status(exc.status, str(exc)))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=kit.status("OK", "OK"))
