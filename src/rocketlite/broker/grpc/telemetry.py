@@ -8,7 +8,8 @@ check channel of the transaction service for the producer groups its settings na
 publishing topic, the group Java's proxy gives 5.x producers). A CHECK_TRANSACTION_STATE the
 service writes to it goes out as a `RecoverOrphanedTransactionCommand`; the client's checker
 answers with EndTransaction (source SOURCE_SERVER_CHECK). `ProducerStreams` is that registry; a
-stream leaves it when it ends.
+stream leaves it when it ends. Each settings also registers the client with the broker's client
+manager, and the stream's end unregisters it (`clients.GrpcClients`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from rocketlite.broker.grpc.kit import ProtoKit, client_id
+from rocketlite.broker.grpc.clients import GrpcClients
+from rocketlite.broker.grpc.kit import ProtoKit, client_id, metadata
 from rocketlite.broker.grpc.send import SHARDING_KEY, transaction_id
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.protocol.codes import RequestCode
@@ -137,8 +139,10 @@ class TelemetryService:
         max_body_size: int,
         groups: SubscriptionGroupManager | None = None,
         producers: ProducerStreams | None = None,
+        clients: GrpcClients | None = None,
     ) -> None:
         self.kit = kit
+        self.clients = clients  # where settings register their client (None: nowhere)
         self.groups = groups
         self.producers = producers if producers is not None else ProducerStreams()
         self.max_body_size = max_body_size
@@ -152,17 +156,22 @@ class TelemetryService:
         """Replies to the client's commands and whatever the server sends it, until either side
         ends the stream; the stream stays a check channel for exactly that long."""
         stream = TelemetryStream(self.kit, client_id(context), context.peer())
-        reader = asyncio.create_task(self._read(requests, stream), name="grpc-telemetry-read")
+        meta = metadata(context)
+        reader = asyncio.create_task(self._read(requests, stream, meta), name="grpc-telemetry-read")
         try:
             while (command := await stream.outbox.get()) is not None:
                 yield command
         finally:
             self.producers.remove(stream)
+            if self.clients is not None:
+                self.clients.stream_ended(stream)
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
 
-    async def _read(self, requests: AsyncIterator[Any], stream: TelemetryStream) -> None:
+    async def _read(
+        self, requests: AsyncIterator[Any], stream: TelemetryStream, meta: dict[str, str]
+    ) -> None:
         try:
             async for command in requests:
                 if command.WhichOneof("command") != "settings":
@@ -172,6 +181,8 @@ class TelemetryService:
                 if settings.WhichOneof("pub_sub") == "publishing":
                     stream.groups = frozenset(t.name for t in settings.publishing.topics)
                     self.producers.add(stream)
+                if self.clients is not None:
+                    self.clients.settings(stream, stream.remote_address, command.settings, meta)
                 stream.outbox.put_nowait(
                     self.kit.spb.TelemetryCommand(status=self.kit.status("OK"), settings=settings)
                 )
