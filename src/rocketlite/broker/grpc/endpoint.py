@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from rocketlite.broker.acl import AclValidator
+from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.auth import GrpcGuard
+from rocketlite.broker.grpc.clients import GrpcClients
 from rocketlite.broker.grpc.consume import ConsumerService
 from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
@@ -53,8 +55,10 @@ class GrpcEndpoint:
         acl: AclValidator | None = None,
         transactions: TransactionalMessageService | None = None,
         producers: ProducerStreams | None = None,
+        clients: ClientManager | None = None,
     ) -> None:
         self.kit = kit = ProtoKit()
+        self.clients = GrpcClients(clients, pop.service.clock)  # 5.x clients in the client manager
         self.guard = GrpcGuard(kit, acl)
         self.broker = broker
         self.credentials: Any = None  # TLS server credentials, read by start()
@@ -63,10 +67,10 @@ class GrpcEndpoint:
         self.port = 0
         self.route = RouteService(kit, broker, topics, lambda: self.port)
         self.telemetry = TelemetryService(
-            kit, max_body_size=max_body_size, groups=groups, producers=producers
+            kit, max_body_size=max_body_size, groups=groups, producers=producers, clients=self.clients
         )
         self.producer = ProducerService(kit, send, max_body_size=max_body_size, transactions=transactions)
-        self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route)
+        self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route, self.clients)
         # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
         self.server: Any = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         kit.stubs.add_MessagingServiceServicer_to_server(self._servicer(), self.server)
@@ -91,10 +95,13 @@ class GrpcEndpoint:
         log.info("5.x gRPC endpoint on %s:%d%s", self.host, self.port, " (TLS)" if self.credentials else "")
 
     async def close(self) -> None:
+        self.consumer.renewals.close()
         await self.server.stop(grace=1.0)
 
     async def heartbeat(self, request: Any, context: Any) -> Any:
-        del request, context
+        """The client's liveness: registered again from its settings (none yet: nothing to do)."""
+        del request
+        self.clients.heartbeat(client_id(context))
         return self.kit.spb.HeartbeatResponse(status=self.kit.status("OK"))
 
     async def notify_client_termination(self, request: Any, context: Any) -> Any:
@@ -102,6 +109,7 @@ class GrpcEndpoint:
         error answer)."""
         del request
         self.telemetry.forget(client_id(context))
+        self.clients.terminate(client_id(context))
         return self.kit.spb.NotifyClientTerminationResponse(status=self.kit.status("OK"))
 
     async def not_served(self, request: Any, context: Any) -> None:
