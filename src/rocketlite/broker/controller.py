@@ -337,7 +337,7 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
-            grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, producers),
+            grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, producers, clients),
         )
 
     def _grpc_endpoint(
@@ -348,6 +348,7 @@ class BrokerController:
         pop: PopMessageProcessor,
         transactions: TransactionalMessageService,
         producers: ProducerStreams,
+        clients: ClientManager,
     ) -> GrpcEndpoint | None:
         """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
         grpcServerPort 0 or without grpcio (said once); an ephemeral port when listenPort is 0. With
@@ -367,6 +368,7 @@ class BrokerController:
             acl=self.acl,
             transactions=transactions,
             producers=producers,
+            clients=clients,
         )  # fmt: skip
 
     def _refused_by_master(self, reason: str) -> None:
