@@ -251,17 +251,15 @@ class SendMessageProcessor:
     def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
         """Serve a send; the answer is always a `RemotingCommand` (or an awaitable of one): for
         callers that read it (the 5.x gRPC endpoint, tests)."""
-        result = self._handle(conn, request, False)
+        result = self.handle_wire(conn, request, False)
         assert not isinstance(result, bytes)
         return result
 
-    def handle_wire(self, conn: Connection, request: RemotingCommand) -> WireResult:
+    def handle_wire(self, conn: Connection, request: RemotingCommand, wire: bool = True) -> WireResult:
         """Serve a send for the remoting connection: the common answer (a stored send, nothing
         to wait for, JSON) comes back as its encoded frame (`speedups.encode_send_ok`), which
-        the connection writes as is; every other answer as `handle` gives it."""
-        return self._handle(conn, request, True)
-
-    def _handle(self, conn: Connection, request: RemotingCommand, wire: bool) -> WireResult:
+        the connection writes as is; every other answer as `handle` gives it (and all of them
+        with `wire` False, which is how `handle` calls it)."""
         if self.start_accept_send_ms and self.clock.now_ms() < self.start_accept_send_ms:
             return make_response(
                 request,
