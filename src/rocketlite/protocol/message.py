@@ -45,6 +45,7 @@ class MessageConst:
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
     CLUSTER = "CLUSTER"
     TRANSACTION_ID = "__transactionId__"
+    SHARDING_KEY = "__SHARDINGKEY"  # a FIFO message's group (5.x `message_group`)
     # 5.x timer messages: the delivery time a producer asks for (absolute ms, or relative), and
     # what the broker adds when it parks (TIMER_OUT_MS) and delivers (ENQUEUE / DEQUEUE times).
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
-from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, client_id
+from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.processors.pop import MAX_POP_NUMS, PopMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -74,12 +74,18 @@ MAX_POLLING_MS: Final = 20_000
 MIN_INVISIBLE_RECEIVE_MS: Final = 10_000  # minInvisibleTimeMillsForRecv
 MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000  # maxInvisibleTimeMills
 NACK_INVISIBLE_MS: Final = 1_000  # a popped message the stream could not carry comes back after this
-SHARDING_KEY: Final = "__SHARDINGKEY"  # the FIFO message group
 
 # Properties the broker or the 5.x system properties carry: not user properties.
 SYSTEM_PROPERTIES: Final = frozenset(
     {v for k, v in vars(MessageConst).items() if k.isupper() and isinstance(v, str)}
-    | {SHARDING_KEY, "POP_CK", "1ST_POP_TIME", "TRACE_CONTEXT", "bname", "INNER_NUM", "INNER_BASE"}
+    | {
+        "POP_CK",
+        "1ST_POP_TIME",
+        "TRACE_CONTEXT",
+        "bname",
+        "INNER_NUM",
+        "INNER_BASE",
+    }
 )
 
 # 4.x answers of the POP processor mapped onto apache.rocketmq.v2.Code (Java's proxy table).
@@ -92,14 +98,6 @@ POP_CODES: Final[dict[int, str]] = {
     ResponseCode.SYSTEM_BUSY: "TOO_MANY_REQUESTS",
     ResponseCode.SYSTEM_ERROR: "INTERNAL_ERROR",
 }
-
-
-class RefusedError(RocketliteError):
-    """An RPC answered with a non-OK status: `status` is its `apache.rocketmq.v2.Code` name."""
-
-    def __init__(self, status: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _refused(exc: RocketliteError) -> RefusedError:
@@ -301,7 +299,7 @@ class ConsumerService:
             body_encoding=pb.Encoding.Value(
                 "GZIP" if record.sys_flag & MessageSysFlag.COMPRESSED_FLAG else "IDENTITY"
             ),
-            message_type=pb.MessageType.Value("FIFO" if SHARDING_KEY in props else "NORMAL"),
+            message_type=pb.MessageType.Value("FIFO" if MessageConst.SHARDING_KEY in props else "NORMAL"),
             born_timestamp=_ts(kit, record.born_timestamp),
             born_host=str(record.born_host),
             store_timestamp=_ts(kit, record.store_timestamp),
@@ -318,8 +316,8 @@ class ConsumerService:
             system.tag = props[MessageConst.TAGS]
         if props.get(MessageConst.KEYS):
             system.keys.extend(props[MessageConst.KEYS].split(" "))
-        if SHARDING_KEY in props:
-            system.message_group = props[SHARDING_KEY]
+        if MessageConst.SHARDING_KEY in props:
+            system.message_group = props[MessageConst.SHARDING_KEY]
         if "TRACE_CONTEXT" in props:
             system.trace_context = props["TRACE_CONTEXT"]
         user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import HostAddress
 
 MAX_PEERS = 4096  # client addresses whose parsed `GrpcPeer` is kept
+
+
+class RefusedError(RocketliteError):
+    """A request answered with a non-OK status before (or instead of) the broker's own handling:
+    `status` is its `apache.rocketmq.v2.Code` name, the message says why."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ProtoKit:

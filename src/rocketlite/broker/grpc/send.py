@@ -29,7 +29,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any, cast
 
-from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit
+from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, RefusedError
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol import reserved
@@ -43,7 +43,6 @@ from rocketlite.protocol.requests.send import build_send
 if TYPE_CHECKING:
     from rocketlite.remoting.connection import Connection
 
-SHARDING_KEY = "__SHARDINGKEY"  # MessageConst.PROPERTY_SHARDING_KEY: a FIFO message's group
 MAX_MESSAGE_GROUP_BYTES = 64  # Java proxy's maxMessageGroupSize
 _MS_IN_SECONDS_FIELD = 100_000_000_000  # seconds past year 5138: a millisecond value
 MAX_TOPIC_TEMPLATES = 1024  # topics whose SEND_MESSAGE_V2 header fields are kept prebuilt
@@ -112,15 +111,6 @@ def delivery_ms(timestamp: Any) -> int:
     return int(timestamp.seconds) * 1000 + int(timestamp.nanos) // 1_000_000
 
 
-class Refused(RocketliteError):  # noqa: N818  (a verdict, not a fault)
-    """A message refused before it reaches the broker: `status` is its apache.rocketmq.v2.Code
-    name."""
-
-    def __init__(self, status: str, why: str) -> None:
-        super().__init__(why)
-        self.status = status
-
-
 class ProducerService:
     """`transactions`: the broker's transaction service, which EndTransaction goes to (None: not
     served)."""
@@ -167,7 +157,7 @@ class ProducerService:
                 reput.paced = False
             if type(answer) is not RemotingCommand and inspect.isawaitable(answer):
                 answer = await answer  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
-        except Refused as exc:
+        except RefusedError as exc:
             return kit.spb.SendResultEntry(status=kit.status(exc.status, str(exc)))
         except RocketliteError as exc:
             return kit.spb.SendResultEntry(
@@ -190,25 +180,25 @@ class ProducerService:
         )
 
     def _build(self, message: Any) -> tuple[RemotingCommand, str]:
-        """The SEND_MESSAGE_V2 request of one 5.x message and its type; `Refused` for bad input."""
+        """The SEND_MESSAGE_V2 request of one 5.x message and its type; `RefusedError` for bad input."""
         system = message.system_properties
         body = message.body
         if not system.message_id:
-            raise Refused("ILLEGAL_MESSAGE_ID", "system_properties.message_id is required")
+            raise RefusedError("ILLEGAL_MESSAGE_ID", "system_properties.message_id is required")
         message_type = self._types.get(system.message_type)
         if message_type is None:
             number = system.message_type
             known = self.kit.pb.MessageType.values()
             name = self.kit.pb.MessageType.Name(number) if number in known else f"message type {number}"
-            raise Refused(
+            raise RefusedError(
                 "BAD_REQUEST", f"{name} messages are not served (NORMAL, FIFO, DELAY, TRANSACTION are)"
             )
         if len(body) > self.max_body_size:
-            raise Refused("MESSAGE_BODY_TOO_LARGE", f"body of {len(body)} bytes > {self.max_body_size}")
+            raise RefusedError("MESSAGE_BODY_TOO_LARGE", f"body of {len(body)} bytes > {self.max_body_size}")
         digest = system.body_digest
         problem = digest_problem(body, self._digests.get(digest.type, ""), digest.checksum)
         if problem is not None:
-            raise Refused("MESSAGE_CORRUPTED", problem)
+            raise RefusedError("MESSAGE_CORRUPTED", problem)
         topic = message.topic.name
         properties = dict(message.user_properties) if message.user_properties else {}
         if system.HasField("tag"):
@@ -251,27 +241,27 @@ class ProducerService:
         self, system: Any, type_name: str, topic: str, properties: dict[str, str]
     ) -> tuple[int, int]:
         """The queue and sys flag of a FIFO, DELAY or TRANSACTION message, its properties added;
-        `Refused` for a group or delivery time its type has no room for."""
+        `RefusedError` for a group or delivery time its type has no room for."""
         queue_id = -1
         sys_flag = 0
         group = system.message_group if system.HasField("message_group") else ""
         if type_name == "FIFO":
             queue_id = self._fifo_queue(topic, group)
         elif group:
-            raise Refused(
+            raise RefusedError(
                 "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {type_name} message has no message_group"
             )
         if group:
-            properties[SHARDING_KEY] = group
+            properties[MessageConst.SHARDING_KEY] = group
         has_delivery = system.HasField("delivery_timestamp")
         if type_name == "DELAY":
             if not has_delivery:
-                raise Refused(
+                raise RefusedError(
                     "ILLEGAL_DELIVERY_TIME", "a DELAY message needs system_properties.delivery_timestamp"
                 )
             properties[MessageConst.TIMER_DELIVER_MS] = str(self._delivery(system.delivery_timestamp))
         elif has_delivery:
-            raise Refused(
+            raise RefusedError(
                 "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", f"a {type_name} message has no delivery_timestamp"
             )
         if type_name == "TRANSACTION":
@@ -284,16 +274,18 @@ class ProducerService:
 
     def _fifo_queue(self, topic: str, group: str) -> int:
         if not group:
-            raise Refused("ILLEGAL_MESSAGE_GROUP", "a FIFO message needs system_properties.message_group")
+            raise RefusedError(
+                "ILLEGAL_MESSAGE_GROUP", "a FIFO message needs system_properties.message_group"
+            )
         if not group.strip():
-            raise Refused("ILLEGAL_MESSAGE_GROUP", "message_group cannot be only whitespace")
+            raise RefusedError("ILLEGAL_MESSAGE_GROUP", "message_group cannot be only whitespace")
         if len(group.encode("utf-8")) >= MAX_MESSAGE_GROUP_BYTES:
-            raise Refused(
+            raise RefusedError(
                 "ILLEGAL_MESSAGE_GROUP",
                 f"message_group is {len(group.encode())} bytes, max {MAX_MESSAGE_GROUP_BYTES - 1}",
             )
         if any(ord(c) < 32 for c in group):
-            raise Refused("ILLEGAL_MESSAGE_GROUP", "message_group cannot contain control characters")
+            raise RefusedError("ILLEGAL_MESSAGE_GROUP", "message_group cannot contain control characters")
         tc = self.send.topics.select(topic)
         return -1 if tc is None else fifo_queue(group, tc.write_queue_nums)
 
@@ -301,7 +293,7 @@ class ProducerService:
         at = delivery_ms(timestamp)
         furthest = self.send.store.config.timer_max_delay_sec * 1000
         if at - int(time.time() * 1000) > furthest:
-            raise Refused(
+            raise RefusedError(
                 "ILLEGAL_DELIVERY_TIME",
                 f"delivery_timestamp {at} ms is more than timerMaxDelaySec ({furthest // 1000} s) ahead",
             )

@@ -23,7 +23,7 @@ from typing import Any
 
 from rocketlite.broker.grpc.clients import GrpcClients
 from rocketlite.broker.grpc.kit import ProtoKit, client_id, metadata
-from rocketlite.broker.grpc.send import SHARDING_KEY, transaction_id
+from rocketlite.broker.grpc.send import transaction_id
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.command import RemotingCommand
@@ -42,7 +42,7 @@ _SYSTEM_KEYS = frozenset(
         MessageConst.TAGS, MessageConst.KEYS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
         MessageConst.PRODUCER_GROUP, MessageConst.TRANSACTION_PREPARED, MessageConst.REAL_TOPIC,
         MessageConst.REAL_QUEUE_ID, MessageConst.TRANSACTION_CHECK_TIMES, MessageConst.CLUSTER,
-        MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, SHARDING_KEY,
+        MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, MessageConst.SHARDING_KEY,
     }
 )  # fmt: skip
 
