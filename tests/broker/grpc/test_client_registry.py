@@ -160,6 +160,7 @@ def test_stream_end_and_heartbeat_expiry_unregister_and_mixed_group_rebalances_4
                 second.cancel()
                 await four.close()
 
+        assert both is not None
         assert sorted(c["clientId"] for c in both["connectionSet"]) == ["10.0.0.9@4x", "five-1", "five-2"]
         languages = {c["clientId"]: (c["language"], c["version"]) for c in both["connectionSet"]}
         assert languages["five-1"] == ("HTTP", 413) and languages["five-2"] == ("HTTP", 413)
