@@ -347,20 +347,23 @@ class ClientManager:
         info = ClientChannelInfo(conn, data.client_id, language, version, now)
         self._watch(conn)
         for consumer in data.consumer_data_set:
-            cfg = self.groups.find(consumer.group_name)
-            notify = True
-            if cfg is not None:
-                notify = cfg.notify_consumer_ids_changed_enable
-                sys_flag = 2 if consumer.unit_mode else 0  # TopicSysFlag.buildSysFlag(false, true)
-                self.topics.create_in_send_back(
-                    reserved.retry_topic(consumer.group_name),
-                    cfg.retry_queue_nums,
-                    perm.PERM_READ | perm.PERM_WRITE,
-                    sys_flag,
-                )
+            notify = self.prepare_group(consumer.group_name, unit_mode=consumer.unit_mode)
             self.register_consumer(consumer, info, notify=notify)
         for producer in data.producer_data_set:
             self.register_producer(producer.group_name, info)
+
+    def prepare_group(self, group: str, *, unit_mode: bool = False) -> bool:
+        """A consumer group with a config (created on first use while autoCreateSubscriptionGroup
+        is on) gets its retry topic, as a heartbeat naming it does; returns whether the group's
+        clients are told of changes (its notifyConsumerIdsChangedEnable; True without a config)."""
+        cfg = self.groups.find(group)
+        if cfg is None:
+            return True
+        sys_flag = 2 if unit_mode else 0  # TopicSysFlag.buildSysFlag(false, true)
+        self.topics.create_in_send_back(
+            reserved.retry_topic(group), cfg.retry_queue_nums, perm.PERM_READ | perm.PERM_WRITE, sys_flag
+        )
+        return cfg.notify_consumer_ids_changed_enable
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> None:
         """An UNREGISTER_CLIENT: remove the clientID from the named producer / consumer group."""
