@@ -220,6 +220,7 @@ class GrpcClients:
             ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
             tuple(self._subscription(e, info.last_update) for e in s.subscription.subscriptions),
         )
+        self.manager.prepare_group(group)  # its %RETRY% topic: consumerProgress lists such groups
         self.manager.register_consumer(data, info, notify=False)
 
     @staticmethod
