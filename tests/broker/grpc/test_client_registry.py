@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from typing import Any
 import pytest
 
 from rocketlite.broker.grpc.clients import client_language, client_version
+from rocketlite.cli import main
+from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, KVTable, SubscriptionData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_request
@@ -24,6 +28,7 @@ from rocketlite.remoting.client import RemotingClient
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.grpc_clients import (
+    PYTHON5,
     endpoint_address,
     raw_stub,
     require_endpoint,
@@ -114,6 +119,37 @@ def test_python_push_consumer_and_producer_are_listed_then_gone(tmp_path: Path) 
     run(scenario())
 
 
+def test_admin_verbs_show_a_5x_push_consumer_and_producer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rocketlite admin consumerConnection`, `producerConnection` and `consumerProgress` over the
+    wire, against an embedded name server and broker, while the Python clients run."""
+    require_python5()
+    with embedded(tmp_path / "store") as cluster:
+        endpoint = cluster.broker.parts.grpc if cluster.broker.parts else None
+        assert endpoint is not None and endpoint.port > 0
+        env = {**os.environ, "HOME": str(tmp_path / "home")}
+        args = [str(PYTHON5), "-u", "-c", PYTHON_CLIENTS, f"127.0.0.1:{endpoint.port}", "AdmT", "AdmG"]
+        _admin(cluster, capsys, "updateTopic", "-c", "DefaultCluster", "-t", "AdmT")
+        with subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
+        ) as proc:
+            try:
+                assert proc.stdout is not None and proc.stdout.readline().startswith('{"started"')
+                consumer = _admin(cluster, capsys, "consumerConnection", "-g", "AdmG")
+                producer = _admin(cluster, capsys, "producerConnection", "-g", "AdmT", "-t", "AdmT")
+                progress = _admin(cluster, capsys, "consumerProgress")
+            finally:
+                proc.communicate("", timeout=30)
+    (conn,) = consumer["connections"]
+    assert (conn["language"], conn["version"]) == ("PYTHON", 437)
+    assert consumer["subscriptions"] == [{"topic": "AdmT", "subExpression": "TagA||TagB"}]
+    assert consumer["consumeType"] == "CONSUME_PASSIVELY"
+    assert [c["language"] for c in producer["connections"]] == ["PYTHON"]
+    (row,) = [g for g in progress["groups"] if g["group"] == "AdmG"]
+    assert (row["count"], row["version"], row["consumeType"]) == (1, "437", "CONSUME_PASSIVELY")
+
+
 def test_stream_end_and_heartbeat_expiry_unregister_and_mixed_group_rebalances_4x_only(
     tmp_path: Path,
 ) -> None:
@@ -182,6 +218,14 @@ def test_language_and_version_from_the_metadata() -> None:
 
 
 # ------------------------------------------------------------------------------------------ helpers
+
+
+def _admin(cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    capsys.readouterr()
+    rc = main(["--log-level", "ERROR", "admin", *args, "-n", cluster.namesrv_addr, "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, f"admin {args}: exit {rc}, {out!r} {err!r}"
+    return json.loads(out)
 
 
 def _metadata(client: str) -> tuple[tuple[str, str], ...]:
