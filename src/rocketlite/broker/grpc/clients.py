@@ -12,7 +12,7 @@ shows of it:
   group; the transaction checks of 5.x halves name the same group);
 - a consumer is a CLUSTERING, CONSUME_FROM_LAST_OFFSET consumer of its group, CONSUME_PASSIVELY for
   a push consumer and CONSUME_ACTIVELY for a simple one, with the group's subscriptions from the
-  settings (TAG expressions; SQL92 ones are kept as their text);
+  settings (TAG expressions; SQL92 ones as their text);
 - language is `x-mq-language` (a `LanguageCode` name, else OTHER: Node sends HTTP), the version
   the `MQVersion` ordinal of `x-mq-client-version` ("5.1.2" is V5_1_2; V5_0_0 when unreadable),
   the address the gRPC peer.
@@ -44,12 +44,17 @@ from typing import Any, Final, Protocol
 
 from rocketlite.broker.client_manager import ClientChannelInfo, ClientManager
 from rocketlite.clock import Clock
-from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rocketlite.protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+)
 from rocketlite.protocol.codes import LanguageCode, RequestCode
 from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.pop import MalformedReceiptHandleError, ReceiptHandle
-from rocketlite.protocol.subscription import build_subscription_data
 
 log = logging.getLogger("rocketlite.broker.grpc")
 
@@ -224,13 +229,14 @@ class GrpcClients:
         self.manager.register_consumer(data, info, notify=False)
 
     @staticmethod
-    def _subscription(entry: Any, version: int) -> Any:
+    def _subscription(entry: Any, version: int) -> SubscriptionData:
+        """One entry of the settings; the manager computes its tag codes (a TAG expression it
+        cannot parse is taken as `*`, with a warning, as a 4.x heartbeat's)."""
         expression = entry.expression
         kind = "SQL92" if expression.type == 2 else "TAG"  # apache.rocketmq.v2.FilterType.SQL
-        try:
-            return build_subscription_data(entry.topic.name, expression.expression or "*", kind, version)
-        except ValueError:  # an expression the TAG parser refuses: shown as the client wrote it
-            return build_subscription_data(entry.topic.name, expression.expression, "UNPARSED", version)
+        return SubscriptionData(
+            entry.topic.name, expression.expression or "*", sub_version=version, expression_type=kind
+        )
 
     def _unregister(self, client_id: str, known: _Client) -> None:
         known.channel.detach()
