@@ -25,7 +25,6 @@ from rocketlite.broker import acl
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
-from rocketlite.broker.grpc.telemetry import ProducerStreams
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
@@ -274,10 +273,9 @@ class BrokerController:
         pop_service.load()
         pop = PopMessageProcessor(b, pop_service, topics, groups)
         store.add_arrival_listener(pop.on_arrival)  # wakes held POPs
-        producers = ProducerStreams()  # 5.x producers' Telemetry streams: check channels too
         transactions = TransactionalMessageService(
             b, store, topics, offsets, stats, clock, store_host,
-            lambda group: [*clients.producer_channels(group), *producers.channels(group)],
+            clients.producer_channels,  # 4.x connections and 5.x Telemetry streams alike
         )  # fmt: skip
         ha_master: HAMasterService | None = None
         ha_slave: HASlaveService | None = None
@@ -337,7 +335,7 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
-            grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, producers, clients),
+            grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
         )
 
     def _grpc_endpoint(
@@ -347,7 +345,6 @@ class BrokerController:
         send: SendMessageProcessor,
         pop: PopMessageProcessor,
         transactions: TransactionalMessageService,
-        producers: ProducerStreams,
         clients: ClientManager,
     ) -> GrpcEndpoint | None:
         """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
@@ -367,7 +364,6 @@ class BrokerController:
             max_body_size=self.store_config.max_message_size,
             acl=self.acl,
             transactions=transactions,
-            producers=producers,
             clients=clients,
         )  # fmt: skip
 

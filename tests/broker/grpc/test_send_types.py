@@ -299,7 +299,9 @@ def test_unknown_transaction_is_checked_over_the_producers_telemetry_stream(tmp_
                 call = stub.Telemetry(commands(), metadata=METADATA, timeout=30)
                 first = await call.read()
                 assert first.status.code == OK and first.settings.publishing.max_body_size > 0
-                assert len(endpoint.telemetry.producers.channels("CheckT")) == 1
+                clients = broker.controller.parts.clients if broker.controller.parts else None
+                assert clients is not None
+                assert len(clients.producer_channels("CheckT")) == 1  # the stream, as a check channel
                 sent = await _send(stub, _message("CheckT", b"left-open", "TX9", "TRANSACTION", keys=["k9"]))
                 assert sent.status.code == OK
                 check = await asyncio.wait_for(call.read(), 10)
@@ -326,7 +328,7 @@ def test_unknown_transaction_is_checked_over_the_producers_telemetry_stream(tmp_
                 closing.set()
                 call.cancel()
             deadline = time.monotonic() + 5
-            while len(endpoint.telemetry.producers):  # the server sees the stream end
+            while clients.producer_channels("CheckT"):  # the server sees the stream end
                 assert time.monotonic() < deadline, "the ended stream stayed registered"
                 await asyncio.sleep(0.02)
 

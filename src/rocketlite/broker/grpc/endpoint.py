@@ -20,7 +20,7 @@ from rocketlite.broker.grpc.consume import ConsumerService
 from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.grpc.send import ProducerService
-from rocketlite.broker.grpc.telemetry import ProducerStreams, TelemetryService
+from rocketlite.broker.grpc.telemetry import TelemetryService
 from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -54,7 +54,6 @@ class GrpcEndpoint:
         max_body_size: int,
         acl: AclValidator | None = None,
         transactions: TransactionalMessageService | None = None,
-        producers: ProducerStreams | None = None,
         clients: ClientManager | None = None,
     ) -> None:
         self.kit = kit = ProtoKit()
@@ -67,7 +66,7 @@ class GrpcEndpoint:
         self.port = 0
         self.route = RouteService(kit, broker, topics, lambda: self.port)
         self.telemetry = TelemetryService(
-            kit, max_body_size=max_body_size, groups=groups, producers=producers, clients=self.clients
+            kit, max_body_size=max_body_size, groups=groups, clients=self.clients
         )
         self.producer = ProducerService(kit, send, max_body_size=max_body_size, transactions=transactions)
         self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route, self.clients)

@@ -7,9 +7,9 @@ The stream is also the server's way to the client: while it is open, a producer'
 check channel of the transaction service for the producer groups its settings name (each
 publishing topic, the group Java's proxy gives 5.x producers). A CHECK_TRANSACTION_STATE the
 service writes to it goes out as a `RecoverOrphanedTransactionCommand`; the client's checker
-answers with EndTransaction (source SOURCE_SERVER_CHECK). `ProducerStreams` is that registry; a
-stream leaves it when it ends. Each settings also registers the client with the broker's client
-manager, and the stream's end unregisters it (`clients.GrpcClients`).
+answers with EndTransaction (source SOURCE_SERVER_CHECK). The registry is the broker's client
+manager, as for 4.x producers: each settings registers the client there (`clients.GrpcClients`),
+and the stream's end unregisters it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from rocketlite.broker.grpc.clients import GrpcClients
@@ -56,7 +56,6 @@ class TelemetryStream:
         self.client = client
         self.remote_address = peer
         self.closed = False
-        self.groups: frozenset[str] = frozenset()  # producer groups its settings name
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
 
     def oneway(self, cmd: RemotingCommand) -> None:
@@ -77,27 +76,6 @@ class TelemetryStream:
             transaction_id=transaction_id(header.commit_log_offset, header.tran_state_table_offset),
         )
         self.outbox.put_nowait(self.kit.spb.TelemetryCommand(recover_orphaned_transaction_command=recover))
-
-
-class ProducerStreams:
-    """The open Telemetry streams of 5.x producers, by producer group: the transaction service's
-    check channels besides the remoting connections. Built by the controller before either side."""
-
-    def __init__(self) -> None:
-        self._open: set[TelemetryStream] = set()
-
-    def channels(self, group: str) -> Sequence[TelemetryStream]:
-        return [s for s in self._open if group in s.groups and not s.closed]
-
-    def add(self, stream: TelemetryStream) -> None:
-        self._open.add(stream)
-
-    def remove(self, stream: TelemetryStream) -> None:
-        stream.closed = True
-        self._open.discard(stream)
-
-    def __len__(self) -> int:
-        return len(self._open)
 
 
 def message_of(kit: ProtoKit, record: StoredRecord) -> Any:
@@ -129,8 +107,8 @@ def message_of(kit: ProtoKit, record: StoredRecord) -> Any:
 
 
 class TelemetryService:
-    """`groups`: the subscription groups (None: no group consumes FIFO); `producers`: where open
-    producer streams are registered for transaction checks (None: a registry no one reads)."""
+    """`groups`: the subscription groups (None: no group consumes FIFO); `clients`: where settings
+    register their client, and so where transaction checks find producer streams (None: nowhere)."""
 
     def __init__(
         self,
@@ -138,13 +116,11 @@ class TelemetryService:
         *,
         max_body_size: int,
         groups: SubscriptionGroupManager | None = None,
-        producers: ProducerStreams | None = None,
         clients: GrpcClients | None = None,
     ) -> None:
         self.kit = kit
         self.clients = clients  # where settings register their client (None: nowhere)
         self.groups = groups
-        self.producers = producers if producers is not None else ProducerStreams()
         self.max_body_size = max_body_size
         self.settings: dict[str, Any] = {}  # client id -> its last Settings
 
@@ -162,7 +138,7 @@ class TelemetryService:
             while (command := await stream.outbox.get()) is not None:
                 yield command
         finally:
-            self.producers.remove(stream)
+            stream.closed = True
             if self.clients is not None:
                 self.clients.stream_ended(stream)
             reader.cancel()
@@ -178,9 +154,6 @@ class TelemetryService:
                     continue  # thread stack traces and verify results: nothing asked for them yet
                 settings = self.reply_settings(command.settings)
                 self.settings[stream.client] = settings
-                if settings.WhichOneof("pub_sub") == "publishing":
-                    stream.groups = frozenset(t.name for t in settings.publishing.topics)
-                    self.producers.add(stream)
                 if self.clients is not None:
                     self.clients.settings(stream, stream.remote_address, command.settings, meta)
                 stream.outbox.put_nowait(
