@@ -77,6 +77,36 @@ def test_batch_send(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_batch_refusals(tmp_path: Path) -> None:
+    """Each refusal of a batch keeps its code and remark (the body is encoded straight into
+    records now, without a message object per entry)."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+
+            async def send(body: bytes, props: str = "TAGS\x01bt") -> tuple[int, str]:
+                header = SendMessageRequestHeader(
+                    producer_group="pg", topic="Batch", default_topic="TBW102", default_topic_queue_nums=4,
+                    queue_id=1, sys_flag=0, born_timestamp=1, flag=0, properties=props, batch=True,
+                )  # fmt: skip
+                r = await b.call(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), body)
+                return r.code, r.remark or ""
+
+            one = encode_batch([BatchEntry(0, b"m", "KEYS\x01k")])
+            assert (await send(one))[0] == ResponseCode.SUCCESS
+            delayed = encode_batch([BatchEntry(0, b"m", "DELAY\x012")])
+            assert await send(delayed) == (ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+            assert await send(b"") == (ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+            code, remark = await send(one, "DELAY\x013")
+            assert code == ResponseCode.MESSAGE_ILLEGAL and "delayed batches are not supported" in remark
+            code, remark = await send(one, "K\x01" + "v" * 32760)
+            assert code == ResponseCode.MESSAGE_ILLEGAL and "properties" in remark
+            code, _ = await send(one[:-1])
+            assert code == ResponseCode.SYSTEM_ERROR  # torn
+
+    run(scenario())
+
+
 def test_retry_beyond_max_goes_to_dlq(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with broker_under_test(tmp_path) as b:

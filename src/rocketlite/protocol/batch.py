@@ -28,14 +28,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rocketlite.protocol import record_codec_py
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.message import (
+    NAME_VALUE_SEPARATOR,
     HostAddress,
     MessageConst,
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.record import MessageInner
+from rocketlite.protocol.record import MessageInner, RecordTooLargeError
 
 ENTRY_HEAD = struct.Struct(
     ">"
@@ -151,6 +153,59 @@ def send_batch_messages(
             )
         )
     return msgs, False
+
+
+# What `encode_batch_records` found, beside the records (see there).
+BATCH_OK: Final = 0
+BATCH_DELAYED_ENTRY: Final = 1  # an entry carries DELAY: "batch messages cannot be delayed"
+BATCH_DELAY_PROPERTY: Final = 2  # a stored properties string holds "DELAY\x01" (the store refuses)
+BATCH_TOO_LARGE: Final = 3  # a record over a limit (topic, properties, maxMessageSize); the remark says
+DELAY_NEEDLE: Final = MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
+
+# (commit-log records back to back, position-dependent fields zero; how many; the first
+# record's SYSFLAG; one of the BATCH_* outcomes; the remark of BATCH_TOO_LARGE, else "")
+EncodedBatch = tuple[bytearray, int, int, int, str]
+
+
+def encode_batch_records(
+    body: bytes | bytearray | memoryview,
+    header_properties: str,
+    cluster: str,
+    topic: str,
+    born_host: HostAddress,
+    store_host: HostAddress,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    reconsume_times: int,
+    max_message_size: int,
+) -> EncodedBatch:
+    """A SEND_BATCH_MESSAGE body straight to the commit-log records the store appends: what
+    `send_batch_messages` and then `encode_records` make of it, in one call, so that the
+    compiled twin (`_native/_record.pyx`) needs no `MessageInner` per entry.
+
+    A torn body raises ProtocolError (as `send_batch_messages`). The refusals that the send
+    processor and the store answer, each in its turn, come back as the outcome, with no records:
+    an entry's own DELAY (BATCH_DELAYED_ENTRY, count 0) before anything else, then, for the store
+    to judge after its own checks, a stored properties string holding DELAY_NEEDLE (what
+    `MessageStore.put_messages_nowait` refuses) and last a record over a limit (BATCH_TOO_LARGE,
+    the `RecordTooLargeError` text as the remark). An empty body is `(b"", 0, 0, BATCH_OK, "")`.
+    """
+    msgs, delayed = send_batch_messages(
+        body, header_properties, cluster, topic, born_host, store_host, queue_id, sys_flag,
+        born_timestamp, reconsume_times,
+    )  # fmt: skip
+    if delayed:
+        return bytearray(), 0, 0, BATCH_DELAYED_ENTRY, ""
+    if not msgs:
+        return bytearray(), 0, 0, BATCH_OK, ""
+    if any(DELAY_NEEDLE in m.properties_string for m in msgs):
+        return bytearray(), len(msgs), 0, BATCH_DELAY_PROPERTY, ""
+    try:
+        buf, first_sys_flag = record_codec_py.encode_records(msgs, max_message_size)
+    except RecordTooLargeError as exc:
+        return bytearray(), len(msgs), 0, BATCH_TOO_LARGE, str(exc)
+    return buf, len(msgs), first_sys_flag, BATCH_OK, ""
 
 
 def encode_batch(entries: Iterable[BatchEntry]) -> bytes:

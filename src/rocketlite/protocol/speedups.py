@@ -36,6 +36,9 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
 * `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
   SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
   `message.send_properties` and `batch.send_batch_messages`.
+* `encode_batch_records`, `stamp_batch` (a SEND_BATCH_MESSAGE body straight into commit-log
+  records, no message objects; such a batch stamped under the lock): `batch` and
+  `record_stamp`, one for both.
 
 The store, the frame layer, the broker, the client and Spark import these names from here and
 nowhere else, so the block at the end decides for all of them, once, at import:
@@ -117,6 +120,7 @@ __all__ = [
     "decode_rocketmq_header",
     "decode_send_header_v2",
     "dispatch_batch",
+    "encode_batch_records",
     "encode_command",
     "encode_json_header",
     "encode_record",
@@ -136,6 +140,7 @@ __all__ = [
     "select_units",
     "send_batch_messages",
     "send_properties",
+    "stamp_batch",
     "stamp_records",
     "warn_if_missing",
 ]
@@ -243,6 +248,36 @@ class SendBatchMessages(Protocol):
     ) -> tuple[list[MessageInner], bool]: ...
 
 
+class EncodeBatchRecords(Protocol):
+    def __call__(
+        self,
+        body: bytes | bytearray | memoryview,
+        header_properties: str,
+        cluster: str,
+        topic: str,
+        born_host: HostAddress,
+        store_host: HostAddress,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        reconsume_times: int,
+        max_message_size: int,
+    ) -> batch_codec.EncodedBatch: ...
+
+
+class StampBatch(Protocol):
+    def __call__(
+        self,
+        buf: bytearray,
+        count: int,
+        queue_offset: int,
+        advances: bool,
+        physical_base: int,
+        store_timestamp: int,
+        id_prefix: str,
+    ) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Codecs:
     """One implementation of every hot-path codec."""
@@ -279,6 +314,8 @@ class Codecs:
     blake2b_digests: Callable[[bytes | bytearray | memoryview, Iterable[int]], bytes]
     decode_pull_header: Callable[[Mapping[str, str] | None], PullMessageRequestHeader]
     encode_send_ok: EncodeSendOk
+    encode_batch_records: EncodeBatchRecords
+    stamp_batch: StampBatch
 
 
 # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the generated decoder of the class.
@@ -320,6 +357,8 @@ REFERENCE: Final = Codecs(
     row_digests.blake2b_digests,
     _decode_pull_header_py,
     send_ok_over(_ENCODE_COMMAND_REFERENCE),
+    batch_codec.encode_batch_records,
+    record_stamp.stamp_batch,
 )
 PYTHON: Final = Codecs(
     "python",
@@ -352,6 +391,8 @@ PYTHON: Final = Codecs(
     row_digests.blake2b_digests,
     _decode_pull_header_py,
     send_ok_over(_ENCODE_COMMAND_PYTHON),
+    batch_codec.encode_batch_records,
+    record_stamp.stamp_batch,
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -443,3 +484,5 @@ place_record: Final = CHOSEN.place_record
 blake2b_digests: Final = CHOSEN.blake2b_digests
 decode_pull_header: Final = CHOSEN.decode_pull_header
 encode_send_ok: Final = CHOSEN.encode_send_ok
+encode_batch_records: Final = CHOSEN.encode_batch_records
+stamp_batch: Final = CHOSEN.stamp_batch

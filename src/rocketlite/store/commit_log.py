@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.clock import Clock
+from rocketlite.protocol.batch import BATCH_TOO_LARGE, EncodedBatch
 from rocketlite.protocol.errors import SegmentCreateError
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.record import (
@@ -35,7 +36,7 @@ from rocketlite.protocol.record import (
     enters_consume_queue,
     layout_for,
 )
-from rocketlite.protocol.speedups import encode_record, encode_records, stamp_records
+from rocketlite.protocol.speedups import encode_record, encode_records, stamp_batch, stamp_records
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
@@ -214,6 +215,38 @@ class CommitLog:
             if advances:
                 self.topic_queue_table[key] = qoff0 + len(msgs)
         return AppendResult(AppendMessageStatus.PUT_OK, base, total, msg_ids, now, qoff0, len(msgs))
+
+    def append_encoded_batch(
+        self, encoded: EncodedBatch, topic: str, queue_id: int, store_host: HostAddress
+    ) -> AppendResult:
+        """`append_batch` for records already encoded (`speedups.encode_batch_records`: a
+        SEND_BATCH_MESSAGE body straight to records, no `MessageInner`s) of `topic`/`queue_id`,
+        placed in one segment with consecutive queue offsets; under the lock one
+        `speedups.stamp_batch` call and the copy. A batch the encoder found over a limit is
+        MESSAGE_SIZE_EXCEEDED with its remark, as `append_batch` answers a `RecordTooLargeError`."""
+        buf, count, sys_flag, found, remark = encoded
+        if found == BATCH_TOO_LARGE:
+            return AppendResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, remark=remark)
+        total = len(buf)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return AppendResult(
+                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
+                remark=f"batch of {total} bytes does not fit in a {self.file_size}-byte segment",
+            )
+        key = f"{topic}-{queue_id}"
+        advances = sys_flag & _TRANSACTION_MASK in _IN_CONSUME_QUEUE  # `enters_consume_queue`
+        prefix = self._msg_id_prefix(store_host)
+        with self._lock:
+            now = self.clock.now_ms()
+            mf = self._segment_for(total)
+            base = mf.file_from_offset + mf.wrote_position
+            qoff0 = self.topic_queue_table.get(key, 0) if advances else 0
+            msg_ids = stamp_batch(buf, count, qoff0, advances, base, now, prefix)
+            mf.append(buf)
+            mf.store_timestamp = now
+            if advances:
+                self.topic_queue_table[key] = qoff0 + count
+        return AppendResult(_APPEND_OK, base, total, msg_ids, now, qoff0, count)
 
     # -- replication (HA slave) -------------------------------------------------------------
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview, store_timestamp: int = 0) -> int:

@@ -26,9 +26,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
+from rocketlite.protocol.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.errors import SegmentCreateError, StoreError
 from rocketlite.protocol.message import (
+    HostAddress,
     MessageConst,
     properties_to_string,
     string_to_properties,
@@ -64,6 +66,7 @@ from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMe
 log = logging.getLogger("rocketlite.store")
 
 _DELAY_NEEDLE = MessageConst.DELAY_TIME_LEVEL + "\x01"
+_ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
 
 _APPEND_TO_PUT = {
     AppendMessageStatus.MESSAGE_SIZE_EXCEEDED: PutMessageStatus.MESSAGE_ILLEGAL,
@@ -268,7 +271,7 @@ class MessageStore:
         return tuple(self._services)
 
     # -- writing ----------------------------------------------------------------------------
-    def _check_put(self, msg: MessageInner) -> PutMessageResult | None:
+    def _check_put(self, topic: str) -> PutMessageResult | None:
         flags = self.flags
         if flags.shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is shut down")
@@ -281,7 +284,6 @@ class MessageStore:
             )
         if not flags.writeable:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not writeable")
-        topic = msg.topic
         # An ASCII topic's UTF-8 length is its length: no encoding on the common path.
         if (len(topic) if topic.isascii() else len(topic.encode("utf-8"))) > MAX_TOPIC_LENGTH:
             return PutMessageResult(
@@ -333,10 +335,10 @@ class MessageStore:
         itself, with no result objects around it; otherwise the `PendingPut`."""
         flags = self.flags
         if flags.shutdown or not flags.writeable or flags.disk_full or not self.started or not self.master:
-            return PendingPut(self._check_put(msg) or PutMessageResult(PutMessageStatus.UNKNOWN_ERROR))
+            return PendingPut(self._check_put(msg.topic) or PutMessageResult(PutMessageStatus.UNKNOWN_ERROR))
         topic = msg.topic
         if not topic.isascii() or len(topic) > MAX_TOPIC_LENGTH:  # the rest of `_check_put`
-            bad = self._check_put(msg)
+            bad = self._check_put(msg.topic)
             if bad is not None:
                 return PendingPut(bad)
         if _DELAY_NEEDLE in msg.properties_string:
@@ -363,19 +365,29 @@ class MessageStore:
         """Append a batch (one topic-queue, consecutive queue offsets) without waiting."""
         if not msgs:
             return PendingPut(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch"))
-        bad = self._check_put(msgs[0])
+        bad = self._check_put(msgs[0].topic)
         if bad is not None:
             return PendingPut(bad)
         if any(_DELAY_NEEDLE in m.properties_string for m in msgs):
-            return PendingPut(
-                PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="delayed batches are not supported")
-            )
+            return PendingPut(PutMessageResult(_ILLEGAL, remark="delayed batches are not supported"))
         begin = time.perf_counter()
         try:
             res = self.commit_log.append_batch(msgs)
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
         return self._finish_put(res, begin, len(msgs))
+
+    def put_encoded_nowait(self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress) -> PendingPut:
+        """`put_messages_nowait` for records encoded from a request body (`speedups.encode_batch_records`)."""
+        bad = self._check_put(topic)
+        if bad is not None or enc[3] == BATCH_DELAY_PROPERTY:  # the refusals of `put_messages_nowait`
+            return PendingPut(bad or PutMessageResult(_ILLEGAL, remark="delayed batches are not supported"))
+        begin = time.perf_counter()
+        try:
+            res = self.commit_log.append_encoded_batch(enc, topic, queue, host)
+        except SegmentCreateError as exc:
+            return self._segment_failed(exc)
+        return self._finish_put(res, begin, enc[1])
 
     def _segment_failed(self, exc: SegmentCreateError) -> PendingPut:
         self.stats.put_failures += 1

@@ -36,6 +36,7 @@ from rocketlite.broker.timer.park import asks_for_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
+from rocketlite.protocol.batch import BATCH_DELAYED_ENTRY
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
@@ -46,8 +47,8 @@ from rocketlite.protocol.record import MessageInner
 from rocketlite.protocol.send_response import send_ok_command
 from rocketlite.protocol.speedups import (
     decode_send_header_v2,
+    encode_batch_records,
     encode_send_ok,
-    send_batch_messages,
     send_properties,
 )
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
@@ -353,25 +354,29 @@ class SendMessageProcessor:
                 request, ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group"
             )
         # the whole body decoded (ProtocolError on a torn entry), each entry's properties
-        # rewritten as a single send's and completed with the header's
-        msgs, delayed = send_batch_messages(
+        # rewritten as a single send's and completed with the header's, and encoded straight
+        # into the records to append, in one call (no message object per entry)
+        store_host = self.store_host
+        encoded = encode_batch_records(
             body,
             header.properties or "",
             self.broker.broker_cluster_name,
             header.topic,
             born_host_of(conn),
-            self.store_host,
+            store_host,
             queue_id,
             header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
             header.born_timestamp,
             header.reconsume_times or 0,
+            self.store.commit_log.max_message_size,
         )
-        if delayed:
+        count = encoded[1]
+        if encoded[3] == BATCH_DELAYED_ENTRY:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
-        if not msgs:
+        if not count:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
         del tc
-        pending = self.store.put_messages_nowait(msgs)
+        pending = self.store.put_encoded_nowait(encoded, header.topic, queue_id, store_host)
         result = pending.result
         append = result.append
         if (
@@ -381,13 +386,13 @@ class SendMessageProcessor:
             and pending.flush_future is None
             and self.replica is None
         ):  # the common answer, as `_response` builds it, encoded at once
-            self.stats.record_put(header.topic, len(msgs), len(body))
+            self.stats.record_put(header.topic, count, len(body))
             broker = self.broker
             return encode_send_ok(
                 request.opaque, request.serialize_type, append.msg_id, queue_id, append.logics_offset,
                 broker.region_id, "true" if broker.trace_on else "false", None,
             )  # fmt: skip
-        return self._respond(request, pending, header.topic, queue_id, len(msgs), len(body), None)
+        return self._respond(request, pending, header.topic, queue_id, count, len(body), None)
 
     def _respond(
         self,

@@ -4,7 +4,9 @@
 import mmap
 from collections.abc import Mapping, Sequence
 
+from rocketlite.protocol.batch import EncodedBatch
 from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
 
 def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord: ...
@@ -33,3 +35,25 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]: .
 def crc32(data: bytes | bytearray) -> int: ...
 def decode_send_header_v2(ext: Mapping[str, str] | None) -> SendMessageRequestHeader: ...
 def decode_pull_header(ext: Mapping[str, str] | None) -> PullMessageRequestHeader: ...
+def encode_batch_records(
+    body: bytes | bytearray | memoryview,
+    header_properties: str,
+    cluster: str,
+    topic: str,
+    born_host: HostAddress,
+    store_host: HostAddress,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    reconsume_times: int,
+    max_message_size: int,
+) -> EncodedBatch: ...
+def stamp_batch(
+    buf: bytearray,
+    count: int,
+    queue_offset: int,
+    advances: bool,
+    physical_base: int,
+    store_timestamp: int,
+    id_prefix: str,
+) -> str: ...

@@ -4,7 +4,9 @@
 Byte for byte what `protocol/record_codec_py.py` (the reference) and `protocol/record.py`
 `decode_records` do; `tests/protocol/test_native_record.py` pins them together on random input.
 `protocol.speedups` takes `encode_record`, `encode_records`, `stamp_records` and `decode_records`
-from here (`stamp_records`' reference is `protocol/record_stamp.py`).
+from here (`stamp_records`' reference is `protocol/record_stamp.py`), and the batch path's
+`encode_batch_records` and `stamp_batch` (`_record_batch.pxi`; references `protocol/batch.py`,
+`protocol/record_stamp.py`).
 
 * `encode_record`, `encode_records`: the fields of each `MessageInner` are read into a C struct
   (`_Rec`), then the header (TOTALSIZE..BODYLEN, position-dependent fields zero), the body and
@@ -49,8 +51,8 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
 __all__ = [
-    "decode_pull_header", "decode_records", "decode_send_header_v2", "encode_record", "encode_records",
-    "place_record", "stamp_records",
+    "decode_pull_header", "decode_records", "decode_send_header_v2", "encode_batch_records", "encode_record",
+    "encode_records", "place_record", "stamp_batch", "stamp_records",
 ]
 
 # -- constants of `protocol/record.py` (asserted against it below) --------------------------------
@@ -537,3 +539,4 @@ cdef list _decode(const uint8_t* data, Py_ssize_t n):
 
 include "_record_send_header.pxi"  # decode_send_header_v2
 include "_record_pull_header.pxi"  # decode_pull_header
+include "_record_batch.pxi"  # encode_batch_records, stamp_batch

@@ -1,0 +1,343 @@
+# A SEND_BATCH_MESSAGE body straight to commit-log records, and such a batch stamped: included
+# by _record.pyx (its `_Rec`, `_write`, `_read_ip`, `_put64`, `_get32`, `_HEX`).
+#
+# `encode_batch_records` is `protocol.batch.encode_batch_records` (= `send_batch_messages` then
+# `encode_records`) without a `MessageInner` per entry: one pass checks the whole body (the same
+# ProtocolErrors, in the same order, as `send_batch_messages`) and bounds the output, a second
+# rewrites each entry's properties in a scratch buffer (the entry's own, WAIT dropped, then every
+# batch-level one it lacks, with the map semantics of `string_to_properties`: a repeated key keeps
+# its first place and its last value) and writes the record from a template `_Rec`. The property
+# array helpers are those of `_send.pyx`, over UTF-8 bytes (the separators are ASCII). Anything
+# unusual goes to the reference: strings without a UTF-8 form, more than `_BMAX` properties, a
+# number out of its Java range, a record over a limit (the reference words the remark).
+
+from rocketlite.protocol import batch as _batch_py
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.record_stamp import stamp_batch as _stamp_batch_py
+
+from libc.string cimport memchr
+
+assert (_batch_py.BATCH_OK, _batch_py.BATCH_DELAYED_ENTRY, _batch_py.BATCH_DELAY_PROPERTY) == (0, 1, 2)
+assert _batch_py.DELAY_NEEDLE == "DELAY\x01"
+
+cdef enum:
+    _BMAX = 64  # properties per string held in the array; beyond, the reference
+
+
+cdef struct _BProp:
+    const char* k
+    Py_ssize_t kl
+    const char* v
+    Py_ssize_t vl
+    bint live
+
+
+cdef Py_ssize_t _bfind(_BProp* props, Py_ssize_t count, const char* k, Py_ssize_t kl) noexcept:
+    cdef Py_ssize_t i
+    for i in range(count):
+        if props[i].live and props[i].kl == kl and memcmp(props[i].k, k, kl) == 0:
+            return i
+    return -1
+
+
+cdef Py_ssize_t _bparse(const char* s, Py_ssize_t n, _BProp* out, Py_ssize_t cap) noexcept:
+    """`string_to_properties` into `out`; the count, or -1 when more than `cap` are needed."""
+    cdef Py_ssize_t count = 0, pos = 0, end, kl, vl, i
+    cdef const char* hit
+    cdef const char* sep
+    if n == 0:
+        return 0
+    while pos <= n:
+        hit = <const char*>memchr(s + pos, 2, n - pos)
+        end = n if hit == NULL else hit - s
+        sep = <const char*>memchr(s + pos, 1, end - pos)
+        if sep != NULL:
+            kl = sep - (s + pos)
+            vl = end - (sep - s) - 1
+            if kl > 0 and vl > 0:
+                i = _bfind(out, count, s + pos, kl)
+                if i >= 0:
+                    out[i].v = sep + 1
+                    out[i].vl = vl
+                else:
+                    if count == cap:
+                        return -1
+                    out[count].k = s + pos
+                    out[count].kl = kl
+                    out[count].v = sep + 1
+                    out[count].vl = vl
+                    out[count].live = True
+                    count += 1
+        pos = end + 1
+    return count
+
+
+cdef inline void _bdrop(_BProp* props, Py_ssize_t count, const char* k, Py_ssize_t kl) noexcept:
+    cdef Py_ssize_t i = _bfind(props, count, k, kl)
+    if i >= 0:
+        props[i].live = False
+
+
+cdef Py_ssize_t _bsize(_BProp* props, Py_ssize_t count) noexcept:
+    """The length of the `properties_to_string` form."""
+    cdef Py_ssize_t i, size = 0, live = 0
+    for i in range(count):
+        if props[i].live:
+            size += props[i].kl + 1 + props[i].vl
+            live += 1
+    return size + live - 1 if live else 0
+
+
+cdef Py_ssize_t _bwrite(_BProp* props, Py_ssize_t count, char* out) noexcept:
+    """`properties_to_string` into `out` (sized by `_bsize`); the bytes written."""
+    cdef Py_ssize_t i, pos = 0
+    cdef bint first = True
+    for i in range(count):
+        if not props[i].live:
+            continue
+        if not first:
+            out[pos] = 2
+            pos += 1
+        first = False
+        memcpy(out + pos, props[i].k, props[i].kl)
+        pos += props[i].kl
+        out[pos] = 1
+        pos += 1
+        memcpy(out + pos, props[i].v, props[i].vl)
+        pos += props[i].vl
+    return pos
+
+
+cdef bint _has_needle(const char* s, Py_ssize_t n) noexcept:
+    """"DELAY\\x01" occurs in s[:n] (the store's substring test, `batch.DELAY_NEEDLE`)."""
+    cdef Py_ssize_t pos = 0
+    cdef const char* hit
+    while n - pos >= 6:
+        hit = <const char*>memchr(s + pos, 68, n - pos - 5)  # 'D'
+        if hit == NULL:
+            return False
+        if memcmp(hit, b"DELAY\x01", 6) == 0:
+            return True
+        pos = hit - s + 1
+    return False
+
+
+cdef bint _ascii(const unsigned char* p, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    cdef unsigned char acc = 0
+    for i in range(n):
+        acc |= p[i]
+    return acc < 0x80
+
+
+cdef const char* _utf8_or_null(str text, Py_ssize_t* size):
+    try:
+        return PyUnicode_AsUTF8AndSize(text, size)
+    except UnicodeEncodeError:
+        return NULL
+
+
+cdef inline Py_ssize_t _be16(const unsigned char* p) noexcept:
+    return <int16_t>((p[0] << 8) | p[1])
+
+
+def encode_batch_records(body, str header_properties, str cluster, str topic, born_host, store_host,
+                         queue_id, sys_flag, born_timestamp, reconsume_times, max_message_size):
+    """`batch.encode_batch_records`: (records, count, first SYSFLAG, outcome, remark)."""
+    args = (body, header_properties, cluster, topic, born_host, store_host, queue_id, sys_flag,
+            born_timestamp, reconsume_times, max_message_size)  # fmt: skip
+    cdef Py_ssize_t hn, cn, nbatch, i, count, n_entries = 0, bound = 0, batch_size
+    cdef Py_ssize_t size, pos = 0, total, body_len, props_len, props_start, end, out_pos = 0
+    cdef _BProp batch[_BMAX + 1]
+    cdef _BProp props[2 * _BMAX + 2]
+    cdef _Rec r
+    cdef int64_t max_size
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef char* scratch
+    cdef char* out
+    cdef bint delayed = False, fallback = False
+    cdef const char* h = _utf8_or_null(header_properties, &hn)
+    cdef const char* c = _utf8_or_null(cluster, &cn)
+    r.topic = _utf8_or_null(topic, &r.topic_len)
+    if h == NULL or c == NULL or r.topic == NULL:
+        return _batch_py.encode_batch_records(*args)
+    nbatch = _bparse(h, hn, batch, _BMAX)
+    if nbatch < 0 or r.topic_len > _MAX_TOPIC:
+        return _batch_py.encode_batch_records(*args)
+    _bdrop(batch, nbatch, b"WAIT", 4)
+    i = _bfind(batch, nbatch, b"CLUSTER", 7)
+    if i < 0:
+        i = nbatch
+        nbatch += 1
+        batch[i].k = b"CLUSTER"
+        batch[i].kl = 7
+        batch[i].live = True
+    batch[i].v = c
+    batch[i].vl = cn
+    batch_size = _bsize(batch, nbatch)
+    try:
+        if not _read_ip(born_host.ip, r.born_ip, &r.born_ip_size) or not _read_ip(
+            store_host.ip, r.store_ip, &r.store_ip_size
+        ):
+            return _batch_py.encode_batch_records(*args)
+        r.sys_flag = (<int32_t>sys_flag & ~(_BORN_V6 | _STORE_V6)) | (
+            _BORN_V6 if r.born_ip_size == 16 else 0
+        ) | (_STORE_V6 if r.store_ip_size == 16 else 0)
+        r.queue_id = queue_id
+        r.born_timestamp = born_timestamp
+        r.born_port = born_host.port
+        r.store_port = store_host.port
+        r.reconsume_times = reconsume_times
+        max_size = max_message_size
+    except (OverflowError, TypeError, AttributeError):
+        return _batch_py.encode_batch_records(*args)
+    r.prepared = 0
+    r.head_size = _V4_HEAD + (r.born_ip_size - 4) + (r.store_ip_size - 4)
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        size = view.len
+        while pos < size:  # the whole body checked first, as `decode_batch`
+            if size - pos < 20:
+                raise ProtocolError(f"batch entry at byte {pos} is torn: {size - pos} bytes left")
+            total = _get32(p + pos)
+            body_len = _get32(p + pos + 16)
+            if body_len < 0 or pos + 20 + body_len + 2 > size:
+                raise ProtocolError(f"batch entry at byte {pos}: body length {body_len} overruns the batch")
+            props_len = _be16(p + pos + 20 + body_len)
+            props_start = pos + 22 + body_len
+            end = props_start + props_len
+            if props_len < 0 or end > size:
+                raise ProtocolError(
+                    f"batch entry at byte {pos}: properties length {props_len} overruns the batch"
+                )
+            if total != end - pos:
+                raise ProtocolError(
+                    f"batch entry at byte {pos}: TOTALSIZE {total} but the entry is {end - pos} bytes"
+                )
+            if not _ascii(p + props_start, props_len):
+                try:
+                    PyUnicode_DecodeUTF8(<const char*>p + props_start, props_len, NULL)
+                except UnicodeDecodeError as exc:
+                    raise ProtocolError(f"batch entry at byte {pos}: properties are not UTF-8") from exc
+            if not delayed and not fallback:
+                count = _bparse(<const char*>p + props_start, props_len, props, _BMAX)
+                if count < 0:
+                    fallback = True
+                elif _bfind(props, count, b"DELAY", 5) >= 0:
+                    delayed = True
+            n_entries += 1
+            bound += r.head_size + 3 + r.topic_len + body_len + props_len + 1 + batch_size
+            pos = end
+        if fallback:
+            return _batch_py.encode_batch_records(*args)
+        if delayed:
+            return (bytearray(), 0, 0, 1, "")
+        if n_entries == 0:
+            return (bytearray(), 0, 0, 0, "")
+        buf = PyByteArray_FromStringAndSize(NULL, bound)
+        out = PyByteArray_AS_STRING(buf)
+        scratch = <char*>malloc(_MAX_PROPS + 1)
+        if scratch == NULL:
+            raise MemoryError()
+        try:
+            pos = 0
+            while pos < size:
+                body_len = _get32(p + pos + 16)
+                props_len = _be16(p + pos + 20 + body_len)
+                props_start = pos + 22 + body_len
+                count = _bparse(<const char*>p + props_start, props_len, props, _BMAX)
+                _bdrop(props, count, b"WAIT", 4)
+                for i in range(nbatch):
+                    if batch[i].live and _bfind(props, count, batch[i].k, batch[i].kl) < 0:
+                        props[count] = batch[i]
+                        count += 1
+                r.props_len = _bsize(props, count)
+                if r.props_len > _MAX_PROPS:
+                    return _batch_py.encode_batch_records(*args)  # BATCH_TOO_LARGE, or a needle first
+                _bwrite(props, count, scratch)
+                if _has_needle(scratch, r.props_len):
+                    return (bytearray(), n_entries, 0, 2, "")
+                r.props = scratch
+                r.body = <const char*>p + pos + 20
+                r.body_len = body_len
+                r.flag = _get32(p + pos + 12)
+                r.total = r.head_size + 3 + body_len + r.topic_len + r.props_len
+                if r.total > max_size:
+                    return _batch_py.encode_batch_records(*args)  # BATCH_TOO_LARGE, or a needle first
+                _write(out + out_pos, &r)
+                out_pos += r.total
+                pos = props_start + props_len
+        finally:
+            free(scratch)
+    finally:
+        PyBuffer_Release(&view)
+    del buf[out_pos:]
+    return (buf, n_entries, r.sys_flag, 0, "")
+
+
+def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix):
+    """`record_stamp.stamp_batch`: `stamp_records` with no messages to fill. Anything unusual
+    (not a bytearray, a prefix that is not ASCII text, numbers out of range, records that do not
+    fill the buffer) goes to the reference."""
+    cdef int64_t qoff, base, now
+    cdef Py_ssize_t n, cnt, i, pos, size, prefix_len, id_len, stamp
+    cdef int32_t flag
+    cdef char* out
+    cdef char* ids_out
+    cdef char* q
+    cdef const char* prefix
+    cdef bint adv
+    cdef uint64_t phys
+    cdef int k
+    if not (PyByteArray_Check(buf) and PyUnicode_Check(id_prefix) and id_prefix.isascii()):
+        return _stamp_batch_py(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix)
+    try:
+        cnt = count
+        qoff = queue_offset
+        base = physical_base
+        now = store_timestamp
+    except (OverflowError, TypeError):
+        return _stamp_batch_py(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix)
+    adv = bool(advances)
+    out = PyByteArray_AS_STRING(buf)
+    n = PyByteArray_GET_SIZE(buf)
+    pos = 0
+    i = 0
+    while i < cnt:  # the walk first: nothing is patched unless the records fill the buffer
+        if n - pos < _PREFIX:
+            break
+        size = _get32(<const uint8_t*>out + pos)
+        if size < _PREFIX or size > n - pos:
+            break
+        pos += size
+        i += 1
+    if (
+        cnt < 0 or i != cnt or pos != n or base < 0 or base > 0x7FFFFFFFFFFFFFFF - n
+        or (adv and cnt and qoff > 0x7FFFFFFFFFFFFFFF - cnt)
+    ):
+        return _stamp_batch_py(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix)
+    prefix = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
+    id_len = prefix_len + 16
+    ids = PyBytes_FromStringAndSize(NULL, cnt * (id_len + 1) - 1 if cnt else 0)
+    ids_out = PyBytes_AS_STRING(ids)
+    pos = 0
+    for i in range(cnt):
+        size = _get32(<const uint8_t*>out + pos)
+        phys = <uint64_t>base + <uint64_t>pos
+        _put64(out + pos + 20, <uint64_t>qoff)
+        _put64(out + pos + 28, phys)
+        flag = _get32(<const uint8_t*>out + pos + 36)
+        stamp = _PREFIX + (16 if flag & _BORN_V6 else 4) + 4
+        _put64(out + pos + stamp, <uint64_t>now)
+        q = ids_out + i * (id_len + 1)
+        memcpy(q, prefix, prefix_len)
+        for k in range(16):
+            q[prefix_len + k] = _HEX[(phys >> (60 - 4 * k)) & 0xF]
+        if i + 1 < cnt:
+            q[id_len] = 44  # ','
+        if adv:
+            qoff += 1
+        pos += size
+    return ids.decode("ascii")
