@@ -195,3 +195,23 @@ def test_dispatch_all_reports_progress_to_the_end(open_store: StoreFactory) -> N
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
     assert calls[-1] == (end - start, end - start)
     assert store.get_max_offset_in_queue("T", 0) == 200
+
+
+def test_the_safety_net_poll_leaves_a_running_loop_its_rounds(open_store: StoreFactory) -> None:
+    """The reput thread's timed poll does not take the round from a loop whose rounds run (it
+    would starve behind the busy loop, the loop skipping its rounds meanwhile); a loop with no
+    round for a poll period is not counted on: the poll dispatches its appends."""
+    store = open_store()
+    assert store.wait_dispatched()
+    reput = store.reput
+    rounds: list[Callable[[], None]] = []
+    reput.run_inline(rounds.append)  # a "loop" that never runs its rounds: stalled
+    assert not reput.loop_rounds_running()
+    assert store.put_message_nowait(mk(2)).result.ok
+    assert len(rounds) == 1
+    deadline = time.monotonic() + 5
+    while store.get_max_offset_in_queue("T", 2) < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.get_max_offset_in_queue("T", 2) == 1  # the safety net took it
+    rounds.pop()()  # the loop's round runs now (nothing left): rounds are running
+    assert reput.loop_rounds_running()

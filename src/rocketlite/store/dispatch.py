@@ -15,7 +15,8 @@ and its held pulls answered, within the same iteration: no thread wake-up, no GI
 thread waiting for the GIL behind a busy loop waits up to the interpreter's 5 ms switch
 interval), no hop back to the loop. A round that finds more than `INLINE_MAX_BYTES` waiting (bulk
 produce) leaves the rest to the reput thread, whose byte loops run without the GIL beside the
-loop. The thread also serves appends from other threads and polls as a safety net.
+loop. The thread also serves appends from other threads and polls as a safety net (a poll
+leaves the records to the loop while its rounds run: `loop_rounds_running`).
 
 Paced appends (`ReputService.paced`, set by the 5.x gRPC endpoint around its sends): grpc.aio runs
 each RPC in a loop iteration of its own, so "a round per iteration" would be a round per message
@@ -329,15 +330,26 @@ class ReputService:
             with self._caught_up:
                 self._caught_up.notify_all()
 
+    def loop_rounds_running(self) -> bool:
+        """The loop had a round within the last poll period: then the thread's safety-net poll
+        leaves what was appended since to the loop's next round. Taking the round there would
+        make the loop skip its rounds (the lock is taken) and leave the records to a thread that
+        a busy loop starves of the GIL: dispatch, and the pulls it answers, would lag by many
+        milliseconds. A loop with no round for a poll period (stalled, or closed) is not counted
+        on; explicit wake-ups (bulk, other threads' appends, waiters) always dispatch."""
+        return self._schedule is not None and time.monotonic() - self._last_round < _POLL_S
+
     def _run(self) -> None:
         dispatcher = self.dispatcher
         while not self._stop.is_set():
-            self._wake.wait(_POLL_S)
+            woken = self._wake.wait(_POLL_S)
             self._wake.clear()
             if dispatcher.reput_from_offset >= dispatcher.commit_log.max_offset:
                 if self._waiters:
                     with self._caught_up:
                         self._caught_up.notify_all()
+                continue
+            if not woken and self.loop_rounds_running():
                 continue
             try:
                 with self._round:
