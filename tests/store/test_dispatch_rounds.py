@@ -12,7 +12,13 @@ from collections.abc import Callable
 
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.protocol.record import MessageInner
-from rocketlite.store.dispatch import INLINE_MAX_BYTES, PACED_ROUND_S, ArrivalListener, ReputService
+from rocketlite.store.dispatch import (
+    INLINE_MAX_BYTES,
+    PACED_ROUND_S,
+    ROUND_WAIT_S,
+    ArrivalListener,
+    ReputService,
+)
 from rocketlite.store.message_store import MessageStore
 from tests.support.store import StoreFactory
 
@@ -215,3 +221,26 @@ def test_the_safety_net_poll_leaves_a_running_loop_its_rounds(open_store: StoreF
     assert store.get_max_offset_in_queue("T", 2) == 1  # the safety net took it
     rounds.pop()()  # the loop's round runs now (nothing left): rounds are running
     assert reput.loop_rounds_running()
+
+
+def test_a_loop_round_waits_briefly_for_a_round_of_the_thread(open_store: StoreFactory) -> None:
+    """A loop round that finds the thread in a round waits for it (up to ROUND_WAIT_S, the GIL
+    released meanwhile) and then dispatches; one that waits in vain hands over to the thread."""
+    store = open_store()
+    assert store.wait_dispatched()
+    without_thread(store)
+    reput = store.reput
+    rounds: list[Callable[[], None]] = []
+    reput.run_inline(rounds.append)
+    assert store.put_message_nowait(mk(3)).result.ok
+    reput._round.acquire()  # the thread's round, in progress
+    started = time.monotonic()
+    threading.Timer(ROUND_WAIT_S / 10, reput._round.release).start()
+    rounds.pop()()
+    if time.monotonic() - started < ROUND_WAIT_S * 0.9:  # released in time (not a stalled machine)
+        assert store.get_max_offset_in_queue("T", 3) == 1
+    assert store.put_message_nowait(mk(3)).result.ok
+    with reput._round:  # held throughout: the loop's round gives up and wakes the thread
+        reput._wake.clear()
+        rounds.pop()()
+        assert reput._wake.is_set()

@@ -55,6 +55,7 @@ _DISPATCH_CHUNK = 4 * 1024 * 1024
 INLINE_MAX_BYTES = 1024 * 1024
 _POLL_S = 0.05  # the reput thread's safety-net poll (every append wakes it or the loop's round)
 PACED_ROUND_S = 0.001  # a paced append's round: at most this long after the previous round
+ROUND_WAIT_S = 0.005  # a loop round waits this long for a round of the thread to end
 
 
 @dataclass(slots=True)
@@ -311,8 +312,10 @@ class ReputService:
         """The loop's round: everything appended up to now, or a first `INLINE_MAX_BYTES` of it."""
         self._inline_pending = False
         self._last_round = time.monotonic()
-        if not self._round.acquire(blocking=False):
-            self._wake.set()  # the thread is in a round: it looks again when done
+        # The thread is in a round: wait a little for it (the wait releases the GIL, so the
+        # thread runs at full speed instead of starving behind the loop), else leave it to it.
+        if not self._round.acquire(timeout=ROUND_WAIT_S):
+            self._wake.set()  # it looks again when done
             return
         try:
             if self._stop.is_set():
@@ -352,9 +355,10 @@ class ReputService:
             if not woken and self.loop_rounds_running():
                 continue
             try:
-                with self._round:
-                    while not self._stop.is_set() and dispatcher.dispatch_available():
-                        pass
+                more = True
+                while more and not self._stop.is_set():
+                    with self._round:  # released between chunks: a loop round may be waiting
+                        more = dispatcher.dispatch_available() > 0
             except Exception:
                 log.exception("dispatch failed; retrying")
                 self._stop.wait(0.1)
