@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.store.allocate import AllocateMappedFileService
+from rocketlite.store.allocate import AllocateMappedFileService, warm_pages
 from rocketlite.store.mapped_file import segment_name, staging_path
 
 SIZE = 1 << 20
@@ -86,3 +86,23 @@ def test_a_segment_nobody_staged_is_made_by_the_append_path(tmp_path: Path) -> N
     mf.close()
     svc.run_once()  # stages the next one; the segment just made is left alone
     assert staging_path(tmp_path / segment_name(4 * SIZE)).exists()
+
+
+def test_created_and_staged_segments_are_warmed_once(tmp_path: Path) -> None:
+    """The service reads the segment the append path created and the one it stages through once
+    (their pages into the page cache before appends touch them); a staged segment is not read
+    again when it is renamed into use, and the bytes stay zeros (nothing is written)."""
+    svc = AllocateMappedFileService()
+    first = svc.allocate(tmp_path / segment_name(0), SIZE, False)
+    svc.run_once()  # warms segment 0, stages and warms segment 1
+    assert svc.warmed_bytes == 2 * SIZE
+    second = svc.allocate(tmp_path / segment_name(SIZE), SIZE, False)
+    svc.run_once()  # segment 1 was warmed when staged; segment 2 is staged and warmed
+    assert svc.warmed_bytes == 3 * SIZE
+    assert (tmp_path / segment_name(SIZE)).read_bytes() == bytes(SIZE)
+    assert warm_pages(tmp_path / "gone") == 0
+    stop = threading.Event()
+    stop.set()
+    assert warm_pages(tmp_path / segment_name(0), stop) == 0
+    first.close()
+    second.close()

@@ -7,11 +7,22 @@ the queue loads. A segment that exists has its full size and reads as zeros past
 
 A put never waits for the staging of a segment other than the one it needs: the append path
 waits only when the service is staging exactly that segment, and otherwise makes it itself.
+
+The service also warms segments (`warm_pages`): the one the append path just created and the
+one it stages are read through once, so their pages are in the page cache before an append
+touches them. A first write into a page of a reserved file otherwise costs the append path a
+page fault that allocates and zeroes a page-cache page (mapped appends) or the same allocation
+inside `pwrite` (batches): 0.25-1 µs per KiB appended, about a fifth of the event loop's time
+per batched 1 KiB message. Reading reserved (unwritten) blocks does no disk I/O, and the pages
+stay clean, so warming takes no disk bandwidth from the appends: each page is still written
+once, by the flush after an append filled it. It costs the service thread about 0.15 s of CPU
+per GiB (the read releases the GIL) and keeps up to two segments of clean, evictable pages.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +31,29 @@ from rocketlite.store.flush import ServiceThread
 from rocketlite.store.mapped_file import MappedFile, is_staged, segment_name, stage_reserved, staging_path
 
 log = logging.getLogger("rocketlite.store.allocate")
+
+WARM_CHUNK = 1 << 20  # bytes read per system call when warming a segment
+
+
+def warm_pages(path: Path, stop: threading.Event | None = None) -> int:
+    """Read `path` through once (its pages into the page cache: see the module docstring); the
+    bytes read. A file that is gone (renamed from its staging name, deleted) is skipped; `stop`
+    ends the read early (shutdown)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return 0
+    done = 0
+    try:
+        buf = bytearray(WARM_CHUNK)
+        while stop is None or not stop.is_set():
+            n = os.preadv(fd, [buf], done)
+            if n <= 0:
+                break
+            done += n
+    finally:
+        os.close(fd)
+    return done
 
 
 class AllocateMappedFileService(ServiceThread):
@@ -31,6 +65,9 @@ class AllocateMappedFileService(ServiceThread):
         self._lock = threading.Lock()  # guards _pending and _busy
         self._pending: list[tuple[Path, int]] = []
         self._busy: Path | None = None  # the segment being staged now
+        self._warm: list[Path] = []  # created segments to warm (guarded by _lock)
+        self._warmed: set[Path] = set()  # staged segments warmed already (service thread only)
+        self.warmed_bytes = 0
         # Held while a staging file is being built, so a segment is never renamed into use
         # half-built; the append path takes it only to wait for the segment it needs itself.
         self._staging = threading.Lock()
@@ -49,6 +86,7 @@ class AllocateMappedFileService(ServiceThread):
         nxt = path.with_name(segment_name(int(path.name) + size))
         with self._lock:
             self._pending.append((nxt, size))
+            self._warm.append(path)
         self.wakeup()
         return mf
 
@@ -58,6 +96,19 @@ class AllocateMappedFileService(ServiceThread):
         return MappedFile(path, size, write_buffer=write_buffer)
 
     def run_once(self) -> None:
+        self._warm_created()
+        self._stage_pending()
+
+    def _warm_created(self) -> None:
+        with self._lock:
+            paths, self._warm = self._warm, []
+        for path in paths:
+            if path in self._warmed:
+                self._warmed.discard(path)  # warmed when it was staged
+            else:
+                self.warmed_bytes += warm_pages(path, self._stopped)
+
+    def _stage_pending(self) -> None:
         while True:
             with self._lock:
                 if not self._pending:
@@ -79,3 +130,7 @@ class AllocateMappedFileService(ServiceThread):
                 with self._lock:
                     self._busy = None
             log.debug("staged segment %s", path.name)
+            self._warm_created()  # the append path may have created one meanwhile: first
+            staged = staging_path(path)  # or, renamed into use meanwhile, the segment itself
+            self.warmed_bytes += warm_pages(staged, self._stopped) or warm_pages(path, self._stopped)
+            self._warmed.add(path)
