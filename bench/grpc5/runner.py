@@ -23,7 +23,7 @@ from tests.support.ports import free_port
 from bench.broker.config import CONNECTIONS, WINDOW, out
 from bench.broker.loadgen import close_all, latency_body, open_broker, ours_wait_dispatched
 from bench.broker.pool import LoadGen
-from bench.broker.report import PhaseResult, percentile, print_latency, print_phase
+from bench.broker.report import PhaseResult, lat_text, print_latency, print_phase
 from bench.broker.runner import settle, warm_up
 from bench.broker.servers import start_broker, wait_listening
 from bench.broker.workers import Job as Job4
@@ -147,14 +147,6 @@ def table(res: Results) -> list[str]:
     def us(r: PhaseResult | None) -> str:
         return "n/a" if r is None or r.us_per_msg is None else f"{r.us_per_msg:.1f} us"
 
-    def lat(r: PhaseResult | None) -> str:
-        if r is None:
-            return "n/a"
-        lat_ms = r.latencies_ms
-        missing = r.sent - r.messages
-        text = f"p50 {percentile(lat_ms, 0.5):.2f} ms, p99 {percentile(lat_ms, 0.99):.2f} ms"
-        return text + (f" ({missing:,} not received)" if missing else "")
-
     rows = [
         "| figure | 4.x remoting | 5.x gRPC | 5.x / 4.x | broker CPU/msg 4.x / 5.x | saturated 4.x / 5.x |",
         "|---|---:|---:|---:|---:|---|",
@@ -167,7 +159,7 @@ def table(res: Results) -> list[str]:
             f"{a.saturated() if a else 'n/a'} / {b.saturated() if b else 'n/a'} |"
         )
     a, b = res.v4.get("latency"), res.v5.get("latency")
-    rows.append(f"| e2e latency | {lat(a)} | {lat(b)} | | {us(a)} / {us(b)} | |")
+    rows.append(f"| e2e latency | {lat_text(a)} | {lat_text(b)} | | {us(a)} / {us(b)} | |")
     return rows
 
 
