@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from rocketlite.protocol.proto import available
-from tests.support.broker_harness import BrokerUnderTest
+from tests.support.broker_harness import BrokerUnderTest, stored_by_uniq_key
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
@@ -181,3 +181,15 @@ async def run_node5(script: str, *args: str, home: Path, timeout: float = 90) ->
     if run.returncode != OK:
         pytest.fail(f"5.x Node client script failed: {run.explain()}")
     return run
+
+
+async def check_stored(broker: BrokerUnderTest, topic: str, message_ids: list[str], prefix: str) -> None:
+    """What the producer scripts of test_python_client / test_node_client send, read back through
+    the 4.x pull path: body `<prefix>-<i>`, tag TagA, keys `key<i>`, property color=red, by id."""
+    assert message_ids, "the producer printed no message id"
+    stored = await stored_by_uniq_key(broker, topic)
+    for i, message_id in enumerate(message_ids):
+        body, props = stored[message_id]
+        assert (body, props["TAGS"], props["KEYS"], props["color"]) == (
+            f"{prefix}-{i}".encode(), "TagA", f"key{i}", "red",
+        )  # fmt: skip

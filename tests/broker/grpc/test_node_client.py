@@ -5,21 +5,11 @@ the 4.x pull path. Installed by `make test` into `.clients/npm5`; HOME is a temp
 
 from __future__ import annotations
 
-import asyncio
-import os
-import platform
-import shutil
 from pathlib import Path
 
-import pytest
-
-from rocketlite.protocol.proto import available
 from tests.support.aio import run
-from tests.support.broker_harness import broker_under_test, stored_by_uniq_key
-
-ROOT = Path(__file__).resolve().parents[3]
-CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
-MODULE = CLIENTS / "npm5" / "node_modules" / "rocketmq-client-nodejs"
+from tests.support.broker_harness import broker_under_test
+from tests.support.grpc_clients import check_stored, endpoint_address, require_node5, run_node5
 
 PRODUCER = """
 const [mod, endpoint, topic, count] = process.argv.slice(1);
@@ -39,46 +29,15 @@ const { Producer } = require(mod);
 """
 
 
-def _require() -> None:
-    why = available()
-    if why is None and shutil.which("node") is None:
-        why = "node is not installed"
-    if why is None and not (MODULE / "package.json").is_file():
-        why = f"rocketmq-client-nodejs 1.0.8 is not installed in {MODULE} (run `make clients`)"
-    if why is None:
-        return
-    if os.environ.get("CI", "").lower() == "true" and platform.machine() in ("x86_64", "AMD64"):
-        pytest.fail(f"{why} (CI=true on x86_64: the 5.x client is required)")
-    pytest.skip(why)
-
-
 def test_node_producer_sends_normal_messages(tmp_path: Path) -> None:
-    _require()
-    home = tmp_path / "home"
-    home.mkdir()
+    require_node5()
 
     async def scenario() -> None:
         async with broker_under_test(tmp_path / "store") as broker:
             await broker.send("Node5T")  # the topic exists before the producer asks for its route
-            endpoint = broker.controller.parts.grpc if broker.controller.parts else None
-            assert endpoint is not None and endpoint.port > 0
-            proc = await asyncio.create_subprocess_exec(
-                "timeout", "60", "node", "-e", PRODUCER,
-                str(MODULE), f"127.0.0.1:{endpoint.port}", "Node5T", "3",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, "HOME": str(home)},
-            )  # fmt: skip
-            out, err = await asyncio.wait_for(proc.communicate(), 90)
-            if proc.returncode != 0:
-                logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in home.rglob("*.log"))
-                pytest.fail(f"node producer exited {proc.returncode}: {err.decode()[-3000:]}\n{logs}")
-            ids = out.decode().split()
-            stored = await stored_by_uniq_key(broker, "Node5T")
+            done = await run_node5(PRODUCER, endpoint_address(broker), "Node5T", "3", home=tmp_path / "home")
+            ids = done.out.split()
             assert len(ids) == 3
-            for i, message_id in enumerate(ids):
-                body, props = stored[message_id]
-                assert (body, props["TAGS"], props["KEYS"], props["color"]) == (
-                    f"node5-{i}".encode(), "TagA", f"key{i}", "red",
-                )  # fmt: skip
+            await check_stored(broker, "Node5T", ids, "node5")
 
     run(scenario())
