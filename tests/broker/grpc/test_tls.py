@@ -21,6 +21,8 @@ from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
+from tests.support.grpc_clients import NODE5_MODULE as NODE5
+from tests.support.grpc_clients import PYTHON5
 
 if available() is not None and os.environ.get("CI") == "true":
     raise RuntimeError(f"CI=true needs the gRPC endpoint: {available()}")
@@ -38,10 +40,6 @@ if available() is None:
     from rocketlite.protocol.proto.v2 import service_pb2 as spb
     from rocketlite.protocol.proto.v2 import service_pb2_grpc
 
-ROOT = Path(__file__).resolve().parents[3]
-CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
-PYTHON5 = CLIENTS / "grpc5" / "bin" / "python"
-NODE5 = CLIENTS / "npm5" / "node_modules" / "rocketmq-client-nodejs"
 OK = 20000
 
 
