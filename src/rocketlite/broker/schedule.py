@@ -9,8 +9,9 @@ offset), persisted every `persist_interval_s` and on close, as RocketMQ's Schedu
 
 Timing (`due_delivery.DueDelivery`, shared with the 5.x timers): one asyncio task sleeps until
 the earliest due time of all levels (a loop timer, not a poll), or until the dispatcher reports new
-units in the schedule topic, with a safety tick in case a wake-up is ever missed. A message is never delivered before its due time
-(checked against the wall clock after every wake-up) and normally within a few milliseconds after.
+units in the schedule topic, with a safety tick in case a wake-up is ever missed. A message is
+never delivered before its due time (checked against the wall clock after every wake-up) and
+normally within a few milliseconds after.
 
 Delivery (`messageTimeup`): the stored record is re-put to REAL_TOPIC / REAL_QID with DELAY,
 REAL_TOPIC and REAL_QID removed and everything else kept (body as stored, flags, born host and
