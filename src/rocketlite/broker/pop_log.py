@@ -61,6 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from rocketlite.atomic_file import write_atomically
+
 log = logging.getLogger("rocketlite.broker.pop")
 
 FILE_HEADER: Final = struct.Struct(">4sIQ")
@@ -374,21 +376,7 @@ class PopLog:
                 data = FILE_HEADER.pack(SNAP_MAGIC, VERSION, epoch) + b"".join(
                     queue_record(k, s) for k, s in sorted(states.items())
                 )
-            tmp = self.snap_path.with_name(SNAP_NAME + ".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            tmp.replace(self.snap_path)
-            dir_fd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            write_atomically(self.snap_path, data, keep_backup=False)
             # From here the snapshot is the state; the old log (epoch - 1) is ignored if we crash.
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, FILE_HEADER.pack(LOG_MAGIC, VERSION, epoch), 0)
