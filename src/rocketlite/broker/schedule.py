@@ -71,20 +71,10 @@ def message_for_real_topic(
         return None
     for name in drop:
         props.pop(name, None)
-    return MessageInner(
-        topic=topic,
-        body=record.body,
-        born_host=record.born_host,
-        store_host=store_host,
-        queue_id=int(qid_text),
-        flag=record.flag,
-        sys_flag=record.sys_flag,
-        born_timestamp=record.born_timestamp,
-        reconsume_times=record.reconsume_times,
-        prepared_transaction_offset=record.prepared_transaction_offset,
-        properties_string=properties_to_string(props),
+    return record.reposted(
+        topic, int(qid_text), store_host, properties_to_string(props),
         tags_code=tags_code(props.get(MessageConst.TAGS)),
-    )
+    )  # fmt: skip
 
 
 class ScheduleMessageService:

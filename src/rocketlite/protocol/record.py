@@ -387,6 +387,35 @@ class StoredRecord:
     def keys(self) -> str | None:
         return self.get_property(MessageConst.KEYS)
 
+    def reposted(
+        self,
+        topic: str,
+        queue_id: int,
+        store_host: HostAddress,
+        properties_string: str,
+        *,
+        reconsume_times: int | None = None,
+        keep_transaction_offset: bool = True,
+        tags_code: int = 0,
+    ) -> MessageInner:
+        """This record as a new message to put again: a parked message delivered to its real
+        topic, a timer rolled over, a copy for a DLQ or retry topic. Body, born host and time,
+        flag and sys flag stay; the caller names the new place, the store host and properties."""
+        return MessageInner(
+            topic=topic,
+            body=self.body,
+            born_host=self.born_host,
+            store_host=store_host,
+            queue_id=queue_id,
+            flag=self.flag,
+            sys_flag=self.sys_flag,
+            born_timestamp=self.born_timestamp,
+            reconsume_times=self.reconsume_times if reconsume_times is None else reconsume_times,
+            prepared_transaction_offset=self.prepared_transaction_offset if keep_transaction_offset else 0,
+            properties_string=properties_string,
+            tags_code=tags_code,
+        )
+
 
 class RecordFormatError(ValueError):
     """Bytes that are not a valid record; `offset` is relative to the buffer given."""

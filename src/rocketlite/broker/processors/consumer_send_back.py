@@ -34,7 +34,6 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
-from rocketlite.protocol.record import MessageInner
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -161,18 +160,10 @@ class ConsumerSendBackProcessor:
                 or props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 or original.msg_id
             )
-        msg = MessageInner(
-            topic=new_topic,
-            body=original.body,
-            born_host=original.born_host,
-            store_host=self.store_host,
-            queue_id=queue_id,
-            flag=original.flag,
-            sys_flag=original.sys_flag,
-            born_timestamp=original.born_timestamp,
-            reconsume_times=original.reconsume_times + 1,
-            properties_string=properties_to_string(props),
-        )
+        msg = original.reposted(
+            new_topic, queue_id, self.store_host, properties_to_string(props),
+            reconsume_times=original.reconsume_times + 1, keep_transaction_offset=False,
+        )  # fmt: skip
         back_topic = props[MessageConst.RETRY_TOPIC]
         target = new_topic  # the store rewrites msg.topic to the schedule topic when delayed
         pending = self.store.put_message_nowait(msg)

@@ -55,7 +55,7 @@ from rocketlite.protocol.pop import (
     offset_info,
     topic_type,
 )
-from rocketlite.protocol.record import MessageInner, StoredRecord
+from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.message_store import MessageStore
@@ -125,11 +125,9 @@ class PopMessageProcessor:
             props[MessageConst.ORIGIN_MESSAGE_ID] = (
                 props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or record.msg_id
             )
-        msg = MessageInner(
-            topic=dlq, body=record.body, born_host=record.born_host, store_host=record.store_host, queue_id=0,
-            flag=record.flag, sys_flag=record.sys_flag, born_timestamp=record.born_timestamp,
-            reconsume_times=record.reconsume_times, properties_string=properties_to_string(props),
-        )  # fmt: skip
+        msg = record.reposted(
+            dlq, 0, record.store_host, properties_to_string(props), keep_transaction_offset=False
+        )
         store = self.service.store
         pending = store.put_message_nowait(msg)
         result = pending.result

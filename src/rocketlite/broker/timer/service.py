@@ -284,19 +284,7 @@ class TimerMessageService:
         props = string_to_properties(rec.properties_string)
         times = props.get(MessageConst.TIMER_ROLL_TIMES, "0")
         props[MessageConst.TIMER_ROLL_TIMES] = str((int(times) if times.isdigit() else 0) + 1)
-        copy = MessageInner(
-            topic=TIMER_TOPIC,
-            body=rec.body,
-            born_host=rec.born_host,
-            store_host=self.store_host,
-            queue_id=TIMER_QUEUE_ID,
-            flag=rec.flag,
-            sys_flag=rec.sys_flag,
-            born_timestamp=rec.born_timestamp,
-            reconsume_times=rec.reconsume_times,
-            prepared_transaction_offset=rec.prepared_transaction_offset,
-            properties_string=properties_to_string(props),
-        )
+        copy = rec.reposted(TIMER_TOPIC, TIMER_QUEUE_ID, self.store_host, properties_to_string(props))
         result = self.store.put_message_nowait(copy).result
         if not result.ok:
             log.error("timer message %s not rolled: %s", rec.msg_id, result.status.name)
