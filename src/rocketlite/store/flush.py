@@ -215,7 +215,10 @@ class GroupCommitService(ServiceThread):
             q.flush_all_to(target)
         flushed = q.flushed_where
         for off, fut in requests:
-            fut.set_result(flushed >= off)
+            # A waiter that gave up (asyncio.wait_for on wrap_future cancels this future) must not
+            # stop the round: set_result on it would raise and leave the later waiters hanging.
+            if fut.set_running_or_notify_cancel():
+                fut.set_result(flushed >= off)
         _record_physic_timestamp(self.commit_log, self.checkpoint)
 
     def on_shutdown(self) -> None:
@@ -223,7 +226,8 @@ class GroupCommitService(ServiceThread):
         with self._lock:
             requests, self._requests = self._requests, []
         for _, fut in requests:
-            fut.set_result(False)
+            if fut.set_running_or_notify_cancel():
+                fut.set_result(False)
 
 
 class FlushConsumeQueueService(PeriodicFlushService):
