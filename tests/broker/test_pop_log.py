@@ -8,6 +8,9 @@ import asyncio
 import contextlib
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 from rocketlite.broker.pop_log import (
@@ -88,6 +91,58 @@ def test_a_corrupt_record_ends_the_replay(tmp_path: Path) -> None:
     data[-1] ^= 0xFF  # the last record's CRC no longer matches
     path.write_bytes(bytes(data))
     assert PopLog(tmp_path).load() == {KEY: QueuePopState(7)}
+
+
+# Runs in a child process: RLIMIT_FSIZE lets only 10 bytes of the second record reach the file
+# (a real short write, then EFBIG, as ENOSPC would), and applies to the whole process.
+FAILING_WRITE = textwrap.dedent(
+    """
+    import asyncio, resource, signal, sys
+    from rocketlite.broker.pop_log import PopLog, cursor_record, pop_record
+
+    KEY = ("g", "T", 0)
+
+    async def main(log: PopLog) -> None:
+        log.load()
+        log.append(cursor_record(KEY, 1))
+        await log.durable()
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (log.log_path.stat().st_size + 10, hard))
+        log.append(pop_record(KEY, 5, 100, 200, [(i, 0) for i in range(5)]))
+        try:
+            await log.durable()
+        except OSError as exc:
+            print("durable failed", exc.errno)
+        else:
+            print("durable succeeded")
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        log.append(cursor_record(KEY, 6))
+        await log.durable()
+        print("retry durable")
+        log.close()
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    asyncio.run(main(PopLog(__import__("pathlib").Path(sys.argv[1]))))
+    """
+)
+
+
+def test_a_failed_write_is_reported_and_written_whole_by_the_next_flush(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_WRITE, str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert lines[0].startswith("durable failed"), done.stdout  # the waiters of that round fail
+    assert lines[1] == "retry durable"
+    # The failed record was kept and written whole, the torn bytes did not stay in front of the
+    # next record: a restart has every record whose durable() succeeded, and the retried one.
+    states = PopLog(tmp_path).load()
+    assert states == {KEY: QueuePopState(6, {i: InFlight(100, 200, 0) for i in range(5)})}
 
 
 def test_group_commit_one_fdatasync_for_a_loop_iteration(tmp_path: Path) -> None:

@@ -325,20 +325,33 @@ class PopLog:
         return True
 
     def _write_pending(self) -> None:
+        """Write the pending bytes at the end of the last good record and fdatasync them. On an
+        error (ENOSPC, EIO, ...) the file is cut back to that end and the bytes go back to the
+        front of the buffer: the next flush writes them whole, never after torn bytes (recovery
+        would cut the log there and drop every later record), and nothing counts as durable."""
         with self._io_lock:
+            if self._fd < 0:
+                raise OSError(f"{self.log_path.name} is not open")
             with self._lock:
                 data, upto = bytes(self._pending), self._appended
                 self._pending.clear()
-            if self._fd < 0:
-                raise OSError(f"{self.log_path.name} is not open")
             if upto <= self._durable:
                 return
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
-            os.fdatasync(self._fd)
+            start = self._log_bytes  # the end of the last good record
+            try:
+                view, pos = memoryview(data), start
+                while view:
+                    n = os.pwrite(self._fd, view, pos)
+                    view, pos = view[n:], pos + n
+                os.fdatasync(self._fd)
+            except OSError:
+                with self._lock:
+                    self._pending[0:0] = data
+                with contextlib.suppress(OSError):  # best effort: the retry overwrites them anyway
+                    os.ftruncate(self._fd, start)
+                raise
             self.flushes += 1
-            self._log_bytes += len(data)
+            self._log_bytes = start + len(data)
             with self._lock:
                 self._durable = max(self._durable, upto)
 
