@@ -1,14 +1,18 @@
 """5.x timer messages on a real store with a manual clock: parking, delivery in time order and
 never early, the properties RocketMQ leaves, restarts (clean and without a progress write), and
-rolling a far timer so the restart stays bounded. Over the wire: tests/broker/test_timer_wire.py.
+rolling a far timer so the restart stays bounded (and not rolling pending timers for nothing), the
+delivered copies on disk before the progress calls them done, an unreadable queue unit.
+Over the wire: tests/broker/test_timer_wire.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,10 +50,10 @@ def message_with(props: dict[str, str], topic: str = "T", queue_id: int = 1) -> 
 class Rig:
     """A store, a manual clock and a timer service over them; `restart` makes a new service."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, **store_config: Any) -> None:
         self.root = root
         self.clock = ManualClock()
-        self.store = MessageStore(small_config(root), clock=self.clock)
+        self.store = MessageStore(small_config(root, **store_config), clock=self.clock)
         self.store.start()
         self.topics = TopicConfigManager(root / "config", BrokerConfig(), self.clock, 2)
         self.service = self.new_service()
@@ -266,3 +270,65 @@ def test_a_far_timer_is_rolled_so_the_restart_reads_a_bounded_span(rig: Rig) -> 
     assert keys(delivered).count("far") == 1
     far = delivered[-1]
     assert far.get_property("UNIQ_KEY") == "far" and far.store_timestamp == now + 100 + DAY_MS
+
+
+def test_pending_timers_alone_are_not_rolled_and_a_pile_of_done_ones_rolls_each_once(rig: Rig) -> None:
+    rig.service = rig.new_service(roll_span=10)
+    now = rig.clock.now_ms()
+    for i in range(20):  # more pending timers than roll_span, nothing delivered
+        rig.send(UNIQ_KEY=f"h{i}", TIMER_DELIVER_MS=str(now + 3_600_000 + i))
+    for _ in range(5):  # wake-ups with nothing due: rolling would save nothing
+        rig.run()
+    cq = rig.store.cq_store.get(TIMER_TOPIC, 0)
+    assert cq is not None and cq.max_offset == 20 and rig.service.rolled == 0
+
+    for i in range(30):  # delivered above the old pending ones: now the cursor lags for nothing
+        rig.send(UNIQ_KEY=f"s{i}", TIMER_DELIVER_MS=str(now + 1 + i))
+    rig.advance(100)
+    assert len(rig.delivered()) == 30
+    assert rig.service.rolled == 20 and rig.service.cursor == 50  # the copies are at 50..69
+    for _ in range(5):
+        rig.run()
+    assert rig.service.rolled == 20 and cq.max_offset == 70
+    rig.service.persist()
+    assert json.loads((rig.root / "config" / "timerProgress.json").read_text()) == {"cursor": 50, "done": []}
+
+    rig.service = rig.new_service(roll_span=10)  # the restart reads the 20 copies only
+    rig.run()
+    assert rig.service.pending == 20
+    rig.advance(3_600_000 + 100)
+    assert sorted(keys(rig.delivered())) == sorted(
+        [f"h{i}" for i in range(20)] + [f"s{i}" for i in range(30)]
+    )
+
+
+def test_the_progress_is_written_only_once_the_delivered_copies_are_on_disk(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, flush_interval_commit_log=600_000)  # ASYNC_FLUSH, the flusher far away
+    try:
+        now = rig.clock.now_ms()
+        for i in range(3):
+            rig.send(UNIQ_KEY=f"k{i}", TIMER_DELIVER_MS=str(now + 10 + i))
+        rig.advance(100)
+        assert len(rig.delivered()) == 3
+        end = rig.store.commit_log.max_offset  # the last copy ends here
+        assert rig.store.commit_log.flushed_where < end
+        asyncio.run(rig.service.close())
+        saved = json.loads((rig.root / "config" / "timerProgress.json").read_text())
+        assert saved == {"cursor": 3, "done": []}
+        assert rig.store.commit_log.flushed_where >= end
+    finally:
+        rig.store.shutdown()
+
+
+def test_an_unreadable_unit_below_the_end_does_not_spin_the_loop(rig: Rig) -> None:
+    now = rig.clock.now_ms()
+    for i in range(120):  # two consume-queue files of 100 units
+        rig.send(UNIQ_KEY=f"k{i}", TIMER_DELIVER_MS=str(now + 10))
+    cq = rig.store.cq_store.get(TIMER_TOPIC, 0)
+    assert cq is not None
+    first = next(iter(cq._mfq))
+    first.close()  # as if closed under the reader: units 0..99 cannot be read
+    assert cq.get_unit(0) is None and cq.max_offset == 120
+    passes = [rig.service.run_once() for _ in range(3)]
+    assert all(p != 0 for p in passes)  # backs off instead of "more right away" forever
+    assert rig.service.pending == 0 and rig.delivered() == []

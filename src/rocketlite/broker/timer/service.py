@@ -20,12 +20,18 @@ never take (too large) is logged and dropped, so it cannot come back forever.
 Progress (`progress.py`): the lowest queue offset not done (the cursor) and the done offsets above
 it, written every `timerFlushIntervalMs` and on close. A restart reads the queue from the cursor,
 skipping done units: a clean restart delivers nothing twice and loses nothing; after a crash the
-deliveries since the last write are delivered again (at least once). A timer far in the future
-would hold the cursor while everything after it is delivered, making every restart read more;
-so once more than `roll_span` units (`ROLL_SPAN`) lie between the cursor and the end of the queue, the pending
-timers at the cursor are rolled: re-put at the tail of the timer topic (TIMER_ROLL_TIMES + 1, as
-RocketMQ rolls messages beyond its wheel) and marked done, and the cursor moves on. A crash just
-after a roll can deliver that timer twice (the original and its copy), never lose it.
+deliveries since the last write are delivered again (at least once). Before a write, the commit
+log is flushed up to its end as of the snapshot, so a unit the file calls done has its delivered
+(or rolled) copy on disk even with ASYNC_FLUSH: a power loss cannot lose a timer.
+
+A timer far in the future would hold the cursor while everything after it is delivered, making
+every restart read more; so once more than `roll_span` (`ROLL_SPAN`) done units lie above the
+cursor, the pending timers at the cursor are rolled: re-put at the tail of the timer topic
+(TIMER_ROLL_TIMES + 1, as RocketMQ rolls messages beyond its wheel) and marked done, and the
+cursor moves on past them and the done units behind them. Only done units count: pending ones
+are read on a restart anyway, and rolling cannot shrink them (it only moves them to the tail), so
+many pending timers and no deliveries roll nothing. A crash just after a roll can deliver that
+timer twice (the original and its copy), never lose it.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import time
 from pathlib import Path
 
 from rocketlite.broker.due_delivery import FAILURE_BACKOFF_S, DueDelivery
@@ -93,6 +100,8 @@ class TimerMessageService:
         self._done: set[int] = set()  # done units at or above the cursor
         self._read = 0  # next unit to read into the heap
         self._dirty = False
+        self._durable_end = 0  # commit-log end when the progress was last snapshotted
+        self._unreadable = -1  # a unit below the queue's end that could not be read (logged once)
         self._due = DueDelivery(
             store, TIMER_TOPIC, "broker-timer", self.run_once, self._save, self.flush_interval_s, log
         )
@@ -125,15 +134,36 @@ class TimerMessageService:
         return self._cursor
 
     def _snapshot(self) -> None:
-        """Hand the progress to the file (a copy, so a writer thread never sees it change)."""
+        """Hand the progress to the file (a copy, so a writer thread never sees it change), and
+        note the commit log's end: every copy the snapshot calls delivered or rolled is below it."""
         with self.progress.lock:
             self.progress.cursor, self.progress.done = self._cursor, set(self._done)
+        self._durable_end = self.store.commit_log.queue.max_wrote_offset  # write buffer too
         self._dirty = False
 
     def persist(self) -> None:
+        """Snapshot, flush the commit log under it and write the file, on the calling thread
+        (`_save` and `close` do the same off the loop)."""
         self._snapshot()
-        if not self.progress.persist():
+        if not self._write():
             self._dirty = True
+
+    def _flush_copies(self) -> bool:
+        """Flush the commit log up to the last snapshot's end (blocking: call it off the loop),
+        so the progress file never calls done a unit whose copy could still be lost. With a
+        write buffer (`transientStorePoolEnable`) the commit service owns the file writes: wait
+        for the flusher, at most `syncFlushTimeout` (as `_flushed` in processors/pop.py)."""
+        queue, end = self.store.commit_log.queue, self._durable_end
+        if not self.store.config.transient_store_pool_enable:
+            queue.flush_all_to(end)
+        else:
+            deadline = time.monotonic() + self.store.config.sync_flush_timeout / 1000
+            while queue.flushed_where < end and time.monotonic() < deadline:
+                time.sleep(self.store.config.flush_interval_commit_log / 4000)
+        if queue.flushed_where < end:
+            log.warning("commit log not flushed to %d; timer progress not written yet", end)
+            return False
+        return True
 
     # -- the send hook ----------------------------------------------------------------------
     def park(self, msg: MessageInner) -> None:
@@ -147,7 +177,8 @@ class TimerMessageService:
         if self._read_new():
             return 0.0  # everything is read before anything is delivered: time order holds
         delay = self._deliver_due()
-        self._roll_if_needed()  # after delivery: what is left at the cursor is not due yet
+        if self._roll_if_needed():  # after delivery: what is left at the cursor is not due yet
+            return 0.0
         return delay
 
     def _record_at(self, phy: int, size: int) -> StoredRecord | None:
@@ -185,8 +216,12 @@ class TimerMessageService:
         end = min(cq.max_offset, off + BATCH_PER_PASS)
         while off < end:
             unit = cq.get_unit(off)
-            if unit is None:
-                break
+            if unit is None:  # below the end, yet unreadable (its file is missing or closed)
+                if off != self._unreadable:
+                    self._unreadable = off
+                    log.error("timer queue unit %d unreadable; retried on the next pass", off)
+                self._read = off
+                return False  # not "more right away": that would spin on it
             if off >= self._cursor and off not in self._done:
                 rec = None if is_padding(unit) else self._record_at(unit[0], unit[1])
                 text = rec.get_property(MessageConst.TIMER_OUT_MS) if rec is not None else None
@@ -198,7 +233,7 @@ class TimerMessageService:
                     heapq.heappush(self._heap, (max(int(text), 0) << _SHIFT) | off)
             off += 1
         self._read = off
-        return off < cq.max_offset
+        return off < cq.max_offset  # the batch limit stopped the reading
 
     def _deliver_due(self) -> float | None:
         now = self.clock.now_ms()
@@ -251,28 +286,35 @@ class TimerMessageService:
         return True
 
     # -- rolling ----------------------------------------------------------------------------
-    def _roll_if_needed(self) -> None:
-        """Re-put the pending timers at the cursor to the tail when the cursor lags too far."""
-        if self._read - self._cursor <= self.roll_span:
-            return
+    def _roll_if_needed(self) -> bool:
+        """Re-put the pending timers at the cursor to the tail while more than `roll_span` done
+        units lie above it (what a restart would read for nothing); True when the batch limit
+        left more to roll right away."""
+        if len(self._done) <= self.roll_span:
+            return False
         cq = self.store.cq_store.get(TIMER_TOPIC, TIMER_QUEUE_ID)
         if cq is None:
-            return
-        start = self._cursor
-        for off in range(start, min(start + ROLL_BATCH, self._read)):
-            if self._read - self._cursor <= self.roll_span:
+            return False
+        more = True
+        for _ in range(ROLL_BATCH):
+            off = self._cursor  # never done: the lowest unit that is not
+            if len(self._done) <= self.roll_span or off >= self._read:
+                more = False
                 break
-            if off in self._done or off < self._cursor:
-                continue
             unit = cq.get_unit(off)
             rec = self._record_at(unit[0], unit[1]) if unit is not None and not is_padding(unit) else None
             if rec is None:
                 self._mark_done(off)
                 continue
             if not self._roll(rec):
-                return
+                return False  # the store refused it: the next pass tries again
             self._stale += 1  # its heap entry is dropped when it comes up
             self._mark_done(off)
+        self._compact_heap()
+        return more
+
+    def _compact_heap(self) -> None:
+        """Drop the heap entries of rolled timers once they are most of it."""
         if self._stale > 1024 and self._stale * 2 > len(self._heap):
             self._heap = [
                 k for k in self._heap if (k & _MASK) >= self._cursor and (k & _MASK) not in self._done
@@ -296,8 +338,12 @@ class TimerMessageService:
     async def _save(self) -> None:
         if self._dirty:
             self._snapshot()
-            ok = await asyncio.get_running_loop().run_in_executor(None, self.progress.persist)
+            ok = await asyncio.get_running_loop().run_in_executor(None, self._write)
             self._dirty = self._dirty or not ok
+
+    def _write(self) -> bool:
+        """The copies under the snapshot to disk, then the snapshot (blocking)."""
+        return self._flush_copies() and self.progress.persist()
 
     async def start(self) -> None:
         if not self.enabled:
@@ -309,4 +355,4 @@ class TimerMessageService:
         await self._due.close()
         if self.enabled:
             self._snapshot()
-            await asyncio.get_running_loop().run_in_executor(None, self.progress.persist)
+            await asyncio.get_running_loop().run_in_executor(None, self._write)
