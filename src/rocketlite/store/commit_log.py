@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Final
 
@@ -329,6 +330,20 @@ class CommitLog:
 
     def commit(self, least_pages: int = 0) -> bool:
         return self.queue.commit(least_pages)
+
+    def flush_to(self, end: int) -> bool:
+        """Make the log durable up to `end` now (blocking: call it off the event loop), for a
+        service that must not record a copy as done before the copy is on disk (a POP DLQ move,
+        timer progress). With a write buffer (`transientStorePoolEnable`) the commit service owns
+        the file writes: wait for the flusher, at most `syncFlushTimeout`. Whether it got there."""
+        queue = self.queue
+        if not self.config.transient_store_pool_enable:
+            queue.flush_all_to(end)
+        else:
+            deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
+            while queue.flushed_where < end and time.monotonic() < deadline:
+                time.sleep(self.config.flush_interval_commit_log / 4000)
+        return queue.flushed_where >= end
 
     @property
     def flushed_where(self) -> int:

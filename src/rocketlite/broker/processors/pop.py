@@ -300,20 +300,8 @@ class PopMessageProcessor:
 
 async def _flushed(store: MessageStore, end: int) -> bool:
     """Whether the commit log is on disk up to `end`, flushing it off the loop when the flush
-    thread has not yet (ASYNC_FLUSH: it may be seconds away). With a write buffer
-    (`transientStorePoolEnable`) the commit service owns the file writes: wait for the flusher,
-    at most `syncFlushTimeout`."""
-    loop = asyncio.get_running_loop()
-    queue = store.commit_log.queue
-    if not store.config.transient_store_pool_enable:
-        await loop.run_in_executor(None, queue.flush_all_to, end)
-        return queue.flushed_where >= end
-    deadline = loop.time() + store.config.sync_flush_timeout / 1000
-    while queue.flushed_where < end:
-        if loop.time() > deadline:
-            return False
-        await asyncio.sleep(store.config.flush_interval_commit_log / 4000)
-    return True
+    thread has not yet (ASYNC_FLUSH: it may be seconds away; `CommitLog.flush_to`)."""
+    return await asyncio.get_running_loop().run_in_executor(None, store.commit_log.flush_to, end)
 
 
 def _body(batch: PopBatch) -> bytes:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-import time
 from pathlib import Path
 
 from rocketlite.broker.due_delivery import FAILURE_BACKOFF_S, DueDelivery
@@ -150,17 +149,10 @@ class TimerMessageService:
 
     def _flush_copies(self) -> bool:
         """Flush the commit log up to the last snapshot's end (blocking: call it off the loop),
-        so the progress file never calls done a unit whose copy could still be lost. With a
-        write buffer (`transientStorePoolEnable`) the commit service owns the file writes: wait
-        for the flusher, at most `syncFlushTimeout` (as `_flushed` in processors/pop.py)."""
-        queue, end = self.store.commit_log.queue, self._durable_end
-        if not self.store.config.transient_store_pool_enable:
-            queue.flush_all_to(end)
-        else:
-            deadline = time.monotonic() + self.store.config.sync_flush_timeout / 1000
-            while queue.flushed_where < end and time.monotonic() < deadline:
-                time.sleep(self.store.config.flush_interval_commit_log / 4000)
-        if queue.flushed_where < end:
+        so the progress file never calls done a unit whose copy could still be lost
+        (`CommitLog.flush_to`)."""
+        end = self._durable_end
+        if not self.store.commit_log.flush_to(end):
             log.warning("commit log not flushed to %d; timer progress not written yet", end)
             return False
         return True
