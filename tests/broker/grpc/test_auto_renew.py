@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 
+from rocketlite.broker.grpc.clients import Renewal, Renewals
 from rocketlite.broker.grpc.endpoint import GrpcEndpoint
+from rocketlite.clock import ManualClock
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.pop import NORMAL_TOPIC, ReceiptHandle
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
@@ -217,3 +220,104 @@ async def _until(condition: Callable[[], bool], timeout: float) -> None:
     while not condition():
         assert loop.time() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
+
+
+def test_a_batch_of_due_deliveries_is_renewed_together_in_one_group_commit(tmp_path: Path) -> None:
+    require_endpoint()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as broker:
+            renewals = _endpoint(broker).consumer.renewals
+            pop = broker.controller.parts.pop if broker.controller.parts else None
+            assert pop is not None
+            pop_log = pop.service.table.log
+            for i in range(BATCH):
+                assert (await broker.send("ManyT", b"m", props={"UNIQ_KEY": f"ID-{i}"})).code == 0
+            channel, stub = raw_stub(broker)
+            async with channel:
+                telemetry = await _push_consumer(stub, "raw-client", "ManyG", "ManyT")
+                got = await _receive(stub, "ManyG", "ManyT", auto_renew=True, batch=BATCH)
+                tracked = len(renewals)
+                before = pop_log.flushes
+                await _until(lambda: renewals.renewed >= BATCH, 15)  # one round: all due at once
+                flushes = pop_log.flushes - before
+                telemetry.cancel()
+        assert (len(got), tracked) == (BATCH, BATCH)
+        assert flushes <= 2  # one fdatasync for the round (one each before: BATCH)
+
+    run(scenario())
+
+
+def test_a_telemetry_reconnect_keeps_renewing_and_the_last_stream_end_forgets_the_client(
+    tmp_path: Path,
+) -> None:
+    require_endpoint()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as broker:
+            endpoint = _endpoint(broker)
+            renewals, settings = endpoint.consumer.renewals, endpoint.telemetry.settings
+            assert (await broker.send("ReT", b"re", props={"UNIQ_KEY": "ID-RE"})).code == 0
+            channel, stub = raw_stub(broker)
+            async with channel:
+                old = await _push_consumer(stub, "raw-client", "ReG", "ReT")
+                (message,) = await _receive(stub, "ReG", "ReT", auto_renew=True, batch=1)
+                new = await _push_consumer(stub, "raw-client", "ReG", "ReT")  # the client reconnects
+                after_reconnect = len(renewals)
+                old.cancel()
+                await _until(lambda: renewals.renewed >= 1, 10)  # still renewed on the new stream
+                kept = (len(renewals), "raw-client" in settings)
+                new.cancel()  # its last stream ends: it left
+                await _until(lambda: not settings and not len(renewals), 10)
+        assert message.system_properties.message_id == "ID-RE"
+        assert after_reconnect == 1
+        assert kept == (1, True)
+
+    run(scenario())
+
+
+BATCH = 32
+
+
+def test_a_renewal_that_raises_does_not_stop_the_rest_of_its_batch() -> None:
+    clock = ManualClock()
+    count, bad = 20, 7
+
+    def handle(offset: int, pop_time: int, invisible: int) -> str:
+        return ReceiptHandle(offset, pop_time, invisible, 0, NORMAL_TOPIC, "broker-a", 0, offset).build()
+
+    async def scenario() -> None:
+        started = 0
+        all_in = asyncio.Event()
+
+        async def renew(entry: Renewal, invisible_ms: int) -> str:
+            nonlocal started
+            started += 1
+            if started == count:
+                all_in.set()
+            await all_in.wait()  # every renewal of the round runs at once (they share a commit)
+            parsed = ReceiptHandle.parse(entry.current)
+            if parsed.ck_queue_offset == bad:
+                raise RuntimeError("a fault in the renewal path")
+            return handle(parsed.ck_queue_offset, clock.now_ms(), invisible_ms)
+
+        renewals = Renewals(lambda _client: True, renew, clock)
+        try:
+            now, lead = clock.now_ms(), renewals.ahead_ms()
+            for offset in range(count):  # all due now
+                renewals.track(
+                    "c",
+                    "G",
+                    "T",
+                    handle(offset, now - renewals.invisible_ms + lead, renewals.invisible_ms),
+                    "p",
+                )
+            await asyncio.wait_for(all_in.wait(), 5)
+            (task,) = [t for t in asyncio.all_tasks() if t.get_name() == "grpc-renew"]
+            await task  # the fault did not escape the round
+            assert renewals.renewed == count - 1
+            assert len(renewals) == count  # the failed one is still tracked, tried again later
+        finally:
+            renewals.close()
+
+    run(scenario(), timeout=10)

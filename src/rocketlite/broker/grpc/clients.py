@@ -162,8 +162,8 @@ class GrpcClients:
             return
         known = self._clients.get(client_id)
         if known is None or known.channel.stream is not stream or known.channel.closed:
-            if known is not None:
-                self._unregister(client_id, known)
+            if known is not None:  # a new stream of a connected client: it does not leave
+                self._unregister(client_id, known, left=False)
             known = _Client(GrpcClientChannel(client_id, peer, stream, self._expired), settings, "", 0)
             self._clients[client_id] = known
         known.settings = settings
@@ -238,12 +238,16 @@ class GrpcClients:
             entry.topic.name, expression.expression or "*", sub_version=version, expression_type=kind
         )
 
-    def _unregister(self, client_id: str, known: _Client) -> None:
+    def _unregister(self, client_id: str, known: _Client, *, left: bool = True) -> None:
+        """Drop the client's channel from the manager; `gone` hooks run only when the client
+        `left` (termination, a stream end with no newer stream), not when a newer stream replaces
+        the channel (its deliveries are still renewed)."""
         known.channel.detach()
         if self.manager is not None:
             self.manager.on_connection_closed(known.channel)
-        for hook in self.gone:
-            hook(client_id)
+        if left:
+            for hook in self.gone:
+                hook(client_id)
 
 
 # ------------------------------------------------------------------------------------- renewals
@@ -369,6 +373,9 @@ class Renewals:
             self._arm(self._due[0][0])
 
     async def _renew_all(self, batch: list[Renewal]) -> None:
+        """Renew the due deliveries together: their changes share the POP log's group commit
+        (one by one, thousands would take longer than the renewal lead)."""
+        todo: list[Renewal] = []
         for entry in batch:
             if self._tracked.get(entry.original) is not entry:
                 continue  # acked (or its client left) since it was due
@@ -383,7 +390,8 @@ class Renewals:
                     entry.original, entry.group, now - entry.started,
                 )  # fmt: skip
                 continue
-            await self._renew_one(entry)
+            todo.append(entry)
+        await asyncio.gather(*(self._renew_one(entry) for entry in todo))
 
     async def _renew_one(self, entry: Renewal) -> None:
         done = asyncio.get_running_loop().create_future()
@@ -401,6 +409,13 @@ class Renewals:
             else:
                 self._tracked.pop(entry.original, None)
                 log.info("delivery %s of group %s not renewed: %s", entry.original, entry.group, exc)
+        except Exception:  # a fault of ours: this entry is tried again or dropped, never the batch
+            now = self.clock.now_ms()
+            log.exception("renewal of delivery %s of group %s failed", entry.original, entry.group)
+            if entry.deadline - now > RENEW_RETRY_MS:
+                retry_at = now + RENEW_RETRY_MS
+            else:
+                self._tracked.pop(entry.original, None)
         finally:
             entry.renewing = None
             done.set_result(None)

@@ -123,10 +123,12 @@ class TelemetryService:
         self.groups = groups
         self.max_body_size = max_body_size
         self.settings: dict[str, Any] = {}  # client id -> its last Settings
+        self._streams: dict[str, TelemetryStream] = {}  # client id -> the stream of those settings
 
     def forget(self, client: str) -> None:
         """A client that said it terminates (NotifyClientTermination)."""
         self.settings.pop(client, None)
+        self._streams.pop(client, None)
 
     async def telemetry(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         """Replies to the client's commands and whatever the server sends it, until either side
@@ -139,6 +141,9 @@ class TelemetryService:
                 yield command
         finally:
             stream.closed = True
+            if self._streams.get(stream.client) is stream:  # the client's last stream: it left
+                del self._streams[stream.client]
+                self.settings.pop(stream.client, None)
             if self.clients is not None:
                 self.clients.stream_ended(stream)
             reader.cancel()
@@ -154,6 +159,7 @@ class TelemetryService:
                     continue  # thread stack traces and verify results: nothing asked for them yet
                 settings = self.reply_settings(command.settings)
                 self.settings[stream.client] = settings
+                self._streams[stream.client] = stream
                 if self.clients is not None:
                     self.clients.settings(stream, stream.remote_address, command.settings, meta)
                 stream.outbox.put_nowait(
