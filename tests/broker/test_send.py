@@ -103,6 +103,18 @@ def test_batch_refusals(tmp_path: Path) -> None:
             assert code == ResponseCode.MESSAGE_ILLEGAL and "properties" in remark
             code, _ = await send(one[:-1])
             assert code == ResponseCode.SYSTEM_ERROR  # torn
+            # the reviewer's shape: empty entries up to maxMessageSize and a long header property
+            # string copied into every record; refused as any record over the limit, at once
+            max_size = b.controller.store.commit_log.max_message_size
+            empties = encode_batch([BatchEntry(0, b"", "")]) * (max_size // 22)
+            long_header = "\x02".join(f"k{i}\x01" + "v" * 500 for i in range(60))
+            code, remark = await send(empties, long_header)
+            assert code == ResponseCode.MESSAGE_ILLEGAL and f"exceeds maxMessageSize {max_size}" in remark
+            # each record fits, all of them together do not (RocketMQ's "message size exceeded")
+            half = encode_batch([BatchEntry(0, bytes(max_size // 2), "")])
+            code, remark = await send(half * 2)
+            assert code == ResponseCode.MESSAGE_ILLEGAL and f"exceeds maxMessageSize {max_size}" in remark
+            assert (await send(one))[0] == ResponseCode.SUCCESS
 
     run(scenario())
 

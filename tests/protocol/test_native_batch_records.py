@@ -11,6 +11,7 @@ compare the reference to itself; the example tests pin the reference's own answe
 from __future__ import annotations
 
 import copy
+import tracemalloc
 from typing import Any
 
 from hypothesis import assume, given, settings
@@ -172,3 +173,47 @@ def test_stamp_batch_matches_reference(
         assert [(r.queue_offset, r.physical_offset, r.store_timestamp) for r in recs] == [
             (qoff + i * step, base + sum(x.total_size for x in recs[:i]), now) for i in range(len(recs))
         ]
+
+
+# -- a batch over maxMessageSize as a whole -----------------------------------------------------------
+def test_batch_over_max_message_size_is_refused_before_its_records_are_made() -> None:
+    """The reviewer's shape: a body of empty entries and a long header property string, which
+    every entry's record would copy. Records of entries x header bytes used to be made (and the
+    buffer allocated) before the refusal; now the walk stops at the first record past the limit,
+    so neither path holds much more than maxMessageSize, natively or in the reference."""
+    max_size = 1 << 20
+    body = encode_batch([BatchEntry(0, b"", "")]) * (max_size // 22)  # 47,662 entries, 1 MiB
+    header = "\x02".join(f"k{i}\x01" + "v" * 500 for i in range(20))  # ~10 KB, ~480 MB x entries
+    args = (body, header, "C", "T", V4, V4, 1, 0, 5, 0, max_size)
+    for fn in (encode_batch_records, speedups.encode_batch_records):
+        tracemalloc.start()
+        try:
+            refused = fn(*args)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert refused[:4] == (bytearray(), max_size // 22, 0, BATCH_TOO_LARGE)
+        assert refused[4].startswith("message size ")
+        assert refused[4].endswith(f"exceeds maxMessageSize {max_size}")
+        assert peak < 32 * max_size, (fn, peak)
+    assert both(*args) == refused
+
+
+def test_batch_total_is_checked_in_entry_order() -> None:
+    """Each record fits but together they do not: refused with the size reached; a DELAY needle
+    in an entry before the limit is reached is what refuses it, one after it is never looked at."""
+    fits = [BatchEntry(0, bytes(100), "")] * 3
+    single = encode_batch_records(encode_batch(fits[:1]), "", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+    record = len(single[0])
+    for fn in (encode_batch_records, speedups.encode_batch_records):
+        ok = fn(encode_batch(fits[:2]), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)
+        assert ok[1:4] == (2, 0, BATCH_OK) and len(ok[0]) == 2 * record
+        over = fn(encode_batch(fits), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)
+        remark = f"message size {3 * record} exceeds maxMessageSize {2 * record}"
+        assert over == (bytearray(), 3, 0, BATCH_TOO_LARGE, remark)
+        needle = [*fits, BatchEntry(0, b"", "XDELAY\x01x")]
+        assert fn(encode_batch(needle), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)[3] == BATCH_TOO_LARGE
+        needle = [fits[0], BatchEntry(0, b"", "XDELAY\x01x"), *fits]
+        assert (
+            fn(encode_batch(needle), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)[3] == BATCH_DELAY_PROPERTY
+        )

@@ -37,7 +37,7 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.record import MessageInner, RecordTooLargeError
+from rocketlite.protocol.record import MessageInner, RecordTooLargeError, prepare_record
 
 ENTRY_HEAD = struct.Struct(
     ">"
@@ -187,25 +187,51 @@ def encode_batch_records(
     A torn body raises ProtocolError (as `send_batch_messages`). The refusals that the send
     processor and the store answer, each in its turn, come back as the outcome, with no records:
     an entry's own DELAY (BATCH_DELAYED_ENTRY, count 0) before anything else, then, for the store
-    to judge after its own checks, a stored properties string holding DELAY_NEEDLE (what
-    `MessageStore.put_messages_nowait` refuses) and last a record over a limit (BATCH_TOO_LARGE,
-    the `RecordTooLargeError` text as the remark). An empty body is `(b"", 0, 0, BATCH_OK, "")`.
+    to judge after its own checks, the first entry in order whose stored properties string holds
+    DELAY_NEEDLE (what `MessageStore.put_messages_nowait` refuses; BATCH_DELAY_PROPERTY) or
+    whose record is over a limit (BATCH_TOO_LARGE, the `RecordTooLargeError` text as the remark)
+    or takes the records past `max_message_size` (BATCH_TOO_LARGE: RocketMQ refuses an encoded
+    batch over maxMessageSize, "message size exceeded"). The records are made one entry at a
+    time and the walk stops there, so an oversized batch is refused having made at most
+    `max_message_size` bytes of records, however many entries and header properties it has.
+    An empty body is `(b"", 0, 0, BATCH_OK, "")`.
     """
-    msgs, delayed = send_batch_messages(
-        body, header_properties, cluster, topic, born_host, store_host, queue_id, sys_flag,
-        born_timestamp, reconsume_times,
-    )  # fmt: skip
-    if delayed:
-        return bytearray(), 0, 0, BATCH_DELAYED_ENTRY, ""
-    if not msgs:
+    entries = decode_batch(body)
+    if not entries:
         return bytearray(), 0, 0, BATCH_OK, ""
-    if any(DELAY_NEEDLE in m.properties_string for m in msgs):
-        return bytearray(), len(msgs), 0, BATCH_DELAY_PROPERTY, ""
-    try:
-        buf, first_sys_flag = record_codec_py.encode_records(msgs, max_message_size)
-    except RecordTooLargeError as exc:
-        return bytearray(), len(msgs), 0, BATCH_TOO_LARGE, str(exc)
-    return buf, len(msgs), first_sys_flag, BATCH_OK, ""
+    if any(MessageConst.DELAY_TIME_LEVEL in string_to_properties(e.properties) for e in entries):
+        return bytearray(), 0, 0, BATCH_DELAYED_ENTRY, ""
+    batch_props = string_to_properties(header_properties)
+    batch_props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+    batch_props[MessageConst.CLUSTER] = cluster
+    n = len(entries)
+    msgs: list[MessageInner] = []
+    total = 0
+    for entry in entries:  # in order, each record made and measured before the next is looked at
+        props = batch_entry_properties(entry.properties, batch_props)
+        assert props is not None  # no entry is delayed
+        if DELAY_NEEDLE in props:
+            return bytearray(), n, 0, BATCH_DELAY_PROPERTY, ""
+        msg = MessageInner(
+            topic=topic, body=entry.body, born_host=born_host, store_host=store_host, queue_id=queue_id,
+            flag=entry.flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
+            reconsume_times=reconsume_times, properties_string=props,
+        )  # fmt: skip
+        try:
+            total += prepare_record(msg, max_message_size).total_size
+        except RecordTooLargeError as exc:
+            return bytearray(), n, 0, BATCH_TOO_LARGE, str(exc)
+        if total > max_message_size:  # RocketMQ's "message size exceeded" of the whole batch
+            return bytearray(), n, 0, BATCH_TOO_LARGE, batch_too_large_remark(total, max_message_size)
+        msgs.append(msg)
+    buf, first_sys_flag = record_codec_py.encode_records(msgs, max_message_size)
+    return buf, n, first_sys_flag, BATCH_OK, ""
+
+
+def batch_too_large_remark(total: int, max_message_size: int) -> str:
+    """The remark of a batch whose records come to more than maxMessageSize (`total`: the
+    records' size up to and including the first one past the limit), worded as a record's."""
+    return f"message size {total} exceeds maxMessageSize {max_message_size}"
 
 
 def encode_batch(entries: Iterable[BatchEntry]) -> bytes:

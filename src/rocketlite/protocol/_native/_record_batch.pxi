@@ -7,7 +7,9 @@
 # rewrites each entry's properties in a scratch buffer (the entry's own, WAIT dropped, then every
 # batch-level one it lacks, with the map semantics of `string_to_properties`: a repeated key keeps
 # its first place and its last value) and writes the record from a template `_Rec`. The property
-# array helpers are those of `_send.pyx`, over UTF-8 bytes (the separators are ASCII). Anything
+# array helpers are those of `_send.pyx`, over UTF-8 bytes (the separators are ASCII). The output
+# is sized by the first pass's bound but never past `max_message_size`: the second pass refuses the
+# batch (BATCH_TOO_LARGE) at the first record that takes the total past it. Anything
 # unusual goes to the reference: strings without a UTF-8 form, more than `_BMAX` properties, a
 # number out of its Java range, a record over a limit (the reference words the remark).
 
@@ -17,7 +19,10 @@ from rocketlite.protocol.record_stamp import stamp_batch as _stamp_batch_py
 
 from libc.string cimport memchr
 
-assert (_batch_py.BATCH_OK, _batch_py.BATCH_DELAYED_ENTRY, _batch_py.BATCH_DELAY_PROPERTY) == (0, 1, 2)
+assert (
+    _batch_py.BATCH_OK, _batch_py.BATCH_DELAYED_ENTRY, _batch_py.BATCH_DELAY_PROPERTY,
+    _batch_py.BATCH_TOO_LARGE,
+) == (0, 1, 2, 3)
 assert _batch_py.DELAY_NEEDLE == "DELAY\x01"
 
 cdef enum:
@@ -236,6 +241,10 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
             return (bytearray(), 0, 0, 1, "")
         if n_entries == 0:
             return (bytearray(), 0, 0, 0, "")
+        # past max_size the batch is refused, so no more than that is ever written: a few
+        # thousand empty entries and a long header never cost entries x header bytes
+        if bound > max_size:
+            bound = max_size if max_size > 0 else 0
         buf = PyByteArray_FromStringAndSize(NULL, bound)
         out = PyByteArray_AS_STRING(buf)
         scratch = <char*>malloc(_MAX_PROPS + 1)
@@ -266,6 +275,9 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
                 r.total = r.head_size + 3 + body_len + r.topic_len + r.props_len
                 if r.total > max_size:
                     return _batch_py.encode_batch_records(*args)  # BATCH_TOO_LARGE, or a needle first
+                if out_pos + r.total > max_size:  # the whole batch over maxMessageSize
+                    remark = _batch_py.batch_too_large_remark(out_pos + r.total, max_size)
+                    return (bytearray(), n_entries, 0, 3, remark)
                 _write(out + out_pos, &r)
                 out_pos += r.total
                 pos = props_start + props_len
