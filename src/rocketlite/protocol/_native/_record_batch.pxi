@@ -1,8 +1,9 @@
 # A SEND_BATCH_MESSAGE body straight to commit-log records, and such a batch stamped: included
 # by _record.pyx (its `_Rec`, `_write`, `_read_ip`, `_put64`, `_get32`, `_HEX`).
 #
-# `encode_batch_records` is `protocol.batch.encode_batch_records` (= `send_batch_messages` then
-# `encode_records`) without a `MessageInner` per entry: one pass checks the whole body (the same
+# `encode_batch_records` is `protocol.batch.encode_batch_records` (for an accepted batch,
+# `send_batch_messages` then `encode_records`; a batch past maxMessageSize is refused at the first
+# record over the limit, before more is built) without a `MessageInner` per entry: one pass checks the whole body (the same
 # ProtocolErrors, in the same order, as `send_batch_messages`) and bounds the output, a second
 # rewrites each entry's properties in a scratch buffer (the entry's own, WAIT dropped, then every
 # batch-level one it lacks, with the map semantics of `string_to_properties`: a repeated key keeps
