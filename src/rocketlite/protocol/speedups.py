@@ -33,9 +33,8 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `row_digests`, one for both.
 * `encode_send_ok` (the SUCCESS answer to a stored send, a whole frame from its values):
   `send_response.send_ok_over` over the reference or the fast frame encoder;
-* `send_properties`, `send_batch_messages` (the send processor's properties rewrite, a
-  SEND_BATCH_MESSAGE body into the messages to store): reference and fast Python
-  `message.send_properties` and `batch.send_batch_messages`.
+* `send_properties` (the send processor's properties rewrite): reference and fast Python
+  `message.send_properties`.
 * `encode_batch_records`, `stamp_batch` (a SEND_BATCH_MESSAGE body straight into commit-log
   records, no message objects; such a batch stamped under the lock): `batch` and
   `record_stamp`, one for both.
@@ -138,7 +137,6 @@ __all__ = [
     "scan_messages",
     "scan_record",
     "select_units",
-    "send_batch_messages",
     "send_properties",
     "stamp_batch",
     "stamp_records",
@@ -232,22 +230,6 @@ class PlaceRecord(Protocol):
     ) -> str: ...
 
 
-class SendBatchMessages(Protocol):
-    def __call__(
-        self,
-        body: bytes | bytearray | memoryview,
-        header_properties: str,
-        cluster: str,
-        topic: str,
-        born_host: HostAddress,
-        store_host: HostAddress,
-        queue_id: int,
-        sys_flag: int,
-        born_timestamp: int,
-        reconsume_times: int,
-    ) -> tuple[list[MessageInner], bool]: ...
-
-
 class EncodeBatchRecords(Protocol):
     def __call__(
         self,
@@ -296,7 +278,6 @@ class Codecs:
     encode_rocketmq_header: Callable[[RemotingCommand], bytes]
     decode_records: Callable[[bytes | bytearray | memoryview], list[record_format.StoredRecord]]
     send_properties: Callable[[str, str], SendProperties]
-    send_batch_messages: SendBatchMessages
     check_records: CheckRecords
     select_units: SelectUnits
     pack_units: Callable[[Sequence[Unit]], bytes]
@@ -341,7 +322,6 @@ REFERENCE: Final = Codecs(
     command_codec.encode_rocketmq_header,
     record_format.decode_records,
     message_codec.send_properties,
-    batch_codec.send_batch_messages,
     dispatch_codec.check_records,
     dispatch_codec.select_units,
     dispatch_codec.pack_units,
@@ -375,7 +355,6 @@ PYTHON: Final = Codecs(
     command_codec.encode_rocketmq_header,
     record_format.decode_records,
     message_codec.send_properties,
-    batch_codec.send_batch_messages,
     dispatch_fast.check_records,
     dispatch_codec.select_units,
     dispatch_codec.pack_units,
@@ -468,7 +447,6 @@ decode_rocketmq_header: Final = CHOSEN.decode_rocketmq_header
 encode_rocketmq_header: Final = CHOSEN.encode_rocketmq_header
 decode_records: Final = CHOSEN.decode_records
 send_properties: Final = CHOSEN.send_properties
-send_batch_messages: Final = CHOSEN.send_batch_messages
 check_records: Final = CHOSEN.check_records
 select_units: Final = CHOSEN.select_units
 pack_units: Final = CHOSEN.pack_units

@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The send path's compiled twins: a producer's properties rewritten, a batch body decoded.
+"""The send path's compiled twin of a producer's properties rewrite.
 
-`send_properties` is `protocol.message.send_properties` and `send_batch_messages` is
-`protocol.batch.send_batch_messages`, giving the same results and raising the same errors
-(`tests/protocol/test_native_send.py` pins them). Both work on the UTF-8 bytes: the separators
+`send_properties` is `protocol.message.send_properties`, giving the same results
+(`tests/protocol/test_native_send.py` pins them). (A batch body is handled by `_record.pyx`'s
+`encode_batch_records`, `_record_batch.pxi`.) Both work on the UTF-8 bytes: the separators
 \\x01 and \\x02 are ASCII, so they never occur inside a multi-byte sequence, and two keys are the
 same string exactly when their UTF-8 bytes are equal. A properties string is parsed into a small
 array of (key, value) pointer pairs, with the map semantics of the reference (a repeated key
@@ -14,16 +14,11 @@ string that has no UTF-8 form (lone surrogates), or more properties than the sma
 (the linear key search would then grow quadratically; the reference's dict does not).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp, memcpy
 
-from rocketlite.protocol import batch as _batch
 from rocketlite.protocol import message as _message
-from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.record import MessageInner
 
 
 cdef extern from "Python.h":
@@ -209,102 +204,3 @@ def send_properties(str text, str cluster):
         _value(props, count, b"KEYS", 4),
         _value(props, count, b"DELAY", 5),
     )
-
-
-cdef inline int32_t _int32_at(const unsigned char* p) noexcept:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
-cdef bint _is_ascii(const unsigned char* p, Py_ssize_t n) noexcept:
-    cdef Py_ssize_t i
-    cdef unsigned char acc = 0
-    for i in range(n):
-        acc |= p[i]
-    return acc < 0x80
-
-
-def send_batch_messages(body, str header_properties, str cluster, topic, born_host, store_host,
-                        queue_id, sys_flag, born_timestamp, reconsume_times):
-    """`protocol.batch.send_batch_messages`: (messages to store, whether an entry was delayed)."""
-    cdef Py_buffer view
-    cdef const unsigned char* p
-    cdef Py_ssize_t size, pos = 0, body_len, props_len, props_start, end, total, hn, cn
-    cdef Py_ssize_t nbatch, count, i
-    cdef Prop batch[MAX_PROPS + 1]
-    cdef Prop props[2 * MAX_PROPS + 2]
-    cdef const char* h
-    cdef const char* c
-    cdef bint delayed = False
-    cdef list msgs = []
-    h = _utf8(header_properties, &hn)
-    c = _utf8(cluster, &cn)
-    if h == NULL or c == NULL:
-        return _batch.send_batch_messages(body, header_properties, cluster, topic, born_host, store_host,
-                                          queue_id, sys_flag, born_timestamp, reconsume_times)
-    nbatch = _parse(h, hn, batch, MAX_PROPS)
-    if nbatch < 0:
-        return _batch.send_batch_messages(body, header_properties, cluster, topic, born_host, store_host,
-                                          queue_id, sys_flag, born_timestamp, reconsume_times)
-    _drop(batch, nbatch, b"WAIT", 4)
-    nbatch = _put(batch, nbatch, b"CLUSTER", 7, c, cn)
-    batch_dict = None  # the reference's batch map, built only for an entry too big for the array
-    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
-    try:
-        p = <const unsigned char*>view.buf
-        size = view.len
-        while pos < size:
-            if size - pos < 20:
-                raise ProtocolError(f"batch entry at byte {pos} is torn: {size - pos} bytes left")
-            total = _int32_at(p + pos)
-            flag = _int32_at(p + pos + 12)
-            body_len = _int32_at(p + pos + 16)
-            if body_len < 0 or pos + 20 + body_len + 2 > size:
-                raise ProtocolError(f"batch entry at byte {pos}: body length {body_len} overruns the batch")
-            props_len = <short>((p[pos + 20 + body_len] << 8) | p[pos + 21 + body_len])
-            props_start = pos + 22 + body_len
-            end = props_start + props_len
-            if props_len < 0 or end > size:
-                raise ProtocolError(
-                    f"batch entry at byte {pos}: properties length {props_len} overruns the batch"
-                )
-            if total != end - pos:
-                raise ProtocolError(
-                    f"batch entry at byte {pos}: TOTALSIZE {total} but the entry is {end - pos} bytes"
-                )
-            if not _is_ascii(p + props_start, props_len):
-                try:
-                    PyUnicode_DecodeUTF8(<const char*>p + props_start, props_len, NULL)
-                except UnicodeDecodeError as exc:
-                    raise ProtocolError(f"batch entry at byte {pos}: properties are not UTF-8") from exc
-            if not delayed:
-                count = _parse(<const char*>p + props_start, props_len, props, MAX_PROPS)
-                if count < 0:
-                    if batch_dict is None:
-                        batch_dict = _message.string_to_properties(header_properties)
-                        batch_dict.pop("WAIT", None)
-                        batch_dict["CLUSTER"] = cluster
-                    stored = _batch.batch_entry_properties(
-                        PyUnicode_DecodeUTF8(<const char*>p + props_start, props_len, NULL), batch_dict
-                    )
-                    delayed = stored is None
-                elif _find(props, count, b"DELAY", 5) >= 0:
-                    delayed = True
-                else:
-                    _drop(props, count, b"WAIT", 4)
-                    for i in range(nbatch):
-                        if batch[i].live and _find(props, count, batch[i].k, batch[i].kl) < 0:
-                            props[count] = batch[i]
-                            count += 1
-                    stored = _to_str(props, count)
-                if not delayed:
-                    msgs.append(MessageInner(
-                        topic, PyBytes_FromStringAndSize(<const char*>p + pos + 20, body_len),
-                        born_host, store_host, queue_id, flag, sys_flag, born_timestamp, reconsume_times,
-                        0, stored,
-                    ))
-            pos = end
-    finally:
-        PyBuffer_Release(&view)
-    if delayed:
-        return [], True
-    return msgs, False
