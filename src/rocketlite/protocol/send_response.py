@@ -20,7 +20,7 @@ from typing import Final, Protocol
 from rocketlite.protocol.codes import CommandFlag, ResponseCode, SerializeType
 from rocketlite.protocol.command import DEFAULT_LANGUAGE, DEFAULT_VERSION, RemotingCommand
 
-__all__ = ["EncodeSendOk", "send_ok_command", "send_ok_over"]
+__all__ = ["EncodeSendOk", "send_ok_command", "send_ok_ext", "send_ok_over"]
 
 _SUCCESS: Final = int(ResponseCode.SUCCESS)
 _RESPONSE_FLAG: Final = int(CommandFlag.RESPONSE)
@@ -40,6 +40,24 @@ class EncodeSendOk(Protocol):
     ) -> bytes: ...
 
 
+def send_ok_ext(
+    msg_id: str, queue_id: int, queue_offset: int, region: str, trace_on: str, transaction_id: str | None
+) -> dict[str, str]:
+    """The header fields of an answer for a stored message (RocketMQ's SendMessageResponseHeader
+    plus MSG_REGION and TRACE_ON): the same for SUCCESS and for a stored send whose flush or
+    replication timed out."""
+    ext = {
+        "msgId": msg_id,
+        "queueId": str(queue_id),
+        "queueOffset": str(queue_offset),
+        "MSG_REGION": region,
+        "TRACE_ON": trace_on,
+    }
+    if transaction_id is not None:
+        ext["transactionId"] = transaction_id
+    return ext
+
+
 def send_ok_command(
     opaque: int,
     serialize_type: SerializeType,
@@ -52,15 +70,7 @@ def send_ok_command(
 ) -> RemotingCommand:
     """The SUCCESS answer to a stored send (what `make_response(request, SUCCESS, None, ext)`
     builds, without copying `ext`)."""
-    ext = {
-        "msgId": msg_id,
-        "queueId": str(queue_id),
-        "queueOffset": str(queue_offset),
-        "MSG_REGION": region,
-        "TRACE_ON": trace_on,
-    }
-    if transaction_id is not None:
-        ext["transactionId"] = transaction_id
+    ext = send_ok_ext(msg_id, queue_id, queue_offset, region, trace_on, transaction_id)
     return RemotingCommand(
         _SUCCESS, DEFAULT_LANGUAGE, DEFAULT_VERSION, opaque, _RESPONSE_FLAG, None, ext, None, serialize_type
     )

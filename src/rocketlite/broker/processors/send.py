@@ -44,7 +44,7 @@ from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.record import MessageInner
-from rocketlite.protocol.send_response import send_ok_command
+from rocketlite.protocol.send_response import send_ok_command, send_ok_ext
 from rocketlite.protocol.speedups import (
     decode_send_header_v2,
     encode_batch_records,
@@ -474,13 +474,7 @@ class SendMessageProcessor:
         """The answer's header fields for a stored message (RocketMQ's SendMessageResponseHeader
         plus MSG_REGION and TRACE_ON): the same on the fast path and every stored outcome."""
         broker = self.broker
-        ext = {
-            "msgId": append.msg_id,
-            "queueId": str(queue_id),
-            "queueOffset": str(append.logics_offset),
-            "MSG_REGION": broker.region_id,
-            "TRACE_ON": "true" if broker.trace_on else "false",
-        }
-        if transaction_id is not None:
-            ext["transactionId"] = transaction_id
-        return ext
+        return send_ok_ext(
+            append.msg_id, queue_id, append.logics_offset, broker.region_id,
+            "true" if broker.trace_on else "false", transaction_id,
+        )  # fmt: skip
