@@ -39,7 +39,7 @@ from typing import Any
 
 from rocketlite.broker.acl import ANY, PUB, SUB, Account, AclValidator, check_permission, remote_ip
 from rocketlite.broker.grpc import names
-from rocketlite.broker.grpc.kit import ProtoKit, metadata
+from rocketlite.broker.grpc.kit import ProtoKit, metadata, peer_address
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketlite.broker.grpc.auth")
@@ -147,7 +147,7 @@ class GrpcGuard:
         assert validator is not None
         validator.maybe_reload()
         config = validator.config
-        ip = remote_ip(peer.partition(":")[2])  # "ipv4:127.0.0.1:5555"
+        ip = remote_ip(peer_address(peer))
         if any(white.match(ip) for white in config.global_white):
             return None
         header = meta.get(AUTHORIZATION)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from rocketlite.broker.client_manager import ClientChannelInfo, ClientManager
+from rocketlite.broker.grpc.kit import peer_address
 from rocketlite.clock import Clock
 from rocketlite.protocol.bodies import (
     ConsumeFromWhere,
@@ -83,12 +84,6 @@ def client_version(text: str) -> int:
 def client_language(text: str) -> str:
     name = text.strip().upper()
     return name if name in _LANGUAGES else LanguageCode.OTHER.name
-
-
-def peer_address(peer: str) -> str:
-    """`host:port` of a grpc peer string ("ipv4:127.0.0.1:5555", "ipv6:[::1]:5555")."""
-    kind, sep, rest = peer.partition(":")
-    return rest if sep and kind in ("ipv4", "ipv6") else peer
 
 
 class Stream(Protocol):

@@ -79,10 +79,15 @@ class GrpcPeer:
         self.attrs: dict[str, object] = {"born_host": born_host(peer)}
 
 
+def peer_address(peer: str) -> str:
+    """`host:port` of a grpc peer string ("ipv4:127.0.0.1:5555", "ipv6:[::1]:5555")."""
+    kind, sep, rest = peer.partition(":")
+    return rest if sep and kind in ("ipv4", "ipv6") else peer
+
+
 def born_host(peer: str) -> HostAddress:
-    """The client's address from a grpc peer string ("ipv4:127.0.0.1:5555", "ipv6:[::1]:5555")."""
-    _, _, address = peer.partition(":")
-    host, _, port = address.rpartition(":")
+    """The client's address from a grpc peer string, as a born host."""
+    host, _, port = peer_address(peer).rpartition(":")
     try:
         return HostAddress.of(host.strip("[]"), int(port))
     except ValueError:
