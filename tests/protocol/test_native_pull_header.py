@@ -23,15 +23,10 @@ from rocketlite.protocol import speedups
 from rocketlite.protocol.custom_header import BadHeaderFieldError, MissingHeaderFieldError
 from rocketlite.protocol.headers import PullMessageRequestHeader
 from tests.support.header_values import numbers, odd
+from tests.support.native import compiled_or
 
 REFERENCE: Any = speedups.REFERENCE.decode_pull_header
-NATIVE: Any
-if speedups.REFERENCE_ONLY:
-    NATIVE = REFERENCE
-else:
-    NATIVE = pytest.importorskip(
-        "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
-    ).decode_pull_header
+NATIVE: Any = compiled_or(speedups.REFERENCE).decode_pull_header
 
 texts = st.one_of(st.text(max_size=12), st.sampled_from(["", "TopicTest", "*", "TagA || TagB", "TAG"]))
 STRINGS = {"consumerGroup", "topic", "subscription", "expressionType", "bname"}

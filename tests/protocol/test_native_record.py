@@ -33,15 +33,10 @@ from rocketlite.protocol.record import (
     StoredRecord,
     encode_record,
 )
+from tests.support.native import compiled_or
 
 REFERENCE = speedups.REFERENCE
-NATIVE: Any
-if speedups.REFERENCE_ONLY:
-    NATIVE = speedups.REFERENCE  # ROCKETLITE_NATIVE=0: the references against themselves
-else:
-    NATIVE = pytest.importorskip(
-        "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
-    )
+NATIVE: Any = compiled_or(speedups.REFERENCE)
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1

@@ -23,15 +23,10 @@ from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.headers import SendMessageRequestHeader
 from tests.support.header_values import numbers, odd
+from tests.support.native import compiled_or
 
 REFERENCE: Any = speedups.REFERENCE.decode_send_header_v2
-NATIVE: Any
-if speedups.REFERENCE_ONLY:
-    NATIVE = REFERENCE
-else:
-    NATIVE = pytest.importorskip(
-        "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
-    ).decode_send_header_v2
+NATIVE: Any = compiled_or(speedups.REFERENCE).decode_send_header_v2
 
 flags = st.sampled_from(["", "true", "false", "1", "0", "TRUE", " true", "yes", "False"])
 texts = st.one_of(st.text(max_size=12), st.sampled_from(["", "TopicTest", "TBW102", "pg"]))

@@ -22,17 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import record as record_format
-from rocketlite.protocol import record_codec_py, speedups
+from rocketlite.protocol import record_codec_py
 from rocketlite.protocol.message import HostAddress, make_msg_id
 from rocketlite.protocol.record import MessageInner, decode_records
+from tests.support.native import compiled_or
 
-NATIVE: Any
-if speedups.REFERENCE_ONLY:
-    NATIVE = record_format  # ROCKETLITE_NATIVE=0: the reference against itself
-else:
-    NATIVE = pytest.importorskip(
-        "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
-    )
+NATIVE: Any = compiled_or(record_format)
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 10911)
 V6 = HostAddress(bytes(range(16)), 10911)
