@@ -82,6 +82,7 @@ from rocketlite.spark.broker_client import BrokerClient, client_for
 from rocketlite.spark.options import SinkOptions
 from rocketlite.spark.sink_rows import DROPPED_PROPERTIES
 from rocketlite.spark.sink_rows import rows as _rows
+from rocketlite.spark.worker import task_started
 
 log = logging.getLogger("rocketlite.spark.sink")
 
@@ -288,6 +289,7 @@ def write_partition(
     whatever order the earlier attempt's sends completed in. The first failure fails the task,
     after the chunks already under way have finished.
     """
+    task_started()
     partition, batch_id, query_id = _task_context()
     mode = options.idempotence if streaming else "none"
     if mode != "none" and (batch_id is None or query_id is None):

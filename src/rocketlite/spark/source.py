@@ -47,6 +47,7 @@ from rocketlite.spark.option_names import OptionError
 from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.records import Stop, decode_batch, scan_positions
 from rocketlite.spark.schema import COLUMNS, SPARK_DDL
+from rocketlite.spark.worker import task_started
 
 log = logging.getLogger("rocketlite.spark.source")
 
@@ -268,6 +269,7 @@ class BatchReader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        task_started()
         if isinstance(partition, QueueRange):  # else Spark's stand-in when there is nothing to read
             yield from read_range(self.options, partition)
 
@@ -374,6 +376,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        task_started()
         if isinstance(partition, QueueRange):
             yield from read_range(self.options, partition)
 

@@ -50,6 +50,7 @@ from rocketlite.spark.records import (
     validate_positions,
 )
 from rocketlite.spark.schema import COLUMNS, SPARK_DDL
+from rocketlite.spark.worker import task_started
 
 log = logging.getLogger("rocketlite.spark.store_source")
 
@@ -302,6 +303,7 @@ class StoreReader(DataSourceReader):
         return plan_ranges(directory, self.options.max_bytes_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        task_started()
         if isinstance(partition, QueueFiles):
             yield from read_queue(self.options, partition)
         elif isinstance(partition, SegmentRange):  # else Spark's stand-in for "no partitions"
