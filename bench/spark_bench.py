@@ -1,31 +1,40 @@
 """Spark data source benchmark: the `rocketmq` and `rocketmq-store` readers against Parquet.
 
-    .venv/bin/python bench/spark_bench.py              # 1M x 256 B messages (~3-5 minutes)
-    .venv/bin/python bench/spark_bench.py --quick      # 100k messages (the smoke run)
-    .venv/bin/python bench/spark_bench.py --messages 500000 --queues 8 --transfer 32
+    .venv/bin/python bench/spark_bench.py --messages 500000   # the issue's size (~2-3 minutes)
+    .venv/bin/python bench/spark_bench.py --quick             # 100k messages (the smoke run)
+    .venv/bin/python bench/spark_bench.py --tcp-workers       # Spark's default worker sockets
 
 In one run, on one `local[2]` Spark session and one embedded broker (name server + broker in this
 process, store in a temporary directory):
 
 1. N messages of 256 B random bodies (TAGS, KEYS, UNIQ_KEY as the SDK sends them) are produced to
    one topic of `--queues` queues with SEND_BATCH_MESSAGE (timed: the producer rate).
-2. Batch read through the data source: `spark.read.format("rocketmq")...load()` written to the
-   `noop` sink (every row and column is materialised in the JVM, nothing is stored). The broker
-   serves the pulls from the same process, so broker and Spark workers share the 2 cores.
-3. The same rows are written to Parquet (snappy) once, then read back to `noop`: the baseline.
-4. The raw-store reader over the broker's store directory (`format("rocketmq-store")`, CRC checked
-   as by default) to `noop`; the broker keeps running (its pages are in the page cache).
-5. Streaming end to end: `readStream.format("rocketmq")` from `earliest`, `maxOffsetsPerTrigger`
-   unset, `Trigger.AvailableNow`, to the `noop` sink; rows / wall time of the query (query start
-   included), and a query copying a topic of `--sink-messages` messages to another topic through
-   the `rocketmq` sink (idempotent mode).
+2. Three batch reads of the same rows, each written to the `noop` sink (every row and column is
+   materialised in the JVM, nothing is stored):
+   - `spark.read.format("rocketmq")` through the broker, which serves the pulls from this
+     process, so broker and Spark workers share the 2 cores;
+   - Parquet (snappy) of the same rows, written once: the baseline;
+   - `format("rocketmq-store")` over the broker's store directory (CRC checked, the default);
+     the broker keeps running (its pages are in the page cache).
+   Every reader gets one untimed read first, then `--repeat` rounds (default 3) each time the
+   three readers in turn, and each reader's best time is kept: interleaving puts the JVM's
+   JIT warm-up and any drift of the machine on every reader alike. Rates are rows/s; each reader
+   is also given as a ratio to the Parquet read of the same rows in the same run.
+3. Streaming end to end: `readStream.format("rocketmq")` from `earliest`, `maxOffsetsPerTrigger`
+   unset, `Trigger.AvailableNow`, to the `noop` sink: rows / wall time of the query (query start
+   included). Then a query copying a topic of `--sink-messages` messages (default: N) to another
+   topic through the `rocketmq` sink (idempotent mode), after one untimed copy of a small topic
+   (the sink's warm-up, as the readers get theirs; its time is printed too: the first query of a
+   session pays for starting the Python workers and compiling the write path).
 
-Each read is run once untimed (a warm-up, for every reader alike) and then `--repeat` times
-(default 3), and the best time is kept; rates are rows/s and each
-reader is reported as a ratio to the Parquet read of the same rows in the same run. The broker's
-`maxTransferCountOnMessageInMemory` / `maxTransferBytesOnMessageInMemory` (messages and bytes per
-pull; RocketMQ's defaults are 32 and 256 KiB) are set with `--transfer` (default 1024 messages,
-4 MiB). The machine load average is printed at the start and the end.
+The session runs Spark's Python workers over Unix domain sockets
+(`spark.python.unix.domain.socket.enabled=true`, as the README advises for Python data sources):
+over Spark's default loopback TCP every task of a Python data source waits ~40 ms for its input
+(Nagle's algorithm against a delayed ACK). `--tcp-workers` measures the default.
+
+The broker's `maxTransferCountOnMessageInMemory` / `maxTransferBytesOnMessageInMemory` (messages
+and bytes per pull; RocketMQ's defaults are 32 and 256 KiB) are set with `--transfer` (default
+1024 messages, 4 MiB). The machine load average is printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 TOPIC = "SparkBench"
 SINK_INPUT = "SparkBenchIn"
 SINK_TOPIC = "SparkBenchOut"
+WARM_INPUT = "SparkBenchWarmIn"
+WARM_TOPIC = "SparkBenchWarmOut"
 BODY_SIZE = 256
 
 
@@ -54,7 +65,7 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def session(memory: str) -> Any:
+def session(memory: str, *, unix_sockets: bool) -> Any:
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     spark = (
@@ -65,6 +76,7 @@ def session(memory: str) -> Any:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.driver.memory", memory)
+        .config("spark.python.unix.domain.socket.enabled", str(unix_sockets).lower())
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -103,17 +115,43 @@ def produce(namesrv: str, topic: str, count: int, queues: int) -> float:
     return time.perf_counter() - started
 
 
-def best(runs: int, fn: Callable[[], Any]) -> float:
-    """The best of `runs` timed calls, after one untimed call: every reader (Parquet too) gets the
-    same warm-up, so the JVM's JIT compiling the row conversion of whichever read comes first
-    is not charged to that reader alone."""
-    fn()
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
+def best_of(rounds: int, readers: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Each reader's best time over `rounds` rounds that run every reader in turn, after one
+    untimed call of each (see the module docstring)."""
+    for fn in readers.values():
         fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+    times: dict[str, list[float]] = {name: [] for name in readers}
+    for _ in range(rounds):
+        for name, fn in readers.items():
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    return {name: min(t) for name, t in times.items()}
+
+
+def copy_topic(spark: Any, ns: str, source: str, target: str, checkpoint: Path) -> tuple[float, Any]:
+    """Wall time of an AvailableNow query copying `source` to `target` through the sink."""
+    started = time.perf_counter()
+    query = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("body", "tags", "keys")
+        .writeStream.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", target)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return time.perf_counter() - started, query
+
+
+def count_topic(spark: Any, ns: str, topic: str) -> int:
+    return int(spark.read.format("rocketmq").option("nameServer", ns).option("topic", topic).load().count())
 
 
 def main() -> None:
@@ -123,11 +161,12 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--queues", type=int, default=8)
     parser.add_argument("--transfer", type=int, default=1024, help="broker messages per pull")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--sink-messages", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds of the batch reads")
+    parser.add_argument("--sink-messages", type=int, default=None, help="rows through the sink (default: N)")
     parser.add_argument("--memory", default="2g", help="spark.driver.memory")
     parser.add_argument("--dir", default=None, help="where the temporary store and Parquet go")
-    parser.add_argument("--quick", action="store_true", help="100k messages, 1 repeat")
+    parser.add_argument("--tcp-workers", action="store_true", help="Spark's default: workers over TCP")
+    parser.add_argument("--quick", action="store_true", help="100k messages, 1 round, 20k through the sink")
     args = parser.parse_args()
     if args.quick:
         args.messages, args.repeat, args.sink_messages = 100_000, 1, 20_000
@@ -136,8 +175,10 @@ def main() -> None:
     from rocketlite.spark.broker_client import close_clients  # noqa: PLC0415
 
     print(f"load average at start: {load()}")
+    sockets = "loopback TCP" if args.tcp_workers else "Unix domain sockets"
     print(
-        f"{args.messages:,} messages x {BODY_SIZE} B, {args.queues} queues, {args.transfer} messages per pull"
+        f"{args.messages:,} messages x {BODY_SIZE} B, {args.queues} queues, "
+        f"{args.transfer} messages per pull, Python workers over {sockets}"
     )
     work = Path(tempfile.mkdtemp(prefix="spark-bench-", dir=args.dir))
     try:
@@ -148,37 +189,29 @@ def main() -> None:
             store_maped_file_size_commit_log=256 * 1024 * 1024,
         ) as cluster:
             ns = cluster.namesrv_addr
-            create_topic(ns, cluster.broker_addr, TOPIC, args.queues)
-            create_topic(ns, cluster.broker_addr, SINK_INPUT, args.queues)
-            create_topic(ns, cluster.broker_addr, SINK_TOPIC, args.queues)
+            for topic in (TOPIC, SINK_INPUT, SINK_TOPIC, WARM_INPUT, WARM_TOPIC):
+                create_topic(ns, cluster.broker_addr, topic, args.queues)
             took = produce(ns, TOPIC, args.messages, args.queues)
             print(f"produced: {args.messages / took:,.0f} msgs/s ({took:.1f} s)")
-            spark = session(args.memory)
+            spark = session(args.memory, unix_sockets=not args.tcp_workers)
             n = args.messages
             source = spark.read.format("rocketmq").option("nameServer", ns).option("topic", TOPIC)
-
-            def read_source() -> None:
-                source.load().write.format("noop").mode("overwrite").save()
-
-            assert source.load().count() == n
-            t_source = best(args.repeat, read_source)
-
             parquet = work / "parquet"
             source.load().write.mode("overwrite").parquet(str(parquet))
-
-            def read_parquet() -> None:
-                spark.read.parquet(str(parquet)).write.format("noop").mode("overwrite").save()
-
-            assert spark.read.parquet(str(parquet)).count() == n
-            t_parquet = best(args.repeat, read_parquet)
-
             store = spark.read.format("rocketmq-store").option("topic", TOPIC)
-
-            def read_store() -> None:
-                store.load(str(work / "store")).write.format("noop").mode("overwrite").save()
-
+            assert source.load().count() == n
+            assert spark.read.parquet(str(parquet)).count() == n
             assert store.load(str(work / "store")).count() == n
-            t_store = best(args.repeat, read_store)
+
+            def noop(df: Any) -> None:
+                df.write.format("noop").mode("overwrite").save()
+
+            readers: dict[str, Callable[[], Any]] = {
+                "Parquet (baseline)": lambda: noop(spark.read.parquet(str(parquet))),
+                "format('rocketmq') batch, via the broker": lambda: noop(source.load()),
+                "format('rocketmq-store') raw commit log": lambda: noop(store.load(str(work / "store"))),
+            }
+            best = best_of(args.repeat, readers)
 
             stream = (
                 spark.readStream.format("rocketmq")
@@ -198,41 +231,21 @@ def main() -> None:
             t_stream = time.perf_counter() - started
             streamed = sum(p["numInputRows"] for p in query.recentProgress)
 
-            m = min(args.sink_messages, n)
+            warm = min(10_000, n)
+            produce(ns, WARM_INPUT, warm, args.queues)
+            t_warm, _ = copy_topic(spark, ns, WARM_INPUT, WARM_TOPIC, work / "ck-warm")
+            assert count_topic(spark, ns, WARM_TOPIC) == warm
+            m = args.sink_messages or n
             produce(ns, SINK_INPUT, m, args.queues)
-            started = time.perf_counter()
-            query = (
-                spark.readStream.format("rocketmq")
-                .option("nameServer", ns)
-                .option("topic", SINK_INPUT)
-                .option("startingOffsets", "earliest")
-                .load()
-                .selectExpr("body", "tags", "keys")
-                .writeStream.format("rocketmq")
-                .option("nameServer", ns)
-                .option("topic", SINK_TOPIC)
-                .option("checkpointLocation", str(work / "ck-sink"))
-                .trigger(availableNow=True)
-                .start()
-            )
-            query.awaitTermination()
-            t_sink = time.perf_counter() - started
-            written = (
-                spark.read.format("rocketmq")
-                .option("nameServer", ns)
-                .option("topic", SINK_TOPIC)
-                .load()
-                .count()
-            )
+            t_sink, query = copy_topic(spark, ns, SINK_INPUT, SINK_TOPIC, work / "ck-sink")
+            written = count_topic(spark, ns, SINK_TOPIC)
+            assert written == m, f"the sink wrote {written:,} rows of {m:,}"
 
             print()
+            t_parquet = best["Parquet (baseline)"]
             print(f"{'reader':<44} {'best s':>8} {'rows/s':>12} {'vs Parquet':>10}")
-            for label, t, rows in (
-                ("Parquet (baseline)", t_parquet, n),
-                ("format('rocketmq') batch, via the broker", t_source, n),
-                ("format('rocketmq-store') raw commit log", t_store, n),
-            ):
-                print(f"{label:<44} {t:>8.2f} {rows / t:>12,.0f} {t_parquet / t:>10.2f}")
+            for label, t in best.items():
+                print(f"{label:<44} {t:>8.2f} {n / t:>12,.0f} {t_parquet / t:>10.2f}")
             print()
             print(
                 f"streaming rocketmq -> noop, AvailableNow: {streamed:,} rows in {t_stream:.1f} s = "
@@ -242,7 +255,7 @@ def main() -> None:
             print(
                 f"streaming rocketmq -> rocketmq sink (idempotent): {written:,} rows in {t_sink:.1f} s = "
                 f"{written / t_sink:,.0f} rows/s (query start included; {written / add_batch:,.0f} rows/s "
-                "in addBatch)"
+                f"in addBatch); the session's first sink query (warm-up, {warm:,} rows) took {t_warm:.1f} s"
             )
             spark.stop()
             close_clients()
