@@ -7,7 +7,9 @@ a form the SDK does not offer:
 
 * PULL_MESSAGE returning the *raw* body (records back to back), so `records.decode_batch` can
   decode thousands of messages at once instead of building a `MessageExt` per message. The pull
-  carries its tag expression (sysFlag SUBSCRIPTION, 0x4), never suspends, never commits;
+  carries its tag expression (sysFlag SUBSCRIPTION, 0x4), never suspends, never commits. This
+  client builds and signs it and reads its answer's header (`PullAnswer`); the bytes travel over
+  the task's own `pull_channel.PullChannel`, straight into the batch being gathered;
 * QUERY_MESSAGE by unique key (UNIQ_KEY), which the idempotent sink uses to find out whether a
   chunk it is about to send was stored by an earlier attempt.
 
@@ -20,7 +22,6 @@ writers create clients lazily where they run.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
 from collections.abc import Coroutine, Iterable, Sequence
@@ -30,15 +31,17 @@ from typing import Any, Final, TypeVar
 from rocketlite.client.api import build_subscription
 from rocketlite.client.consumer_pull import AsyncPullConsumer
 from rocketlite.client.errors import ClientError, NoRouteError, TopicNotExistError, parse_answer
-from rocketlite.client.instance import ClientConfig, ClientInstance
+from rocketlite.client.instance import CLIENT_LANGUAGE, ClientConfig, ClientInstance
 from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.producer import AsyncProducer
 from rocketlite.client.sync import shared_loop
 from rocketlite.protocol.bodies import SubscriptionData
+from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.requests.pull import PullStatus, build_pull, parse_pull
 from rocketlite.protocol.requests.query import build_query_message, matches_key, parse_query_message
 from rocketlite.protocol.requests.route import build_get_all_topics, parse_topic_list
 from rocketlite.spark.offsets import QueueRef
+from rocketlite.spark.pull_channel import close_channels
 
 log = logging.getLogger("rocketlite.spark.broker_client")
 
@@ -63,12 +66,19 @@ _OUTCOMES: Final = {
 
 
 @dataclass(frozen=True, slots=True)
-class RawPull:
+class PullAnswer:
+    """A pull's outcome from its answer's header (the body, when there is one, is read apart)."""
+
     outcome: str
     next_begin: int
     min_offset: int
     max_offset: int
-    body: bytes
+
+    @classmethod
+    def of(cls, response: RemotingCommand) -> PullAnswer:
+        """`ResponseError` (naming the broker's code and remark) for any other answer."""
+        answer = parse_answer(parse_pull, response)
+        return cls(_OUTCOMES[answer.status], answer.next_begin_offset, answer.min_offset, answer.max_offset)
 
 
 def _mq(ref: QueueRef) -> MessageQueue:
@@ -145,30 +155,30 @@ class BrokerClient:
         return self._each(refs, make)
 
     # -- reading -----------------------------------------------------------------------------
-    def pull(self, ref: QueueRef, offset: int, max_nums: int, expression: str = "*") -> RawPull:
-        """One PULL_MESSAGE from `offset`, answered with the raw body."""
-        return self.pull_async(ref, offset, max_nums, expression).result()
+    def broker_address(self, ref: QueueRef) -> str:
+        """The address pulls of `ref` go to (the master, as `findBrokerAddressInSubscribe`)."""
 
-    def pull_async(
-        self, ref: QueueRef, offset: int, max_nums: int, expression: str = "*", timeout: float | None = None
-    ) -> concurrent.futures.Future[RawPull]:
-        """`pull` started in the background (readers keep one pull in flight while decoding)."""
+        async def call() -> str:
+            instance = self._instance
+            addr = instance.broker_addr(ref.broker)
+            if addr is None:
+                await instance.update_topic_route(ref.topic)
+                addr = instance.broker_addr(ref.broker)
+            if addr is None:
+                raise ClientError(f"broker {ref.broker} of {ref.topic} is not in the route", retriable=True)
+            return addr
+
+        return self._run(call())
+
+    def pull_command(
+        self, ref: QueueRef, offset: int, max_nums: int, expression: str = "*"
+    ) -> RemotingCommand:
+        """A PULL_MESSAGE of `max_nums` entries from `offset`, with its tag expression, that never
+        suspends and never commits, signed as the client's other requests (see the module docstring)."""
         sub = self._subs.get((ref.topic, expression))
         if sub is None:
             sub = build_subscription(ref.topic, expression, 0)
             self._subs[(ref.topic, expression)] = sub
-        return self._loop.submit(self._pull(ref, sub, offset, max_nums, timeout or self.timeout))
-
-    async def _pull(
-        self, ref: QueueRef, sub: SubscriptionData, offset: int, max_nums: int, timeout: float
-    ) -> RawPull:
-        instance = self._instance
-        addr = instance.broker_addr(ref.broker)
-        if addr is None:
-            await instance.update_topic_route(ref.topic)
-            addr = instance.broker_addr(ref.broker)
-        if addr is None:
-            raise ClientError(f"broker {ref.broker} of {ref.topic} is not in the route", retriable=True)
         cmd = build_pull(
             group=self.group,
             topic=ref.topic,
@@ -178,9 +188,8 @@ class BrokerClient:
             subscription=sub,
             broker_name=ref.broker,
         )
-        answer = parse_answer(parse_pull, await instance.invoke(addr, cmd, timeout))
-        outcome = _OUTCOMES[answer.status]
-        return RawPull(outcome, answer.next_begin_offset, answer.min_offset, answer.max_offset, answer.body)
+        cmd.language = CLIENT_LANGUAGE
+        return self._instance.sign(cmd)
 
     def commit(self, offsets: dict[QueueRef, int]) -> None:
         """UPDATE_CONSUMER_OFFSET for this client's group: `offset` is the next one to read."""
@@ -253,7 +262,8 @@ def client_for(name_server: str, group: str) -> BrokerClient:
 
 
 def close_clients() -> None:
-    """Close every cached client (tests, the end of a demo)."""
+    """Close every cached client and pull channel (tests, the end of a demo)."""
+    close_channels()
     with _clients_lock:
         clients = list(_clients.values())
         _clients.clear()

@@ -13,7 +13,6 @@ Offsets are the next queue offset to read, per (topic, broker, queue); see `offs
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -41,10 +40,11 @@ from pyspark.sql.types import StructType
 from rocketlite.client.api import build_subscription
 from rocketlite.client.errors import TopicNotExistError
 from rocketlite.spark import offsets as off
-from rocketlite.spark.broker_client import BrokerClient, PullOutcome, RawPull, client_for
+from rocketlite.spark.broker_client import BrokerClient, PullAnswer, PullOutcome, client_for
 from rocketlite.spark.offsets import Offsets, QueueRef
 from rocketlite.spark.option_names import OptionError
 from rocketlite.spark.options import SinkOptions, SourceOptions
+from rocketlite.spark.pull_channel import BatchBuffer, channel_for, release
 from rocketlite.spark.records import Stop, decode_batch, scan_positions
 from rocketlite.spark.schema import COLUMNS, SPARK_DDL
 from rocketlite.spark.worker import task_started
@@ -140,84 +140,104 @@ def _min_store_ms(options: SourceOptions, ref: QueueRef) -> int | None:
 
 
 def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
-    """The rows of one queue range as Arrow batches, pulled from the queue's broker."""
+    """The rows of one queue range as Arrow batches, pulled from the queue's broker.
+
+    The answers' bodies are received into one `BatchBuffer` per Arrow batch (`pull_channel`), and
+    the next pull goes out as soon as an answer's header says where the data continues, before its
+    body is read: the broker works while this worker receives and decodes. (More pulls in flight,
+    at guessed offsets, measured slower: the broker is one thread, and guesses miss on short
+    answers.)
+    """
     client = client_for(options.name_server, options.consumer_group)
     ref = part.ref
     tags = build_subscription(ref.topic, options.tags, 0).tags_set
     wanted = pa.array(sorted(tags), pa.string()) if tags else None
-    pending: list[bytes] = []
-    pending_bytes = pending_entries = 0
+    pending = BatchBuffer(_FLUSH_BYTES)
+    pending_entries = 0
     offset = part.start
 
     def flush() -> Iterator[pa.RecordBatch]:
-        nonlocal pending, pending_bytes, pending_entries
-        if not pending:
+        nonlocal pending, pending_entries
+        if not pending.used:
             return
-        buf = pending[0] if len(pending) == 1 else b"".join(pending)
-        pending, pending_bytes, pending_entries = [], 0, 0
+        buf = pending.view()
+        pending, pending_entries = BatchBuffer(_FLUSH_BYTES), 0
         scan = scan_positions(buf, 0, len(buf), max_count=len(buf))
         if scan.stop is Stop.CORRUPT:
             raise RuntimeError(f"{ref}: the broker sent a malformed pull body ({scan.reason})")
         batch = decode_batch(buf, scan.positions, ref.broker)
-        mask = pc.and_(
-            pc.greater_equal(batch.column("queueOffset"), part.start),
-            pc.less(batch.column("queueOffset"), part.end),
-        )
-        if wanted is not None:
-            mask = pc.and_(mask, pc.is_in(batch.column("tags"), value_set=wanted))
-        if part.min_store_ms is not None:
-            mask = pc.and_(
-                mask,
-                pc.greater_equal(batch.column("storeTimestamp").cast(pa.int64()), part.min_store_ms * 1000),
-            )
-        if part.max_store_ms is not None:
-            mask = pc.and_(
-                mask, pc.less(batch.column("storeTimestamp").cast(pa.int64()), part.max_store_ms * 1000)
-            )
-        if not pc.all(mask).as_py():
-            batch = batch.filter(mask)
-        if batch.num_rows:
-            yield batch
+        yield from _kept(batch, part, wanted)
 
-    def request(at: int) -> concurrent.futures.Future[RawPull] | None:
-        if at >= part.end:
-            return None
-        size = min(options.pull_batch_size, part.end - at)
-        return client.pull_async(ref, at, size, options.tags, options.pull_timeout_ms / 1000)
+    channel = channel_for(client.broker_address(ref), options.pull_timeout_ms / 1000)
+    try:
 
-    # The next pull goes out as soon as an answer says where the data continues, before that answer
-    # is decoded: the broker works while this worker decodes. (More pulls in flight, at guessed
-    # offsets, measured slower: the broker is one thread, and guesses miss on short answers.)
-    future = request(offset)
-    while future is not None:
-        result = future.result()
-        body = b""
-        if result.outcome in (PullOutcome.FOUND, PullOutcome.NO_MATCH):
-            if result.next_begin <= offset:
-                raise RuntimeError(f"{ref}: the broker did not advance past offset {offset}")
-            body = result.body
-            pending_entries += result.next_begin - offset
-            offset = result.next_begin
-        elif result.outcome == PullOutcome.MOVED and offset < result.min_offset:
-            report_data_loss(
-                options.fail_on_data_loss,
-                f"{ref}: offsets {offset}..{result.min_offset - 1} are no longer stored "
-                f"(the queue now starts at {result.min_offset})",
-            )
-            offset = result.min_offset
-        else:  # NO_NEW, or MOVED past the end: the queue ends before the range does
-            report_data_loss(
-                options.fail_on_data_loss,
-                f"{ref}: the queue ends at {result.max_offset} but offsets up to {part.end - 1} were planned",
-            )
-            offset = part.end
-        future = request(offset)
-        if body:
-            pending.append(body)
-            pending_bytes += len(body)
-        if pending_bytes >= _FLUSH_BYTES or pending_entries >= options.rows_per_batch:
-            yield from flush()
-    yield from flush()
+        def request(at: int) -> bool:
+            if at >= part.end:
+                return False
+            size = min(options.pull_batch_size, part.end - at)
+            channel.send(client.pull_command(ref, at, size, options.tags))
+            return True
+
+        in_flight = request(offset)
+        while in_flight:
+            answer = channel.read_header()
+            result = PullAnswer.of(answer.command)
+            found = False
+            if result.outcome in (PullOutcome.FOUND, PullOutcome.NO_MATCH):
+                if result.next_begin <= offset:
+                    raise RuntimeError(f"{ref}: the broker did not advance past offset {offset}")
+                found = result.outcome == PullOutcome.FOUND
+                pending_entries += result.next_begin - offset
+                offset = result.next_begin
+            elif result.outcome == PullOutcome.MOVED and offset < result.min_offset:
+                report_data_loss(
+                    options.fail_on_data_loss,
+                    f"{ref}: offsets {offset}..{result.min_offset - 1} are no longer stored "
+                    f"(the queue now starts at {result.min_offset})",
+                )
+                offset = result.min_offset
+            else:  # NO_NEW, or MOVED past the end: the queue ends before the range does
+                report_data_loss(
+                    options.fail_on_data_loss,
+                    f"{ref}: the queue ends at {result.max_offset} but offsets up to {part.end - 1} "
+                    "were planned",
+                )
+                offset = part.end
+            in_flight = request(offset)
+            channel.read_body(answer, pending if found else None)
+            if pending.used >= _FLUSH_BYTES or pending_entries >= options.rows_per_batch:
+                yield from flush()
+        yield from flush()
+    finally:
+        release(channel)
+
+
+def _kept(batch: pa.RecordBatch, part: QueueRange, wanted: pa.Array | None) -> Iterator[pa.RecordBatch]:
+    """The rows of `batch` the range asks for: its offsets, its tags (the broker filters by tag hash
+    codes, which collide), its store times. A pull never answers offsets before the one asked
+    for, nor more entries than asked, so the offsets' check is one min/max in the common case."""
+    if not batch.num_rows:
+        return
+    offsets = batch.column("queueOffset")
+    bounds = pc.min_max(offsets)
+    mask = None
+    if bounds["min"].as_py() < part.start or bounds["max"].as_py() >= part.end:
+        mask = pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end))
+    conditions = []
+    if wanted is not None:
+        conditions.append(pc.is_in(batch.column("tags"), value_set=wanted))
+    if part.min_store_ms is not None:
+        stored = batch.column("storeTimestamp").cast(pa.int64())
+        conditions.append(pc.greater_equal(stored, part.min_store_ms * 1000))
+    if part.max_store_ms is not None:
+        stored = batch.column("storeTimestamp").cast(pa.int64())
+        conditions.append(pc.less(stored, part.max_store_ms * 1000))
+    for condition in conditions:
+        mask = condition if mask is None else pc.and_(mask, condition)
+    if mask is not None and not pc.all(mask).as_py():
+        batch = batch.filter(mask)
+    if batch.num_rows:
+        yield batch
 
 
 def _resolve_start(client: BrokerClient, options: SourceOptions, queues: list[QueueRef],
