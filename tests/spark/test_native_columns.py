@@ -1,12 +1,12 @@
 """The compiled column decoder (`protocol/_native/_columns.pyx`) pinned to its reference.
 
 `speedups.decode_record_columns` and `record_columns.decode_record_columns` get the same records
-and must give the same buffers (or both `None`, or the same exception), and `first_crc_mismatch`
-the same index: random IPv4 records with unicode, separator-laden and repeated properties, IPv6
-hosts and compressed bodies (both decline), properties and topics that are not UTF-8 (both
-decline), and damaged input: flipped bytes, truncated buffers, positions that point nowhere. Then
-the Arrow batch built over the compiled buffers must hold the rows of the per-record decoder
-(`decode_batch_py`).
+and must give the same buffers (or both `None`, or the same exception), `first_crc_mismatch`
+the same index, and `first_invalid_record` the same record and cause: random IPv4 records with
+unicode, separator-laden and repeated properties, IPv6 hosts and compressed bodies (both
+decline), properties and topics that are not UTF-8 (both decline), and damaged input: flipped
+bytes, truncated buffers, positions that point nowhere. Then the Arrow batch built over the
+compiled buffers must hold the rows of the per-record decoder (`decode_batch_py`).
 
 With `ROCKETLITE_NATIVE=0` the reference is compared with itself; without the compiled module the
 comparison is skipped.
@@ -33,12 +33,14 @@ if speedups.REFERENCE_ONLY:
     NATIVE: Any = REFERENCE
     NATIVE_CRC: Any = REFERENCE_CRC
     NATIVE_STARTS: Any = record_columns.record_starts
+    NATIVE_INVALID: Any = record_columns.first_invalid_record
 else:
     _compiled = pytest.importorskip(
         "rocketlite.protocol._native._columns", reason="the compiled data plane is not built"
     )
     NATIVE, NATIVE_CRC = _compiled.decode_record_columns, _compiled.first_crc_mismatch
     NATIVE_STARTS = _compiled.record_starts
+    NATIVE_INVALID = _compiled.first_invalid_record
 
 V4 = HostAddress.parse("10.1.2.3:10911")
 V6 = HostAddress.parse("[fe80::1]:10911")
@@ -216,3 +218,65 @@ def test_record_starts_hop_the_same_way(
         got = ("ok", got[1]._replace(positions=bytes(got[1].positions)))
         expected = ("ok", expected[1]._replace(positions=bytes(expected[1].positions)))
     assert got == expected
+
+
+@SETTINGS
+@given(
+    st.lists(record_specs(), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    st.integers(0, 10_000),
+    st.lists(st.integers(-5, 3000), max_size=3),
+    st.sampled_from([0, 1, -1, 1 << 40]),
+    st.booleans(),
+)
+def test_structure_check_names_the_same_record_and_cause(
+    specs: list[dict[str, Any]],
+    flips: list[tuple[int, int]],
+    cut: int,
+    extra: list[int],
+    shift: int,
+    check_base: bool,
+) -> None:
+    """Flipped bytes land in lengths, magic codes, PHYSICALOFFSETs and SYSFLAGs; cuts tear the
+    last record; extra positions point into records or past the data."""
+    buf, starts = log_of(specs)
+    damaged = bytearray(buf)
+    for where, value in flips:
+        damaged[where % len(damaged)] = value
+    damaged = damaged[: max(len(damaged) - cut % 400, 0)]
+    positions = np.array(starts + extra, dtype=np.int64).tobytes()
+    expected = crc_outcome(record_columns.first_invalid_record, bytes(damaged), positions, shift, check_base)
+    assert crc_outcome(NATIVE_INVALID, bytes(damaged), positions, shift, check_base) == expected
+    if (
+        not flips
+        and not cut
+        and not extra
+        and check_base
+        and shift == 0
+        and all(s["shape"] != "v6" for s in specs)
+    ):
+        assert expected == ("ok", (len(starts), record_columns.Invalid.NONE))
+
+
+@SETTINGS
+@given(
+    st.lists(record_specs(), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
+    st.integers(0, 10_000),
+    st.booleans(),
+)
+def test_scan_checks_compiled_and_numpy_agree(
+    specs: list[dict[str, Any]], flips: list[tuple[int, int]], cut: int, verify_crc: bool
+) -> None:
+    """`spark/scan.validate_positions` (the compiled structure and CRC checks, when built) names the
+    same record and reason as its numpy path, CRC mismatches included."""
+    from rocketlite.spark.scan import _validate_numpy, validate_positions  # noqa: PLC0415
+
+    buf, starts = log_of(specs)
+    damaged = bytearray(buf)
+    for where, value in flips:
+        damaged[where % len(damaged)] = value
+    damaged = damaged[: max(len(damaged) - cut % 400, 0)]
+    positions = np.array(starts, dtype=np.int64)
+    expected = crc_outcome(_validate_numpy, bytes(damaged), positions, 0, verify_crc)
+    assert crc_outcome(validate_positions, bytes(damaged), positions, 0, verify_crc) == expected

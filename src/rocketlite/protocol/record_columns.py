@@ -21,8 +21,9 @@ checked first, in order). `None` means "not this way": some record has an IPv6 h
 compressed body, a topic or properties that are not UTF-8, or the data outgrows 32-bit offsets;
 the caller then decodes record by record. This module is the reference, written for clarity;
 `_native/_columns.pyx` is its compiled twin (`speedups.decode_record_columns`), pinned to it by
-`tests/spark/test_native_columns.py`; so is `first_crc_mismatch` (`speedups.first_crc_mismatch`),
-the body-CRC check of many records at once that the raw-store reader runs before decoding.
+`tests/spark/test_native_columns.py`; so are `first_crc_mismatch` (`speedups.first_crc_mismatch`),
+the body-CRC check of many records at once that the raw-store reader runs before decoding, and
+`first_invalid_record`, the structural check of many records that comes before it.
 """
 
 from __future__ import annotations
@@ -34,14 +35,16 @@ from typing import Final, NamedTuple
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, make_msg_id
 from rocketlite.protocol.record import (
     MESSAGE_MAGIC_CODE,
+    PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
+    SYSFLAG_POS,
     V4_BODY_POS,
     V4_FIXED_SIZE,
     body_crc,
     decode_record,
 )
 
-__all__ = ["SLOW_SYS_FLAGS", "RecordColumns", "decode_record_columns"]
+__all__ = ["SLOW_SYS_FLAGS", "Invalid", "RecordColumns", "decode_record_columns", "first_invalid_record"]
 
 SLOW_SYS_FLAGS: Final = (
     MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG | MessageSysFlag.COMPRESSED_FLAG
@@ -227,3 +230,58 @@ def record_starts(buf: bytes | bytearray | memoryview, pos: int, limit: int, max
         out.append(pos)
         pos += total
     return RecordStarts(out.tobytes(), pos, StartsStop.LIMIT, 0, 0)
+
+
+class Invalid(enum.IntEnum):
+    """What `first_invalid_record` found wrong with the record at the index it returns."""
+
+    NONE = 0  # every record is sound (the index is the number of positions)
+    OUTSIDE = 1  # fewer than a record's fixed bytes from the position to the end of the data
+    FRAMED = 2  # no V1 magic, a TOTALSIZE below a record's fixed size, or past the data
+    LENGTHS = 3  # BODYLEN, TOPICLEN and PROPLEN do not add up to TOTALSIZE
+    PHYSICAL = 4  # PHYSICALOFFSET is not the record's own commit-log offset
+    SLOW = 5  # an IPv6 host: the layout differs, and this check does not read it (the caller does)
+
+
+_V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_BODY_LEN_POS: Final = V4_BODY_POS - 4
+
+
+def first_invalid_record(
+    buf: bytes | bytearray | memoryview,
+    positions: bytes | bytearray | memoryview,
+    base: int,
+    check_base: bool,
+) -> tuple[int, int]:
+    """The first record at `positions` (int64, machine order) that is not sound, and why (an
+    `Invalid`): `(len(positions), Invalid.NONE)` when all are. With `check_base`, `buf[0]` sits at
+    commit-log offset `base` and each PHYSICALOFFSET must be `base` + its position. Records are
+    checked in order, each in the order of `Invalid`; an IPv6 record stops the check there
+    (`SLOW`). The lengths are read as `spark/scan.py`'s numpy check reads them, clamped to the
+    data, so both name the same record for the same bytes."""
+    view = memoryview(buf).cast("B")
+    size = len(view)
+    starts = memoryview(positions).cast("B").cast("q").tolist()
+    for i, p in enumerate(starts):
+        if p < 0 or p + V4_FIXED_SIZE > size:
+            return i, Invalid.OUTSIDE
+        total, magic = SIZE_MAGIC.unpack_from(view, p)
+        if magic != MESSAGE_MAGIC_CODE or total < V4_FIXED_SIZE or p + total > size:
+            return i, Invalid.FRAMED
+        if int.from_bytes(view[p + SYSFLAG_POS : p + SYSFLAG_POS + 4], "big", signed=True) & _V6_BITS:
+            return i, Invalid.SLOW
+        body_len = int.from_bytes(view[p + _BODY_LEN_POS : p + V4_BODY_POS], "big", signed=True)
+        topic_len_pos = min(p + V4_BODY_POS + max(body_len, 0), size - 1)
+        props_len_pos = min(topic_len_pos + 1 + view[topic_len_pos], size - 2)
+        props_len = int.from_bytes(view[props_len_pos : props_len_pos + 2], "big", signed=True)
+        if not (
+            body_len >= 0
+            and V4_FIXED_SIZE + body_len <= total
+            and props_len >= 0
+            and props_len_pos + 2 + props_len == p + total
+        ):
+            return i, Invalid.LENGTHS
+        phys = view[p + PHYSICAL_OFFSET_POS : p + PHYSICAL_OFFSET_POS + 8]
+        if check_base and int.from_bytes(phys, "big", signed=True) != base + p:
+            return i, Invalid.PHYSICAL
+    return len(starts), Invalid.NONE

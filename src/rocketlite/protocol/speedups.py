@@ -18,9 +18,9 @@ the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `
   `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
 * `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
   `record.decode_records`, one for both.
-* `decode_record_columns`, `first_crc_mismatch`, `record_starts` (records as Arrow column
-  buffers, many records' body CRCs checked at once, the hop from record to record of a raw
-  scan; for the Spark readers): `record_columns`, one for both.
+* `decode_record_columns`, `first_crc_mismatch`, `first_invalid_record`, `record_starts` (records
+  as Arrow column buffers, many records' body CRCs and structure checked at once, the hop from
+  record to record of a raw scan; for the Spark readers): `record_columns`, one for both.
 * `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE): the
   class's generated decoder (`custom_header.decoder_for`), one for both.
 * `decode_pull_header` (the PULL_MESSAGE request header): the class's generated decoder, one for
@@ -127,6 +127,7 @@ __all__ = [
     "encode_rocketmq_header",
     "encode_send_ok",
     "first_crc_mismatch",
+    "first_invalid_record",
     "index_entries",
     "load_native",
     "pack_units",
@@ -288,6 +289,9 @@ class Codecs:
         [bytes | bytearray | memoryview, bytes | bytearray | memoryview], record_columns.RecordColumns | None
     ]
     first_crc_mismatch: Callable[[bytes | bytearray | memoryview, bytes | bytearray | memoryview], int]
+    first_invalid_record: Callable[
+        [bytes | bytearray | memoryview, bytes | bytearray | memoryview, int, bool], tuple[int, int]
+    ]
     record_starts: Callable[[bytes | bytearray | memoryview, int, int, int], record_columns.RecordStarts]
     stamp_records: StampRecords
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
@@ -330,6 +334,7 @@ REFERENCE: Final = Codecs(
     dispatch_codec.dispatch_batch,
     record_columns.decode_record_columns,
     record_columns.first_crc_mismatch,
+    record_columns.first_invalid_record,
     record_columns.record_starts,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
@@ -363,6 +368,7 @@ PYTHON: Final = Codecs(
     dispatch_fast.dispatch_batch,
     record_columns.decode_record_columns,
     record_columns.first_crc_mismatch,
+    record_columns.first_invalid_record,
     record_columns.record_starts,
     record_stamp.stamp_records,
     _decode_send_header_v2_py,
@@ -455,6 +461,7 @@ queue_runs: Final = CHOSEN.queue_runs
 dispatch_batch: Final = CHOSEN.dispatch_batch
 decode_record_columns: Final = CHOSEN.decode_record_columns
 first_crc_mismatch: Final = CHOSEN.first_crc_mismatch
+first_invalid_record: Final = CHOSEN.first_invalid_record
 record_starts: Final = CHOSEN.record_starts
 stamp_records: Final = CHOSEN.stamp_records
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2

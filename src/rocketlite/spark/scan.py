@@ -32,7 +32,7 @@ from rocketlite.protocol.record import (
     body_crc,
     decode_record,
 )
-from rocketlite.protocol.record_columns import StartsStop
+from rocketlite.protocol.record_columns import Invalid, StartsStop
 
 __all__ = ["Scan", "Stop", "Views", "scan_positions", "validate_positions"]
 
@@ -43,6 +43,16 @@ _V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDR
 # The compiled CRC check over many records when it is built (no GIL, no Python per record); its
 # reference decodes each record, slower than the zlib loop below, which stays the fallback.
 _NATIVE_CRC: Final = speedups.first_crc_mismatch is not record_columns.first_crc_mismatch
+# The compiled structural check, one pass over the records: its reference reads record by record
+# in Python, slower than numpy over all records at once, which stays the path without it.
+_NATIVE_CHECKS: Final = speedups.first_invalid_record is not record_columns.first_invalid_record
+_REASONS: Final = {
+    Invalid.NONE: "",
+    Invalid.OUTSIDE: "record runs past the end of the data",
+    Invalid.FRAMED: "no record starts there, or it runs past the data",
+    Invalid.LENGTHS: "record lengths are inconsistent",
+    Invalid.PHYSICAL: "record's PHYSICALOFFSET does not match its position",
+}
 
 _U8 = npt.NDArray[np.uint8]
 _I64 = npt.NDArray[np.int64]
@@ -137,11 +147,27 @@ def validate_positions(
     `buf`, with consistent lengths, the right PHYSICALOFFSET when `base` is given, and the right
     body CRC when `verify_crc`.
     """
+    if _NATIVE_CHECKS:
+        index, code = speedups.first_invalid_record(buf, np.ascontiguousarray(positions).data, base or 0,
+                                                     base is not None)  # fmt: skip
+        if code != Invalid.SLOW:
+            first_bad, reason = index, _REASONS[Invalid(code)]
+            if verify_crc and first_bad:
+                mismatch = speedups.first_crc_mismatch(buf, np.ascontiguousarray(positions[:first_bad]).data)
+                if mismatch < first_bad:
+                    first_bad, reason = mismatch, "body CRC mismatch"
+            return (first_bad, reason) if first_bad < len(positions) else None
+    return _validate_numpy(buf, positions, base, verify_crc)
+
+
+def _validate_numpy(buf: Any, positions: _I64, base: int | None, verify_crc: bool) -> tuple[int, str] | None:
+    """`validate_positions` with numpy over all records at once, IPv6 hosts included (the path
+    without the compiled check, and the compiled check's own fallback)."""
     v = Views(buf)
     outside = np.flatnonzero((positions < 0) | (positions + _V4_FIXED > v.size))
     if len(outside):
         index = int(outside[0])
-        found = validate_positions(buf, positions[:index], base, verify_crc) if index else None
+        found = _validate_numpy(buf, positions[:index], base, verify_crc) if index else None
         return found if found is not None else (index, "record runs past the end of the data")
     p = positions
     h = v.headers(p)
@@ -149,7 +175,7 @@ def validate_positions(
     framed = np.flatnonzero((h["magic"] != MESSAGE_MAGIC_CODE) | (total < _V4_FIXED) | (p + total > v.size))
     if len(framed):
         index = int(framed[0])
-        found = validate_positions(buf, positions[:index], base, verify_crc) if index else None
+        found = _validate_numpy(buf, positions[:index], base, verify_crc) if index else None
         return found if found is not None else (index, "no record starts there, or it runs past the data")
     v6 = (h["sys_flag"] & _V6_BITS) != 0
     body_len = h["body_len"].astype(np.int64)

@@ -9,6 +9,12 @@ def decode_record_columns(
 def first_crc_mismatch(
     buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview
 ) -> int: ...
+def first_invalid_record(
+    buf: bytes | bytearray | memoryview,
+    positions: bytes | bytearray | memoryview,
+    base: int,
+    check_base: bool,
+) -> tuple[int, int]: ...
 def record_starts(
     buf: bytes | bytearray | memoryview, pos: int, limit: int, max_count: int
 ) -> RecordStarts: ...

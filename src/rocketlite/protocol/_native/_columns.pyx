@@ -23,11 +23,14 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
 from rocketlite.protocol import record_columns as _reference
-from rocketlite.protocol.record import MESSAGE_MAGIC_CODE, V4_BODY_POS
+from rocketlite.protocol.message import MessageSysFlag
+from rocketlite.protocol.record import MESSAGE_MAGIC_CODE, V4_BODY_POS, V4_FIXED_SIZE
 from rocketlite.protocol.record_columns import SLOW_SYS_FLAGS, RecordColumns, RecordStarts, StartsStop
 
 cdef int32_t _MAGIC = MESSAGE_MAGIC_CODE
 cdef int32_t _SLOW = SLOW_SYS_FLAGS
+cdef int32_t _V6 = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+cdef int64_t _V4_FIXED = V4_FIXED_SIZE
 cdef int64_t _INT32_MAX = 2147483647
 cdef const char* _HEX = b"0123456789ABCDEF"
 assert V4_BODY_POS == 88
@@ -152,6 +155,7 @@ cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow
 
 
 include "_crc32.pxi"
+include "_crc32_clmul.pxi"  # the bodies' CRC by carry-less multiplication where the CPU has it
 
 
 def first_crc_mismatch(buf, positions):
@@ -178,7 +182,7 @@ def first_crc_mismatch(buf, positions):
                 if _frame(b, size, pos[i], &r, &slow) != 0:
                     bad = True
                     break
-                if <int32_t>(_crc32(b + r.pos + r.head, r.body_len) & 0x7FFFFFFF) != _be32(b + r.pos + 8):
+                if <int32_t>(_crc32_fast(b + r.pos + r.head, r.body_len) & 0x7FFFFFFF) != _be32(b + r.pos + 8):
                     found = i
                     break
     finally:
@@ -187,6 +191,55 @@ def first_crc_mismatch(buf, positions):
     if bad:
         return _reference.first_crc_mismatch(buf, positions)
     return found
+
+
+def first_invalid_record(buf, positions, int64_t base, bint check_base):
+    """See `protocol/record_columns.py` `first_invalid_record` (the reference)."""
+    cdef Py_buffer view, pview
+    cdef const uint8_t* b
+    cdef const int64_t* pos
+    cdef int64_t i, n, size, p, total, body_len, topic_len_pos, props_len_pos, props_len
+    cdef int code = 0
+    if PyObject_GetBuffer(positions, &pview, PyBUF_SIMPLE) < 0:
+        raise TypeError("positions must be a buffer")
+    if pview.len % 8:
+        PyBuffer_Release(&pview)
+        return _reference.first_invalid_record(buf, positions, base, check_base)
+    if PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0:
+        PyBuffer_Release(&pview)
+        raise TypeError("buf must be a buffer")
+    b, size, pos, n = <const uint8_t*>view.buf, view.len, <const int64_t*>pview.buf, pview.len // 8
+    i = 0
+    try:
+        with nogil:
+            while i < n:
+                p = pos[i]
+                if p < 0 or p + _V4_FIXED > size:
+                    code = 1
+                    break
+                total = _be32(b + p)
+                if _be32(b + p + 4) != _MAGIC or total < _V4_FIXED or p + total > size:
+                    code = 2
+                    break
+                if _be32(b + p + _SYS_FLAG) & _V6:
+                    code = 5
+                    break
+                body_len = _be32(b + p + 84)
+                topic_len_pos = min(p + 88 + max(body_len, 0), size - 1)
+                props_len_pos = min(topic_len_pos + 1 + b[topic_len_pos], size - 2)
+                props_len = <int16_t>((<uint32_t>b[props_len_pos] << 8) | b[props_len_pos + 1])
+                if not (body_len >= 0 and _V4_FIXED + body_len <= total and props_len >= 0
+                        and props_len_pos + 2 + props_len == p + total):
+                    code = 3
+                    break
+                if check_base and _be64(b + p + _PHYS) != base + p:
+                    code = 4
+                    break
+                i += 1
+    finally:
+        PyBuffer_Release(&view)
+        PyBuffer_Release(&pview)
+    return i, code
 
 
 def record_starts(buf, int64_t pos, int64_t limit, int64_t max_count):
