@@ -129,15 +129,22 @@ def best_of(rounds: int, readers: dict[str, Callable[[], Any]]) -> dict[str, flo
     return {name: min(t) for name, t in times.items()}
 
 
+def from_earliest(spark: Any, ns: str, topic: str) -> Any:
+    """A streaming DataFrame of `topic` from its first message."""
+    return (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", ns)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
 def copy_topic(spark: Any, ns: str, source: str, target: str, checkpoint: Path) -> tuple[float, Any]:
     """Wall time of an AvailableNow query copying `source` to `target` through the sink."""
     started = time.perf_counter()
     query = (
-        spark.readStream.format("rocketmq")
-        .option("nameServer", ns)
-        .option("topic", source)
-        .option("startingOffsets", "earliest")
-        .load()
+        from_earliest(spark, ns, source)
         .selectExpr("body", "tags", "keys")
         .writeStream.format("rocketmq")
         .option("nameServer", ns)
@@ -213,13 +220,7 @@ def main() -> None:
             }
             best = best_of(args.repeat, readers)
 
-            stream = (
-                spark.readStream.format("rocketmq")
-                .option("nameServer", ns)
-                .option("topic", TOPIC)
-                .option("startingOffsets", "earliest")
-                .load()
-            )
+            stream = from_earliest(spark, ns, TOPIC)
             started = time.perf_counter()
             query = (
                 stream.writeStream.format("noop")

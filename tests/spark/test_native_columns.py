@@ -115,6 +115,9 @@ def outcome(fn: Any, buf: Any, positions: Any) -> tuple[Any, ...]:
     return ("ok", result.rows, [None if v is None else bytes(v) for v in result[1:]])
 
 
+FLIPS = st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4)
+CUTS = st.integers(0, 10_000)
+EXTRA_POSITIONS = st.lists(st.integers(-5, 3000), max_size=3)
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -132,23 +135,28 @@ def test_compiled_columns_match_the_reference(specs: list[dict[str, Any]]) -> No
 @SETTINGS
 @given(
     st.lists(record_specs(), min_size=1, max_size=6),
-    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
-    st.integers(0, 10_000),
-    st.lists(st.integers(-5, 3000), max_size=3),
+    FLIPS,
+    CUTS,
+    EXTRA_POSITIONS,
 )
 def test_damaged_input_gets_the_same_answer(
     specs: list[dict[str, Any]], flips: list[tuple[int, int]], cut: int, extra: list[int]
 ) -> None:
     buf, starts = log_of(specs)
-    damaged = bytearray(buf)
-    for where, value in flips:
-        damaged[where % len(damaged)] = value
-    damaged = damaged[: max(len(damaged) - cut % 400, 0)]
+    damaged = damage(buf, flips, cut)
     positions = np.array(starts + extra, dtype=np.int64)
     assert outcome(NATIVE, bytes(damaged), positions) == outcome(REFERENCE, bytes(damaged), positions)
     assert crc_outcome(NATIVE_CRC, bytes(damaged), positions) == crc_outcome(
         REFERENCE_CRC, bytes(damaged), positions
     )
+
+
+def damage(buf: bytes, flips: list[tuple[int, int]], cut: int) -> bytearray:
+    """`buf` with bytes overwritten at `flips` (positions wrap) and up to 399 bytes cut off."""
+    damaged = bytearray(buf)
+    for where, value in flips:
+        damaged[where % len(damaged)] = value
+    return damaged[: max(len(damaged) - cut % 400, 0)]
 
 
 def crc_outcome(fn: Any, *args: Any) -> tuple[Any, ...]:
@@ -223,9 +231,9 @@ def test_record_starts_hop_the_same_way(
 @SETTINGS
 @given(
     st.lists(record_specs(), min_size=1, max_size=8),
-    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
-    st.integers(0, 10_000),
-    st.lists(st.integers(-5, 3000), max_size=3),
+    FLIPS,
+    CUTS,
+    EXTRA_POSITIONS,
     st.sampled_from([0, 1, -1, 1 << 40]),
     st.booleans(),
 )
@@ -240,10 +248,7 @@ def test_structure_check_names_the_same_record_and_cause(
     """Flipped bytes land in lengths, magic codes, PHYSICALOFFSETs and SYSFLAGs; cuts tear the
     last record; extra positions point into records or past the data."""
     buf, starts = log_of(specs)
-    damaged = bytearray(buf)
-    for where, value in flips:
-        damaged[where % len(damaged)] = value
-    damaged = damaged[: max(len(damaged) - cut % 400, 0)]
+    damaged = damage(buf, flips, cut)
     positions = np.array(starts + extra, dtype=np.int64).tobytes()
     expected = crc_outcome(record_columns.first_invalid_record, bytes(damaged), positions, shift, check_base)
     assert crc_outcome(NATIVE_INVALID, bytes(damaged), positions, shift, check_base) == expected
@@ -261,8 +266,8 @@ def test_structure_check_names_the_same_record_and_cause(
 @SETTINGS
 @given(
     st.lists(record_specs(), min_size=1, max_size=8),
-    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
-    st.integers(0, 10_000),
+    FLIPS,
+    CUTS,
     st.booleans(),
 )
 def test_scan_checks_compiled_and_numpy_agree(
@@ -273,10 +278,7 @@ def test_scan_checks_compiled_and_numpy_agree(
     from rocketlite.spark.scan import _validate_numpy, validate_positions  # noqa: PLC0415
 
     buf, starts = log_of(specs)
-    damaged = bytearray(buf)
-    for where, value in flips:
-        damaged[where % len(damaged)] = value
-    damaged = damaged[: max(len(damaged) - cut % 400, 0)]
+    damaged = damage(buf, flips, cut)
     positions = np.array(starts, dtype=np.int64)
     expected = crc_outcome(_validate_numpy, bytes(damaged), positions, 0, verify_crc)
     assert crc_outcome(validate_positions, bytes(damaged), positions, 0, verify_crc) == expected
