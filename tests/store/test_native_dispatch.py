@@ -202,6 +202,48 @@ def test_select_units(
         assert impl.select_units(*args) == want
 
 
+@st.composite
+def back_to_back(draw: st.DrawFn) -> list[tuple[int, int, int]]:
+    """Units mostly of records that follow each other in the log (runs), with gaps, overlaps,
+    sizes <= 0, padding and offsets next to Long.MAX_VALUE, where a run's end would overflow."""
+    phy = draw(st.sampled_from([0, 1000, (1 << 63) - 5000, (1 << 63) - 300, -10]))
+    run = []
+    for _ in range(draw(st.integers(0, 40))):
+        size = draw(st.sampled_from([100, 100, 100, 1, 0, -4]) | st.integers(1, 2000))
+        run.append(draw(st.just((phy, size, 0)) | st.just(PADDING_UNIT)))
+        step = draw(st.sampled_from([size, size, size, size + 7, -size, 0]))
+        phy = min(phy + step, (1 << 63) - 1)
+    return run
+
+
+@SETTINGS
+@given(back_to_back(), st.integers(0, 5), st.integers(1, 50), st.integers(0, 10_000) | st.just(1 << 70))
+def test_select_units_runs(
+    run: list[tuple[int, int, int]], start: int, max_count: int, max_bytes: int
+) -> None:
+    view = memoryview(b"".join(CQ_UNIT.pack(*u) for u in run))
+    want = REFERENCE.select_units(view, start, max_count, max_bytes, None, 0, 0, -1)
+    for impl in IMPLS:
+        assert impl.select_units(view, start, max_count, max_bytes, None, 0, 0, -1) == want
+    picked, runs, _ = want
+    k = 0
+    for lo, nbytes, end in zip(*[iter(runs)] * 3, strict=True):
+        assert picked[3 * k] == lo and sum(picked[3 * j + 1] for j in range(k, end)) == nbytes
+        for j in range(k + 1, end):  # within a run each record starts where the one before ends
+            assert picked[3 * j - 2] > 0 and picked[3 * j] == picked[3 * j - 3] + picked[3 * j - 2]
+        k = end
+    assert k == len(picked) // 3
+
+
+def test_select_units_runs_example() -> None:
+    units = [(0, 100, 1), (100, 100, 2), PADDING_UNIT, (250, 50, 1), (300, 10, 1), (310, 0, 1), (310, 5, 1)]
+    view = memoryview(b"".join(CQ_UNIT.pack(*u) for u in units))
+    for impl in IMPLS:
+        picked, runs, end = impl.select_units(view, 0, 32, 1 << 40, {1, 2}.__contains__, 0, 0, -1)
+        assert list(picked) == [0, 100, 0, 100, 100, 1, 250, 50, 3, 300, 10, 4, 310, 0, 5, 310, 5, 6]
+        assert list(runs) == [0, 200, 2, 250, 60, 4, 310, 0, 5, 310, 5, 6] and end == 7
+
+
 @SETTINGS
 @given(
     st.lists(st.tuples(st.integers(0, (1 << 63) - 1), st.integers(1, (1 << 31) - 2), tag_pool), max_size=40)

@@ -8,7 +8,8 @@
   checked by `record_codec_py.scan_record` (magic, sizes, lengths, CRC) and its PHYSICALOFFSET
   against where it lies; only a count comes back, no `DispatchRequest` per record;
 * `select_units`: the selection half of a pull (`store/consume_queue.py` `ConsumeQueue.read`):
-  which consume-queue units of a run are taken, by padding, tag code, count and bytes;
+  which consume-queue units of a run are taken, by padding, tag code, count and bytes, and how
+  they group into runs of back-to-back records (one commit-log slice each, not one per record);
 * `pack_units`: (commitLogOffset, size, tagsCode) units to their 20-byte form, back to back;
 * `queue_runs`: the consume-queue half of dispatch (`store/dispatch.py`): a batch of dispatch
   requests grouped by queue into runs of packed units;
@@ -44,9 +45,6 @@ __all__ = [
 
 _LONG_MAX: Final = (1 << 63) - 1
 
-# (commitLogOffset, size, index of the unit in the run) of a selected unit
-Selected = tuple[int, int, int]
-
 
 def check_records(
     buf: memoryview, pos: int, base_offset: int, *, verify_crc: bool
@@ -78,16 +76,26 @@ def select_units(
     count: int,
     total: int,
     skip_below: int,
-) -> tuple[list[Selected], int]:
+) -> tuple[array[int], array[int], int]:
     """The units a pull takes from `units` (whole 20-byte units), from unit `start` on.
 
     `count` records of `total` bytes are already taken. A unit is looked at while nothing is
     taken yet, or fewer than `max_count` are and its size fits in `max_bytes`; it is skipped if
     it is padding, points below `skip_below`, or its tag code fails `tag_filter`; otherwise it is
-    taken (counting as found). Returns the taken units and the index after the last unit looked at.
+    taken (counting as found).
+
+    Returns (picked, runs, the index after the last unit looked at). `picked` holds three values
+    per taken unit: commitLogOffset, size, index of the unit in `units`. `runs` holds three per
+    run of taken units whose records lie back to back in the log (each of size > 0 and starting
+    where the one before ends): the first one's commitLogOffset, the run's bytes, and the number
+    of taken units up to its end. A pull of a queue written in batches is a few runs, so the
+    reader cuts one slice per run instead of one per record (arrays, not tuples: no Python
+    object per record either).
     """
-    selected: list[Selected] = []
+    picked: array[int] = array("q")
+    runs: array[int] = array("q")
     i = start
+    prev_phy = prev_size = 0
     for phy, size, tag in CQ_UNIT.iter_unpack(units[start * CQ_UNIT.size :]):
         if count and (count >= max_count or total + size > max_bytes):
             break
@@ -96,10 +104,16 @@ def select_units(
             continue
         if tag_filter is not None and not tag_filter(tag):
             continue
-        selected.append((phy, size, i - 1))
+        picked.extend((phy, size, i - 1))
+        if runs and size > 0 and prev_size > 0 and phy == prev_phy + prev_size:
+            runs[-2] += size
+            runs[-1] += 1
+        else:
+            runs.extend((phy, size, len(picked) // 3))
+        prev_phy, prev_size = phy, size
         count += 1
         total += size
-    return selected, i
+    return picked, runs, i
 
 
 def pack_units(units: Sequence[Unit]) -> bytes:

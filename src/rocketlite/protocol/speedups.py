@@ -181,7 +181,7 @@ class SelectUnits(Protocol):
         count: int,
         total: int,
         skip_below: int,
-    ) -> tuple[list[dispatch_codec.Selected], int]: ...
+    ) -> tuple[array[int], array[int], int]: ...
 
 
 class DispatchBatch(Protocol):

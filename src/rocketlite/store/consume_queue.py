@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -38,13 +37,15 @@ from rocketlite.protocol.consume_queue_unit import (
     is_padding,
 )
 from rocketlite.protocol.dispatch_codec import unit_writable
-from rocketlite.protocol.speedups import pack_units, select_units
+from rocketlite.protocol.speedups import pack_units
+from rocketlite.store.get_result import QueueRead
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (
     Allocator,
     MappedFileQueue,
     direct_allocator,
 )
+from rocketlite.store.queue_read import RecordSource, read_units
 
 log = logging.getLogger("rocketlite.store.consume_queue")
 
@@ -59,29 +60,6 @@ _PAD_CHUNK_UNITS: Final = 65_536  # padding written per append call (1.25 MiB)
 TAIL_CHECK_BYTES: Final = 1 << 20
 
 _Ints = npt.NDArray[np.int64]
-
-
-class RecordSource(Protocol):
-    """Where `ConsumeQueue.read` gets record bytes: the commit log."""
-
-    def get_data(self, offset: int) -> memoryview | None:
-        """The readable rest of the segment holding `offset`, or None if it is not in the log."""
-
-    def roll_next_file(self, offset: int) -> int:
-        """Start of the segment after the one holding `offset`."""
-
-
-@dataclass(slots=True)
-class QueueRead:
-    """What `ConsumeQueue.read` found: record views in queue order, their queue offsets, their
-    total size, how many units were scanned (the next read starts after them), and whether a
-    record was gone from the log before any was found (MESSAGE_WAS_REMOVING)."""
-
-    messages: list[memoryview] = field(default_factory=list)
-    queue_offsets: list[int] = field(default_factory=list)
-    total_size: int = 0
-    scanned: int = 0
-    hit_removed: bool = False
 
 
 def _decode(view: memoryview) -> tuple[_Ints, _Ints]:
@@ -378,8 +356,9 @@ class ConsumeQueue:
         records: RecordSource,
     ) -> QueueRead | None:
         """The records of a pull: units from `offset` whose tag code passes `tag_filter`, at most
-        `max_count` records and (after the first) `max_bytes` bytes, each a zero-copy view cut by
-        `records` (the commit log's half of the read).
+        `max_count` records and (after the first) `max_bytes` bytes, cut out of `records` as one
+        zero-copy slice per run of back-to-back records (the commit log's half of the read,
+        `store/queue_read.py`; per-record views only when asked for).
 
         At most `max(MAX_FILTER_BYTES, max_count * 20)` bytes of units are scanned, within the
         file holding `offset`. Padding is skipped. A record the log no longer holds means its
@@ -389,43 +368,10 @@ class ConsumeQueue:
         units = self.get_units(offset, max(MAX_FILTER_BYTES, max_count * UNIT_SIZE) // UNIT_SIZE)
         if units is None:
             return None
-        found = QueueRead()
-        messages, queue_offsets = found.messages, found.queue_offsets
-        skip_below = -1  # commit-log start of the segment after a removed one
-        start = total = 0
-        get_data = records.get_data
-        # The readable rest of the segment holding the last record read: the records of one pull
-        # are mostly in one segment, so each is a slice of this view instead of a segment lookup.
-        seg: memoryview | None = None
-        seg_start = seg_end = 0
-        while True:
-            # The units to take, chosen natively as if every record were still in the log; a
-            # removed one restarts the choice after it with the counts actually taken.
-            picked, scanned = select_units(
-                units, start, max_count, max_bytes, tag_filter, len(messages), total, skip_below
-            )
-            for phy, size, idx in picked:
-                if phy < seg_start or phy + size > seg_end:
-                    if seg is not None:
-                        seg.release()
-                    seg = get_data(phy) if phy >= 0 else None
-                    seg_start = phy
-                    seg_end = phy + len(seg) if seg is not None else phy
-                if seg is None or size < 0 or phy + size > seg_end:
-                    found.hit_removed = found.hit_removed or not messages
-                    skip_below = records.roll_next_file(phy)
-                    start = idx + 1
-                    break
-                messages.append(seg[phy - seg_start : phy - seg_start + size])
-                queue_offsets.append(offset + idx)
-                total += size
-            else:
-                break
-        if seg is not None:
-            seg.release()
-        units.release()
-        found.scanned, found.total_size = scanned, total
-        return found
+        try:
+            return read_units(units, offset, max_count, max_bytes, tag_filter, records)
+        finally:
+            units.release()
 
     def last_unit(self) -> Unit | None:
         """The last unit that points at a record (trailing padding skipped), or None."""

@@ -1,37 +1,127 @@
-"""Results of store reads: `GetMessageResult` (pull), `QueryMessageResult` (by key)."""
+"""Results of store reads: `QueueRead` (what a consume queue's read found), `GetMessageResult`
+(pull), `QueryMessageResult` (by key)."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 from rocketlite.store.status import GetMessageStatus
 
 
+def _no_units() -> array[int]:
+    return array("q")
+
+
+@dataclass(slots=True)
+class QueueRead:
+    """What `ConsumeQueue.read` found, kept as `parts`: one zero-copy view of the commit log per
+    run of records that lie back to back there (a queue written in batches gives a few runs for a
+    pull of a thousand records), so a pull answer is its header and the parts, with no Python
+    object per record. `part_ends[i]` is how many records the parts up to i hold.
+
+    `picked` holds three values per record, in queue order: commit-log offset, size, and queue
+    offset minus `base_offset`. The per-record views (`messages`, for POP, gRPC, the tests) and
+    `queue_offsets` are built from it only when asked. Also: the total size, how many units were
+    scanned (the next read starts after them), and whether a record was gone from the log before
+    any was found (MESSAGE_WAS_REMOVING).
+    """
+
+    base_offset: int = 0
+    parts: list[memoryview] = field(default_factory=list)
+    part_ends: list[int] = field(default_factory=list)
+    picked: array[int] = field(default_factory=_no_units)
+    total_size: int = 0
+    scanned: int = 0
+    hit_removed: bool = False
+    _views: list[memoryview] | None = None
+
+    @property
+    def count(self) -> int:
+        return self.part_ends[-1] if self.part_ends else 0
+
+    @property
+    def messages(self) -> list[memoryview]:
+        """One view per record (cut from the parts the first time it is asked for)."""
+        if self._views is None:
+            views: list[memoryview] = []
+            sizes = self.picked[1::3]
+            k = 0
+            for part, end in zip(self.parts, self.part_ends, strict=True):
+                pos = 0
+                for size in sizes[k:end]:
+                    views.append(part[pos : pos + size])
+                    pos += size
+                k = end
+            self._views = views
+        return self._views
+
+    @property
+    def queue_offsets(self) -> list[int]:
+        base = self.base_offset
+        return [base + i for i in self.picked[2::3]]
+
+    def last_message(self) -> memoryview | None:
+        """A view of the last record (the pull's slave suggestion reads its PHYSICALOFFSET),
+        without cutting the others."""
+        if not self.parts:
+            return None
+        part, size = self.parts[-1], self.picked[-2]
+        return part[len(part) - size :]
+
+    def release(self) -> None:
+        if self._views is not None:
+            for view in self._views:
+                view.release()
+            self._views = None
+        for view in self.parts:
+            view.release()
+        self.parts.clear()
+        self.part_ends.clear()
+
+
 @dataclass(slots=True)
 class GetMessageResult:
-    """Records for one pull: zero-copy slices of the commit log, in queue order."""
+    """Records for one pull: zero-copy slices of the commit log, in queue order.
+
+    `parts` is what a pull answer's body is made of (back-to-back records share one slice);
+    `messages` and `queue_offsets` are per record, built on first use.
+    """
 
     status: GetMessageStatus
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
-    messages: list[memoryview] = field(default_factory=list)
-    queue_offsets: list[int] = field(default_factory=list)
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
+    found: QueueRead | None = None
 
     @property
     def message_count(self) -> int:
-        return len(self.messages)
+        return self.found.count if self.found is not None else 0
+
+    @property
+    def parts(self) -> list[memoryview]:
+        return self.found.parts if self.found is not None else []
+
+    @property
+    def messages(self) -> list[memoryview]:
+        return self.found.messages if self.found is not None else []
+
+    @property
+    def queue_offsets(self) -> list[int]:
+        return self.found.queue_offsets if self.found is not None else []
+
+    def last_message(self) -> memoryview | None:
+        return self.found.last_message() if self.found is not None else None
 
     def body(self) -> bytes:
         """The records back to back, as a pull response body carries them."""
-        return b"".join(self.messages)
+        return b"".join(self.parts)
 
     def release(self) -> None:
-        for view in self.messages:
-            view.release()
-        self.messages.clear()
+        if self.found is not None:
+            self.found.release()
 
 
 @dataclass(slots=True)

@@ -479,12 +479,12 @@ class MessageStore:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
             result.next_begin_offset = self._correct(offset, cq.roll_next_file(offset))
             return result
-        result.messages, result.queue_offsets = found.messages, found.queue_offsets
+        result.found = found
         result.buffer_total_size = found.total_size
         result.next_begin_offset = offset + found.scanned
-        if found.messages:
+        if found.parts:
             result.status = GetMessageStatus.FOUND
-            self.stats.get_found += len(found.messages)
+            self.stats.get_found += found.count
         else:
             result.status = (
                 GetMessageStatus.MESSAGE_WAS_REMOVING

@@ -241,8 +241,9 @@ class PullMessageProcessor:
         b = self.broker
         if not b.slave_read_enable:
             return MASTER_ID
-        if result.messages and len(result.messages[-1]) >= PHYSICAL_OFFSET_POS + 8:
-            phys = LONG.unpack_from(result.messages[-1], PHYSICAL_OFFSET_POS)[0]
+        last = result.last_message()
+        if last is not None and len(last) >= PHYSICAL_OFFSET_POS + 8:
+            phys = LONG.unpack_from(last, PHYSICAL_OFFSET_POS)[0]
             in_memory = _PHYSICAL_MEMORY * b.access_message_in_memory_max_ratio / 100
             if self.store.max_phy_offset - phys > in_memory:
                 return cfg.which_broker_when_consume_slowly
@@ -311,8 +312,8 @@ class PullMessageProcessor:
         }
         response = make_response(request, code, status.name, ext)
         if code == _SUCCESS:
-            self.stats.record_get(header.consumer_group, len(result.messages))
-            conn.send_parts(response, result.messages)
+            self.stats.record_get(header.consumer_group, result.message_count)
+            conn.send_parts(response, result.parts)  # a slice per run of back-to-back records
             return None
         self.stats.record_get(header.consumer_group, 0)
         return response

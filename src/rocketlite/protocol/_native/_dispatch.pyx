@@ -279,6 +279,9 @@ def check_records(buf, Py_ssize_t pos, base_offset, *, bint verify_crc):
         pos += res.size
 
 
+cdef array.array _Q = array.array("q")
+
+
 cdef inline bint _member(const int64_t *codes, Py_ssize_t m, int64_t tag) noexcept nogil:
     cdef Py_ssize_t lo = 0, hi = m, mid
     while lo < hi:
@@ -302,36 +305,28 @@ cdef object _codes_of(object tag_filter):
 
 
 def select_units(units, Py_ssize_t start, max_count, max_bytes, tag_filter, count, total, skip_below):
-    """`dispatch_codec.select_units`; a set's `__contains__` as filter is checked without the GIL."""
+    """`dispatch_codec.select_units`; a set's `__contains__` as filter is checked without the GIL,
+    and the picked units and their runs are written straight into two arrays."""
     cdef const unsigned char[::1] mv = units
-    cdef Py_ssize_t n = mv.shape[0] // UNIT, i = start, m = 0, j, k = 0, i2
+    cdef Py_ssize_t n = mv.shape[0] // UNIT, i = start, m = 0, j, k = 0, r = 0, i2
     cdef const unsigned char *b = &mv[0] if mv.shape[0] else NULL
-    cdef int64_t cnt = count, tot = total, below = skip_below, phy, tag
+    cdef int64_t cnt = count, tot = total, below = skip_below, phy, tag, prev_phy = 0
     cdef int64_t mc = max_count if max_count < (1 << 62) else (1 << 62)
     cdef int64_t mb = max_bytes if max_bytes < (1 << 62) else (1 << 62)
-    cdef int32_t size
+    cdef int32_t size, prev_size = 0
     cdef int64_t *codes = NULL
+    cdef long long *pk
+    cdef long long *rn
     cdef Py_ssize_t *picked = NULL
     cdef bint generic = False, use_codes = False
-    cdef list selected = []
+    cdef array.array out = array.clone(_Q, 0, False)
+    cdef array.array runs = array.clone(_Q, 0, False)
     if i < 0 or i >= n:
-        return selected, start
+        return out, runs, start
     if tag_filter is not None:
         sorted_codes = _codes_of(tag_filter)
         generic = sorted_codes is None
         use_codes = not generic
-    if generic:  # any callable: the loop holds the GIL and calls it
-        while i < n:
-            phy, size, tag = rd64(b + i * UNIT), rd32(b + i * UNIT + 8), rd64(b + i * UNIT + 12)
-            if cnt and (cnt >= mc or tot + size > mb):
-                break
-            i += 1
-            if size == PADDING_SIZE or phy < below or not tag_filter(tag):
-                continue
-            selected.append((phy, size, i - 1))
-            cnt += 1
-            tot += size
-        return selected, i
     picked = <Py_ssize_t *>malloc((n - i) * sizeof(Py_ssize_t))
     if use_codes:
         m = len(sorted_codes)
@@ -341,24 +336,52 @@ def select_units(units, Py_ssize_t start, max_count, max_bytes, tag_filter, coun
         free(codes)
         raise MemoryError()
     try:
-        for j in range(m):
-            codes[j] = sorted_codes[j]
-        with nogil:
+        if generic:  # any callable: the loop holds the GIL and calls it
             while i < n:
                 phy, size, tag = rd64(b + i * UNIT), rd32(b + i * UNIT + 8), rd64(b + i * UNIT + 12)
                 if cnt and (cnt >= mc or tot + size > mb):
                     break
                 i += 1
-                if size == PADDING_SIZE or phy < below or (use_codes and not _member(codes, m, tag)):
+                if size == PADDING_SIZE or phy < below or not tag_filter(tag):
                     continue
                 picked[k] = i - 1
                 k += 1
                 cnt += 1
                 tot += size
+        else:
+            for j in range(m):
+                codes[j] = sorted_codes[j]
+            with nogil:
+                while i < n:
+                    phy, size, tag = rd64(b + i * UNIT), rd32(b + i * UNIT + 8), rd64(b + i * UNIT + 12)
+                    if cnt and (cnt >= mc or tot + size > mb):
+                        break
+                    i += 1
+                    if size == PADDING_SIZE or phy < below or (use_codes and not _member(codes, m, tag)):
+                        continue
+                    picked[k] = i - 1
+                    k += 1
+                    cnt += 1
+                    tot += size
+        array.resize(out, 3 * k)
+        array.resize(runs, 3 * k)
+        pk = out.data.as_longlongs
+        rn = runs.data.as_longlongs
         for j in range(k):
             i2 = picked[j]
-            selected.append((rd64(b + i2 * UNIT), rd32(b + i2 * UNIT + 8), i2))
-        return selected, i
+            phy, size = rd64(b + i2 * UNIT), rd32(b + i2 * UNIT + 8)
+            pk[3 * j], pk[3 * j + 1], pk[3 * j + 2] = phy, size, i2
+            # Back to back: phy == prev_phy + prev_size, without overflow (prev_size > 0, so the
+            # sum is above prev_phy; a wrapped sum would be below it).
+            if r and size > 0 and prev_size > 0 and phy > prev_phy and <uint64_t>phy == <uint64_t>prev_phy + <uint64_t>prev_size:
+                rn[3 * r - 2] += size
+                rn[3 * r - 1] = j + 1
+            else:
+                rn[3 * r], rn[3 * r + 1], rn[3 * r + 2] = phy, size, j + 1
+                r += 1
+            prev_phy, prev_size = phy, size
+        array.resize(runs, 3 * r)
+        return out, runs, i
     finally:
         free(picked)
         free(codes)
@@ -394,7 +417,6 @@ cdef inline uint32_t _hash_str(uint32_t h, str s):
     return h
 
 
-cdef array.array _Q = array.array("q")
 
 
 def index_entries(reqs, end_offset):
