@@ -16,10 +16,13 @@ process, store in a temporary directory):
    - Parquet (snappy) of the same rows, written once: the baseline;
    - `format("rocketmq-store")` over the broker's store directory (CRC checked, the default);
      the broker keeps running (its pages are in the page cache).
-   Every reader gets one untimed read first, then `--repeat` rounds (default 3) each time the
+   Every reader gets one untimed read first, then `--repeat` rounds (default 5) each time the
    three readers in turn, and each reader's best time is kept: interleaving puts the JVM's
    JIT warm-up and any drift of the machine on every reader alike. Rates are rows/s; each reader
-   is also given as a ratio to the Parquet read of the same rows in the same run.
+   is also given as a ratio to the Parquet read of the same rows in the same run, with the CPU
+   its best round cost per row: the Spark JVM, its Python workers, this process (the embedded
+   broker serving the pulls, and the PySpark driver) and the whole machine, whose CPU over the
+   wall time says how many of the 2 cores were busy (2.00: saturated).
 3. Streaming end to end: `readStream.format("rocketmq")` from `earliest`, `maxOffsetsPerTrigger`
    unset, `Trigger.AvailableNow`, to the `noop` sink: rows / wall time of the query (query start
    included). Then a query copying a topic of `--sink-messages` messages (default: N) to another
@@ -47,8 +50,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench`
+
+from bench.broker.report import machine_busy_seconds, proc_cpu_seconds
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -115,18 +123,83 @@ def produce(namesrv: str, topic: str, count: int, queues: int) -> float:
     return time.perf_counter() - started
 
 
-def best_of(rounds: int, readers: dict[str, Callable[[], Any]]) -> dict[str, float]:
-    """Each reader's best time over `rounds` rounds that run every reader in turn, after one
-    untimed call of each (see the module docstring)."""
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds so far of the Spark JVM (all its threads), of its Python workers (live ones and
+    those it has reaped), of this process (the embedded broker and name server, and the PySpark
+    driver) and of the whole machine."""
+
+    jvm: float
+    workers: float
+    here: float
+    machine: float
+
+    @staticmethod
+    def now(jvm_pid: int) -> Cpu:
+        workers = sum(proc_cpu_seconds(pid) for pid in descendants(jvm_pid))
+        try:
+            fields = Path(f"/proc/{jvm_pid}/stat").read_text().rsplit(")", 1)[1].split()
+            workers += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # reaped children
+        except OSError:
+            pass
+        here = os.times()
+        return Cpu(proc_cpu_seconds(jvm_pid), workers, here.user + here.system, machine_busy_seconds())
+
+    def __sub__(self, other: Cpu) -> Cpu:
+        return Cpu(self.jvm - other.jvm, self.workers - other.workers, self.here - other.here,
+                   self.machine - other.machine)  # fmt: skip
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (from /proc, parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def spark_jvm() -> int:
+    """The pid of this session's JVM: the `java` process below this one."""
+    for pid in descendants(os.getpid()):
+        try:
+            if b"java" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                return pid
+        except OSError:
+            continue
+    raise RuntimeError("no Spark JVM below this process")
+
+
+@dataclass(frozen=True)
+class Timed:
+    seconds: float
+    cpu: Cpu
+
+
+def best_of(rounds: int, readers: dict[str, Callable[[], Any]], jvm_pid: int) -> dict[str, Timed]:
+    """Each reader's best round (its time and the CPU it cost) over `rounds` rounds that run every
+    reader in turn, after one untimed call of each (see the module docstring)."""
     for fn in readers.values():
         fn()
-    times: dict[str, list[float]] = {name: [] for name in readers}
+    best: dict[str, Timed] = {}
     for _ in range(rounds):
         for name, fn in readers.items():
+            cpu = Cpu.now(jvm_pid)
             started = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - started)
-    return {name: min(t) for name, t in times.items()}
+            took = Timed(time.perf_counter() - started, Cpu.now(jvm_pid) - cpu)
+            if name not in best or took.seconds < best[name].seconds:
+                best[name] = took
+    return best
 
 
 def from_earliest(spark: Any, ns: str, topic: str) -> Any:
@@ -168,7 +241,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--queues", type=int, default=8)
     parser.add_argument("--transfer", type=int, default=1024, help="broker messages per pull")
-    parser.add_argument("--repeat", type=int, default=3, help="timed rounds of the batch reads")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds of the batch reads")
     parser.add_argument("--sink-messages", type=int, default=None, help="rows through the sink (default: N)")
     parser.add_argument("--memory", default="2g", help="spark.driver.memory")
     parser.add_argument("--dir", default=None, help="where the temporary store and Parquet go")
@@ -194,6 +267,7 @@ def main() -> None:
             store_max_transfer_count_on_message_in_memory=args.transfer,
             store_max_transfer_bytes_on_message_in_memory=4 * 1024 * 1024,
             store_maped_file_size_commit_log=256 * 1024 * 1024,
+            grpc_server_port=0,  # see tests/support/spark_session.py: no gRPC threads when Spark forks
         ) as cluster:
             ns = cluster.namesrv_addr
             for topic in (TOPIC, SINK_INPUT, SINK_TOPIC, WARM_INPUT, WARM_TOPIC):
@@ -218,7 +292,7 @@ def main() -> None:
                 "format('rocketmq') batch, via the broker": lambda: noop(source.load()),
                 "format('rocketmq-store') raw commit log": lambda: noop(store.load(str(work / "store"))),
             }
-            best = best_of(args.repeat, readers)
+            best = best_of(args.repeat, readers, spark_jvm())
 
             stream = from_earliest(spark, ns, TOPIC)
             started = time.perf_counter()
@@ -243,10 +317,18 @@ def main() -> None:
             assert written == m, f"the sink wrote {written:,} rows of {m:,}"
 
             print()
-            t_parquet = best["Parquet (baseline)"]
-            print(f"{'reader':<44} {'best s':>8} {'rows/s':>12} {'vs Parquet':>10}")
-            for label, t in best.items():
-                print(f"{label:<44} {t:>8.2f} {n / t:>12,.0f} {t_parquet / t:>10.2f}")
+            t_parquet = best["Parquet (baseline)"].seconds
+            print(
+                f"{'reader':<44} {'best s':>7} {'rows/s':>11} {'vs Parquet':>10}   "
+                "CPU us/row: JVM  workers  broker+driver  machine  (cores busy)"
+            )
+            for label, timed in best.items():
+                t, c = timed.seconds, timed.cpu
+                print(
+                    f"{label:<44} {t:>7.2f} {n / t:>11,.0f} {t_parquet / t:>10.2f}   "
+                    f"{c.jvm * 1e6 / n:>14.2f} {c.workers * 1e6 / n:>8.2f} {c.here * 1e6 / n:>14.2f} "
+                    f"{c.machine * 1e6 / n:>8.2f}  ({c.machine / t:.2f})"
+                )
             print()
             print(
                 f"streaming rocketmq -> noop, AvailableNow: {streamed:,} rows in {t_stream:.1f} s = "

@@ -68,7 +68,12 @@ def get_cluster() -> EmbeddedCluster:
         stack = contextlib.ExitStack()
         _state["cluster"] = stack.enter_context(
             embedded(
-                store_maped_file_size_commit_log=1024 * 1024, store_max_transfer_count_on_message_in_memory=64
+                store_maped_file_size_commit_log=1024 * 1024,
+                store_max_transfer_count_on_message_in_memory=64,
+                # No 5.x gRPC endpoint: PySpark starts its JVM with a `preexec_fn` fork, and a fork
+                # while grpc's threads run in this process once left the JVM dead at birth
+                # (JAVA_GATEWAY_EXITED, seen twice in a day of benchmark runs).
+                grpc_server_port=0,
             )
         )
         _state["cluster_stack"] = stack
