@@ -9,36 +9,19 @@ import time
 from pathlib import Path
 
 from rocketlite.protocol.message import (
-    HostAddress,
     MessageSysFlag,
     make_msg_id,
-    properties_to_string,
     tags_code,
 )
-from rocketlite.protocol.record import MessageInner, decode_record, decode_records
+from rocketlite.protocol.record import decode_record, decode_records
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
-from tests.support.store import REAL_STORE, StoreFactory
-
-HOST = HostAddress.parse("127.0.0.1:10911")
-
-
-def mk(topic: str = "T", queue_id: int = 0, body: bytes = b"body", tags: str | None = None,
-       keys: str | None = None, **props: str) -> MessageInner:  # fmt: skip
-    p: dict[str, str] = {}
-    if tags:
-        p["TAGS"] = tags
-    if keys:
-        p["KEYS"] = keys
-    p.update(props)
-    return MessageInner(
-        topic=topic, body=body, born_host=HOST, store_host=HOST, queue_id=queue_id,
-        properties_string=properties_to_string(p), born_timestamp=1,
-    )  # fmt: skip
+from tests.support.store import HOST, REAL_STORE, StoreFactory
+from tests.support.store import message as mk
 
 
 def test_put_get_round_trip_and_statuses(open_store: StoreFactory) -> None:

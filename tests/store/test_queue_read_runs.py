@@ -1,46 +1,51 @@
 """A pull's records as runs: `ConsumeQueue.read` cuts one slice per run of back-to-back records,
 and must give the bytes, queue offsets and statuses the per-record read gave (kept below as the
-oracle), across segment ends, removed segments, gaps and records past a segment's written end;
-then the same end to end through `MessageStore.get_message` on real files."""
+oracle), across segment ends, removed segments, gaps and records past a segment's written end,
+over a real commit log; then the same end to end through `MessageStore.get_message`."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rocketlite.clock import SystemClock
 from rocketlite.protocol.consume_queue_unit import UNIT_SIZE, Unit
 from rocketlite.protocol.dispatch_codec import select_units as reference_select
 from rocketlite.protocol.record import decode_records
+from rocketlite.store.commit_log import CommitLog
+from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue import MAX_FILTER_BYTES, ConsumeQueue
 from rocketlite.store.get_result import QueueRead
 from rocketlite.store.status import GetMessageStatus
-from tests.store.test_message_store import mk
 from tests.support.store import StoreFactory
+from tests.support.store import message as mk
 
-SEG = 1000  # bytes per fake commit-log segment
+SEG = 4096  # bytes per commit-log segment (the smallest the store accepts)
 
 
-@dataclass
-class FakeLog:
-    """A commit log of `SEG`-byte segments: the first `gone` are deleted, bytes past `written`
-    are not readable yet."""
-
-    data: bytes
-    gone: int
-    written: int
-
-    def get_data(self, offset: int) -> memoryview | None:
-        if offset // SEG < self.gone or offset >= self.written:
-            return None
-        return memoryview(self.data)[offset : min((offset // SEG + 1) * SEG, self.written)]
-
-    def roll_next_file(self, offset: int) -> int:
-        return (offset // SEG + 1) * SEG
+@contextlib.contextmanager
+def log_of(data: bytes, gone: int, written: int) -> Iterator[CommitLog]:
+    """A real commit log of `SEG`-byte segments holding `data[:written]` verbatim (`append_raw`,
+    as a slave writes its master's bytes), its first `gone` segments deleted: the bytes of the
+    units need not be records, since a pull only slices them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = CommitLog(
+            StoreConfig(store_path_root_dir=Path(tmp), maped_file_size_commit_log=SEG), SystemClock()
+        )
+        log.load()
+        try:
+            if written:
+                log.append_raw(0, data[:written])
+            for _ in range(min(gone, len(log.queue) - 1)):
+                log.queue.delete_first()
+            yield log
+        finally:
+            log.close()
 
 
 def old_read(
@@ -49,7 +54,7 @@ def old_read(
     max_count: int,
     max_bytes: int,
     tag_filter: Callable[[int], bool] | None,
-    log: FakeLog,
+    log: CommitLog,
 ) -> tuple[list[bytes], list[int], int, int, bool]:
     """`ConsumeQueue.read` as it was before runs: a slice and a Python step per record."""
     units = cq.get_units(offset, max(MAX_FILTER_BYTES, max_count * UNIT_SIZE) // UNIT_SIZE)
@@ -84,22 +89,19 @@ def old_read(
 
 
 @st.composite
-def queues(draw: st.DrawFn) -> tuple[list[Unit], FakeLog]:
+def queues(draw: st.DrawFn) -> tuple[list[Unit], bytes, int, int]:
     """Units of runs of back-to-back records, with gaps, records that straddle a segment end,
-    some in deleted segments, some past the written end."""
+    some in deleted segments, some past the written end; the log's bytes, how many segments are
+    deleted and where the written data ends."""
     phy = draw(st.integers(0, 3 * SEG))
     units: list[Unit] = []
     for _ in range(draw(st.integers(1, 60))):
-        size = draw(st.integers(1, 300))
+        size = draw(st.integers(1, 1200))
         units.append((phy, size, draw(st.integers(0, 3))))
         phy += size + draw(st.sampled_from([0, 0, 0, 0, 1, 50, SEG]))
     end = units[-1][0] + units[-1][1]
-    log = FakeLog(
-        data=bytes(i * 7 % 251 for i in range(end)),
-        gone=draw(st.integers(0, 3)),
-        written=end - draw(st.sampled_from([0, 0, 0, 1, 400])),
-    )
-    return units, log
+    data = bytes(i * 7 % 251 for i in range(end))
+    return units, data, draw(st.integers(0, 3)), end - draw(st.sampled_from([0, 0, 0, 1, 400]))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -111,14 +113,14 @@ def queues(draw: st.DrawFn) -> tuple[list[Unit], FakeLog]:
     st.none() | st.frozensets(st.integers(0, 3)),
 )
 def test_read_in_runs_is_the_per_record_read(
-    queue: tuple[list[Unit], FakeLog],
+    queue: tuple[list[Unit], bytes, int, int],
     start: int,
     max_count: int,
     max_bytes: int,
     codes: frozenset[int] | None,
 ) -> None:
-    units, log = queue
-    with tempfile.TemporaryDirectory() as tmp:
+    units, data, gone, written = queue
+    with log_of(data, gone, max(written, 0)) as log, tempfile.TemporaryDirectory() as tmp:
         cq = ConsumeQueue("T", 0, Path(tmp), 64 * UNIT_SIZE)
         cq.load()
         cq.recover()

@@ -1,4 +1,5 @@
-"""Real stores for tests: the shared test data, small segment sizes, the store factory type."""
+"""Real stores for tests: the shared test data, small segment sizes, the store factory type, a
+message to put."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rocketlite.protocol.message import HostAddress, properties_to_string
+from rocketlite.protocol.record import MessageInner
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
@@ -27,6 +30,29 @@ SHARED = _find_shared()
 REAL_STORE = SHARED / "testdata" / "rocketmq-4.x-store"
 
 StoreFactory = Callable[..., MessageStore]
+
+HOST = HostAddress.parse("127.0.0.1:10911")
+
+
+def message(
+    topic: str = "T",
+    queue_id: int = 0,
+    body: bytes = b"body",
+    tags: str | None = None,
+    keys: str | None = None,
+    **props: str,
+) -> MessageInner:
+    """A message to put, with TAGS, KEYS and any other properties given."""
+    p: dict[str, str] = {}
+    if tags:
+        p["TAGS"] = tags
+    if keys:
+        p["KEYS"] = keys
+    p.update(props)
+    return MessageInner(
+        topic=topic, body=body, born_host=HOST, store_host=HOST, queue_id=queue_id,
+        properties_string=properties_to_string(p), born_timestamp=1,
+    )  # fmt: skip
 
 
 def small_config(root: Path, **overrides: Any) -> StoreConfig:
