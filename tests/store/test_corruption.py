@@ -388,6 +388,36 @@ def test_leftover_segment_after_the_last_is_deleted(
     check_clean_after_shutdown(store, root)
 
 
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [(12, 20), (15, 20), (11, 20)],
+    ids=["tags-missing", "tags-half-written", "size-half-written"],
+)
+def test_a_torn_last_unit_is_dispatched_again(
+    open_store: StoreFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture, start: int, end: int
+) -> None:
+    """A process killed inside the copy of a batch of units leaves the last one half written: its
+    offset and size in place (so it looks valid), the rest of it zeros. After a crash, recovery
+    checks each queue's last unit against its record, drops a torn one and dispatches it again."""
+    root = tmp_path / "s"
+    written = write_store(root, crash=True)
+    last = max((w for w in written if w.queue_id == 0), key=lambda w: w.queue_offset)
+    units_per_file = small_config(root).maped_file_size_consume_queue // 20
+    first = last.queue_offset - last.queue_offset % units_per_file
+    path = root / "consumequeue" / TOPIC / "0" / f"{first * 20:020d}"
+    with path.open("r+b") as fh:  # zero bytes [start, end) of the unit, as a torn copy leaves them
+        fh.seek((last.queue_offset - first) * 20 + start)
+        fh.write(bytes(end - start))
+    caplog.set_level(logging.INFO)
+    store, report = reopen(open_store, root, crash=True)
+    assert any("torn" in a and "T-0" in a for a in report.actions), report.actions
+    assert any("torn" in m for m in warnings_logged(caplog))
+    cq = store.cq_store.find_or_create(TOPIC, 0)
+    assert cq.get_unit(last.queue_offset) == (last.phy, last.size, tags_code("t0"))
+    check_intact(store, written)
+    check_clean_after_shutdown(store, root)
+
+
 def test_recovery_of_an_undamaged_crash_does_nothing(
     open_store: StoreFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -10,7 +10,11 @@ The commit log is the truth; consume queues, index and checkpoint are caches che
    Each record's magic, size and lengths are checked, and its body CRC unless `checkCRCOnRecover`
    is off or `fastBoot` is on. Scanning stops at the first invalid record: everything from there on
    is a torn tail; it is zeroed and later segments deleted.
-3. Consume-queue units and index files that point at or beyond the valid end are dropped.
+3. Consume-queue units and index files that point at or beyond the valid end are dropped. After
+   a crash, each queue's last unit is also checked against the record it points at (size, tags
+   code, topic, queue): the dead process may have been killed inside the copy of a batch of
+   units, leaving the last one torn (its size or tags code half written) though it looks valid
+   (offset >= 0, size > 0). A torn unit is dropped and dispatched again from its record.
 4. Whatever the consume queues and the index do not yet cover is dispatched again, synchronously,
    from the lowest offset either is missing (the whole log when a directory is gone).
 5. The next queue offset of every topic-queue is taken from the consume queues.
@@ -33,7 +37,7 @@ from rocketlite.protocol.record import (
     ScanKind,
     layout_for,
 )
-from rocketlite.protocol.speedups import check_records
+from rocketlite.protocol.speedups import check_records, scan_record
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
@@ -210,6 +214,7 @@ def recover(
         report.actions.append(f"consume queues: dropping units at or beyond offset {valid_end}")
         log.warning(report.actions[-1])
         cq_store.truncate_dirty(valid_end)
+    torn_from = _drop_torn_units(commit_log, cq_store, dispatcher, report) if abnormal else None
     if index is not None:
         index.truncate(valid_end)
 
@@ -217,6 +222,8 @@ def recover(
     log_min = commit_log.min_offset
     cq_from = cq_store.max_physic_offset() if any(True for _ in cq_store.queues()) else log_min
     redispatch_from = max(min(cq_from, valid_end), log_min)
+    if torn_from is not None:
+        redispatch_from = max(min(redispatch_from, torn_from), log_min)
     if index is not None:
         idx_from = log_min
         indexed = [f for f in index.files if f.index_count > 1]
@@ -245,6 +252,40 @@ def recover(
     cq_store.correct_min_offset(log_min)
     commit_log.topic_queue_table = {f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in cq_store.queues()}
     return report
+
+
+def _drop_torn_units(
+    commit_log: CommitLog, cq_store: ConsumeQueueStore, dispatcher: Dispatcher, report: RecoveryReport
+) -> int | None:
+    """Drop each queue's last unit when it is not the unit its record makes (see the module
+    docstring, step 3); return the lowest commit-log offset of a dropped one, where dispatch must
+    start again, or None."""
+    lowest: int | None = None
+    for cq in list(cq_store.queues()):
+        unit = cq.last_unit()
+        if unit is None:
+            continue
+        phy, size, tags = unit
+        view = commit_log.get_data(phy)
+        if view is None:
+            continue  # before the log's start: expiry's business, not a torn write
+        try:
+            found = scan_record(view, 0, verify_crc=False, delay_levels_ms=dispatcher.delay_levels_ms)
+        finally:
+            view.release()
+        req = found.request if found.kind is ScanKind.MESSAGE else None
+        if req is not None and (req.msg_size, req.tags_code, req.topic, req.queue_id) == (
+            size, tags, cq.topic, cq.queue_id,
+        ):  # fmt: skip
+            continue
+        report.actions.append(
+            f"consume queue {cq.topic}-{cq.queue_id}: dropping its last unit {unit}, torn "
+            f"(the record at {phy} makes {None if req is None else (req.msg_size, req.tags_code)})"
+        )
+        log.warning(report.actions[-1])
+        cq.truncate_dirty(phy)
+        lowest = phy if lowest is None else min(lowest, phy)
+    return lowest
 
 
 def _set_tail(commit_log: CommitLog, valid_end: int) -> None:
