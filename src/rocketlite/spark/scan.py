@@ -53,6 +53,7 @@ _REASONS: Final = {
     Invalid.LENGTHS: "record lengths are inconsistent",
     Invalid.PHYSICAL: "record's PHYSICALOFFSET does not match its position",
 }
+_CRC_MISMATCH: Final = "body CRC mismatch"
 
 _U8 = npt.NDArray[np.uint8]
 _I64 = npt.NDArray[np.int64]
@@ -152,10 +153,8 @@ def validate_positions(
                                                      base is not None)  # fmt: skip
         if code != Invalid.SLOW:
             first_bad, reason = index, _REASONS[Invalid(code)]
-            if verify_crc and first_bad:
-                mismatch = speedups.first_crc_mismatch(buf, np.ascontiguousarray(positions[:first_bad]).data)
-                if mismatch < first_bad:
-                    first_bad, reason = mismatch, "body CRC mismatch"
+            if verify_crc:
+                first_bad, reason = _first_crc_mismatch(buf, positions, first_bad, reason)
             return (first_bad, reason) if first_bad < len(positions) else None
     return _validate_numpy(buf, positions, base, verify_crc)
 
@@ -168,7 +167,7 @@ def _validate_numpy(buf: Any, positions: _I64, base: int | None, verify_crc: boo
     if len(outside):
         index = int(outside[0])
         found = _validate_numpy(buf, positions[:index], base, verify_crc) if index else None
-        return found if found is not None else (index, "record runs past the end of the data")
+        return found if found is not None else (index, _REASONS[Invalid.OUTSIDE])
     p = positions
     h = v.headers(p)
     total = h["total"].astype(np.int64)
@@ -176,7 +175,7 @@ def _validate_numpy(buf: Any, positions: _I64, base: int | None, verify_crc: boo
     if len(framed):
         index = int(framed[0])
         found = _validate_numpy(buf, positions[:index], base, verify_crc) if index else None
-        return found if found is not None else (index, "no record starts there, or it runs past the data")
+        return found if found is not None else (index, _REASONS[Invalid.FRAMED])
     v6 = (h["sys_flag"] & _V6_BITS) != 0
     body_len = h["body_len"].astype(np.int64)
     ok_len = (body_len >= 0) & (_V4_FIXED + body_len <= total)
@@ -190,21 +189,15 @@ def _validate_numpy(buf: Any, positions: _I64, base: int | None, verify_crc: boo
     first_bad = int(bad[0]) if len(bad) else len(p)
     reason = ""
     if first_bad < len(p):
-        reason = (
-            "record lengths are inconsistent"
-            if not ok_len[first_bad]
-            else "record's PHYSICALOFFSET does not match its position"
-        )
+        reason = _REASONS[Invalid.LENGTHS if not ok_len[first_bad] else Invalid.PHYSICAL]
     for i in np.flatnonzero(v6[:first_bad]).tolist():
         try:
             decode_record(buf, int(p[i]))
         except RecordFormatError as exc:
             first_bad, reason = i, str(exc)
             break
-    if verify_crc and _NATIVE_CRC and first_bad:
-        mismatch = speedups.first_crc_mismatch(buf, np.ascontiguousarray(p[:first_bad]).data)
-        if mismatch < first_bad:
-            first_bad, reason = mismatch, "body CRC mismatch"
+    if verify_crc and _NATIVE_CRC:
+        first_bad, reason = _first_crc_mismatch(buf, p, first_bad, reason)
     elif verify_crc:
         mv = memoryview(buf)
         crcs = h["crc"].tolist()
@@ -217,6 +210,16 @@ def _validate_numpy(buf: Any, positions: _I64, base: int | None, verify_crc: boo
             else:
                 actual = crc32(mv[starts[i] : ends[i]]) & 0x7FFF_FFFF
             if actual != crcs[i]:
-                first_bad, reason = i, "body CRC mismatch"
+                first_bad, reason = i, _CRC_MISMATCH
                 break
     return (first_bad, reason) if first_bad < len(p) else None
+
+
+def _first_crc_mismatch(buf: Any, positions: _I64, first_bad: int, reason: str) -> tuple[int, str]:
+    """The compiled body-CRC check of the records before `first_bad`: the first whose CRC is
+    wrong, or `first_bad` and `reason` as they were."""
+    if first_bad:
+        mismatch = speedups.first_crc_mismatch(buf, np.ascontiguousarray(positions[:first_bad]).data)
+        if mismatch < first_bad:
+            return mismatch, _CRC_MISMATCH
+    return first_bad, reason
