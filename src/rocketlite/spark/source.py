@@ -226,12 +226,12 @@ def _kept(batch: pa.RecordBatch, part: QueueRange, wanted: pa.Array | None) -> I
     conditions = []
     if wanted is not None:
         conditions.append(pc.is_in(batch.column("tags"), value_set=wanted))
-    if part.min_store_ms is not None:
+    if part.min_store_ms is not None or part.max_store_ms is not None:
         stored = batch.column("storeTimestamp").cast(pa.int64())
-        conditions.append(pc.greater_equal(stored, part.min_store_ms * 1000))
-    if part.max_store_ms is not None:
-        stored = batch.column("storeTimestamp").cast(pa.int64())
-        conditions.append(pc.less(stored, part.max_store_ms * 1000))
+        if part.min_store_ms is not None:
+            conditions.append(pc.greater_equal(stored, part.min_store_ms * 1000))
+        if part.max_store_ms is not None:
+            conditions.append(pc.less(stored, part.max_store_ms * 1000))
     for condition in conditions:
         mask = condition if mask is None else pc.and_(mask, condition)
     if mask is not None and not pc.all(mask).as_py():
