@@ -56,7 +56,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench`
 
-from bench.broker.report import machine_busy_seconds, proc_cpu_seconds
+from bench.broker.report import machine_busy_seconds, proc_cpu_seconds, proc_stat
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -137,11 +137,7 @@ class Cpu:
     @staticmethod
     def now(jvm_pid: int) -> Cpu:
         workers = sum(proc_cpu_seconds(pid) for pid in descendants(jvm_pid))
-        try:
-            fields = Path(f"/proc/{jvm_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            workers += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # reaped children
-        except OSError:
-            pass
+        workers += proc_cpu_seconds(jvm_pid, reaped=True)
         here = os.times()
         return Cpu(proc_cpu_seconds(jvm_pid), workers, here.user + here.system, machine_busy_seconds())
 
@@ -154,12 +150,9 @@ def descendants(pid: int) -> list[int]:
     """Every live process below `pid` (from /proc, parent links)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
+        fields = proc_stat(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))  # the parent's pid
     out, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):

@@ -125,14 +125,24 @@ def machine_busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / CLK_TCK
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (all its threads) so far, from /proc/PID/stat."""
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (field 3, the state, first), or None
+    when the process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def proc_cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """User + system CPU of a process (all its threads) so far, from /proc/PID/stat; with
+    `reaped`, that of its children it has waited for instead."""
+    fields = proc_stat(pid)
+    if fields is None:
         return math.nan
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+    at = 13 if reaped else 11  # cutime, cstime (fields 16, 17); utime, stime (fields 14, 15)
+    return (int(fields[at]) + int(fields[at + 1])) / CLK_TCK
 
 
 class Meter:
