@@ -216,20 +216,20 @@ def _outcome(fn: object, *args: object) -> tuple[object, ...]:
 
 
 @given(st.lists(messages, min_size=1, max_size=5), st.sampled_from([200, 4096]))
-def test_fast_record_encoder_matches_the_reference(msgs: list[MessageInner], max_size: int) -> None:
+def test_chosen_record_encoder_matches_the_reference(msgs: list[MessageInner], max_size: int) -> None:
     same_topic = [dataclasses.replace(m, topic=msgs[0].topic) for m in msgs]
-    fast = _outcome(speedups.PYTHON.encode_records, same_topic, max_size)
+    fast = _outcome(speedups.CHOSEN.encode_records, same_topic, max_size)
     assert fast == _outcome(speedups.REFERENCE.encode_records, same_topic, max_size)
     for m in msgs:
-        fast_one = _outcome(speedups.PYTHON.encode_record, m, max_size)
+        fast_one = _outcome(speedups.CHOSEN.encode_record, m, max_size)
         assert fast_one == _outcome(speedups.REFERENCE.encode_record, m, max_size)
         if fast_one[0] == "ok":  # header + tail: the bytes of the one-record batch
-            head, tail, _stamp_pos, sys_flag = speedups.PYTHON.encode_record(m, max_size)
-            assert (head + tail, sys_flag) == speedups.PYTHON.encode_records([m], max_size)
+            head, tail, _stamp_pos, sys_flag = speedups.CHOSEN.encode_record(m, max_size)
+            assert (head + tail, sys_flag) == speedups.CHOSEN.encode_records([m], max_size)
 
 
 @given(st.lists(messages, min_size=1, max_size=6), st.data())
-def test_fast_record_scanner_matches_the_reference(msgs: list[MessageInner], data: st.DataObject) -> None:
+def test_chosen_record_scanner_matches_the_reference(msgs: list[MessageInner], data: st.DataObject) -> None:
     encoded = [encode_record(m) for m in msgs if len(m.topic.encode()) <= 127]
     buf = bytearray(b"".join(encoded))
     if buf and data.draw(st.booleans()):  # corrupt one byte somewhere
@@ -243,7 +243,7 @@ def test_fast_record_scanner_matches_the_reference(msgs: list[MessageInner], dat
     for verify_crc in (False, True):
         fast_out: list[DispatchRequest] = []
         ref_out: list[DispatchRequest] = []
-        fast = speedups.PYTHON.scan_messages(
+        fast = speedups.CHOSEN.scan_messages(
             view, 0, limit, fast_out, verify_crc=verify_crc, delay_levels_ms=delays
         )
         ref = speedups.REFERENCE.scan_messages(
@@ -251,7 +251,7 @@ def test_fast_record_scanner_matches_the_reference(msgs: list[MessageInner], dat
         )
         assert (fast, fast_out) == (ref, ref_out)
         for pos in starts:
-            assert speedups.PYTHON.scan_record(
+            assert speedups.CHOSEN.scan_record(
                 view, pos, verify_crc=verify_crc, delay_levels_ms=delays
             ) == speedups.REFERENCE.scan_record(view, pos, verify_crc=verify_crc, delay_levels_ms=delays)
 

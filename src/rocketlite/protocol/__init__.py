@@ -4,13 +4,13 @@ The lowest layer (ARCHITECTURE.md): it imports nothing of rocketlite above it, a
 else imports its formats from here.
 
 - wire: `frame` (stream framing), `command` (RemotingCommand) with `header_codec`,
-  `json_header` / `json_header_py` and `fastjson` (JSON headers and bodies), `custom_header` and
+  `json_header_py` and `fastjson` (JSON headers and bodies), `custom_header` and
   `headers` (typed extFields), `json_body`, `bodies`, `message_queue_bodies` (JSON bodies),
   `batch` (batch send bodies), `ha_frames` (replication), `acl_signature`;
 - requests: `requests/` builds and parses every request a client sends;
-- on disk: `record` (the commit-log record, also the PULL body) with `record_codec` /
-  `record_codec_py`, `consume_queue_unit`, `index_layout`;
+- on disk: `record` (the commit-log record, also the PULL body) with `record_codec_py`,
+  `consume_queue_unit`, `index_layout`;
 - vocabulary: `codes`, `message` (properties, sys flags, ids, hashes), `reserved` (system names),
   `perm`, `subscription`, `errors` (one root; subclasses carry response codes);
-- `speedups`: the one place that picks fast or reference implementations.
+- `speedups`: the one place that picks compiled or reference implementations.
 """

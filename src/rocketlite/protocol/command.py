@@ -1,9 +1,9 @@
 """`RemotingCommand`, the one message type of the 4.x remoting protocol, and its two header encodings.
 
-This module holds the command, the ROCKETMQ binary header codec and what both JSON header codecs
-share (`ext_value_text`, `command_from_json`); the JSON header codec itself is in `json_header`
-(fast) and `json_header_py` (reference), chosen by `speedups`, and `header_codec` picks the codec
-by serialize type.
+This module holds the command, the ROCKETMQ binary header codec and what the JSON header codecs
+share (`ext_value_text`, `command_from_json`); the JSON header codec itself is in
+`json_header_py` (the reference; its compiled twin is chosen by `speedups`), and `header_codec`
+picks the codec by serialize type.
 
 A command is `code, language, version, opaque, flag, remark, extFields` plus an opaque body. The
 header travels in one of two forms, chosen per frame by the serialize-type byte (see `frame.py`):
@@ -182,8 +182,8 @@ def _int_member(obj: Mapping[str, Any], key: str, default: int | None) -> int:
 
 
 def command_from_json(obj: Any) -> RemotingCommand:
-    """A command from a parsed JSON header, every field checked and normalised (both JSON header
-    codecs, `json_header` and `json_header_py`, end here for anything unusual)."""
+    """A command from a parsed JSON header, every field checked and normalised (the JSON header
+    codec, `json_header_py`, and through it its compiled twin, end here for anything unusual)."""
     if not isinstance(obj, dict):
         raise ProtocolError("remoting JSON header is not an object")
     language = obj.get("language", DEFAULT_LANGUAGE)

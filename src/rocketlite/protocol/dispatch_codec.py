@@ -207,7 +207,7 @@ def dispatch_batch_over(
     index: Callable[[Sequence[DispatchRequest], int], Entries],
 ) -> Callable[..., DispatchBatch]:
     """`dispatch_batch` over `scan_messages` and `index_entries` implementations (the references
-    here, or `dispatch_fast`'s for `speedups.PYTHON`)."""
+    here)."""
 
     def dispatch_batch(
         buf: memoryview,

@@ -2,7 +2,7 @@
 
 The frame's layout, its limits and the Python codecs are in `frame_codec` (re-exported here, where
 the rest of the code has always found them); `speedups` picks the implementation of
-`decode_frames` and `encode_command` (compiled, fast Python or reference), and this module is the
+`decode_frames` and `encode_command` (compiled or reference), and this module is the
 stateful part over them.
 
 `FrameDecoder.feed` decodes complete frames straight out of the bytes it is given (the common

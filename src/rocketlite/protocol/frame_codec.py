@@ -14,8 +14,8 @@ of the frame is buffered, so a hostile peer cannot make us hold more than one li
 
 The two per-frame codecs, `decode_frames` (every complete frame of a read) and `encode_command`
 (a whole frame for a command), are built here over a given pair of header codecs: `speedups`
-builds its reference set over `json_header_py`, its fast Python set over `json_header`, and takes
-the compiled twins (`_native/_wire.pyx`) over both when they are built. This module imports no
+builds its reference set over `json_header_py`, and takes the compiled twins
+(`_native/_wire.pyx`) over it when they are built. This module imports no
 chooser, so `speedups` can import it; `frame.py` holds the stream decoder over the chosen ones.
 """
 

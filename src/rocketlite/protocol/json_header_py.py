@@ -1,7 +1,8 @@
 """The JSON remoting header codec, written for clarity: the reference implementation.
 
-The definitions that `json_header` (the fast implementation) is pinned to by
-`tests/protocol/test_fastpath.py`; `protocol.speedups` picks these when `ROCKETLITE_NATIVE=0`.
+The definitions that the compiled twin (`_native/_wire.pyx`) is pinned to by
+`tests/protocol/test_native_wire.py`; `protocol.speedups` picks these when `ROCKETLITE_NATIVE=0`
+or the twin is not built.
 The format itself is described in `command.py`.
 """
 

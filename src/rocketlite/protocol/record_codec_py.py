@@ -1,16 +1,16 @@
 """The record codec's hot-path operations, written for clarity: the reference implementations.
 
-`protocol.speedups` picks these when `ROCKETLITE_NATIVE=0`; otherwise `record_codec` (optimized
-pure Python, pinned to these by `tests/protocol/test_fastpath.py`) or, later, a compiled module.
+`protocol.speedups` picks these when `ROCKETLITE_NATIVE=0` or the compiled twins
+(`_native/_record.pyx`, `_native/_dispatch.pyx`) are not built.
 
 * `encode_record`, `encode_records`: a message to a commit-log record (header and tail), and
   messages to records back to back, via `record.prepare_record` and `record.pack_head`, the
   definition of the bytes;
 * `scan_record`: RocketMQ's `checkMessageAndReturnSize`, field by field: classifies the bytes at
   a position as a message (with its `DispatchRequest`), an end-of-file blank, the end of written
-  data (zeros) or corruption, for every layout. It is also the general path of the fast scanner,
-  which hands it every record it does not take itself, so unusual and corrupt bytes are judged by
-  this one piece of code;
+  data (zeros) or corruption, for every layout. It is also the general path of the compiled
+  scanner, which hands it every record it does not take itself, so unusual and corrupt bytes are
+  judged by this one piece of code;
 * `scan_messages`: `scan_record` record after record (the dispatch loop).
 """
 

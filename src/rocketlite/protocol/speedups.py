@@ -1,57 +1,55 @@
 """The one place that picks the implementation of every hot-path codec.
 
-Each codec below has a reference implementation written for clarity and a fast one that gives
-the same bytes and results (`tests/protocol/test_fastpath.py` pins `PYTHON` to `REFERENCE`):
+Each codec below has a reference implementation written for clarity, and most have a compiled
+twin (`protocol/_native/*.pyx`) that gives the same bytes and results, pinned to the reference by
+the differential tests (`tests/protocol/test_native_*.py`, `tests/store/test_native_*.py`). There
+is no third, optimized pure-Python tier: where the compiled twin is missing, the reference runs.
 
-* `encode_record`, `encode_records`, `scan_messages`, `scan_record` (commit-log records): reference
-  `record_codec_py`, fast `record_codec`;
-* `encode_json_header`, `decode_json_header` (remoting headers): reference `json_header_py`,
-  fast `json_header`;
+* `encode_record`, `encode_records`, `scan_messages`, `scan_record` (commit-log records):
+  `record_codec_py`;
+* `encode_json_header`, `decode_json_header` (remoting headers): `json_header_py`;
 * `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries`,
   `dispatch_batch` (recovery's segment walk, a pull's choice of consume-queue units, units to
   bytes, a dispatched batch's consume-queue runs and index entries, all of dispatch in one
-  call): reference `dispatch_codec`, fast `dispatch_fast` (it shares the other three);
-* `quote` (a JSON string literal as fastjson writes it): reference `fastjson.quote_reference`,
-  fast `fastjson.quote_plain`;
+  call): `dispatch_codec`;
 * `decode_frames`, `encode_command` (remoting frames: every complete frame of a read, a whole
-  frame for a command): `frame_codec` over the reference or the fast JSON header codec;
-  `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`, one for both.
+  frame for a command): `frame_codec` over the JSON header codec;
+  `decode_rocketmq_header`, `encode_rocketmq_header` (binary headers): `command`.
 * `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
-  `record.decode_records`, one for both.
+  `record.decode_records`.
 * `decode_record_columns`, `first_crc_mismatch`, `first_invalid_record`, `record_starts` (records
   as Arrow column buffers, many records' body CRCs and structure checked at once, the hop from
-  record to record of a raw scan; for the Spark readers): `record_columns`, one for both.
+  record to record of a raw scan; for the Spark readers): `record_columns`.
 * `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE): the
-  class's generated decoder (`custom_header.decoder_for`), one for both.
-* `decode_pull_header` (the PULL_MESSAGE request header): the class's generated decoder, one for
-  both.
+  class's generated decoder (`custom_header.decoder_for`).
+* `decode_pull_header` (the PULL_MESSAGE request header): the class's generated decoder.
 * `stamp_records` (an encoded batch placed under the commit log's lock: offsets and store time
-  patched in, msg ids out): `record_stamp`, one for both.
+  patched in, msg ids out): `record_stamp`.
 * `place_record` (a single encoded record placed under the lock: offsets and store time patched
-  in, copied into the segment, msg id out): `record.place_record`, one for both.
+  in, copied into the segment, msg id out): `record.place_record`.
 * `blake2b_digests` (many BLAKE2b digests in one call, the Spark sink's message ids):
-  `row_digests`, one for both.
+  `row_digests`.
 * `encode_send_ok` (the SUCCESS answer to a stored send, a whole frame from its values):
-  `send_response.send_ok_over` over the reference or the fast frame encoder;
-* `send_properties` (the send processor's properties rewrite): reference and fast Python
-  `message.send_properties`.
+  `send_response.send_ok_over` over the frame encoder;
+* `send_properties` (the send processor's properties rewrite): `message.send_properties`.
 * `encode_batch_records`, `stamp_batch` (a SEND_BATCH_MESSAGE body straight into commit-log
   records, no message objects; such a batch stamped under the lock): `batch` and
-  `record_stamp`, one for both.
+  `record_stamp`.
 
 The store, the frame layer, the broker, the client and Spark import these names from here and
 nowhere else, so the block at the end decides for all of them, once, at import:
 
 * `ROCKETLITE_NATIVE=0` in the environment: the reference implementations (to check them, or to
-  rule the fast paths out when hunting a bug); `REFERENCE_ONLY` is then True, and the Spark
+  rule the compiled ones out when hunting a bug); `REFERENCE_ONLY` is then True, and the Spark
   reader takes its per-record decoder instead of the columnar one;
-* otherwise the compiled twins (`protocol/_native/*.pyx`, built at `pip install`) for every codec
-  they provide, and the optimized pure-Python ones for the rest. A compiled module that is not
-  there (no C compiler at install time) is said once, as a warning, and its codecs fall back to
-  Python; `ROCKETLITE_NATIVE=1` makes that an error instead (CI sets it: a broken build must not
-  pass as a slow one).
+* otherwise the compiled twins (built at `pip install`) for every codec they provide, and the
+  references for the rest. A compiled module that is not there (no C compiler at install time)
+  is said once, as a warning, and its codecs fall back to the references; `ROCKETLITE_NATIVE=1`
+  makes that an error instead (CI sets it: a broken build must not pass as a slow one).
 
-`fastjson`'s own `dumps` (JSON bodies, not a per-request path) keeps calling its fast `quote`.
+`fastjson.quote` (JSON string literals) has no compiled twin and is not chosen here: its fast
+form `quote_plain`, which `fastjson.dumps` (JSON bodies) calls, is pinned to `quote_reference`
+by `tests/protocol/test_fastpath.py`.
 """
 
 from __future__ import annotations
@@ -70,11 +68,7 @@ from rocketlite.protocol import batch as batch_codec
 from rocketlite.protocol import command as command_codec
 from rocketlite.protocol import (
     dispatch_codec,
-    dispatch_fast,
-    fastjson,
-    json_header,
     json_header_py,
-    record_codec,
     record_codec_py,
     record_columns,
     record_stamp,
@@ -106,7 +100,6 @@ __all__ = [
     "CHOSEN",
     "MISSING",
     "NATIVE_MODULES",
-    "PYTHON",
     "REFERENCE",
     "REFERENCE_ONLY",
     "Codecs",
@@ -133,7 +126,6 @@ __all__ = [
     "pack_units",
     "place_record",
     "queue_runs",
-    "quote",
     "record_starts",
     "scan_messages",
     "scan_record",
@@ -272,7 +264,6 @@ class Codecs:
     scan_record: ScanRecord
     encode_json_header: Callable[[RemotingCommand], bytes]
     decode_json_header: Callable[[bytes | bytearray | memoryview], RemotingCommand]
-    quote: Callable[[str], str]
     decode_frames: DecodeFrames
     encode_command: EncodeCommand
     decode_rocketmq_header: Callable[[bytes | memoryview], RemotingCommand]
@@ -309,7 +300,6 @@ _decode_send_header_v2_py: Final = decoder_for(SendMessageRequestHeader, SendMes
 _decode_pull_header_py: Final = decoder_for(PullMessageRequestHeader, None)
 
 _ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_py.encode_json_header)
-_ENCODE_COMMAND_PYTHON: Final = encode_command_over(json_header.encode_json_header)
 
 REFERENCE: Final = Codecs(
     "reference",
@@ -319,7 +309,6 @@ REFERENCE: Final = Codecs(
     record_codec_py.scan_record,
     json_header_py.encode_json_header,
     json_header_py.decode_json_header,
-    fastjson.quote_reference,
     decode_frames_over(json_header_py.decode_json_header),
     _ENCODE_COMMAND_REFERENCE,
     command_codec.decode_rocketmq_header,
@@ -345,41 +334,6 @@ REFERENCE: Final = Codecs(
     batch_codec.encode_batch_records,
     record_stamp.stamp_batch,
 )
-PYTHON: Final = Codecs(
-    "python",
-    record_codec.encode_record,
-    record_codec.encode_records,
-    record_codec.scan_messages,
-    record_codec.scan_record,
-    json_header.encode_json_header,
-    json_header.decode_json_header,
-    fastjson.quote_plain,
-    decode_frames_over(json_header.decode_json_header),
-    _ENCODE_COMMAND_PYTHON,
-    command_codec.decode_rocketmq_header,
-    command_codec.encode_rocketmq_header,
-    record_format.decode_records,
-    message_codec.send_properties,
-    dispatch_fast.check_records,
-    dispatch_codec.select_units,
-    dispatch_codec.pack_units,
-    dispatch_fast.index_entries,
-    dispatch_codec.queue_runs,
-    dispatch_fast.dispatch_batch,
-    record_columns.decode_record_columns,
-    record_columns.first_crc_mismatch,
-    record_columns.first_invalid_record,
-    record_columns.record_starts,
-    record_stamp.stamp_records,
-    _decode_send_header_v2_py,
-    record_format.place_record,
-    row_digests.blake2b_digests,
-    _decode_pull_header_py,
-    send_ok_over(_ENCODE_COMMAND_PYTHON),
-    batch_codec.encode_batch_records,
-    record_stamp.stamp_batch,
-)
-
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
 NATIVE_MODULES: Final = (
     "rocketlite.protocol._native._record",
@@ -392,7 +346,7 @@ NATIVE_MODULES: Final = (
 
 
 def load_native(modules: Sequence[str] = NATIVE_MODULES) -> tuple[Codecs, list[str]]:
-    """`PYTHON` with every codec a compiled module provides replaced by it, and the modules that
+    """`REFERENCE` with every codec a compiled module provides replaced by it, and the modules that
     could not be imported."""
     fields = {f.name for f in dataclasses.fields(Codecs)} - {"name"}
     found: dict[str, object] = {}
@@ -405,8 +359,8 @@ def load_native(modules: Sequence[str] = NATIVE_MODULES) -> tuple[Codecs, list[s
             continue
         found.update({f: getattr(module, f) for f in fields if hasattr(module, f)})
     if not found:
-        return PYTHON, missing
-    return dataclasses.replace(PYTHON, name="native", **found), missing  # type: ignore[arg-type]
+        return REFERENCE, missing
+    return dataclasses.replace(REFERENCE, name="native", **found), missing  # type: ignore[arg-type]
 
 
 # -- the one block that picks --------------------------------------------------------------------
@@ -446,7 +400,6 @@ scan_messages: Final = CHOSEN.scan_messages
 scan_record: Final = CHOSEN.scan_record
 encode_json_header: Final = CHOSEN.encode_json_header
 decode_json_header: Final = CHOSEN.decode_json_header
-quote: Final = CHOSEN.quote
 decode_frames: Final = CHOSEN.decode_frames
 encode_command: Final = CHOSEN.encode_command
 decode_rocketmq_header: Final = CHOSEN.decode_rocketmq_header

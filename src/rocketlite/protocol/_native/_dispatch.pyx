@@ -1,6 +1,6 @@
 """The compiled store read side: commit-log scans, recovery checks, pull selection, CQ units.
 
-Twins of `record_codec.scan_messages` / `scan_record` and of `dispatch_codec` (the references);
+Twins of `record_codec_py.scan_messages` / `scan_record` and of `dispatch_codec` (the references);
 `protocol.speedups` takes every function here whose name is a `Codecs` field. The byte loops run
 in `with nogil:` over the raw buffer (the segment's mapping), so the reput and recovery scans run
 beside the event loop; Python objects (`DispatchRequest`, strings) are built only afterwards.
@@ -579,6 +579,6 @@ def queue_runs(reqs):
 
 from rocketlite.protocol.dispatch_codec import check_records as _py_check_records  # noqa: E402
 from rocketlite.protocol.dispatch_codec import queue_runs as _py_queue_runs  # noqa: E402
-from rocketlite.protocol.dispatch_fast import dispatch_batch as _py_dispatch_batch  # noqa: E402
+from rocketlite.protocol.dispatch_codec import dispatch_batch as _py_dispatch_batch  # noqa: E402
 
 include "_dispatch_fused.pxi"

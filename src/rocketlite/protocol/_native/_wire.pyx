@@ -1,15 +1,15 @@
 # cython: language_level=3
 """The compiled wire core: frame splitting, JSON and ROCKETMQ header codecs, whole response frames.
 
-Twins of `frame_codec.decode_frames_over(...)` / `encode_command_over(...)`, `json_header` and
+Twins of `frame_codec.decode_frames_over(...)` / `encode_command_over(...)`, `json_header_py` and
 `command.decode_rocketmq_header` / `encode_rocketmq_header`, under the same names, so
 `protocol.speedups` takes them over the Python ones. The contract is the Python code's: the same
 commands, the same bytes, the same ProtocolError messages (`tests/protocol/test_native_wire.py`).
 
 How that is kept without re-implementing every corner: each codec takes the shape every client
 sends (strict JSON without whitespace, string ext values, integer numbers; commands whose fields
-have their declared types and fit the wire) in C, and hands anything else, unchanged, to the fast
-Python codec it twins, which is itself pinned to the reference. Frame-length errors are raised by
+have their declared types and fit the wire) in C, and hands anything else, unchanged, to the
+reference it twins. Frame-length errors are raised by
 `frame_codec.check_prefix` itself, so their words cannot drift. The binary header decoder has no
 such escape: it is a line-by-line port, messages included.
 """
@@ -24,7 +24,7 @@ from libc.stdint cimport uint32_t
 from libc.string cimport memcmp, memcpy
 
 from rocketlite.protocol import command as _command
-from rocketlite.protocol import json_header as _json_py
+from rocketlite.protocol import json_header_py as _json_py
 from rocketlite.protocol import send_response as _send_response
 from rocketlite.protocol.codes import CommandFlag as _CommandFlag
 from rocketlite.protocol.codes import LanguageCode, SerializeType
@@ -270,7 +270,7 @@ cdef int _json_header_into(Buf* b, object cmd) except -1:
 
 
 def encode_json_header(cmd):
-    """`json_header.encode_json_header`, byte for byte."""
+    """`json_header_py.encode_json_header`, byte for byte."""
     cdef Buf b
     _buf_init(&b, 512)
     try:
