@@ -48,13 +48,13 @@ from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections
 
 from rocketlite.protocol import speedups
 from rocketlite.protocol.batch import decode_batch
-from rocketlite.protocol.command import decode_rocketmq_header
-from rocketlite.protocol.custom_header import HeaderFieldError
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import FrameDecoder
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import DispatchRequest, decode_records
 from rocketlite.protocol.speedups import decode_json_header
+from rocketlite.protocol.wire.command import decode_rocketmq_header
+from rocketlite.protocol.wire.custom_header import HeaderFieldError
+from rocketlite.protocol.wire.frame import FrameDecoder
 
 COUNT = [0]
 

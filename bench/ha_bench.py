@@ -46,8 +46,8 @@ from tests.support.ports import broker_port
 
 from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, next_opaque
 from rocketlite.runtime import new_event_loop

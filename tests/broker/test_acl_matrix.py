@@ -68,10 +68,10 @@ from rocketlite.client import (
 )
 from rocketlite.client.instance import ClientInstance
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.acl_signature import ACCESS_KEY
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import CreateTopicRequestHeader
+from rocketlite.protocol.wire.acl_signature import ACCESS_KEY
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.headers import CreateTopicRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from tests.support.real_clients import ClientProc, Clients, Event, msg_spec, require

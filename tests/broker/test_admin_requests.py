@@ -12,7 +12,6 @@ from pathlib import Path
 
 from rocketlite.broker.processors.admin_requests import RuntimeStatsSampler, human_bytes
 from rocketlite.clock import ManualClock
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
@@ -23,15 +22,16 @@ from rocketlite.protocol.bodies import (
     TopicList,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, TopicStatsTable
+from rocketlite.protocol.record import MessageInner
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.wire.headers import (
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
     RegisterBrokerRequestHeader,
 )
-from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, TopicStatsTable
-from rocketlite.protocol.record import MessageInner
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.remoting.server import RemotingServer
 from tests.support.aio import run

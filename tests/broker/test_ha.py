@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.headers import GetRouteInfoRequestHeader
 from rocketlite.protocol.record import decode_record
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.headers import GetRouteInfoRequestHeader
 from tests.support.aio import run
 from tests.support.ha_harness import HaCluster, Proc, Raw, ha_cluster, log_bytes, msg_offset, segments
 

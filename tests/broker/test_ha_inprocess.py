@@ -15,12 +15,12 @@ from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.ha.master import transfer_start
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.clock import SYSTEM_CLOCK
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.ha_frames import HEADER, REPORT, whole_records
-from rocketlite.protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 from rocketlite.protocol.record import BLANK_MAGIC_CODE, SIZE_MAGIC
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.flush import FlushRealTimeService

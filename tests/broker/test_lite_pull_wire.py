@@ -8,9 +8,9 @@ import asyncio
 from pathlib import Path
 
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.pop import PopRequestCode
 from rocketlite.protocol.requests.pull import PullStatus, build_pull, parse_pull
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.pop import PopRequestCode
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 

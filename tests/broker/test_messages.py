@@ -21,14 +21,14 @@ from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.bodies import HeartbeatData, ProducerData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.message import parse_msg_id, string_to_properties
+from rocketlite.protocol.record import StoredRecord, decode_record, decode_records
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import (
     EndTransactionRequestHeader,
     QueryMessageRequestHeader,
     SendMessageRequestHeader,
 )
-from rocketlite.protocol.message import parse_msg_id, string_to_properties
-from rocketlite.protocol.record import StoredRecord, decode_record, decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.config import FlushDiskType

@@ -28,8 +28,8 @@ from rocketlite.broker.pop_state import PopService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.pop import INIT_MODE_MIN, ReceiptHandle
 from rocketlite.protocol.record import MessageInner
+from rocketlite.protocol.wire.pop import INIT_MODE_MIN, ReceiptHandle
 from rocketlite.store.message_store import MessageStore
 from tests.support.aio import run
 from tests.support.store import StoreFactory

@@ -11,7 +11,7 @@ from pathlib import Path
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.clock import SYSTEM_CLOCK
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.pop import POLLING_TIMEOUT
+from rocketlite.protocol.wire.pop import POLLING_TIMEOUT
 from rocketlite.store.config import FlushDiskType
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test

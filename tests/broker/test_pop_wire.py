@@ -11,9 +11,9 @@ from pathlib import Path
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.clock import SYSTEM_CLOCK
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.pop import POLLING_TIMEOUT, PopRequestCode
 from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.pop import POLLING_TIMEOUT, PopRequestCode
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.pop_client import handles

@@ -11,7 +11,7 @@ import asyncio
 from typing import Any, cast
 
 from rocketlite.broker.processors.pull_hold import DEADLINE_GRANULE_S, HeldPull, PullRequestHoldService
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.remoting.connection import Connection
 
 

@@ -7,10 +7,10 @@ import asyncio
 from pathlib import Path
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import make_request, make_response
-from rocketlite.protocol.headers import PullMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.protocol.record import MessageInner, decode_records
+from rocketlite.protocol.wire.command import make_request, make_response
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.remoting.connection import Connection, RequestTable
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test

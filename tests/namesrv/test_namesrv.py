@@ -29,8 +29,8 @@ from rocketlite.protocol.bodies import (
     TopicRouteData,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.frame import decode_frame
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.frame import decode_frame
 from rocketlite.remoting.client import RemotingClient
 from tests.support.aio import run
 

@@ -22,13 +22,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import custom_header as ch
-from rocketlite.protocol import fastjson, speedups
-from rocketlite.protocol import headers as h
+from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
-from rocketlite.protocol.frame import FRAME_PREFIX, FrameDecoder, decode_frame, encode_command
-from rocketlite.protocol.header_codec import encode_header
+from rocketlite.protocol.wire import custom_header as ch
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire import headers as h
+from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.wire.frame import FRAME_PREFIX, FrameDecoder, decode_frame, encode_command
+from rocketlite.protocol.wire.header_codec import encode_header
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.mapped_file import create_segment, staging_path

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.bodies import (
     BrokerData,
     ClusterInfo,
@@ -43,6 +42,7 @@ from rocketlite.protocol.message_queue_bodies import (
     TopicOffset,
     TopicStatsTable,
 )
+from rocketlite.protocol.wire import fastjson
 
 BROKER_A = BrokerData("DefaultCluster", "broker-a", {0: "127.0.0.1:10911"})
 

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
-from rocketlite.protocol.custom_header import BadHeaderFieldError, MissingHeaderFieldError
-from rocketlite.protocol.headers import PullMessageRequestHeader
+from rocketlite.protocol.wire.custom_header import BadHeaderFieldError, MissingHeaderFieldError
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from tests.support.header_values import numbers, odd
 from tests.support.native import compiled_or
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from tests.support.header_values import numbers, odd
 from tests.support.native import compiled_or
 

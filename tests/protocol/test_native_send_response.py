@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.send_response import send_ok_command
+from rocketlite.protocol.wire.send_response import send_ok_command
 
 REFERENCE = speedups.REFERENCE
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

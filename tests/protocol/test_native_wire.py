@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import LanguageCode, RequestCode, SerializeType
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.frame_codec import DEFAULT_MAX_FRAME_LENGTH, FRAME_PREFIX
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame_codec import DEFAULT_MAX_FRAME_LENGTH, FRAME_PREFIX
 
 REFERENCE = speedups.REFERENCE
 

@@ -42,17 +42,14 @@ from hypothesis import strategies as st
 from rocketlite.protocol import speedups
 from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import (
-    RemotingCommand,
-    decode_rocketmq_header,
-)
-from rocketlite.protocol.custom_header import CustomHeader, HeaderFieldError
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import FrameDecoder
-from rocketlite.protocol.headers import SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import DispatchRequest, MessageInner, encode_record
 from rocketlite.protocol.speedups import decode_json_header
+from rocketlite.protocol.wire.command import RemotingCommand, decode_rocketmq_header
+from rocketlite.protocol.wire.custom_header import CustomHeader, HeaderFieldError
+from rocketlite.protocol.wire.frame import FrameDecoder
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate

@@ -52,13 +52,13 @@ from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol import perm, speedups
 from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import make_request
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.wire.command import make_request
+from rocketlite.protocol.wire.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from rocketlite.protocol.message import HostAddress
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer

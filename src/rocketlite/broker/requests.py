@@ -21,7 +21,7 @@ from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.codes import RequestCode as C
-from rocketlite.protocol.pop import PopRequestCode as P
+from rocketlite.protocol.wire.pop import PopRequestCode as P
 from rocketlite.remoting.connection import Handler, RequestTable
 
 

@@ -33,7 +33,6 @@ from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import Clock
 from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.message import (
     HostAddress,
@@ -43,6 +42,7 @@ from rocketlite.protocol.message import (
     tags_code,
 )
 from rocketlite.protocol.record import MessageInner, RecordFormatError, StoredRecord, decode_record
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus

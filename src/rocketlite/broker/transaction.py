@@ -49,9 +49,7 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.consume_queue_unit import Unit, is_padding
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
@@ -66,6 +64,8 @@ from rocketlite.protocol.record import (
     decode_record,
     encode_record,
 )
+from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore, PutMessageResult

@@ -49,9 +49,7 @@ from rocketlite.client.message import UniqIdGenerator
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
 from rocketlite.protocol.bodies import ClusterInfo, ConsumerData, HeartbeatData, ProducerData, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode, request_label
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
 from rocketlite.protocol.message import MessageConst, find_property
 from rocketlite.protocol.message_queue_bodies import MessageQueue
 from rocketlite.protocol.no_route import no_route_reason
@@ -65,6 +63,8 @@ from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.route import build_get_route, parse_route
 from rocketlite.protocol.reserved import MASTER_ID
 from rocketlite.protocol.speedups import decode_records
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
 

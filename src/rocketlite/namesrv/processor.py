@@ -40,9 +40,9 @@ from rocketlite.protocol.bodies import (
     register_body_crc32,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,

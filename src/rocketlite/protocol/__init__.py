@@ -4,7 +4,7 @@ The lowest layer (ARCHITECTURE.md): it imports nothing of rocketlite above it, a
 else imports its formats from here.
 
 - wire: `frame` (stream framing), `command` (RemotingCommand) with `header_codec`,
-  `json_header_py` and `fastjson` (JSON headers and bodies), `custom_header` and
+  `json_header_ref` and `fastjson` (JSON headers and bodies), `custom_header` and
   `headers` (typed extFields), `json_body`, `bodies`, `message_queue_bodies` (JSON bodies),
   `batch` (batch send bodies), `ha_frames` (replication), `acl_signature`;
 - requests: `requests/` builds and parses every request a client sends;

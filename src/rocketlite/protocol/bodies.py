@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final, Self
 
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.json_body import (
     BodyError,
     JsonBody,
@@ -33,6 +32,7 @@ from rocketlite.protocol.json_body import (
     get_str,
     to_int,
 )
+from rocketlite.protocol.wire import fastjson
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 16  # TopicConfig defaults (`defaultReadQueueNums`)
 PERM_READ_WRITE: Final = 6  # PermName.PERM_READ | PERM_WRITE

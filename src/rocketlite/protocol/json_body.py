@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any, Self, TypeVar
 
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire import fastjson
 
 
 class BodyError(ProtocolError):

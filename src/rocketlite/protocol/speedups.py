@@ -7,7 +7,7 @@ is no third, optimized pure-Python tier: where the compiled twin is missing, the
 
 * `encode_record`, `encode_records`, `scan_messages`, `scan_record` (commit-log records):
   `record_codec_py`;
-* `encode_json_header`, `decode_json_header` (remoting headers): `json_header_py`;
+* `encode_json_header`, `decode_json_header` (remoting headers): `json_header_ref`;
 * `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries`,
   `dispatch_batch` (recovery's segment walk, a pull's choice of consume-queue units, units to
   bytes, a dispatched batch's consume-queue runs and index entries, all of dispatch in one
@@ -65,27 +65,10 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from rocketlite.protocol import batch as batch_codec
-from rocketlite.protocol import command as command_codec
-from rocketlite.protocol import (
-    dispatch_codec,
-    json_header_py,
-    record_codec_py,
-    record_columns,
-    record_stamp,
-    row_digests,
-)
+from rocketlite.protocol import dispatch_codec, record_codec_py, record_columns, record_stamp, row_digests
 from rocketlite.protocol import message as message_codec
 from rocketlite.protocol import record as record_format
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.consume_queue_unit import Unit
-from rocketlite.protocol.custom_header import decoder_for
-from rocketlite.protocol.frame_codec import (
-    DecodeFrames,
-    EncodeCommand,
-    decode_frames_over,
-    encode_command_over,
-)
-from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress, SendProperties
 from rocketlite.protocol.record import (
     DispatchRequest,
@@ -94,7 +77,18 @@ from rocketlite.protocol.record import (
     MessageInner,
     ScanResult,
 )
-from rocketlite.protocol.send_response import EncodeSendOk, send_ok_over
+from rocketlite.protocol.wire import command as command_codec
+from rocketlite.protocol.wire import json_header_ref
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.custom_header import decoder_for
+from rocketlite.protocol.wire.frame_codec import (
+    DecodeFrames,
+    EncodeCommand,
+    decode_frames_over,
+    encode_command_over,
+)
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from rocketlite.protocol.wire.send_response import EncodeSendOk, send_ok_over
 
 __all__ = [
     "CHOSEN",
@@ -299,7 +293,7 @@ _decode_send_header_v2_py: Final = decoder_for(SendMessageRequestHeader, SendMes
 # PULL_MESSAGE headers: the generated decoder of the class (what `from_ext` calls).
 _decode_pull_header_py: Final = decoder_for(PullMessageRequestHeader, None)
 
-_ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_py.encode_json_header)
+_ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_ref.encode_json_header)
 
 REFERENCE: Final = Codecs(
     "reference",
@@ -307,9 +301,9 @@ REFERENCE: Final = Codecs(
     record_codec_py.encode_records,
     record_codec_py.scan_messages,
     record_codec_py.scan_record,
-    json_header_py.encode_json_header,
-    json_header_py.decode_json_header,
-    decode_frames_over(json_header_py.decode_json_header),
+    json_header_ref.encode_json_header,
+    json_header_ref.decode_json_header,
+    decode_frames_over(json_header_ref.decode_json_header),
     _ENCODE_COMMAND_REFERENCE,
     command_codec.decode_rocketmq_header,
     command_codec.encode_rocketmq_header,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.remoting.connection import Connection, RequestTable
 
 log = logging.getLogger("rocketlite.remoting.client")

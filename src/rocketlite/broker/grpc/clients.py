@@ -53,9 +53,9 @@ from rocketlite.protocol.bodies import (
     SubscriptionData,
 )
 from rocketlite.protocol.codes import LanguageCode, RequestCode
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.pop import MalformedReceiptHandleError, ReceiptHandle
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.pop import MalformedReceiptHandleError, ReceiptHandle
 
 log = logging.getLogger("rocketlite.broker.grpc")
 

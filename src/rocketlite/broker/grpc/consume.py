@@ -45,10 +45,11 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, string_to_properties
-from rocketlite.protocol.pop import (
+from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.pop import (
     INIT_MODE_MAX,
     POLLING_TIMEOUT,
     AckMessageRequestHeader,
@@ -62,7 +63,6 @@ from rocketlite.protocol.pop import (
     parse_offset_info,
     topic_type,
 )
-from rocketlite.protocol.record import StoredRecord, decode_records
 
 if TYPE_CHECKING:
     from rocketlite.remoting.connection import Connection

@@ -34,11 +34,11 @@ from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id, properties_to_string
 from rocketlite.protocol.requests.send import build_send
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 
 if TYPE_CHECKING:
     from rocketlite.remoting.connection import Connection

@@ -31,9 +31,9 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus

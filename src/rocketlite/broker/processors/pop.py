@@ -41,10 +41,12 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import MessageConst, properties_to_string, string_to_properties
-from rocketlite.protocol.pop import (
+from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.pop import (
     POLLING_TIMEOUT,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -55,8 +57,6 @@ from rocketlite.protocol.pop import (
     offset_info,
     topic_type,
 )
-from rocketlite.protocol.record import StoredRecord
-from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.message_store import MessageStore
 

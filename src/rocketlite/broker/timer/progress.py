@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocketlite.broker.state_files import JsonConfigFile
-from rocketlite.protocol import fastjson
+from rocketlite.protocol.wire import fastjson
 
 FILE_NAME = "timerProgress.json"
 

@@ -5,9 +5,9 @@ import mmap
 from collections.abc import Mapping, Sequence
 
 from rocketlite.protocol.batch import EncodedBatch
-from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
 
 def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord: ...
 def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> EncodedRecords: ...

@@ -7,7 +7,7 @@
 # takes the canonical shape every client sends (a dict of str, numbers as plain ASCII digits or
 # "-1") and hands anything else to it, which raises the error it defines (the first missing or bad
 # field in declaration order) or gives the same header.
-from rocketlite.protocol.headers import PullMessageRequestHeader as _PullHeader
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader as _PullHeader
 
 cdef object _pull_py = _decoder_for(_PullHeader, None)
 _PULL_SCHEMA = (

@@ -6,8 +6,8 @@
 # fill takes the canonical shape every client sends (a dict of str, numbers as plain ASCII digits
 # or "-1", booleans "true"/"false"/"1"/"0") and hands anything else to it, which raises the error
 # it defines or gives the same header.
-from rocketlite.protocol.custom_header import decoder_for as _decoder_for
-from rocketlite.protocol.headers import SendMessageRequestHeader as _SendHeader
+from rocketlite.protocol.wire.custom_header import decoder_for as _decoder_for
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader as _SendHeader
 
 cdef object _send_v2_py = _decoder_for(_SendHeader, _SendHeader.V2_NAMES)
 _SEND_SCHEMA = (

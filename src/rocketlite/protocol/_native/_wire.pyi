@@ -2,7 +2,7 @@
 it twins (`frame_codec`, `json_header`, `command`)."""
 
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.wire.command import RemotingCommand
 
 def encode_json_header(cmd: RemotingCommand) -> bytes: ...
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand: ...

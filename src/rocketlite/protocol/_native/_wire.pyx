@@ -1,7 +1,7 @@
 # cython: language_level=3
 """The compiled wire core: frame splitting, JSON and ROCKETMQ header codecs, whole response frames.
 
-Twins of `frame_codec.decode_frames_over(...)` / `encode_command_over(...)`, `json_header_py` and
+Twins of `frame_codec.decode_frames_over(...)` / `encode_command_over(...)`, `json_header_ref` and
 `command.decode_rocketmq_header` / `encode_rocketmq_header`, under the same names, so
 `protocol.speedups` takes them over the Python ones. The contract is the Python code's: the same
 commands, the same bytes, the same ProtocolError messages (`tests/protocol/test_native_wire.py`).
@@ -23,15 +23,15 @@ from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport uint32_t
 from libc.string cimport memcmp, memcpy
 
-from rocketlite.protocol import command as _command
-from rocketlite.protocol import json_header_py as _json_py
-from rocketlite.protocol import send_response as _send_response
+from rocketlite.protocol.wire import command as _command
+from rocketlite.protocol.wire import json_header_ref as _json_py
+from rocketlite.protocol.wire import send_response as _send_response
 from rocketlite.protocol.codes import CommandFlag as _CommandFlag
 from rocketlite.protocol.codes import LanguageCode, SerializeType
 from rocketlite.protocol.codes import ResponseCode as _ResponseCode
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame_codec import check_prefix, encode_command_over
+from rocketlite.protocol.wire.frame_codec import check_prefix, encode_command_over
 
 cdef object _JSON = SerializeType.JSON
 cdef object _ROCKETMQ = SerializeType.ROCKETMQ
@@ -270,7 +270,7 @@ cdef int _json_header_into(Buf* b, object cmd) except -1:
 
 
 def encode_json_header(cmd):
-    """`json_header_py.encode_json_header`, byte for byte."""
+    """`json_header_ref.encode_json_header`, byte for byte."""
     cdef Buf b
     _buf_init(&b, 512)
     try:

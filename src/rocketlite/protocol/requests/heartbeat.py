@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from rocketlite.protocol.bodies import HeartbeatData
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import UnregisterClientRequestHeader
 from rocketlite.protocol.requests.response import expect
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import UnregisterClientRequestHeader
 
 
 def build_heartbeat(data: HeartbeatData) -> RemotingCommand:

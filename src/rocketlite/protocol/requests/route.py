@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from rocketlite.protocol.bodies import TopicList, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import GetRouteInfoRequestHeader
 from rocketlite.protocol.requests.response import expect
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import GetRouteInfoRequestHeader
 
 
 def build_get_route(topic: str) -> RemotingCommand:

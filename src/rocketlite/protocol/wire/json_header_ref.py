@@ -8,9 +8,9 @@ The format itself is described in `command.py`.
 
 from __future__ import annotations
 
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.command import RemotingCommand, command_from_json, ext_value_text
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import RemotingCommand, command_from_json, ext_value_text
 
 __all__ = ["decode_json_header", "encode_json_header"]
 

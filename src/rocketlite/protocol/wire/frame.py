@@ -14,9 +14,10 @@ the work over any split of the input is O(total bytes): no re-slicing per byte.
 
 from __future__ import annotations
 
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame_codec import (
+from rocketlite.protocol.speedups import decode_frames, encode_command
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame_codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     FRAME_PREFIX,
     HEADER_LENGTH_MASK,
@@ -26,8 +27,7 @@ from rocketlite.protocol.frame_codec import (
     SERIALIZE_TYPE_SHIFT,
     check_prefix,
 )
-from rocketlite.protocol.header_codec import decode_header
-from rocketlite.protocol.speedups import decode_frames, encode_command
+from rocketlite.protocol.wire.header_codec import decode_header
 
 __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",

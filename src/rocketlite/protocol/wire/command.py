@@ -2,7 +2,7 @@
 
 This module holds the command, the ROCKETMQ binary header codec and what the JSON header codecs
 share (`ext_value_text`, `command_from_json`); the JSON header codec itself is in
-`json_header_py` (the reference; its compiled twin is chosen by `speedups`), and `header_codec`
+`json_header_ref` (the reference; its compiled twin is chosen by `speedups`), and `header_codec`
 picks the codec by serialize type.
 
 A command is `code, language, version, opaque, flag, remark, extFields` plus an opaque body. The
@@ -44,9 +44,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.codes import CommandFlag, LanguageCode, SerializeType
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire import fastjson
 
 DEFAULT_VERSION: Final = 409  # MQVersion.V4_9_8.ordinal(); clients store the broker's reply version
 DEFAULT_LANGUAGE: Final = "JAVA"
@@ -183,7 +183,7 @@ def _int_member(obj: Mapping[str, Any], key: str, default: int | None) -> int:
 
 def command_from_json(obj: Any) -> RemotingCommand:
     """A command from a parsed JSON header, every field checked and normalised (the JSON header
-    codec, `json_header_py`, and through it its compiled twin, end here for anything unusual)."""
+    codec, `json_header_ref`, and through it its compiled twin, end here for anything unusual)."""
     if not isinstance(obj, dict):
         raise ProtocolError("remoting JSON header is not an object")
     language = obj.get("language", DEFAULT_LANGUAGE)

@@ -25,10 +25,10 @@ from enum import IntEnum
 from typing import Final
 
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.custom_header import CustomHeader, Long
-from rocketlite.protocol.custom_header import header_dataclass as _header
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
+from rocketlite.protocol.wire.custom_header import CustomHeader, Long
+from rocketlite.protocol.wire.custom_header import header_dataclass as _header
 
 
 class PopRequestCode(IntEnum):

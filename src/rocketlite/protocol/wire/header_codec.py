@@ -5,7 +5,6 @@ and the tests call these; the stream decoder and `encode_command` pick per frame
 from __future__ import annotations
 
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.speedups import (
     decode_json_header,
@@ -13,6 +12,7 @@ from rocketlite.protocol.speedups import (
     encode_json_header,
     encode_rocketmq_header,
 )
+from rocketlite.protocol.wire.command import RemotingCommand
 
 __all__ = ["decode_header", "encode_header"]
 

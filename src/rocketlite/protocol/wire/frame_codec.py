@@ -14,7 +14,7 @@ of the frame is buffered, so a hostile peer cannot make us hold more than one li
 
 The two per-frame codecs, `decode_frames` (every complete frame of a read) and `encode_command`
 (a whole frame for a command), are built here over a given pair of header codecs: `speedups`
-builds its reference set over `json_header_py`, and takes the compiled twins
+builds its reference set over `json_header_ref`, and takes the compiled twins
 (`_native/_wire.pyx`) over it when they are built. This module imports no
 chooser, so `speedups` can import it; `frame.py` holds the stream decoder over the chosen ones.
 """
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from typing import Final
 
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.command import RemotingCommand, decode_rocketmq_header, encode_rocketmq_header
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire.command import RemotingCommand, decode_rocketmq_header, encode_rocketmq_header
 
 __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",

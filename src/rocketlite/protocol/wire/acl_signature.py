@@ -35,7 +35,7 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.wire.command import RemotingCommand
 
 __all__ = [
     "ACCESS_KEY",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Final, Protocol
 
 from rocketlite.protocol.codes import CommandFlag, ResponseCode, SerializeType
-from rocketlite.protocol.command import DEFAULT_LANGUAGE, DEFAULT_VERSION, RemotingCommand
+from rocketlite.protocol.wire.command import DEFAULT_LANGUAGE, DEFAULT_VERSION, RemotingCommand
 
 __all__ = ["EncodeSendOk", "send_ok_command", "send_ok_ext", "send_ok_over"]
 

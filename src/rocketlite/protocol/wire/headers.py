@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Self
 
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.custom_header import CustomHeader, Long, camel_case, decoder_for
-from rocketlite.protocol.custom_header import header_dataclass as _header
+from rocketlite.protocol.wire.custom_header import CustomHeader, Long, camel_case, decoder_for
+from rocketlite.protocol.wire.custom_header import header_dataclass as _header
 
 _V2_DECODERS: dict[type, Callable[[Mapping[str, str] | None], Any]] = {}  # V2 decoder per class
 
