@@ -6,7 +6,7 @@
 
 atheris is optional (``pip install -e '.[fuzz]'``); without it ``--engine atheris`` falls back to
 random. Only the decoder modules (`DECODER_MODULES`: ``rocketlite.protocol.*`` and
-``rocketlite.protocol.record``, ~700 functions) are instrumented for coverage feedback; the
+``rocketlite.protocol.formats.record``, ~700 functions) are instrumented for coverage feedback; the
 stdlib and the rest of rocketlite run uninstrumented. (``atheris.instrument_all()`` patches every
 loaded function, ~11,000 with the stdlib, spends ~40 s doing it, and its cov/ft figures then count
 json/re/enum edges as well as ours.) libFuzzer starts from `SAMPLES` (valid frames, one seed per
@@ -47,10 +47,10 @@ from tests.support.broker_harness import broker_under_test
 from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
 
 from rocketlite.protocol import speedups
-from rocketlite.protocol.batch import decode_batch
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats.batch import decode_batch
+from rocketlite.protocol.formats.record import DispatchRequest, decode_records
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import DispatchRequest, decode_records
 from rocketlite.protocol.speedups import decode_json_header
 from rocketlite.protocol.wire.command import decode_rocketmq_header
 from rocketlite.protocol.wire.custom_header import HeaderFieldError
@@ -153,7 +153,7 @@ def one_input(raw: bytes) -> None:
     TARGETS[selector % len(TARGETS)](raw[1:], selector // len(TARGETS))
 
 
-DECODER_MODULES = ("rocketlite.protocol", "rocketlite.protocol.record")
+DECODER_MODULES = ("rocketlite.protocol", "rocketlite.protocol.formats.record")
 
 
 def _is_decoder_module(name: str) -> bool:

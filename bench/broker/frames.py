@@ -23,7 +23,7 @@ import struct
 from typing import Final
 
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.record import INT, SYSFLAG_POS, layout_for
+from rocketlite.protocol.formats.record import INT, SYSFLAG_POS, layout_for
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.frame import FRAME_PREFIX, HEADER_LENGTH_MASK, encode_command
 

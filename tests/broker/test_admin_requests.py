@@ -22,9 +22,9 @@ from rocketlite.protocol.bodies import (
     TopicList,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, TopicStatsTable
-from rocketlite.protocol.record import MessageInner
 from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.wire.headers import (

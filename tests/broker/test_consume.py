@@ -17,9 +17,9 @@ from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import java_string_hash
 from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
-from rocketlite.protocol.record import decode_records
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.remoting.client import RemotingClient

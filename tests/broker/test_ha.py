@@ -18,7 +18,7 @@ import pytest
 
 from rocketlite.protocol.bodies import TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.record import decode_record
+from rocketlite.protocol.formats.record import decode_record
 from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.headers import GetRouteInfoRequestHeader
 from tests.support.aio import run

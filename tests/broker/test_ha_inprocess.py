@@ -17,8 +17,8 @@ from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.clock import SYSTEM_CLOCK
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.ha_frames import HEADER, REPORT, whole_records
-from rocketlite.protocol.record import BLANK_MAGIC_CODE, SIZE_MAGIC
+from rocketlite.protocol.formats.ha_frames import HEADER, REPORT, whole_records
+from rocketlite.protocol.formats.record import BLANK_MAGIC_CODE, SIZE_MAGIC
 from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 from rocketlite.store.commit_log import CommitLog
@@ -151,8 +151,8 @@ def test_diverged_slave_is_refused_and_stops_serving(tmp_path: Path, other_body_
 
 
 def test_transfer_start_and_whole_records(open_store: StoreFactory, tmp_path: Path) -> None:
+    from rocketlite.protocol.formats.record import MessageInner  # noqa: PLC0415
     from rocketlite.protocol.message import HostAddress  # noqa: PLC0415
-    from rocketlite.protocol.record import MessageInner  # noqa: PLC0415
 
     store = open_store(maped_file_size_commit_log=4096)
     host = HostAddress.of("127.0.0.1", 10911)

@@ -21,8 +21,8 @@ from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.bodies import HeartbeatData, ProducerData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import StoredRecord, decode_record, decode_records
 from rocketlite.protocol.message import parse_msg_id, string_to_properties
-from rocketlite.protocol.record import StoredRecord, decode_record, decode_records
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import (
     EndTransactionRequestHeader,

@@ -27,8 +27,8 @@ from rocketlite.broker.pop_log import (
 from rocketlite.broker.pop_state import PopService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import MessageInner
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN, ReceiptHandle
 from rocketlite.store.message_store import MessageStore
 from tests.support.aio import run

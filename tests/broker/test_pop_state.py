@@ -11,8 +11,8 @@ from rocketlite.broker.pop_log import PopLogError
 from rocketlite.broker.pop_state import PopBatch, PopService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
+from rocketlite.protocol.formats.record import MessageInner, StoredRecord, decode_record
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import MessageInner, StoredRecord, decode_record
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN, ReceiptHandle, StaleReceiptHandleError
 from rocketlite.store.message_store import MessageStore
 from tests.support.store import StoreFactory

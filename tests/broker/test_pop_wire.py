@@ -11,7 +11,7 @@ from pathlib import Path
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.clock import SYSTEM_CLOCK
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.pop import POLLING_TIMEOUT, PopRequestCode
 from tests.support.aio import run

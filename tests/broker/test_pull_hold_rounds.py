@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import MessageInner, decode_records
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner, decode_records
 from rocketlite.protocol.wire.command import make_request, make_response
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.remoting.connection import Connection, RequestTable

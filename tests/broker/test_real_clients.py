@@ -28,8 +28,8 @@ import pytest
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import string_to_properties
-from rocketlite.protocol.record import decode_records
 from tests.support.names import unique
 from tests.support.real_clients import (
     ClientProc,

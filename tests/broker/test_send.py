@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketlite.protocol.batch import BatchEntry, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
+from rocketlite.protocol.formats.record import decode_record
 from rocketlite.protocol.message import parse_msg_id
-from rocketlite.protocol.record import decode_record
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test

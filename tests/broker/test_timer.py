@@ -22,8 +22,8 @@ from rocketlite.broker.timer import TIMER_TOPIC, TimerMessageService, park_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.errors import MessageIllegalError
+from rocketlite.protocol.formats.record import MessageInner, StoredRecord, decode_record
 from rocketlite.protocol.message import HostAddress, properties_to_string, string_to_properties
-from rocketlite.protocol.record import MessageInner, StoredRecord, decode_record
 from rocketlite.store.message_store import MessageStore
 from tests.support.store import small_config
 

@@ -19,8 +19,8 @@ import pytest
 from rocketlite.client import AsyncProducer, AsyncPullConsumer, Message, MessageIllegalError
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import string_to_properties
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.message_store import MessageStore
 from tests.support.aio import run

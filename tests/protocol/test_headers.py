@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.speedups import decode_json_header
 from rocketlite.protocol.wire import custom_header as ch
 from rocketlite.protocol.wire import headers as h

@@ -17,8 +17,10 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import record_codec_py, record_stamp, speedups
-from rocketlite.protocol.batch import (
+from rocketlite.protocol import speedups
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats import record_ref, record_stamp
+from rocketlite.protocol.formats.batch import (
     BATCH_DELAY_PROPERTY,
     BATCH_DELAYED_ENTRY,
     BATCH_OK,
@@ -28,9 +30,8 @@ from rocketlite.protocol.batch import (
     encode_batch_records,
     send_batch_messages,
 )
-from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import decode_records
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 4000)
 V6 = HostAddress(bytes(15) + b"\x01", 10911)
@@ -70,7 +71,7 @@ def old_path(*args: Any) -> Any:
     )
     if delayed or not msgs:
         return delayed, 0
-    return record_codec_py.encode_records(msgs, max_size), len(msgs)
+    return record_ref.encode_records(msgs, max_size), len(msgs)
 
 
 def both(*args: Any) -> Any:

@@ -1,7 +1,7 @@
 """The compiled record codec (`protocol/_native/_record.pyx`) pinned to the reference.
 
 Hypothesis feeds the compiled `encode_record`, `encode_records` and `decode_records` and their
-references (`speedups.REFERENCE`: `record_codec_py` and `record.decode_records`) the same input
+references (`speedups.REFERENCE`: `record_ref` and `record.decode_records`) the same input
 and demands the same outcome: the same bytes and values with the same types, or the same
 exception type and message. The input covers the common case and the edges: empty and 4 KiB
 bodies, topics up to and over 127 UTF-8 bytes, non-ASCII and separator-laden properties up to and
@@ -24,8 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
-from rocketlite.protocol.message import HostAddress, MessageSysFlag, properties_to_string
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
     MessageInner,
@@ -33,6 +32,7 @@ from rocketlite.protocol.record import (
     StoredRecord,
     encode_record,
 )
+from rocketlite.protocol.message import HostAddress, MessageSysFlag, properties_to_string
 from tests.support.native import compiled_or
 
 REFERENCE = speedups.REFERENCE

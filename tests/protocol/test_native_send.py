@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
-from rocketlite.protocol.batch import (
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats.batch import (
     BatchEntry,
     encode_batch,
     encode_batch_records,
     send_batch_messages,
 )
-from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.message import HostAddress, java_string_hash, send_properties
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 4000)

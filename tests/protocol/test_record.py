@@ -14,18 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
-from rocketlite.protocol.message import (
-    HostAddress,
-    find_property,
-    index_key_hash,
-    java_string_hash,
-    make_msg_id,
-    parse_msg_id,
-    properties_to_string,
-    string_to_properties,
-    tags_code,
-)
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     DispatchRequest,
@@ -37,6 +26,17 @@ from rocketlite.protocol.record import (
     decode_records,
     encode_record,
     prepare_record,
+)
+from rocketlite.protocol.message import (
+    HostAddress,
+    find_property,
+    index_key_hash,
+    java_string_hash,
+    make_msg_id,
+    parse_msg_id,
+    properties_to_string,
+    string_to_properties,
+    tags_code,
 )
 from tests.support.store import REAL_STORE
 

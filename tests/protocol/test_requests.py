@@ -14,8 +14,8 @@ from rocketlite.protocol.bodies import (
     TopicRouteData,
 )
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import MessageInner, encode_record
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string
-from rocketlite.protocol.record import MessageInner, encode_record
 from rocketlite.protocol.requests import heartbeat, offsets, pull, query, route, send
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.subscription import build_subscription_data

@@ -40,11 +40,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
-from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats.batch import BatchEntry, decode_batch, encode_batch
+from rocketlite.protocol.formats.record import DispatchRequest, MessageInner, encode_record
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import DispatchRequest, MessageInner, encode_record
 from rocketlite.protocol.speedups import decode_json_header
 from rocketlite.protocol.wire.command import RemotingCommand, decode_rocketmq_header
 from rocketlite.protocol.wire.custom_header import CustomHeader, HeaderFieldError

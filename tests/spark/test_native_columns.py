@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import record_columns, speedups
+from rocketlite.protocol.formats.record import MessageInner, encode_record
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.record import MessageInner, encode_record
 
 np = pytest.importorskip("numpy")
 

@@ -9,8 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.clock import ManualClock
-from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     SIZE_MAGIC,
     MessageInner,
@@ -18,6 +17,7 @@ from rocketlite.protocol.record import (
     decode_record,
     encode_record,
 )
+from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
 from rocketlite.protocol.speedups import scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig

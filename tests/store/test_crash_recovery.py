@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.protocol.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.record import decode_record
 from rocketlite.protocol.message import tags_code
-from rocketlite.protocol.record import decode_record
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore

@@ -8,12 +8,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from rocketlite.protocol.formats.record import decode_record, decode_records
 from rocketlite.protocol.message import (
     MessageSysFlag,
     make_msg_id,
     tags_code,
 )
-from rocketlite.protocol.record import decode_record, decode_records
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType

@@ -1,6 +1,6 @@
 """The store's read-side codecs are pinned to their references, byte for byte.
 
-`protocol.speedups` chooses the compiled `_native/_dispatch` over `record_codec_py` and
+`protocol.speedups` chooses the compiled `_native/_dispatch` over `record_ref` and
 `dispatch_codec`; these property tests feed the chosen implementation the same input as the
 reference and demand the same outcome: the same results
 (every `DispatchRequest` field) and the same stop, or the same exception. Inputs are random record
@@ -21,15 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol import speedups
-from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_UNIT
-from rocketlite.protocol.message import HostAddress, MessageConst
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT, PADDING_UNIT
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     DispatchRequest,
     MessageInner,
     pack_head,
     prepare_record,
 )
+from rocketlite.protocol.message import HostAddress, MessageConst
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 
 REFERENCE = speedups.REFERENCE

@@ -20,9 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import record_codec_py, record_stamp, speedups
+from rocketlite.protocol import speedups
+from rocketlite.protocol.formats import record_ref, record_stamp
+from rocketlite.protocol.formats.record import MessageInner, decode_records
 from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
-from rocketlite.protocol.record import MessageInner, decode_records
 
 NATIVE: Any
 if speedups.REFERENCE_ONLY:
@@ -69,7 +70,7 @@ def stamped(fn: Any, buf: bytearray, msgs: list[MessageInner], *args: Any) -> tu
 def test_stamp_matches_the_reference(
     msgs: list[MessageInner], queue_offset: int, advances: bool, base: int, now: int
 ) -> None:
-    buf, _flag = record_codec_py.encode_records(msgs, 1 << 22)
+    buf, _flag = record_ref.encode_records(msgs, 1 << 22)
     starts = [0]  # each record's start, from the TOTALSIZE fields
     while starts[-1] + int.from_bytes(buf[starts[-1] : starts[-1] + 4], "big") < len(buf):
         starts.append(starts[-1] + int.from_bytes(buf[starts[-1] : starts[-1] + 4], "big"))
@@ -92,7 +93,7 @@ def test_stamp_matches_the_reference(
 @settings(max_examples=60, deadline=None)
 @given(msgs=st.lists(messages, min_size=1, max_size=4), cut=st.integers(1, 200))
 def test_bad_buffers_are_refused_alike(msgs: list[MessageInner], cut: int) -> None:
-    buf = record_codec_py.encode_records(msgs, 1 << 22)[0]
+    buf = record_ref.encode_records(msgs, 1 << 22)[0]
     prefix = msgs[0].store_host.msg_id_prefix()
     cases: list[tuple[bytearray, list[MessageInner]]] = [
         (bytearray(buf[: max(0, len(buf) - cut)]), msgs),  # torn
@@ -110,7 +111,7 @@ def test_bad_buffers_are_refused_alike(msgs: list[MessageInner], cut: int) -> No
 
 def test_odd_arguments_go_to_the_reference() -> None:
     msgs = [MessageInner(topic="T", body=b"x", born_host=V4, store_host=V4)]
-    buf = record_codec_py.encode_records(msgs, 1 << 22)[0]
+    buf = record_ref.encode_records(msgs, 1 << 22)[0]
     for args in [
         (0, True, 0, 1, "ÄÖ"),  # a prefix that is not ASCII
         (2**63, False, 0, 1, "AB"),  # a queue offset beyond a Java long

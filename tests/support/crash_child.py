@@ -20,8 +20,8 @@ import random
 import sys
 from pathlib import Path
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus

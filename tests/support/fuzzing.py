@@ -9,8 +9,8 @@ import random
 import struct
 import time
 
-from rocketlite.protocol.batch import BatchEntry, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
+from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
 from rocketlite.protocol.wire import headers as headers_mod
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.custom_header import CustomHeader

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rocketlite.protocol.bodies import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.requests.pull import PullStatus
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient

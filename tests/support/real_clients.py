@@ -32,7 +32,7 @@ import pytest
 
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from tests.support.topics import wait_until
 from tests.support.wire import raw_request
 

@@ -19,8 +19,8 @@ import asyncio
 import time
 from collections.abc import Mapping
 
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import properties_to_string
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests.pull import PullResult, PullStatus, build_pull, parse_pull
 from rocketlite.protocol.requests.query import build_query_message, matches_key, parse_query_message
 from rocketlite.protocol.requests.response import ResponseError

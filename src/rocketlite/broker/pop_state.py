@@ -53,7 +53,7 @@ from rocketlite.broker.pop_log import (
 )
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import Clock
-from rocketlite.protocol.record import SYSFLAG_POS, StoredRecord, decode_record, layout_for
+from rocketlite.protocol.formats.record import SYSFLAG_POS, StoredRecord, decode_record, layout_for
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN, NORMAL_TOPIC, ReceiptHandle, StaleReceiptHandleError
 from rocketlite.store.get_result import GetMessageResult
 from rocketlite.store.message_store import MessageFilter, MessageStore

@@ -33,7 +33,8 @@ from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import Clock
 from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
@@ -41,7 +42,6 @@ from rocketlite.protocol.message import (
     string_to_properties,
     tags_code,
 )
-from rocketlite.protocol.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.message_store import MessageStore

@@ -49,20 +49,20 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.consume_queue_unit import Unit, is_padding
+from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
+from rocketlite.protocol.formats.record import (
+    MessageInner,
+    RecordFormatError,
+    StoredRecord,
+    decode_record,
+    encode_record,
+)
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
     MessageSysFlag,
     properties_to_string,
     string_to_properties,
-)
-from rocketlite.protocol.record import (
-    MessageInner,
-    RecordFormatError,
-    StoredRecord,
-    decode_record,
-    encode_record,
 )
 from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader

@@ -37,8 +37,8 @@ from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncClientBase
 from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.route import TopicPublishInfo
-from rocketlite.protocol.batch import ENTRY_OVERHEAD, BatchEntry, encode_batch
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.formats.batch import ENTRY_OVERHEAD, BatchEntry, encode_batch
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
 from rocketlite.protocol.perm import TOPIC_MAX_LENGTH, TOPIC_NAME_RE
 from rocketlite.protocol.requests.send import SendResponse, build_send, build_send_batch, parse_send

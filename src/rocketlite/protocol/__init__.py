@@ -8,7 +8,7 @@ else imports its formats from here.
   `headers` (typed extFields), `json_body`, `bodies`, `message_queue_bodies` (JSON bodies),
   `batch` (batch send bodies), `ha_frames` (replication), `acl_signature`;
 - requests: `requests/` builds and parses every request a client sends;
-- on disk: `record` (the commit-log record, also the PULL body) with `record_codec_py`,
+- on disk: `record` (the commit-log record, also the PULL body) with `record_ref`,
   `consume_queue_unit`, `index_layout`;
 - vocabulary: `codes`, `message` (properties, sys flags, ids, hashes), `reserved` (system names),
   `perm`, `subscription`, `errors` (one root; subclasses carry response codes);

@@ -32,8 +32,7 @@ import enum
 from array import array
 from typing import Final, NamedTuple
 
-from rocketlite.protocol.message import MessageConst, MessageSysFlag, make_msg_id
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     MESSAGE_MAGIC_CODE,
     PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
@@ -43,6 +42,7 @@ from rocketlite.protocol.record import (
     body_crc,
     decode_record,
 )
+from rocketlite.protocol.message import MessageConst, MessageSysFlag, make_msg_id
 
 __all__ = ["SLOW_SYS_FLAGS", "Invalid", "RecordColumns", "decode_record_columns", "first_invalid_record"]
 

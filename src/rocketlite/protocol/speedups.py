@@ -6,7 +6,7 @@ the differential tests (`tests/protocol/test_native_*.py`, `tests/store/test_nat
 is no third, optimized pure-Python tier: where the compiled twin is missing, the reference runs.
 
 * `encode_record`, `encode_records`, `scan_messages`, `scan_record` (commit-log records):
-  `record_codec_py`;
+  `record_ref`;
 * `encode_json_header`, `decode_json_header` (remoting headers): `json_header_ref`;
 * `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries`,
   `dispatch_batch` (recovery's segment walk, a pull's choice of consume-queue units, units to
@@ -64,19 +64,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from rocketlite.protocol import batch as batch_codec
-from rocketlite.protocol import dispatch_codec, record_codec_py, record_columns, record_stamp, row_digests
+from rocketlite.protocol import dispatch_codec, record_columns, row_digests
 from rocketlite.protocol import message as message_codec
-from rocketlite.protocol import record as record_format
-from rocketlite.protocol.consume_queue_unit import Unit
-from rocketlite.protocol.message import HostAddress, SendProperties
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats import batch as batch_codec
+from rocketlite.protocol.formats import record as record_format
+from rocketlite.protocol.formats import record_ref, record_stamp
+from rocketlite.protocol.formats.consume_queue_unit import Unit
+from rocketlite.protocol.formats.record import (
     DispatchRequest,
     EncodedRecord,
     EncodedRecords,
     MessageInner,
     ScanResult,
 )
+from rocketlite.protocol.message import HostAddress, SendProperties
 from rocketlite.protocol.wire import command as command_codec
 from rocketlite.protocol.wire import json_header_ref
 from rocketlite.protocol.wire.command import RemotingCommand
@@ -297,10 +298,10 @@ _ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_ref.encode_js
 
 REFERENCE: Final = Codecs(
     "reference",
-    record_codec_py.encode_record,
-    record_codec_py.encode_records,
-    record_codec_py.scan_messages,
-    record_codec_py.scan_record,
+    record_ref.encode_record,
+    record_ref.encode_records,
+    record_ref.scan_messages,
+    record_ref.scan_record,
     json_header_ref.encode_json_header,
     json_header_ref.decode_json_header,
     decode_frames_over(json_header_ref.decode_json_header),

@@ -39,20 +39,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketlite.protocol import record_columns, speedups
-from rocketlite.protocol.message import (
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    MessageConst,
-    MessageSysFlag,
-    make_msg_id,
-)
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
     V4_BODY_POS,
     V4_STORE_HOST_POS,
     decode_record,
     inflate_body,
+)
+from rocketlite.protocol.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    MessageSysFlag,
+    make_msg_id,
 )
 from rocketlite.protocol.record_columns import RecordColumns
 from rocketlite.protocol.speedups import REFERENCE_ONLY

@@ -21,8 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlite.protocol import record_columns, speedups
-from rocketlite.protocol.message import MessageSysFlag
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     V4_BODY_POS,
@@ -32,6 +31,7 @@ from rocketlite.protocol.record import (
     body_crc,
     decode_record,
 )
+from rocketlite.protocol.message import MessageSysFlag
 from rocketlite.protocol.record_columns import Invalid, StartsStop
 
 __all__ = ["Scan", "Stop", "Views", "scan_positions", "validate_positions"]

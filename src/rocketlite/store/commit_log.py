@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.clock import Clock
-from rocketlite.protocol.batch import BATCH_TOO_LARGE, EncodedBatch
 from rocketlite.protocol.errors import SegmentCreateError
-from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.batch import BATCH_TOO_LARGE, EncodedBatch
+from rocketlite.protocol.formats.record import (
     END_FILE_MIN_BLANK_LENGTH,
     INT,
     LONG,
@@ -37,6 +36,7 @@ from rocketlite.protocol.record import (
     enters_consume_queue,
     layout_for,
 )
+from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.speedups import encode_record, encode_records, stamp_batch, stamp_records
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile

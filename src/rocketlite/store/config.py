@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketlite.config import config_keys, require
-from rocketlite.protocol.consume_queue_unit import UNIT_SIZE as CQ_UNIT_SIZE
+from rocketlite.protocol.formats.consume_queue_unit import UNIT_SIZE as CQ_UNIT_SIZE
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -26,21 +26,21 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.batch import BATCH_DELAY_PROPERTY, EncodedBatch
-from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.errors import SegmentCreateError, StoreError
-from rocketlite.protocol.message import (
-    HostAddress,
-    MessageConst,
-    properties_to_string,
-    string_to_properties,
-)
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.record import (
     MAX_TOPIC_LENGTH,
     MessageInner,
     StoredRecord,
     decode_record,
     enters_consume_queue,
+)
+from rocketlite.protocol.message import (
+    HostAddress,
+    MessageConst,
+    properties_to_string,
+    string_to_properties,
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rocketlite.progress import LogProgress, ProgressCallback, no_progress
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     INT,
     LONG,
     MESSAGE_MAGIC_CODE,

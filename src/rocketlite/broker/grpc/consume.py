@@ -46,8 +46,8 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, string_to_properties
-from rocketlite.protocol.record import StoredRecord, decode_records
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.pop import (
     INIT_MODE_MAX,

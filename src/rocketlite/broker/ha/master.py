@@ -29,8 +29,8 @@ import socket
 import time
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.protocol.ha_frames import HEADER, REFUSED_OFFSET, REPORT
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.ha_frames import HEADER, REFUSED_OFFSET, REPORT
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
     LONG,

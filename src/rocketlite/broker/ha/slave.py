@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.ha_frames import (
+from rocketlite.protocol.formats.ha_frames import (
     HEADER,
     MAX_BODY_SIZE,
     REFUSED_OFFSET,

@@ -42,8 +42,8 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst, properties_to_string, string_to_properties
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.pop import (

@@ -45,7 +45,7 @@ from rocketlite.protocol import perm
 from rocketlite.protocol.bodies import MessageModel, SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.record import LONG, PHYSICAL_OFFSET_POS
+from rocketlite.protocol.formats.record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.protocol.reserved import MASTER_ID
 from rocketlite.protocol.speedups import decode_pull_header
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.record import RecordFormatError, decode_record
+from rocketlite.protocol.formats.record import RecordFormatError, decode_record
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import (
     QueryMessageRequestHeader,

@@ -36,12 +36,12 @@ from rocketlite.broker.timer.park import asks_for_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.batch import BATCH_DELAYED_ENTRY
 from rocketlite.protocol.bodies import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.record import MessageInner
 from rocketlite.protocol.speedups import (
     decode_send_header_v2,
     encode_batch_records,

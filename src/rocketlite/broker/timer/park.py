@@ -29,13 +29,13 @@ import re
 
 from rocketlite.protocol import reserved
 from rocketlite.protocol.errors import MessageIllegalError
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import (
     MessageConst,
     MessageSysFlag,
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.record import MessageInner
 
 TIMER_TOPIC = reserved.TIMER_TOPIC
 TIMER_QUEUE_ID = 0

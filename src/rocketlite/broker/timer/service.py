@@ -49,9 +49,9 @@ from rocketlite.broker.timer.progress import TimerProgressFile
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm
-from rocketlite.protocol.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
-from rocketlite.protocol.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 

@@ -24,7 +24,7 @@ from libc.string cimport memchr, memcmp, memcpy, memset
 
 from rocketlite.protocol import record_columns as _reference
 from rocketlite.protocol.message import MessageSysFlag
-from rocketlite.protocol.record import MESSAGE_MAGIC_CODE, V4_BODY_POS, V4_FIXED_SIZE
+from rocketlite.protocol.formats.record import MESSAGE_MAGIC_CODE, V4_BODY_POS, V4_FIXED_SIZE
 from rocketlite.protocol.record_columns import SLOW_SYS_FLAGS, RecordColumns, RecordStarts, StartsStop
 
 cdef int32_t _MAGIC = MESSAGE_MAGIC_CODE
@@ -35,7 +35,7 @@ cdef int64_t _INT32_MAX = 2147483647
 cdef const char* _HEX = b"0123456789ABCDEF"
 assert V4_BODY_POS == 88
 
-# V4 field positions (protocol/record.py's table).
+# V4 field positions (protocol/formats/record.py's table).
 DEF _QUEUE_ID = 12
 DEF _QUEUE_OFFSET = 20
 DEF _PHYS = 28

@@ -1,14 +1,14 @@
 """The compiled store read side: commit-log scans, recovery checks, pull selection, CQ units.
 
-Twins of `record_codec_py.scan_messages` / `scan_record` and of `dispatch_codec` (the references);
+Twins of `record_ref.scan_messages` / `scan_record` and of `dispatch_codec` (the references);
 `protocol.speedups` takes every function here whose name is a `Codecs` field. The byte loops run
 in `with nogil:` over the raw buffer (the segment's mapping), so the reput and recovery scans run
 beside the event loop; Python objects (`DispatchRequest`, strings) are built only afterwards.
 
-The scan accepts a record only when every check of `record_codec_py.scan_record` passes (magic,
+The scan accepts a record only when every check of `record_ref.scan_record` passes (magic,
 sizes, lengths, CRC) and it can produce every field itself. Anything else (a blank, zeros,
 corruption, a schedule-topic record whose tag code is a delivery time, a non-ASCII TAGS value)
-stops the native loop and goes to `record_codec_py.scan_record` at that position, the one piece
+stops the native loop and goes to `record_ref.scan_record` at that position, the one piece
 of code that judges unusual bytes, exactly as the fast Python scanner does.
 """
 
@@ -21,9 +21,9 @@ from libc.string cimport memcmp, memcpy
 
 import array
 
-from rocketlite.protocol import record_codec_py
+from rocketlite.protocol.formats import record_ref
 from rocketlite.protocol.message import MessageConst, tags_code
-from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
+from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 
 include "_crc32.pxi"
@@ -48,7 +48,7 @@ cdef Py_ssize_t TAGS_L = len(_TAGS)
 cdef Py_ssize_t SCHED_L = len(_SCHEDULE)
 _MESSAGE = ScanKind.MESSAGE
 _END = ScanKind.END
-_general = record_codec_py.scan_record
+_general = record_ref.scan_record
 
 
 cdef struct Rec:
@@ -204,9 +204,9 @@ cdef inline Py_ssize_t _clamp(object value, Py_ssize_t high):
 
 
 def scan_messages(buf, Py_ssize_t pos, limit, list out, *, bint verify_crc, delay_levels_ms=()):
-    """`record_codec_py.scan_messages`: the byte loop without the GIL, then the requests."""
+    """`record_ref.scan_messages`: the byte loop without the GIL, then the requests."""
     if pos < 0 or len(buf) == 0:
-        return record_codec_py.scan_messages(
+        return record_ref.scan_messages(
             buf, pos, limit, out, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms
         )
     cdef const unsigned char[::1] mv = buf
@@ -250,7 +250,7 @@ def scan_messages(buf, Py_ssize_t pos, limit, list out, *, bint verify_crc, dela
 
 
 def scan_record(buf, Py_ssize_t pos, *, bint verify_crc, delay_levels_ms=()):
-    """`record_codec_py.scan_record`, through `scan_messages`."""
+    """`record_ref.scan_record`, through `scan_messages`."""
     cdef list out = []
     _, stop = scan_messages(buf, pos, pos + 1, out, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
     if out:

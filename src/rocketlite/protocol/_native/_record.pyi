@@ -1,12 +1,12 @@
 """Stub of the compiled record codec (`_record.pyx`); the references are
-`protocol/record_codec_py.py` (encode) and `protocol/record.py` `decode_records`."""
+`protocol/formats/record_ref.py` (encode) and `protocol/formats/record.py` `decode_records`."""
 
 import mmap
 from collections.abc import Mapping, Sequence
 
-from rocketlite.protocol.batch import EncodedBatch
+from rocketlite.protocol.formats.batch import EncodedBatch
+from rocketlite.protocol.formats.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
 
 def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord: ...

@@ -1,12 +1,12 @@
 # cython: language_level=3
 """The compiled twin of the record codec: commit-log records encoded and PULL bodies decoded in C.
 
-Byte for byte what `protocol/record_codec_py.py` (the reference) and `protocol/record.py`
+Byte for byte what `protocol/formats/record_ref.py` (the reference) and `protocol/formats/record.py`
 `decode_records` do; `tests/protocol/test_native_record.py` pins them together on random input.
 `protocol.speedups` takes `encode_record`, `encode_records`, `stamp_records` and `decode_records`
-from here (`stamp_records`' reference is `protocol/record_stamp.py`), and the batch path's
-`encode_batch_records` and `stamp_batch` (`_record_batch.pxi`; references `protocol/batch.py`,
-`protocol/record_stamp.py`).
+from here (`stamp_records`' reference is `protocol/formats/record_stamp.py`), and the batch path's
+`encode_batch_records` and `stamp_batch` (`_record_batch.pxi`; references `protocol/formats/batch.py`,
+`protocol/formats/record_stamp.py`).
 
 * `encode_record`, `encode_records`: the fields of each `MessageInner` are read into a C struct
   (`_Rec`), then the header (TOTALSIZE..BODYLEN, position-dependent fields zero), the body and
@@ -37,12 +37,12 @@ from libc.string cimport memcmp, memcpy, memset
 
 import dataclasses
 
-from rocketlite.protocol import record_codec_py
+from rocketlite.protocol.formats import record_ref
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import StoredRecord
-from rocketlite.protocol.record import decode_records as _decode_records_py
-from rocketlite.protocol.record import place_record as _place_record_py
-from rocketlite.protocol.record_stamp import stamp_records as _stamp_records_py
+from rocketlite.protocol.formats.record import StoredRecord
+from rocketlite.protocol.formats.record import decode_records as _decode_records_py
+from rocketlite.protocol.formats.record import place_record as _place_record_py
+from rocketlite.protocol.formats.record_stamp import stamp_records as _stamp_records_py
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
@@ -55,7 +55,7 @@ __all__ = [
     "encode_records", "place_record", "stamp_batch", "stamp_records",
 ]
 
-# -- constants of `protocol/record.py` (asserted against it below) --------------------------------
+# -- constants of `protocol/formats/record.py` (asserted against it below) --------------------------------
 cdef enum:
     _MAGIC = -626843481  # MESSAGE_MAGIC_CODE, 0xDAA320A7
     _BORN_V6 = 0x10
@@ -65,7 +65,7 @@ cdef enum:
     _MAX_TOPIC = 127
     _MAX_PROPS = 32767
 
-from rocketlite.protocol import record as _record
+from rocketlite.protocol.formats import record as _record
 
 assert _record.MESSAGE_MAGIC_CODE == _MAGIC and _record.V4_BODY_POS == _V4_HEAD
 assert _record.PREFIX.size == _PREFIX and _record.layout_for(_BORN_V6 | _STORE_V6).head.size == _V4_HEAD + 24
@@ -236,7 +236,7 @@ cdef Py_ssize_t _write(char* out, const _Rec* r) noexcept nogil:
 
 
 def encode_record(msg, max_message_size):
-    """`record_codec_py.encode_record`: (header, tail, STORETIMESTAMP position, SYSFLAG)."""
+    """`record_ref.encode_record`: (header, tail, STORETIMESTAMP position, SYSFLAG)."""
     cdef _Rec r
     cdef int ok
     try:
@@ -244,7 +244,7 @@ def encode_record(msg, max_message_size):
     except Exception:
         ok = 0
     if not ok:
-        return record_codec_py.encode_record(msg, max_message_size)  # raises, or gives the same bytes
+        return record_ref.encode_record(msg, max_message_size)  # raises, or gives the same bytes
     cdef char* whole = <char*>malloc(r.total)
     if whole == NULL:
         raise MemoryError()
@@ -259,11 +259,11 @@ def encode_record(msg, max_message_size):
 
 
 def encode_records(msgs, max_message_size):
-    """`record_codec_py.encode_records`: (buffer, first SYSFLAG)."""
+    """`record_ref.encode_records`: (buffer, first SYSFLAG)."""
     cdef list items = msgs if type(msgs) is list else list(msgs)
     cdef Py_ssize_t n = len(items)
     if n == 0:
-        return record_codec_py.encode_records(items, max_message_size)  # the reference's error
+        return record_ref.encode_records(items, max_message_size)  # the reference's error
     cdef _Rec* recs = <_Rec*>malloc(n * sizeof(_Rec))
     if recs == NULL:
         raise MemoryError()
@@ -283,7 +283,7 @@ def encode_records(msgs, max_message_size):
         except Exception:
             ok = 0
         if not ok:
-            return record_codec_py.encode_records(items, max_message_size)  # raises, or the same
+            return record_ref.encode_records(items, max_message_size)  # raises, or the same
         buf = PyByteArray_FromStringAndSize(NULL, total)
         out = PyByteArray_AS_STRING(buf)
         for i in range(n):

@@ -14,9 +14,9 @@
 # unusual goes to the reference: strings without a UTF-8 form, more than `_BMAX` properties, a
 # number out of its Java range, a record over a limit (the reference words the remark).
 
-from rocketlite.protocol import batch as _batch_py
+from rocketlite.protocol.formats import batch as _batch_py
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.record_stamp import stamp_batch as _stamp_batch_py
+from rocketlite.protocol.formats.record_stamp import stamp_batch as _stamp_batch_py
 
 from libc.string cimport memchr
 

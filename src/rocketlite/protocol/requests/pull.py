@@ -19,7 +19,7 @@ from typing import Final
 
 from rocketlite.protocol.bodies import SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.requests.response import expect
 from rocketlite.protocol.speedups import decode_records
 from rocketlite.protocol.subscription import SUB_ALL, TAG_EXPRESSION

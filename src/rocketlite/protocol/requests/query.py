@@ -9,8 +9,8 @@ VIEW_MESSAGE_BY_ID reads the record at a commit-log offset (decoded from an offs
 from __future__ import annotations
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests.response import expect
 from rocketlite.protocol.speedups import decode_records
 from rocketlite.protocol.wire.command import RemotingCommand, make_request

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rocketlite.protocol.message import MessageConst, find_property, tags_code
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
     INT,
@@ -38,6 +37,7 @@ from rocketlite.protocol.record import (
     pack_head,
     prepare_record,
 )
+from rocketlite.protocol.message import MessageConst, find_property, tags_code
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 
 __all__ = ["encode_record", "encode_records", "scan_messages", "scan_record"]

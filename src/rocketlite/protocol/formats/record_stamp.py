@@ -1,7 +1,7 @@
 """Placing an encoded batch: the reference of `speedups.stamp_records`.
 
 `encode_records` leaves three fields of every record zero because they depend on where the batch
-lands: QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP (`protocol/record.py` has the layout). The
+lands: QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP (`protocol/formats/record.py` has the layout). The
 commit log learns them under its lock, so this is the one call it makes there for a whole batch:
 it walks the records by their TOTALSIZE, patches the three fields, records the same values on
 each `MessageInner` (the store's contract: a put fills them), and returns the offsetMsgIds of
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     INT,
     LONG,
     PREFIX,

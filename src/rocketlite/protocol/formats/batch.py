@@ -28,8 +28,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from rocketlite.protocol import record_codec_py
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats import record_ref
+from rocketlite.protocol.formats.record import MessageInner, RecordTooLargeError, prepare_record
 from rocketlite.protocol.message import (
     NAME_VALUE_SEPARATOR,
     HostAddress,
@@ -37,7 +38,6 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.record import MessageInner, RecordTooLargeError, prepare_record
 
 ENTRY_HEAD = struct.Struct(
     ">"
@@ -224,7 +224,7 @@ def encode_batch_records(
         if total > max_message_size:  # RocketMQ's "message size exceeded" of the whole batch
             return bytearray(), n, 0, BATCH_TOO_LARGE, batch_too_large_remark(total, max_message_size)
         msgs.append(msg)
-    buf, first_sys_flag = record_codec_py.encode_records(msgs, max_message_size)
+    buf, first_sys_flag = record_ref.encode_records(msgs, max_message_size)
     return buf, n, first_sys_flag, BATCH_OK, ""
 
 

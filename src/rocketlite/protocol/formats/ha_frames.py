@@ -29,7 +29,7 @@ import struct
 from typing import Final
 
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
     INT,

@@ -482,7 +482,7 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]:
     return out
 
 
-# -- what the hot-path codecs produce (reference: `record_codec_py`) -------------------------------
+# -- what the hot-path codecs produce (reference: `record_ref`) -------------------------------
 # One record encoded as (header, tail, STORETIMESTAMP position in the header, SYSFLAG): the header
 # (TOTALSIZE..BODYLEN) complete but for QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP (zero), which
 # the appender patches once it knows where the record lands; the tail is BODY, TOPICLEN, TOPIC,

@@ -1,0 +1,8 @@
+"""The byte formats RocketMQ keeps on disk and copies between brokers, each declared once.
+
+`record` (the commit-log record, also the body of a PULL answer), `consume_queue_unit` (the
+20-byte consume-queue unit), `index_layout` (the index file), `batch` (the SEND_BATCH_MESSAGE
+body, and a batch straight to records), `ha_frames` (HA replication). Each module's docstring is
+its layout. `record_ref` and `record_stamp` are the references of the compiled record codec
+(`protocol/_native/_record.pyx`), chosen by `protocol.speedups`.
+"""
