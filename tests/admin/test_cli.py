@@ -24,7 +24,7 @@ from rocketlite.admin import cli as admin_cli
 from rocketlite.admin.output import Output, ProgressReporter
 from rocketlite.cli import main
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,

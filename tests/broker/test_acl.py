@@ -27,7 +27,7 @@ from rocketlite.broker.acl import (
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.wire.acl_signature import calc_signature, sign, signing_content

@@ -12,19 +12,13 @@ from pathlib import Path
 
 from rocketlite.broker.processors.admin_requests import RuntimeStatsSampler, human_bytes
 from rocketlite.clock import ManualClock
-from rocketlite.protocol.bodies import (
-    ConsumerData,
-    HeartbeatData,
-    KVTable,
-    RegisterBrokerBody,
-    SubscriptionData,
-    TopicConfigSerializeWrapper,
-    TopicList,
-)
+from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from rocketlite.protocol.bodies.lists import KVTable, TopicList
+from rocketlite.protocol.bodies.message_queue import ConsumeStats, MessageQueue, TopicStatsTable
+from rocketlite.protocol.bodies.route import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, TopicStatsTable
 from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.wire.headers import (

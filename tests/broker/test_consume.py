@@ -15,11 +15,11 @@ from pathlib import Path
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
-from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketlite.protocol.bodies.message_queue import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import java_string_hash
-from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.remoting.client import RemotingClient

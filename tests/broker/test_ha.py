@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.protocol.bodies import TopicRouteData
+from rocketlite.protocol.bodies.route import TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import decode_record
 from rocketlite.protocol.wire import fastjson

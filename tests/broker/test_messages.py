@@ -19,7 +19,7 @@ from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
-from rocketlite.protocol.bodies import HeartbeatData, ProducerData
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData, ProducerData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import StoredRecord, decode_record, decode_records
 from rocketlite.protocol.message import parse_msg_id, string_to_properties

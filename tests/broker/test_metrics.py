@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocketlite.broker.processors.send import SYSTEM_BUSY_REMARK
-from rocketlite.protocol.bodies import KVTable
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command

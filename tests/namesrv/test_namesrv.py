@@ -19,13 +19,12 @@ import pytest
 
 from rocketlite.clock import ManualClock
 from rocketlite.namesrv import NameServer, NamesrvConfig, register_body_crc32
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.lists import KVTable, TopicList
+from rocketlite.protocol.bodies.route import (
     DataVersion,
-    KVTable,
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
-    TopicList,
     TopicRouteData,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode

@@ -11,29 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.protocol.bodies import (
-    BrokerData,
-    ClusterInfo,
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
-    ConsumerListBody,
     ConsumeType,
-    DataVersion,
     HeartbeatData,
-    KVTable,
     MessageModel,
     ProducerData,
-    QueueData,
-    RegisterBrokerBody,
     SubscriptionData,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
-    TopicList,
-    TopicRouteData,
 )
-from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.json_body import BodyError
-from rocketlite.protocol.message_queue_bodies import (
+from rocketlite.protocol.bodies.json_body import BodyError
+from rocketlite.protocol.bodies.lists import ConsumerListBody, KVTable, TopicList
+from rocketlite.protocol.bodies.message_queue import (
     ConsumeStats,
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -42,6 +31,17 @@ from rocketlite.protocol.message_queue_bodies import (
     TopicOffset,
     TopicStatsTable,
 )
+from rocketlite.protocol.bodies.route import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.wire import fastjson
 
 BROKER_A = BrokerData("DefaultCluster", "broker-a", {0: "127.0.0.1:10911"})

@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlite.protocol.bodies import (
-    BrokerData,
-    HeartbeatData,
-    ProducerData,
-    QueueData,
-    TopicList,
-    TopicRouteData,
-)
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData, ProducerData
+from rocketlite.protocol.bodies.lists import TopicList
+from rocketlite.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import MessageInner, encode_record
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string

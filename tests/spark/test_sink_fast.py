@@ -19,7 +19,7 @@ from hypothesis import strategies as st  # noqa: E402
 from rocketlite.client.errors import ClientError, MessageIllegalError  # noqa: E402
 from rocketlite.client.message import Message, MessageQueue  # noqa: E402
 from rocketlite.embedded import EmbeddedCluster  # noqa: E402
-from rocketlite.protocol.bodies import TopicConfig  # noqa: E402
+from rocketlite.protocol.bodies.route import TopicConfig  # noqa: E402
 from rocketlite.protocol.errors import ProtocolError  # noqa: E402
 from rocketlite.protocol.formats.batch import (  # noqa: E402
     BatchEntry,

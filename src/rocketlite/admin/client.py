@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Final, Protocol, TypeVar
 
-from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
+from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode, response_label
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.requests.response import ResponseError

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError, UsageError
-from rocketlite.protocol.bodies import QueueData, TopicRouteData
+from rocketlite.protocol.bodies.route import QueueData, TopicRouteData
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.formats.record import StoredRecord, inflate_body
 from rocketlite.protocol.message import (

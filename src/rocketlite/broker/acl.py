@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from rocketlite.protocol.bodies import HeartbeatData
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX

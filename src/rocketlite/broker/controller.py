@@ -50,7 +50,11 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol import perm, speedups
-from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
+from rocketlite.protocol.bodies.route import (
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    register_body_crc32,
+)
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.wire.command import make_request

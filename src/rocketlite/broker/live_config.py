@@ -44,7 +44,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.config import build_config, config_keys, key_of, parse_properties
-from rocketlite.protocol.bodies import DataVersion
+from rocketlite.protocol.bodies.route import DataVersion
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import ConfigError, RocketliteError
 from rocketlite.protocol.wire.command import RemotingCommand, make_response

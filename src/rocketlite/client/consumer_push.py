@@ -47,7 +47,7 @@ from rocketlite.client.offset_store import (
 )
 from rocketlite.client.process_queue import ProcessQueue
 from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer, allocate_averagely
-from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX

@@ -47,11 +47,12 @@ from rocketlite.client.errors import (
 )
 from rocketlite.client.message import UniqIdGenerator
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
-from rocketlite.protocol.bodies import ClusterInfo, ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from rocketlite.protocol.bodies.message_queue import MessageQueue
+from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode, request_label
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import MessageConst, find_property
-from rocketlite.protocol.message_queue_bodies import MessageQueue
 from rocketlite.protocol.no_route import no_route_reason
 from rocketlite.protocol.requests.heartbeat import (
     build_heartbeat,

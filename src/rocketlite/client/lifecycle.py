@@ -17,7 +17,7 @@ from typing import ClassVar, Self, Unpack
 from rocketlite.client.config import ClientOptions, make_config
 from rocketlite.client.errors import ClientError, ClientStateError
 from rocketlite.client.instance import ClientInstance
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
+from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.formats.record import COMPRESSION_TYPE_MASK, StoredRecord, inflate_body
 from rocketlite.protocol.message import (
     KEY_SEPARATOR,
@@ -34,7 +35,6 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.message_queue_bodies import MessageQueue
 from rocketlite.protocol.requests.pull import PullStatus
 from rocketlite.protocol.requests.send import SendStatus
 

@@ -5,7 +5,7 @@ else imports its formats from here.
 
 - wire: `frame` (stream framing), `command` (RemotingCommand) with `header_codec`,
   `json_header_ref` and `fastjson` (JSON headers and bodies), `custom_header` and
-  `headers` (typed extFields), `json_body`, `bodies`, `message_queue_bodies` (JSON bodies),
+  `headers` (typed extFields), `bodies/` (JSON bodies),
   `batch` (batch send bodies), `ha_frames` (replication), `acl_signature`;
 - requests: `requests/` builds and parses every request a client sends;
 - on disk: `record` (the commit-log record, also the PULL body) with `record_ref`,

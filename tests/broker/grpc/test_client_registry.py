@@ -20,7 +20,8 @@ import pytest
 from rocketlite.broker.grpc.clients import client_language, client_version
 from rocketlite.cli import main
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, KVTable, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.proto import available
 from rocketlite.protocol.wire.command import RemotingCommand, make_request

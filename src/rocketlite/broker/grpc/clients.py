@@ -45,7 +45,7 @@ from typing import Any, Final, Protocol
 from rocketlite.broker.client_manager import ClientChannelInfo, ClientManager
 from rocketlite.broker.grpc.kit import peer_address
 from rocketlite.clock import Clock
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,

@@ -30,7 +30,7 @@ from rocketlite.broker.state_files import ConsumerOffsetTable, DelayOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
-from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol.bodies.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.wire import fastjson

@@ -37,16 +37,17 @@ from rocketlite.broker.subscription_group import SubscriptionGroupConfig, Subscr
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.bodies import KVTable, TopicConfig, TopicList
-from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.json_body import expect_obj
-from rocketlite.protocol.message_queue_bodies import (
+from rocketlite.protocol.bodies.json_body import expect_obj
+from rocketlite.protocol.bodies.lists import KVTable, TopicList
+from rocketlite.protocol.bodies.message_queue import (
     ConsumeStats,
     MessageQueue,
     OffsetWrapper,
     TopicOffset,
     TopicStatsTable,
 )
+from rocketlite.protocol.bodies.route import TopicConfig
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.custom_header import CustomHeader

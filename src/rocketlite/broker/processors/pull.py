@@ -42,7 +42,7 @@ from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
-from rocketlite.protocol.bodies import MessageModel, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import MessageModel, SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import LONG, PHYSICAL_OFFSET_POS

@@ -36,7 +36,7 @@ from rocketlite.broker.timer.park import asks_for_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY

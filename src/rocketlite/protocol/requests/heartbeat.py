@@ -8,7 +8,7 @@ remember per address. Which brokers get a heartbeat, and how often, is the clien
 
 from __future__ import annotations
 
-from rocketlite.protocol.bodies import HeartbeatData
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.requests.response import expect
 from rocketlite.protocol.wire.command import RemotingCommand, make_request

@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
-from rocketlite.protocol.bodies import SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.requests.response import expect

@@ -322,7 +322,7 @@ class QueryDataVersionResponseHeader(CustomHeader):
 
 @_header
 class GetRouteInfoRequestHeader(CustomHeader):
-    """acceptStandardJsonOnly (4.9.4+) asks for quoted brokerAddrs keys (see bodies.TopicRouteData)."""
+    """acceptStandardJsonOnly (4.9.4+) asks for quoted brokerAddrs keys (see bodies.route.TopicRouteData)."""
 
     topic: str
     accept_standard_json_only: bool | None = None

@@ -1,7 +1,7 @@
 """JSON bodies built around `MessageQueue`: the queue itself, per-queue offset and stats tables,
 and the lock requests' queue sets.
 
-Kept apart from `bodies.py` (routes, configs, heartbeats, lists) because these are the bodies where
+Kept apart from `route`, `heartbeat` and `lists` because these are the bodies where
 fastjson writes **objects as map keys**: TopicStatsTable (GET_TOPIC_STATS_INFO, 202) and
 ConsumeStats (GET_CONSUME_STATS, 208) are `Map<MessageQueue, X>` and come out as
 `{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:{...}}}`. `MessageQueue` implements
@@ -15,13 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from rocketlite.protocol.json_body import (
-    JsonBody,
-    expect_obj,
-    get_int,
-    get_list,
-    get_str,
-)
+from rocketlite.protocol.bodies.json_body import JsonBody, expect_obj, get_int, get_list, get_str
 
 
 @dataclass(frozen=True, slots=True, order=True)

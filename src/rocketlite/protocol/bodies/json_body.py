@@ -7,8 +7,9 @@ Writing goes through `fastjson.dumps`, so keys come out sorted and nulls are lef
 Reading is tolerant in the ways real clients need: numbers may arrive as strings (the C++
 client's `subVersion`), enums as names or Java ordinals (the C++ heartbeat sends
 `"consumeType":1`), missing optional keys take Java's defaults. Anything structurally wrong raises
-`BodyError`, a ProtocolError. The body types themselves live in `bodies` (name server and client
-membership bodies) and `message_queue_bodies` (bodies keyed by or listing `MessageQueue`s).
+`BodyError`, a ProtocolError. The body types themselves live beside it: `route`, `heartbeat` and
+`lists` (name server and client membership bodies) and `message_queue` (bodies keyed by or
+listing `MessageQueue`s).
 """
 
 from __future__ import annotations
