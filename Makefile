@@ -43,10 +43,11 @@ $(VPY):
 # tests instead of passing slowly); the protocol, store and broker tests then run once more on the
 # Python reference implementations (ROCKETLITE_NATIVE=0), which must give the same answers.
 NATIVE_REQUIRED := $(if $(filter true,$(CI)),1,)
-NATIVE_SOURCES := setup.py $(wildcard src/rocketlite/protocol/_native/*.pyx src/rocketlite/protocol/_native/*.pxi) \
+NATIVE_SOURCES := setup.py $(wildcard src/rocketlite/*/_native/*.pyx src/rocketlite/*/_native/*.pxi) \
+	$(wildcard src/rocketlite/*/*/_native/*.pyx src/rocketlite/*/*/_native/*.pxi) \
 	$(wildcard src/rocketlite/protocol/proto/apache/rocketmq/v2/*.proto)
 
-# pip install -e builds the compiled data plane in place (src/rocketlite/protocol/_native/*.so).
+# pip install -e builds the compiled data plane in place (src/rocketlite/**/_native/*.so, beside each .pyx).
 $(STAMP): $(VPY) pyproject.toml $(NATIVE_SOURCES)
 	$(VPY) -m pip install -q -e '.[fast,cli,test,lint,spark,grpc]'
 	touch $(STAMP)

@@ -1,7 +1,7 @@
 """The per-request fast paths are pinned to their generic definitions.
 
 Every fast path in the protocol package has a reference next to it (the code it replaced; the
-codecs that `protocol.speedups` chooses between are compared through its `CHOSEN` and
+codecs that `protocol.wire.speedups` chooses between are compared through its `CHOSEN` and
 `REFERENCE` sets, the record codec's in `test_record.py`); these
 property tests feed both the same input and demand the same outcome: the same value with the
 same types, or the same exception type and message. Plus the framing and connection batching,
@@ -22,10 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.wire import custom_header as ch
-from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire import fastjson, speedups
 from rocketlite.protocol.wire import headers as h
 from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.wire.frame import FRAME_PREFIX, FrameDecoder, decode_frame, encode_command
@@ -35,7 +34,7 @@ from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.mapped_file import create_segment, staging_path
 from rocketlite.store.mapped_file_queue import direct_allocator
 
-# The implementations `protocol.speedups` chooses between: every fast one is pinned to the reference.
+# The implementations `protocol.wire.speedups` chooses between: every fast one is pinned to the reference.
 FAST = speedups.CHOSEN
 REFERENCE = speedups.REFERENCE
 

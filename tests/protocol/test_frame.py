@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from rocketlite.protocol.codes import CommandFlag, LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.speedups import decode_json_header, encode_json_header
 from rocketlite.protocol.wire.command import (
     RemotingCommand,
     decode_rocketmq_header,
@@ -23,6 +22,7 @@ from rocketlite.protocol.wire.frame import (
     decode_frame,
     encode_command,
 )
+from rocketlite.protocol.wire.speedups import decode_json_header, encode_json_header
 
 ROUTE_HEADER = (
     b'{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":1,'

@@ -347,7 +347,7 @@ def test_data_version_next() -> None:
 def test_array_keys_are_written_back_as_arrays(
     header: bytes, remark: str | None, ext: dict[str, str]
 ) -> None:
-    from rocketlite.protocol.speedups import decode_json_header  # noqa: PLC0415
+    from rocketlite.protocol.wire.speedups import decode_json_header  # noqa: PLC0415
 
     cmd = decode_json_header(header)
     assert (cmd.remark, cmd.ext_fields) == (remark, ext)
@@ -355,7 +355,7 @@ def test_array_keys_are_written_back_as_arrays(
 
 @pytest.mark.parametrize("depth", [496, 5000, 100_000])
 def test_objects_nested_in_key_position_are_refused(depth: int) -> None:
-    from rocketlite.protocol.speedups import decode_json_header  # noqa: PLC0415
+    from rocketlite.protocol.wire.speedups import decode_json_header  # noqa: PLC0415
 
     with pytest.raises(ProtocolError, match="nesting too deep"):
         decode_json_header(b"{" * depth)

@@ -17,9 +17,8 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.formats import record_ref, record_stamp
+from rocketlite.protocol.formats import record_ref, record_stamp, speedups
 from rocketlite.protocol.formats.batch import (
     BATCH_DELAY_PROPERTY,
     BATCH_DELAYED_ENTRY,

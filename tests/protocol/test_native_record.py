@@ -1,4 +1,4 @@
-"""The compiled record codec (`protocol/_native/_record.pyx`) pinned to the reference.
+"""The compiled record codec (`protocol/formats/_native/_record.pyx`) pinned to the reference.
 
 Hypothesis feeds the compiled `encode_record`, `encode_records` and `decode_records` and their
 references (`speedups.REFERENCE`: `record_ref` and `record.decode_records`) the same input
@@ -23,7 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
+from rocketlite import native
+from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
@@ -36,7 +37,7 @@ from rocketlite.protocol.message import HostAddress, MessageSysFlag, properties_
 from tests.support.native import compiled_or
 
 REFERENCE = speedups.REFERENCE
-NATIVE: Any = compiled_or(speedups.REFERENCE)
+NATIVE: Any = compiled_or(speedups.REFERENCE, "rocketlite.protocol.formats._native._record")
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -216,7 +217,7 @@ def test_ipv6_hosts_set_the_sys_flag_bits_and_shift_the_store_timestamp() -> Non
 @settings(max_examples=200)
 @given(st.binary(max_size=5000))
 def test_body_crc_is_zlibs(data: bytes) -> None:
-    if not speedups.REFERENCE_ONLY:
+    if not native.REFERENCE_ONLY:
         assert NATIVE.crc32(data) == zlib.crc32(data) == NATIVE.crc32(bytearray(data))
     head, _, _, _ = NATIVE.encode_record(plain(body=data), 1 << 30)
     assert struct.unpack_from(">i", head, 8)[0] == zlib.crc32(data) & 0x7FFF_FFFF
@@ -338,7 +339,7 @@ def test_decoded_records_share_equal_hosts_and_topics_but_not_bodies() -> None:
 
 
 def test_the_chooser_takes_the_compiled_codecs() -> None:
-    if speedups.REFERENCE_ONLY:
+    if native.REFERENCE_ONLY:
         assert speedups.decode_records is REFERENCE.decode_records
         assert speedups.encode_record is REFERENCE.encode_record
     else:

@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.formats.batch import (
     BatchEntry,
     encode_batch,

@@ -1,5 +1,6 @@
 """Record codec: literal bytes, the real broker's segment, property round trips, and the fast
-record encoder and scanner pinned to their references (through `protocol.speedups`)."""
+record encoder and scanner pinned to their references (through their families' choosers,
+`protocol.formats.speedups` and `store.codec.speedups`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
+from rocketlite.protocol.formats import speedups as formats_speedups
 from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -38,6 +39,7 @@ from rocketlite.protocol.message import (
     string_to_properties,
     tags_code,
 )
+from rocketlite.store.codec import speedups as store_speedups
 from tests.support.store import REAL_STORE
 
 REAL_SEGMENT = REAL_STORE / "commitlog" / "00000000000000000000"
@@ -181,7 +183,7 @@ def test_record_round_trip(
     assert rec.born_host == host and rec.total_size == len(raw)
 
 
-# ------------------------------------------------- the record codecs `protocol.speedups` chooses from
+# ---------------------------------------------------------- the record codecs the choosers pick from
 V6 = HostAddress.parse("[::1]:10911")
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 props_text = st.sampled_from(
@@ -218,14 +220,14 @@ def _outcome(fn: object, *args: object) -> tuple[object, ...]:
 @given(st.lists(messages, min_size=1, max_size=5), st.sampled_from([200, 4096]))
 def test_chosen_record_encoder_matches_the_reference(msgs: list[MessageInner], max_size: int) -> None:
     same_topic = [dataclasses.replace(m, topic=msgs[0].topic) for m in msgs]
-    fast = _outcome(speedups.CHOSEN.encode_records, same_topic, max_size)
-    assert fast == _outcome(speedups.REFERENCE.encode_records, same_topic, max_size)
+    fast = _outcome(formats_speedups.CHOSEN.encode_records, same_topic, max_size)
+    assert fast == _outcome(formats_speedups.REFERENCE.encode_records, same_topic, max_size)
     for m in msgs:
-        fast_one = _outcome(speedups.CHOSEN.encode_record, m, max_size)
-        assert fast_one == _outcome(speedups.REFERENCE.encode_record, m, max_size)
+        fast_one = _outcome(formats_speedups.CHOSEN.encode_record, m, max_size)
+        assert fast_one == _outcome(formats_speedups.REFERENCE.encode_record, m, max_size)
         if fast_one[0] == "ok":  # header + tail: the bytes of the one-record batch
-            head, tail, _stamp_pos, sys_flag = speedups.CHOSEN.encode_record(m, max_size)
-            assert (head + tail, sys_flag) == speedups.CHOSEN.encode_records([m], max_size)
+            head, tail, _stamp_pos, sys_flag = formats_speedups.CHOSEN.encode_record(m, max_size)
+            assert (head + tail, sys_flag) == formats_speedups.CHOSEN.encode_records([m], max_size)
 
 
 @given(st.lists(messages, min_size=1, max_size=6), st.data())
@@ -243,26 +245,36 @@ def test_chosen_record_scanner_matches_the_reference(msgs: list[MessageInner], d
     for verify_crc in (False, True):
         fast_out: list[DispatchRequest] = []
         ref_out: list[DispatchRequest] = []
-        fast = speedups.CHOSEN.scan_messages(
+        fast = store_speedups.CHOSEN.scan_messages(
             view, 0, limit, fast_out, verify_crc=verify_crc, delay_levels_ms=delays
         )
-        ref = speedups.REFERENCE.scan_messages(
+        ref = store_speedups.REFERENCE.scan_messages(
             view, 0, limit, ref_out, verify_crc=verify_crc, delay_levels_ms=delays
         )
         assert (fast, fast_out) == (ref, ref_out)
         for pos in starts:
-            assert speedups.CHOSEN.scan_record(
+            assert store_speedups.CHOSEN.scan_record(
                 view, pos, verify_crc=verify_crc, delay_levels_ms=delays
-            ) == speedups.REFERENCE.scan_record(view, pos, verify_crc=verify_crc, delay_levels_ms=delays)
+            ) == store_speedups.REFERENCE.scan_record(
+                view, pos, verify_crc=verify_crc, delay_levels_ms=delays
+            )
 
 
 def test_the_chooser_honours_rocketlite_native_0() -> None:
     code = (
-        "from rocketlite.protocol import speedups as s; "
-        "print(s.CHOSEN.name, s.REFERENCE_ONLY, s.scan_messages is s.CHOSEN.scan_messages, "
-        "s.encode_json_header is s.CHOSEN.encode_json_header)"
+        "from rocketlite import native; "
+        "from rocketlite.protocol.wire import speedups as w; "
+        "from rocketlite.protocol.formats import speedups as f; "
+        "from rocketlite.store.codec import speedups as s; "
+        "from rocketlite.spark.codec import speedups as k; "
+        "print(native.REFERENCE_ONLY, w.CHOSEN.name, f.CHOSEN.name, s.CHOSEN.name, k.CHOSEN.name, "
+        "k.TIER.value, s.scan_messages is s.CHOSEN.scan_messages, "
+        "w.encode_json_header is w.CHOSEN.encode_json_header, f.encode_record is f.CHOSEN.encode_record)"
     )
-    for value, expected in (("0", "reference True True True"), ("1", "native False True True")):
+    for value, expected in (
+        ("0", "True reference reference reference reference reference True True True"),
+        ("1", "False native native native native compiled True True True"),
+    ):
         env = {**os.environ, "ROCKETLITE_NATIVE": value}
         out = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

@@ -18,7 +18,7 @@ from rocketlite.protocol.formats.record import (
     encode_record,
 )
 from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
-from rocketlite.protocol.speedups import scan_record
+from rocketlite.store.codec.speedups import scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile, create_segment, segment_name, staging_path

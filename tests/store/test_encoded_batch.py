@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.clock import ManualClock
-from rocketlite.protocol import speedups
+from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.formats.batch import BatchEntry, encode_batch, send_batch_messages
 from rocketlite.protocol.message import HostAddress
 from rocketlite.store.message_store import MessageStore, PendingPut

@@ -1,7 +1,7 @@
 """The store's read-side codecs are pinned to their references, byte for byte.
 
-`protocol.speedups` chooses the compiled `_native/_dispatch` over `record_ref` and
-`dispatch_codec`; these property tests feed the chosen implementation the same input as the
+`store.codec.speedups` chooses the compiled `_native/_dispatch` over `scan_ref` and
+`dispatch_ref`; these property tests feed the chosen implementation the same input as the
 reference and demand the same outcome: the same results
 (every `DispatchRequest` field) and the same stop, or the same exception. Inputs are random record
 streams (IPv4/IPv6 hosts, transactions, schedule-topic messages with DELAY levels, tricky
@@ -20,7 +20,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
 from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT, PADDING_UNIT
 from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
@@ -31,6 +30,7 @@ from rocketlite.protocol.formats.record import (
 )
 from rocketlite.protocol.message import HostAddress, MessageConst
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
+from rocketlite.store.codec import speedups
 
 REFERENCE = speedups.REFERENCE
 IMPLS = [speedups.CHOSEN]

@@ -27,7 +27,7 @@ from rocketlite.protocol.formats.record import MessageInner, decode_records
 from rocketlite.protocol.message import HostAddress, make_msg_id
 from tests.support.native import compiled_or
 
-NATIVE: Any = compiled_or(record_format)
+NATIVE: Any = compiled_or(record_format, "rocketlite.protocol.formats._native._record")
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 10911)
 V6 = HostAddress(bytes(range(16)), 10911)

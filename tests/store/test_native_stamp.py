@@ -20,17 +20,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
+from rocketlite import native
 from rocketlite.protocol.formats import record_ref, record_stamp
 from rocketlite.protocol.formats.record import MessageInner, decode_records
 from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
 
 NATIVE: Any
-if speedups.REFERENCE_ONLY:
+if native.REFERENCE_ONLY:
     NATIVE = record_stamp  # ROCKETLITE_NATIVE=0: the reference against itself
 else:
     NATIVE = pytest.importorskip(
-        "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
+        "rocketlite.protocol.formats._native._record", reason="the compiled data plane is not built"
     )
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 10911)

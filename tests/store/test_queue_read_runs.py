@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.clock import SystemClock
-from rocketlite.protocol.dispatch_codec import select_units as reference_select
 from rocketlite.protocol.formats.consume_queue_unit import UNIT_SIZE, Unit
 from rocketlite.protocol.formats.record import decode_records
+from rocketlite.store.codec.dispatch_ref import select_units as reference_select
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue import MAX_FILTER_BYTES, ConsumeQueue

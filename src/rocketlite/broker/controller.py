@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketlite import native
 from rocketlite.broker import acl
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
@@ -49,7 +50,7 @@ from rocketlite.broker.timer import TimerMessageService
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol import perm, speedups
+from rocketlite.protocol import perm
 from rocketlite.protocol.bodies.route import (
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
@@ -194,7 +195,7 @@ class BrokerController:
             await asyncio.get_running_loop().run_in_executor(None, self.parts.live.reload_topics)
 
     async def start(self) -> None:
-        speedups.warn_if_missing()
+        native.warn_if_missing()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.start)
         try:

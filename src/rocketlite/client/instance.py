@@ -52,6 +52,7 @@ from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode, request_label
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.message import MessageConst, find_property
 from rocketlite.protocol.no_route import no_route_reason
 from rocketlite.protocol.requests.heartbeat import (
@@ -63,7 +64,6 @@ from rocketlite.protocol.requests.heartbeat import (
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.route import build_get_route, parse_route
 from rocketlite.protocol.reserved import MASTER_ID
-from rocketlite.protocol.speedups import decode_records
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 from rocketlite.remoting.client import RemotingClient

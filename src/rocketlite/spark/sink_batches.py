@@ -28,11 +28,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketlite.protocol import speedups
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.formats.batch import ENTRY_OVERHEAD, MAX_PROPERTIES_LENGTH
 from rocketlite.protocol.message import MessageConst
 from rocketlite.spark import sink_rows
+from rocketlite.spark.codec import speedups
 from rocketlite.spark.options import SinkOptions
 
 # The batch entry head (protocol/formats/batch.py ENTRY_HEAD: total, magic, body CRC, flag, body length)

@@ -7,7 +7,7 @@ of the segment is marked by an end-of-file blank (`int remaining, int 0xCBD43194
 goes to the start of the next segment. A batch is never split across segments.
 
 Appends are serialised by one lock; records are encoded before taking it by the record codec
-`protocol.speedups` chose (complete but for the queue offset, the record's own offset and the
+`protocol.formats.speedups` chose (complete but for the queue offset, the record's own offset and the
 store time, which are patched in under the lock). Reads hand out zero-copy views; a pull cuts its
 records out of segment views (`get_data`, in `ConsumeQueue.read`). The class owns no threads:
 flushing, committing and dispatching are services that call into it.
@@ -36,8 +36,8 @@ from rocketlite.protocol.formats.record import (
     enters_consume_queue,
     layout_for,
 )
+from rocketlite.protocol.formats.speedups import encode_record, encode_records, stamp_batch, stamp_records
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.speedups import encode_record, encode_records, stamp_batch, stamp_records
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator

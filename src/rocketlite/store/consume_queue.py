@@ -27,7 +27,6 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from rocketlite.protocol.dispatch_codec import unit_writable
 from rocketlite.protocol.formats.consume_queue_unit import (
     CQ_DTYPE,
     CQ_UNIT,
@@ -37,7 +36,8 @@ from rocketlite.protocol.formats.consume_queue_unit import (
     Unit,
     is_padding,
 )
-from rocketlite.protocol.speedups import pack_units
+from rocketlite.store.codec.dispatch_ref import unit_writable
+from rocketlite.store.codec.speedups import pack_units
 from rocketlite.store.get_result import QueueRead
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (

@@ -18,8 +18,8 @@ from rocketlite.progress import ProgressCallback, no_progress
 from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT
 from rocketlite.protocol.formats.index_layout import HEADER
 from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult
-from rocketlite.protocol.speedups import scan_messages, scan_record
 from rocketlite.store.checkpoint import CHECKPOINT
+from rocketlite.store.codec.speedups import scan_messages, scan_record
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 
 

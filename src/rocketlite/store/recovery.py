@@ -37,8 +37,8 @@ from rocketlite.protocol.formats.record import (
     ScanKind,
     layout_for,
 )
-from rocketlite.protocol.speedups import check_records, scan_record
 from rocketlite.store.checkpoint import StoreCheckpoint
+from rocketlite.store.codec.speedups import check_records, scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import Dispatcher

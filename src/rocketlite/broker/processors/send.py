@@ -41,16 +41,12 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY
 from rocketlite.protocol.formats.record import MessageInner
+from rocketlite.protocol.formats.speedups import encode_batch_records, send_properties
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.speedups import (
-    decode_send_header_v2,
-    encode_batch_records,
-    encode_send_ok,
-    send_properties,
-)
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
+from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
 from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult

@@ -4,5 +4,6 @@
 20-byte consume-queue unit), `index_layout` (the index file), `batch` (the SEND_BATCH_MESSAGE
 body, and a batch straight to records), `ha_frames` (HA replication). Each module's docstring is
 its layout. `record_ref` and `record_stamp` are the references of the compiled record codec
-(`protocol/_native/_record.pyx`), chosen by `protocol.speedups`.
+(`_native/_record.pyx`); `speedups` picks between them (and `message.send_properties` and its
+twin `_native/_send.pyx`).
 """

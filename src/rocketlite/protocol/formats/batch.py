@@ -125,7 +125,7 @@ def send_batch_messages(
     The whole body is decoded first (`decode_batch`: a torn entry is a ProtocolError whatever
     precedes it); the header's properties, rewritten as for a single send (WAIT dropped, CLUSTER
     set), fill in what each entry lacks. `([], False)` for an empty body, `([], True)` when an
-    entry carries DELAY. The reference of the compiled twin (`protocol/_native/_send.pyx`).
+    entry carries DELAY. The reference of the compiled twin (`protocol/formats/_native/_send.pyx`).
     """
     entries = decode_batch(body)
     if not entries:

@@ -20,8 +20,8 @@ from typing import Final
 from rocketlite.protocol.bodies.heartbeat import SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import StoredRecord
+from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.requests.response import expect
-from rocketlite.protocol.speedups import decode_records
 from rocketlite.protocol.subscription import SUB_ALL, TAG_EXPRESSION
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader, PullMessageResponseHeader

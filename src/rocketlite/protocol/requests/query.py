@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import StoredRecord
+from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst
 from rocketlite.protocol.requests.response import expect
-from rocketlite.protocol.speedups import decode_records
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 

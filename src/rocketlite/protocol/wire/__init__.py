@@ -5,6 +5,6 @@ layout and limits), `command` (`RemotingCommand` and the ROCKETMQ binary header)
 (the header codec by serialize type), `json_header_ref` and `fastjson` (JSON headers as fastjson
 writes and reads them), `custom_header` and `headers` (typed extFields of every request),
 `send_response` (the SUCCESS answer to a send as one frame), `pop` (the 5.x POP headers and the
-receipt handle), `acl_signature` (the signature of a request under plain ACL). `protocol.speedups`
-picks the compiled twins of the per-request codecs (`protocol/_native/`) or their references.
+receipt handle), `acl_signature` (the signature of a request under plain ACL). `speedups` picks
+the compiled twins of the per-request codecs (`_native/`) or their references.
 """

@@ -15,7 +15,6 @@ the work over any split of the input is O(total bytes): no re-slicing per byte.
 from __future__ import annotations
 
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.speedups import decode_frames, encode_command
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.frame_codec import (
     DEFAULT_MAX_FRAME_LENGTH,
@@ -28,6 +27,7 @@ from rocketlite.protocol.wire.frame_codec import (
     check_prefix,
 )
 from rocketlite.protocol.wire.header_codec import decode_header
+from rocketlite.protocol.wire.speedups import decode_frames, encode_command
 
 __all__ = [
     "DEFAULT_MAX_FRAME_LENGTH",

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from rocketlite.protocol.codes import SerializeType
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.speedups import (
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.speedups import (
     decode_json_header,
     decode_rocketmq_header,
     encode_json_header,
     encode_rocketmq_header,
 )
-from rocketlite.protocol.wire.command import RemotingCommand
 
 __all__ = ["decode_header", "encode_header"]
 

@@ -1,7 +1,7 @@
 """The JSON remoting header codec, written for clarity: the reference implementation.
 
 The definitions that the compiled twin (`_native/_wire.pyx`) is pinned to by
-`tests/protocol/test_native_wire.py`; `protocol.speedups` picks these when `ROCKETLITE_NATIVE=0`
+`tests/protocol/test_native_wire.py`; `protocol.wire.speedups` picks these when `ROCKETLITE_NATIVE=0`
 or the twin is not built.
 The format itself is described in `command.py`.
 """

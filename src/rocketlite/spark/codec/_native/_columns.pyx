@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The compiled twin of `protocol/record_columns.py`: V1 records straight into column buffers.
+"""The compiled twin of `spark/codec/columns_ref.py`: V1 records straight into column buffers.
 
 `decode_record_columns(buf, positions)` gives the same `RecordColumns` as the reference (pinned by
 `tests/spark/test_native_columns.py`), in two passes over the raw buffer without the GIL:
@@ -22,10 +22,10 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
-from rocketlite.protocol import record_columns as _reference
+from rocketlite.spark.codec import columns_ref as _reference
 from rocketlite.protocol.message import MessageSysFlag
 from rocketlite.protocol.formats.record import MESSAGE_MAGIC_CODE, V4_BODY_POS, V4_FIXED_SIZE
-from rocketlite.protocol.record_columns import SLOW_SYS_FLAGS, RecordColumns, RecordStarts, StartsStop
+from rocketlite.spark.codec.columns_ref import SLOW_SYS_FLAGS, RecordColumns, RecordStarts, StartsStop
 
 cdef int32_t _MAGIC = MESSAGE_MAGIC_CODE
 cdef int32_t _SLOW = SLOW_SYS_FLAGS
@@ -159,7 +159,7 @@ include "_crc32_clmul.pxi"  # the bodies' CRC by carry-less multiplication where
 
 
 def first_crc_mismatch(buf, positions):
-    """See `protocol/record_columns.py` `first_crc_mismatch` (the reference)."""
+    """See `spark/codec/columns_ref.py` `first_crc_mismatch` (the reference)."""
     cdef Py_buffer view, pview
     cdef const uint8_t* b
     cdef const int64_t* pos
@@ -194,7 +194,7 @@ def first_crc_mismatch(buf, positions):
 
 
 def first_invalid_record(buf, positions, int64_t base, bint check_base):
-    """See `protocol/record_columns.py` `first_invalid_record` (the reference)."""
+    """See `spark/codec/columns_ref.py` `first_invalid_record` (the reference)."""
     cdef Py_buffer view, pview
     cdef const uint8_t* b
     cdef const int64_t* pos
@@ -243,7 +243,7 @@ def first_invalid_record(buf, positions, int64_t base, bint check_base):
 
 
 def record_starts(buf, int64_t pos, int64_t limit, int64_t max_count):
-    """See `protocol/record_columns.py` `record_starts` (the reference)."""
+    """See `spark/codec/columns_ref.py` `record_starts` (the reference)."""
     cdef Py_buffer view
     cdef const uint8_t* b
     cdef int64_t size, cap, count = 0
@@ -303,7 +303,7 @@ cdef inline uint8_t* _ptr(object ba):
 
 
 def decode_record_columns(buf, positions):
-    """See `protocol/record_columns.py` `decode_record_columns` (the reference)."""
+    """See `spark/codec/columns_ref.py` `decode_record_columns` (the reference)."""
     cdef Py_buffer view, pview
     if PyObject_GetBuffer(positions, &pview, PyBUF_SIMPLE) < 0:
         raise TypeError("positions must be a buffer")

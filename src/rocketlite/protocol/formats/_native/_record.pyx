@@ -3,7 +3,7 @@
 
 Byte for byte what `protocol/formats/record_ref.py` (the reference) and `protocol/formats/record.py`
 `decode_records` do; `tests/protocol/test_native_record.py` pins them together on random input.
-`protocol.speedups` takes `encode_record`, `encode_records`, `stamp_records` and `decode_records`
+`protocol.formats.speedups` takes `encode_record`, `encode_records`, `stamp_records` and `decode_records`
 from here (`stamp_records`' reference is `protocol/formats/record_stamp.py`), and the batch path's
 `encode_batch_records` and `stamp_batch` (`_record_batch.pxi`; references `protocol/formats/batch.py`,
 `protocol/formats/record_stamp.py`).
@@ -51,8 +51,8 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
 __all__ = [
-    "decode_pull_header", "decode_records", "decode_send_header_v2", "encode_batch_records", "encode_record",
-    "encode_records", "place_record", "stamp_batch", "stamp_records",
+    "decode_records", "encode_batch_records", "encode_record", "encode_records", "place_record", "stamp_batch",
+    "stamp_records",
 ]
 
 # -- constants of `protocol/formats/record.py` (asserted against it below) --------------------------------
@@ -81,7 +81,7 @@ _STORED_FIELDS = (
 if tuple(f.name for f in dataclasses.fields(StoredRecord)) != _STORED_FIELDS or tuple(
     f.name for f in dataclasses.fields(HostAddress)
 ) != ("ip", "port"):
-    raise ImportError("StoredRecord or HostAddress changed: update protocol/_native/_record.pyx")
+    raise ImportError("StoredRecord or HostAddress changed: update protocol/formats/_native/_record.pyx")
 if hasattr(StoredRecord, "__post_init__") or hasattr(HostAddress, "__post_init__"):
     raise ImportError("StoredRecord or HostAddress has a __post_init__: _record.pyx cannot skip it")
 
@@ -537,6 +537,4 @@ cdef list _decode(const uint8_t* data, Py_ssize_t n):
 
 
 
-include "_record_send_header.pxi"  # decode_send_header_v2
-include "_record_pull_header.pxi"  # decode_pull_header
 include "_record_batch.pxi"  # encode_batch_records, stamp_batch

@@ -1,15 +1,15 @@
 """The compiled store read side: commit-log scans, recovery checks, pull selection, CQ units.
 
-Twins of `record_ref.scan_messages` / `scan_record` and of `dispatch_codec` (the references);
-`protocol.speedups` takes every function here whose name is a `Codecs` field. The byte loops run
+Twins of `scan_ref.scan_messages` / `scan_record` and of `dispatch_ref` (the references);
+`store.codec.speedups` takes every function here whose name is a `Codecs` field. The byte loops run
 in `with nogil:` over the raw buffer (the segment's mapping), so the reput and recovery scans run
 beside the event loop; Python objects (`DispatchRequest`, strings) are built only afterwards.
 
-The scan accepts a record only when every check of `record_ref.scan_record` passes (magic,
+The scan accepts a record only when every check of `scan_ref.scan_record` passes (magic,
 sizes, lengths, CRC) and it can produce every field itself. Anything else (a blank, zeros,
 corruption, a schedule-topic record whose tag code is a delivery time, a non-ASCII TAGS value)
-stops the native loop and goes to `record_ref.scan_record` at that position, the one piece
-of code that judges unusual bytes, exactly as the fast Python scanner does.
+stops the native loop and goes to `scan_ref.scan_record` at that position, the one piece
+of code that judges unusual bytes.
 """
 
 from cpython cimport array
@@ -21,7 +21,7 @@ from libc.string cimport memcmp, memcpy
 
 import array
 
-from rocketlite.protocol.formats import record_ref
+from rocketlite.store.codec import scan_ref
 from rocketlite.protocol.message import MessageConst, tags_code
 from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
@@ -48,7 +48,7 @@ cdef Py_ssize_t TAGS_L = len(_TAGS)
 cdef Py_ssize_t SCHED_L = len(_SCHEDULE)
 _MESSAGE = ScanKind.MESSAGE
 _END = ScanKind.END
-_general = record_ref.scan_record
+_general = scan_ref.scan_record
 
 
 cdef struct Rec:
@@ -204,9 +204,9 @@ cdef inline Py_ssize_t _clamp(object value, Py_ssize_t high):
 
 
 def scan_messages(buf, Py_ssize_t pos, limit, list out, *, bint verify_crc, delay_levels_ms=()):
-    """`record_ref.scan_messages`: the byte loop without the GIL, then the requests."""
+    """`scan_ref.scan_messages`: the byte loop without the GIL, then the requests."""
     if pos < 0 or len(buf) == 0:
-        return record_ref.scan_messages(
+        return scan_ref.scan_messages(
             buf, pos, limit, out, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms
         )
     cdef const unsigned char[::1] mv = buf
@@ -250,7 +250,7 @@ def scan_messages(buf, Py_ssize_t pos, limit, list out, *, bint verify_crc, dela
 
 
 def scan_record(buf, Py_ssize_t pos, *, bint verify_crc, delay_levels_ms=()):
-    """`record_ref.scan_record`, through `scan_messages`."""
+    """`scan_ref.scan_record`, through `scan_messages`."""
     cdef list out = []
     _, stop = scan_messages(buf, pos, pos + 1, out, verify_crc=verify_crc, delay_levels_ms=delay_levels_ms)
     if out:
@@ -259,7 +259,7 @@ def scan_record(buf, Py_ssize_t pos, *, bint verify_crc, delay_levels_ms=()):
 
 
 def check_records(buf, Py_ssize_t pos, base_offset, *, bint verify_crc):
-    """`dispatch_codec.check_records`: the whole walk without the GIL, no object per record."""
+    """`dispatch_ref.check_records`: the whole walk without the GIL, no object per record."""
     if pos < 0 or len(buf) == 0:
         return _py_check_records(buf, pos, base_offset, verify_crc=verify_crc)
     cdef const unsigned char[::1] mv = buf
@@ -305,7 +305,7 @@ cdef object _codes_of(object tag_filter):
 
 
 def select_units(units, Py_ssize_t start, max_count, max_bytes, tag_filter, count, total, skip_below):
-    """`dispatch_codec.select_units`; a set's `__contains__` as filter is checked without the GIL,
+    """`dispatch_ref.select_units`; a set's `__contains__` as filter is checked without the GIL,
     and the picked units and their runs are written straight into two arrays."""
     cdef const unsigned char[::1] mv = units
     cdef Py_ssize_t n = mv.shape[0] // UNIT, i = start, m = 0, j, k = 0, r = 0, i2
@@ -388,7 +388,7 @@ def select_units(units, Py_ssize_t start, max_count, max_bytes, tag_filter, coun
 
 
 def pack_units(units):
-    """`dispatch_codec.pack_units`."""
+    """`dispatch_ref.pack_units`."""
     cdef Py_ssize_t n = len(units), j = 0
     cdef bytes data = PyBytes_FromStringAndSize(NULL, n * UNIT)
     cdef unsigned char *p = <unsigned char *>PyBytes_AS_STRING(data)
@@ -420,7 +420,7 @@ cdef inline uint32_t _hash_str(uint32_t h, str s):
 
 
 def index_entries(reqs, end_offset):
-    """`dispatch_codec.index_entries`: hashes continued from a cached `topic#` prefix."""
+    """`dispatch_ref.index_entries`: hashes continued from a cached `topic#` prefix."""
     cdef Py_ssize_t cap = 2 * len(reqs) + 8, k = 0, a, b, n
     cdef array.array hashes = array.clone(_Q, cap, False)
     cdef array.array offsets = array.clone(_Q, cap, False)
@@ -486,7 +486,7 @@ cdef struct Unit:
 
 
 def queue_runs(reqs):
-    """`dispatch_codec.queue_runs`: requests grouped and cut into runs in one pass, each run
+    """`dispatch_ref.queue_runs`: requests grouped and cut into runs in one pass, each run
     packed straight into its bytes. Values outside Java's ranges go to the reference."""
     cdef Py_ssize_t n = len(reqs), k = 0, g = -1, ng = 0, j, first, run_len, c
     cdef Unit *u = <Unit *>malloc((n + 1) * sizeof(Unit))
@@ -577,8 +577,8 @@ def queue_runs(reqs):
         free(ends)
 
 
-from rocketlite.protocol.dispatch_codec import check_records as _py_check_records  # noqa: E402
-from rocketlite.protocol.dispatch_codec import queue_runs as _py_queue_runs  # noqa: E402
-from rocketlite.protocol.dispatch_codec import dispatch_batch as _py_dispatch_batch  # noqa: E402
+from rocketlite.store.codec.dispatch_ref import check_records as _py_check_records  # noqa: E402
+from rocketlite.store.codec.dispatch_ref import queue_runs as _py_queue_runs  # noqa: E402
+from rocketlite.store.codec.dispatch_ref import dispatch_batch as _py_dispatch_batch  # noqa: E402
 
 include "_dispatch_fused.pxi"

@@ -134,7 +134,7 @@ cdef array.array _int64s(const int64_t *values, Py_ssize_t n):
 
 
 def dispatch_batch(buf, Py_ssize_t pos, limit, *, bint verify_crc, delay_levels_ms=(), index_start=None):
-    """`dispatch_codec.dispatch_batch` for a prefix of the records: up to CHUNK records, ending
+    """`dispatch_ref.dispatch_batch` for a prefix of the records: up to CHUNK records, ending
     before a record the reference must read (non-ASCII tags or keys, a schedule-topic message)
     or of a queue past MAX_GROUPS. Then `stop` is None with `pos` short of the end; the caller
     reads that record with `scan_messages` and calls again."""

@@ -3,7 +3,7 @@
 
 Twins of `frame_codec.decode_frames_over(...)` / `encode_command_over(...)`, `json_header_ref` and
 `command.decode_rocketmq_header` / `encode_rocketmq_header`, under the same names, so
-`protocol.speedups` takes them over the Python ones. The contract is the Python code's: the same
+`protocol.wire.speedups` takes them over the Python ones. The contract is the Python code's: the same
 commands, the same bytes, the same ProtocolError messages (`tests/protocol/test_native_wire.py`).
 
 How that is kept without re-implementing every corner: each codec takes the shape every client

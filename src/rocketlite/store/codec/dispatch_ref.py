@@ -1,11 +1,11 @@
 """The store's read-side hot paths beside the record scan, in Python: the reference implementations.
 
-`protocol.speedups` picks these when `ROCKETLITE_NATIVE=0` (or when the compiled
+`store.codec.speedups` picks these when `ROCKETLITE_NATIVE=0` (or when the compiled
 `_native/_dispatch` is missing); the compiled twins give the same results and
 `tests/store/test_native_dispatch.py` pins them together.
 
 * `check_records`: recovery's walk over a commit-log segment: records from a position, each one
-  checked by `record_ref.scan_record` (magic, sizes, lengths, CRC) and its PHYSICALOFFSET
+  checked by `scan_ref.scan_record` (magic, sizes, lengths, CRC) and its PHYSICALOFFSET
   against where it lies; only a count comes back, no `DispatchRequest` per record;
 * `select_units`: the selection half of a pull (`store/consume_queue.py` `ConsumeQueue.read`):
   which consume-queue units of a run are taken, by padding, tag code, count and bytes, and how
@@ -29,8 +29,8 @@ from typing import Final, TypeAlias
 
 from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT, PADDING_SIZE, Unit
 from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult, enters_consume_queue
-from rocketlite.protocol.formats.record_ref import scan_messages, scan_record
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageSysFlag, index_key_hash
+from rocketlite.store.codec.scan_ref import scan_messages, scan_record
 
 __all__ = [
     "check_records",

@@ -1,14 +1,14 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of `protocol/row_digests.py`: BLAKE2b (RFC 7693, unkeyed, 12 rounds) of many
+"""Compiled twin of `spark/codec/digests_ref.py`: BLAKE2b (RFC 7693, unkeyed, 12 rounds) of many
 slices of one buffer, hashed without the GIL. The reference is `hashlib.blake2b` per slice;
-`tests/protocol/test_native_digests.py` pins the two byte for byte, bad offsets included."""
+`tests/spark/test_native_digests.py` pins the two byte for byte, bad offsets included."""
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
 
 from array import array
 
-from rocketlite.protocol.row_digests import check_slices
+from rocketlite.spark.codec.digests_ref import check_slices
 
 cdef uint64_t IV[8]
 IV[:] = [

@@ -1,5 +1,25 @@
-# The SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header fill of `_record.pyx` (included there; a .pxi
-# keeps that module under 600 lines). It uses `_record.pyx`'s cimports and `dataclasses`.
+# cython: language_level=3
+"""The compiled request-header decoders of the hottest requests: SEND_MESSAGE_V2 /
+SEND_BATCH_MESSAGE (letters a..n) and PULL_MESSAGE (camelCase names).
+
+`custom_header`'s generated decoders are the references (`protocol.wire.speedups.REFERENCE`);
+each fill here takes the canonical shape every client sends (a dict of str, numbers as plain
+ASCII digits or "-1", booleans "true"/"false"/"1"/"0") and hands anything else to the reference,
+which raises the error it defines (the first missing or bad field in declaration order) or gives
+the same header. The headers are filled slot by slot, skipping their Python `__init__` (plain
+dataclasses with exactly these fields: checked at import). `tests/protocol/test_native_send_header.py`
+and `test_native_pull_header.py` pin them to the references.
+"""
+
+from libc.stdint cimport int64_t, uint32_t
+
+import dataclasses
+
+cdef extern from "Python.h":
+    int PyObject_GenericSetAttr(object o, object name, object value) except -1
+
+__all__ = ["decode_pull_header", "decode_send_header_v2"]
+
 
 # -- SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE header (letters a..n) -------------------------------------
 # `custom_header`'s generated decoder for `SendMessageRequestHeader.V2_NAMES` is the reference; this
@@ -22,7 +42,7 @@ if tuple((f.attr, f.kind.value, f.required) for f in _SendHeader.field_specs()) 
 ) != tuple("abcdefghijklmn") or [
     (f.default if f.default is not dataclasses.MISSING else "required") for f in dataclasses.fields(_SendHeader)
 ] != ["required"] * 8 + [None, None, False, None, False, None] or hasattr(_SendHeader, "__post_init__"):
-    raise ImportError("SendMessageRequestHeader changed: update protocol/_native/_record.pyx")
+    raise ImportError("SendMessageRequestHeader changed: update protocol/wire/_native/_headers.pyx")
 cdef tuple _SEND_ATTRS = tuple(f[0] for f in _SEND_SCHEMA)
 cdef object _new_send = _SendHeader.__new__
 
@@ -119,4 +139,61 @@ def decode_send_header_v2(ext):
     )
     for i in range(14):
         PyObject_GenericSetAttr(h, _SEND_ATTRS[i], values[i])
+    return h
+
+
+# -- PULL_MESSAGE header (camelCase names) ---------------------------------------------------------
+# `custom_header`'s generated decoder for `PullMessageRequestHeader` is the reference; this fill
+# takes the canonical shape every client sends (a dict of str, numbers as plain ASCII digits or
+# "-1") and hands anything else to it, which raises the error it defines (the first missing or bad
+# field in declaration order) or gives the same header.
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader as _PullHeader
+
+cdef object _pull_py = _decoder_for(_PullHeader, None)
+_PULL_SCHEMA = (
+    ("consumer_group", "consumerGroup", "string", True), ("topic", "topic", "string", True),
+    ("queue_id", "queueId", "int", True), ("queue_offset", "queueOffset", "long", True),
+    ("max_msg_nums", "maxMsgNums", "int", True), ("sys_flag", "sysFlag", "int", True),
+    ("commit_offset", "commitOffset", "long", True),
+    ("suspend_timeout_millis", "suspendTimeoutMillis", "long", True),
+    ("subscription", "subscription", "string", False), ("sub_version", "subVersion", "long", True),
+    ("expression_type", "expressionType", "string", False), ("bname", "bname", "string", False),
+)
+if tuple((f.attr, f.wire, f.kind.value, f.required) for f in _PullHeader.field_specs()) != _PULL_SCHEMA or [
+    (f.default if f.default is not dataclasses.MISSING else "required") for f in dataclasses.fields(_PullHeader)
+] != ["required"] * 8 + [None, "required", None, None] or hasattr(_PullHeader, "__post_init__"):
+    raise ImportError("PullMessageRequestHeader changed: update protocol/wire/_native/_headers.pyx")
+cdef tuple _PULL_ATTRS = tuple(f[0] for f in _PULL_SCHEMA)
+cdef object _new_pull = _PullHeader.__new__
+
+
+def decode_pull_header(ext):
+    """The reference's `PullMessageRequestHeader` from the ext fields of a PULL_MESSAGE."""
+    cdef int64_t num[7]
+    cdef int i
+    # (wire name, most digits) of the numbers, in declaration order; INT fields 9, LONG fields 18
+    cdef tuple ints = (
+        ("queueId", 9), ("queueOffset", 18), ("maxMsgNums", 9), ("sysFlag", 9), ("commitOffset", 18),
+        ("suspendTimeoutMillis", 18), ("subVersion", 18),
+    )
+    if not PyDict_CheckExact(ext):
+        return _pull_py(ext)
+    d = <dict>ext
+    group = d.get("consumerGroup")
+    topic = d.get("topic")
+    if not (PyUnicode_CheckExact(group) and PyUnicode_CheckExact(topic)):
+        return _pull_py(ext)
+    for i in range(7):
+        if not _number(d.get(ints[i][0]), ints[i][1], &num[i]):
+            return _pull_py(ext)
+    sub = d.get("subscription")
+    expr = d.get("expressionType")
+    bname = d.get("bname")
+    if not ((sub is None or PyUnicode_CheckExact(sub)) and (expr is None or PyUnicode_CheckExact(expr))
+            and (bname is None or PyUnicode_CheckExact(bname))):
+        return _pull_py(ext)
+    h = _new_pull(_PullHeader)
+    values = (group, topic, num[0], num[1], num[2], num[3], num[4], num[5], sub, num[6], expr, bname)
+    for i in range(12):
+        PyObject_GenericSetAttr(h, _PULL_ATTRS[i], values[i])
     return h

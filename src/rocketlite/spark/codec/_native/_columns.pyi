@@ -1,7 +1,7 @@
 """Stub of the compiled column decoder (`_columns.pyx`); the reference is
-`protocol/record_columns.py`."""
+`spark/codec/columns_ref.py`."""
 
-from rocketlite.protocol.record_columns import RecordColumns, RecordStarts
+from rocketlite.spark.codec.columns_ref import RecordColumns, RecordStarts
 
 def decode_record_columns(
     buf: bytes | bytearray | memoryview, positions: bytes | bytearray | memoryview

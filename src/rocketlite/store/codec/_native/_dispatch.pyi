@@ -1,12 +1,12 @@
 """Stub of the compiled store read side (`_dispatch.pyx`); the references are in
-`protocol/formats/record_ref.py` and `protocol/dispatch_codec.py`."""
+`store/codec/scan_ref.py` and `store/codec/dispatch_ref.py`."""
 
 from array import array
 from collections.abc import Callable, Sequence
 
-from rocketlite.protocol.dispatch_codec import DispatchBatch, QueueBatch
 from rocketlite.protocol.formats.consume_queue_unit import Unit
 from rocketlite.protocol.formats.record import DispatchRequest, ScanResult
+from rocketlite.store.codec.dispatch_ref import DispatchBatch, QueueBatch
 
 def scan_messages(
     buf: memoryview,

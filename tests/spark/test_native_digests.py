@@ -1,5 +1,5 @@
 """`speedups.blake2b_digests`: the compiled BLAKE2b (`_native/_digests.pyx`) pinned to the
-reference (`protocol/row_digests.py`, hashlib per slice) byte for byte, bad offsets included."""
+reference (`spark/codec/digests_ref.py`, hashlib per slice) byte for byte, bad offsets included."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import row_digests, speedups
+from rocketlite import native
+from rocketlite.spark.codec import digests_ref, speedups
 
-native = pytest.importorskip("rocketlite.protocol._native._digests") if not speedups.REFERENCE_ONLY else None
-IMPLEMENTATIONS = [row_digests.blake2b_digests] + ([native.blake2b_digests] if native is not None else [])
+compiled = (
+    pytest.importorskip("rocketlite.spark.codec._native._digests") if not native.REFERENCE_ONLY else None
+)
+IMPLEMENTATIONS = [digests_ref.blake2b_digests] + ([compiled.blake2b_digests] if compiled is not None else [])
 
 
 @st.composite
