@@ -88,6 +88,9 @@ if hasattr(StoredRecord, "__post_init__") or hasattr(HostAddress, "__post_init__
 
 include "_crc32.pxi"
 include "_crc32_clmul.pxi"
+include "_bytes.pxi"  # big-endian fields, hex digits
+include "_text.pxi"  # UTF-8 and ASCII checks (the batch path)
+include "_props.pxi"  # the properties array (the batch path)
 
 
 def crc32(data):
@@ -97,27 +100,6 @@ def crc32(data):
     if PyByteArray_Check(data):
         return _crc32_fast(<const uint8_t*>PyByteArray_AS_STRING(data), PyByteArray_GET_SIZE(data))
     raise TypeError(f"a bytes-like object is required, not {type(data).__name__!r}")
-
-
-# -- big-endian fields -----------------------------------------------------------------------------
-cdef inline void _put32(char* p, uint32_t v) noexcept nogil:
-    p[0] = <char>(v >> 24)
-    p[1] = <char>(v >> 16)
-    p[2] = <char>(v >> 8)
-    p[3] = <char>v
-
-
-cdef inline void _put64(char* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
-
-cdef inline int32_t _get32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline int64_t _get64(const uint8_t* p) noexcept nogil:
-    return <int64_t>((<uint64_t><uint32_t>_get32(p) << 32) | <uint64_t><uint32_t>_get32(p + 4))
 
 
 # -- encode ----------------------------------------------------------------------------------------
@@ -295,9 +277,6 @@ def encode_records(msgs, max_message_size):
 
 
 # -- stamp (a batch placed under the commit log's lock) ---------------------------------------------
-cdef char* _HEX = b"0123456789ABCDEF"
-
-
 def stamp_records(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix):
     """`record_stamp.stamp_records`: QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of each record
     of an encoded batch patched in C, the same values set on each message, the msg ids returned
@@ -359,8 +338,7 @@ def stamp_records(buf, msgs, queue_offset, advances, physical_base, store_timest
         msg.queue_offset = qoff
         p = ids_out + i * (id_len + 1)
         memcpy(p, prefix, prefix_len)
-        for k in range(16):
-            p[prefix_len + k] = _HEX[(phys >> (60 - 4 * k)) & 0xF]
+        _hex64(p + prefix_len, phys)
         if i + 1 < count:
             p[id_len] = 44  # ','
         if adv:
@@ -421,8 +399,7 @@ def place_record(target, pos, head, tail, stamp_pos, queue_offset, physical_offs
     msg_id = PyBytes_FromStringAndSize(NULL, prefix_len + 16)
     p = PyBytes_AS_STRING(msg_id)
     memcpy(p, prefix, prefix_len)
-    for k in range(16):
-        p[prefix_len + k] = _HEX[(<uint64_t>phys >> (60 - 4 * k)) & 0xF]
+    _hex64(p + prefix_len, <uint64_t>phys)
     return msg_id.decode("ascii")
 
 
@@ -496,7 +473,7 @@ cdef list _decode(const uint8_t* data, Py_ssize_t n):
         q += 1 + topic_len
         if q + 2 > end:
             break
-        props_len = <int16_t>((<uint32_t>data[q] << 8) | data[q + 1])
+        props_len = _get16(data + q)
         q += 2
         if props_len < 0 or q + props_len != end:
             break

@@ -1,18 +1,20 @@
 # A SEND_BATCH_MESSAGE body straight to commit-log records, and such a batch stamped: included
-# by _record.pyx (its `_Rec`, `_write`, `_read_ip`, `_put64`, `_get32`, `_HEX`).
+# by _record.pyx (its `_Rec`, `_write`, `_read_ip`, and the shared `_bytes.pxi`, `_text.pxi`,
+# `_props.pxi`).
 #
 # `encode_batch_records` is `protocol.batch.encode_batch_records` (for an accepted batch,
 # `send_batch_messages` then `encode_records`; a batch past maxMessageSize is refused at the first
-# record over the limit, before more is built) without a `MessageInner` per entry: one pass checks the whole body (the same
-# ProtocolErrors, in the same order, as `send_batch_messages`) and bounds the output, a second
-# rewrites each entry's properties in a scratch buffer (the entry's own, WAIT dropped, then every
-# batch-level one it lacks, with the map semantics of `string_to_properties`: a repeated key keeps
-# its first place and its last value) and writes the record from a template `_Rec`. The property
-# array helpers are those of `_send.pyx`, over UTF-8 bytes (the separators are ASCII). The output
-# is sized by the first pass's bound but never past `max_message_size`: the second pass refuses the
-# batch (BATCH_TOO_LARGE) at the first record that takes the total past it. Anything
-# unusual goes to the reference: strings without a UTF-8 form, more than `_BMAX` properties, a
-# number out of its Java range, a record over a limit (the reference words the remark).
+# record over the limit, before more is built) without a `MessageInner` per entry: one pass checks
+# the whole body (the same ProtocolErrors, in the same order, as `send_batch_messages`) and bounds
+# the output, a second rewrites each entry's properties in a scratch buffer (the entry's own, WAIT
+# dropped, then every batch-level one it lacks, with the map semantics of `string_to_properties`:
+# a repeated key keeps its first place and its last value) and writes the record from a template
+# `_Rec`. The property array is `_props.pxi`'s, shared with `_send.pyx`, over UTF-8 bytes (the
+# separators are ASCII). The output is sized by the first pass's bound but never past
+# `max_message_size`: the second pass refuses the batch (BATCH_TOO_LARGE) at the first record that
+# takes the total past it. Anything unusual goes to the reference: strings without a UTF-8 form,
+# more than `_PROPS_CAP` properties, a number out of its Java range, a record over a limit (the
+# reference words the remark).
 
 from rocketlite.protocol.formats import batch as _batch_py
 from rocketlite.protocol.errors import ProtocolError
@@ -25,93 +27,6 @@ assert (
     _batch_py.BATCH_TOO_LARGE,
 ) == (0, 1, 2, 3)
 assert _batch_py.DELAY_NEEDLE == "DELAY\x01"
-
-cdef enum:
-    _BMAX = 64  # properties per string held in the array; beyond, the reference
-
-
-cdef struct _BProp:
-    const char* k
-    Py_ssize_t kl
-    const char* v
-    Py_ssize_t vl
-    bint live
-
-
-cdef Py_ssize_t _bfind(_BProp* props, Py_ssize_t count, const char* k, Py_ssize_t kl) noexcept:
-    cdef Py_ssize_t i
-    for i in range(count):
-        if props[i].live and props[i].kl == kl and memcmp(props[i].k, k, kl) == 0:
-            return i
-    return -1
-
-
-cdef Py_ssize_t _bparse(const char* s, Py_ssize_t n, _BProp* out, Py_ssize_t cap) noexcept:
-    """`string_to_properties` into `out`; the count, or -1 when more than `cap` are needed."""
-    cdef Py_ssize_t count = 0, pos = 0, end, kl, vl, i
-    cdef const char* hit
-    cdef const char* sep
-    if n == 0:
-        return 0
-    while pos <= n:
-        hit = <const char*>memchr(s + pos, 2, n - pos)
-        end = n if hit == NULL else hit - s
-        sep = <const char*>memchr(s + pos, 1, end - pos)
-        if sep != NULL:
-            kl = sep - (s + pos)
-            vl = end - (sep - s) - 1
-            if kl > 0 and vl > 0:
-                i = _bfind(out, count, s + pos, kl)
-                if i >= 0:
-                    out[i].v = sep + 1
-                    out[i].vl = vl
-                else:
-                    if count == cap:
-                        return -1
-                    out[count].k = s + pos
-                    out[count].kl = kl
-                    out[count].v = sep + 1
-                    out[count].vl = vl
-                    out[count].live = True
-                    count += 1
-        pos = end + 1
-    return count
-
-
-cdef inline void _bdrop(_BProp* props, Py_ssize_t count, const char* k, Py_ssize_t kl) noexcept:
-    cdef Py_ssize_t i = _bfind(props, count, k, kl)
-    if i >= 0:
-        props[i].live = False
-
-
-cdef Py_ssize_t _bsize(_BProp* props, Py_ssize_t count) noexcept:
-    """The length of the `properties_to_string` form."""
-    cdef Py_ssize_t i, size = 0, live = 0
-    for i in range(count):
-        if props[i].live:
-            size += props[i].kl + 1 + props[i].vl
-            live += 1
-    return size + live - 1 if live else 0
-
-
-cdef Py_ssize_t _bwrite(_BProp* props, Py_ssize_t count, char* out) noexcept:
-    """`properties_to_string` into `out` (sized by `_bsize`); the bytes written."""
-    cdef Py_ssize_t i, pos = 0
-    cdef bint first = True
-    for i in range(count):
-        if not props[i].live:
-            continue
-        if not first:
-            out[pos] = 2
-            pos += 1
-        first = False
-        memcpy(out + pos, props[i].k, props[i].kl)
-        pos += props[i].kl
-        out[pos] = 1
-        pos += 1
-        memcpy(out + pos, props[i].v, props[i].vl)
-        pos += props[i].vl
-    return pos
 
 
 cdef bint _has_needle(const char* s, Py_ssize_t n) noexcept:
@@ -128,25 +43,6 @@ cdef bint _has_needle(const char* s, Py_ssize_t n) noexcept:
     return False
 
 
-cdef bint _ascii(const unsigned char* p, Py_ssize_t n) noexcept:
-    cdef Py_ssize_t i
-    cdef unsigned char acc = 0
-    for i in range(n):
-        acc |= p[i]
-    return acc < 0x80
-
-
-cdef const char* _utf8_or_null(str text, Py_ssize_t* size):
-    try:
-        return PyUnicode_AsUTF8AndSize(text, size)
-    except UnicodeEncodeError:
-        return NULL
-
-
-cdef inline Py_ssize_t _be16(const unsigned char* p) noexcept:
-    return <int16_t>((p[0] << 8) | p[1])
-
-
 def encode_batch_records(body, str header_properties, str cluster, str topic, born_host, store_host,
                          queue_id, sys_flag, born_timestamp, reconsume_times, max_message_size):
     """`batch.encode_batch_records`: (records, count, first SYSFLAG, outcome, remark)."""
@@ -154,8 +50,8 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
             born_timestamp, reconsume_times, max_message_size)  # fmt: skip
     cdef Py_ssize_t hn, cn, nbatch, i, count, n_entries = 0, bound = 0, batch_size
     cdef Py_ssize_t size, pos = 0, total, body_len, props_len, props_start, end, out_pos = 0
-    cdef _BProp batch[_BMAX + 1]
-    cdef _BProp props[2 * _BMAX + 2]
+    cdef _Prop batch[_PROPS_CAP + 1]
+    cdef _Prop props[2 * _PROPS_CAP + 2]
     cdef _Rec r
     cdef int64_t max_size
     cdef Py_buffer view
@@ -168,11 +64,11 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
     r.topic = _utf8_or_null(topic, &r.topic_len)
     if h == NULL or c == NULL or r.topic == NULL:
         return _batch_py.encode_batch_records(*args)
-    nbatch = _bparse(h, hn, batch, _BMAX)
+    nbatch = _props_parse(h, hn, batch, _PROPS_CAP)
     if nbatch < 0 or r.topic_len > _MAX_TOPIC:
         return _batch_py.encode_batch_records(*args)
-    _bdrop(batch, nbatch, b"WAIT", 4)
-    i = _bfind(batch, nbatch, b"CLUSTER", 7)
+    _props_drop(batch, nbatch, b"WAIT", 4)
+    i = _props_find(batch, nbatch, b"CLUSTER", 7)
     if i < 0:
         i = nbatch
         nbatch += 1
@@ -181,7 +77,7 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
         batch[i].live = True
     batch[i].v = c
     batch[i].vl = cn
-    batch_size = _bsize(batch, nbatch)
+    batch_size = _props_size(batch, nbatch)
     try:
         if not _read_ip(born_host.ip, r.born_ip, &r.born_ip_size) or not _read_ip(
             store_host.ip, r.store_ip, &r.store_ip_size
@@ -211,7 +107,7 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
             body_len = _get32(p + pos + 16)
             if body_len < 0 or pos + 20 + body_len + 2 > size:
                 raise ProtocolError(f"batch entry at byte {pos}: body length {body_len} overruns the batch")
-            props_len = _be16(p + pos + 20 + body_len)
+            props_len = _get16(p + pos + 20 + body_len)
             props_start = pos + 22 + body_len
             end = props_start + props_len
             if props_len < 0 or end > size:
@@ -228,10 +124,10 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
                 except UnicodeDecodeError as exc:
                     raise ProtocolError(f"batch entry at byte {pos}: properties are not UTF-8") from exc
             if not delayed and not fallback:
-                count = _bparse(<const char*>p + props_start, props_len, props, _BMAX)
+                count = _props_parse(<const char*>p + props_start, props_len, props, _PROPS_CAP)
                 if count < 0:
                     fallback = True
-                elif _bfind(props, count, b"DELAY", 5) >= 0:
+                elif _props_find(props, count, b"DELAY", 5) >= 0:
                     delayed = True
             n_entries += 1
             bound += r.head_size + 3 + r.topic_len + body_len + props_len + 1 + batch_size
@@ -255,18 +151,18 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
             pos = 0
             while pos < size:
                 body_len = _get32(p + pos + 16)
-                props_len = _be16(p + pos + 20 + body_len)
+                props_len = _get16(p + pos + 20 + body_len)
                 props_start = pos + 22 + body_len
-                count = _bparse(<const char*>p + props_start, props_len, props, _BMAX)
-                _bdrop(props, count, b"WAIT", 4)
+                count = _props_parse(<const char*>p + props_start, props_len, props, _PROPS_CAP)
+                _props_drop(props, count, b"WAIT", 4)
                 for i in range(nbatch):
-                    if batch[i].live and _bfind(props, count, batch[i].k, batch[i].kl) < 0:
+                    if batch[i].live and _props_find(props, count, batch[i].k, batch[i].kl) < 0:
                         props[count] = batch[i]
                         count += 1
-                r.props_len = _bsize(props, count)
+                r.props_len = _props_size(props, count)
                 if r.props_len > _MAX_PROPS:
                     return _batch_py.encode_batch_records(*args)  # BATCH_TOO_LARGE, or a needle first
-                _bwrite(props, count, scratch)
+                _props_write(props, count, scratch)
                 if _has_needle(scratch, r.props_len):
                     return (bytearray(), n_entries, 0, 2, "")
                 r.props = scratch
@@ -346,8 +242,7 @@ def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timesta
         _put64(out + pos + stamp, <uint64_t>now)
         q = ids_out + i * (id_len + 1)
         memcpy(q, prefix, prefix_len)
-        for k in range(16):
-            q[prefix_len + k] = _HEX[(phys >> (60 - 4 * k)) & 0xF]
+        _hex64(q + prefix_len, phys)
         if i + 1 < cnt:
             q[id_len] = 44  # ','
         if adv:

@@ -52,25 +52,8 @@ cdef int _HEADER_LENGTH_MASK = 0x00FFFFFF
 # ============================================================================= bytes in and out
 
 
-cdef inline long long _read_i32(const unsigned char* p) noexcept nogil:
-    cdef unsigned int u = (<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16) | (<unsigned int>p[2] << 8) | p[3]
-    return <int>u
-
-
-cdef inline unsigned int _read_u32(const unsigned char* p) noexcept nogil:
-    return (<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16) | (<unsigned int>p[2] << 8) | p[3]
-
-
-cdef inline int _read_i16(const unsigned char* p) noexcept nogil:
-    cdef unsigned short u = (<unsigned short>p[0] << 8) | p[1]
-    return <short>u
-
-
-cdef inline void _put_u32(unsigned char* p, unsigned int v) noexcept nogil:
-    p[0] = (v >> 24) & 0xFF
-    p[1] = (v >> 16) & 0xFF
-    p[2] = (v >> 8) & 0xFF
-    p[3] = v & 0xFF
+include "_bytes.pxi"  # big-endian fields, hex digits
+include "_text.pxi"  # the UTF-8 form of a str
 
 
 cdef struct Buf:
@@ -134,7 +117,6 @@ cdef int _buf_int(Buf* b, long long v) except -1:
     return _buf_put(b, &tmp[i], 24 - i)
 
 
-cdef const char* _HEX = b"0123456789ABCDEF"
 cdef const char* _SHORT_ESCAPES = b"btn?fr"  # the letters of \b \t \n (none) \f \r, from code 8
 
 
@@ -179,8 +161,8 @@ cdef int _buf_quote(Buf* b, const unsigned char* s, Py_ssize_t n) except -1:
             esc[1] = 117  # 'u'
             esc[2] = 48
             esc[3] = 48
-            esc[4] = _HEX[code >> 4]
-            esc[5] = _HEX[code & 15]
+            esc[4] = _HEX_DIGITS[code >> 4]
+            esc[5] = _HEX_DIGITS[code & 15]
             _buf_put(b, esc, 6)
     _buf_put(b, s + run, n - run)
     _buf_put(b, b'"', 1)
@@ -194,16 +176,6 @@ cdef inline bint _small_int(object value, long long* out):
         return False
     out[0] = PyLong_AsLongLongAndOverflow(value, &overflow)
     return overflow == 0
-
-
-cdef inline const char* _utf8(object text, Py_ssize_t* n):
-    """UTF-8 of an exact str, or NULL (with no exception set) when it has none (lone surrogates)."""
-    cdef const char* s
-    try:
-        s = PyUnicode_AsUTF8AndSize(text, n)
-    except UnicodeEncodeError:
-        return NULL
-    return s
 
 
 # ==================================================================================== JSON out
@@ -238,12 +210,12 @@ cdef int _json_header_into(Buf* b, object cmd) except -1:
             if not first:
                 _buf_put(b, b",", 1)
             first = False
-            s = _utf8(key, &n)
+            s = _utf8_or_null(key, &n)
             if s == NULL:
                 return 0
             _buf_quote(b, <const unsigned char*>s, n)
             _buf_put(b, b":", 1)
-            s = _utf8(value, &n)
+            s = _utf8_or_null(value, &n)
             if s == NULL:
                 return 0
             _buf_quote(b, <const unsigned char*>s, n)
@@ -251,7 +223,7 @@ cdef int _json_header_into(Buf* b, object cmd) except -1:
     _buf_lit(b, b',"flag":')
     _buf_int(b, flag)
     _buf_lit(b, b',"language":')
-    s = _utf8(language, &n)
+    s = _utf8_or_null(language, &n)
     if s == NULL:
         return 0
     _buf_quote(b, <const unsigned char*>s, n)
@@ -259,7 +231,7 @@ cdef int _json_header_into(Buf* b, object cmd) except -1:
     _buf_int(b, opaque)
     if remark is not None:
         _buf_lit(b, b',"remark":')
-        s = _utf8(remark, &n)
+        s = _utf8_or_null(remark, &n)
         if s == NULL:
             return 0
         _buf_quote(b, <const unsigned char*>s, n)
@@ -314,18 +286,18 @@ cdef int _binary_header_into(Buf* b, object cmd) except -1:
     word[0] = (version >> 8) & 0xFF
     word[1] = version & 0xFF
     _buf_put(b, word, 2)
-    _put_u32(word, <unsigned int>opaque)
+    _put32(word, <unsigned int>opaque)
     _buf_put(b, word, 4)
-    _put_u32(word, <unsigned int>flag)
+    _put32(word, <unsigned int>flag)
     _buf_put(b, word, 4)
     if remark:
-        s = _utf8(remark, &n)
+        s = _utf8_or_null(remark, &n)
         if s == NULL:
             return 0
     else:
         s = b""
         n = 0
-    _put_u32(word, <unsigned int>n)
+    _put32(word, <unsigned int>n)
     _buf_put(b, word, 4)
     _buf_put(b, s, n)
     ext_at = b.size
@@ -333,18 +305,18 @@ cdef int _binary_header_into(Buf* b, object cmd) except -1:
     for key, value in (<dict>ext).items():
         if type(key) is not str or type(value) is not str:
             return 0
-        s = _utf8(key, &kn)
-        v = _utf8(value, &vn)
+        s = _utf8_or_null(key, &kn)
+        v = _utf8_or_null(value, &vn)
         if s == NULL or v == NULL or kn > 0x7FFF:
             return 0
         word[0] = (kn >> 8) & 0xFF
         word[1] = kn & 0xFF
         _buf_put(b, word, 2)
         _buf_put(b, s, kn)
-        _put_u32(word, <unsigned int>vn)
+        _put32(word, <unsigned int>vn)
         _buf_put(b, word, 4)
         _buf_put(b, v, vn)
-    _put_u32(b.data + ext_at, <unsigned int>(b.size - ext_at - 4))
+    _put32(b.data + ext_at, <unsigned int>(b.size - ext_at - 4))
     return 1
 
 
@@ -391,8 +363,8 @@ def encode_command(cmd):
             body_length = PyBytes_GET_SIZE(body)
         out = PyBytes_FromStringAndSize(NULL, 8 + header_length + body_length)
         o = <unsigned char*>PyBytes_AS_STRING(out)
-        _put_u32(o, <unsigned int>(4 + header_length + body_length))
-        _put_u32(o + 4, (<unsigned int>(0 if serialize_type is _JSON else 1) << 24) | <unsigned int>header_length)
+        _put32(o, <unsigned int>(4 + header_length + body_length))
+        _put32(o + 4, (<unsigned int>(0 if serialize_type is _JSON else 1) << 24) | <unsigned int>header_length)
         memcpy(o + 8, b.data, header_length)
         if body_length:
             memcpy(o + 8 + header_length, PyBytes_AS_STRING(body), body_length)
@@ -408,7 +380,7 @@ assert _command.DEFAULT_LANGUAGE == "JAVA" and int(_ResponseCode.SUCCESS) == 0 a
 cdef inline bint _quoted(Buf* b, object text) except -1:
     """`text` (an exact str) as a JSON string literal; False when it has no UTF-8 (lone surrogates)."""
     cdef Py_ssize_t n
-    cdef const char* s = _utf8(text, &n)
+    cdef const char* s = _utf8_or_null(text, &n)
     if s == NULL:
         return False
     _buf_quote(b, <const unsigned char*>s, n)
@@ -453,8 +425,8 @@ def encode_send_ok(opaque, serialize_type, msg_id, queue_id, queue_offset, regio
         header_length = b.size
         out = PyBytes_FromStringAndSize(NULL, 8 + header_length)
         o = <unsigned char*>PyBytes_AS_STRING(out)
-        _put_u32(o, <unsigned int>(4 + header_length))
-        _put_u32(o + 4, <unsigned int>header_length)
+        _put32(o, <unsigned int>(4 + header_length))
+        _put32(o + 4, <unsigned int>header_length)
         memcpy(o + 8, b.data, header_length)
         return out
     finally:
@@ -490,15 +462,15 @@ cdef object _binary_command(const unsigned char* p, Py_ssize_t size):
     cdef dict ext = {}
     if size < 21:
         raise ProtocolError(f"ROCKETMQ header too short: {size} bytes")
-    code = _read_i16(p)
+    code = _get16(p)
     language = _LANGUAGE_NAMES[(<signed char>p[2]) + 128]
-    version = _read_i16(p + 3)
-    opaque = _read_i32(p + 5)
-    flag = _read_i32(p + 9)
-    remark = _take(p, size, 17, _read_i32(p + 13), "remark", &pos)
+    version = _get16(p + 3)
+    opaque = _get32(p + 5)
+    flag = _get32(p + 9)
+    remark = _take(p, size, 17, _get32(p + 13), "remark", &pos)
     if pos + 4 > size:
         raise ProtocolError("ROCKETMQ header ends before its ext length")
-    ext_len = _read_i32(p + pos)
+    ext_len = _get32(p + pos)
     pos += 4
     if ext_len < 0 or pos + ext_len != size:
         raise ProtocolError(f"ROCKETMQ header ext length {ext_len} does not match the header size")
@@ -506,11 +478,11 @@ cdef object _binary_command(const unsigned char* p, Py_ssize_t size):
     while pos < end:
         if pos + 2 > end:
             raise ProtocolError("ROCKETMQ header ext entry torn")
-        key_len = _read_i16(p + pos)
+        key_len = _get16(p + pos)
         key = _take(p, end, pos + 2, key_len, "ext key", &pos)
         if pos + 4 > end:
             raise ProtocolError("ROCKETMQ header ext entry torn")
-        value_len = _read_i32(p + pos)
+        value_len = _get32(p + pos)
         value = _take(p, end, pos + 4, value_len, "ext value", &pos)
         if key is not None and value is not None:
             ext[key] = value
@@ -543,8 +515,8 @@ def decode_frames(src, Py_ssize_t max_frame_length):
     p = <const unsigned char*>PyBytes_AS_STRING(src)
     size = PyBytes_GET_SIZE(src)
     while size - pos >= 8:
-        length = _read_i32(p + pos)
-        word = _read_u32(p + pos + 4)
+        length = _get32(p + pos)
+        word = _getu32(p + pos + 4)
         header_length = word & _HEADER_LENGTH_MASK
         if not 4 <= length <= limit or header_length > length - 4:
             check_prefix(src, pos, max_frame_length)  # raises, with the message for what is wrong
@@ -567,9 +539,9 @@ def decode_frames(src, Py_ssize_t max_frame_length):
         commands.append(cmd)
         pos = end
     if size - pos >= 4:
-        length = _read_i32(p + pos)
+        length = _get32(p + pos)
         if not 4 <= length <= limit:
             check_prefix(src, pos, max_frame_length)
-        if size - pos >= 8 and (_read_u32(p + pos + 4) & _HEADER_LENGTH_MASK) > length - 4:
+        if size - pos >= 8 and (_getu32(p + pos + 4) & _HEADER_LENGTH_MASK) > length - 4:
             check_prefix(src, pos, max_frame_length)
     return commands, pos

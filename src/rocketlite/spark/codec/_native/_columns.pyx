@@ -32,7 +32,6 @@ cdef int32_t _SLOW = SLOW_SYS_FLAGS
 cdef int32_t _V6 = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 cdef int64_t _V4_FIXED = V4_FIXED_SIZE
 cdef int64_t _INT32_MAX = 2147483647
-cdef const char* _HEX = b"0123456789ABCDEF"
 assert V4_BODY_POS == 88
 
 # V4 field positions (protocol/formats/record.py's table).
@@ -63,58 +62,8 @@ cdef struct _Item:
     int64_t value_len
 
 
-cdef inline int32_t _be32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
-cdef inline int64_t _be64(const uint8_t* p) noexcept nogil:
-    return <int64_t>((<uint64_t><uint32_t>_be32(p) << 32) | <uint64_t><uint32_t>_be32(p + 4))
-
-
-cdef bint _utf8(const uint8_t* s, int64_t n) noexcept nogil:
-    """Whether `s[:n]` is strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF)."""
-    cdef int64_t i = 0
-    cdef uint64_t word
-    cdef uint8_t c, lo, hi
-    cdef int need, k
-    while i < n:
-        if i + 8 <= n:
-            memcpy(&word, s + i, 8)
-            if (word & 0x8080808080808080ULL) == 0:
-                i += 8
-                continue
-        c = s[i]
-        if c < 0x80:
-            i += 1
-            continue
-        lo, hi = 0x80, 0xBF
-        if c < 0xC2:
-            return False
-        elif c < 0xE0:
-            need = 1
-        elif c < 0xF0:
-            need = 2
-            if c == 0xE0:
-                lo = 0xA0
-            elif c == 0xED:
-                hi = 0x9F
-        elif c < 0xF5:
-            need = 3
-            if c == 0xF0:
-                lo = 0x90
-            elif c == 0xF4:
-                hi = 0x8F
-        else:
-            return False
-        if i + need >= n:
-            return False
-        if s[i + 1] < lo or s[i + 1] > hi:
-            return False
-        for k in range(2, need + 1):
-            if s[i + k] < 0x80 or s[i + k] > 0xBF:
-                return False
-        i += need + 1
-    return True
+include "_bytes.pxi"  # big-endian fields, hex digits
+include "_text.pxi"  # strict UTF-8 checks
 
 
 cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow) noexcept nogil:
@@ -123,12 +72,12 @@ cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow
     cdef int32_t sys_flag
     if pos < 0 or size - pos < _PREFIX:
         return -1
-    total = _be32(b + pos)
-    if _be32(b + pos + 4) != _MAGIC:
+    total = _get32(b + pos)
+    if _get32(b + pos + 4) != _MAGIC:
         return -1
     if total <= 0 or pos + total > size:
         return -1
-    sys_flag = _be32(b + pos + _SYS_FLAG)
+    sys_flag = _get32(b + pos + _SYS_FLAG)
     head = 88 + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
     if total < head + 3:
         return -1
@@ -138,7 +87,7 @@ cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow
     r.pos = pos
     r.head = head
     r.total = total
-    r.body_len = _be32(b + pos + head - 4)
+    r.body_len = _get32(b + pos + head - 4)
     p = pos + head
     if r.body_len < 0 or p + r.body_len + 3 > end:
         return -1
@@ -147,7 +96,7 @@ cdef int _frame(const uint8_t* b, int64_t size, int64_t pos, _Rec* r, bint* slow
     p += 1 + r.topic_len
     if p + 2 > end:
         return -1
-    r.props_len = <int16_t>((<uint32_t>b[p] << 8) | b[p + 1])
+    r.props_len = _get16(b + p)
     p += 2
     if r.props_len < 0 or p + r.props_len != end:
         return -1
@@ -182,7 +131,7 @@ def first_crc_mismatch(buf, positions):
                 if _frame(b, size, pos[i], &r, &slow) != 0:
                     bad = True
                     break
-                if <int32_t>(_crc32_fast(b + r.pos + r.head, r.body_len) & 0x7FFFFFFF) != _be32(b + r.pos + 8):
+                if <int32_t>(_crc32_fast(b + r.pos + r.head, r.body_len) & 0x7FFFFFFF) != _get32(b + r.pos + 8):
                     found = i
                     break
     finally:
@@ -217,22 +166,22 @@ def first_invalid_record(buf, positions, int64_t base, bint check_base):
                 if p < 0 or p + _V4_FIXED > size:
                     code = 1
                     break
-                total = _be32(b + p)
-                if _be32(b + p + 4) != _MAGIC or total < _V4_FIXED or p + total > size:
+                total = _get32(b + p)
+                if _get32(b + p + 4) != _MAGIC or total < _V4_FIXED or p + total > size:
                     code = 2
                     break
-                if _be32(b + p + _SYS_FLAG) & _V6:
+                if _get32(b + p + _SYS_FLAG) & _V6:
                     code = 5
                     break
-                body_len = _be32(b + p + 84)
+                body_len = _get32(b + p + 84)
                 topic_len_pos = min(p + 88 + max(body_len, 0), size - 1)
                 props_len_pos = min(topic_len_pos + 1 + b[topic_len_pos], size - 2)
-                props_len = <int16_t>((<uint32_t>b[props_len_pos] << 8) | b[props_len_pos + 1])
+                props_len = _get16(b + props_len_pos)
                 if not (body_len >= 0 and _V4_FIXED + body_len <= total and props_len >= 0
                         and props_len_pos + 2 + props_len == p + total):
                     code = 3
                     break
-                if check_base and _be64(b + p + _PHYS) != base + p:
+                if check_base and _get64(b + p + _PHYS) != base + p:
                     code = 4
                     break
                 i += 1
@@ -264,8 +213,8 @@ def record_starts(buf, int64_t pos, int64_t limit, int64_t max_count):
                 if size - pos < 8:
                     stop = 1
                     break
-                total = _be32(b + pos)
-                magic = _be32(b + pos + 4)
+                total = _get32(b + pos)
+                magic = _get32(b + pos + 4)
                 if magic != _MAGIC:
                     stop = 3
                     break
@@ -286,8 +235,8 @@ def record_starts(buf, int64_t pos, int64_t limit, int64_t max_count):
 cdef inline void _hex(uint8_t* out, const uint8_t* src, int n) noexcept nogil:
     cdef int i
     for i in range(n):
-        out[2 * i] = _HEX[src[i] >> 4]
-        out[2 * i + 1] = _HEX[src[i] & 15]
+        out[2 * i] = _HEX_DIGITS[src[i] >> 4]
+        out[2 * i + 1] = _HEX_DIGITS[src[i] & 15]
 
 
 cdef inline bint _is(const uint8_t* b, _Item* it, const char* name, int64_t n) noexcept nogil:
@@ -346,7 +295,7 @@ cdef object _decode(const uint8_t* b, int64_t size, const int64_t* pos, int64_t 
                 for i in range(n):
                     at = recs[i].pos + 88 + recs[i].body_len + 1
                     end = recs[i].pos + recs[i].total
-                    if not _utf8(b + at, recs[i].topic_len) or not _utf8(b + end - recs[i].props_len,
+                    if not _valid_utf8(b + at, recs[i].topic_len) or not _valid_utf8(b + end - recs[i].props_len,
                                                                         recs[i].props_len):
                         text_ok = False
                         break
@@ -412,12 +361,12 @@ cdef object _fill(const uint8_t* b, _Rec* recs, int64_t n, _Item* items, int64_t
         for i in range(n):
             r = &recs[i]
             p = b + r.pos
-            q_id[i] = _be32(p + _QUEUE_ID)
-            q_re[i] = _be32(p + _RECONSUME)
-            q_off[i] = _be64(p + _QUEUE_OFFSET)
-            q_phys[i] = _be64(p + _PHYS)
-            q_born[i] = _be64(p + _BORN_TS) * 1000
-            q_store[i] = _be64(p + _STORE_TS) * 1000
+            q_id[i] = _get32(p + _QUEUE_ID)
+            q_re[i] = _get32(p + _RECONSUME)
+            q_off[i] = _get64(p + _QUEUE_OFFSET)
+            q_phys[i] = _get64(p + _PHYS)
+            q_born[i] = _get64(p + _BORN_TS) * 1000
+            q_store[i] = _get64(p + _STORE_TS) * 1000
             memcpy(bd + b_at, p + 88, r.body_len)
             b_at += r.body_len
             bo[i + 1] = <int32_t>b_at

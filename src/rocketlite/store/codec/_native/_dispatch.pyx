@@ -27,11 +27,22 @@ from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanRe
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 
 include "_crc32.pxi"
+include "_bytes.pxi"  # big-endian fields
+include "_text.pxi"  # ASCII checks, Java's String.hashCode
 
 
 cdef int32_t MAGIC = -626843481  # MESSAGE_MAGIC_CODE
 cdef int32_t PADDING_SIZE = 0x7FFFFFFF
 cdef int UNIT = 20
+
+
+cdef inline void _put_unit(unsigned char *p, int64_t phy, int32_t size, int64_t tag) noexcept nogil:
+    """One consume-queue unit (`consume_queue_unit.CQ_UNIT`): commitLogOffset, size, tagsCode."""
+    _put64(p, <uint64_t>phy)
+    _put32(p + 8, <uint32_t>size)
+    _put64(p + 12, <uint64_t>tag)
+
+
 cdef Py_ssize_t CHUNK = 4096  # records per nogil run
 
 cdef bytes _KEYS = (MessageConst.KEYS + "\x01").encode()
@@ -60,26 +71,6 @@ cdef struct Rec:
     bint tags_ascii  # tags_code holds the TAGS hash; else the reference hashes the decoded value
 
 
-cdef inline int32_t rd32(const unsigned char *p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
-cdef inline int64_t rd64(const unsigned char *p) noexcept nogil:
-    return <int64_t>((<uint64_t><uint32_t>rd32(p) << 32) | <uint32_t>rd32(p + 4))
-
-
-cdef inline void wr32(unsigned char *p, uint32_t v) noexcept nogil:
-    p[0] = v >> 24
-    p[1] = (v >> 16) & 0xFF
-    p[2] = (v >> 8) & 0xFF
-    p[3] = v & 0xFF
-
-
-cdef inline void wr64(unsigned char *p, uint64_t v) noexcept nogil:
-    wr32(p, <uint32_t>(v >> 32))
-    wr32(p + 4, <uint32_t>v)
-
-
 cdef Py_ssize_t find_prop(const unsigned char *s, Py_ssize_t n, const char *needle, Py_ssize_t nl,
                           Py_ssize_t *vlen) noexcept nogil:
     """`message.find_property` over bytes: the start of the value, its length in `vlen`; -1 if
@@ -105,37 +96,37 @@ cdef int check_record(const unsigned char *b, Py_ssize_t n, Py_ssize_t pos, bint
     cdef int32_t total, sys_flag, body_len, props_len
     if avail < 40:  # the blank's minimum, and SYSFLAG must be readable
         return 0
-    total = rd32(q)
-    if rd32(q + 4) != MAGIC or total > avail:
+    total = _get32(q)
+    if _get32(q + 4) != MAGIC or total > avail:
         return 0
-    sys_flag = rd32(q + 36)
+    sys_flag = _get32(q + 36)
     head = 88 + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0)
     if total < head + 3:
         return 0
-    body_len = rd32(q + head - 4)
+    body_len = _get32(q + head - 4)
     p = pos + head
     end = pos + total
     if body_len < 0 or p + body_len + 3 > end:
         return 0
-    if verify_crc and <int32_t>(_crc32(b + p, body_len) & 0x7FFFFFFF) != rd32(q + 8):
+    if verify_crc and <int32_t>(_crc32(b + p, body_len) & 0x7FFFFFFF) != _get32(q + 8):
         return 0
     r.topic_pos = p + body_len + 1
     r.topic_len = b[p + body_len]
     p = r.topic_pos + r.topic_len
     if p + 2 > end:
         return 0
-    props_len = <int16_t>((b[p] << 8) | b[p + 1])
+    props_len = _get16(b + p)
     if props_len < 0 or p + 2 + props_len != end:
         return 0
     ts_pos = 56 + (12 if sys_flag & 0x10 else 0)
     r.pos = pos
     r.total = total
     r.sys_flag = sys_flag
-    r.queue_id = rd32(q + 12)
-    r.queue_offset = rd64(q + 20)
-    r.phys = rd64(q + 28)
-    r.store_ts = rd64(q + ts_pos)
-    r.prepared = rd64(q + head - 12)
+    r.queue_id = _get32(q + 12)
+    r.queue_offset = _get64(q + 20)
+    r.phys = _get64(q + 28)
+    r.store_ts = _get64(q + ts_pos)
+    r.prepared = _get64(q + head - 12)
     r.props_pos = p + 2
     r.props_len = props_len
     return 1
@@ -145,8 +136,7 @@ cdef int parse_props(const unsigned char *b, Rec *r) noexcept nogil:
     """KEYS, UNIQ_KEY and the TAGS hash of an accepted record; 0 if the reference must take it
     (a schedule-topic record with properties: its tag code is a delivery time)."""
     cdef const unsigned char *s = b + r.props_pos
-    cdef Py_ssize_t n = r.props_len, t, tl = 0, i
-    cdef uint32_t h = 0
+    cdef Py_ssize_t n = r.props_len, t, tl = 0
     cdef Py_ssize_t vl = 0
     r.keys_len = r.uniq_len = r.tags_len = -1
     r.tags_code = 0
@@ -167,12 +157,9 @@ cdef int parse_props(const unsigned char *b, Rec *r) noexcept nogil:
     if t >= 0:
         r.tags_pos = t + r.props_pos
         r.tags_len = tl
-        for i in range(t, t + tl):
-            if s[i] >= 0x80:
-                r.tags_ascii = False
-                break
-            h = 31 * h + s[i]
-        r.tags_code = <int32_t>h
+        r.tags_ascii = _ascii(s + t, tl)
+        if r.tags_ascii:  # else the reference hashes the decoded value
+            r.tags_code = <int32_t>_java_hash_utf8(0, s + t, tl)
     return 1
 
 
@@ -338,7 +325,7 @@ def select_units(units, Py_ssize_t start, max_count, max_bytes, tag_filter, coun
     try:
         if generic:  # any callable: the loop holds the GIL and calls it
             while i < n:
-                phy, size, tag = rd64(b + i * UNIT), rd32(b + i * UNIT + 8), rd64(b + i * UNIT + 12)
+                phy, size, tag = _get64(b + i * UNIT), _get32(b + i * UNIT + 8), _get64(b + i * UNIT + 12)
                 if cnt and (cnt >= mc or tot + size > mb):
                     break
                 i += 1
@@ -353,7 +340,7 @@ def select_units(units, Py_ssize_t start, max_count, max_bytes, tag_filter, coun
                 codes[j] = sorted_codes[j]
             with nogil:
                 while i < n:
-                    phy, size, tag = rd64(b + i * UNIT), rd32(b + i * UNIT + 8), rd64(b + i * UNIT + 12)
+                    phy, size, tag = _get64(b + i * UNIT), _get32(b + i * UNIT + 8), _get64(b + i * UNIT + 12)
                     if cnt and (cnt >= mc or tot + size > mb):
                         break
                     i += 1
@@ -369,7 +356,7 @@ def select_units(units, Py_ssize_t start, max_count, max_bytes, tag_filter, coun
         rn = runs.data.as_longlongs
         for j in range(k):
             i2 = picked[j]
-            phy, size = rd64(b + i2 * UNIT), rd32(b + i2 * UNIT + 8)
+            phy, size = _get64(b + i2 * UNIT), _get32(b + i2 * UNIT + 8)
             pk[3 * j], pk[3 * j + 1], pk[3 * j + 2] = phy, size, i2
             # Back to back: phy == prev_phy + prev_size, without overflow (prev_size > 0, so the
             # sum is above prev_phy; a wrapped sum would be below it).
@@ -395,28 +382,9 @@ def pack_units(units):
     cdef int64_t phy, tag
     cdef int32_t size
     for phy, size, tag in units:
-        wr64(p + j, <uint64_t>phy)
-        wr32(p + j + 8, <uint32_t>size)
-        wr64(p + j + 12, <uint64_t>tag)
+        _put_unit(p + j, phy, size, tag)
         j += UNIT
     return data
-
-
-cdef inline uint32_t _hash_str(uint32_t h, str s):
-    """Java `String.hashCode` continued over `s`'s UTF-16 code units."""
-    cdef Py_UCS4 ch
-    cdef uint32_t c
-    for ch in s:
-        c = <uint32_t>ch
-        if c > 0xFFFF:
-            c -= 0x10000
-            h = 31 * h + (0xD800 + (c >> 10))
-            h = 31 * h + (0xDC00 + (c & 0x3FF))
-        else:
-            h = 31 * h + c
-    return h
-
-
 
 
 def index_entries(reqs, end_offset):
@@ -438,14 +406,14 @@ def index_entries(reqs, end_offset):
             continue
         topic = req.topic
         if topic is not prev:
-            prefix = 31 * _hash_str(0, topic) + 35  # "#"
+            prefix = 31 * _java_hash_str(0, topic) + 35  # "#"
             prev = topic
         stamp = req.store_timestamp
         uniq = req.uniq_key
         keys = req.keys
         any_key = False
         if uniq is not None:
-            k = _put_entry(hashes, offsets, stamps, k, _hash_str(prefix, uniq), offset, stamp)
+            k = _put_entry(hashes, offsets, stamps, k, _java_hash_str(prefix, uniq), offset, stamp)
             any_key = True
         n = len(keys)
         a = 0
@@ -454,7 +422,7 @@ def index_entries(reqs, end_offset):
             if b < 0:
                 b = n
             if b > a:
-                k = _put_entry(hashes, offsets, stamps, k, _hash_str(prefix, keys[a:b]), offset, stamp)
+                k = _put_entry(hashes, offsets, stamps, k, _java_hash_str(prefix, keys[a:b]), offset, stamp)
                 any_key = True
             a = b + 1
         if any_key:
@@ -558,9 +526,7 @@ def queue_runs(reqs):
                     data = PyBytes_FromStringAndSize(NULL, run_len * UNIT)
                     p = <unsigned char *>PyBytes_AS_STRING(data)
                     for c in range(run_len):
-                        wr64(p, <uint64_t>u[first].phy)
-                        wr32(p + 8, <uint32_t>u[first].size)
-                        wr64(p + 12, <uint64_t>u[first].tags)
+                        _put_unit(p, u[first].phy, u[first].size, u[first].tags)
                         p += UNIT
                         first = u[first].nxt
                 else:

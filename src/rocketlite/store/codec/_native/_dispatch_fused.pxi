@@ -9,21 +9,6 @@ cdef struct Group:
     int32_t topic_len, queue_id
 
 
-cdef inline bint _ascii(const unsigned char *s, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        if s[i] >= 0x80:
-            return False
-    return True
-
-
-cdef inline uint32_t _hash_bytes(uint32_t h, const unsigned char *s, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = 31 * h + s[i]
-    return h
-
-
 cdef inline int64_t _index_hash(uint32_t full) noexcept nogil:
     cdef int32_t h = <int32_t>full
     return 0 if h == -2147483648 else (h if h >= 0 else -h)
@@ -100,11 +85,11 @@ cdef Py_ssize_t _index(const unsigned char *b, Rec *recs, Py_ssize_t k, int64_t 
         if r.uniq_len < 0 and r.keys_len <= 0:
             continue
         if r.topic_len != prev_len or memcmp(b + r.topic_pos, b + prev_pos, r.topic_len) != 0:
-            prefix = 31 * _hash_bytes(0, b + r.topic_pos, r.topic_len) + 35  # "#"
+            prefix = 31 * _java_hash_utf8(0, b + r.topic_pos, r.topic_len) + 35  # "#"
             prev_pos, prev_len = r.topic_pos, r.topic_len
         any_key = False
         if r.uniq_len >= 0:
-            hashes[e] = _index_hash(_hash_bytes(prefix, b + r.uniq_pos, r.uniq_len))
+            hashes[e] = _index_hash(_java_hash_utf8(prefix, b + r.uniq_pos, r.uniq_len))
             offsets[e], stamps[e] = r.phys, r.store_ts
             e += 1
             any_key = True
@@ -116,7 +101,7 @@ cdef Py_ssize_t _index(const unsigned char *b, Rec *recs, Py_ssize_t k, int64_t 
                 while z < end and b[z] != 32:
                     z += 1
                 if z > a:
-                    hashes[e] = _index_hash(_hash_bytes(prefix, b + a, z - a))
+                    hashes[e] = _index_hash(_java_hash_utf8(prefix, b + a, z - a))
                     offsets[e], stamps[e] = r.phys, r.store_ts
                     e += 1
                     any_key = True
@@ -197,9 +182,7 @@ def dispatch_batch(buf, Py_ssize_t pos, limit, *, bint verify_crc, delay_levels_
                     p = <unsigned char *>PyBytes_AS_STRING(data)
                     for c in range(run_len):
                         r = &recs[first]
-                        wr64(p, <uint64_t>r.phys)
-                        wr32(p + 8, <uint32_t>r.total)
-                        wr64(p + 12, <uint64_t><int64_t>r.tags_code)
+                        _put_unit(p, r.phys, r.total, r.tags_code)
                         p += UNIT
                         first = nxt[first]
                 else:
