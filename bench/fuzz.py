@@ -48,7 +48,7 @@ from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections
 
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.formats import speedups as formats_speedups
-from rocketlite.protocol.formats.batch import decode_batch
+from rocketlite.protocol.formats.batch import BatchTarget, decode_batch
 from rocketlite.protocol.formats.record import DispatchRequest, decode_records
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.wire.command import decode_rocketmq_header
@@ -112,7 +112,9 @@ def _native_batch(data: bytes, _selector: int) -> None:
     """The compiled batch encoder (a SEND_BATCH_MESSAGE body straight to records, with the send
     path's property work): `ProtocolError` only."""
     with contextlib.suppress(ProtocolError):
-        formats_speedups.encode_batch_records(data, "", "C", "T", _HOST, _HOST, 0, 0, 1, 0, 4 << 20)
+        formats_speedups.encode_batch_records(
+            data, BatchTarget("", "C", "T", _HOST, _HOST, 0, 0, 1, 0, 4 << 20)
+        )
 
 
 def _native_scan(data: bytes, selector: int) -> None:

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.formats import speedups as formats_speedups
-from rocketlite.protocol.formats.batch import BatchEntry, decode_batch, encode_batch
+from rocketlite.protocol.formats.batch import BatchEntry, BatchTarget, decode_batch, encode_batch
 from rocketlite.protocol.formats.record import DispatchRequest, MessageInner, encode_record
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.wire import speedups as wire_speedups
@@ -242,7 +242,7 @@ def _outcome(fn: Any, *args: Any, **kwargs: Any) -> Any:
 @given(st.one_of(st.binary(max_size=512),
                  st.randoms(use_true_random=False).map(lambda r: mutate(r, _valid_batch()))))  # fmt: skip
 def test_encode_batch_records_same_refusals_in_both(data: bytes) -> None:
-    args = (data, "WAIT\x01true", "C", "T", HOST, HOST, 0, 0, 1, 0, 4 << 20)
+    args = (data, BatchTarget("WAIT\x01true", "C", "T", HOST, HOST, 0, 0, 1, 0, 4 << 20))
     keys = []
     for codecs in FORMATS:
         outcome = _outcome(codecs.encode_batch_records, *args)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.formats import speedups
-from rocketlite.protocol.formats.batch import BatchEntry, encode_batch, send_batch_messages
+from rocketlite.protocol.formats.batch import BatchEntry, BatchTarget, encode_batch, send_batch_messages
 from rocketlite.protocol.message import HostAddress
 from rocketlite.store.message_store import MessageStore, PendingPut
 from tests.support.store import small_config
@@ -25,17 +25,21 @@ BORN = HostAddress(b"\x7f\x00\x00\x01", 4000)
 STORE = HostAddress(b"\x0a\x00\x00\x02", 10911)
 
 
+def target(header_props: str, topic: str, queue_id: int, max_message_size: int) -> BatchTarget:
+    return BatchTarget(header_props, "C", topic, BORN, STORE, queue_id, 0, 5, 0, max_message_size)
+
+
 def put_old(store: MessageStore, body: bytes, header_props: str, topic: str, queue_id: int) -> PendingPut:
-    msgs, delayed = send_batch_messages(body, header_props, "C", topic, BORN, STORE, queue_id, 0, 5, 0)
+    msgs, delayed = send_batch_messages(body, target(header_props, topic, queue_id, 1 << 22))
     assert msgs and not delayed
     return store.put_messages_nowait(msgs)
 
 
 def put_new(store: MessageStore, body: bytes, header_props: str, topic: str, queue_id: int) -> PendingPut:
     encoded = speedups.encode_batch_records(
-        body, header_props, "C", topic, BORN, STORE, queue_id, 0, 5, 0, store.commit_log.max_message_size
+        body, target(header_props, topic, queue_id, store.commit_log.max_message_size)
     )
-    assert encoded[1]
+    assert encoded.messages
     return store.put_encoded_nowait(encoded, topic, queue_id, STORE)
 
 

@@ -380,14 +380,14 @@ class MessageStore:
     def put_encoded_nowait(self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress) -> PendingPut:
         """`put_messages_nowait` for records encoded from a request body (`speedups.encode_batch_records`)."""
         bad = self._check_put(topic)
-        if bad is not None or enc[3] == BATCH_DELAY_PROPERTY:  # the refusals of `put_messages_nowait`
+        if bad is not None or enc.outcome == BATCH_DELAY_PROPERTY:  # the refusals of `put_messages_nowait`
             return PendingPut(bad or PutMessageResult(_ILLEGAL, remark="delayed batches are not supported"))
         begin = time.perf_counter()
         try:
             res = self.commit_log.append_encoded_batch(enc, topic, queue, host)
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
-        return self._finish_put(res, begin, enc[1])
+        return self._finish_put(res, begin, enc.messages)
 
     def _segment_failed(self, exc: SegmentCreateError) -> PendingPut:
         self.stats.put_failures += 1

@@ -39,7 +39,7 @@ from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY
+from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY, BatchTarget
 from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.formats.speedups import encode_batch_records, send_properties
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
@@ -353,21 +353,21 @@ class SendMessageProcessor:
         # rewritten as a single send's and completed with the header's, and encoded straight
         # into the records to append, in one call (no message object per entry)
         store_host = self.store_host
-        encoded = encode_batch_records(
-            body,
-            header.properties or "",
-            self.broker.broker_cluster_name,
-            header.topic,
-            born_host_of(conn),
-            store_host,
-            queue_id,
-            header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
-            header.born_timestamp,
-            header.reconsume_times or 0,
-            self.store.commit_log.max_message_size,
+        target = BatchTarget(
+            header_properties=header.properties or "",
+            cluster=self.broker.broker_cluster_name,
+            topic=header.topic,
+            born_host=born_host_of(conn),
+            store_host=store_host,
+            queue_id=queue_id,
+            sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
+            born_timestamp=header.born_timestamp,
+            reconsume_times=header.reconsume_times or 0,
+            max_message_size=self.store.commit_log.max_message_size,
         )
-        count = encoded[1]
-        if encoded[3] == BATCH_DELAYED_ENTRY:
+        encoded = encode_batch_records(body, target)
+        count = encoded.messages
+        if encoded.outcome == BATCH_DELAYED_ENTRY:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         if not count:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")

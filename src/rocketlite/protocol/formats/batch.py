@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.formats import record_ref
@@ -108,31 +108,42 @@ def batch_entry_properties(entry_properties: str, batch_properties: dict[str, st
     return properties_to_string(props)
 
 
+class BatchTarget(NamedTuple):
+    """What a SEND_BATCH_MESSAGE's request header and the broker say about all of its messages:
+    the header's batch-level properties, the broker's cluster name (set as CLUSTER), where the
+    records go (topic, queue, the hosts) and the fields every record shares, and the store's
+    maxMessageSize."""
+
+    header_properties: str
+    cluster: str
+    topic: str
+    born_host: HostAddress
+    store_host: HostAddress
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    reconsume_times: int
+    max_message_size: int
+
+
 def send_batch_messages(
-    body: bytes | bytearray | memoryview,
-    header_properties: str,
-    cluster: str,
-    topic: str,
-    born_host: HostAddress,
-    store_host: HostAddress,
-    queue_id: int,
-    sys_flag: int,
-    born_timestamp: int,
-    reconsume_times: int,
+    body: bytes | bytearray | memoryview, target: BatchTarget
 ) -> tuple[list[MessageInner], bool]:
-    """A SEND_BATCH_MESSAGE body as the messages to store, and whether an entry was delayed.
+    """A SEND_BATCH_MESSAGE body as the messages it stands for, and whether an entry was delayed:
+    the definition that `encode_batch_records` (the store's batch path, no message objects) is
+    pinned to by the tests.
 
     The whole body is decoded first (`decode_batch`: a torn entry is a ProtocolError whatever
     precedes it); the header's properties, rewritten as for a single send (WAIT dropped, CLUSTER
     set), fill in what each entry lacks. `([], False)` for an empty body, `([], True)` when an
-    entry carries DELAY. The reference of the compiled twin (`protocol/formats/_native/_send.pyx`).
+    entry carries DELAY. `target.max_message_size` is not looked at.
     """
     entries = decode_batch(body)
     if not entries:
         return [], False
-    batch_props = string_to_properties(header_properties)
+    batch_props = string_to_properties(target.header_properties)
     batch_props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
-    batch_props[MessageConst.CLUSTER] = cluster
+    batch_props[MessageConst.CLUSTER] = target.cluster
     msgs: list[MessageInner] = []
     for entry in entries:
         props = batch_entry_properties(entry.properties, batch_props)
@@ -140,15 +151,15 @@ def send_batch_messages(
             return [], True
         msgs.append(
             MessageInner(
-                topic=topic,
+                topic=target.topic,
                 body=entry.body,
-                born_host=born_host,
-                store_host=store_host,
-                queue_id=queue_id,
+                born_host=target.born_host,
+                store_host=target.store_host,
+                queue_id=target.queue_id,
                 flag=entry.flag,
-                sys_flag=sys_flag,
-                born_timestamp=born_timestamp,
-                reconsume_times=reconsume_times,
+                sys_flag=target.sys_flag,
+                born_timestamp=target.born_timestamp,
+                reconsume_times=target.reconsume_times,
                 properties_string=props,
             )
         )
@@ -162,24 +173,18 @@ BATCH_DELAY_PROPERTY: Final = 2  # a stored properties string holds "DELAY\x01" 
 BATCH_TOO_LARGE: Final = 3  # a record over a limit (topic, properties, maxMessageSize); the remark says
 DELAY_NEEDLE: Final = MessageConst.DELAY_TIME_LEVEL + NAME_VALUE_SEPARATOR
 
-# (commit-log records back to back, position-dependent fields zero; how many; the first
-# record's SYSFLAG; one of the BATCH_* outcomes; the remark of BATCH_TOO_LARGE, else "")
-EncodedBatch = tuple[bytearray, int, int, int, str]
+
+class EncodedBatch(NamedTuple):
+    """A batch body made into the records the store appends (`encode_batch_records`)."""
+
+    records: bytearray  # commit-log records back to back, position-dependent fields zero
+    messages: int  # how many entries the body has, each a record
+    sys_flag: int  # the first record's SYSFLAG
+    outcome: int  # one of the BATCH_* outcomes
+    remark: str  # the remark of BATCH_TOO_LARGE, else ""
 
 
-def encode_batch_records(
-    body: bytes | bytearray | memoryview,
-    header_properties: str,
-    cluster: str,
-    topic: str,
-    born_host: HostAddress,
-    store_host: HostAddress,
-    queue_id: int,
-    sys_flag: int,
-    born_timestamp: int,
-    reconsume_times: int,
-    max_message_size: int,
-) -> EncodedBatch:
+def encode_batch_records(body: bytes | bytearray | memoryview, target: BatchTarget) -> EncodedBatch:
     """A SEND_BATCH_MESSAGE body straight to the commit-log records the store appends: what
     `send_batch_messages` and then `encode_records` make of it, in one call, so that the
     compiled twin (`_native/_record.pyx`) needs no `MessageInner` per entry.
@@ -188,7 +193,7 @@ def encode_batch_records(
     processor and the store answer, each in its turn, come back as the outcome, with no records:
     an entry's own DELAY (BATCH_DELAYED_ENTRY, count 0) before anything else, then, for the store
     to judge after its own checks, the first entry in order whose stored properties string holds
-    DELAY_NEEDLE (what `MessageStore.put_messages_nowait` refuses; BATCH_DELAY_PROPERTY) or
+    DELAY_NEEDLE (what the store refuses, `MessageStore.put_encoded_nowait`; BATCH_DELAY_PROPERTY) or
     whose record is over a limit (BATCH_TOO_LARGE, the `RecordTooLargeError` text as the remark)
     or takes the records past `max_message_size` (BATCH_TOO_LARGE: RocketMQ refuses an encoded
     batch over maxMessageSize, "message size exceeded"). The records are made one entry at a
@@ -196,11 +201,13 @@ def encode_batch_records(
     `max_message_size` bytes of records, however many entries and header properties it has.
     An empty body is `(b"", 0, 0, BATCH_OK, "")`.
     """
+    (header_properties, cluster, topic, born_host, store_host, queue_id, sys_flag, born_timestamp,
+     reconsume_times, max_message_size) = target  # fmt: skip
     entries = decode_batch(body)
     if not entries:
-        return bytearray(), 0, 0, BATCH_OK, ""
+        return EncodedBatch(bytearray(), 0, 0, BATCH_OK, "")
     if any(MessageConst.DELAY_TIME_LEVEL in string_to_properties(e.properties) for e in entries):
-        return bytearray(), 0, 0, BATCH_DELAYED_ENTRY, ""
+        return EncodedBatch(bytearray(), 0, 0, BATCH_DELAYED_ENTRY, "")
     batch_props = string_to_properties(header_properties)
     batch_props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
     batch_props[MessageConst.CLUSTER] = cluster
@@ -211,7 +218,7 @@ def encode_batch_records(
         props = batch_entry_properties(entry.properties, batch_props)
         assert props is not None  # no entry is delayed
         if DELAY_NEEDLE in props:
-            return bytearray(), n, 0, BATCH_DELAY_PROPERTY, ""
+            return EncodedBatch(bytearray(), n, 0, BATCH_DELAY_PROPERTY, "")
         msg = MessageInner(
             topic=topic, body=entry.body, born_host=born_host, store_host=store_host, queue_id=queue_id,
             flag=entry.flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
@@ -220,12 +227,13 @@ def encode_batch_records(
         try:
             total += prepare_record(msg, max_message_size).total_size
         except RecordTooLargeError as exc:
-            return bytearray(), n, 0, BATCH_TOO_LARGE, str(exc)
+            return EncodedBatch(bytearray(), n, 0, BATCH_TOO_LARGE, str(exc))
         if total > max_message_size:  # RocketMQ's "message size exceeded" of the whole batch
-            return bytearray(), n, 0, BATCH_TOO_LARGE, batch_too_large_remark(total, max_message_size)
+            remark = batch_too_large_remark(total, max_message_size)
+            return EncodedBatch(bytearray(), n, 0, BATCH_TOO_LARGE, remark)
         msgs.append(msg)
     buf, first_sys_flag = record_ref.encode_records(msgs, max_message_size)
-    return buf, n, first_sys_flag, BATCH_OK, ""
+    return EncodedBatch(buf, n, first_sys_flag, BATCH_OK, "")
 
 
 def batch_too_large_remark(total: int, max_message_size: int) -> str:

@@ -34,7 +34,7 @@ from rocketlite import native
 from rocketlite.protocol import message
 from rocketlite.protocol.formats import batch, record, record_ref, record_stamp
 from rocketlite.protocol.formats.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
-from rocketlite.protocol.message import HostAddress, SendProperties
+from rocketlite.protocol.message import SendProperties
 
 __all__ = [
     "CHOSEN",
@@ -80,23 +80,6 @@ class PlaceRecord(Protocol):
     ) -> str: ...
 
 
-class EncodeBatchRecords(Protocol):
-    def __call__(
-        self,
-        body: bytes | bytearray | memoryview,
-        header_properties: str,
-        cluster: str,
-        topic: str,
-        born_host: HostAddress,
-        store_host: HostAddress,
-        queue_id: int,
-        sys_flag: int,
-        born_timestamp: int,
-        reconsume_times: int,
-        max_message_size: int,
-    ) -> batch.EncodedBatch: ...
-
-
 class StampBatch(Protocol):
     def __call__(
         self,
@@ -120,7 +103,7 @@ class Codecs:
     decode_records: Callable[[bytes | bytearray | memoryview], list[StoredRecord]]
     place_record: PlaceRecord
     stamp_records: StampRecords
-    encode_batch_records: EncodeBatchRecords
+    encode_batch_records: Callable[[bytes | bytearray | memoryview, batch.BatchTarget], batch.EncodedBatch]
     stamp_batch: StampBatch
     send_properties: Callable[[str, str], SendProperties]
 

@@ -4,9 +4,8 @@
 import mmap
 from collections.abc import Sequence
 
-from rocketlite.protocol.formats.batch import EncodedBatch
+from rocketlite.protocol.formats.batch import BatchTarget, EncodedBatch
 from rocketlite.protocol.formats.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
-from rocketlite.protocol.message import HostAddress
 
 def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord: ...
 def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> EncodedRecords: ...
@@ -32,19 +31,7 @@ def place_record(
 ) -> str: ...
 def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]: ...
 def crc32(data: bytes | bytearray) -> int: ...
-def encode_batch_records(
-    body: bytes | bytearray | memoryview,
-    header_properties: str,
-    cluster: str,
-    topic: str,
-    born_host: HostAddress,
-    store_host: HostAddress,
-    queue_id: int,
-    sys_flag: int,
-    born_timestamp: int,
-    reconsume_times: int,
-    max_message_size: int,
-) -> EncodedBatch: ...
+def encode_batch_records(body: bytes | bytearray | memoryview, target: BatchTarget) -> EncodedBatch: ...
 def stamp_batch(
     buf: bytearray,
     count: int,

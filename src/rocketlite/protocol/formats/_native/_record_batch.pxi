@@ -17,6 +17,8 @@
 # reference words the remark).
 
 from rocketlite.protocol.formats import batch as _batch_py
+from rocketlite.protocol.formats.batch import BatchTarget as _BatchTarget
+from rocketlite.protocol.formats.batch import EncodedBatch as _EncodedBatch
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.formats.record_stamp import stamp_batch as _stamp_batch_py
 
@@ -43,11 +45,8 @@ cdef bint _has_needle(const char* s, Py_ssize_t n) noexcept:
     return False
 
 
-def encode_batch_records(body, str header_properties, str cluster, str topic, born_host, store_host,
-                         queue_id, sys_flag, born_timestamp, reconsume_times, max_message_size):
-    """`batch.encode_batch_records`: (records, count, first SYSFLAG, outcome, remark)."""
-    args = (body, header_properties, cluster, topic, born_host, store_host, queue_id, sys_flag,
-            born_timestamp, reconsume_times, max_message_size)  # fmt: skip
+def encode_batch_records(body, target):
+    """`batch.encode_batch_records`: `EncodedBatch(records, count, first SYSFLAG, outcome, remark)`."""
     cdef Py_ssize_t hn, cn, nbatch, i, count, n_entries = 0, bound = 0, batch_size
     cdef Py_ssize_t size, pos = 0, total, body_len, props_len, props_start, end, out_pos = 0
     cdef _Prop batch[_PROPS_CAP + 1]
@@ -59,14 +58,22 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
     cdef char* scratch
     cdef char* out
     cdef bint delayed = False, fallback = False
-    cdef const char* h = _utf8_or_null(header_properties, &hn)
-    cdef const char* c = _utf8_or_null(cluster, &cn)
+    cdef const char* h
+    cdef const char* c
+    if type(target) is not _BatchTarget:
+        return _batch_py.encode_batch_records(body, target)
+    (header_properties, cluster, topic, born_host, store_host, queue_id, sys_flag, born_timestamp,
+     reconsume_times, max_message_size) = <tuple>target
+    if not (type(header_properties) is str and type(cluster) is str and type(topic) is str):
+        return _batch_py.encode_batch_records(body, target)
+    h = _utf8_or_null(header_properties, &hn)
+    c = _utf8_or_null(cluster, &cn)
     r.topic = _utf8_or_null(topic, &r.topic_len)
     if h == NULL or c == NULL or r.topic == NULL:
-        return _batch_py.encode_batch_records(*args)
+        return _batch_py.encode_batch_records(body, target)
     nbatch = _props_parse(h, hn, batch, _PROPS_CAP)
     if nbatch < 0 or r.topic_len > _MAX_TOPIC:
-        return _batch_py.encode_batch_records(*args)
+        return _batch_py.encode_batch_records(body, target)
     _props_drop(batch, nbatch, b"WAIT", 4)
     i = _props_find(batch, nbatch, b"CLUSTER", 7)
     if i < 0:
@@ -82,7 +89,7 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
         if not _read_ip(born_host.ip, r.born_ip, &r.born_ip_size) or not _read_ip(
             store_host.ip, r.store_ip, &r.store_ip_size
         ):
-            return _batch_py.encode_batch_records(*args)
+            return _batch_py.encode_batch_records(body, target)
         r.sys_flag = (<int32_t>sys_flag & ~(_BORN_V6 | _STORE_V6)) | (
             _BORN_V6 if r.born_ip_size == 16 else 0
         ) | (_STORE_V6 if r.store_ip_size == 16 else 0)
@@ -93,7 +100,7 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
         r.reconsume_times = reconsume_times
         max_size = max_message_size
     except (OverflowError, TypeError, AttributeError):
-        return _batch_py.encode_batch_records(*args)
+        return _batch_py.encode_batch_records(body, target)
     r.prepared = 0
     r.head_size = _V4_HEAD + (r.born_ip_size - 4) + (r.store_ip_size - 4)
     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
@@ -133,11 +140,11 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
             bound += r.head_size + 3 + r.topic_len + body_len + props_len + 1 + batch_size
             pos = end
         if fallback:
-            return _batch_py.encode_batch_records(*args)
+            return _batch_py.encode_batch_records(body, target)
         if delayed:
-            return (bytearray(), 0, 0, 1, "")
+            return _EncodedBatch(bytearray(), 0, 0, 1, "")
         if n_entries == 0:
-            return (bytearray(), 0, 0, 0, "")
+            return _EncodedBatch(bytearray(), 0, 0, 0, "")
         # past max_size the batch is refused, so no more than that is ever written: a few
         # thousand empty entries and a long header never cost entries x header bytes
         if bound > max_size:
@@ -161,20 +168,20 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
                         count += 1
                 r.props_len = _props_size(props, count)
                 if r.props_len > _MAX_PROPS:
-                    return _batch_py.encode_batch_records(*args)  # BATCH_TOO_LARGE, or a needle first
+                    return _batch_py.encode_batch_records(body, target)  # BATCH_TOO_LARGE, or a needle first
                 _props_write(props, count, scratch)
                 if _has_needle(scratch, r.props_len):
-                    return (bytearray(), n_entries, 0, 2, "")
+                    return _EncodedBatch(bytearray(), n_entries, 0, 2, "")
                 r.props = scratch
                 r.body = <const char*>p + pos + 20
                 r.body_len = body_len
                 r.flag = _get32(p + pos + 12)
                 r.total = r.head_size + 3 + body_len + r.topic_len + r.props_len
                 if r.total > max_size:
-                    return _batch_py.encode_batch_records(*args)  # BATCH_TOO_LARGE, or a needle first
+                    return _batch_py.encode_batch_records(body, target)  # BATCH_TOO_LARGE, or a needle first
                 if out_pos + r.total > max_size:  # the whole batch over maxMessageSize
                     remark = _batch_py.batch_too_large_remark(out_pos + r.total, max_size)
-                    return (bytearray(), n_entries, 0, 3, remark)
+                    return _EncodedBatch(bytearray(), n_entries, 0, 3, remark)
                 _write(out + out_pos, &r)
                 out_pos += r.total
                 pos = props_start + props_len
@@ -183,7 +190,7 @@ def encode_batch_records(body, str header_properties, str cluster, str topic, bo
     finally:
         PyBuffer_Release(&view)
     del buf[out_pos:]
-    return (buf, n_entries, r.sys_flag, 0, "")
+    return _EncodedBatch(buf, n_entries, r.sys_flag, 0, "")
 
 
 def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix):
