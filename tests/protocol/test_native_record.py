@@ -1,6 +1,6 @@
 """The compiled record codec (`protocol/formats/_native/_record.pyx`) pinned to the reference.
 
-Hypothesis feeds the compiled `encode_record`, `encode_records` and `decode_records` and their
+Hypothesis feeds the compiled `encode_record` and `decode_records` and their
 references (`speedups.REFERENCE`: `record_ref` and `record.decode_records`) the same input
 and demands the same outcome: the same bytes and values with the same types, or the same
 exception type and message. The input covers the common case and the edges: empty and 4 KiB
@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlite import native
-from rocketlite.protocol.formats import speedups
+from rocketlite.protocol.formats import record_ref, speedups
 from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_LENGTH,
@@ -161,15 +161,6 @@ def test_encode_record_matches_the_reference(msg: MessageInner, max_size: int) -
     same(outcome(NATIVE.encode_record, msg, max_size), outcome(REFERENCE.encode_record, msg, max_size))
 
 
-@settings(max_examples=300)
-@given(st.lists(messages, min_size=0, max_size=6), max_sizes, st.booleans())
-def test_encode_records_matches_the_reference(
-    msgs: list[MessageInner], max_size: int, as_tuple: bool
-) -> None:
-    batch: Any = tuple(msgs) if as_tuple else msgs
-    same(outcome(NATIVE.encode_records, batch, max_size), outcome(REFERENCE.encode_records, batch, max_size))
-
-
 @settings(max_examples=100)
 @given(st.lists(st.binary(max_size=4096), min_size=1, max_size=32), st.sampled_from([V4, V6]), properties)
 def test_a_batch_of_one_topic_is_its_records_back_to_back(
@@ -178,8 +169,7 @@ def test_a_batch_of_one_topic_is_its_records_back_to_back(
     msgs = [
         plain(body=b, props=props, born_host=host, queue_id=3, born_timestamp=i) for i, b in enumerate(bodies)
     ]
-    got = outcome(NATIVE.encode_records, msgs, 1 << 30)
-    same(got, outcome(REFERENCE.encode_records, msgs, 1 << 30))
+    got = outcome(record_ref.encode_records, msgs, 1 << 30)
     if got[0] == "ok":
         buf, _flag = got[1]
         singles = [NATIVE.encode_record(m, 1 << 30) for m in msgs]
@@ -196,9 +186,8 @@ def test_limits_raise_the_reference_errors() -> None:
         for fn in (NATIVE.encode_record, REFERENCE.encode_record):
             with pytest.raises(RecordTooLargeError, match=text):
                 fn(msg, max_size)
-        for fn in (NATIVE.encode_records, REFERENCE.encode_records):
-            with pytest.raises(RecordTooLargeError, match=text):
-                fn([plain(), msg], max_size)
+        with pytest.raises(RecordTooLargeError, match=text):
+            record_ref.encode_records([plain(), msg], max_size)
 
 
 def test_ipv6_hosts_set_the_sys_flag_bits_and_shift_the_store_timestamp() -> None:
@@ -344,5 +333,4 @@ def test_the_chooser_takes_the_compiled_codecs() -> None:
         assert speedups.encode_record is REFERENCE.encode_record
     else:
         assert speedups.decode_records is NATIVE.decode_records
-        assert speedups.encode_records is NATIVE.encode_records
         assert speedups.encode_record is NATIVE.encode_record

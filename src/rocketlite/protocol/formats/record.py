@@ -334,14 +334,31 @@ def place_record(
     QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP patched into `head`, head and tail copied to
     `target[pos:]` (a segment's writable mapping or write buffer), the msg id returned. The
     caller has checked that the record fits; the compiled twin is `_native/_record.pyx`."""
-    QUEUE_AND_PHYSICAL_OFFSET.pack_into(head, QUEUE_OFFSET_POS, queue_offset, physical_offset)
-    LONG.pack_into(head, stamp_pos, store_timestamp)
+    msg_id = stamp_record(head, 0, stamp_pos, queue_offset, physical_offset, store_timestamp, id_prefix)
     end = pos + len(head)
     stop = end + len(tail)
     if pos < 0 or stop > len(target):
         raise ValueError(f"a record of {stop - pos} bytes at {pos} does not fit in {len(target)}")
     target[pos:end] = head
     target[end:stop] = tail
+    return msg_id
+
+
+def stamp_record(
+    buf: bytearray,
+    start: int,
+    stamp_pos: int,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
+    id_prefix: str,
+) -> str:
+    """The one stamping step of `place_record` and of a batch (`record_ref.stamp_batch`): the
+    record at `buf[start:]` gets its QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP (at
+    `start + stamp_pos`), and its msg id comes back (`id_prefix`, then 16 hex digits of the
+    commit-log offset). The compiled twins share one `_stamp` the same way."""
+    QUEUE_AND_PHYSICAL_OFFSET.pack_into(buf, start + QUEUE_OFFSET_POS, queue_offset, physical_offset)
+    LONG.pack_into(buf, start + stamp_pos, store_timestamp)
     return id_prefix + format(physical_offset, "016X")
 
 

@@ -5,16 +5,14 @@ the same bytes and results, pinned together by the differential tests
 (`tests/protocol/test_native_record.py`, `test_native_batch_records.py`, `test_native_send.py`,
 `tests/store/test_native_place.py`, `test_native_stamp.py`):
 
-* `encode_record`, `encode_records` (a message to a commit-log record, messages to records back
-  to back): `record_ref`;
+* `encode_record` (a message to a commit-log record): `record_ref`;
 * `decode_records` (the records of a PULL or query body, for the SDK, the admin CLI and Spark):
   `record.decode_records`;
 * `place_record` (a single encoded record placed under the commit log's lock: offsets and store
   time patched in, copied into the segment, msg id out): `record.place_record`;
-* `stamp_records` (an encoded batch placed under the lock: offsets and store time patched in,
-  msg ids out): `record_stamp`;
 * `encode_batch_records`, `stamp_batch` (a SEND_BATCH_MESSAGE body straight into commit-log
-  records, no message objects; such a batch stamped under the lock): `batch` and `record_stamp`;
+  records, no message objects; such a batch stamped under the lock, each record as
+  `place_record` stamps one): `batch` and `record_ref`;
   (all of these compiled in `_native/_record.pyx`)
 * `send_properties` (the send processor's properties rewrite: WAIT dropped, CLUSTER set, tags
   code, UNIQ_KEY, KEYS, DELAY): `message.send_properties`; compiled in `_native/_send.pyx`.
@@ -26,14 +24,14 @@ the store, the broker, the clients and Spark import these names from here and no
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from rocketlite import native
 from rocketlite.protocol import message
-from rocketlite.protocol.formats import batch, record, record_ref, record_stamp
-from rocketlite.protocol.formats.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
+from rocketlite.protocol.formats import batch, record, record_ref
+from rocketlite.protocol.formats.record import EncodedRecord, MessageInner, StoredRecord
 from rocketlite.protocol.message import SendProperties
 
 __all__ = [
@@ -44,25 +42,10 @@ __all__ = [
     "decode_records",
     "encode_batch_records",
     "encode_record",
-    "encode_records",
     "place_record",
     "send_properties",
     "stamp_batch",
-    "stamp_records",
 ]
-
-
-class StampRecords(Protocol):
-    def __call__(
-        self,
-        buf: bytearray,
-        msgs: Sequence[MessageInner],
-        queue_offset: int,
-        advances: bool,
-        physical_base: int,
-        store_timestamp: int,
-        id_prefix: str,
-    ) -> str: ...
 
 
 class PlaceRecord(Protocol):
@@ -99,10 +82,8 @@ class Codecs:
 
     name: str
     encode_record: Callable[[MessageInner, int], EncodedRecord]
-    encode_records: Callable[[Sequence[MessageInner], int], EncodedRecords]
     decode_records: Callable[[bytes | bytearray | memoryview], list[StoredRecord]]
     place_record: PlaceRecord
-    stamp_records: StampRecords
     encode_batch_records: Callable[[bytes | bytearray | memoryview, batch.BatchTarget], batch.EncodedBatch]
     stamp_batch: StampBatch
     send_properties: Callable[[str, str], SendProperties]
@@ -111,12 +92,10 @@ class Codecs:
 REFERENCE: Final = Codecs(
     name="reference",
     encode_record=record_ref.encode_record,
-    encode_records=record_ref.encode_records,
     decode_records=record.decode_records,
     place_record=record.place_record,
-    stamp_records=record_stamp.stamp_records,
     encode_batch_records=batch.encode_batch_records,
-    stamp_batch=record_stamp.stamp_batch,
+    stamp_batch=record_ref.stamp_batch,
     send_properties=message.send_properties,
 )
 
@@ -129,10 +108,8 @@ NATIVE_MODULES: Final = (
 CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
 
 encode_record: Final = CHOSEN.encode_record
-encode_records: Final = CHOSEN.encode_records
 decode_records: Final = CHOSEN.decode_records
 place_record: Final = CHOSEN.place_record
-stamp_records: Final = CHOSEN.stamp_records
 encode_batch_records: Final = CHOSEN.encode_batch_records
 stamp_batch: Final = CHOSEN.stamp_batch
 send_properties: Final = CHOSEN.send_properties

@@ -2,22 +2,11 @@
 `protocol/formats/record_ref.py` (encode) and `protocol/formats/record.py` `decode_records`."""
 
 import mmap
-from collections.abc import Sequence
 
 from rocketlite.protocol.formats.batch import BatchTarget, EncodedBatch
-from rocketlite.protocol.formats.record import EncodedRecord, EncodedRecords, MessageInner, StoredRecord
+from rocketlite.protocol.formats.record import EncodedRecord, MessageInner, StoredRecord
 
 def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord: ...
-def encode_records(msgs: Sequence[MessageInner], max_message_size: int) -> EncodedRecords: ...
-def stamp_records(
-    buf: bytearray,
-    msgs: Sequence[MessageInner],
-    queue_offset: int,
-    advances: bool,
-    physical_base: int,
-    store_timestamp: int,
-    id_prefix: str,
-) -> str: ...
 def place_record(
     target: bytearray | mmap.mmap,
     pos: int,

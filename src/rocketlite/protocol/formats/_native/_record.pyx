@@ -3,12 +3,11 @@
 
 Byte for byte what `protocol/formats/record_ref.py` (the reference) and `protocol/formats/record.py`
 `decode_records` do; `tests/protocol/test_native_record.py` pins them together on random input.
-`protocol.formats.speedups` takes `encode_record`, `encode_records`, `stamp_records` and `decode_records`
-from here (`stamp_records`' reference is `protocol/formats/record_stamp.py`), and the batch path's
-`encode_batch_records` and `stamp_batch` (`_record_batch.pxi`; references `protocol/formats/batch.py`,
-`protocol/formats/record_stamp.py`).
+`protocol.formats.speedups` takes `encode_record`, `place_record` and `decode_records` from here, and the batch path's `encode_batch_records` and `stamp_batch`
+(`_record_batch.pxi`; references `protocol/formats/batch.py`, `protocol/formats/record_ref.py`).
+`place_record` (one record) and `stamp_batch` (a batch) stamp each record with the one `_stamp`.
 
-* `encode_record`, `encode_records`: the fields of each `MessageInner` are read into a C struct
+* `encode_record`: the fields of a `MessageInner` are read into a C struct
   (`_Rec`), then the header (TOTALSIZE..BODYLEN, position-dependent fields zero), the body and
   TOPICLEN+TOPIC+PROPLEN+PROPERTIES are written straight into the result, the body's CRC32
   computed here (slicing-by-16 over tables built at import: no library to link). Anything not
@@ -42,7 +41,6 @@ from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.formats.record import decode_records as _decode_records_py
 from rocketlite.protocol.formats.record import place_record as _place_record_py
-from rocketlite.protocol.formats.record_stamp import stamp_records as _stamp_records_py
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
@@ -50,10 +48,7 @@ cdef extern from "Python.h":
     bint PyMemoryView_Check(object o)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
-__all__ = [
-    "decode_records", "encode_batch_records", "encode_record", "encode_records", "place_record", "stamp_batch",
-    "stamp_records",
-]
+__all__ = ["decode_records", "encode_batch_records", "encode_record", "place_record", "stamp_batch"]
 
 # -- constants of `protocol/formats/record.py` (asserted against it below) --------------------------------
 cdef enum:
@@ -137,7 +132,7 @@ cdef int _read_ip(object ip, char* out, Py_ssize_t* size) except -1:
     return 1
 
 
-cdef int _read(object msg, _Rec* r, list keep, int64_t max_size) except -1:
+cdef int _read(object msg, _Rec* r, int64_t max_size) except -1:
     """Fill `r` from `msg`; 0 when the message is for the reference to judge (a limit, a type)."""
     topic = msg.topic
     props = msg.properties_string
@@ -175,8 +170,6 @@ cdef int _read(object msg, _Rec* r, list keep, int64_t max_size) except -1:
     r.total = r.head_size + 3 + r.body_len + r.topic_len + r.props_len
     if r.total > max_size:
         return 0
-    if keep is not None:
-        keep.append((topic, props, body))  # the pointers above stay valid while these live
     return 1
 
 
@@ -222,7 +215,7 @@ def encode_record(msg, max_message_size):
     cdef _Rec r
     cdef int ok
     try:
-        ok = _read(msg, &r, None, max_message_size)  # msg holds topic, properties and body
+        ok = _read(msg, &r, max_message_size)  # msg holds topic, properties and body
     except Exception:
         ok = 0
     if not ok:
@@ -240,111 +233,17 @@ def encode_record(msg, max_message_size):
     return (head, tail, stamp, r.sys_flag)
 
 
-def encode_records(msgs, max_message_size):
-    """`record_ref.encode_records`: (buffer, first SYSFLAG)."""
-    cdef list items = msgs if type(msgs) is list else list(msgs)
-    cdef Py_ssize_t n = len(items)
-    if n == 0:
-        return record_ref.encode_records(items, max_message_size)  # the reference's error
-    cdef _Rec* recs = <_Rec*>malloc(n * sizeof(_Rec))
-    if recs == NULL:
-        raise MemoryError()
-    cdef list keep = []
-    cdef Py_ssize_t i, pos = 0, total = 0
-    cdef int ok = 1
-    cdef int64_t max_size
-    cdef char* out
-    try:
-        try:
-            max_size = max_message_size
-            for i in range(n):
-                if not _read(items[i], &recs[i], keep, max_size):
-                    ok = 0
-                    break
-                total += recs[i].total
-        except Exception:
-            ok = 0
-        if not ok:
-            return record_ref.encode_records(items, max_message_size)  # raises, or the same
-        buf = PyByteArray_FromStringAndSize(NULL, total)
-        out = PyByteArray_AS_STRING(buf)
-        for i in range(n):
-            _write(out + pos, &recs[i])
-            pos += recs[i].total
-        return (buf, recs[0].sys_flag)
-    finally:
-        free(recs)
-
-
-# -- stamp (a batch placed under the commit log's lock) ---------------------------------------------
-def stamp_records(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix):
-    """`record_stamp.stamp_records`: QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of each record
-    of an encoded batch patched in C, the same values set on each message, the msg ids returned
-    comma-joined. Anything unusual (not a bytearray and a list, a prefix that is not ASCII text,
-    numbers out of range, records that do not fill the buffer) goes to the reference."""
-    cdef int64_t qoff, base, now
-    cdef Py_ssize_t n, count, i, pos, size, prefix_len, id_len, stamp
-    cdef int32_t sys_flag
-    cdef char* out
-    cdef char* ids_out
-    cdef char* p
-    cdef const char* prefix
-    cdef bint adv
-    cdef uint64_t phys
-    cdef int k
-    if not (PyByteArray_Check(buf) and type(msgs) is list and PyUnicode_Check(id_prefix) and id_prefix.isascii()):
-        return _stamp_records_py(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix)
-    try:
-        qoff = queue_offset
-        base = physical_base
-        now = store_timestamp
-    except (OverflowError, TypeError):
-        return _stamp_records_py(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix)
-    adv = bool(advances)
-    out = PyByteArray_AS_STRING(buf)
-    n = PyByteArray_GET_SIZE(buf)
-    count = len(<list>msgs)
-    pos = 0
-    for i in range(count):  # the walk first: nothing is patched unless the records fill the buffer
-        if n - pos < _PREFIX:
-            break
-        size = _get32(<const uint8_t*>out + pos)
-        if size < _PREFIX or size > n - pos:
-            break
-        pos += size
-    else:
-        i = count
-    if (
-        i != count or pos != n or base < 0 or base > 0x7FFFFFFFFFFFFFFF - n
-        or (adv and count and qoff > 0x7FFFFFFFFFFFFFFF - count)
-    ):
-        return _stamp_records_py(buf, msgs, queue_offset, advances, physical_base, store_timestamp, id_prefix)
-    prefix = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
-    id_len = prefix_len + 16
-    ids = PyBytes_FromStringAndSize(NULL, count * (id_len + 1) - 1 if count else 0)
-    ids_out = PyBytes_AS_STRING(ids)
-    pos = 0
-    for i in range(count):
-        size = _get32(<const uint8_t*>out + pos)
-        phys = <uint64_t>base + <uint64_t>pos
-        _put64(out + pos + 20, <uint64_t>qoff)
-        _put64(out + pos + 28, phys)
-        sys_flag = _get32(<const uint8_t*>out + pos + 36)
-        stamp = _PREFIX + (16 if sys_flag & _BORN_V6 else 4) + 4
-        _put64(out + pos + stamp, <uint64_t>now)
-        msg = (<list>msgs)[i]
-        msg.store_timestamp = store_timestamp
-        msg.commit_log_offset = <int64_t>phys
-        msg.queue_offset = qoff
-        p = ids_out + i * (id_len + 1)
-        memcpy(p, prefix, prefix_len)
-        _hex64(p + prefix_len, phys)
-        if i + 1 < count:
-            p[id_len] = 44  # ','
-        if adv:
-            qoff += 1
-        pos += size
-    return ids.decode("ascii")
+# -- stamp (a record's place in the log, patched in under the commit log's lock) ------------------
+cdef inline void _stamp(char* rec, Py_ssize_t stamp_pos, int64_t qoff, uint64_t phys, int64_t now,
+                        const char* prefix, Py_ssize_t prefix_len, char* msg_id) noexcept nogil:
+    """The one stamping step of `place_record` and `stamp_batch`: the record at `rec` gets its
+    QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP (at `stamp_pos`), and its msg id (`prefix`, then
+    16 hex digits of the commit-log offset) is written at `msg_id`."""
+    _put64(rec + 20, <uint64_t>qoff)
+    _put64(rec + 28, phys)
+    _put64(rec + stamp_pos, <uint64_t>now)
+    memcpy(msg_id, prefix, prefix_len)
+    _hex64(msg_id + prefix_len, phys)
 
 
 # -- place (a single record under the commit log's lock) --------------------------------------------
@@ -357,8 +256,6 @@ def place_record(target, pos, head, tail, stamp_pos, queue_offset, physical_offs
     cdef Py_ssize_t head_len, tail_len, prefix_len
     cdef const char* prefix
     cdef char* h
-    cdef char* p
-    cdef int k
     if not (
         PyByteArray_Check(head) and PyBytes_Check(tail) and PyUnicode_Check(id_prefix) and id_prefix.isascii()
     ):
@@ -387,19 +284,14 @@ def place_record(target, pos, head, tail, stamp_pos, queue_offset, physical_offs
         if at > view.len - head_len - tail_len:
             return _place_record_py(target, pos, head, tail, stamp_pos, queue_offset, physical_offset,
                                     store_timestamp, id_prefix)  # fmt: skip
+        prefix = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
+        msg_id = PyBytes_FromStringAndSize(NULL, prefix_len + 16)
         h = PyByteArray_AS_STRING(head)
-        _put64(h + 20, <uint64_t>qoff)
-        _put64(h + 28, <uint64_t>phys)
-        _put64(h + stamp, <uint64_t>now)
+        _stamp(h, stamp, qoff, <uint64_t>phys, now, prefix, prefix_len, PyBytes_AS_STRING(msg_id))
         memcpy(<char*>view.buf + at, h, head_len)
         memcpy(<char*>view.buf + at + head_len, PyBytes_AS_STRING(tail), tail_len)
     finally:
         PyBuffer_Release(&view)
-    prefix = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
-    msg_id = PyBytes_FromStringAndSize(NULL, prefix_len + 16)
-    p = PyBytes_AS_STRING(msg_id)
-    memcpy(p, prefix, prefix_len)
-    _hex64(p + prefix_len, <uint64_t>phys)
     return msg_id.decode("ascii")
 
 

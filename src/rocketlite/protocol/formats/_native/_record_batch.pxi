@@ -1,6 +1,6 @@
 # A SEND_BATCH_MESSAGE body straight to commit-log records, and such a batch stamped: included
-# by _record.pyx (its `_Rec`, `_write`, `_read_ip`, and the shared `_bytes.pxi`, `_text.pxi`,
-# `_props.pxi`).
+# by _record.pyx (its `_Rec`, `_write`, `_read_ip`, `_stamp`, and the shared `_bytes.pxi`,
+# `_text.pxi`, `_props.pxi`).
 #
 # `encode_batch_records` is `protocol.batch.encode_batch_records` (for an accepted batch,
 # `send_batch_messages` then `encode_records`; a batch past maxMessageSize is refused at the first
@@ -20,7 +20,7 @@ from rocketlite.protocol.formats import batch as _batch_py
 from rocketlite.protocol.formats.batch import BatchTarget as _BatchTarget
 from rocketlite.protocol.formats.batch import EncodedBatch as _EncodedBatch
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.formats.record_stamp import stamp_batch as _stamp_batch_py
+from rocketlite.protocol.formats.record_ref import stamp_batch as _stamp_batch_py
 
 from libc.string cimport memchr
 
@@ -194,19 +194,17 @@ def encode_batch_records(body, target):
 
 
 def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix):
-    """`record_stamp.stamp_batch`: `stamp_records` with no messages to fill. Anything unusual
-    (not a bytearray, a prefix that is not ASCII text, numbers out of range, records that do not
-    fill the buffer) goes to the reference."""
+    """`record_ref.stamp_batch`: each of the `count` records of `buf` stamped (`_stamp`) with its
+    queue offset, commit-log offset and the store time, the msg ids returned comma-joined.
+    Anything unusual (not a bytearray, a prefix that is not ASCII text, numbers out of range,
+    records that do not fill the buffer) goes to the reference."""
     cdef int64_t qoff, base, now
-    cdef Py_ssize_t n, cnt, i, pos, size, prefix_len, id_len, stamp
+    cdef Py_ssize_t n, cnt, i, pos, size, prefix_len, id_len
     cdef int32_t flag
     cdef char* out
     cdef char* ids_out
-    cdef char* q
     cdef const char* prefix
     cdef bint adv
-    cdef uint64_t phys
-    cdef int k
     if not (PyByteArray_Check(buf) and PyUnicode_Check(id_prefix) and id_prefix.isascii()):
         return _stamp_batch_py(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix)
     try:
@@ -224,7 +222,7 @@ def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timesta
     while i < cnt:  # the walk first: nothing is patched unless the records fill the buffer
         if n - pos < _PREFIX:
             break
-        size = _get32(<const uint8_t*>out + pos)
+        size = _get32(out + pos)
         if size < _PREFIX or size > n - pos:
             break
         pos += size
@@ -240,19 +238,12 @@ def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timesta
     ids_out = PyBytes_AS_STRING(ids)
     pos = 0
     for i in range(cnt):
-        size = _get32(<const uint8_t*>out + pos)
-        phys = <uint64_t>base + <uint64_t>pos
-        _put64(out + pos + 20, <uint64_t>qoff)
-        _put64(out + pos + 28, phys)
-        flag = _get32(<const uint8_t*>out + pos + 36)
-        stamp = _PREFIX + (16 if flag & _BORN_V6 else 4) + 4
-        _put64(out + pos + stamp, <uint64_t>now)
-        q = ids_out + i * (id_len + 1)
-        memcpy(q, prefix, prefix_len)
-        _hex64(q + prefix_len, phys)
+        flag = _get32(out + pos + 36)
+        _stamp(out + pos, _PREFIX + (16 if flag & _BORN_V6 else 4) + 4, qoff, <uint64_t>base + <uint64_t>pos,
+               now, prefix, prefix_len, ids_out + i * (id_len + 1))  # fmt: skip
         if i + 1 < cnt:
-            q[id_len] = 44  # ','
+            ids_out[i * (id_len + 1) + id_len] = 44  # ','
         if adv:
             qoff += 1
-        pos += size
+        pos += _get32(out + pos)
     return ids.decode("ascii")
