@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from rocketlite.broker.pop_log import (
+from rocketlite.broker.pop.log import (
     FILE_HEADER,
     RECORD_FRAME,
     InFlight,
@@ -24,7 +24,7 @@ from rocketlite.broker.pop_log import (
     cursor_record,
     pop_record,
 )
-from rocketlite.broker.pop_state import PopService
+from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.formats.record import MessageInner
@@ -98,7 +98,7 @@ def test_a_corrupt_record_ends_the_replay(tmp_path: Path) -> None:
 FAILING_WRITE = textwrap.dedent(
     """
     import asyncio, resource, signal, sys
-    from rocketlite.broker.pop_log import PopLog, cursor_record, pop_record
+    from rocketlite.broker.pop.log import PopLog, cursor_record, pop_record
 
     KEY = ("g", "T", 0)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.broker.pop_log import PopLogError
-from rocketlite.broker.pop_state import PopBatch, PopService
+from rocketlite.broker.pop.log import PopLogError
+from rocketlite.broker.pop.state import PopBatch, PopService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.formats.record import MessageInner, StoredRecord, decode_record

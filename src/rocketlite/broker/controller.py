@@ -31,12 +31,12 @@ from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import BrokerFigures, MetricsServer
-from rocketlite.broker.pop_state import PopService
+from rocketlite.broker.pop.processor import PopMessageProcessor
+from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
-from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor

@@ -9,11 +9,11 @@ layer. REGISTER_BROKER and the other name-server codes go the other way (the bro
 from __future__ import annotations
 
 from rocketlite.broker.live_config import LiveConfig
+from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
-from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor

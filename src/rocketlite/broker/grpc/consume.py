@@ -40,7 +40,7 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
 from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService
-from rocketlite.broker.processors.pop import MAX_POP_NUMS, PopMessageProcessor
+from rocketlite.broker.pop.processor import MAX_POP_NUMS, PopMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm

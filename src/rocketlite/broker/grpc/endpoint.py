@@ -21,7 +21,7 @@ from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.grpc.send import ProducerService
 from rocketlite.broker.grpc.telemetry import TelemetryService
-from rocketlite.broker.processors.pop import PopMessageProcessor
+from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager

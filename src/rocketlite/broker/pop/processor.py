@@ -2,7 +2,7 @@
 CHANGE_MESSAGE_INVISIBLETIME (200053), the requests RocketMQ 5.x's proxy and remoting POP
 consumers send.
 
-The rules live in `broker/pop_state.py`; this module checks the request the way a pull is checked
+The rules live in `broker/pop/state.py`; this module checks the request the way a pull is checked
 (broker readable, group known and allowed to consume, topic readable, queue in range, TAG
 expression only), calls the service, waits until the POP log holds the change
 (`PopService.durable`), and answers with RocketMQ's headers:
@@ -36,7 +36,7 @@ import threading
 from typing import Final
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.pop_state import PopBatch, PopService
+from rocketlite.broker.pop.state import PopBatch, PopService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved

@@ -23,7 +23,7 @@ flight; a due message of it comes back first, in offset order, with attempt+1, u
 or dead-lettered, then the queue moves on. 5.x FIFO puts one message group on one queue, so this
 is per-group order with one batch in flight per group.
 
-Durability: every change is a small record appended to the POP log (`broker/pop_log.py`:
+Durability: every change is a small record appended to the POP log (`broker/pop/log.py`:
 records, snapshot, recovery). The processor awaits `durable()` before answering, so an answered
 ack is on disk; the changes of one loop iteration share one fdatasync, run off the loop. A pop
 lost with a crash only means its messages are popped again (at least once, never lost).
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocketlite.broker.pop_log import (
+from rocketlite.broker.pop.log import (
     COMPACT_MIN_BYTES,
     MAX_BATCH,
     InFlight,

@@ -1,5 +1,5 @@
 """The POP state on disk: an append-only log of small binary records over a snapshot, with group
-commit. `broker/pop_state.py` owns the rules; this module owns the bytes, the fdatasync and the
+commit. `broker/pop/state.py` owns the rules; this module owns the bytes, the fdatasync and the
 recovery.
 
 Files in the config dir:
