@@ -17,7 +17,7 @@ import pytest
 
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerRole
-from rocketlite.broker.schedule import ScheduleMessageService
+from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.bodies.heartbeat import HeartbeatData, ProducerData
 from rocketlite.protocol.codes import RequestCode, ResponseCode

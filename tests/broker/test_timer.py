@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.delay.timer import TIMER_TOPIC, TimerMessageService, park_timer_message
 from rocketlite.broker.stats import BrokerStats
-from rocketlite.broker.timer import TIMER_TOPIC, TimerMessageService, park_timer_message
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.errors import MessageIllegalError

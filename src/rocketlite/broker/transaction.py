@@ -41,8 +41,8 @@ from enum import Enum
 from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.delay.levels import message_for_real_topic
 from rocketlite.broker.processors.consumer_send_back import answer_after_flush
-from rocketlite.broker.schedule import message_for_real_topic
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.topic_config import TopicConfigManager

@@ -74,7 +74,7 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     duplication_enable: bool = False
-    # 5.x timer messages (broker/timer/): on or off, the furthest delivery time accepted, and how
+    # 5.x timer messages (broker/delay/timer/): on or off, the furthest delivery time accepted, and how
     # often the delivery progress is written (what a crash may deliver again).
     timer_wheel_enable: bool = True
     timer_max_delay_sec: int = 3 * 24 * 3600

@@ -30,9 +30,9 @@ from concurrent.futures import Future
 from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.delay.timer.park import asks_for_timer
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
-from rocketlite.broker.timer.park import asks_for_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved

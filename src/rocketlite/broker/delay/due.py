@@ -1,5 +1,5 @@
 """`DueDelivery`: the wake-up loop shared by the services that hold messages until a time comes
-(the 4.x delay levels in `schedule.py`, the 5.x timers in `timer/service.py`).
+(the 4.x delay levels in `levels.py`, the 5.x timers in `timer/service.py`).
 
 Both hold messages in a system topic and re-put each to its real topic when it is due. What they
 share is when to look: one asyncio task calls the service's `deliver()` whenever something may be

@@ -7,7 +7,7 @@ cursor per level is enough: deliver units while their time has come, stop at the
 not. The cursors are `config/delayOffset.json` (`{"offsetTable":{1:12,2:0}}`, level -> next queue
 offset), persisted every `persist_interval_s` and on close, as RocketMQ's ScheduleMessageService.
 
-Timing (`due_delivery.DueDelivery`, shared with the 5.x timers): one asyncio task sleeps until
+Timing (`due.DueDelivery`, shared with the 5.x timers): one asyncio task sleeps until
 the earliest due time of all levels (a loop timer, not a poll), or until the dispatcher reports new
 units in the schedule topic, with a safety tick in case a wake-up is ever missed. A message is
 never delivered before its due time (checked against the wall clock after every wake-up) and
@@ -27,7 +27,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from rocketlite.broker.due_delivery import FAILURE_BACKOFF_S, DueDelivery
+from rocketlite.broker.delay.due import FAILURE_BACKOFF_S, DueDelivery
 from rocketlite.broker.state_files import DelayOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import Clock

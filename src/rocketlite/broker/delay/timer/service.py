@@ -7,7 +7,7 @@ record itself stays in the commit log until delivery.
 
 Timing: one asyncio task reads the units the dispatcher added (woken by the store's arrival
 listener), delivers every timer whose time has come, and sleeps on a loop timer until the
-earliest one left (`due_delivery.DueDelivery`, shared with the 4.x delay levels). A timer is
+earliest one left (`due.DueDelivery`, shared with the 4.x delay levels). A timer is
 never delivered before its time (checked against the clock after every wake-up) and normally
 within a few milliseconds after it.
 
@@ -41,11 +41,11 @@ import heapq
 import logging
 from pathlib import Path
 
-from rocketlite.broker.due_delivery import FAILURE_BACKOFF_S, DueDelivery
-from rocketlite.broker.schedule import message_for_real_topic
+from rocketlite.broker.delay.due import FAILURE_BACKOFF_S, DueDelivery
+from rocketlite.broker.delay.levels import message_for_real_topic
+from rocketlite.broker.delay.timer.park import TIMER_QUEUE_ID, TIMER_TOPIC, park_timer_message
+from rocketlite.broker.delay.timer.progress import TimerProgressFile
 from rocketlite.broker.stats import BrokerStats
-from rocketlite.broker.timer.park import TIMER_QUEUE_ID, TIMER_TOPIC, park_timer_message
-from rocketlite.broker.timer.progress import TimerProgressFile
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm

@@ -5,14 +5,14 @@
 `progress.py` the file that makes it survive a restart (`config/timerProgress.json`).
 """
 
-from rocketlite.broker.timer.park import (
+from rocketlite.broker.delay.timer.park import (
     TIMER_NEEDLE,
     TIMER_QUEUE_ID,
     TIMER_TOPIC,
     asks_for_timer,
     park_timer_message,
 )
-from rocketlite.broker.timer.service import TimerMessageService
+from rocketlite.broker.delay.timer.service import TimerMessageService
 
 __all__ = [
     "TIMER_NEEDLE",
