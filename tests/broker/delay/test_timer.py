@@ -2,7 +2,7 @@
 never early, the properties RocketMQ leaves, restarts (clean and without a progress write), and
 rolling a far timer so the restart stays bounded (and not rolling pending timers for nothing), the
 delivered copies on disk before the progress calls them done, an unreadable queue unit.
-Over the wire: tests/broker/test_timer_wire.py.
+Over the wire: tests/broker/delay/test_timer_wire.py.
 """
 
 from __future__ import annotations

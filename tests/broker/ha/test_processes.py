@@ -2,7 +2,7 @@
 
 Name server, master and slave are separate processes (see ha_harness); the test drives them with a
 raw remoting client and reads the slave's commit-log files from disk. In-process scenarios (fake
-slaves, divergence, live configuration, config sync) are in test_ha_inprocess.py.
+slaves, divergence, live configuration, config sync) are in test_inprocess.py.
 """
 
 from __future__ import annotations
