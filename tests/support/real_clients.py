@@ -2,9 +2,9 @@
 
 Clients (installed by `make test` into `.clients/`, see the Makefile):
 
-- `ons`: npm ali-ons@3.12.0, pure JavaScript (Node), driven by tests/clients/ons_*.js.
+- `ons`: npm ali-ons@3.12.0, pure JavaScript (Node), driven by tests/support/foreign_clients/ons_*.js.
 - `cpp`: PyPI rocketmq==0.4.4, the real rocketmq-client-cpp 1.x (x86_64 only), in its own venv
-  `.clients/cpp044`, driven by tests/clients/cpp_client.py.
+  `.clients/cpp044`, driven by tests/support/foreign_clients/cpp_client.py.
 
 `Clients` starts consumer script(s) and waits for their "ready"/"started" line, runs producer
 scripts to completion, and reads the consumers' JSON lines (`ClientProc`). A missing client skips
@@ -37,7 +37,7 @@ from tests.support.topics import wait_until
 from tests.support.wire import raw_request
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "tests" / "clients"
+SCRIPTS = ROOT / "tests" / "support" / "foreign_clients"
 CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
 ONS_MODULE = CLIENTS / "npm" / "node_modules" / "ali-ons"
 CPP_PYTHON = CLIENTS / "cpp044" / "bin" / "python"

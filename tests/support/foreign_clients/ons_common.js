@@ -1,5 +1,5 @@
 'use strict';
-// Shared helpers for the ali-ons driver scripts (tests/clients/ons_*.js).
+// Shared helpers for the ali-ons driver scripts (tests/support/foreign_clients/ons_*.js).
 //
 // Protocol with the test: stdout carries ONE JSON object per line ({"event": ...}); everything
 // else (ali-ons' own logging) goes to stderr. Every script exits by itself: on success, on a
