@@ -45,7 +45,7 @@ from rocketlite.client.errors import (
     for_code,
     transport_reason,
 )
-from rocketlite.client.message import UniqIdGenerator
+from rocketlite.client.message import Message, SendResult, UniqIdGenerator
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
 from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketlite.protocol.bodies.message_queue import MessageQueue
@@ -111,6 +111,23 @@ class ProducerMember(Protocol):
     ) -> None: ...
 
 
+class InnerProducer(Protocol):
+    """The instance's own producer (group CLIENT_INNER_PRODUCER, for send-back fallbacks), as far
+    as the instance uses it: an `AsyncProducer`."""
+
+    async def start(self) -> None: ...
+
+    async def send(self, msg: Message) -> SendResult: ...
+
+    async def close(self) -> None: ...
+
+
+# (group, config) -> the producer, not started: what a client that may need the inner producer
+# (a push consumer: `consumer_push.new_inner_producer`) passes to `acquire`. The instance cannot
+# build one itself: `producer.py` builds on this module.
+ProducerFactory = Callable[[str, ClientConfig], InnerProducer]
+
+
 class ConsumerMember(Protocol):
     group: str
 
@@ -128,7 +145,9 @@ class ClientInstance:
 
     _instances: ClassVar[dict[tuple[int, str, str], ClientInstance]] = {}
 
-    def __init__(self, config: ClientConfig, key: tuple[int, str, str]) -> None:
+    def __init__(
+        self, config: ClientConfig, key: tuple[int, str, str], producer_factory: ProducerFactory | None = None
+    ) -> None:
         self.config = config
         self.key = key
         self.loop = asyncio.get_running_loop()
@@ -157,7 +176,8 @@ class ClientInstance:
         self._background: set[asyncio.Task[None]] = set()
         self._rebalance_now = asyncio.Event()
         self._heartbeat_lock = asyncio.Lock()
-        self._inner_producer: Any = None
+        self._producer_factory = producer_factory
+        self._inner_producer: InnerProducer | None = None
         self._inner_lock = asyncio.Lock()
         self.started = False
         self._closing = False
@@ -165,13 +185,17 @@ class ClientInstance:
 
     # -- sharing ---------------------------------------------------------------------------
     @classmethod
-    async def acquire(cls, config: ClientConfig) -> ClientInstance:
-        """The shared instance for `config` on the running loop, started; release it when done."""
+    async def acquire(
+        cls, config: ClientConfig, producer_factory: ProducerFactory | None = None
+    ) -> ClientInstance:
+        """The shared instance for `config` on the running loop, started; release it when done.
+        `producer_factory` makes the inner producer (`inner_producer`) of an instance that has
+        none yet."""
         loop = asyncio.get_running_loop()
         key = (id(loop), config.namesrv_addr, config.resolved_instance_name())
         inst = cls._instances.get(key)
         if inst is None or inst._closing or inst.loop is not loop:
-            inst = cls(config, key)
+            inst = cls(config, key, producer_factory)
             cls._instances[key] = inst
         elif inst.credentials != config.credentials:
             held = inst.credentials.access_key if inst.credentials else None
@@ -179,6 +203,8 @@ class ClientInstance:
                 f"client instance {inst.client_id} already signs with access key {held!r}; "
                 "clients with other ACL keys need another instance_name"
             )
+        if inst._producer_factory is None:
+            inst._producer_factory = producer_factory
         inst._refs += 1
         inst._start()
         return inst
@@ -272,13 +298,14 @@ class ClientInstance:
 
         await asyncio.gather(*(one(a) for a in sorted(addrs)))
 
-    async def inner_producer(self) -> Any:
-        """The instance's own producer (group CLIENT_INNER_PRODUCER), for send-back fallbacks."""
+    async def inner_producer(self) -> InnerProducer:
+        """The instance's own producer (group CLIENT_INNER_PRODUCER), for send-back fallbacks,
+        made by the producer factory a client passed to `acquire`."""
         async with self._inner_lock:
             if self._inner_producer is None:
-                from rocketlite.client.producer import AsyncProducer  # noqa: PLC0415 - producer imports us
-
-                producer = AsyncProducer(CLIENT_INNER_PRODUCER_GROUP, config=self.config)
+                if self._producer_factory is None:
+                    raise ClientStateError(f"client instance {self.client_id} was given no producer factory")
+                producer = self._producer_factory(CLIENT_INNER_PRODUCER_GROUP, self.config)
                 await producer.start()
                 self._refs -= 1  # our own producer must not keep us alive; shutdown() closes it
                 self._inner_producer = producer
