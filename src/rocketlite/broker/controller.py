@@ -67,6 +67,7 @@ from rocketlite.protocol.wire.headers import (
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer
+from rocketlite.runtime import wait_event
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
@@ -438,8 +439,7 @@ class BrokerController:
             # A failed registration is retried soon, not a whole period later: a slave learns
             # its master's address only once the master is registered (HA).
             wait = period if registered else min(period, REGISTER_RETRY_S)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_soon.wait(), wait)
+            await wait_event(self._register_soon, wait)
             self._register_soon.clear()
             try:
                 registered = await self.register_all()

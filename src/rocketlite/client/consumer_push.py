@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 from typing import Final, Unpack
 
-from rocketlite.client._aio import acquire_within, wait_event
 from rocketlite.client.api import BrokerApi, build_subscription
 from rocketlite.client.config import ClientConfig, ClientOptions
 from rocketlite.client.consume_service import (
@@ -52,6 +51,7 @@ from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, 
 from rocketlite.protocol.codes import PullSysFlag
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.runtime import acquire_within, wait_event
 
 log = logging.getLogger("rocketlite.client.consumer")
 

@@ -33,7 +33,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from rocketlite.client._aio import wait_event
 from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import (
     ClientError,
@@ -68,6 +67,7 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
+from rocketlite.runtime import wait_event
 
 __all__ = [
     "CLIENT_INNER_PRODUCER_GROUP",
@@ -112,8 +112,7 @@ class ProducerMember(Protocol):
 
 
 class InnerProducer(Protocol):
-    """The instance's own producer (group CLIENT_INNER_PRODUCER, for send-back fallbacks), as far
-    as the instance uses it: an `AsyncProducer`."""
+    """The instance's own producer (send-back fallbacks): an `AsyncProducer`."""
 
     async def start(self) -> None: ...
 
@@ -122,9 +121,8 @@ class InnerProducer(Protocol):
     async def close(self) -> None: ...
 
 
-# (group, config) -> the producer, not started: what a client that may need the inner producer
-# (a push consumer: `consumer_push.new_inner_producer`) passes to `acquire`. The instance cannot
-# build one itself: `producer.py` builds on this module.
+# (group, config) -> a producer, not started, passed to `acquire` by a push consumer (producer.py
+# builds on this module, so the instance cannot make one itself).
 ProducerFactory = Callable[[str, ClientConfig], InnerProducer]
 
 
@@ -189,8 +187,7 @@ class ClientInstance:
         cls, config: ClientConfig, producer_factory: ProducerFactory | None = None
     ) -> ClientInstance:
         """The shared instance for `config` on the running loop, started; release it when done.
-        `producer_factory` makes the inner producer (`inner_producer`) of an instance that has
-        none yet."""
+        `producer_factory` makes `inner_producer` for an instance that has no factory yet."""
         loop = asyncio.get_running_loop()
         key = (id(loop), config.namesrv_addr, config.resolved_instance_name())
         inst = cls._instances.get(key)
@@ -203,8 +200,7 @@ class ClientInstance:
                 f"client instance {inst.client_id} already signs with access key {held!r}; "
                 "clients with other ACL keys need another instance_name"
             )
-        if inst._producer_factory is None:
-            inst._producer_factory = producer_factory
+        inst._producer_factory = inst._producer_factory or producer_factory
         inst._refs += 1
         inst._start()
         return inst
@@ -300,7 +296,7 @@ class ClientInstance:
 
     async def inner_producer(self) -> InnerProducer:
         """The instance's own producer (group CLIENT_INNER_PRODUCER), for send-back fallbacks,
-        made by the producer factory a client passed to `acquire`."""
+        made by the factory a client passed to `acquire`."""
         async with self._inner_lock:
             if self._inner_producer is None:
                 if self._producer_factory is None:

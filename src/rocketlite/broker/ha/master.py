@@ -38,7 +38,7 @@ from rocketlite.protocol.formats.record import (
     PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
 )
-from rocketlite.runtime import cancel_tasks
+from rocketlite.runtime import cancel_tasks, result_within, wait_event
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
@@ -125,7 +125,7 @@ class HAConnection:
     async def run(self) -> None:
         cfg = self.service.config
         try:
-            first = await asyncio.wait_for(
+            first = await result_within(
                 self.reader.readexactly(REPORT.size), cfg.ha_housekeeping_interval / 1000
             )
         except (asyncio.IncompleteReadError, TimeoutError, OSError):
@@ -160,7 +160,7 @@ class HAConnection:
         housekeeping = self.service.config.ha_housekeeping_interval / 1000
         try:
             while True:
-                data = await asyncio.wait_for(self.reader.readexactly(REPORT.size), housekeeping)
+                data = await result_within(self.reader.readexactly(REPORT.size), housekeeping)
                 self.service.on_report(self, REPORT.unpack(data)[0])
         except TimeoutError:
             log.warning("HA: slave %s silent for %.0f s; closing", self.peer, housekeeping)
@@ -202,8 +202,7 @@ class HAConnection:
                 await writer.drain()
                 last_write = time.monotonic()
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.data_ready.wait(), min(heartbeat - idle, _POLL_S))
+            await wait_event(self.data_ready, min(heartbeat - idle, _POLL_S))
 
     def close(self) -> None:
         if not self.closed:
@@ -250,7 +249,7 @@ class HAMasterService:
         await cancel_tasks(*self._tasks)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await result_within(self._server.wait_closed(), 2)
         for _, _, fut in self._waiters:
             if not fut.done():
                 fut.set_result(False)
@@ -330,7 +329,7 @@ class HAMasterService:
         self.wake()
         timeout = self.store.config.sync_flush_timeout / 1000
         try:
-            ok = await asyncio.wait_for(fut, timeout)
+            ok = await result_within(fut, timeout)
         except TimeoutError:
             ok = False
         if not ok:

@@ -58,6 +58,7 @@ from rocketlite.protocol.wire.pop import (
     topic_type,
 )
 from rocketlite.remoting.connection import Connection
+from rocketlite.runtime import result_within, wait_event
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.pop")
@@ -138,7 +139,7 @@ class PopMessageProcessor:
         if fut is not None:  # SYNC_FLUSH: the group commit covers it
             try:
                 timeout = store.config.sync_flush_timeout / 1000
-                flushed = await asyncio.wait_for(asyncio.wrap_future(fut), timeout)
+                flushed = await result_within(asyncio.wrap_future(fut), timeout)
             except TimeoutError:
                 return False
             return flushed
@@ -218,8 +219,7 @@ class PopMessageProcessor:
                 due = self.service.next_deadline(h.consumer_group, h.topic, queue_ids)
                 if due is not None:
                     left = min(left, max(0.0, (due - self.service.clock.now_ms()) / 1000) + 0.001)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), left)
+                await wait_event(event, left)
         finally:
             held.discard(event)
             if not held:

@@ -35,6 +35,7 @@ from rocketlite.protocol.message import HostAddress, MessageConst, properties_to
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
+from rocketlite.runtime import result_within
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -67,7 +68,7 @@ async def _await_flush(
     build: Callable[[PutMessageResult], RemotingCommand],
 ) -> RemotingCommand:
     try:
-        flushed = await asyncio.wait_for(asyncio.wrap_future(fut), store.config.sync_flush_timeout / 1000)
+        flushed = await result_within(asyncio.wrap_future(fut), store.config.sync_flush_timeout / 1000)
     except TimeoutError:
         flushed = False
     if not flushed:

@@ -48,6 +48,7 @@ from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
 from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
+from rocketlite.runtime import result_within
 from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -420,7 +421,7 @@ class SendMessageProcessor:
         if fut is not None:
             self.flush_waiters += 1
             try:
-                flushed = await asyncio.wait_for(
+                flushed = await result_within(
                     asyncio.wrap_future(fut), self.store.config.sync_flush_timeout / 1000
                 )
             except TimeoutError:
