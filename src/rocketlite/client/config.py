@@ -6,6 +6,9 @@ handed to an `AclClientRPCHook`: when set, the instance signs every request it s
 secret is left out of the repr. Producers and consumers take the same keys as keyword arguments
 (`AsyncProducer("pg", ns, access_key=..., secret_key=...)`), which `make_config` turns into a
 config.
+
+`clock` is the instance's time: the milliseconds in the message ids (UNIQ_KEY) its producers make
+and the interval of its consumers' warnings. Tests pass a `ManualClock` to set it to any instant.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from rocketlite.client.errors import ClientStateError
+from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.acl_signature import SessionCredentials
 
 __all__ = ["ClientConfig", "ClientOptions", "make_config"]
@@ -37,6 +41,7 @@ class ClientConfig:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
+    clock: Clock = field(default=SYSTEM_CLOCK, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if (self.access_key is None) != (self.secret_key is None):
@@ -70,6 +75,7 @@ class ClientOptions(TypedDict, total=False):
     access_key: str | None
     secret_key: str | None
     security_token: str | None
+    clock: Clock
 
 
 def make_config(
@@ -80,11 +86,14 @@ def make_config(
     access_key: str | None = None,
     secret_key: str | None = None,
     security_token: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ClientConfig:
     """A producer's or consumer's `ClientConfig`: `config`, else one built from the arguments."""
     if config is not None:
         if access_key is not None or secret_key is not None or security_token is not None:
             raise ClientStateError("pass the ACL keys in config= or as access_key=/secret_key=, not both")
+        if clock is not SYSTEM_CLOCK:
+            raise ClientStateError("pass the clock in config= or as clock=, not both")
         return config
     if not namesrv_addr:
         raise ClientStateError("namesrv_addr is required")
@@ -94,4 +103,5 @@ def make_config(
         access_key=access_key,
         secret_key=secret_key,
         security_token=security_token,
+        clock=clock,
     )

@@ -136,7 +136,7 @@ class ClientInstance:
         self.client_id = f"{self.ip}@{self.instance_name}"
         if config.unit_name:
             self.client_id += f"@{config.unit_name}"
-        self.uniq_ids = UniqIdGenerator(self.ip)
+        self.uniq_ids = UniqIdGenerator(self.ip, clock=config.clock)
         self.credentials = config.credentials
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
