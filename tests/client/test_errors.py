@@ -10,16 +10,46 @@ from pathlib import Path
 import pytest
 
 from rocketlite.client import (
+    ClientConfig,
+    ClientStateError,
     ConsumeStatus,
     Message,
     NoRouteError,
     Producer,
+    PullConsumer,
     PushConsumer,
     RemotingConnectError,
 )
 from rocketlite.embedded import embedded
 from tests.support.lone_namesrv import lone_namesrv
 from tests.support.ports import free_port
+
+
+@pytest.mark.parametrize(
+    ("addr", "problem"),
+    [
+        ("127.0.0.1", "'127.0.0.1' has no port"),
+        ("127.0.0.1:98760", "'127.0.0.1:98760' has no valid port ('98760' is not 1..65535)"),
+        ("127.0.0.1:9876;localhost", "'127.0.0.1:9876;localhost' ('localhost') has no port"),
+        ("::1", "'::1' is an IPv6 address without brackets ('[::1]:9876')"),
+        (" ; ", "' ; ' names no name server"),
+    ],
+)
+def test_a_name_server_address_without_host_and_port_fails_at_construction(addr: str, problem: str) -> None:
+    """At `Producer(...)` (any client, and `ClientConfig`), naming the argument and the form, not
+    at the first send with `invalid literal for int()`."""
+    form = "give host:port, e.g. '127.0.0.1:9876' (several name servers: separated by ';')"
+    for make in (
+        lambda: Producer("pg_err_addr", addr),
+        lambda: PushConsumer("cg_err_addr", addr),
+        lambda: PullConsumer("cg_err_addr", addr),
+        lambda: ClientConfig(addr),
+    ):
+        with pytest.raises(ClientStateError) as caught:
+            make()
+        assert str(caught.value) == f"namesrv_addr {problem}: {form}"
+    for fine in ("127.0.0.1:9876;", "localhost:9876", "[::1]:9876", "a:1; b:2"):
+        ClientConfig(fine)
 
 
 def test_name_server_down_names_the_request() -> None:

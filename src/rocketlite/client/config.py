@@ -21,7 +21,30 @@ from rocketlite.client.errors import ClientStateError
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.acl_signature import SessionCredentials
 
-__all__ = ["ClientConfig", "ClientOptions", "make_config"]
+__all__ = ["ClientConfig", "ClientOptions", "check_namesrv_addr", "make_config"]
+
+_ADDR_FORM = "give host:port, e.g. '127.0.0.1:9876' (several name servers: separated by ';')"
+
+
+def check_namesrv_addr(namesrv_addr: str) -> None:
+    """Raise `ClientStateError` naming the argument unless every `;`-separated entry is
+    `host:port` (`[v6 address]:port`). Java takes no default port either: an address without one
+    would only fail at the first request, with a parse error that names neither."""
+    entries = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+    if not entries:
+        raise ClientStateError(f"namesrv_addr {namesrv_addr!r} names no name server: {_ADDR_FORM}")
+    for entry in entries:
+        host, colon, port = entry.rpartition(":")
+        if not colon or not host:
+            problem = "has no port"
+        elif not port.isdigit() or not 0 < int(port) < 65536:
+            problem = f"has no valid port ({port!r} is not 1..65535)"
+        elif ":" in host and not (host.startswith("[") and host.endswith("]")):
+            problem = "is an IPv6 address without brackets ('[::1]:9876')"
+        else:
+            continue
+        where = "" if entry == namesrv_addr.strip() else f" ({entry!r})"
+        raise ClientStateError(f"namesrv_addr {namesrv_addr!r}{where} {problem}: {_ADDR_FORM}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +67,7 @@ class ClientConfig:
     clock: Clock = field(default=SYSTEM_CLOCK, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_namesrv_addr(self.namesrv_addr)
         if (self.access_key is None) != (self.secret_key is None):
             raise ClientStateError("access_key and secret_key must be given together")
         if self.security_token is not None and self.access_key is None:
