@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rocketlite.client import (
+    BrokerError,
     ClientConfig,
     ClientStateError,
     ConsumeStatus,
@@ -116,3 +117,26 @@ def test_rebalance_failure_is_said_once_with_the_name_server(caplog: pytest.LogC
     assert f"GET_ROUTEINFO_BY_TOPIC (105) to {addr} failed: connection refused" in first[0]
     assert f"; name servers {addr};" in first[0]
     assert repeats >= 3  # the repeats went to DEBUG
+
+
+def test_the_broker_port_given_as_the_name_server_says_so() -> None:
+    """The broker answers GET_ROUTEINFO_BY_TOPIC with REQUEST_CODE_NOT_SUPPORTED (3); the SDK says
+    which address answered as a broker instead of `request type 105 not supported`. A real name
+    server later in the list is still used."""
+    with embedded() as cluster:
+        broker = cluster.broker_addr
+        expected = (
+            f"{broker} answered as a broker, not a name server "
+            "(GET_ROUTEINFO_BY_TOPIC (105) not supported): point the name server address at the "
+            "name server's port (9876 by default), not the broker's"
+        )
+        with Producer("pg_err_brokerport", broker) as producer, pytest.raises(BrokerError) as caught:
+            producer.send(Message("TopicTest", b"x"))
+        assert str(caught.value) == expected
+        assert caught.value.response_code == 3  # REQUEST_CODE_NOT_SUPPORTED
+        with PullConsumer("cg_err_brokerport", broker) as reader, pytest.raises(BrokerError) as caught:
+            reader.fetch_queues("TopicTest")
+        assert str(caught.value) == expected
+        with Producer("pg_err_brokerport2", f"{broker};{cluster.namesrv_addr}") as producer:
+            for _ in range(2):  # whichever of the two is tried first
+                assert producer.send(Message("TopicTest", b"x")).status.name == "SEND_OK"
