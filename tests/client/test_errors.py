@@ -3,6 +3,7 @@ user's topic with the cause instead of TBW102. Real name server processes and so
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocketlite.client import (
+    AsyncPushConsumer,
     BrokerError,
     ClientConfig,
     ClientStateError,
@@ -21,9 +23,12 @@ from rocketlite.client import (
     PushConsumer,
     RemotingConnectError,
 )
+from rocketlite.clock import ManualClock
 from rocketlite.embedded import embedded
+from tests.support.aio import run
 from tests.support.lone_namesrv import lone_namesrv
 from tests.support.ports import free_port
+from tests.support.topics import create_topic
 
 
 @pytest.mark.parametrize(
@@ -140,3 +145,54 @@ def test_the_broker_port_given_as_the_name_server_says_so() -> None:
         with Producer("pg_err_brokerport2", f"{broker};{cluster.namesrv_addr}") as producer:
             for _ in range(2):  # whichever of the two is tried first
                 assert producer.send(Message("TopicTest", b"x")).status.name == "SEND_OK"
+
+
+def test_a_subscribed_topic_without_route_is_warned_at_start_and_every_30_s(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A push consumer of a misspelt topic does not wait in silence: a WARNING at start naming the
+    topic and the name server, again each time 30 s of its clock have passed, none once the topic
+    exists. The clock is the SDK's (`clock=`), moved by hand: nothing waits 30 s."""
+    clock = ManualClock()
+    with embedded() as cluster:
+        ns = cluster.namesrv_addr
+
+        def warnings() -> list[str]:
+            return [
+                r.getMessage()
+                for r in caplog.records
+                if r.levelno == logging.WARNING and r.name == "rocketlite.client.rebalance"
+            ]
+
+        async def main() -> None:
+            consumer = AsyncPushConsumer("cg_err_noroute", ns, clock=clock)
+            consumer.subscribe("QuikStart", "*")
+            consumer.register_message_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+            await consumer.start()
+            try:
+                assert warnings() == [
+                    f"consumer group cg_err_noroute subscribes to QuikStart, which has no route: no "
+                    f"route for topic QuikStart: the name server {ns} knows no such topic (brokers "
+                    "broker-a); create it with `rocketlite admin updateTopic -c DefaultCluster -t "
+                    "QuikStart`; it is consumed once it has one (this warning repeats every 30 s "
+                    "until then)"
+                ]
+                for _ in range(3):
+                    await consumer.do_rebalance()
+                clock.advance(29_999)
+                await consumer.do_rebalance()
+                assert len(warnings()) == 1
+                clock.advance(1)
+                await consumer.do_rebalance()
+                assert len(warnings()) == 2 and warnings()[0] == warnings()[1]
+                await asyncio.to_thread(create_topic, cluster, "QuikStart")
+                await consumer.do_rebalance()
+                clock.advance(60_000)
+                await consumer.do_rebalance()
+                assert len(warnings()) == 2
+                assert any(m.endswith("topic QuikStart has a route now") for m in caplog.messages)
+            finally:
+                await consumer.close()
+
+        with caplog.at_level(logging.INFO, logger="rocketlite.client"):
+            run(main())
