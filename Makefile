@@ -119,9 +119,14 @@ bench: $(STAMP)
 bench-broker: $(STAMP)
 	$(VPY) bench/broker_bench.py
 
-# The Spark clickstream pipeline end to end on an embedded broker (needs Java 17+ on the PATH).
+# The Spark clickstream pipeline end to end on an embedded broker (needs Java 17+ on the PATH). Its
+# checkpoints and the Parquet table it prints stay in scratch/clickstream (git-ignored) until the
+# next `make demo` or `make clean`.
 demo: $(STAMP)
-	$(VPY) examples/clickstream/pipeline.py
+	rm -rf scratch/clickstream
+	$(VPY) examples/clickstream/pipeline.py --work scratch/clickstream
 
+# Also empties scratch/, where the README's examples keep their files (its .gitignore stays).
 clean:
 	rm -rf $(VENV) build *.egg-info
+	find scratch -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +

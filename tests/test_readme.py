@@ -24,9 +24,11 @@ in the README and that its internal links resolve.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -266,3 +268,42 @@ def _check_text(block: Block, clone: Clone) -> str:
         f"of its language so that it runs: {runnable}"
     )
     return ""
+
+
+# Lines a server or tool logs when something is wrong: our ERROR level, and grpc's C core writing
+# straight to stderr (`E1127 09:10:00.123456  123 add_port.cc:83] ...`).
+ERROR_LINE = re.compile(r"(^|\s)(ERROR|CRITICAL)\s|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ ", re.MULTILINE)
+
+
+def test_blocks_write_only_into_scratch(clone: Clone) -> None:
+    """Run after every block: what the examples saved, logged or stored is under scratch/
+    (ignored by git), and the dev server's store is data/; the clone's root is as fresh
+    otherwise. Demo stores are removed by the blocks that made them."""
+    now = sorted(p.name for p in clone.path.iterdir())
+    assert sorted(set(now) - set(clone.fresh)) in ([], ["data"]), f"written into the clone's root: {now}"
+    stores = sorted(str(p.parent.relative_to(clone.path)) for p in clone.scratch.rglob("commitlog"))
+    assert not stores, f"demo stores left in scratch/: {stores}"
+
+
+def test_blocks_log_no_errors(clone: Clone) -> None:
+    """Run after every block: the servers the examples start beside `make run` (their logs under
+    scratch/), `make run`'s own log, and each block's output have no ERROR line and no raw grpc
+    line: the examples pick ports of their own."""
+    written = [  # the clone's own files, not those behind its links to the checkout
+        Path(top, name)
+        for top, _dirs, files in os.walk(clone.path)
+        for name in files
+        if name.endswith(".log")
+    ]
+    logs = [
+        clone.path.parent / "dev.log",
+        *written,
+        *clone.path.parent.glob("block-*.out"),
+    ]
+    found = [
+        f"{path.name}: {line}"
+        for path in logs
+        for line in path.read_text(errors="replace").splitlines()
+        if ERROR_LINE.search(line)
+    ]
+    assert not found, "\n".join(found)
