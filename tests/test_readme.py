@@ -24,6 +24,7 @@ in the README and that its internal links resolve.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -58,7 +59,7 @@ BLOCK_TIMEOUT = 150.0
 
 # A block whose text contains the key must print a line matching each pattern.
 EXPECTED: dict[str, list[str]] = {
-    "received.get(timeout=30)": [
+    "printed.get(timeout=30)": [
         r"^sent \w+ to queue \d+$",
         r"^received hello 0 from queue \d+$",
         r"^received hello 1 from queue \d+$",
@@ -307,3 +308,38 @@ def test_blocks_log_no_errors(clone: Clone) -> None:
         if ERROR_LINE.search(line)
     ]
     assert not found, "\n".join(found)
+
+
+def _admin(clone: Clone, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rocketlite admin ARGS -n 127.0.0.1:9876` in the clone; fails the test if it fails."""
+    done = subprocess.run(
+        [str(VENV_BIN / "rocketlite"), "admin", *args, "-n", "127.0.0.1:9876"],
+        cwd=clone.path,
+        env=clone.env(venv_on_path=True),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"rocketlite admin {' '.join(args)}: {done.stderr}"
+    return done
+
+
+def _committed(clone: Clone, group: str, topic: str) -> int:
+    """The sum of `group`'s committed offsets over `topic`'s queues (`consumerProgress --json`)."""
+    rows = json.loads(_admin(clone, "consumerProgress", "-g", group, "--json").stdout)["queues"]
+    return sum(max(r["consumerOffset"], 0) for r in rows if r["topic"] == topic)
+
+
+def test_the_quick_start_commits_only_what_it_printed(clone: Clone) -> None:
+    """Run after the quick start (its group has offsets): with one more message waiting than the
+    three it sends, the quick-start script commits exactly the messages it printed. Its listener
+    used to queue every message while the script printed three, and `close()` committed the
+    fourth, never printed."""
+    block = next(b for b in BLOCKS if "printed.get(timeout=30)" in b.code)
+    before = _committed(clone, "quickstart-consumer", "QuickStart")
+    _admin(clone, "sendMessage", "-t", "QuickStart", "-p", "stray")
+    output = _run_python(block, clone)
+    printed = re.findall(r"^received (.+) from queue \d+$", output, re.MULTILINE)
+    assert len(printed) >= 3, output
+    assert _committed(clone, "quickstart-consumer", "QuickStart") - before == len(printed), output
