@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients
+.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients java-clients
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -100,7 +100,34 @@ $(NODE5_STAMP):
 		$(call client_failed,npm rocketmq-client-nodejs@$(NODE5_VERSION)); \
 	fi
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP)
+# The Java RocketMQ remoting clients, for tests/peers/java/: org.apache.rocketmq:rocketmq-client 4.9.8
+# (+ rocketmq-acl) and 5.3.3 from Maven Central, each with our scenario driver compiled against it
+# (tests/peers/java/pom.xml, profiles client4 / client5) into .clients/java/<profile>/{build,lib}.
+# Maven's local repository is .clients/java/m2, so a fresh clone needs nothing but java and mvn.
+# Rebuilt when the pom or a driver changes. With CI=true a failed build stops `make test`;
+# elsewhere it warns and the Java tests skip, saying why.
+JAVA_CLIENTS := $(CLIENTS)/java
+JAVA_POM := tests/peers/java/pom.xml
+JAVA_STAMP := $(JAVA_CLIENTS)/.drivers.built
+JAVA_SOURCES := $(JAVA_POM) $(wildcard tests/peers/java/src/rocketlite/peers/*.java)
+MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(JAVA_POM)
+
+$(JAVA_STAMP): $(JAVA_SOURCES)
+	@rm -rf $(JAVA_CLIENTS)/client4/lib $(JAVA_CLIENTS)/client5/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(MVN) -P client4 compile dependency:copy-dependencies && \
+	   $(MVN) -P client5 compile dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; CI=true requires them" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; their tests will skip" >&2; \
+	fi
+
+java-clients: $(JAVA_STAMP)
+
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)
