@@ -289,6 +289,10 @@ def test_sql92_selector(tmp_path: Path, java: JavaClients) -> None:
 def test_retry_then_dead_letter_queue(cluster: EmbeddedCluster, java: JavaClients) -> None:
     topic, group = unique("JRetry"), unique("jr")
     create_topic(cluster, topic)
+    # As for a group that ran before: the 4.9.8 client reads a topic's queues before its rebalance
+    # fetches the route, so a %RETRY% topic made by this start's heartbeat is picked up by the
+    # rebalance after the next, 20 s later, when the two rebalances it asks for at start coalesce.
+    create_topic(cluster, f"%RETRY%{group}", queues=1)
     cp = java.start(LINE, "retry_dlq", cluster.namesrv_addr, topic=topic, group=group, max=2)
     cp.wait_event("wait", 60)
     poison = next(s for s in events(cp, "sent") if s["key"] == "poison")
