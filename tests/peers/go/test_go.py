@@ -37,7 +37,7 @@ from tests.support.real_clients import (
     received,
     stored,
 )
-from tests.support.topics import create_topic, wait_until
+from tests.support.topics import create_topic, is_routed, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -114,6 +114,18 @@ def test_send(cluster: EmbeddedCluster, go: GoClients, mode: str) -> None:
                 s["queueOffset"],
                 s["offsetMsgId"],
             )
+
+
+def test_unknown_topic_auto_created_via_tbw102(cluster: EmbeddedCluster, go: GoClients) -> None:
+    """No route for the topic: the Go producer sends with the TBW102 route (defaultTopic TBW102,
+    defaultTopicQueueNums 4) and the broker creates the topic on that first send."""
+    topic = unique("GAuto")
+    cp = go.run("produce", cluster.namesrv_addr, topic=topic, group=unique("gp"), mode="sync", n=2)
+    assert [s["status"] for s in events(cp, "sent")] == [SEND_OK, SEND_OK]
+    tc = cluster.broker.topics.table[topic]
+    assert (tc.read_queue_nums, tc.write_queue_nums) == (4, 4)
+    wait_until(lambda: is_routed(cluster, topic), 15, f"a name-server route for {topic}")
+    wait_until(lambda: len(records(cluster, topic)) == 2, 10, "the two messages in the store")
 
 
 def test_batch(cluster: EmbeddedCluster, go: GoClients) -> None:
