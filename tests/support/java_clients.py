@@ -22,11 +22,12 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.real_clients import CLIENTS, ClientProc, Event
+from tests.support.real_clients import CLIENTS, ClientProc, answer, events, finish, received
+
+__all__ = ["JavaClients", "answer", "events", "finish", "java_clients", "probe", "received", "require"]
 
 JAVA_CLIENTS = CLIENTS / "java"
 MAINS = {"client4": "rocketlite.peers.Scenarios", "client5": "rocketlite.peers.Scenarios5"}
@@ -106,22 +107,6 @@ class JavaClients:
         return cp
 
 
-def finish(cp: ClientProc, timeout: float = 60) -> None:
-    """Read the driver's lines to its end; it must exit 0 after a "done" line."""
-    cp.drain(timeout)
-    rc = cp.proc.wait(timeout=10)
-    assert rc == 0 and cp.events and cp.events[-1].get("event") == "done", (
-        f"{cp.name}: rc={rc}, last lines {cp.events[-3:]}\n{cp.diagnostics()}"
-    )
-
-
-def answer(cp: ClientProc, line: str = "go") -> None:
-    """Let a driver waiting on stdin go on."""
-    assert cp.proc.stdin is not None
-    cp.proc.stdin.write(line + "\n")
-    cp.proc.stdin.flush()
-
-
 @contextlib.contextmanager
 def java_clients(tmp: Path) -> Iterator[JavaClients]:
     jc = JavaClients(tmp, [])
@@ -130,13 +115,3 @@ def java_clients(tmp: Path) -> Iterator[JavaClients]:
     finally:
         for cp in jc.procs:
             cp.kill()
-
-
-def events(cp: ClientProc, name: str, **match: Any) -> list[Event]:
-    """The driver's lines named `name` whose fields equal `match`."""
-    return [e for e in cp.events if e.get("event") == name and all(e.get(k) == v for k, v in match.items())]
-
-
-def received(cp: ClientProc, **match: Any) -> list[dict[str, Any]]:
-    """The messages of the "recv" lines (fields as Out.message prints them) matching `match`."""
-    return [e["message"] for e in events(cp, "recv", **match)]
