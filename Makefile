@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients
+.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients java-clients go-clients
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -101,7 +101,61 @@ $(NODE5_STAMP):
 		$(call client_failed,npm rocketmq-client-nodejs@$(NODE5_VERSION)); \
 	fi
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP)
+# The Java RocketMQ remoting clients, for tests/peers/java/: org.apache.rocketmq:rocketmq-client 4.9.8
+# (+ rocketmq-acl) and 5.3.3 from Maven Central, each with our scenario driver compiled against it
+# (tests/peers/java/pom.xml, profiles client4 / client5) into .clients/java/<profile>/{build,lib}.
+# Maven's local repository is .clients/java/m2, so a fresh clone needs nothing but java and mvn.
+# Rebuilt when the pom or a driver changes. With CI=true a failed build stops `make test`;
+# elsewhere it warns and the Java tests skip, saying why.
+JAVA_CLIENTS := $(CLIENTS)/java
+JAVA_POM := tests/peers/java/pom.xml
+JAVA_STAMP := $(JAVA_CLIENTS)/.drivers.built
+JAVA_SOURCES := $(JAVA_POM) $(wildcard tests/peers/java/src/rocketlite/peers/*.java)
+MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(JAVA_POM)
+
+$(JAVA_STAMP): $(JAVA_SOURCES)
+	@rm -rf $(JAVA_CLIENTS)/client4/lib $(JAVA_CLIENTS)/client5/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(MVN) -P client4 compile dependency:copy-dependencies && \
+	   $(MVN) -P client5 compile dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; CI=true requires them" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; their tests will skip" >&2; \
+	fi
+
+java-clients: $(JAVA_STAMP)
+
+
+# The RocketMQ Go client, for tests/peers/go/: github.com/apache/rocketmq-client-go/v2 (pure Go),
+# pinned by our own module tests/peers/go/go.mod + go.sum and fetched from the Go module proxy by
+# `go build`, which writes the scenario driver .clients/go/bin/peers. GOPATH, the module cache and
+# the build cache are all under .clients/go, so a fresh clone needs nothing but `go`. Rebuilt when
+# the module or the driver changes. With CI=true a failed build stops `make test`; elsewhere it
+# warns and the Go tests skip, saying why.
+GO_CLIENTS := $(CLIENTS)/go
+GO_DIR := tests/peers/go
+GO_STAMP := $(GO_CLIENTS)/.driver.built
+GO_ENV := GOPATH=$(abspath $(GO_CLIENTS))/gopath GOMODCACHE=$(abspath $(GO_CLIENTS))/gopath/pkg/mod \
+	GOCACHE=$(abspath $(GO_CLIENTS))/cache GOFLAGS=-modcacherw GOTOOLCHAIN=local CGO_ENABLED=0
+
+$(GO_STAMP): $(GO_DIR)/go.mod $(GO_DIR)/go.sum $(wildcard $(GO_DIR)/*.go)
+	@rm -f $(GO_CLIENTS)/bin/peers
+	@if command -v go >/dev/null && \
+	   (cd $(GO_DIR) && $(GO_ENV) go build -o $(abspath $(GO_CLIENTS))/bin/peers .); then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the Go client (rocketmq-client-go/v2) could not be built; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the Go client (rocketmq-client-go/v2) could not be built; its tests will skip" >&2; \
+	fi
+
+go-clients: $(GO_STAMP)
+
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)
@@ -120,9 +174,14 @@ bench: $(STAMP)
 bench-broker: $(STAMP)
 	$(VPY) bench/broker_bench.py
 
-# The Spark clickstream pipeline end to end on an embedded broker (needs Java 17+ on the PATH).
+# The Spark clickstream pipeline end to end on an embedded broker (needs Java 17+ on the PATH). Its
+# checkpoints and the Parquet table it prints stay in scratch/clickstream (git-ignored) until the
+# next `make demo` or `make clean`.
 demo: $(STAMP)
-	$(VPY) examples/clickstream/pipeline.py
+	rm -rf scratch/clickstream
+	$(VPY) examples/clickstream/pipeline.py --work scratch/clickstream
 
+# Also empties scratch/, where the README's examples keep their files (its .gitignore stays).
 clean:
 	rm -rf $(VENV) build *.egg-info
+	find scratch -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +

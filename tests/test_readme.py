@@ -24,9 +24,12 @@ in the README and that its internal links resolve.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -56,7 +59,7 @@ BLOCK_TIMEOUT = 150.0
 
 # A block whose text contains the key must print a line matching each pattern.
 EXPECTED: dict[str, list[str]] = {
-    "received.get(timeout=30)": [
+    "printed.get(timeout=30)": [
         r"^sent \w+ to queue \d+$",
         r"^received hello 0 from queue \d+$",
         r"^received hello 1 from queue \d+$",
@@ -266,3 +269,77 @@ def _check_text(block: Block, clone: Clone) -> str:
         f"of its language so that it runs: {runnable}"
     )
     return ""
+
+
+# Lines a server or tool logs when something is wrong: our ERROR level, and grpc's C core writing
+# straight to stderr (`E1127 09:10:00.123456  123 add_port.cc:83] ...`).
+ERROR_LINE = re.compile(r"(^|\s)(ERROR|CRITICAL)\s|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ ", re.MULTILINE)
+
+
+def test_blocks_write_only_into_scratch(clone: Clone) -> None:
+    """Run after every block: what the examples saved, logged or stored is under scratch/
+    (ignored by git), and the dev server's store is data/; the clone's root is as fresh
+    otherwise. Demo stores are removed by the blocks that made them."""
+    now = sorted(p.name for p in clone.path.iterdir())
+    assert sorted(set(now) - set(clone.fresh)) in ([], ["data"]), f"written into the clone's root: {now}"
+    stores = sorted(str(p.parent.relative_to(clone.path)) for p in clone.scratch.rglob("commitlog"))
+    assert not stores, f"demo stores left in scratch/: {stores}"
+
+
+def test_blocks_log_no_errors(clone: Clone) -> None:
+    """Run after every block: the servers the examples start beside `make run` (their logs under
+    scratch/), `make run`'s own log, and each block's output have no ERROR line and no raw grpc
+    line: the examples pick ports of their own."""
+    written = [  # the clone's own files, not those behind its links to the checkout
+        Path(top, name)
+        for top, _dirs, files in os.walk(clone.path)
+        for name in files
+        if name.endswith(".log")
+    ]
+    logs = [
+        clone.path.parent / "dev.log",
+        *written,
+        *clone.path.parent.glob("block-*.out"),
+    ]
+    found = [
+        f"{path.name}: {line}"
+        for path in logs
+        for line in path.read_text(errors="replace").splitlines()
+        if ERROR_LINE.search(line)
+    ]
+    assert not found, "\n".join(found)
+
+
+def _admin(clone: Clone, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rocketlite admin ARGS -n 127.0.0.1:9876` in the clone; fails the test if it fails."""
+    done = subprocess.run(
+        [str(VENV_BIN / "rocketlite"), "admin", *args, "-n", "127.0.0.1:9876"],
+        cwd=clone.path,
+        env=clone.env(venv_on_path=True),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"rocketlite admin {' '.join(args)}: {done.stderr}"
+    return done
+
+
+def _committed(clone: Clone, group: str, topic: str) -> int:
+    """The sum of `group`'s committed offsets over `topic`'s queues (`consumerProgress --json`)."""
+    rows = json.loads(_admin(clone, "consumerProgress", "-g", group, "--json").stdout)["queues"]
+    return sum(max(r["consumerOffset"], 0) for r in rows if r["topic"] == topic)
+
+
+def test_the_quick_start_commits_only_what_it_printed(clone: Clone) -> None:
+    """Run after the quick start (its group has offsets): with one more message waiting than the
+    three it sends, the quick-start script commits exactly the messages it printed. Its listener
+    used to queue every message while the script printed three, and `close()` committed the
+    fourth, never printed."""
+    block = next(b for b in BLOCKS if "printed.get(timeout=30)" in b.code)
+    before = _committed(clone, "quickstart-consumer", "QuickStart")
+    _admin(clone, "sendMessage", "-t", "QuickStart", "-p", "stray")
+    output = _run_python(block, clone)
+    printed = re.findall(r"^received (.+) from queue \d+$", output, re.MULTILINE)
+    assert len(printed) >= 3, output
+    assert _committed(clone, "quickstart-consumer", "QuickStart") - before == len(printed), output

@@ -20,7 +20,7 @@ from rocketlite.store.config import FlushDiskType
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
-from tests.support.store import HOST, REAL_STORE, StoreFactory
+from tests.support.store import HOST, REAL_STORE, StoreFactory, put_batch
 from tests.support.store import message as mk
 
 
@@ -295,3 +295,19 @@ def test_opens_real_rocketmq_store(open_store: StoreFactory, tmp_path: Path) -> 
     assert any(decode_record(v).physical_offset == records[7].physical_offset for v in found.messages)
     res = store.put_message(mk(topic="abc", body=bytes(100)))  # does not fit in the 108 bytes left
     assert res.append is not None and (res.append.wrote_offset, res.append.logics_offset) == (8192, 47)
+
+
+def test_tags_codes_are_java_ints_widened_to_long(open_store: StoreFactory) -> None:
+    """A consume-queue unit's tags code is `(long) tags.hashCode()`: negative hashes (Integer.MIN_VALUE
+    included, non-ASCII and astral tags too) are sign-extended in its 8 bytes, in single puts and
+    batches alike, as the Java broker writes them."""
+    store = open_store()
+    tags = ["polygenelubricants", "TagA", "zzzzzzzzzz", "\u00e9-tag\u00e9", "\U0001f600x" * 3]
+    for t in tags:
+        store.put_message(mk(tags=t))
+    put_batch(store, [mk(tags=t) for t in tags])
+    assert store.wait_dispatched()
+    cq = sorted((store.config.consume_queue_dir / "T" / "0").iterdir())[0].read_bytes()
+    codes = [int.from_bytes(cq[n * 20 + 12 : n * 20 + 20], "big", signed=True) for n in range(10)]
+    assert codes == [-(2**31), 2598919, -1580979136, -1874231565, 1569276821] * 2
+    assert codes == [tags_code(t) for t in tags] * 2

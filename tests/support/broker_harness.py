@@ -66,7 +66,7 @@ async def broker_under_test(root: Path, **broker_overrides: Any) -> AsyncIterato
         max_index_num=store_kw.pop("max_index_num", 4000),
         **store_kw,
     )
-    controller = BrokerController(BrokerConfig(listen_port=0, **broker_kw), store_cfg)
+    controller = BrokerController(BrokerConfig(**{"listen_port": 0, **broker_kw}), store_cfg)
     await controller.start()
     client = RemotingClient()
     try:

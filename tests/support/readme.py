@@ -4,7 +4,9 @@ tests/test_readme.py runs every block in document order. This module knows the M
 processes: `code_blocks` splits the README into `Block`s (each must carry an info string), and
 `Clone` is the directory they run in, a fresh-clone look-alike whose `.venv`, `.clients`, sources
 and Makefile are links to this checkout, so what a block creates (`data/`, config files, demo
-stores) lands in a temporary directory and never in the checkout.
+stores) lands in a temporary directory and never in the checkout. Its `scratch/` (where the
+README's examples keep their files, ignored by git) starts as in a fresh clone: only its
+`.gitignore`. The block scripts the test writes go there too, where a user saves them.
 
 Shell blocks run like a terminal's commands: with the venv's `bin` first on the PATH (as after
 `source .venv/bin/activate`), under `bash -e`. Background servers a block starts may outlive it
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -99,7 +102,7 @@ class Clone:
     """A scratch directory that looks like a fresh clone of this checkout (see the module doc)."""
 
     COPIED = frozenset({"conf"})  # blocks write into conf/ (tools.yml): a copy, not a link
-    SKIPPED = frozenset({"data", ".git"})
+    SKIPPED = frozenset({"data", ".git", "scratch"})
 
     def __init__(self, path: Path, shared: Path) -> None:
         self.path = path
@@ -112,6 +115,10 @@ class Clone:
                 subprocess.run(["cp", "-r", str(entry), str(path / entry.name)], check=True)
             else:
                 (path / entry.name).symlink_to(entry)
+        self.scratch = path / "scratch"
+        self.scratch.mkdir()
+        shutil.copy(ROOT / "scratch" / ".gitignore", self.scratch / ".gitignore")
+        self.fresh = sorted(p.name for p in path.iterdir())  # what a fresh clone holds
         # README paths such as ../shared/testdata are relative to the clone, as in the workplace.
         sibling = path.parent / "shared"
         if shared.is_dir() and not sibling.exists():
@@ -152,7 +159,8 @@ class Clone:
         return Result(code, output)
 
     def write(self, name: str, text: str) -> Path:
-        path = self.path / name
+        """A block saved as a file in scratch/, as the README tells users to save examples."""
+        path = self.scratch / name
         path.write_text(text)
         return path
 

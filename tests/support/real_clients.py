@@ -421,3 +421,32 @@ def msg_spec(kind: str, topic: str, body: str, *, tags: str | None = None, keys:
         assert kind == "cpp"
         m["order_arg"] = order_arg
     return m
+
+
+# -- scenario drivers (one scenario per process, JSON lines, "done" at the end) --------------------------
+
+
+def finish(cp: ClientProc, timeout: float = 60) -> None:
+    """Read a scenario driver's lines to its end; it must exit 0 after a "done" line."""
+    cp.drain(timeout)
+    rc = cp.proc.wait(timeout=10)
+    assert rc == 0 and cp.events and cp.events[-1].get("event") == "done", (
+        f"{cp.name}: rc={rc}, last lines {cp.events[-3:]}\n{cp.diagnostics()}"
+    )
+
+
+def answer(cp: ClientProc, line: str = "go") -> None:
+    """Let a driver waiting on stdin (after its "wait" line) go on."""
+    assert cp.proc.stdin is not None
+    cp.proc.stdin.write(line + "\n")
+    cp.proc.stdin.flush()
+
+
+def events(cp: ClientProc, name: str, **match: Any) -> list[Event]:
+    """The driver's lines named `name` whose fields equal `match`."""
+    return [e for e in cp.events if e.get("event") == name and all(e.get(k) == v for k, v in match.items())]
+
+
+def received(cp: ClientProc, **match: Any) -> list[dict[str, Any]]:
+    """The messages of the driver's "recv" lines matching `match`."""
+    return [e["message"] for e in events(cp, "recv", **match)]

@@ -66,7 +66,7 @@ from rocketlite.protocol.wire.headers import (
 )
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
-from rocketlite.remoting.server import RemotingServer
+from rocketlite.remoting.server import RemotingServer, check_ports_free
 from rocketlite.runtime import wait_event
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
@@ -195,8 +195,22 @@ class BrokerController:
         if self.parts is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.parts.live.reload_topics)
 
+    def fixed_endpoints(self) -> list[tuple[str, int]]:
+        """The (host, port) pairs this broker will listen on that are fixed by its config: remoting
+        and VIP, a master's HA port, metrics (the gRPC endpoint only logs a taken port)."""
+        b = self.broker
+        out = [(b.listen_host, port) for port in self.server.requested_ports]
+        if not b.is_slave:
+            out.append((b.listen_host, ha_listen_port(b.ha_listen_port, b.listen_port, b.listen_port)))
+        if b.metrics_port:
+            out.append((b.metrics_host, b.metrics_port))
+        return out
+
     async def start(self) -> None:
         native.warn_if_missing()
+        # A port in use stops the start before the store is created and preallocated (a second
+        # `rocketlite dev` used to leave a new 129 MB store behind).
+        check_ports_free(self.fixed_endpoints())
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.start)
         try:

@@ -215,9 +215,12 @@ class AsyncPushConsumer(AsyncConsumerBase):
         self._running = True
         for topic in list(self._subs):
             try:
-                await instance.update_topic_route(topic)
+                route = await instance.update_topic_route(topic)
             except ClientError as exc:
                 log.warning("route of %s unavailable at start: %s", topic, exc)
+            else:
+                if route is None:
+                    await self._rebalancer.warn_no_route(topic)
         await instance.send_heartbeat_to_all()
         if self._orderly is not None and self.message_model is MessageModel.CLUSTERING:
             self._lock_task = asyncio.get_running_loop().create_task(self._lock_loop())

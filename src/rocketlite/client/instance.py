@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import (
+    BrokerError,
     ClientError,
     ClientStateError,
     RemotingConnectError,
@@ -154,7 +155,7 @@ class ClientInstance:
         self.client_id = f"{self.ip}@{self.instance_name}"
         if config.unit_name:
             self.client_id += f"@{config.unit_name}"
-        self.uniq_ids = UniqIdGenerator(self.ip)
+        self.uniq_ids = UniqIdGenerator(self.ip, clock=config.clock)
         self.credentials = config.credentials
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
@@ -354,15 +355,29 @@ class ClientInstance:
             ) from exc
 
     async def invoke_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
-        """Try the name servers in turn, starting with the one that last worked."""
-        last: RemotingError | None = None
+        """Try the name servers in turn, starting with the one that last worked.
+
+        A server that does not know a name-server request (REQUEST_CODE_NOT_SUPPORTED) is not a
+        name server: most often the broker's port was given as the name server's. It is skipped
+        like an unreachable one, and when no name server answers, the error says what it is."""
+        last: ClientError | None = None
         n = len(self.namesrv_addrs)
         for attempt in range(n):
             index = (self._ns_index + attempt) % n
+            addr = self.namesrv_addrs[index]
             try:
-                response = await self.invoke(self.namesrv_addrs[index], replace_opaque(cmd))
+                response = await self.invoke(addr, replace_opaque(cmd))
             except RemotingError as exc:
                 last = exc
+                continue
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                last = BrokerError(
+                    f"{addr} answered as a broker, not a name server ({request_label(cmd.code)} not "
+                    "supported): point the name server address at the name server's port (9876 by "
+                    "default), not the broker's",
+                    response_code=response.code,
+                    retriable=False,
+                )
                 continue
             self._ns_index = index
             return response

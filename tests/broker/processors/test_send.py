@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
+
+import pytest
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
@@ -36,6 +40,31 @@ def test_send_v1_v2_and_auto_create(tmp_path: Path) -> None:
             assert record.get_property("WAIT") is None and record.get_property("CLUSTER") == "DefaultCluster"
 
     run(scenario())
+
+
+def test_an_auto_created_topic_is_a_warning_naming_it_and_its_creator(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A send to a misspelt topic succeeds and creates it (RocketMQ's behaviour while
+    autoCreateTopicEnable is on), but not silently: one WARNING names the topic, the producer's
+    address and group, and how to turn it off for production."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            for _ in range(2):
+                answer = await b.send("QuickStrat")
+                assert answer.code == ResponseCode.SUCCESS
+
+    with caplog.at_level(logging.INFO, logger="rocketlite.broker"):
+        run(scenario())
+    created = [r for r in caplog.records if "QuickStrat" in r.getMessage()]
+    assert [r.levelno for r in created] == [logging.WARNING]
+    assert re.fullmatch(
+        r"auto-created topic QuickStrat from TBW102 \(4 queues\) on a send from 127\.0\.0\.1:\d+ \(producer "
+        r"group \S+\): autoCreateTopicEnable creates any topic a producer names, a misspelt one too; in "
+        r"production set autoCreateTopicEnable=false and create topics with `rocketlite admin updateTopic`",
+        created[0].getMessage(),
+    ), created[0].getMessage()
 
 
 def test_send_refusals(tmp_path: Path) -> None:

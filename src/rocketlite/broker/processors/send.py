@@ -184,7 +184,11 @@ class SendMessageProcessor:
                 )
             else:
                 tc = self.topics.create_in_send(
-                    header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag
+                    header.topic,
+                    header.default_topic,
+                    header.default_topic_queue_nums,
+                    sys_flag,
+                    creator=f"{remote} (producer group {header.producer_group})",
                 )
             if tc is None:
                 log.warning("send from %s to unknown topic %s refused", remote, header.topic)
