@@ -289,3 +289,15 @@ def test_matches_is_false_where_java_throws() -> None:
 
 def test_compiled_filters_are_cached_by_text() -> None:
     assert compile("a = 'cached'") is compile("a = 'cached'")
+
+
+def test_names_are_the_properties_read() -> None:
+    assert compile("TAGS IN ('a') AND (x > 5 OR NOT y) AND -z = 1 AND 'k' = 'k'").names == {
+        "TAGS",
+        "x",
+        "y",
+        "z",
+    }
+    assert compile("TRUE").names == frozenset()
+    chain = " OR ".join(f"p{i} = '{i}'" for i in range(3000))
+    assert len(compile(chain).names) == 3000

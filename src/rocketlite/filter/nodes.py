@@ -17,7 +17,7 @@ two together. `str()` writes an expression back as text that parses to the same 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from rocketlite.filter.errors import EvaluationError
@@ -317,3 +317,16 @@ class StringTest(Expr):
 
     def __str__(self) -> str:
         return f"({self.operand} {'NOT ' if self.negated else ''}{self.op} {quote(self.search)})"
+
+
+def property_names(tree: Expr) -> frozenset[str]:
+    """The names of the properties an expression reads (walked without recursion)."""
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Property):
+            names.add(node.name)
+            continue
+        stack.extend(v for f in fields(node) if isinstance(v := getattr(node, f.name), Expr))  # type: ignore[arg-type]
+    return frozenset(names)

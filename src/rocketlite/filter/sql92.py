@@ -17,7 +17,7 @@ from typing import Final
 
 from rocketlite.filter.compiled import Fn, build
 from rocketlite.filter.errors import EvaluationError, FilterSyntaxError
-from rocketlite.filter.nodes import Expr, Properties
+from rocketlite.filter.nodes import Expr, Properties, property_names
 from rocketlite.filter.parser import parse
 
 SQL92: Final = "SQL92"  # ExpressionType.SQL92, the subscription's expressionType
@@ -27,11 +27,15 @@ _CACHED: Final = 256
 class Sql92Filter:
     """A compiled SQL92 expression; immutable, so one instance serves any number of threads."""
 
-    __slots__ = ("_fn", "expression", "tree")
+    __slots__ = ("_fn", "expression", "names", "tree")
 
     def __init__(self, expression: str, tree: Expr) -> None:
         self.expression = expression
         self.tree = tree
+        # The properties it reads: a message whose properties string holds none of them needs no
+        # full decode; it is judged as a message without properties (the answer may still be
+        # TRUE: `a IS NULL`).
+        self.names = property_names(tree)
         self._fn: Fn = build(tree)
 
     def matches(self, properties: Properties) -> bool:
