@@ -34,6 +34,7 @@ from rocketlite.protocol.codes import CommandFlag, ResponseCode, request_label
 from rocketlite.protocol.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.frame import LENGTH, FrameDecoder, encode_command
+from rocketlite.remoting.peer import Push, push_command
 
 log = logging.getLogger("rocketlite.remoting")
 
@@ -90,7 +91,11 @@ def next_opaque() -> int:
 
 
 class Connection(asyncio.Protocol):
-    """One connection; `table` handles incoming requests, `pending` holds our outstanding ones."""
+    """One connection; `table` handles incoming requests, `pending` holds our outstanding ones.
+
+    On a server it is the `remoting.peer.Peer` its requests come from: `client_id` is what the
+    client's heartbeat named (set by the broker's client manager; "" before), `push` sends it a
+    request of the server's own."""
 
     def __init__(
         self,
@@ -107,6 +112,7 @@ class Connection(asyncio.Protocol):
         if on_close is not None:
             self.close_callbacks.append(on_close)
         self.remote_address = ""
+        self.client_id = ""
         self.local_port = 0
         self.closed = False
         self.last_active = time.monotonic()
@@ -333,6 +339,10 @@ class Connection(asyncio.Protocol):
         if not cmd.opaque:
             cmd.opaque = next_opaque()
         self.send(cmd)
+
+    def push(self, request: Push) -> None:
+        """A request of the server's own to the client (`Peer.push`), as its one-way command."""
+        self.oneway(push_command(request))
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
