@@ -22,6 +22,9 @@
    a remoting connection, or a 5.x client's Telemetry stream, which turns the request into a
    RecoverOrphanedTransactionCommand (as Java's proxy does with its client channels).
 
+END_TRANSACTION has a typed core, `end_transaction(header, peer)`, which the remoting handler and
+the 5.x EndTransaction RPC both call.
+
 Bookkeeping differs from Java on purpose: instead of re-putting a half after every check (which
 doubles the half queue and needs TRAN_PREPARED_QUEUE_OFFSET to link the copies), check counts
 live in memory (restart: counting starts again from the record's TRANSACTION_CHECK_TIMES, if any),
@@ -36,13 +39,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+import struct
+from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.delay.levels import message_for_real_topic
-from rocketlite.broker.processors.consumer_send_back import answer_after_flush
+from rocketlite.broker.processors.outcome import OK, Outcome, after_flush, command_later
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.topic_config import TopicConfigManager
@@ -64,9 +68,10 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
+from rocketlite.remoting.peer import Peer
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -184,39 +189,49 @@ class TransactionalMessageService:
 
     # -- END_TRANSACTION (37) ---------------------------------------------------------------
     def handle_end_transaction(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+        """END_TRANSACTION on the remoting port: the header decoded, `end_transaction`, the
+        outcome as the answer (none for an UNKNOW)."""
         header = EndTransactionRequestHeader.from_ext(request.ext_fields)
+        outcome = self.end_transaction(header, conn, request.remark)
+        if outcome is None or isinstance(outcome, Outcome):
+            return None if outcome is None else outcome.command(request)
+        return command_later(request, outcome)
+
+    def end_transaction(
+        self, header: EndTransactionRequestHeader, peer: Peer, remark: str | None = None
+    ) -> Outcome | Awaitable[Outcome] | None:
+        """The typed core: COMMIT or ROLLBACK of the half at `header.commit_log_offset`. None for
+        UNKNOW (0) or nonsense: left for the check-back, with no answer (Java returns null, so
+        not even a two-way request gets one). `remark`: the producer's note, logged."""
         if self.broker.is_slave:
-            log.warning("END_TRANSACTION sent to a slave by %s", conn.remote_address)
-            return make_response(request, ResponseCode.SLAVE_NOT_AVAILABLE)
+            log.warning("END_TRANSACTION sent to a slave by %s", peer.remote_address)
+            return Outcome(ResponseCode.SLAVE_NOT_AVAILABLE)
         kind = header.commit_or_rollback
         source = "check answer" if header.from_transaction_check else "end"
         if kind not in (MessageSysFlag.TRANSACTION_COMMIT_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE):
-            # UNKNOW (0) or nonsense: Java returns null, so no answer even to a two-way request.
             log.info(
                 "transaction %s of group %s still unknown (%s from %s): %s",
-                header.transaction_id, header.producer_group, source, conn.remote_address, request.remark,
+                header.transaction_id, header.producer_group, source, peer.remote_address, remark,
             )  # fmt: skip
             return None
         half = self.store.look_message_by_offset(header.commit_log_offset)
         problem = self._mismatch(half, header)
         if problem is not None or half is None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, problem)
+            return Outcome(ResponseCode.SYSTEM_ERROR, problem)
         self._read_ops()
         if half.queue_offset in self._resolved or half.queue_offset in self._ending:
             log.warning(
                 "half message %s (queue offset %d) already ended; %s ignored",
                 half.msg_id, half.queue_offset, source,
             )  # fmt: skip
-            return make_response(request, ResponseCode.SUCCESS)
+            return OK
         if kind == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE:
-            log.info(
-                "transaction %s rolled back (%s): %s", header.transaction_id, source, request.remark or ""
-            )
+            log.info("transaction %s rolled back (%s): %s", header.transaction_id, source, remark or "")
             self._write_op(half)
-            return make_response(request, ResponseCode.SUCCESS)
+            return OK
         final = message_for_real_topic(half, self.store_host, drop=_COMMIT_DROPS)
         if final is None:
-            return make_response(request, ResponseCode.SYSTEM_ERROR, "The half message has no real topic")
+            return Outcome(ResponseCode.SYSTEM_ERROR, "The half message has no real topic")
         final.sys_flag = (final.sys_flag & ~MessageSysFlag.TRANSACTION_MASK) | (
             MessageSysFlag.TRANSACTION_COMMIT_TYPE
         )
@@ -225,19 +240,34 @@ class TransactionalMessageService:
         self._ending.add(half.queue_offset)  # a duplicate arriving during a SYNC_FLUSH wait is ignored
         pending = self.store.put_message_nowait(final)
 
-        def build(result: PutMessageResult) -> RemotingCommand:
+        def build(result: PutMessageResult) -> Outcome:
             self._ending.discard(half.queue_offset)
             if not result.ok:
-                code, remark = _FINAL_PUT_ERRORS.get(
-                    result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR")
-                )
+                code, why = _FINAL_PUT_ERRORS.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"))
                 log.error("commit of %s to %s failed: %s", half.msg_id, target, result.status.name)
-                return make_response(request, code, remark)
+                return Outcome(code, why)
             self.stats.record_put(target, 1, len(final.body))
             self._write_op(half)
-            return make_response(request, ResponseCode.SUCCESS)
+            return OK
 
-        return answer_after_flush(self.store, pending, build)
+        return after_flush(self.store, pending, build)
+
+    def half_problem(
+        self, commit_log_offset: int, queue_offset: int, topic: str, message_id: str
+    ) -> str | None:
+        """Why the record at `commit_log_offset` is not message `message_id`'s half in `topic` at
+        half-queue offset `queue_offset`, or None (what a 5.x transaction id must name)."""
+        try:
+            half = self.store.look_message_by_offset(commit_log_offset)
+        except (ValueError, IndexError, struct.error):  # a forged offset inside a record
+            half = None
+        if half is None or half.topic != HALF_TOPIC or half.queue_offset != queue_offset:
+            return "no half message there"
+        if half.get_property(MessageConst.REAL_TOPIC) != topic:
+            return f"the half message is not in topic {topic!r}"
+        if message_id and half.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != message_id:
+            return f"the half message is not message {message_id!r}"
+        return None
 
     @staticmethod
     def _mismatch(half: StoredRecord | None, header: EndTransactionRequestHeader) -> str | None:

@@ -19,25 +19,22 @@ success (the copy is stored; failing would make the client send a duplicate).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Awaitable
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.processors.outcome import OK, Outcome, after_flush, command_later
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
-from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
-from rocketlite.runtime import result_within
-from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.message_store import MessageStore, PutMessageResult
 
 log = logging.getLogger("rocketlite.broker.send_back")
 
@@ -45,36 +42,6 @@ DLQ_NUMS_PER_GROUP = 1
 V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal(): from here the header's maxReconsumeTimes counts
 FAQ_SUFFIX = " See http://rocketmq.apache.org/docs/faq/"
 TOPIC_SYS_FLAG_UNIT_SUB = 2  # TopicSysFlag.buildSysFlag(false, true)
-
-
-def answer_after_flush(
-    store: MessageStore, pending: PendingPut, build: Callable[[PutMessageResult], RemotingCommand]
-) -> HandlerResult:
-    """Answer at once with ASYNC_FLUSH; with SYNC_FLUSH, once the put is durable or times out.
-
-    Shared by the modules that store on a client's behalf (send-back, end-transaction), so a
-    SYNC_FLUSH broker never acknowledges something that is not on disk yet.
-    """
-    fut = pending.flush_future
-    if fut is None:
-        return build(pending.result)
-    return _await_flush(store, pending, fut, build)
-
-
-async def _await_flush(
-    store: MessageStore,
-    pending: PendingPut,
-    fut: Future[bool],
-    build: Callable[[PutMessageResult], RemotingCommand],
-) -> RemotingCommand:
-    try:
-        flushed = await result_within(asyncio.wrap_future(fut), store.config.sync_flush_timeout / 1000)
-    except TimeoutError:
-        flushed = False
-    if not flushed:
-        log.error("sync flush timed out after %d ms", store.config.sync_flush_timeout)
-        pending.result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-    return build(pending.result)
 
 
 class ConsumerSendBackProcessor:
@@ -99,25 +66,36 @@ class ConsumerSendBackProcessor:
         self.rng = rng or random.Random()
 
     def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+        """CONSUMER_SEND_MSG_BACK on the remoting port: the header decoded, `send_back`, the
+        outcome as the answer."""
         del conn
         header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
+        outcome = self.send_back(header, request.version)
+        if isinstance(outcome, Outcome):
+            return outcome.command(request)
+        return command_later(request, outcome)
+
+    def send_back(
+        self, header: ConsumerSendMsgBackRequestHeader, version: int
+    ) -> Outcome | Awaitable[Outcome]:
+        """The typed core: a copy of the message at `header.offset` to the group's retry topic
+        (delayed) or its DLQ. `version`: the client's MQVersion ordinal (the header's
+        maxReconsumeTimes counts from V3_4_9)."""
         group = header.group
         cfg = self.groups.find(group)
         if cfg is None:
-            return make_response(
-                request,
+            return Outcome(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group not exist, {group}{FAQ_SUFFIX}",
             )
         if not perm.is_writeable(self.broker.broker_permission):
-            return make_response(
-                request,
+            return Outcome(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.broker.broker_ip1}] sending message is forbidden",
             )
         if cfg.retry_queue_nums <= 0:
             log.info("group %s has no retry queues: message at %d dropped", group, header.offset)
-            return make_response(request, ResponseCode.SUCCESS)
+            return OK
 
         new_topic = reserved.retry_topic(group)
         queue_id = self.rng.randrange(cfg.retry_queue_nums)
@@ -126,20 +104,16 @@ class ConsumerSendBackProcessor:
             new_topic, cfg.retry_queue_nums, perm.PERM_READ | perm.PERM_WRITE, topic_sys_flag
         )
         if not perm.is_writeable(tc.perm):
-            return make_response(
-                request, ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden"
-            )
+            return Outcome(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
         original = self.store.look_message_by_offset(header.offset)
         if original is None:
-            return make_response(
-                request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
-            )
+            return Outcome(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
 
         props = string_to_properties(original.properties_string)
         props.setdefault(MessageConst.RETRY_TOPIC, original.topic)
         props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         max_times = cfg.retry_max_times
-        if request.version >= V3_4_9 and header.max_reconsume_times is not None:
+        if version >= V3_4_9 and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times
         delay_level = header.delay_level
         if original.reconsume_times >= max_times or delay_level < 0:
@@ -169,13 +143,13 @@ class ConsumerSendBackProcessor:
         target = new_topic  # the store rewrites msg.topic to the schedule topic when delayed
         pending = self.store.put_message_nowait(msg)
 
-        def build(result: PutMessageResult) -> RemotingCommand:
+        def build(result: PutMessageResult) -> Outcome:
             if not result.ok:
                 log.warning("send-back for group %s failed: %s %s", group, result.status.name, result.remark)
-                return make_response(request, ResponseCode.SYSTEM_ERROR, result.status.name)
+                return Outcome(ResponseCode.SYSTEM_ERROR, result.status.name)
             self.stats.send_back_nums += 1
             self.stats.record_put(target, 1, len(msg.body))
             log.debug("sent back %s message of group %s to %s", back_topic, group, target)
-            return make_response(request, ResponseCode.SUCCESS)
+            return OK
 
-        return answer_after_flush(self.store, pending, build)
+        return after_flush(self.store, pending, build)
