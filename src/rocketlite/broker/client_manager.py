@@ -7,16 +7,18 @@ closing, a channel expiring) is handled the same way for both. The tables are ke
 the connection the client last heartbeated on; a client that reconnects replaces its old entry
 instead of being listed twice.
 
-A client is on a `ClientChannel`: a remoting `Connection` for 4.x clients, `grpc/clients.py`'s
-channel for 5.x ones (which pop, so GET_CONSUMER_LIST_BY_GROUP, the list 4.x clients rebalance
-over, leaves them out: `ClientChannelInfo.pops`).
+A client is on a `ClientChannel`, a `remoting.peer.Peer` that can be closed: a remoting
+`Connection` for 4.x clients, `grpc/clients.py`'s channel for 5.x ones (which pop, so
+GET_CONSUMER_LIST_BY_GROUP, the list 4.x clients rebalance over, leaves them out:
+`ClientChannelInfo.pops`). `heartbeat` is the typed core of HEART_BEAT for either kind.
 
 Consumer subscriptions are kept per group, as Java does (`ConsumerGroupInfo.subscriptionTable`).
 Their tag code sets are recomputed here from the subscription string: the C++ client sends
 `codeSet:[0,0]`, and the pull path filters consume-queue units by these codes.
 
-When a group's set of clients or its subscriptions change, every client of the group gets a
-one-way NOTIFY_CONSUMER_IDS_CHANGED so it rebalances at once instead of within 20 s. Everything
+When a group's set of clients or its subscriptions change, every client of the group is pushed a
+`ConsumerIdsChanged` (a one-way NOTIFY_CONSUMER_IDS_CHANGED on a connection) so it rebalances at
+once instead of within 20 s. Everything
 runs on the event loop; nothing here blocks except the small config-file writes that creating a
 group or a retry topic triggers.
 """
@@ -42,11 +44,9 @@ from rocketlite.protocol.bodies.heartbeat import (
     MessageModel,
     SubscriptionData,
 )
-from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data, is_tag_type
-from rocketlite.protocol.wire.command import RemotingCommand, make_request
-from rocketlite.protocol.wire.headers import NotifyConsumerIdsChangedRequestHeader
 from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.peer import ConsumerIdsChanged, Peer
 from rocketlite.runtime import cancel_tasks
 
 log = logging.getLogger("rocketlite.broker.client")
@@ -74,17 +74,9 @@ def normalize_subscription(sub: SubscriptionData) -> SubscriptionData:
 # ---------------------------------------------------------------------------------------- tables
 
 
-class ClientChannel(Protocol):
-    """What the tables need of a client's connection: a remoting `Connection`, or a 5.x client's
-    channel (`grpc/clients.py`), as `transaction.CheckChannel` does for check-backs."""
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def remote_address(self) -> str: ...
-
-    def oneway(self, cmd: RemotingCommand) -> None: ...
+class ClientChannel(Peer, Protocol):
+    """What the tables need of a client's connection: a `Peer` (a remoting `Connection`, or a 5.x
+    client's channel, `grpc/clients.py`) that the scan can close when its heartbeats stop."""
 
     def close(self) -> None: ...
 
@@ -261,9 +253,9 @@ class ClientManager:
         info = self.consumers.get(group)
         if info is None:
             return
-        ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext()
+        changed = ConsumerIdsChanged(group)
         for conn in info.connections():
-            conn.oneway(make_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext))
+            conn.push(changed)
 
     def _group_notifies(self, group: str) -> bool:
         """The group's `notifyConsumerIdsChangedEnable` (true for groups without a config)."""
@@ -338,15 +330,21 @@ class ClientManager:
         return len(expired)
 
     # -- what clients report --------------------------------------------------------------
-    def heartbeat(self, conn: Connection, data: HeartbeatData, language: str, version: int) -> None:
-        """A HEART_BEAT: (re-)register every producer and consumer group the client names, on
-        `conn`; a consumer group with a config gets its retry topic (`ClientManageProcessor.heartBeat`)."""
+    def heartbeat(
+        self, peer: ClientChannel, data: HeartbeatData, language: str, version: int, *, pops: bool = False
+    ) -> None:
+        """A heartbeat (the typed core of HEART_BEAT, and what a 5.x client's settings register):
+        (re-)register every producer and consumer group the client names, on `peer`; a consumer
+        group with a config gets its retry topic (`ClientManageProcessor.heartBeat`). `pops`: a
+        5.x client, which takes no queue in a 4.x rebalance, so its arrival is not notified."""
         now = self.clock.now_ms()
-        info = ClientChannelInfo(conn, data.client_id, language, version, now)
-        self._watch(conn)
+        info = ClientChannelInfo(peer, data.client_id, language, version, now, pops=pops)
+        if isinstance(peer, Connection):  # its close drops it (a 5.x channel says so itself)
+            peer.client_id = data.client_id
+            self._watch(peer)
         for consumer in data.consumer_data_set:
             notify = self.prepare_group(consumer.group_name, unit_mode=consumer.unit_mode)
-            self.register_consumer(consumer, info, notify=notify)
+            self.register_consumer(consumer, info, notify=notify and not pops)
         for producer in data.producer_data_set:
             self.register_producer(producer.group_name, info)
 

@@ -15,12 +15,12 @@
    check cannot deliver a transaction twice (Java would).
 3. **Check-back.** Every `transactionCheckInterval` the half queue is scanned from a progress
    cursor; halves with no op that are older than `transactionTimeOut` (or their
-   CHECK_IMMUNITY_TIME_IN_SECONDS) get a one-way CHECK_TRANSACTION_STATE on one live connection of
-   their producer group, whose body is the record re-encoded with the real topic and queue. After
-   `transactionCheckMax` checks a half is copied to TRANS_CHECK_MAX_TIME_TOPIC and marked done.
-   A producer's channel is anything with `closed`, `remote_address` and `oneway` (`CheckChannel`):
-   a remoting connection, or a 5.x client's Telemetry stream, which turns the request into a
-   RecoverOrphanedTransactionCommand (as Java's proxy does with its client channels).
+   CHECK_IMMUNITY_TIME_IN_SECONDS) get a check pushed to one live peer of their producer group: a
+   `remoting.peer.TransactionCheck`, the CHECK_TRANSACTION_STATE header and the half as its
+   producer sent it (real topic and queue, TRANSACTION_CHECK_TIMES). A remoting connection sends
+   it as the one-way CHECK_TRANSACTION_STATE, a 5.x client's Telemetry stream as a
+   RecoverOrphanedTransactionCommand. After `transactionCheckMax` checks a half is copied to
+   TRANS_CHECK_MAX_TIME_TOPIC and marked done.
 
 END_TRANSACTION has a typed core, `end_transaction(header, peer)`, which the remoting handler and
 the 5.x EndTransaction RPC both call.
@@ -37,12 +37,12 @@ never passes an op whose half is still at or above the half cursor, so a restart
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import struct
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
-from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.delay.levels import message_for_real_topic
@@ -52,15 +52,9 @@ from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
-from rocketlite.protocol.formats.record import (
-    MessageInner,
-    RecordFormatError,
-    StoredRecord,
-    decode_record,
-    encode_record,
-)
+from rocketlite.protocol.formats.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
@@ -68,10 +62,10 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
-from rocketlite.remoting.peer import Peer
+from rocketlite.remoting.peer import Peer, TransactionCheck
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -89,19 +83,8 @@ MAX_SCAN_PER_PASS = 5_000  # half-queue units one check pass looks at (keeps the
 _COMMIT_DROPS = (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID, MessageConst.TRANSACTION_PREPARED)
 
 
-class CheckChannel(Protocol):
-    """Where a check of a producer group's half goes: a remoting `Connection`, or a gRPC stream."""
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def remote_address(self) -> str: ...
-
-    def oneway(self, cmd: RemotingCommand) -> None: ...
-
-
-ProducerChannels = Callable[[str], Sequence[CheckChannel]]
+ProducerChannels = Callable[[str], Sequence[Peer]]
+"""The live peers of a producer group (the client manager's), where its checks go."""
 
 # EndTransactionProcessor.sendFinalMessage: how a failed final put is answered.
 _FINAL_PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
@@ -125,7 +108,7 @@ _FINAL_PUT_ERRORS: dict[PutMessageStatus, tuple[ResponseCode, str]] = {
 }
 
 
-def no_producers(group: str) -> Sequence[CheckChannel]:
+def no_producers(group: str) -> Sequence[Peer]:
     del group
     return []
 
@@ -388,10 +371,10 @@ class TransactionalMessageService:
         return _Verdict.CHECKED if self._send_check(rec, props, count + 1) else _Verdict.WAIT
 
     def _send_check(self, rec: StoredRecord, props: dict[str, str], count: int) -> bool:
-        """One-way CHECK_TRANSACTION_STATE to one live producer of the half's group."""
+        """A check pushed to one live producer peer of the half's group."""
         group = props.get(MessageConst.PRODUCER_GROUP, "")
-        channels = [c for c in self.producer_channels(group) if not c.closed] if group else []
-        if not channels:
+        peers = [c for c in self.producer_channels(group) if not c.closed] if group else []
+        if not peers:
             log.warning("cannot check half %s: no producer of group %r online", rec.msg_id, group)
             return False
         real_topic = props.get(MessageConst.REAL_TOPIC, rec.topic)
@@ -405,28 +388,16 @@ class TransactionalMessageService:
             transaction_id=uniq,
             offset_msg_id=rec.msg_id,
         )
-        body = encode_record(
-            MessageInner(
-                topic=real_topic,
-                body=rec.body,
-                born_host=rec.born_host,
-                store_host=rec.store_host,
-                queue_id=int(real_qid) if real_qid.lstrip("-").isdigit() else rec.queue_id,
-                flag=rec.flag,
-                sys_flag=rec.sys_flag,
-                born_timestamp=rec.born_timestamp,
-                reconsume_times=rec.reconsume_times,
-                prepared_transaction_offset=rec.prepared_transaction_offset,
-                properties_string=properties_to_string(props),
-                store_timestamp=rec.store_timestamp,
-                queue_offset=rec.queue_offset,
-                commit_log_offset=rec.physical_offset,
-            )
+        shown = dataclasses.replace(  # the half as its producer sent it (Java's sendCheckMessage)
+            rec,
+            topic=real_topic,
+            queue_id=int(real_qid) if real_qid.lstrip("-").isdigit() else rec.queue_id,
+            properties_string=properties_to_string(props),
         )
-        conn = self.rng.choice(channels)
-        conn.oneway(make_request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext(), body))
+        peer = self.rng.choice(peers)
+        peer.push(TransactionCheck(header, shown))
         self.checks_sent += 1
-        log.info("check %d of half %s sent to %s (group %s)", count, rec.msg_id, conn.remote_address, group)
+        log.info("check %d of half %s sent to %s (group %s)", count, rec.msg_id, peer.remote_address, group)
         return True
 
     def _discard(self, rec: StoredRecord) -> bool:

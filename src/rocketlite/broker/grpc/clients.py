@@ -3,7 +3,8 @@ the renewal of the receipts their push consumers hold.
 
 Registration, as Java's proxy (`ClientActivity`) does it: a client's Telemetry settings name what it
 is (producer of some topics, or push/simple consumer of a group and its subscriptions); the
-settings register it at once, each Heartbeat registers it again (its liveness for
+settings register it at once, as the heartbeat of a 4.x client would (the client manager's
+`heartbeat`, the same core), each Heartbeat registers it again (its liveness for
 `channelExpiredTimeout`), and it leaves on NotifyClientTermination, when its Telemetry stream
 ends, or when its heartbeats stop (the manager's scan closes its channel). What the admin side
 shows of it:
@@ -40,22 +41,27 @@ import heapq
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from rocketlite.broker.client_manager import ClientChannelInfo, ClientManager
+from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.grpc.kit import peer_address
 from rocketlite.clock import Clock
 from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
+    HeartbeatData,
     MessageModel,
+    ProducerData,
     SubscriptionData,
 )
-from rocketlite.protocol.codes import LanguageCode, RequestCode
+from rocketlite.protocol.codes import LanguageCode
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.pop import MalformedReceiptHandleError, ReceiptHandle
+from rocketlite.remoting.peer import Push
+
+if TYPE_CHECKING:
+    from rocketlite.protocol.proto.v2 import definition_pb2
 
 log = logging.getLogger("rocketlite.broker.grpc")
 
@@ -94,18 +100,19 @@ class Stream(Protocol):
     @property
     def closed(self) -> bool: ...
 
-    def oneway(self, cmd: RemotingCommand) -> None: ...
+    def push(self, request: Push) -> None: ...
 
 
 class GrpcClientChannel:
-    """A 5.x client in the client manager's tables, where a 4.x client has its `Connection`: the
-    address, whether it is still there, the one-way requests the broker sends its clients (a
-    transaction check goes out on the Telemetry stream; NOTIFY_CONSUMER_IDS_CHANGED means nothing
-    to a client that pops), and `close`, which the manager's scan calls when heartbeats stop."""
+    """A 5.x client in the client manager's tables, where a 4.x client has its `Connection` (a
+    `remoting.peer.Peer`): the address, whether it is still there, the pushes the broker sends its
+    clients (on the Telemetry stream, which carries what it has a 5.x form for), and `close`, which
+    the manager's scan calls when heartbeats stop."""
 
     def __init__(self, client_id: str, peer: str, stream: Stream, on_close: Callable[[str], None]) -> None:
         self.client_id = client_id
         self.remote_address = peer_address(peer)
+        self.attrs: dict[str, Any] = {}
         self.stream = stream
         self._on_close = on_close
         self._closed = False
@@ -114,9 +121,9 @@ class GrpcClientChannel:
     def closed(self) -> bool:
         return self._closed or self.stream.closed
 
-    def oneway(self, cmd: RemotingCommand) -> None:
-        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
-            self.stream.oneway(cmd)
+    def push(self, request: Push) -> None:
+        if not self.closed:
+            self.stream.push(request)
 
     def close(self) -> None:
         if not self._closed:
@@ -131,7 +138,7 @@ class GrpcClientChannel:
 @dataclass(slots=True)
 class _Client:
     channel: GrpcClientChannel
-    settings: Any  # its last apache.rocketmq.v2.Settings
+    settings: definition_pb2.Settings  # its last
     language: str
     version: int
 
@@ -150,7 +157,15 @@ class GrpcClients:
         known = self._clients.get(client_id)
         return known is not None and not known.channel.closed
 
-    def settings(self, stream: Stream, peer: str, settings: Any, metadata: Mapping[str, str]) -> None:
+    def push(self, client_id: str, request: Push) -> None:
+        """A push to a 5.x client (`kit.PushTo`): out on its Telemetry stream, if it has one."""
+        known = self._clients.get(client_id)
+        if known is not None:
+            known.channel.push(request)
+
+    def settings(
+        self, stream: Stream, peer: str, settings: definition_pb2.Settings, metadata: Mapping[str, str]
+    ) -> None:
         """A client's settings on its Telemetry stream: (re-)register it as what they say."""
         client_id = stream.client
         if not client_id:
@@ -198,33 +213,33 @@ class GrpcClients:
             hook(client_id)
 
     def _register(self, known: _Client) -> None:
+        """The client's settings as the heartbeat of a 4.x client would say it: a producer of each
+        topic it publishes to, or a consumer of its group (`pops`)."""
         if self.manager is None:
             return
         s, channel = known.settings, known.channel
-        info = ClientChannelInfo(
-            channel, channel.client_id, known.language, known.version, self.clock.now_ms(), pops=True
-        )
+        data = HeartbeatData(channel.client_id)
         if s.WhichOneof("pub_sub") == "publishing":
-            for topic in s.publishing.topics:
-                if topic.name:
-                    self.manager.register_producer(topic.name, info)
-            return
-        consume_type = _CONSUME_TYPES.get(int(s.client_type))
-        group = s.subscription.group.name if s.WhichOneof("pub_sub") == "subscription" else ""
-        if consume_type is None or not group:
-            return
-        data = ConsumerData(
-            group,
-            consume_type,
-            MessageModel.CLUSTERING,
-            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            tuple(self._subscription(e, info.last_update) for e in s.subscription.subscriptions),
-        )
-        self.manager.prepare_group(group)  # its %RETRY% topic: consumerProgress lists such groups
-        self.manager.register_consumer(data, info, notify=False)
+            groups = tuple(ProducerData(topic.name) for topic in s.publishing.topics if topic.name)
+            data = HeartbeatData(channel.client_id, producer_data_set=groups)
+        else:
+            consume_type = _CONSUME_TYPES.get(int(s.client_type))
+            group = s.subscription.group.name if s.WhichOneof("pub_sub") == "subscription" else ""
+            if consume_type is None or not group:
+                return
+            version = self.clock.now_ms()  # the subscriptions' version, as a heartbeat's time
+            consumer = ConsumerData(
+                group,
+                consume_type,
+                MessageModel.CLUSTERING,
+                ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                tuple(self._subscription(e, version) for e in s.subscription.subscriptions),
+            )
+            data = HeartbeatData(channel.client_id, consumer_data_set=(consumer,))
+        self.manager.heartbeat(channel, data, known.language, known.version, pops=True)
 
     @staticmethod
-    def _subscription(entry: Any, version: int) -> SubscriptionData:
+    def _subscription(entry: definition_pb2.SubscriptionEntry, version: int) -> SubscriptionData:
         """One entry of the settings; the manager computes its tag codes (a TAG expression it
         cannot parse is taken as `*`, with a warning, as a 4.x heartbeat's)."""
         expression = entry.expression

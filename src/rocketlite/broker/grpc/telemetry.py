@@ -3,53 +3,41 @@ get a `settings` reply with status OK on the same stream: without it the Node cl
 startup and the Python push consumer fails. The server's part of the settings (Java proxy's
 defaults) is filled in here, and the last settings of each client are kept.
 
-The stream is also the server's way to the client: while it is open, a producer's stream is a
-check channel of the transaction service for the producer groups its settings name (each
-publishing topic, the group Java's proxy gives 5.x producers). A CHECK_TRANSACTION_STATE the
-service writes to it goes out as a `RecoverOrphanedTransactionCommand`; the client's checker
-answers with EndTransaction (source SOURCE_SERVER_CHECK). The registry is the broker's client
-manager, as for 4.x producers: each settings registers the client there (`clients.GrpcClients`),
-and the stream's end unregisters it.
+The stream is also the server's way to the client (`push`): while it is open, a producer's stream
+is where the transaction service's checks go for the producer groups its settings name (each
+publishing topic, the group Java's proxy gives 5.x producers). A `TransactionCheck` goes out as a
+`RecoverOrphanedTransactionCommand` whose message is built by `convert.message_of`, as every
+message sent to a 5.x client; the client's checker answers with EndTransaction (source
+SOURCE_SERVER_CHECK). Pushes with no 5.x form (a consumer group's change) are dropped. The
+registry is the broker's client manager, as for 4.x producers: each settings registers the client
+there (`clients.GrpcClients`), and the stream's end unregisters it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from rocketlite.broker.grpc.clients import GrpcClients
+from rocketlite.broker.grpc.convert import message_of
 from rocketlite.broker.grpc.kit import ProtoKit, client_id, metadata
 from rocketlite.broker.grpc.send import transaction_id
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
-from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.formats.record import RecordFormatError, StoredRecord, decode_record
-from rocketlite.protocol.message import MessageConst, string_to_properties
-from rocketlite.protocol.wire.command import RemotingCommand
-from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
+from rocketlite.remoting.peer import Push, TransactionCheck
 
 log = logging.getLogger("rocketlite.broker.grpc")
 
 PRODUCER_MAX_ATTEMPTS = 3  # Java proxy's producer settings: 3 attempts, 10 ms -> 1 s, x2
 CONSUMER_RECEIVE_BATCH = 32
 LONG_POLLING_S = 20
-# Properties a 5.x message carries in system_properties, not among its user properties.
-_SYSTEM_KEYS = frozenset(
-    {
-        MessageConst.TAGS, MessageConst.KEYS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-        MessageConst.PRODUCER_GROUP, MessageConst.TRANSACTION_PREPARED, MessageConst.REAL_TOPIC,
-        MessageConst.REAL_QUEUE_ID, MessageConst.TRANSACTION_CHECK_TIMES, MessageConst.CLUSTER,
-        MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS, MessageConst.SHARDING_KEY,
-    }
-)  # fmt: skip
 
 
 class TelemetryStream:
     """One open Telemetry stream: what the server writes to it goes through `outbox`. A producer's
-    stream is a `CheckChannel` of the transaction service (`closed`, `remote_address`, `oneway`)."""
+    stream is where the transaction service's checks of its groups go (`push`)."""
 
     def __init__(self, kit: ProtoKit, client: str, peer: str) -> None:
         self.kit = kit
@@ -58,52 +46,18 @@ class TelemetryStream:
         self.closed = False
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
 
-    def oneway(self, cmd: RemotingCommand) -> None:
-        """A transaction check for this producer, sent on as a RecoverOrphanedTransactionCommand."""
-        if self.closed:
+    def push(self, request: Push) -> None:
+        """A transaction check for this producer, sent on as a RecoverOrphanedTransactionCommand
+        (its transaction id names the half's place, as the send answer's did)."""
+        if self.closed or not isinstance(request, TransactionCheck):
             return
-        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
-            log.warning("request %d has no 5.x form; not sent to client %s", cmd.code, self.client)
-            return
-        header = CheckTransactionStateRequestHeader.from_ext(cmd.ext_fields)
-        try:
-            record = decode_record(cmd.body or b"")
-        except (RecordFormatError, ValueError) as exc:
-            log.error("transaction check for %s not sent: %s", self.client, exc)
-            return
-        recover = self.kit.spb.RecoverOrphanedTransactionCommand(
-            message=message_of(self.kit, record),
+        header = request.header
+        spb = self.kit.spb
+        recover = spb.RecoverOrphanedTransactionCommand(
+            message=message_of(self.kit, request.record),
             transaction_id=transaction_id(header.commit_log_offset, header.tran_state_table_offset),
         )
-        self.outbox.put_nowait(self.kit.spb.TelemetryCommand(recover_orphaned_transaction_command=recover))
-
-
-def message_of(kit: ProtoKit, record: StoredRecord) -> Any:
-    """A stored message as a 5.x `Message` (what a transaction check shows the producer's checker).
-    The digest is MD5 in uppercase hex, the one spelling both clients compare as they compute it."""
-    pb = kit.pb
-    props = string_to_properties(record.properties_string)
-    system = pb.SystemProperties(
-        message_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, record.msg_id),
-        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(record.body).hexdigest().upper()),
-        body_encoding=pb.Encoding.IDENTITY,
-        message_type=pb.MessageType.TRANSACTION,
-        born_host=str(record.born_host).rpartition(":")[0].strip("[]"),
-        store_host=str(record.store_host),
-        queue_id=record.queue_id,
-        queue_offset=record.queue_offset,
-    )
-    system.born_timestamp.FromMilliseconds(record.born_timestamp)
-    system.store_timestamp.FromMilliseconds(record.store_timestamp)
-    if MessageConst.TAGS in props:
-        system.tag = props[MessageConst.TAGS]
-    if props.get(MessageConst.KEYS):
-        system.keys.extend(props[MessageConst.KEYS].split(" "))
-    topic = props.get(MessageConst.REAL_TOPIC, record.topic)
-    user = {k: v for k, v in props.items() if k not in _SYSTEM_KEYS}
-    return pb.Message(
-        topic=pb.Resource(name=topic), user_properties=user, system_properties=system, body=record.body
-    )
+        self.outbox.put_nowait(spb.TelemetryCommand(recover_orphaned_transaction_command=recover))
 
 
 class TelemetryService:
