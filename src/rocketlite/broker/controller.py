@@ -19,7 +19,7 @@ import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rocketlite import native
 from rocketlite.broker import acl
@@ -27,7 +27,7 @@ from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.delay.timer import TimerMessageService
-from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
+from rocketlite.broker.grpc import unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
@@ -70,6 +70,9 @@ from rocketlite.remoting.server import RemotingServer, check_ports_free
 from rocketlite.runtime import wait_event
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from rocketlite.broker.grpc.endpoint import GrpcEndpoint
 
 log = logging.getLogger("rocketlite.broker")
 
@@ -377,6 +380,8 @@ class BrokerController:
         if reason is not None:
             log.warning("5.x gRPC endpoint off: %s", reason)
             return None
+        from rocketlite.broker.grpc.endpoint import GrpcEndpoint  # noqa: PLC0415 (needs the grpc extra)
+
         return GrpcEndpoint(
             b, topics, groups, send, pop,
             host=b.listen_host,

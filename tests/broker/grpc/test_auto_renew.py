@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from rocketlite.broker.grpc.clients import Renewal, Renewals
-from rocketlite.broker.grpc.endpoint import GrpcEndpoint
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.proto import available
@@ -33,6 +32,7 @@ from tests.support.grpc_clients import (
 pytestmark = pytest.mark.skipif(available() is not None, reason=f"{available()}")
 
 if available() is None:
+    from rocketlite.broker.grpc.endpoint import GrpcEndpoint  # it serves RPCs: needs the grpc extra
     from rocketlite.protocol.proto.v2 import definition_pb2 as pb
     from rocketlite.protocol.proto.v2 import service_pb2 as spb
 

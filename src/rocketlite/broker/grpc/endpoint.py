@@ -27,15 +27,9 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.errors import ConfigError
-from rocketlite.protocol.proto import available
 from rocketlite.remoting.server import check_ports_free
 
 log = logging.getLogger("rocketlite.broker.grpc")
-
-
-def unavailable_reason() -> str | None:
-    """None when the endpoint can be served; else why not (grpcio or the stubs are missing)."""
-    return available()
 
 
 class GrpcEndpoint:
