@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
-from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
+from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.pop.processor import MAX_POP_NUMS, PopMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -159,7 +159,7 @@ class ConsumerService:
 
     async def _call(self, handler: Any, code: int, ext: dict[str, str], peer: str) -> RemotingCommand:
         """One POP request through the broker's own processor; its refusals become `RefusedError`."""
-        conn = cast("Connection", self.kit.peer(peer))
+        conn = cast("Connection", GrpcPeer(peer))
         try:
             answer = await handler(conn, make_request(code, ext))
         except RocketliteError as exc:

@@ -27,6 +27,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.errors import ConfigError
+from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.remoting.server import check_ports_free
 
 log = logging.getLogger("rocketlite.broker.grpc")
@@ -51,8 +52,8 @@ class GrpcEndpoint:
         transactions: TransactionalMessageService | None = None,
         clients: ClientManager | None = None,
     ) -> None:
-        self.kit = kit = ProtoKit()
         self.clients = GrpcClients(clients, pop.service.clock)  # 5.x clients in the client manager
+        self.kit = kit = ProtoKit(push_to=self.clients.push)
         self.guard = GrpcGuard(kit, acl)
         self.broker = broker
         self.credentials: Any = None  # TLS server credentials, read by start()
@@ -63,7 +64,9 @@ class GrpcEndpoint:
         self.telemetry = TelemetryService(
             kit, max_body_size=max_body_size, groups=groups, clients=self.clients
         )
-        self.producer = ProducerService(kit, send, max_body_size=max_body_size, transactions=transactions)
+        self.producer = ProducerService(
+            kit, send, topics, max_body_size=max_body_size, transactions=transactions
+        )
         self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route, self.clients)
         # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
         self.server: Any = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])
@@ -103,19 +106,21 @@ class GrpcEndpoint:
         self.consumer.renewals.close()
         await self.server.stop(grace=1.0)
 
-    async def heartbeat(self, request: Any, context: Any) -> Any:
+    async def heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
         """The client's liveness: registered again from its settings (none yet: nothing to do)."""
         del request
         self.clients.heartbeat(client_id(context))
-        return self.kit.spb.HeartbeatResponse(status=self.kit.status("OK"))
+        return spb.HeartbeatResponse(status=self.kit.status("OK"))
 
-    async def notify_client_termination(self, request: Any, context: Any) -> Any:
+    async def notify_client_termination(
+        self, request: spb.NotifyClientTerminationRequest, context: Any
+    ) -> spb.NotifyClientTerminationResponse:
         """A client shutting down: forget its settings (Node's producer fails its shutdown on an
         error answer)."""
         del request
         self.telemetry.forget(client_id(context))
         self.clients.terminate(client_id(context))
-        return self.kit.spb.NotifyClientTerminationResponse(status=self.kit.status("OK"))
+        return spb.NotifyClientTerminationResponse(status=self.kit.status("OK"))
 
     async def not_served(self, request: Any, context: Any) -> None:
         del request

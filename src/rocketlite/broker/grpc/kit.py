@@ -1,14 +1,27 @@
 """What every RPC handler of the gRPC endpoint shares: the generated modules (imported only when the
-endpoint is on, since grpcio is optional), the `Status` builder, and the caller's metadata."""
+endpoint is on, since grpcio is optional), the `Status` builder, the caller's metadata, and the
+caller as the broker's request cores see it (`GrpcPeer`, a `remoting.peer.Peer`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import HostAddress
+from rocketlite.remoting.peer import Push
+
+if TYPE_CHECKING:
+    from rocketlite.protocol.proto.v2 import definition_pb2
 
 MAX_PEERS = 4096  # client addresses whose parsed `GrpcPeer` is kept
+
+PushTo = Callable[[str, Push], None]
+"""Where a push to a 5.x client goes, by its client id: its Telemetry stream, if it has one."""
+
+
+def _nowhere(client_id: str, request: Push) -> None:
+    del client_id, request
 
 
 class RefusedError(RocketliteError):
@@ -21,9 +34,10 @@ class RefusedError(RocketliteError):
 
 
 class ProtoKit:
-    """The `apache.rocketmq.v2` stubs and grpc, loaded once by the endpoint."""
+    """The `apache.rocketmq.v2` stubs and grpc, loaded once by the endpoint. `push_to` carries a
+    core's push to a 5.x client (`GrpcPeer.push`); without it pushes go nowhere."""
 
-    def __init__(self) -> None:
+    def __init__(self, push_to: PushTo = _nowhere) -> None:
         import grpc  # noqa: PLC0415  (optional extra: imported only when the endpoint is on)
         from google.protobuf import duration_pb2, timestamp_pb2  # noqa: PLC0415
 
@@ -33,27 +47,29 @@ class ProtoKit:
             service_pb2_grpc,
         )
 
-        self.grpc: Any = grpc
-        self.duration: Any = duration_pb2.Duration
-        self.timestamp: Any = timestamp_pb2.Timestamp
-        self.pb: Any = definition_pb2
-        self.spb: Any = service_pb2
+        self.grpc: Any = grpc  # untyped (no stubs installed)
+        self.duration = duration_pb2.Duration
+        self.timestamp = timestamp_pb2.Timestamp
+        self.pb = definition_pb2
+        self.spb = service_pb2
         self.stubs: Any = service_pb2_grpc  # generated without types
-        self.codes: dict[str, int] = dict(definition_pb2.Code.items())
-        self._peers: dict[str, GrpcPeer] = {}
+        self.push_to = push_to
+        self._peers: dict[tuple[str, str], GrpcPeer] = {}
 
-    def status(self, code: str, message: str = "") -> Any:
+    def status(self, code: str, message: str = "") -> definition_pb2.Status:
         """An `apache.rocketmq.v2.Status` by the `Code` name (`"OK"`, `"TOPIC_NOT_FOUND"`...)."""
-        return self.pb.Status(code=self.codes[code], message=message)
+        return self.pb.Status(code=self.pb.Code.Value(code), message=message)
 
-    def peer(self, peer: str) -> GrpcPeer:
-        """The `GrpcPeer` of a grpc peer string, kept per peer as a connection would be (its
-        address is parsed once, not per RPC); forgotten all at once past `MAX_PEERS`."""
-        found = self._peers.get(peer)
+    def peer(self, context: Any) -> GrpcPeer:
+        """The caller of an RPC as a `GrpcPeer`, kept per address and client id as a connection
+        would be (its address is parsed once, not per RPC); forgotten all at once past
+        `MAX_PEERS`."""
+        key = (context.peer(), client_id(context))
+        found = self._peers.get(key)
         if found is None:
             if len(self._peers) >= MAX_PEERS:
                 self._peers.clear()
-            found = self._peers[peer] = GrpcPeer(peer)
+            found = self._peers[key] = GrpcPeer(key[0], key[1], self.push_to)
         return found
 
     async def not_served(self, context: Any) -> None:
@@ -71,12 +87,22 @@ def client_id(context: Any) -> str:
 
 
 class GrpcPeer:
-    """What the broker's remoting processors read of a connection (its address and the born host),
-    for a request that came over gRPC."""
+    """A 5.x client as the broker's request cores see it (`remoting.peer.Peer`): the address of
+    the RPC's peer, the client id of its metadata, the born host parsed once, and pushes, which go
+    out on the client's Telemetry stream while it has one. An RPC's client is there while its call
+    runs, so it is never `closed`."""
 
-    def __init__(self, peer: str) -> None:
-        self.remote_address = peer
-        self.attrs: dict[str, object] = {"born_host": born_host(peer)}
+    closed = False
+
+    def __init__(self, peer: str, client_id: str = "", push_to: PushTo = _nowhere) -> None:
+        self.remote_address = peer_address(peer)
+        self.client_id = client_id
+        self.attrs: dict[str, Any] = {"born_host": born_host(peer)}
+        self._push_to = push_to
+
+    def push(self, request: Push) -> None:
+        if self.client_id:
+            self._push_to(self.client_id, request)
 
 
 def peer_address(peer: str) -> str:

@@ -1,6 +1,8 @@
-"""SendMessage and EndTransaction: a 5.x send becomes a SEND_MESSAGE_V2 request handed to the
-broker's own `SendMessageProcessor`, in process, as Java's proxy does: the same checks, topic
-auto-creation and store path as a 4.x send. The body digest is checked first, by type.
+"""SendMessage and EndTransaction: the gRPC adapters over the broker's typed cores. A 5.x message
+becomes the `SendRequest` a 4.x SEND_MESSAGE_V2 would give (`SendMessageProcessor.put`, paced), an
+EndTransaction the END_TRANSACTION header (`TransactionalMessageService.end_transaction`), in
+process, as Java's proxy does: the same checks, topic auto-creation and store path as a 4.x send,
+with no 4.x command in between. The body digest is checked first, by type.
 
 By message type (`system_properties.message_type`), as Java's proxy maps them:
 
@@ -24,33 +26,30 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import struct
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, RefusedError
-from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.processors.send import PutOutcome, SendMessageProcessor, SendRequest
+from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
-from rocketlite.protocol import reserved
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id, properties_to_string
-from rocketlite.protocol.requests.send import build_send
-from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.message import MessageConst, MessageSysFlag, properties_to_string
+from rocketlite.protocol.proto.v2 import definition_pb2 as pb
+from rocketlite.protocol.proto.v2 import service_pb2 as spb
+from rocketlite.protocol.reserved import DEFAULT_TOPIC
 from rocketlite.protocol.wire.headers import EndTransactionRequestHeader, SendMessageRequestHeader
 
 if TYPE_CHECKING:
-    from rocketlite.remoting.connection import Connection
+    from google.protobuf.timestamp_pb2 import Timestamp
 
 MAX_MESSAGE_GROUP_BYTES = 64  # Java proxy's maxMessageGroupSize
 _MS_IN_SECONDS_FIELD = 100_000_000_000  # seconds past year 5138: a millisecond value
-MAX_TOPIC_TEMPLATES = 1024  # topics whose SEND_MESSAGE_V2 header fields are kept prebuilt
-# The V2 header letters filled per message (the rest comes from the topic's template).
-_V2 = SendMessageRequestHeader.V2_NAMES
-_QUEUE_ID, _SYS_FLAG, _BORN, _PROPERTIES = (
-    _V2[name] for name in ("queue_id", "sys_flag", "born_timestamp", "properties")
-)
+# What a send from Java's proxy names as the topic to create a missing one from, and its queue
+# count (the Java client's defaultTopicQueueNums).
+DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 # 4.x answers of a send mapped onto apache.rocketmq.v2.Code (Java's ResponseCode -> Code table).
 SEND_CODES: dict[int, str] = {
@@ -104,7 +103,7 @@ def fifo_queue(group: str, queues: int) -> int:
     return zlib.crc32(group.encode("utf-8")) % max(queues, 1)
 
 
-def delivery_ms(timestamp: Any) -> int:
+def delivery_ms(timestamp: Timestamp) -> int:
     """`delivery_timestamp` in epoch ms (see the module docstring for the Python client's ms)."""
     if timestamp.seconds >= _MS_IN_SECONDS_FIELD:
         return int(timestamp.seconds)
@@ -112,30 +111,31 @@ def delivery_ms(timestamp: Any) -> int:
 
 
 class ProducerService:
-    """`transactions`: the broker's transaction service, which EndTransaction goes to (None: not
+    """`topics`: the topic table (a FIFO message's queue is chosen from its write queues);
+    `transactions`: the broker's transaction service, which EndTransaction goes to (None: not
     served)."""
 
     def __init__(
         self,
         kit: ProtoKit,
         send: SendMessageProcessor,
+        topics: TopicConfigManager,
         *,
         max_body_size: int,
         transactions: TransactionalMessageService | None = None,
     ) -> None:
         self.kit = kit
         self.send = send
+        self.topics = topics
         self.transactions = transactions
         self.max_body_size = max_body_size
         self._ok = kit.status("OK")
-        pb = kit.pb
         self._types = {pb.MessageType.Value(n): n for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")}
         self._digests: dict[int, str] = {number: name for name, number in pb.DigestType.items()}
-        self._templates: dict[str, dict[str, str]] = {}
 
-    async def send_message(self, request: Any, context: Any) -> Any:
+    async def send_message(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
         kit = self.kit
-        peer = kit.peer(context.peer())
+        peer = kit.peer(context)
         entries = [await self._send_one(message, peer) for message in request.messages]
         if not entries:
             status = kit.status("BAD_REQUEST", "no messages in the request")
@@ -143,44 +143,40 @@ class ProducerService:
             status = entries[0].status
         else:
             status = kit.status("MULTIPLE_RESULTS", "the messages were answered differently")
-        return kit.spb.SendMessageResponse(status=status, entries=entries)
+        response: spb.SendMessageResponse = kit.spb.SendMessageResponse(status=status, entries=entries)
+        return response
 
-    async def _send_one(self, message: Any, peer: GrpcPeer) -> Any:
-        kit = self.kit
-        reput = self.send.store.reput
+    async def _send_one(self, message: pb.Message, peer: GrpcPeer) -> spb.SendResultEntry:
+        """One message through the send core; paced, since 5.x sends arrive one RPC at a time and
+        this message's dispatch round may be shared with the next RPCs'."""
         try:
-            command, message_type = self._build(message)
-            reput.paced = True  # this message's dispatch round may be shared with the next RPCs'
-            try:
-                answer = self.send.handle(cast("Connection", peer), command)
-            finally:
-                reput.paced = False
-            if type(answer) is not RemotingCommand and inspect.isawaitable(answer):
-                answer = await answer  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
+            request, message_type = self.request_of(message)
+            outcome = self.send.put(request, peer, paced=True)
+            if not isinstance(outcome, PutOutcome):
+                outcome = await outcome  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
         except RefusedError as exc:
-            return kit.spb.SendResultEntry(status=kit.status(exc.status, str(exc)))
+            return spb.SendResultEntry(status=self.kit.status(exc.status, str(exc)))
         except RocketliteError as exc:
-            return kit.spb.SendResultEntry(
-                status=kit.status(SEND_CODES.get(exc.code, "BAD_REQUEST"), str(exc))
-            )
-        assert isinstance(answer, RemotingCommand)
-        if answer.code != ResponseCode.SUCCESS:
-            code = SEND_CODES.get(answer.code, "INTERNAL_ERROR")
-            return kit.spb.SendResultEntry(status=kit.status(code, answer.remark or ""))
-        ext = answer.ext_fields or {}
-        offset = int(ext.get("queueOffset", 0))
-        if message_type == "TRANSACTION":  # the half's place: its offset msg id and queue offset
-            tx_id = transaction_id(parse_msg_id(ext["msgId"]).offset, offset)
-            return kit.spb.SendResultEntry(
-                status=self._ok, message_id=message.system_properties.message_id, offset=offset,
-                transaction_id=tx_id,
-            )  # fmt: skip
-        return kit.spb.SendResultEntry(
-            status=self._ok, message_id=message.system_properties.message_id, offset=offset
-        )
+            code = SEND_CODES.get(exc.code, "BAD_REQUEST")
+            return spb.SendResultEntry(status=self.kit.status(code, str(exc)))
+        return self._entry(message, message_type, outcome)
 
-    def _build(self, message: Any) -> tuple[RemotingCommand, str]:
-        """The SEND_MESSAGE_V2 request of one 5.x message and its type; `RefusedError` for bad input."""
+    def _entry(self, message: pb.Message, message_type: str, outcome: PutOutcome) -> spb.SendResultEntry:
+        message_id = message.system_properties.message_id
+        if outcome.code != ResponseCode.SUCCESS:
+            code = SEND_CODES.get(outcome.code, "INTERNAL_ERROR")
+            return spb.SendResultEntry(status=self.kit.status(code, outcome.remark or ""))
+        offset = outcome.queue_offset
+        if message_type == "TRANSACTION":  # the half's place: its commit-log and queue offsets
+            tx_id = transaction_id(outcome.commit_log_offset, offset)
+            return spb.SendResultEntry(
+                status=self._ok, message_id=message_id, offset=offset, transaction_id=tx_id
+            )
+        return spb.SendResultEntry(status=self._ok, message_id=message_id, offset=offset)
+
+    def request_of(self, message: pb.Message) -> tuple[SendRequest, str]:
+        """The `SendRequest` of one 5.x message (what a SEND_MESSAGE_V2 of Java's proxy carries)
+        and its type name; `RefusedError` for bad input."""
         system = message.system_properties
         body = message.body
         if not system.message_id:
@@ -188,8 +184,8 @@ class ProducerService:
         message_type = self._types.get(system.message_type)
         if message_type is None:
             number = system.message_type
-            known = self.kit.pb.MessageType.values()
-            name = self.kit.pb.MessageType.Name(number) if number in known else f"message type {number}"
+            known = pb.MessageType.values()
+            name = pb.MessageType.Name(number) if number in known else f"message type {number}"
             raise RefusedError(
                 "BAD_REQUEST", f"{name} messages are not served (NORMAL, FIFO, DELAY, TRANSACTION are)"
             )
@@ -216,29 +212,26 @@ class ProducerService:
         ):  # (a NORMAL message with either is refused there)
             queue_id, sys_flag = self._by_type(system, message_type, topic, properties)
         born = system.born_timestamp
-        command = make_request(RequestCode.SEND_MESSAGE_V2, self._template(topic), body)
-        ext = command.ext_fields
-        ext[_QUEUE_ID] = str(queue_id)
-        ext[_SYS_FLAG] = str(sys_flag)
-        ext[_BORN] = str(born.seconds * 1000 + born.nanos // 1_000_000)
-        ext[_PROPERTIES] = properties_to_string(properties)
-        return command, message_type
-
-    def _template(self, topic: str) -> dict[str, str]:
-        """A topic's SEND_MESSAGE_V2 header fields (`build_send`'s), built once per topic; `_build`
-        fills in the ones that vary per message."""
-        template = self._templates.get(topic)
-        if template is None:
-            if len(self._templates) >= MAX_TOPIC_TEMPLATES:
-                self._templates.clear()
-            template = build_send(
-                group=topic, topic=topic, queue_id=-1, body=b"", properties="", born_timestamp=0
-            ).ext_fields
-            self._templates[topic] = template
-        return template
+        header = SendMessageRequestHeader(
+            producer_group=topic,
+            topic=topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
+            flag=0,
+            properties=properties_to_string(properties),
+            reconsume_times=0,
+        )
+        return SendRequest(header, body), message_type
 
     def _by_type(
-        self, system: Any, type_name: str, topic: str, properties: dict[str, str]
+        self,
+        system: pb.SystemProperties,
+        type_name: str,
+        topic: str,
+        properties: dict[str, str],
     ) -> tuple[int, int]:
         """The queue and sys flag of a FIFO, DELAY or TRANSACTION message, its properties added;
         `RefusedError` for a group or delivery time its type has no room for."""
@@ -286,10 +279,10 @@ class ProducerService:
             )
         if any(ord(c) < 32 for c in group):
             raise RefusedError("ILLEGAL_MESSAGE_GROUP", "message_group cannot contain control characters")
-        tc = self.send.topics.select(topic)
+        tc = self.topics.select(topic)
         return -1 if tc is None else fifo_queue(group, tc.write_queue_nums)
 
-    def _delivery(self, timestamp: Any) -> int:
+    def _delivery(self, timestamp: Timestamp) -> int:
         at = delivery_ms(timestamp)
         furthest = self.send.store.config.timer_max_delay_sec * 1000
         if at - int(time.time() * 1000) > furthest:
@@ -300,15 +293,18 @@ class ProducerService:
         return at
 
     # -- EndTransaction -----------------------------------------------------------------------
-    async def end_transaction(self, request: Any, context: Any) -> Any:
-        """COMMIT or ROLLBACK of a half message by its transaction id: the broker's END_TRANSACTION
-        path (the half must be this topic's, with this message id). Unspecified: left for the
+    async def end_transaction(
+        self, request: spb.EndTransactionRequest, context: Any
+    ) -> spb.EndTransactionResponse:
+        """COMMIT or ROLLBACK of a half message by its transaction id: the END_TRANSACTION core
+        (the half must be this topic's, with this message id). Unspecified: left for the
         check-back, as a 4.x UNKNOW."""
-        kit, pb = self.kit, self.kit.pb
-        if self.transactions is None:
+        kit = self.kit
+        transactions = self.transactions
+        if transactions is None:
             await kit.not_served(context)
+            raise AssertionError("not_served aborts the call")
         topic = request.topic.name
-        resolution = pb.TransactionResolution.Name(request.resolution)
         found = parse_transaction_id(request.transaction_id)
         if not request.transaction_id:
             return self._ended("INVALID_TRANSACTION_ID", "transaction_id is empty")
@@ -318,15 +314,15 @@ class ProducerService:
                 f"transaction_id {request.transaction_id!r} is not one this broker gave (its send answer's)",
             )
         commit_log_offset, queue_offset = found
-        problem = self._half_problem(commit_log_offset, queue_offset, topic, request.message_id)
+        problem = transactions.half_problem(commit_log_offset, queue_offset, topic, request.message_id)
         if problem is not None:
             return self._ended(
                 "INVALID_TRANSACTION_ID", f"transaction_id {request.transaction_id!r}: {problem}"
             )
         kind = {
-            "COMMIT": MessageSysFlag.TRANSACTION_COMMIT_TYPE,
-            "ROLLBACK": MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
-        }.get(resolution, MessageSysFlag.TRANSACTION_NOT_TYPE)
+            pb.TransactionResolution.COMMIT: MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+            pb.TransactionResolution.ROLLBACK: MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
+        }.get(request.resolution, MessageSysFlag.TRANSACTION_NOT_TYPE)
         header = EndTransactionRequestHeader(
             producer_group=topic,
             tran_state_table_offset=queue_offset,
@@ -336,34 +332,12 @@ class ProducerService:
             msg_id=request.message_id,
             transaction_id=request.transaction_id,
         )
-        command = make_request(RequestCode.END_TRANSACTION, header.to_ext())
-        assert self.transactions is not None
-        answer = self.transactions.handle_end_transaction(
-            cast("Connection", GrpcPeer(context.peer())), command
-        )
-        if inspect.isawaitable(answer):
-            answer = await answer
-        if answer is None or answer.code == ResponseCode.SUCCESS:  # None: UNKNOWN, left to the check
-            return kit.spb.EndTransactionResponse(status=kit.status("OK"))
-        return self._ended("INTERNAL_ERROR", answer.remark or f"END_TRANSACTION answered {answer.code}")
+        outcome = transactions.end_transaction(header, kit.peer(context))
+        if inspect.isawaitable(outcome):
+            outcome = await outcome
+        if outcome is None or outcome.ok:  # None: UNKNOWN, left to the check
+            return self._ended("OK", "")
+        return self._ended("INTERNAL_ERROR", outcome.remark or f"END_TRANSACTION answered {outcome.code}")
 
-    def _ended(self, code: str, why: str) -> Any:
-        return self.kit.spb.EndTransactionResponse(status=self.kit.status(code, why))
-
-    def _half_problem(
-        self, commit_log_offset: int, queue_offset: int, topic: str, message_id: str
-    ) -> str | None:
-        """Why the record at `commit_log_offset` is not this message's half in `topic`, or None."""
-        try:
-            half = self.send.store.look_message_by_offset(commit_log_offset)
-        except (ValueError, IndexError, struct.error):  # a forged offset inside a record
-            half = None
-        if half is None or half.topic != reserved.TRANS_HALF_TOPIC:
-            return "no half message there"
-        if half.queue_offset != queue_offset:
-            return "no half message there"
-        if half.get_property(MessageConst.REAL_TOPIC) != topic:
-            return f"the half message is not in topic {topic!r}"
-        if message_id and half.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != message_id:
-            return f"the half message is not message {message_id!r}"
-        return None
+    def _ended(self, code: str, why: str) -> spb.EndTransactionResponse:
+        return spb.EndTransactionResponse(status=self.kit.status(code, why))

@@ -1,16 +1,24 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): a producer's send.
 
-For each request: parse the header (long names for 10, letters a..n for 310/320), check it
-(`msg_check`: broker permission, reserved topics, topic name, auto-create from TBW102, queue id),
-pick a random writable queue when queueId < 0, redirect retries that exhausted their attempts to
-`%DLQ%group` (`handle_retry_and_dlq`), build the stored message (born host = the connection's peer,
-store host = brokerIP1:listenPort, CLUSTER property added, WAIT removed), append it, and answer
-with msgId / queueId / queueOffset plus MSG_REGION and TRACE_ON. With ASYNC_FLUSH the answer is
-produced synchronously; with SYNC_FLUSH the handler awaits the group commit, bounded by
-`syncFlushTimeout`, and answers FLUSH_DISK_TIMEOUT when it runs out (the message is stored). On a
-SYNC_MASTER it then awaits the slave (`replica`, see ha/master.py): FLUSH_SLAVE_TIMEOUT when the
-slave does not acknowledge within `syncFlushTimeout`, SLAVE_NOT_AVAILABLE when no slave is in sync
-(the message is stored in both cases, as RocketMQ's `handleHA`).
+One typed core serves both ports: `put(SendRequest, peer) -> PutOutcome`. The remoting handler
+(`handle_wire`) decodes the frame into a `SendRequest` and encodes the outcome; the 5.x gRPC
+endpoint (`broker/grpc/send.py`) converts its protobuf message into the same request. For each
+request: check it (`msg_check`: broker permission, reserved topics, topic name, auto-create from
+TBW102, queue id), pick a random writable queue when queueId < 0, redirect retries that exhausted
+their attempts to `%DLQ%group` (`handle_retry_and_dlq`), build the stored message (born host = the
+peer's address, store host = brokerIP1:listenPort, CLUSTER property added, WAIT removed), append
+it, and answer with msgId / queueId / queueOffset (plus MSG_REGION and TRACE_ON on the remoting
+port). With ASYNC_FLUSH the outcome is there at once; with SYNC_FLUSH the core awaits the group
+commit, bounded by `syncFlushTimeout`, and answers FLUSH_DISK_TIMEOUT when it runs out (the
+message is stored). On a SYNC_MASTER it then awaits the slave (`replica`, see ha/master.py):
+FLUSH_SLAVE_TIMEOUT when the slave does not acknowledge within `syncFlushTimeout`,
+SLAVE_NOT_AVAILABLE when no slave is in sync (the message is stored in both cases, as RocketMQ's
+`handleHA`).
+
+The remoting send stays frame -> record -> answer: the header letters are decoded by the compiled
+fill, a batch body is encoded straight into its commit-log records (no message object per entry),
+and a stored send's answer is written as a whole frame from the outcome's values
+(`speedups.encode_send_ok`).
 
 Everything that can change a send is a constructor argument of `SendMessageProcessor`: besides
 the store and the topic / group tables, `half_message_hook` (the transaction service turns a
@@ -25,9 +33,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Final, Protocol
 
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.delay.timer.park import asks_for_timer
@@ -47,7 +56,8 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
 from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
-from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
+from rocketlite.remoting.connection import Connection, WireResult
+from rocketlite.remoting.peer import Peer
 from rocketlite.runtime import result_within
 from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
@@ -90,11 +100,14 @@ _STATUS_RESPONSES: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
 }
 
 SYSTEM_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
+_NO_TIMER_REMARK = "accurate timer message is not enabled, timerWheelEnable is false"
 
 # Topic names already found legal and sendable (name rule, not reserved): a pure function of the
 # name, so remembered; bounded so that a client inventing names cannot grow it without end.
 _LEGAL_TOPICS_MAX = 4096
 _V2_CODES = SendMessageRequestHeader.V2_CODES
+_BATCH: Final = int(RequestCode.SEND_BATCH_MESSAGE)
+_SUCCESS: Final = int(ResponseCode.SUCCESS)
 _RETRY_PREFIX = reserved.RETRY_GROUP_TOPIC_PREFIX
 _MULTI_TAGS_FLAG = MessageSysFlag.MULTI_TAGS_FLAG
 _TRANSACTION_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -116,14 +129,46 @@ class ReplicaWaiter(Protocol):
     async def wait_replicated(self, end_offset: int) -> PutMessageStatus: ...
 
 
-def born_host_of(conn: Connection) -> HostAddress:
-    host = conn.attrs.get("born_host")
+@dataclass(slots=True)
+class SendRequest:
+    """One send, as either port gives it: the SendMessageRequestHeader's values (typed), the body,
+    whether the body is a SEND_BATCH_MESSAGE body (entries as `MessageBatch` encodes them) rather
+    than one message's, and the client's `MQVersion` ordinal (a retry's maxReconsumeTimes counts
+    from V3_4_9)."""
+
+    header: SendMessageRequestHeader
+    body: bytes
+    batch: bool = False
+    version: int = 0
+
+
+@dataclass(slots=True)
+class PutOutcome:
+    """The answer to a send, for either port. `code` and `remark` are the remoting answer's; a
+    stored message (SUCCESS, or stored with its flush or replication timed out) also has where it
+    lies: `msg_id` (the offset msg id; comma-joined for a batch), `queue_id`, `queue_offset`,
+    `commit_log_offset` (of the first record) and `transaction_id` (a prepared message's UNIQ_KEY).
+    A refusal or a failed put has no `msg_id`."""
+
+    code: int
+    remark: str | None = None
+    msg_id: str = ""
+    queue_id: int = 0
+    queue_offset: int = 0
+    commit_log_offset: int = -1
+    transaction_id: str | None = None
+
+
+def born_host_of(peer: Peer) -> HostAddress:
+    """The peer's address as a born host, parsed once and kept in its `attrs`."""
+    attrs = peer.attrs
+    host = attrs.get("born_host")
     if host is None:
         try:
-            host = HostAddress.parse(conn.remote_address)
+            host = HostAddress.parse(peer.remote_address)
         except ValueError:
             host = HostAddress(b"\x7f\x00\x00\x01", 0)
-        conn.attrs["born_host"] = host
+        attrs["born_host"] = host
     assert isinstance(host, HostAddress)
     return host
 
@@ -249,45 +294,47 @@ class SendMessageProcessor:
             or self.store.transient_store_pool_deficient()
         )
 
-    # -- the handler ------------------------------------------------------------------------
-    def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
-        """Serve a send; the answer is always a `RemotingCommand` (or an awaitable of one): for
-        callers that read it (the 5.x gRPC endpoint, tests)."""
-        result = self.handle_wire(conn, request, False)
-        assert not isinstance(result, bytes)
-        return result
+    # -- the typed core ---------------------------------------------------------------------
+    def put(
+        self, request: SendRequest, peer: Peer, *, paced: bool = False
+    ) -> PutOutcome | Awaitable[PutOutcome]:
+        """Serve one send from either port. A refusal by the checks (`msg_check`, a retry whose
+        group is unknown, a bad timer property, a torn batch body) raises `RocketliteError` with
+        its response code; every other answer is a `PutOutcome`, at once when there is nothing to
+        wait for (ASYNC_FLUSH, no slave to wait on), else once the flush (and the slave) is done.
+        `paced`: this message's dispatch round may be shared with the next requests' (the 5.x
+        endpoint's sends, which arrive one RPC at a time; see `store/dispatch.py`)."""
+        return self._put(request.header, request.body, request.batch, request.version, peer, paced)
 
-    def handle_wire(self, conn: Connection, request: RemotingCommand, wire: bool = True) -> WireResult:
-        """Serve a send for the remoting connection: the common answer (a stored send, nothing
-        to wait for, JSON) comes back as its encoded frame (`speedups.encode_send_ok`), which
-        the connection writes as is; every other answer as `handle` gives it (and all of them
-        with `wire` False, which is how `handle` calls it)."""
+    def _put(
+        self,
+        header: SendMessageRequestHeader,
+        body: bytes,
+        batch: bool,
+        version: int,
+        peer: Peer,
+        paced: bool,
+    ) -> PutOutcome | Awaitable[PutOutcome]:
+        """`put` on the request's fields: the remoting adapter calls it without building the
+        `SendRequest` around them (one object less per message on the broker's hottest path)."""
         if self.start_accept_send_ms and self.clock.now_ms() < self.start_accept_send_ms:
-            return make_response(
-                request,
-                ResponseCode.SYSTEM_ERROR,
-                f"broker unable to service, until {self.start_accept_send_ms}",
+            return PutOutcome(
+                ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {self.start_accept_send_ms}"
             )
-        code = request.code
-        if code in _V2_CODES:  # letters a..n: the compiled fill when built
-            header = decode_send_header_v2(request.ext_fields)
-        else:
-            header = SendMessageRequestHeader.from_ext(request.ext_fields, code)
         broker = self.broker
         if broker.broker_role is _SLAVE:  # `broker.is_slave`
-            return make_response(request, ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave")
-        if self.flush_waiters >= broker.max_sync_flush_waiters or self.store.transient_store_pool_deficient():
-            return make_response(request, ResponseCode.SYSTEM_BUSY, SYSTEM_BUSY_REMARK)  # `reject_request`
-        tc = self.msg_check(header, conn.remote_address)
+            return PutOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, "the broker is a slave")
+        if self.reject_request():
+            return PutOutcome(ResponseCode.SYSTEM_BUSY, SYSTEM_BUSY_REMARK)
+        tc = self.msg_check(header, peer.remote_address)
         queue_id = (
             header.queue_id if header.queue_id >= 0 else self.rng.randrange(max(tc.write_queue_nums, 1))
         )
-        body = request.body or b""
-        if code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
-            return self._send_batch(conn, request, header, tc, queue_id, body, wire)
+        if batch:
+            return self._put_batch(header, body, queue_id, peer)
         topic = header.topic
         if topic.startswith(_RETRY_PREFIX):
-            topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, request.version)
+            topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, version)
         # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
         properties, _tags_code, uniq_key, _keys, _delay = send_properties(
             header.properties or "", broker.broker_cluster_name
@@ -295,11 +342,11 @@ class SendMessageProcessor:
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS_FLAG
-        host = conn.attrs.get("born_host")
+        host = peer.attrs.get("born_host")
         msg = MessageInner(
             topic,
             body,
-            host if host is not None else born_host_of(conn),
+            host if host is not None else born_host_of(peer),
             self.store_host,
             queue_id,
             header.flag,
@@ -311,11 +358,10 @@ class SendMessageProcessor:
         )
         transaction_id = None
         if sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED:
-            if self.broker.reject_transaction_message or self.half_message_hook is None:
-                return make_response(
-                    request,
+            if broker.reject_transaction_message or self.half_message_hook is None:
+                return PutOutcome(
                     ResponseCode.NO_PERMISSION,
-                    f"the broker[{self.broker.broker_ip1}] sending transaction message is forbidden",
+                    f"the broker[{broker.broker_ip1}] sending transaction message is forbidden",
                 )
             transaction_id = uniq_key
             self.half_message_hook(msg)
@@ -323,37 +369,42 @@ class SendMessageProcessor:
             if self.timer_hook is not None:
                 self.timer_hook(msg)  # MessageIllegalError (MESSAGE_ILLEGAL) for a bad delivery time
             elif asks_for_timer(properties):
-                return make_response(
-                    request,
+                return PutOutcome(
                     ResponseCode.SYSTEM_ERROR,
                     "accurate timer message is not enabled, timerWheelEnable is false",
                 )
-        put = self.store.put_message_async(msg)
+        put = self._append(msg, paced)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
-            if self.replica is None and transaction_id is None:  # the common answer, as `_response`'s
+            if self.replica is None:  # the common answer
                 self.stats.record_put(header.topic, 1, len(body))
-                return (encode_send_ok if wire else send_ok_command)(
-                    request.opaque, request.serialize_type, put.msg_id, queue_id, put.logics_offset,
-                    broker.region_id, "true" if broker.trace_on else "false", None,
-                )  # fmt: skip
+                return PutOutcome(
+                    _SUCCESS, None, put.msg_id, queue_id, put.logics_offset, put.wrote_offset, transaction_id
+                )
             put = PendingPut(PutMessageResult(_PUT_OK, put))
         assert isinstance(put, PendingPut)
-        return self._respond(request, put, header.topic, queue_id, 1, len(body), transaction_id)
+        return self._outcome(put, header.topic, queue_id, 1, len(body), transaction_id)
 
-    def _send_batch(
-        self,
-        conn: Connection,
-        request: RemotingCommand,
-        header: SendMessageRequestHeader,
-        tc: TopicConfig,
-        queue_id: int,
-        body: bytes,
-        wire: bool,
-    ) -> WireResult:
+    def _append(self, msg: MessageInner, paced: bool) -> AppendResult | PendingPut:
+        """The one call to the store's put of a single message."""
+        if paced:
+            return self._append_paced(msg)
+        return self.store.put_message_async(msg)
+
+    def _append_paced(self, msg: MessageInner) -> AppendResult | PendingPut:
+        """A paced put: the dispatch flag is set around it until the store's put takes `paced`
+        itself (then this goes and `_append` passes it on)."""
+        reput = self.store.reput
+        reput.paced = True
+        try:
+            return self.store.put_message_async(msg)
+        finally:
+            reput.paced = False
+
+    def _put_batch(
+        self, header: SendMessageRequestHeader, body: bytes, queue_id: int, peer: Peer
+    ) -> PutOutcome | Awaitable[PutOutcome]:
         if header.topic.startswith(reserved.RETRY_GROUP_TOPIC_PREFIX):
-            return make_response(
-                request, ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group"
-            )
+            return PutOutcome(ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group")
         # the whole body decoded (ProtocolError on a torn entry), each entry's properties
         # rewritten as a single send's and completed with the header's, and encoded straight
         # into the records to append, in one call (no message object per entry)
@@ -362,7 +413,7 @@ class SendMessageProcessor:
             header_properties=header.properties or "",
             cluster=self.broker.broker_cluster_name,
             topic=header.topic,
-            born_host=born_host_of(conn),
+            born_host=born_host_of(peer),
             store_host=store_host,
             queue_id=queue_id,
             sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
@@ -373,47 +424,23 @@ class SendMessageProcessor:
         encoded = encode_batch_records(body, target)
         count = encoded.messages
         if encoded.outcome == BATCH_DELAYED_ENTRY:
-            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+            return PutOutcome(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         if not count:
-            return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
-        del tc
+            return PutOutcome(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
         pending = self.store.put_encoded_nowait(encoded, header.topic, queue_id, store_host)
-        result = pending.result
-        append = result.append
-        if (
-            wire
-            and result.status is _PUT_OK
-            and append is not None
-            and pending.flush_future is None
-            and self.replica is None
-        ):  # the common answer, as `_response` builds it, encoded at once
-            self.stats.record_put(header.topic, count, len(body))
-            broker = self.broker
-            return encode_send_ok(
-                request.opaque, request.serialize_type, append.msg_id, queue_id, append.logics_offset,
-                broker.region_id, "true" if broker.trace_on else "false", None,
-            )  # fmt: skip
-        return self._respond(request, pending, header.topic, queue_id, count, len(body), None)
+        return self._outcome(pending, header.topic, queue_id, count, len(body), None)
 
-    def _respond(
-        self,
-        request: RemotingCommand,
-        pending: PendingPut,
-        topic: str,
-        queue_id: int,
-        n: int,
-        size: int,
-        transaction_id: str | None,
-    ) -> HandlerResult:
+    def _outcome(
+        self, pending: PendingPut, topic: str, queue_id: int, n: int, size: int, transaction_id: str | None
+    ) -> PutOutcome | Awaitable[PutOutcome]:
         fut = pending.flush_future
         replicate = self.replica is not None and pending.result.ok and pending.result.append is not None
         if fut is None and not replicate:
-            return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
-        return self._await_flush(request, pending, fut, topic, queue_id, n, size, transaction_id)
+            return self._result(pending.result, topic, queue_id, n, size, transaction_id)
+        return self._await_flush(pending, fut, topic, queue_id, n, size, transaction_id)
 
     async def _await_flush(
         self,
-        request: RemotingCommand,
         pending: PendingPut,
         fut: Future[bool] | None,
         topic: str,
@@ -421,7 +448,7 @@ class SendMessageProcessor:
         n: int,
         size: int,
         transaction_id: str | None,
-    ) -> RemotingCommand:
+    ) -> PutOutcome:
         if fut is not None:
             self.flush_waiters += 1
             try:
@@ -440,25 +467,25 @@ class SendMessageProcessor:
             status = await self.replica.wait_replicated(append.end_offset)  # HA: SYNC_MASTER
             if status is not PutMessageStatus.PUT_OK:
                 pending.result.status = status
-        return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
+        return self._result(pending.result, topic, queue_id, n, size, transaction_id)
 
-    def _response(
+    def _result(
         self,
-        request: RemotingCommand,
         result: PutMessageResult,
         topic: str,
         queue_id: int,
         n: int,
         size: int,
         transaction_id: str | None,
-    ) -> RemotingCommand:
+    ) -> PutOutcome:
+        """The outcome of a put (`_STATUS_RESPONSES`): a stored message (its flush or slave may
+        have timed out) carries where it lies, a failed one only its code and remark."""
         append = result.append
         if result.status is PutMessageStatus.PUT_OK and append is not None:  # the common answer
             self.stats.record_put(topic, n, size)
-            broker = self.broker
-            return send_ok_command(
-                request.opaque, request.serialize_type, append.msg_id, queue_id, append.logics_offset,
-                broker.region_id, "true" if broker.trace_on else "false", transaction_id,
+            return PutOutcome(
+                _SUCCESS, None, append.msg_id, queue_id, append.logics_offset, append.wrote_offset,
+                transaction_id,
             )  # fmt: skip
         code, remark = _STATUS_RESPONSES[result.status]
         if remark is not None and "{max}" in remark:
@@ -467,15 +494,57 @@ class SendMessageProcessor:
             remark = f"{remark} ({result.remark})" if remark else result.remark
         if append is None or not result.ok:
             self.stats.put_failures += 1
-            return make_response(request, code, remark)
+            return PutOutcome(code, remark)
         self.stats.record_put(topic, n, size)
-        return make_response(request, code, remark, self._ok_ext(append, queue_id, transaction_id))
+        return PutOutcome(
+            code, remark, append.msg_id, queue_id, append.logics_offset, append.wrote_offset, transaction_id
+        )
 
-    def _ok_ext(self, append: AppendResult, queue_id: int, transaction_id: str | None) -> dict[str, str]:
-        """The answer's header fields for a stored message (RocketMQ's SendMessageResponseHeader
-        plus MSG_REGION and TRACE_ON): the same on the fast path and every stored outcome."""
+    # -- the remoting adapter ---------------------------------------------------------------
+    def handle_wire(self, conn: Connection, request: RemotingCommand) -> WireResult:
+        """SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE on the remoting port: the frame
+        decoded into the request's fields (the header letters a..n by the compiled fill when
+        built), the core (`_put`), and the outcome encoded. A stored send's answer is written as
+        its whole frame from the outcome's values (`speedups.encode_send_ok`), which the
+        connection writes as is; an answer that waits for the disk or the slave completes later."""
+        code = request.code
+        if code in _V2_CODES:
+            header = decode_send_header_v2(request.ext_fields)
+        else:
+            header = SendMessageRequestHeader.from_ext(request.ext_fields, code)
+        outcome = self._put(
+            header, request.body or b"", code == _BATCH or header.batch, request.version, conn, False
+        )
+        if not isinstance(outcome, PutOutcome):
+            return self._encode_later(request, outcome)
+        if outcome.code == _SUCCESS and outcome.msg_id:  # the common answer, encoded at once
+            broker = self.broker
+            return encode_send_ok(
+                request.opaque, request.serialize_type, outcome.msg_id, outcome.queue_id,
+                outcome.queue_offset, broker.region_id, "true" if broker.trace_on else "false",
+                outcome.transaction_id,
+            )  # fmt: skip
+        return self._command(request, outcome)
+
+    async def _encode_later(
+        self, request: RemotingCommand, pending: Awaitable[PutOutcome]
+    ) -> RemotingCommand:
+        return self._command(request, await pending)
+
+    def _command(self, request: RemotingCommand, outcome: PutOutcome) -> RemotingCommand:
+        """The answer as a command: a stored message's carries RocketMQ's SendMessageResponseHeader
+        (plus MSG_REGION and TRACE_ON), whatever its code; a refusal only its code and remark."""
+        if not outcome.msg_id:
+            return make_response(request, outcome.code, outcome.remark)
         broker = self.broker
-        return send_ok_ext(
-            append.msg_id, queue_id, append.logics_offset, broker.region_id,
-            "true" if broker.trace_on else "false", transaction_id,
+        trace_on = "true" if broker.trace_on else "false"
+        if outcome.code == _SUCCESS:
+            return send_ok_command(
+                request.opaque, request.serialize_type, outcome.msg_id, outcome.queue_id,
+                outcome.queue_offset, broker.region_id, trace_on, outcome.transaction_id,
+            )  # fmt: skip
+        ext = send_ok_ext(
+            outcome.msg_id, outcome.queue_id, outcome.queue_offset, broker.region_id, trace_on,
+            outcome.transaction_id,
         )  # fmt: skip
+        return make_response(request, outcome.code, outcome.remark, ext)
