@@ -1,11 +1,12 @@
 """Consumption over gRPC: QueryAssignment, ReceiveMessage (server streaming), AckMessage,
 ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue.
 
-As Java's proxy in local mode, each RPC becomes the broker's own POP request, handed in process to
-`PopMessageProcessor` (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME): the same checks,
-long polling (woken by new messages), redelivery with attempt+1, DLQ after the group's
-`retryMaxTimes`, and the state persisted before each answer. What this module adds is the 5.x
-shape around it:
+As Java's proxy in local mode, each RPC is served by the broker's own POP cores, in process
+(`PopMessageProcessor.pop`, `ack`, `change_invisible`, the ones POP_MESSAGE, ACK_MESSAGE and
+CHANGE_MESSAGE_INVISIBLETIME call): the same checks, long polling (woken by new messages),
+redelivery with attempt+1, DLQ after the group's `retryMaxTimes`, and the state persisted before
+each answer. What this module adds is the 5.x shape around it (each message built by
+`convert.message_of`):
 
 - ReceiveMessage pops across every readable queue of the topic (the queue a client names is only
   where it found this broker, as in Java); the long polling time is clamped to 5-20 s and to the
@@ -17,8 +18,6 @@ shape around it:
 - Receipt handles are the POP `extraInfo` text (with the queue offset), opaque to clients. A
   malformed, forged, stale (acked, redelivered since) or expired handle answers
   INVALID_RECEIPT_HANDLE for its entry, and nothing is acked twice.
-- The body digest sent is MD5 in uppercase hex, the spelling both the Python and Node clients
-  compare exactly (their CRC32 spellings differ).
 
 FIFO groups (`consumeMessageOrderly`) get one assignment per queue and pop that queue with
 `order=true`: a queue hands out nothing new while a batch of it is in flight.
@@ -31,41 +30,36 @@ on the broker's latest handle, whichever handle the client holds.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final
+
+from google.protobuf.duration_pb2 import Duration
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
-from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, RefusedError, client_id
+from rocketlite.broker.grpc.convert import Receipt, message_of
+from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService
-from rocketlite.broker.pop.processor import MAX_POP_NUMS, PopMessageProcessor
+from rocketlite.broker.pop.processor import (
+    MAX_POP_NUMS,
+    REVIVE_QID,
+    AckRequest,
+    ChangeInvisibleRequest,
+    PopMessageProcessor,
+    PopRequest,
+)
+from rocketlite.broker.pop.state import PopBatch
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
+from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.formats.record import StoredRecord, decode_records
-from rocketlite.protocol.message import MessageConst, MessageSysFlag, string_to_properties
-from rocketlite.protocol.wire.command import RemotingCommand, make_request
-from rocketlite.protocol.wire.pop import (
-    INIT_MODE_MAX,
-    POLLING_TIMEOUT,
-    AckMessageRequestHeader,
-    ChangeInvisibleTimeRequestHeader,
-    ChangeInvisibleTimeResponseHeader,
-    MalformedReceiptHandleError,
-    PopMessageRequestHeader,
-    PopMessageResponseHeader,
-    PopRequestCode,
-    ReceiptHandle,
-    parse_offset_info,
-    topic_type,
-)
-
-if TYPE_CHECKING:
-    from rocketlite.remoting.connection import Connection
+from rocketlite.protocol.formats.record import StoredRecord, decode_record, decode_records
+from rocketlite.protocol.proto.v2 import definition_pb2 as pb
+from rocketlite.protocol.proto.v2 import service_pb2 as spb
+from rocketlite.protocol.wire.pop import INIT_MODE_MAX, MalformedReceiptHandleError, ReceiptHandle, topic_type
 
 log = logging.getLogger("rocketlite.broker.grpc")
 
@@ -75,20 +69,8 @@ MIN_INVISIBLE_RECEIVE_MS: Final = 10_000  # minInvisibleTimeMillsForRecv
 MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000  # maxInvisibleTimeMills
 NACK_INVISIBLE_MS: Final = 1_000  # a popped message the stream could not carry comes back after this
 
-# Properties the broker or the 5.x system properties carry: not user properties.
-SYSTEM_PROPERTIES: Final = frozenset(
-    {v for k, v in vars(MessageConst).items() if k.isupper() and isinstance(v, str)}
-    | {
-        "POP_CK",
-        "1ST_POP_TIME",
-        "TRACE_CONTEXT",
-        "bname",
-        "INNER_NUM",
-        "INNER_BASE",
-    }
-)
-
-# 4.x answers of the POP processor mapped onto apache.rocketmq.v2.Code (Java's proxy table).
+# Refusals of the POP cores (their 4.x response codes) mapped onto apache.rocketmq.v2.Code (Java's
+# proxy table).
 POP_CODES: Final[dict[int, str]] = {
     ResponseCode.TOPIC_NOT_EXIST: "TOPIC_NOT_FOUND",
     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: "CONSUMER_GROUP_NOT_FOUND",
@@ -104,7 +86,7 @@ def _refused(exc: RocketliteError) -> RefusedError:
     return RefusedError(POP_CODES.get(exc.code, "BAD_REQUEST"), str(exc))
 
 
-def _millis(duration: Any) -> int:
+def _millis(duration: Duration) -> int:
     return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
 
 
@@ -133,10 +115,21 @@ class ConsumerService:
         self.clients.gone.append(self.renewals.forget_client)
 
     # -- checks shared by the RPCs ----------------------------------------------------------
-    def _names(self, request: Any) -> tuple[str, str]:
+    def _names(
+        self,
+        request: (
+            spb.QueryAssignmentRequest
+            | spb.ReceiveMessageRequest
+            | spb.AckMessageRequest
+            | spb.ChangeInvisibleDurationRequest
+            | spb.ForwardMessageToDeadLetterQueueRequest
+        ),
+    ) -> tuple[str, str]:
         """(group, topic) of a request that names both, checked as Java's proxy does first."""
-        has_topic = "topic" in request.DESCRIPTOR.fields_by_name  # ReceiveMessage: in its message_queue
-        topic = request.topic.name if has_topic else request.message_queue.topic.name
+        if isinstance(request, spb.ReceiveMessageRequest):  # the topic is in its message_queue
+            topic = request.message_queue.topic.name
+        else:
+            topic = request.topic.name
         group = request.group.name
         if not topic:
             raise RefusedError("ILLEGAL_TOPIC", "the request names no topic")
@@ -149,7 +142,7 @@ class ConsumerService:
         cfg = self.groups.find(group)
         return cfg is not None and cfg.consume_message_orderly
 
-    def _check_topic_and_group(self, group: str, topic: str) -> Any:
+    def _check_topic_and_group(self, group: str, topic: str) -> TopicConfig:
         tc = self.topics.select(topic)
         if tc is None:
             raise RefusedError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist on this broker")
@@ -157,23 +150,13 @@ class ConsumerService:
             raise RefusedError("CONSUMER_GROUP_NOT_FOUND", f"consumer group {group!r} does not exist")
         return tc
 
-    async def _call(self, handler: Any, code: int, ext: dict[str, str], peer: str) -> RemotingCommand:
-        """One POP request through the broker's own processor; its refusals become `RefusedError`."""
-        conn = cast("Connection", GrpcPeer(peer))
-        try:
-            answer = await handler(conn, make_request(code, ext))
-        except RocketliteError as exc:
-            raise _refused(exc) from exc
-        assert isinstance(answer, RemotingCommand)
-        if answer.code not in (ResponseCode.SUCCESS, POLLING_TIMEOUT):
-            raise RefusedError(POP_CODES.get(answer.code, "INTERNAL_ERROR"), answer.remark or "")
-        return answer
-
     # -- QueryAssignment ---------------------------------------------------------------------
-    async def query_assignment(self, request: Any, context: Any) -> Any:
+    async def query_assignment(
+        self, request: spb.QueryAssignmentRequest, context: Any
+    ) -> spb.QueryAssignmentResponse:
         """One assignment for this broker (queue id -1: ReceiveMessage pops across its queues), or
         one per readable queue for a FIFO group, as Java's proxy."""
-        kit, pb = self.kit, self.kit.pb
+        kit = self.kit
         del context
         try:
             group, topic = self._names(request)
@@ -181,7 +164,7 @@ class ConsumerService:
             topic_perm = tc.perm & self.broker.broker_permission
             if not perm.is_readable(topic_perm) or tc.read_queue_nums <= 0:
                 raise RefusedError("FORBIDDEN", f"topic {topic!r} has no readable queue on this broker")
-            permission = "READ_WRITE" if perm.is_writeable(topic_perm) else "READ"
+            permission = pb.Permission.READ_WRITE if perm.is_writeable(topic_perm) else pb.Permission.READ
             broker = pb.Broker(name=self.broker.broker_name, id=0, endpoints=self.route.endpoints())
             ids = list(range(tc.read_queue_nums)) if self._fifo(group) else [-1]
             assignments = [
@@ -189,22 +172,24 @@ class ConsumerService:
                     message_queue=pb.MessageQueue(
                         topic=request.topic,
                         id=queue_id,
-                        permission=pb.Permission.Value(permission),
+                        permission=permission,
                         broker=broker,
-                        accept_message_types=[pb.MessageType.Value("NORMAL")],
+                        accept_message_types=[pb.MessageType.NORMAL],
                     )
                 )
                 for queue_id in ids
             ]
         except RefusedError as exc:
-            return kit.spb.QueryAssignmentResponse(status=kit.status(exc.status, str(exc)))
-        return kit.spb.QueryAssignmentResponse(status=kit.status("OK"), assignments=assignments)
+            return spb.QueryAssignmentResponse(status=kit.status(exc.status, str(exc)))
+        return spb.QueryAssignmentResponse(status=kit.status("OK"), assignments=assignments)
 
     # -- ReceiveMessage ----------------------------------------------------------------------
-    async def receive_message(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        kit, spb = self.kit, self.kit.spb
+    async def receive_message(
+        self, request: spb.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+        kit = self.kit
         try:
-            records, header = await self._receive(request, context)
+            batch = await self._receive(request, context)
         except RefusedError as exc:
             yield spb.ReceiveMessageResponse(status=kit.status(exc.status, str(exc)))
         except Exception as exc:  # never a dropped stream: the client reads a status
@@ -213,11 +198,11 @@ class ConsumerService:
                 status=kit.status("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
             )
         else:
-            if not records:
+            if not batch.messages:
                 yield spb.ReceiveMessageResponse(status=kit.status("MESSAGE_NOT_FOUND", "no new message"))
             else:
                 group = request.group.name
-                messages = [self._message(r, header, group) for r in records]
+                messages = self._messages(batch)
                 sent = 0
                 renew = request.auto_renew
                 client, peer = client_id(context), context.peer()
@@ -231,12 +216,10 @@ class ConsumerService:
                             self.renewals.track(client, group, message.topic.name, handle, peer)
                 finally:
                     if sent < len(messages):  # the client went away: the rest come back soon
-                        self._nack_later(group, messages[sent:], context.peer())
+                        self._nack_later(group, messages[sent:])
         yield spb.ReceiveMessageResponse(delivery_timestamp=_now_ts(kit))
 
-    async def _receive(
-        self, request: Any, context: Any
-    ) -> tuple[list[StoredRecord], PopMessageResponseHeader | None]:
+    async def _receive(self, request: spb.ReceiveMessageRequest, context: Any) -> PopBatch:
         group, topic = self._names(request)
         self._check_topic_and_group(group, topic)
         polling_ms = _millis(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
@@ -256,104 +239,58 @@ class ConsumerService:
             invisible_ms = _millis(request.invisible_duration)
             _check_invisible(invisible_ms, MIN_INVISIBLE_RECEIVE_MS)
         expression = request.filter_expression
-        if expression.type == self.kit.pb.FilterType.Value("SQL"):
+        if expression.type == pb.FilterType.SQL:
             raise RefusedError(
                 "UNSUPPORTED", "SQL92 filter expressions are not supported by this broker; use TAG"
             )
         if request.batch_size <= 0:
             raise RefusedError("BAD_REQUEST", f"batch_size {request.batch_size} is not positive")
         fifo = self._fifo(group)
-        queue_id = request.message_queue.id if fifo else -1
-        header = PopMessageRequestHeader(
-            consumer_group=group,
-            topic=topic,
-            queue_id=queue_id,
-            max_msg_nums=min(request.batch_size, MAX_POP_NUMS),
-            invisible_time=invisible_ms,
-            poll_time=polling_ms,
-            born_time=int(asyncio.get_running_loop().time() * 1000),
-            init_mode=INIT_MODE_MAX,
-            exp_type="TAG",
-            exp=expression.expression or "*",
-            order=fifo or None,
-            attempt_id=request.attempt_id or None,
+        pop = PopRequest(
+            group,
+            topic,
+            request.message_queue.id if fifo else -1,
+            min(request.batch_size, MAX_POP_NUMS),
+            invisible_ms,
+            polling_ms,
+            INIT_MODE_MAX,
+            "TAG",
+            expression.expression or "*",
+            order=fifo,
         )
-        answer = await self._call(
-            self.pop.handle_pop, PopRequestCode.POP_MESSAGE, header.to_ext(), context.peer()
-        )
-        if answer.code == POLLING_TIMEOUT or not answer.body:
-            return [], None
-        return decode_records(answer.body), PopMessageResponseHeader.from_ext(answer.ext_fields)
+        try:
+            return await self.pop.pop(pop)
+        except RocketliteError as exc:
+            raise _refused(exc) from exc
 
-    def _message(self, record: StoredRecord, header: PopMessageResponseHeader | None, group: str) -> Any:
-        """A popped record as `apache.rocketmq.v2.Message`, as Java's GrpcConverter builds it."""
-        del group
-        pb, kit = self.kit.pb, self.kit
-        assert header is not None
-        props = string_to_properties(record.properties_string)
-        system = pb.SystemProperties(
-            message_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or record.msg_id,
-            body_digest=pb.Digest(
-                type=pb.DigestType.Value("MD5"), checksum=hashlib.md5(record.body).hexdigest().upper()
-            ),
-            body_encoding=pb.Encoding.Value(
-                "GZIP" if record.sys_flag & MessageSysFlag.COMPRESSED_FLAG else "IDENTITY"
-            ),
-            message_type=pb.MessageType.Value("FIFO" if MessageConst.SHARDING_KEY in props else "NORMAL"),
-            born_timestamp=_ts(kit, record.born_timestamp),
-            born_host=str(record.born_host),
-            store_timestamp=_ts(kit, record.store_timestamp),
-            store_host=str(record.store_host),
-            receipt_handle=self._handle(record, header),
-            queue_id=record.queue_id,
-            queue_offset=record.queue_offset,
-            invisible_duration=kit.duration(
-                seconds=header.invisible_time // 1000, nanos=header.invisible_time % 1000 * 1_000_000
-            ),
-            delivery_attempt=record.reconsume_times + 1,
-        )
-        if MessageConst.TAGS in props:
-            system.tag = props[MessageConst.TAGS]
-        if props.get(MessageConst.KEYS):
-            system.keys.extend(props[MessageConst.KEYS].split(" "))
-        if MessageConst.SHARDING_KEY in props:
-            system.message_group = props[MessageConst.SHARDING_KEY]
-        if "TRACE_CONTEXT" in props:
-            system.trace_context = props["TRACE_CONTEXT"]
-        user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}
-        return pb.Message(
-            topic=pb.Resource(name=record.topic),
-            user_properties=user,
-            system_properties=system,
-            body=record.body,
-        )
+    def _messages(self, batch: PopBatch) -> list[pb.Message]:
+        """The popped records as 5.x messages, each with its receipt handle: POP's `extraInfo`
+        (the batch's popTime and invisible time, the queue's first offset in the batch), with
+        its queue offset."""
+        out = []
+        for popped in batch.messages:
+            record = decode_record(popped.record)
+            handle = ReceiptHandle(
+                ck_queue_offset=batch.start_offsets.get(record.queue_id, record.queue_offset),
+                pop_time=batch.pop_time,
+                invisible_time=batch.invisible_time,
+                revive_qid=REVIVE_QID,
+                topic_type=topic_type(record.topic),
+                broker_name=self.broker.broker_name,
+                queue_id=record.queue_id,
+                queue_offset=record.queue_offset,
+            ).build()
+            out.append(message_of(self.kit, record, Receipt(handle, batch.invisible_time)))
+        return out
 
-    def _handle(self, record: StoredRecord, header: PopMessageResponseHeader) -> str:
-        """The receipt handle of one popped record: POP's `extraInfo`, with its queue offset."""
-        kind = topic_type(record.topic)
-        starts = parse_offset_info(header.start_offset_info or "")
-        start = starts.get((kind, record.queue_id), [record.queue_offset])[0]
-        return ReceiptHandle(
-            ck_queue_offset=start,
-            pop_time=header.pop_time,
-            invisible_time=header.invisible_time,
-            revive_qid=header.revive_qid,
-            topic_type=kind,
-            broker_name=self.broker.broker_name,
-            queue_id=record.queue_id,
-            queue_offset=record.queue_offset,
-        ).build()
-
-    def _nack_later(self, group: str, messages: list[Any], peer: str) -> None:
+    def _nack_later(self, group: str, messages: list[pb.Message]) -> None:
         """Messages popped but not written to the stream: visible again after a second (Java)."""
 
         async def nack() -> None:
             for message in messages:
                 system = message.system_properties
                 try:
-                    await self._change(
-                        group, message.topic.name, system.receipt_handle, NACK_INVISIBLE_MS, peer
-                    )
+                    await self._change(group, message.topic.name, system.receipt_handle, NACK_INVISIBLE_MS)
                 except RefusedError as exc:
                     log.warning("nack of %s after a broken stream: %s", system.message_id, exc)
 
@@ -362,8 +299,9 @@ class ConsumerService:
         task.add_done_callback(_BACKGROUND.discard)
 
     # -- AckMessage --------------------------------------------------------------------------
-    async def ack_message(self, request: Any, context: Any) -> Any:
-        kit, spb = self.kit, self.kit.spb
+    async def ack_message(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
+        kit = self.kit
+        del context
         try:
             group, topic = self._names(request)
             self._check_topic_and_group(group, topic)
@@ -375,7 +313,7 @@ class ConsumerService:
         for entry in request.entries:
             try:
                 handle = await self.renewals.release(entry.receipt_handle)
-                await self._ack(group, topic, handle, context.peer())
+                await self._ack(group, topic, handle)
                 status = kit.status("OK", "OK")
             except RefusedError as exc:
                 status = kit.status(exc.status, str(exc))
@@ -390,9 +328,10 @@ class ConsumerService:
             overall = kit.status("MULTIPLE_RESULTS", "the entries were answered differently")
         return spb.AckMessageResponse(status=overall, entries=entries)
 
-    def _parse_handle(self, text: str) -> ReceiptHandle:
-        """A client's receipt handle, refused when malformed, without its queue offset, or past its
-        invisible time (the message may be delivered again already: Java's proxy refuses it too)."""
+    def _parse_handle(self, text: str) -> tuple[ReceiptHandle, int]:
+        """A client's receipt handle and its queue offset, refused when malformed, without its
+        queue offset, or past its invisible time (the message may be delivered again already:
+        Java's proxy refuses it too)."""
         try:
             handle = ReceiptHandle.parse(text)
         except MalformedReceiptHandleError as exc:
@@ -406,96 +345,85 @@ class ConsumerService:
                 f"receipt handle expired {now - handle.pop_time - handle.invisible_time} ms ago "
                 "(its invisible time is over)",
             )
-        return handle
+        return handle, handle.queue_offset
 
-    async def _ack(self, group: str, topic: str, text: str, peer: str) -> None:
-        handle = self._parse_handle(text)
-        assert handle.queue_offset is not None
-        header = AckMessageRequestHeader(
-            consumer_group=group,
-            topic=topic,
-            queue_id=handle.queue_id,
-            extra_info=text,
-            offset=handle.queue_offset,
-        )
-        await self._call(self.pop.handle_ack, PopRequestCode.ACK_MESSAGE, header.to_ext(), peer)
+    async def _ack(self, group: str, topic: str, text: str) -> None:
+        handle, offset = self._parse_handle(text)
+        try:
+            await self.pop.ack(AckRequest(group, topic, handle.queue_id, offset, text))
+        except RocketliteError as exc:
+            raise _refused(exc) from exc
 
     # -- ChangeInvisibleDuration -------------------------------------------------------------
-    async def change_invisible_duration(self, request: Any, context: Any) -> Any:
-        kit, spb = self.kit, self.kit.spb
+    async def change_invisible_duration(
+        self, request: spb.ChangeInvisibleDurationRequest, context: Any
+    ) -> spb.ChangeInvisibleDurationResponse:
+        kit = self.kit
+        del context
         try:
             group, topic = self._names(request)
             self._check_topic_and_group(group, topic)
             invisible_ms = _millis(request.invisible_duration)
             _check_invisible(invisible_ms, 0)
             current = await self.renewals.release(request.receipt_handle)
-            handle = await self._change(group, topic, current, invisible_ms, context.peer())
+            handle = await self._change(group, topic, current, invisible_ms)
         except RefusedError as exc:
             return spb.ChangeInvisibleDurationResponse(status=kit.status(exc.status, str(exc)))
         return spb.ChangeInvisibleDurationResponse(status=kit.status("OK", "OK"), receipt_handle=handle)
 
     async def _renew(self, entry: Renewal, invisible_ms: int) -> str:
         """One renewal of an auto-renew delivery (`Renewals`): its new handle."""
-        return await self._change(entry.group, entry.topic, entry.current, invisible_ms, entry.peer)
+        return await self._change(entry.group, entry.topic, entry.current, invisible_ms)
 
-    async def _change(self, group: str, topic: str, text: str, invisible_ms: int, peer: str) -> str:
+    async def _change(self, group: str, topic: str, text: str, invisible_ms: int) -> str:
         """The new receipt handle once the message's deadline is now + `invisible_ms` (0, Node's
         nack, is made 1 ms: visible again at once)."""
-        handle = self._parse_handle(text)
-        assert handle.queue_offset is not None
+        handle, offset = self._parse_handle(text)
         invisible_ms = max(1, invisible_ms)
-        header = ChangeInvisibleTimeRequestHeader(
-            consumer_group=group,
-            topic=topic,
-            queue_id=handle.queue_id,
-            extra_info=text,
-            offset=handle.queue_offset,
-            invisible_time=invisible_ms,
-        )
-        answer = await self._call(
-            self.pop.handle_change_invisible_time,
-            PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME,
-            header.to_ext(),
-            peer,
-        )
-        changed = ChangeInvisibleTimeResponseHeader.from_ext(answer.ext_fields)
+        change = ChangeInvisibleRequest(group, topic, handle.queue_id, offset, text, invisible_ms)
+        try:
+            pop_time = await self.pop.change_invisible(change)
+        except RocketliteError as exc:
+            raise _refused(exc) from exc
         return ReceiptHandle(
             ck_queue_offset=handle.ck_queue_offset,
-            pop_time=changed.pop_time,
-            invisible_time=changed.invisible_time,
-            revive_qid=changed.revive_qid,
+            pop_time=pop_time,
+            invisible_time=invisible_ms,
+            revive_qid=REVIVE_QID,
             topic_type=handle.topic_type,
             broker_name=handle.broker_name,
             queue_id=handle.queue_id,
-            queue_offset=handle.queue_offset,
+            queue_offset=offset,
         ).build()
 
     # -- ForwardMessageToDeadLetterQueue -----------------------------------------------------
-    async def forward_message_to_dead_letter_queue(self, request: Any, context: Any) -> Any:
+    async def forward_message_to_dead_letter_queue(
+        self, request: spb.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> spb.ForwardMessageToDeadLetterQueueResponse:
         """Store a copy of the delivered message on `%DLQ%group` and acknowledge it (a FIFO push
         consumer whose listener failed its last attempt). A stale handle changes nothing."""
-        kit, spb = self.kit, self.kit.spb
+        kit = self.kit
+        del context
         try:
             group, topic = self._names(request)
             self._check_topic_and_group(group, topic)
             text = await self.renewals.release(request.receipt_handle)
-            handle = self._parse_handle(text)
-            assert handle.queue_offset is not None
+            handle, offset = self._parse_handle(text)
             service = self.pop.service
-            entry = service.in_flight(group, topic, handle.queue_id).get(handle.queue_offset)
+            entry = service.in_flight(group, topic, handle.queue_id).get(offset)
             if entry is None or entry.pop_time != handle.pop_time:
                 raise RefusedError(
                     "INVALID_RECEIPT_HANDLE",
-                    f"no delivery of {topic}:{handle.queue_id} offset {handle.queue_offset} "
+                    f"no delivery of {topic}:{handle.queue_id} offset {offset} "
                     f"at popTime {handle.pop_time} is in flight for group {group}",
                 )
-            record = self._stored(group, topic, handle.queue_id, handle.queue_offset)
+            record = self._stored(group, topic, handle.queue_id, offset)
             record.reconsume_times = max(record.reconsume_times, entry.attempts)
             # The copy is flushed before the ack, so a crash in between delivers the message again
             # rather than losing it.
             if not await self.pop.dead_letter(group, record):
                 raise RefusedError("INTERNAL_ERROR", f"the copy to %DLQ%{group} could not be stored")
-            await self._ack(group, topic, text, context.peer())
+            await self._ack(group, topic, text)
         except RefusedError as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=kit.status(exc.status, str(exc)))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=kit.status("OK", "OK"))
@@ -528,11 +456,7 @@ def _check_invisible(invisible_ms: int, minimum: int) -> None:
         )
 
 
-def _ts(kit: ProtoKit, millis: int) -> Any:
-    return kit.timestamp(seconds=millis // 1000, nanos=millis % 1000 * 1_000_000)
-
-
-def _now_ts(kit: ProtoKit) -> Any:
+def _now_ts(kit: ProtoKit) -> Any:  # a google.protobuf Timestamp (untyped here)
     stamp = kit.timestamp()
     stamp.GetCurrentTime()
     return stamp

@@ -2,10 +2,12 @@
 CHANGE_MESSAGE_INVISIBLETIME (200053), the requests RocketMQ 5.x's proxy and remoting POP
 consumers send.
 
-The rules live in `broker/pop/state.py`; this module checks the request the way a pull is checked
-(broker readable, group known and allowed to consume, topic readable, queue in range, TAG
-expression only), calls the service, waits until the POP log holds the change
-(`PopService.durable`), and answers with RocketMQ's headers:
+The rules live in `broker/pop/state.py`; this module's typed cores (`pop(PopRequest) -> PopBatch`,
+`ack(AckRequest)`, `change_invisible(ChangeInvisibleRequest) -> int`), which the remoting handlers
+below and the 5.x endpoint (`broker/grpc/consume.py`) both call, check the request the way a pull
+is checked (broker readable, group known and allowed to consume, topic readable, queue in range,
+TAG expression only), call the service and wait until the POP log holds the change
+(`PopService.durable`). On the remoting port the answers carry RocketMQ's headers:
 
 - POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
   restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
@@ -33,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.broker.config import BrokerConfig
@@ -47,6 +50,7 @@ from rocketlite.protocol.message import MessageConst, properties_to_string, stri
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.pop import (
+    INIT_MODE_MIN,
     POLLING_TIMEOUT,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -71,6 +75,49 @@ REVIVE_QID: Final = 0  # no revive topic here; clients only carry it along in th
 
 def _refuse(code: ResponseCode, remark: str) -> RocketliteError:
     return RocketliteError(remark, code=code)
+
+
+@dataclass(frozen=True, slots=True)
+class PopRequest:
+    """One POP, as either port asks it: up to `max_messages` of `group`'s messages of `topic` from
+    queue `queue_id` (-1: every readable queue), each invisible for `invisible_ms`; an empty pop is
+    held up to `poll_ms` (at most 20 s). `init_mode`: where a group with no offset starts
+    (INIT_MODE_MIN / INIT_MODE_MAX); `expression_type` and `expression`: the filter (TAG only);
+    `order`: FIFO, one batch of a queue in flight at a time."""
+
+    group: str
+    topic: str
+    queue_id: int
+    max_messages: int
+    invisible_ms: int
+    poll_ms: int = 0
+    init_mode: int = INIT_MODE_MIN
+    expression_type: str | None = None
+    expression: str | None = None
+    order: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AckRequest:
+    """The ack of one delivery: `handle` is its receipt handle's text (POP's `extraInfo`)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    handle: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeInvisibleRequest:
+    """A delivery made visible again `invisible_ms` from now (its handle is replaced)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    handle: str
+    invisible_ms: int
 
 
 class PopMessageProcessor:
@@ -182,75 +229,115 @@ class PopMessageProcessor:
                 ResponseCode.SYSTEM_ERROR, "cannot write the POP state log; see the broker log"
             ) from exc
 
-    async def handle_pop(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        h = PopMessageRequestHeader.from_ext(request.ext_fields)
-        read_queues, max_times = self._check(h.consumer_group, h.topic, h.queue_id, any_queue=True)
-        if not 0 < h.max_msg_nums <= MAX_POP_NUMS:
+    # -- the typed cores ---------------------------------------------------------------------
+    async def pop(self, request: PopRequest) -> PopBatch:
+        """Hand out up to `max_messages` (see `PopRequest`); an empty batch once the poll time is
+        over. The batch is in the POP log before it is returned. Refusals raise `RocketliteError`
+        with their response code."""
+        r = request
+        read_queues, max_times = self._check(r.group, r.topic, r.queue_id, any_queue=True)
+        if not 0 < r.max_messages <= MAX_POP_NUMS:
             raise _refuse(
-                ResponseCode.SYSTEM_ERROR, f"maxMsgNums {h.max_msg_nums} is not within 1..{MAX_POP_NUMS}"
+                ResponseCode.SYSTEM_ERROR, f"maxMsgNums {r.max_messages} is not within 1..{MAX_POP_NUMS}"
             )
-        if h.invisible_time <= 0:
-            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
-        if not is_tag_type(h.exp_type):
+        if r.invisible_ms <= 0:
+            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {r.invisible_ms} ms is not positive")
+        if not is_tag_type(r.expression_type):
             raise _refuse(
                 ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {h.exp_type}",
+                f"The broker does not support consumer to filter message by {r.expression_type}",
             )
         try:
-            codes = tag_codes(build_subscription_data(h.topic, h.exp or "*", h.exp_type))
+            codes = tag_codes(build_subscription_data(r.topic, r.expression or "*", r.expression_type))
         except ValueError as exc:
             raise _refuse(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
             ) from exc
-        queue_ids = [h.queue_id] if h.queue_id >= 0 else list(range(read_queues))
+        queue_ids = [r.queue_id] if r.queue_id >= 0 else list(range(read_queues))
         loop = asyncio.get_running_loop()
         self._loop, self._loop_thread = loop, threading.get_ident()
-        poll_until = loop.time() + min(max(h.poll_time, 0), MAX_POLL_MS) / 1000
+        poll_until = loop.time() + min(max(r.poll_ms, 0), MAX_POLL_MS) / 1000
         event = asyncio.Event()
-        held = self._held.setdefault(h.topic, set())
+        held = self._held.setdefault(r.topic, set())
         held.add(event)
         try:
             while True:
                 event.clear()
-                batch = await self._pop_once(h, queue_ids, max_times, codes)
+                batch = await self._pop_once(r, queue_ids, max_times, codes)
                 left = poll_until - loop.time()
                 if batch.messages or left <= 0:
                     break
-                due = self.service.next_deadline(h.consumer_group, h.topic, queue_ids)
+                due = self.service.next_deadline(r.group, r.topic, queue_ids)
                 if due is not None:
                     left = min(left, max(0.0, (due - self.service.clock.now_ms()) / 1000) + 0.001)
                 await wait_event(event, left)
         finally:
             held.discard(event)
             if not held:
-                self._held.pop(h.topic, None)
+                self._held.pop(r.topic, None)
+        if batch.messages:
+            await self._persist()
+        return batch
+
+    async def _pop_once(
+        self, r: PopRequest, queue_ids: list[int], max_times: int, codes: frozenset[int] | None
+    ) -> PopBatch:
+        """One look at the queues; what goes to the DLQ is forgotten once its copy is durable."""
+        dead: list[StoredRecord] = []
+        batch = self.service.pop(
+            r.group, r.topic, queue_ids, r.max_messages, r.invisible_ms, r.init_mode,
+            codes.__contains__ if codes is not None else None,
+            max_reconsume_times=max_times, dead_letter=dead.append, order=r.order,
+            confirm_dead_letter=True,
+        )  # fmt: skip
+        for record in dead:
+            if await self.dead_letter(r.group, record):
+                self.service.dead_lettered(r.group, r.topic, record.queue_id, record.queue_offset)
+        if dead and not batch.messages:  # with messages, the answer's persist covers it
+            await self._persist()
+        return batch
+
+    async def ack(self, request: AckRequest) -> None:
+        """Acknowledge one delivery; durable when this returns. A malformed handle, or one naming
+        no delivery in flight, raises with NO_MESSAGE."""
+        r = request
+        self._check(r.group, r.topic, r.queue_id)
+        self.service.ack(r.group, r.topic, r.queue_id, r.offset, ReceiptHandle.parse(r.handle))
+        await self._persist()
+
+    async def change_invisible(self, request: ChangeInvisibleRequest) -> int:
+        """Make a delivery visible again `invisible_ms` from now; the new popTime (of the new
+        receipt handle), durable when this returns."""
+        r = request
+        self._check(r.group, r.topic, r.queue_id)
+        if r.invisible_ms <= 0:
+            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {r.invisible_ms} ms is not positive")
+        handle = ReceiptHandle.parse(r.handle)
+        pop_time = self.service.change_invisible_time(
+            r.group, r.topic, r.queue_id, r.offset, handle, r.invisible_ms
+        )
+        await self._persist()
+        # A held POP waits for the deadlines it saw when it started: wake those of this topic to
+        # look again, or a message made visible in 1 s would wait out their long polling (20 s).
+        self._wake(r.topic)
+        return pop_time
+
+    # -- the remoting adapters --------------------------------------------------------------
+    async def handle_pop(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = PopMessageRequestHeader.from_ext(request.ext_fields)
+        pop = PopRequest(
+            h.consumer_group, h.topic, h.queue_id, h.max_msg_nums, h.invisible_time, h.poll_time,
+            h.init_mode, h.exp_type, h.exp, bool(h.order),
+        )  # fmt: skip
+        batch = await self.pop(pop)
         if not batch.messages:
             return make_response(request, POLLING_TIMEOUT, "no new message")
-        await self._persist()
         log.debug(
             "%s popped %d from %s for %s", conn.remote_address, len(batch.messages), h.topic, h.consumer_group
         )
         return make_response(
             request, ResponseCode.SUCCESS, None, self._pop_header(h.topic, batch), _body(batch)
         )
-
-    async def _pop_once(
-        self, h: PopMessageRequestHeader, queue_ids: list[int], max_times: int, codes: frozenset[int] | None
-    ) -> PopBatch:
-        """One look at the queues; what goes to the DLQ is forgotten once its copy is durable."""
-        dead: list[StoredRecord] = []
-        batch = self.service.pop(
-            h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
-            codes.__contains__ if codes is not None else None,
-            max_reconsume_times=max_times, dead_letter=dead.append, order=bool(h.order),
-            confirm_dead_letter=True,
-        )  # fmt: skip
-        for record in dead:
-            if await self.dead_letter(h.consumer_group, record):
-                self.service.dead_lettered(h.consumer_group, h.topic, record.queue_id, record.queue_offset)
-        if dead and not batch.messages:  # with messages, the answer's persist covers it
-            await self._persist()
-        return batch
 
     @staticmethod
     def _pop_header(topic: str, batch: PopBatch) -> dict[str, str]:
@@ -270,10 +357,7 @@ class PopMessageProcessor:
     async def handle_ack(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
         h = AckMessageRequestHeader.from_ext(request.ext_fields)
-        self._check(h.consumer_group, h.topic, h.queue_id)
-        handle = ReceiptHandle.parse(h.extra_info)
-        self.service.ack(h.consumer_group, h.topic, h.queue_id, h.offset, handle)
-        await self._persist()
+        await self.ack(AckRequest(h.consumer_group, h.topic, h.queue_id, h.offset, h.extra_info))
         return make_response(request, ResponseCode.SUCCESS)
 
     async def handle_change_invisible_time(
@@ -281,17 +365,11 @@ class PopMessageProcessor:
     ) -> RemotingCommand:
         del conn
         h = ChangeInvisibleTimeRequestHeader.from_ext(request.ext_fields)
-        self._check(h.consumer_group, h.topic, h.queue_id)
-        if h.invisible_time <= 0:
-            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
-        handle = ReceiptHandle.parse(h.extra_info)
-        pop_time = self.service.change_invisible_time(
-            h.consumer_group, h.topic, h.queue_id, h.offset, handle, h.invisible_time
+        pop_time = await self.change_invisible(
+            ChangeInvisibleRequest(
+                h.consumer_group, h.topic, h.queue_id, h.offset, h.extra_info, h.invisible_time
+            )
         )
-        await self._persist()
-        # A held POP waits for the deadlines it saw when it started: wake those of this topic to
-        # look again, or a message made visible in 1 s would wait out their long polling (20 s).
-        self._wake(h.topic)
         ext = ChangeInvisibleTimeResponseHeader(
             pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
         ).to_ext()
