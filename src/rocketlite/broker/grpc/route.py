@@ -14,6 +14,8 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.kit import ProtoKit
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
+from rocketlite.protocol.proto.v2 import definition_pb2 as pb
+from rocketlite.protocol.proto.v2 import service_pb2 as spb
 
 ACCEPTED_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
 
@@ -29,21 +31,20 @@ class RouteService:
         self.topics = topics
         self.port = port
 
-    def endpoints(self) -> Any:
+    def endpoints(self) -> pb.Endpoints:
         """This listener as clients reach it: the broker's advertised IP and the bound port."""
-        pb = self.kit.pb
         return pb.Endpoints(
-            scheme=pb.AddressScheme.Value("IPv4"),
+            scheme=pb.AddressScheme.IPv4,
             addresses=[pb.Address(host=self.broker.broker_ip1, port=self.port())],
         )
 
-    async def query_route(self, request: Any, context: Any) -> Any:
+    async def query_route(self, request: spb.QueryRouteRequest, context: Any) -> spb.QueryRouteResponse:
         del context
-        pb, kit = self.kit.pb, self.kit
+        kit = self.kit
         topic = request.topic.name
         tc = self.topics.select(topic)
         if tc is None:
-            return kit.spb.QueryRouteResponse(
+            return spb.QueryRouteResponse(
                 status=kit.status("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist on this broker")
             )
         broker = pb.Broker(name=self.broker.broker_name, id=0, endpoints=self.endpoints())
@@ -65,4 +66,4 @@ class RouteService:
                     accept_message_types=types,
                 )
             )
-        return kit.spb.QueryRouteResponse(status=kit.status("OK"), message_queues=queues)
+        return spb.QueryRouteResponse(status=kit.status("OK"), message_queues=queues)

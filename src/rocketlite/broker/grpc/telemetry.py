@@ -26,6 +26,8 @@ from rocketlite.broker.grpc.convert import message_of
 from rocketlite.broker.grpc.kit import ProtoKit, client_id, metadata
 from rocketlite.broker.grpc.send import transaction_id
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.protocol.proto.v2 import definition_pb2 as pb
+from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.remoting.peer import Push, TransactionCheck
 
 log = logging.getLogger("rocketlite.broker.grpc")
@@ -44,7 +46,7 @@ class TelemetryStream:
         self.client = client
         self.remote_address = peer
         self.closed = False
-        self.outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.outbox: asyncio.Queue[spb.TelemetryCommand | None] = asyncio.Queue()
 
     def push(self, request: Push) -> None:
         """A transaction check for this producer, sent on as a RecoverOrphanedTransactionCommand
@@ -52,7 +54,6 @@ class TelemetryStream:
         if self.closed or not isinstance(request, TransactionCheck):
             return
         header = request.header
-        spb = self.kit.spb
         recover = spb.RecoverOrphanedTransactionCommand(
             message=message_of(self.kit, request.record),
             transaction_id=transaction_id(header.commit_log_offset, header.tran_state_table_offset),
@@ -76,7 +77,7 @@ class TelemetryService:
         self.clients = clients  # where settings register their client (None: nowhere)
         self.groups = groups
         self.max_body_size = max_body_size
-        self.settings: dict[str, Any] = {}  # client id -> its last Settings
+        self.settings: dict[str, pb.Settings] = {}  # client id -> its last Settings
         self._streams: dict[str, TelemetryStream] = {}  # client id -> the stream of those settings
 
     def forget(self, client: str) -> None:
@@ -84,7 +85,9 @@ class TelemetryService:
         self.settings.pop(client, None)
         self._streams.pop(client, None)
 
-    async def telemetry(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+    async def telemetry(
+        self, requests: AsyncIterator[spb.TelemetryCommand], context: Any
+    ) -> AsyncIterator[spb.TelemetryCommand]:
         """Replies to the client's commands and whatever the server sends it, until either side
         ends the stream; the stream stays a check channel for exactly that long."""
         stream = TelemetryStream(self.kit, client_id(context), context.peer())
@@ -105,7 +108,7 @@ class TelemetryService:
                 await reader
 
     async def _read(
-        self, requests: AsyncIterator[Any], stream: TelemetryStream, meta: dict[str, str]
+        self, requests: AsyncIterator[spb.TelemetryCommand], stream: TelemetryStream, meta: dict[str, str]
     ) -> None:
         try:
             async for command in requests:
@@ -117,16 +120,16 @@ class TelemetryService:
                 if self.clients is not None:
                     self.clients.settings(stream, stream.remote_address, command.settings, meta)
                 stream.outbox.put_nowait(
-                    self.kit.spb.TelemetryCommand(status=self.kit.status("OK"), settings=settings)
+                    spb.TelemetryCommand(status=self.kit.status("OK"), settings=settings)
                 )
         except Exception as exc:  # the client went away mid-read: the stream ends
             log.debug("telemetry stream of %s ended: %s", stream.client, exc)
         finally:
             stream.outbox.put_nowait(None)
 
-    def reply_settings(self, client: Any) -> Any:
+    def reply_settings(self, client: pb.Settings) -> pb.Settings:
         """The client's settings completed with the server's part (Java proxy's defaults)."""
-        pb, duration = self.kit.pb, self.kit.duration
+        duration = self.kit.duration
         settings = pb.Settings()
         settings.CopyFrom(client)
         settings.metric.on = False
