@@ -5,6 +5,8 @@ the 4.x pull path. Installed by `make test` into `.clients/npm5`; HOME is a temp
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from tests.support.aio import run
@@ -39,5 +41,49 @@ def test_node_producer_sends_normal_messages(tmp_path: Path) -> None:
             ids = done.out.split()
             assert len(ids) == 3
             await check_stored(broker, "Node5T", ids, "node5")
+
+    run(scenario())
+
+
+# Node's own test (rocketmq-clients nodejs/test/producer/Producer.test.ts, "should startup fail when
+# topic not exists"), with `topics` (its `topic` option is not one of 1.0.8's) and 1.0.8's chain:
+# startup retries the route three times (1 s, 2 s apart) and wraps the last error once more.
+MISSING_TOPIC = """
+const [mod, endpoint, topic] = process.argv.slice(1);
+const { Producer, NotFoundException } = require(mod);
+(async () => {
+  const producer = new Producer({
+    endpoints: endpoint, topics: [topic], requestTimeout: 3000, maxAttempts: 2,
+  });
+  try {
+    await producer.startup();
+    console.log(JSON.stringify({ started: true }));
+  } catch (err) {
+    const found = err.cause && err.cause.cause;
+    console.log(JSON.stringify({
+      message: err.message, notFound: found instanceof NotFoundException, name: found && found.name,
+      code: found && found.code, causeMessage: found && found.message,
+    }));
+  }
+  process.exit(0);
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_node_producer_startup_fails_with_not_found_for_an_unknown_topic(tmp_path: Path) -> None:
+    require_node5()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as broker:
+            done = await run_node5(
+                MISSING_TOPIC, endpoint_address(broker), "NoSuchNodeT", home=tmp_path / "home"
+            )
+        got = json.loads(done.out.splitlines()[-1])
+        assert re.search(r"Startup the rocketmq client failed, clientId=[^,]+, error=", got["message"]), got
+        assert got["notFound"] and got["name"] == "NotFoundException" and got["code"] == 40402, got
+        assert re.search(
+            r"CODE: 17 {2}DESC: No topic route info in name server for the topic: NoSuchNodeT",
+            got["causeMessage"],
+        ), got
 
     run(scenario())

@@ -248,3 +248,25 @@ def test_tls(tmp_path: Path, java: JavaClients) -> None:
         cp = java.run(LINE, "normal", endpoint(c), topic=topic, n=1, tls="true")
         [r] = receipts(cp)
         assert by_uniq_key(records(c, topic))[r["messageId"]].body == b"java5-0"
+
+
+# -- what RocketMQ 5's proxy answers and the official clients check (issue 22) -------------------------
+NO_ROUTE = "CODE: 17  DESC: No topic route info in name server for the topic: {topic}"
+
+
+def test_unknown_topic_route_not_found_rocketmq_text(cluster: EmbeddedCluster, java: JavaClients) -> None:
+    """QueryRoute of a topic that does not exist: TOPIC_NOT_FOUND (40402) with the text of RocketMQ's
+    proxy (its MQClientException), so the client raises NotFoundException at once: at startup
+    (after its three immediate attempts) and on a send."""
+    topic = unique("J5Missing")
+    cp = java.run(LINE, "missing", endpoint(cluster), topic=topic)
+    [startup] = events(cp, "startup_error")
+    [send] = events(cp, "send_error")
+    text = NO_ROUTE.format(topic=topic)
+    cause = startup["error"]["causes"][-1]
+    assert cause.startswith("org.apache.rocketmq.client.java.exception.NotFoundException: "), cause
+    assert "response-code=40402] " + text in cause, cause
+    assert startup["ms"] < 5000  # no request waited out its 5 s timeout
+    assert send["error"]["class"] == "org.apache.rocketmq.client.java.exception.NotFoundException"
+    assert "response-code=40402] " + text in send["error"]["message"], send
+    assert cluster.broker.topics.select(topic) is None
