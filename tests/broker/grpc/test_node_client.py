@@ -24,7 +24,7 @@ const { Producer } = require(mod);
       topic, tag: 'TagA', keys: [`key${i}`], body: Buffer.from(`node5-${i}`),
       properties: new Map([['color', 'red']]),
     });
-    console.log(receipt.messageId);
+    console.log(`${receipt.messageId} ${receipt.transactionId}`);
   }
   await producer.shutdown();
 })().catch((err) => { console.error(err); process.exit(1); });
@@ -38,8 +38,11 @@ def test_node_producer_sends_normal_messages(tmp_path: Path) -> None:
         async with broker_under_test(tmp_path / "store") as broker:
             await broker.send("Node5T")  # the topic exists before the producer asks for its route
             done = await run_node5(PRODUCER, endpoint_address(broker), "Node5T", "3", home=tmp_path / "home")
-            ids = done.out.split()
-            assert len(ids) == 3
+            receipts = [line.split(" ") for line in done.out.splitlines() if line]
+            assert len(receipts) == 3
+            # Node's own test (Producer.test.ts): a NORMAL receipt's transactionId is its messageId.
+            assert all(transaction_id == message_id for message_id, transaction_id in receipts), receipts
+            ids = [message_id for message_id, _ in receipts]
             await check_stored(broker, "Node5T", ids, "node5")
 
     run(scenario())

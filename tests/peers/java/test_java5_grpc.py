@@ -270,3 +270,14 @@ def test_unknown_topic_route_not_found_rocketmq_text(cluster: EmbeddedCluster, j
     assert send["error"]["class"] == "org.apache.rocketmq.client.java.exception.NotFoundException"
     assert "response-code=40402] " + text in send["error"]["message"], send
     assert cluster.broker.topics.select(topic) is None
+
+
+def test_receipt_transaction_id_is_the_message_id(cluster: EmbeddedCluster, java: JavaClients) -> None:
+    """A NORMAL, FIFO or DELAY send's receipt carries transaction_id = its message id, as RocketMQ 5's
+    proxy answers (the broker's SendMessageResponseHeader.transactionId is the UNIQ_KEY)."""
+    topic, group = unique("J5TxId"), unique("j5txid")
+    create_topic(cluster, topic)
+    sent = receipts(java.run(LINE, "normal", endpoint(cluster), topic=topic, n=2))
+    sent += receipts(java.run(LINE, "delay", endpoint(cluster), topic=topic, group=group, delayMs=1000))
+    assert len(sent) == 4
+    assert all(r["transactionId"] == r["messageId"] for r in sent), sent

@@ -16,6 +16,10 @@ By message type (`system_properties.message_type`), as Java's proxy maps them:
   `transaction_id` names the half (its commit-log and queue offsets), so EndTransaction needs no
   table that a restart would lose; the check-back sends the same id (telemetry.py).
 
+Any other type's answer has `transaction_id` = the message id, as Java's proxy answers: it passes
+on the broker's SendMessageResponseHeader.transactionId, which is the UNIQ_KEY (the Node client's
+own tests check it).
+
 Topics carry no declared message type here, so every type is accepted on every topic (the route
 says so).
 """
@@ -175,8 +179,9 @@ class ProducerService:
                 status=self._ok, message_id=message.system_properties.message_id, offset=offset,
                 transaction_id=tx_id,
             )  # fmt: skip
+        message_id = message.system_properties.message_id  # also the transaction id, as in Java (below)
         return kit.spb.SendResultEntry(
-            status=self._ok, message_id=message.system_properties.message_id, offset=offset
+            status=self._ok, message_id=message_id, offset=offset, transaction_id=message_id
         )
 
     def _build(self, message: Any) -> tuple[RemotingCommand, str]:
