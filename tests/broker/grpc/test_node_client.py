@@ -90,3 +90,47 @@ def test_node_producer_startup_fails_with_not_found_for_an_unknown_topic(tmp_pat
         ), got
 
     run(scenario())
+
+
+# Node's own test (Producer.test.ts, "should send fifo message"): a received FIFO message has its
+# messageGroup, and __SHARDINGKEY among its properties.
+FIFO = """
+const [mod, endpoint, topic, group] = process.argv.slice(1);
+const { Producer, SimpleConsumer } = require(mod);
+(async () => {
+  const producer = new Producer({ endpoints: endpoint, topics: [topic], requestTimeout: 3000 });
+  await producer.startup();
+  const consumer = new SimpleConsumer({
+    endpoints: endpoint, consumerGroup: group, subscriptions: new Map([[topic, 'TagF']]),
+    awaitDuration: 5000, requestTimeout: 3000,
+  });
+  await consumer.startup();
+  const receipt = await producer.send({
+    topic, tag: 'TagF', body: Buffer.from('fifo-node'), messageGroup: 'fifoMessageGroup',
+  });
+  let messages = [];
+  for (let i = 0; i < 5 && messages.length === 0; i++) messages = await consumer.receive(1, 10000);
+  for (const m of messages) await consumer.ack(m);
+  console.log(JSON.stringify({ sent: receipt.messageId, received: messages.map((m) => ({
+    id: m.messageId, messageGroup: m.messageGroup, shardingKey: m.properties.get('__SHARDINGKEY'),
+  })) }));
+  await consumer.shutdown();
+  await producer.shutdown();
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_node_simple_consumer_receives_a_fifo_message_with_its_group(tmp_path: Path) -> None:
+    require_node5()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as broker:
+            await broker.send("NodeFifoGroupT")  # the topic exists before the clients ask for its route
+            address = endpoint_address(broker)
+            done = await run_node5(FIFO, address, "NodeFifoGroupT", "NodeFifoG", home=tmp_path / "home")
+        got = json.loads(done.out.splitlines()[-1])
+        assert got["received"] == [
+            {"id": got["sent"], "messageGroup": "fifoMessageGroup", "shardingKey": "fifoMessageGroup"}
+        ], got
+
+    run(scenario())

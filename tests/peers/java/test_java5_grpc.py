@@ -281,3 +281,17 @@ def test_receipt_transaction_id_is_the_message_id(cluster: EmbeddedCluster, java
     sent += receipts(java.run(LINE, "delay", endpoint(cluster), topic=topic, group=group, delayMs=1000))
     assert len(sent) == 4
     assert all(r["transactionId"] == r["messageId"] for r in sent), sent
+
+
+def test_received_fifo_message_carries_its_group(cluster: EmbeddedCluster, java: JavaClients) -> None:
+    """A received FIFO message has its message_group in the system properties and, as RocketMQ 5's
+    proxy shows every property outside MessageConst.STRING_HASH_SET, `__SHARDINGKEY` among its
+    user properties (the Node client's own test checks both)."""
+    topic, group = unique("J5FifoGroup"), unique("j5fg")
+    create_topic(cluster, topic)
+    cp = java.run(LINE, "fifo", endpoint(cluster), topic=topic, group=group, n=3)
+    got = received(cp)
+    assert len(got) == 3
+    for m in got:
+        assert m["messageGroup"] == f"group-{m['body'].removeprefix('fifo-')}", m
+        assert m["properties"] == {"__SHARDINGKEY": m["messageGroup"]}, m
