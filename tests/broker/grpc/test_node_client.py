@@ -134,3 +134,48 @@ def test_node_simple_consumer_receives_a_fifo_message_with_its_group(tmp_path: P
         ], got
 
     run(scenario())
+
+
+# Node's own test (Producer.test.ts, "should send transaction message"): a committed transaction
+# message has the property __transactionId__. Node checks it equals the receipt's transactionId,
+# which is the message id from RocketMQ's proxy but names the half's place here (see
+# tests/peers/java/test_java5_grpc.py::test_transaction_receipt_id_is_the_message_id, skipped).
+TRANSACTION = """
+const [mod, endpoint, topic, group] = process.argv.slice(1);
+const { Producer, SimpleConsumer } = require(mod);
+(async () => {
+  const checker = { async check() { return 1; } };  // COMMIT
+  const producer = new Producer({ endpoints: endpoint, topics: [topic], requestTimeout: 3000, checker });
+  await producer.startup();
+  const transaction = producer.beginTransaction();
+  const receipt = await producer.send({ topic, tag: 'TagT', body: Buffer.from('tx-node') }, transaction);
+  await transaction.commit();
+  const consumer = new SimpleConsumer({
+    endpoints: endpoint, consumerGroup: group, subscriptions: new Map([[topic, 'TagT']]),
+    awaitDuration: 5000, requestTimeout: 3000,
+  });
+  await consumer.startup();
+  let messages = [];
+  for (let i = 0; i < 5 && messages.length === 0; i++) messages = await consumer.receive(2, 10000);
+  for (const m of messages) await consumer.ack(m);
+  console.log(JSON.stringify({ sent: receipt.messageId, received: messages.map((m) => ({
+    id: m.messageId, transactionId: m.properties.get('__transactionId__'),
+  })) }));
+  await consumer.shutdown();
+  await producer.shutdown();
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_node_simple_consumer_receives_a_transaction_message_with_its_transaction_id(tmp_path: Path) -> None:
+    require_node5()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as broker:
+            await broker.send("NodeTxIdT")  # the topic exists before the clients ask for its route
+            address = endpoint_address(broker)
+            done = await run_node5(TRANSACTION, address, "NodeTxIdT", "NodeTxIdG", home=tmp_path / "home")
+        got = json.loads(done.out.splitlines()[-1])
+        assert got["received"] == [{"id": got["sent"], "transactionId": got["sent"]}], got
+
+    run(scenario())

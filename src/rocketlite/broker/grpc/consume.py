@@ -76,8 +76,9 @@ MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000  # maxInvisibleTimeMills
 NACK_INVISIBLE_MS: Final = 1_000  # a popped message the stream could not carry comes back after this
 
 # Properties the broker or the 5.x system properties carry: not user properties. Java's proxy hides
-# only MessageConst.STRING_HASH_SET, which lacks __SHARDINGKEY: a FIFO message shows its group among
-# its user properties too (the Node client's own tests check it).
+# only MessageConst.STRING_HASH_SET, which lacks __SHARDINGKEY and __transactionId__: a FIFO message
+# shows its group among its user properties too, a transaction message its transaction id (the
+# Node client's own tests check both).
 SYSTEM_PROPERTIES: Final = frozenset(
     {v for k, v in vars(MessageConst).items() if k.isupper() and isinstance(v, str)}
     | {
@@ -88,7 +89,7 @@ SYSTEM_PROPERTIES: Final = frozenset(
         "INNER_NUM",
         "INNER_BASE",
     }
-) - {MessageConst.SHARDING_KEY}
+) - {MessageConst.SHARDING_KEY, MessageConst.TRANSACTION_ID}
 
 # 4.x answers of the POP processor mapped onto apache.rocketmq.v2.Code (Java's proxy table).
 POP_CODES: Final[dict[int, str]] = {
