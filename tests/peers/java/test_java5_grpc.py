@@ -119,7 +119,7 @@ def test_delay_message(cluster: EmbeddedCluster, java: JavaClients) -> None:
     got = {m["body"]: m for m in received(cp)}
     at = sent["delayed"]["deliverAt"]
     assert got["delayed"]["receivedAt"] >= at
-    assert got["now"]["receivedAt"] < got["delayed"]["receivedAt"]
+    assert got["now"]["receivedAt"] <= got["delayed"]["receivedAt"]
     parked = by_uniq_key(records(cluster, TIMER_TOPIC))
     delayed_id = sent["delayed"]["receipt"]["messageId"]
     assert parked[delayed_id].get_property(MessageConst.TIMER_DELIVER_MS) == str(at)
@@ -135,9 +135,11 @@ def test_transactions_commit_rollback_and_check(cluster: EmbeddedCluster, java: 
     cp = java.run(LINE, "transaction", endpoint(cluster), topic=topic, group=group)
     ids = {e["kind"]: e["receipt"]["messageId"] for e in events(cp, "sent")}
     assert set(ids) == {"commit", "rollback", "unknown"}
-    checked = [e["message"] for e in events(cp, "checked")]
-    assert [m["messageId"] for m in checked] == [ids["unknown"]]
-    assert checked[0]["body"] == "unknown-java" and checked[0]["tag"] == "TagT"
+    # The broker may check a half again before the first answer is in (checks every 100 ms here),
+    # and a half whose end comes late is checked too: the checker answers each by its body.
+    checked = {e["message"]["messageId"]: e["message"] for e in events(cp, "checked")}
+    assert ids["unknown"] in checked and set(checked) <= set(ids.values())
+    assert (checked[ids["unknown"]]["body"], checked[ids["unknown"]]["tag"]) == ("unknown-java", "TagT")
     assert sorted(m["messageId"] for m in received(cp)) == sorted([ids["commit"], ids["unknown"]])
     held = by_uniq_key(records(cluster, topic))
     assert set(held) == {ids["commit"], ids["unknown"]}
@@ -307,7 +309,7 @@ def test_received_transaction_message_carries_its_transaction_id(
     create_topic(cluster, topic)
     cp = java.run(LINE, "transaction", endpoint(cluster), topic=topic, group=group)
     got = received(cp) + [e["message"] for e in events(cp, "checked")]
-    assert len(got) == 3
+    assert len(got) >= 3  # two received, one or more checks
     for m in got:
         assert m["properties"].get("__transactionId__") == m["messageId"], m
 
