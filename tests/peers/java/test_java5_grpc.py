@@ -25,7 +25,7 @@ from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.reserved import TIMER_TOPIC
-from tests.support.java_clients import JavaClients, answer, events, finish, java_clients, received
+from tests.support.java_clients import JavaClients, answer, events, finish, received
 from tests.support.names import unique
 from tests.support.real_clients import stored
 from tests.support.topics import create_topic, wait_until
@@ -41,12 +41,6 @@ OVERRIDES: dict[str, Any] = {"transaction_timeout": 1000, "transaction_check_int
 def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
     with embedded(tmp_path / "store", **OVERRIDES) as c:
         yield c
-
-
-@pytest.fixture
-def java(tmp_path: Path) -> Iterator[JavaClients]:
-    with java_clients(tmp_path) as jc:
-        yield jc
 
 
 def endpoint(cluster: EmbeddedCluster) -> str:
