@@ -22,8 +22,8 @@ import pytest
 
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.embedded import EmbeddedCluster, embedded
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.reserved import TIMER_TOPIC
 from tests.support.java_clients import JavaClients, answer, events, finish, received
 from tests.support.names import unique
