@@ -101,9 +101,10 @@ $(NODE5_STAMP):
 		$(call client_failed,npm rocketmq-client-nodejs@$(NODE5_VERSION)); \
 	fi
 
-# The Java RocketMQ remoting clients, for tests/peers/java/: org.apache.rocketmq:rocketmq-client 4.9.8
-# (+ rocketmq-acl) and 5.3.3 from Maven Central, each with our scenario driver compiled against it
-# (tests/peers/java/pom.xml, profiles client4 / client5) into .clients/java/<profile>/{build,lib}.
+# The Java RocketMQ clients, for tests/peers/java/: the remoting client org.apache.rocketmq:rocketmq-client
+# 4.9.8 (+ rocketmq-acl) and 5.3.3, and the 5.x gRPC client rocketmq-client-java 5.2.0, from Maven
+# Central, each with our scenario driver compiled against it (tests/peers/java/pom.xml, profiles
+# client4 / client5 / grpc5) into .clients/java/<profile>/{build,lib}.
 # Maven's local repository is .clients/java/m2, so a fresh clone needs nothing but java and mvn.
 # Rebuilt when the pom or a driver changes. With CI=true a failed build stops `make test`;
 # elsewhere it warns and the Java tests skip, saying why.
@@ -114,16 +115,17 @@ JAVA_SOURCES := $(JAVA_POM) $(wildcard tests/peers/java/src/rocketlite/peers/*.j
 MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(JAVA_POM)
 
 $(JAVA_STAMP): $(JAVA_SOURCES)
-	@rm -rf $(JAVA_CLIENTS)/client4/lib $(JAVA_CLIENTS)/client5/lib
+	@rm -rf $(JAVA_CLIENTS)/client4/lib $(JAVA_CLIENTS)/client5/lib $(JAVA_CLIENTS)/grpc5/lib
 	@if command -v java >/dev/null && command -v mvn >/dev/null && \
 	   $(MVN) -P client4 compile dependency:copy-dependencies && \
-	   $(MVN) -P client5 compile dependency:copy-dependencies; then \
+	   $(MVN) -P client5 compile dependency:copy-dependencies && \
+	   $(MVN) -P grpc5 compile dependency:copy-dependencies; then \
 		touch $@; \
 	elif [ "$(CI)" = true ]; then \
-		echo "error: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; CI=true requires them" >&2; \
+		echo "error: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3, rocketmq-client-java 5.2.0) could not be built; CI=true requires them" >&2; \
 		exit 1; \
 	else \
-		echo "warning: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; their tests will skip" >&2; \
+		echo "warning: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3, rocketmq-client-java 5.2.0) could not be built; their tests will skip" >&2; \
 	fi
 
 java-clients: $(JAVA_STAMP)

@@ -40,7 +40,7 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
 from rocketlite.broker.grpc.convert import Receipt, message_of
 from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
-from rocketlite.broker.grpc.route import RouteService
+from rocketlite.broker.grpc.route import RouteService, no_route
 from rocketlite.broker.pop.processor import (
     MAX_POP_NUMS,
     REVIVE_QID,
@@ -145,7 +145,7 @@ class ConsumerService:
     def _check_topic_and_group(self, group: str, topic: str) -> TopicConfig:
         tc = self.topics.select(topic)
         if tc is None:
-            raise RefusedError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist on this broker")
+            raise RefusedError("TOPIC_NOT_FOUND", no_route(topic))
         if self.groups.find(group) is None:  # auto-created when autoCreateSubscriptionGroup is on
             raise RefusedError("CONSUMER_GROUP_NOT_FOUND", f"consumer group {group!r} does not exist")
         return tc

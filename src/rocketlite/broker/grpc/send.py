@@ -14,9 +14,14 @@ By message type (`system_properties.message_type`), as Java's proxy maps them:
   timer parks until then. The Python client 5.1.2 writes its millisecond value into the seconds
   field, so a "seconds" value past year 5000 is read as milliseconds.
 - TRANSACTION: a prepared message (TRAN_MSG, PGROUP = the topic name, as Java's proxy names the
-  producer group) that the transaction service parks as a half message. The answer's
+  producer group, and `__transactionId__` = the message id, as Java's broker adds to a half) that
+  the transaction service parks as a half message. The answer's
   `transaction_id` names the half (its commit-log and queue offsets), so EndTransaction needs no
   table that a restart would lose; the check-back sends the same id (telemetry.py).
+
+Any other type's answer has `transaction_id` = the message id, as Java's proxy answers: it passes
+on the broker's SendMessageResponseHeader.transactionId, which is the UNIQ_KEY (the Node client's
+own tests check it).
 
 Topics carry no declared message type here, so every type is accepted on every topic (the route
 says so).
@@ -143,8 +148,7 @@ class ProducerService:
             status = entries[0].status
         else:
             status = kit.status("MULTIPLE_RESULTS", "the messages were answered differently")
-        response: spb.SendMessageResponse = kit.spb.SendMessageResponse(status=status, entries=entries)
-        return response
+        return spb.SendMessageResponse(status=status, entries=entries)
 
     async def _send_one(self, message: pb.Message, peer: GrpcPeer) -> spb.SendResultEntry:
         """One message through the send core; paced, since 5.x sends arrive one RPC at a time and
@@ -172,7 +176,11 @@ class ProducerService:
             return spb.SendResultEntry(
                 status=self._ok, message_id=message_id, offset=offset, transaction_id=tx_id
             )
-        return spb.SendResultEntry(status=self._ok, message_id=message_id, offset=offset)
+        # any other type: the message id is the transaction id too, as Java's proxy answers (the
+        # broker's SendMessageResponseHeader.transactionId, the UNIQ_KEY)
+        return spb.SendResultEntry(
+            status=self._ok, message_id=message_id, offset=offset, transaction_id=message_id
+        )
 
     def request_of(self, message: pb.Message) -> tuple[SendRequest, str]:
         """The `SendRequest` of one 5.x message (what a SEND_MESSAGE_V2 of Java's proxy carries)
@@ -260,6 +268,9 @@ class ProducerService:
         if type_name == "TRANSACTION":
             sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
             properties[MessageConst.TRANSACTION_PREPARED] = "true"
+            # As Java's broker parks a half (TransactionalMessageBridge): the committed message
+            # keeps it, and consumers see it (the Node client's own tests check it).
+            properties[MessageConst.TRANSACTION_ID] = system.message_id
             if system.HasField("orphaned_transaction_recovery_duration"):
                 seconds = system.orphaned_transaction_recovery_duration.seconds
                 properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(int(seconds), 0))
