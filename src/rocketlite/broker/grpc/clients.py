@@ -218,7 +218,6 @@ class GrpcClients:
         if self.manager is None:
             return
         s, channel = known.settings, known.channel
-        data = HeartbeatData(channel.client_id)
         if s.WhichOneof("pub_sub") == "publishing":
             groups = tuple(ProducerData(topic.name) for topic in s.publishing.topics if topic.name)
             data = HeartbeatData(channel.client_id, producer_data_set=groups)

@@ -369,10 +369,7 @@ class SendMessageProcessor:
             if self.timer_hook is not None:
                 self.timer_hook(msg)  # MessageIllegalError (MESSAGE_ILLEGAL) for a bad delivery time
             elif asks_for_timer(properties):
-                return PutOutcome(
-                    ResponseCode.SYSTEM_ERROR,
-                    "accurate timer message is not enabled, timerWheelEnable is false",
-                )
+                return PutOutcome(ResponseCode.SYSTEM_ERROR, _NO_TIMER_REMARK)
         put = self._append(msg, paced)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None:  # the common answer
