@@ -88,3 +88,44 @@ def test_a_half_is_checked_by_push_and_committed_once(tmp_path: Path) -> None:
             assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "The producer group wrong")
 
     run(scenario())
+
+
+def test_a_half_is_found_by_its_message_id_after_a_restart(tmp_path: Path) -> None:
+    """A 5.x transaction id is the message id: the place of its half is remembered at the send,
+    and after a restart found through the half topic's index (RocketMQ's proxy keeps it in
+    memory only)."""
+
+    async def scenario() -> tuple[int, int]:
+        async with broker_under_test(tmp_path) as b:
+            parts = b.controller.parts
+            assert parts is not None
+            b.controller.topics.create_in_send_back(TOPIC, 1, 6)
+            props = {MessageConst.TRANSACTION_PREPARED: "true", MessageConst.PRODUCER_GROUP: TOPIC,
+                     MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "TX-R"}  # fmt: skip
+            header = SendMessageRequestHeader(
+                producer_group=TOPIC, topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
+                queue_id=0, sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE,
+                born_timestamp=int(time.time() * 1000), flag=0, properties=properties_to_string(props),
+            )  # fmt: skip
+            sent = parts.send.put(SendRequest(header, b"after-restart"), Caller())
+            assert isinstance(sent, PutOutcome) and sent.code == ResponseCode.SUCCESS
+            await b.dispatched()
+            return sent.commit_log_offset, sent.queue_offset
+
+    async def after_restart(place: tuple[int, int]) -> None:
+        async with broker_under_test(tmp_path) as b:
+            parts = b.controller.parts
+            assert parts is not None
+            transactions = parts.transactions
+            assert transactions.find_half("TX-R", TOPIC) == place
+            assert transactions.find_half("TX-R", "OtherTopic") is None
+            assert transactions.find_half("no-such-id", TOPIC) is None
+            commit = EndTransactionRequestHeader(
+                producer_group=TOPIC, tran_state_table_offset=place[1], commit_log_offset=place[0],
+                commit_or_rollback=MessageSysFlag.TRANSACTION_COMMIT_TYPE, msg_id="TX-R",
+            )  # fmt: skip
+            outcome = transactions.end_transaction(commit, Caller())
+            assert isinstance(outcome, Outcome) and outcome.code == ResponseCode.SUCCESS
+
+    place = run(scenario())
+    run(after_restart(place))

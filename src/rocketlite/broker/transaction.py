@@ -79,6 +79,7 @@ HALF_QUEUE_ID = 0
 REMOVE_TAG = "d"
 SYS_TRANS_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: owner of the two cursors
 RESOLVED_WINDOW = 65_536  # done halves remembered below the cursor (late duplicate ends)
+HALF_PLACES_MAX = 65_536  # halves whose place is remembered by UNIQ_KEY (5.x transaction ids)
 MAX_SCAN_PER_PASS = 5_000  # half-queue units one check pass looks at (keeps the loop responsive)
 _COMMIT_DROPS = (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID, MessageConst.TRANSACTION_PREPARED)
 
@@ -149,6 +150,9 @@ class TransactionalMessageService:
         self._resolved: dict[int, int] = {}
         self._check_counts: dict[int, int] = {}
         self._ending: set[int] = set()  # commits whose final put is still being flushed
+        # UNIQ_KEY -> (commit-log offset, half-queue offset) of recent halves: what a 5.x
+        # transaction id names (Java proxy's TransactionDataManager, filled at send and at checks)
+        self._half_places: dict[str, tuple[int, int]] = {}
         self._half_progress = max(offsets.query(SYS_TRANS_GROUP, HALF_TOPIC, HALF_QUEUE_ID), 0)
         self._op_read = max(offsets.query(SYS_TRANS_GROUP, OP_TOPIC, HALF_QUEUE_ID), 0)
         self._task: asyncio.Task[None] | None = None
@@ -234,6 +238,35 @@ class TransactionalMessageService:
             return OK
 
         return after_flush(self.store, pending, build)
+
+    def remember_half(self, uniq_key: str, commit_log_offset: int, queue_offset: int) -> None:
+        """A half just stored or checked: where it lies, by the id its 5.x producer holds."""
+        places = self._half_places
+        if len(places) >= HALF_PLACES_MAX:
+            del places[next(iter(places))]  # the oldest
+        places[uniq_key] = (commit_log_offset, queue_offset)
+
+    def find_half(self, uniq_key: str, topic: str) -> tuple[int, int] | None:
+        """(commit-log offset, half-queue offset) of message `uniq_key`'s half in `topic` (a 5.x
+        transaction id is the message id, as RocketMQ's proxy answers): remembered at its send or
+        its last check, else (after a restart) found through the index of the half topic."""
+        found = self._half_places.get(uniq_key)
+        if found is not None:
+            return found
+        result = self.store.query_message(HALF_TOPIC, uniq_key, 32, 0, self.clock.now_ms())
+        try:
+            for view in result.messages:
+                try:
+                    rec = decode_record(view)
+                except RecordFormatError:
+                    continue
+                uniq = rec.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if uniq == uniq_key and rec.get_property(MessageConst.REAL_TOPIC) == topic:
+                    found = (rec.physical_offset, rec.queue_offset)  # the last stored wins
+        finally:
+            for view in result.messages:
+                view.release()
+        return found
 
     def half_problem(
         self, commit_log_offset: int, queue_offset: int, topic: str, message_id: str
@@ -381,6 +414,8 @@ class TransactionalMessageService:
         real_qid = props.get(MessageConst.REAL_QUEUE_ID, "")
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(count)
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq:
+            self.remember_half(uniq, rec.physical_offset, rec.queue_offset)
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=rec.queue_offset,
             commit_log_offset=rec.physical_offset,

@@ -308,14 +308,6 @@ def test_received_transaction_message_carries_its_transaction_id(
         assert m["properties"].get("__transactionId__") == m["messageId"], m
 
 
-@pytest.mark.skip(
-    reason="a TRANSACTION receipt's transaction_id names where the half is stored (commit-log and "
-    "queue offsets, send.py's transaction_id()) so that EndTransaction needs no table and works after "
-    "a restart; RocketMQ's proxy answers the UNIQ_KEY and finds the half in an in-memory table "
-    "(TransactionDataManager, filled at send and at each check). Matching it needs that table, or "
-    "EndTransaction finding the half by UNIQ_KEY, and the check-back's transaction_id changed with it: "
-    "for the gRPC restructure (typed request cores), not a local fix"
-)
 def test_transaction_receipt_id_is_the_message_id(cluster: EmbeddedCluster, java: JavaClients) -> None:
     """A TRANSACTION send's receipt has transaction_id = its message id, as from RocketMQ's proxy,
     so `__transactionId__` of the received message equals the receipt's transaction id (the Node

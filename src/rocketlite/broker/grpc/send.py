@@ -15,13 +15,15 @@ By message type (`system_properties.message_type`), as Java's proxy maps them:
   field, so a "seconds" value past year 5000 is read as milliseconds.
 - TRANSACTION: a prepared message (TRAN_MSG, PGROUP = the topic name, as Java's proxy names the
   producer group, and `__transactionId__` = the message id, as Java's broker adds to a half) that
-  the transaction service parks as a half message. The answer's
-  `transaction_id` names the half (its commit-log and queue offsets), so EndTransaction needs no
-  table that a restart would lose; the check-back sends the same id (telemetry.py).
+  the transaction service parks as a half message.
 
-Any other type's answer has `transaction_id` = the message id, as Java's proxy answers: it passes
-on the broker's SendMessageResponseHeader.transactionId, which is the UNIQ_KEY (the Node client's
-own tests check it).
+Every answer has `transaction_id` = the message id, as Java's proxy answers: it passes on the
+broker's SendMessageResponseHeader.transactionId, which is the UNIQ_KEY (the Node client's own
+tests check it; a received transaction message's `__transactionId__` equals it). EndTransaction
+finds the half by it (`TransactionalMessageService.find_half`: remembered at the send and at each
+check, as the proxy's TransactionDataManager; after a restart, through the half topic's index),
+and the check-back sends the same id (telemetry.py). A transaction id of the form an earlier
+version answered (the half's commit-log and queue offsets, `transaction_id()`) is still taken.
 
 Topics carry no declared message type here, so every type is accepted on every topic (the route
 says so).
@@ -89,8 +91,8 @@ def digest_problem(body: bytes, digest_type: str, checksum: str) -> str | None:
 
 
 def transaction_id(commit_log_offset: int, queue_offset: int) -> str:
-    """The id a 5.x producer gets for a half message (and is sent with its check-back): where the
-    half lies, so that EndTransaction finds it after a restart too."""
+    """The transaction id an earlier version gave a 5.x producer for a half message: where the
+    half lies (still taken by EndTransaction; sent with a check-back of a half with no UNIQ_KEY)."""
     return f"{commit_log_offset:X}-{queue_offset:X}"
 
 
@@ -171,13 +173,10 @@ class ProducerService:
             code = SEND_CODES.get(outcome.code, "INTERNAL_ERROR")
             return spb.SendResultEntry(status=self.kit.status(code, outcome.remark or ""))
         offset = outcome.queue_offset
-        if message_type == "TRANSACTION":  # the half's place: its commit-log and queue offsets
-            tx_id = transaction_id(outcome.commit_log_offset, offset)
-            return spb.SendResultEntry(
-                status=self._ok, message_id=message_id, offset=offset, transaction_id=tx_id
-            )
-        # any other type: the message id is the transaction id too, as Java's proxy answers (the
-        # broker's SendMessageResponseHeader.transactionId, the UNIQ_KEY)
+        if message_type == "TRANSACTION" and self.transactions is not None:  # where its half lies
+            self.transactions.remember_half(message_id, outcome.commit_log_offset, offset)
+        # the message id is the transaction id, as Java's proxy answers (the broker's
+        # SendMessageResponseHeader.transactionId, the UNIQ_KEY)
         return spb.SendResultEntry(
             status=self._ok, message_id=message_id, offset=offset, transaction_id=message_id
         )
@@ -316,13 +315,16 @@ class ProducerService:
             await kit.not_served(context)
             raise AssertionError("not_served aborts the call")
         topic = request.topic.name
-        found = parse_transaction_id(request.transaction_id)
         if not request.transaction_id:
             return self._ended("INVALID_TRANSACTION_ID", "transaction_id is empty")
+        found = parse_transaction_id(request.transaction_id) or transactions.find_half(
+            request.transaction_id, topic
+        )
         if found is None:
             return self._ended(
                 "INVALID_TRANSACTION_ID",
-                f"transaction_id {request.transaction_id!r} is not one this broker gave (its send answer's)",
+                f"transaction_id {request.transaction_id!r} names no half message of topic {topic!r} "
+                "(it is the send answer's)",
             )
         commit_log_offset, queue_offset = found
         problem = transactions.half_problem(commit_log_offset, queue_offset, topic, request.message_id)

@@ -50,13 +50,16 @@ class TelemetryStream:
 
     def push(self, request: Push) -> None:
         """A transaction check for this producer, sent on as a RecoverOrphanedTransactionCommand
-        (its transaction id names the half's place, as the send answer's did)."""
+        whose transaction id is the send answer's (the message id; the half's place for a half
+        without one)."""
         if self.closed or not isinstance(request, TransactionCheck):
             return
         header = request.header
+        tx_id = header.transaction_id or transaction_id(
+            header.commit_log_offset, header.tran_state_table_offset
+        )
         recover = spb.RecoverOrphanedTransactionCommand(
-            message=message_of(self.kit, request.record),
-            transaction_id=transaction_id(header.commit_log_offset, header.tran_state_table_offset),
+            message=message_of(self.kit, request.record), transaction_id=tx_id
         )
         self.outbox.put_nowait(spb.TelemetryCommand(recover_orphaned_transaction_command=recover))
 
