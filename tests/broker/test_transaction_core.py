@@ -58,31 +58,24 @@ def test_a_half_is_checked_by_push_and_committed_once(tmp_path: Path) -> None:
             assert (shown.topic, shown.queue_id, shown.body) == (TOPIC, 0, b"tx-body")
             assert shown.get_property(MessageConst.TRANSACTION_CHECK_TIMES) == "1"
 
-            end = EndTransactionRequestHeader(
-                producer_group=GROUP, tran_state_table_offset=sent.queue_offset,
-                commit_log_offset=sent.commit_log_offset,
-                commit_or_rollback=MessageSysFlag.TRANSACTION_NOT_TYPE, from_transaction_check=True,
-                msg_id="TX1", transaction_id="TX1",
-            )  # fmt: skip
+            def end(kind: int, group: str = GROUP) -> EndTransactionRequestHeader:
+                return EndTransactionRequestHeader(
+                    producer_group=group, tran_state_table_offset=sent.queue_offset,
+                    commit_log_offset=sent.commit_log_offset, commit_or_rollback=kind,
+                    from_transaction_check=True, msg_id="TX1", transaction_id="TX1",
+                )  # fmt: skip
+
             transactions = parts.transactions
-            assert transactions.end_transaction(end, producer, "still open") is None  # UNKNOW: no answer
-            commit = EndTransactionRequestHeader(
-                producer_group=GROUP, tran_state_table_offset=sent.queue_offset,
-                commit_log_offset=sent.commit_log_offset,
-                commit_or_rollback=MessageSysFlag.TRANSACTION_COMMIT_TYPE, from_transaction_check=True,
-                msg_id="TX1", transaction_id="TX1",
-            )  # fmt: skip
+            unknown = end(MessageSysFlag.TRANSACTION_NOT_TYPE)
+            assert transactions.end_transaction(unknown, producer, "still open") is None  # no answer
+            commit = end(MessageSysFlag.TRANSACTION_COMMIT_TYPE)
             for _ in range(2):  # the second (a late answer to a check) is acknowledged and ignored
                 outcome = transactions.end_transaction(commit, producer)
                 assert isinstance(outcome, Outcome)  # ASYNC_FLUSH: at once
                 assert (outcome.code, outcome.remark) == (ResponseCode.SUCCESS, None)
             await b.dispatched()
             assert b.controller.store.get_max_offset_in_queue(TOPIC, 0) == 1
-            wrong = EndTransactionRequestHeader(
-                producer_group="other_pg", tran_state_table_offset=sent.queue_offset,
-                commit_log_offset=sent.commit_log_offset,
-                commit_or_rollback=MessageSysFlag.TRANSACTION_COMMIT_TYPE, msg_id="TX1",
-            )  # fmt: skip
+            wrong = end(MessageSysFlag.TRANSACTION_COMMIT_TYPE, "other_pg")
             refused = transactions.end_transaction(wrong, producer)
             assert isinstance(refused, Outcome)
             assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "The producer group wrong")
