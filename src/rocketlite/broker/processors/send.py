@@ -370,7 +370,8 @@ class SendMessageProcessor:
                 self.timer_hook(msg)  # MessageIllegalError (MESSAGE_ILLEGAL) for a bad delivery time
             elif asks_for_timer(properties):
                 return PutOutcome(ResponseCode.SYSTEM_ERROR, _NO_TIMER_REMARK)
-        put = self._append(msg, paced)
+        # the one put of a single message (paced: see `_append_paced`)
+        put = self._append_paced(msg) if paced else self.store.put_message_async(msg)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None:  # the common answer
                 self.stats.record_put(header.topic, 1, len(body))
@@ -381,15 +382,9 @@ class SendMessageProcessor:
         assert isinstance(put, PendingPut)
         return self._outcome(put, header.topic, queue_id, 1, len(body), transaction_id)
 
-    def _append(self, msg: MessageInner, paced: bool) -> AppendResult | PendingPut:
-        """The one call to the store's put of a single message."""
-        if paced:
-            return self._append_paced(msg)
-        return self.store.put_message_async(msg)
-
     def _append_paced(self, msg: MessageInner) -> AppendResult | PendingPut:
         """A paced put: the dispatch flag is set around it until the store's put takes `paced`
-        itself (then this goes and `_append` passes it on)."""
+        itself (then this goes, and `_put` calls `put_message_async(msg, paced=paced)`)."""
         reput = self.store.reput
         reput.paced = True
         try:
