@@ -28,7 +28,7 @@ from rocketlite.embedded import EmbeddedCluster, embedded
 _state: dict[str, Any] = {}
 
 
-def _skip_without_spark() -> None:
+def skip_without_spark() -> None:
     for module in ("pyspark", "pyarrow"):
         try:
             __import__(module)
@@ -40,7 +40,7 @@ def _skip_without_spark() -> None:
 
 def get_spark() -> Any:
     """The run's SparkSession (created on first use, stopped at exit)."""
-    _skip_without_spark()
+    skip_without_spark()
     if "spark" not in _state:
         from pyspark.sql import SparkSession  # noqa: PLC0415
 
