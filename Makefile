@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients java-clients
+.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients java-clients rocketmq-peer
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -127,7 +127,31 @@ $(JAVA_STAMP): $(JAVA_SOURCES)
 
 java-clients: $(JAVA_STAMP)
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP)
+# RocketMQ's own name server and broker (rocketmq-namesrv + rocketmq-broker 5.3.3 and their jars),
+# the differential peer of tests/peers/rocketmq/: tests/peers/rocketmq/pom.xml copies them into
+# .clients/rocketmq/lib through the Java clients' local repository (.clients/java/m2). Fetched
+# again when the pom changes. With CI=true a failed fetch stops `make test`; elsewhere it warns
+# and the differential tests skip, saying why.
+PEER_DIR := $(CLIENTS)/rocketmq
+PEER_POM := tests/peers/rocketmq/pom.xml
+PEER_STAMP := $(PEER_DIR)/.peer.installed
+PEER_MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(PEER_POM)
+
+$(PEER_STAMP): $(PEER_POM)
+	@rm -rf $(PEER_DIR)/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(PEER_MVN) dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the RocketMQ peer (Maven: rocketmq-namesrv, rocketmq-broker 5.3.3) could not be fetched; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the RocketMQ peer (Maven: rocketmq-namesrv, rocketmq-broker 5.3.3) could not be fetched; tests/peers/rocketmq will skip" >&2; \
+	fi
+
+rocketmq-peer: $(PEER_STAMP)
+
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(PEER_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)
