@@ -448,11 +448,17 @@ class MessageStore:
         max_transfer_count: int | None = None,
         max_transfer_bytes: int | None = None,
     ) -> GetMessageResult:
-        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices."""
+        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices.
+
+        The statuses and corrected offsets are RocketMQ's (`DefaultMessageStore.getMessage`, 4.9.4+
+        and 5.x): a queue that has no consume queue yet is NO_MESSAGE_IN_QUEUE (Java creates the
+        queue on lookup, so its NO_MATCHED_LOGIC_QUEUE never happens), and an offset past the end
+        moves the consumer to the queue's end, not back to 0 (ISSUE #4215: going back to 0
+        consumed a queue again)."""
         del group  # kept for RocketMQ's signature; statistics per group are the broker's
         cq = self.cq_store.get(topic, queue_id)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._correct(offset, 0))
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0))
         min_off, max_off = cq.min_offset, cq.max_offset
         result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_off, max_off)
         if max_off == 0:
@@ -469,7 +475,7 @@ class MessageStore:
             return result
         if offset > max_off:
             result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = self._correct(offset, min_off if min_off == 0 else max_off)
+            result.next_begin_offset = self._correct(offset, max_off)
             return result
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory

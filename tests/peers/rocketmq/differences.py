@@ -203,13 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "pull-edge-statuses": Gap(
-        "the answer to a pull past a queue's end, and to a pull of a queue without a consume queue",
-        "moves the consumer to the queue's end (OFFSET_OVERFLOW_BADLY, nextBeginOffset = maxOffset, "
-        "since 4.9.4) and answers NO_MESSAGE_IN_QUEUE for a queue it has no consume queue for (it "
-        "creates one on lookup)",
-        "moves the consumer back to 0 when the queue starts at 0, and answers NO_MATCHED_LOGIC_QUEUE",
-    ),
     "query-offset-empty-queue": Gap(
         "QUERY_CONSUMER_OFFSET of a group without an offset on an empty queue",
         "answers QUERY_NOT_FOUND: offset 0 counts only when a message is there (checkInMemByConsumeOffset)",
