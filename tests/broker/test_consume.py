@@ -443,6 +443,8 @@ def test_consumer_offset_queries(tmp_path: Path) -> None:
             q = {"consumerGroup": "G", "topic": "T", "queueId": "0"}
             fresh = await b.call(RequestCode.QUERY_CONSUMER_OFFSET, q)
             assert (fresh.code, fresh.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})  # young queue
+            empty = await b.call(RequestCode.QUERY_CONSUMER_OFFSET, {**q, "queueId": "1"})
+            assert empty.code == ResponseCode.QUERY_NOT_FOUND  # no message at 0 yet: consumeFromWhere decides
             upd = await b.call(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "2"})
             assert upd.code == ResponseCode.SUCCESS
             assert (await b.call(RequestCode.QUERY_CONSUMER_OFFSET, q)).ext_fields["offset"] == "2"

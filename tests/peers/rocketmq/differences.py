@@ -203,11 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "query-offset-empty-queue": Gap(
-        "QUERY_CONSUMER_OFFSET of a group without an offset on an empty queue",
-        "answers QUERY_NOT_FOUND: offset 0 counts only when a message is there (checkInMemByConsumeOffset)",
-        "answers SUCCESS, offset 0",
-    ),
     "query-not-found-fields": Gap(
         "indexLastUpdatePhyoffset and indexLastUpdateTimestamp of a QUERY_MESSAGE answer without hits",
         "sends 0 and 0: it fills them from the index only with hits",

@@ -237,7 +237,6 @@ def test_offset_refusals(pair: Pair) -> None:
         "offset refusals",
         scenario,
         known={
-            "query an unknown topic": "query-offset-empty-queue",
             "commit for a group never seen": "offset-commit-checks",
             "commit for an unknown topic": "offset-commit-checks",
         },
