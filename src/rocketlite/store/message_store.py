@@ -557,13 +557,17 @@ class MessageStore:
             return None
 
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
-        """Records indexed under `topic#key` stored in [begin, end] (hash matches, as RocketMQ)."""
+        """Records indexed under `topic#key` stored in [begin, end] (hash matches, as RocketMQ).
+
+        The index's last update (timestamp, commit-log offset) is reported only with hits, as
+        RocketMQ's `queryMessage` does: a QUERY_NOT_FOUND answer carries 0 and 0."""
         result = QueryMessageResult()
         if self.index is None:
             return result
         found = self.index.query_offset(topic, key, max_num, begin, end)
-        result.index_last_update_timestamp = found.index_last_update_timestamp
-        result.index_last_update_phyoffset = found.index_last_update_phyoffset
+        if found.phy_offsets:
+            result.index_last_update_timestamp = found.index_last_update_timestamp
+            result.index_last_update_phyoffset = found.index_last_update_phyoffset
         for phy in found.phy_offsets:
             view = self.commit_log.read_record(phy)
             if view is not None:

@@ -203,11 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "query-not-found-fields": Gap(
-        "indexLastUpdatePhyoffset and indexLastUpdateTimestamp of a QUERY_MESSAGE answer without hits",
-        "sends 0 and 0: it fills them from the index only with hits",
-        "sends the index's last update",
-    ),
     "namesrv-unknown-code": Gap(
         "a request code the name server does not serve",
         "answers REQUEST_CODE_NOT_SUPPORTED 'request type N not supported' (5.x)",

@@ -125,11 +125,4 @@ def test_query_by_key_and_view_by_id(pair: Pair) -> None:
         await s.call("view mid-record", build_view_message(offset + 1))
         await s.call("view far past the end", build_view_message(offset + (1 << 40)))
 
-    pair.check(
-        "query by key and view by id",
-        scenario,
-        known={
-            "query missing": "query-not-found-fields",
-            "query future window": "query-not-found-fields",
-        },
-    )
+    pair.check("query by key and view by id", scenario)
