@@ -203,11 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "namesrv-unknown-code": Gap(
-        "a request code the name server does not serve",
-        "answers REQUEST_CODE_NOT_SUPPORTED 'request type N not supported' (5.x)",
-        "does not answer (RocketMQ 4.x's name server did not either); the client waits for its timeout",
-    ),
     "delay-not-a-number": Gap(
         "a send whose DELAY property is not a number",
         "fails it (Integer.parseInt: SYSTEM_ERROR, NumberFormatException)",

@@ -347,15 +347,7 @@ def test_name_server_refusals(pair: Pair) -> None:
             to="namesrv",
         )
 
-    pair.check(
-        "name server refusals",
-        scenario,
-        known={
-            "unknown code": "namesrv-unknown-code",
-            "HEART_BEAT to a name server": "namesrv-unknown-code",
-            "route without topic": "route-without-topic",
-        },
-    )
+    pair.check("name server refusals", scenario, known={"route without topic": "route-without-topic"})
 
 
 def test_broken_frames(pair: Pair) -> None:
@@ -375,10 +367,4 @@ def test_broken_frames(pair: Pair) -> None:
             )
             await s.raw(f"{to}: unknown code, raw", encode_command(make_request(9999)), to=to)
 
-    pair.check(
-        "broken frames",
-        scenario,
-        known={
-            "namesrv: unknown code, raw": "namesrv-unknown-code",
-        },
-    )
+    pair.check("broken frames", scenario)
