@@ -203,11 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "delay-not-a-number": Gap(
-        "a send whose DELAY property is not a number",
-        "fails it (Integer.parseInt: SYSTEM_ERROR, NumberFormatException)",
-        "stores it as an undelayed message",
-    ),
     "send-transaction-id": Gap(
         "the transactionId header field of a send answer",
         "sends the message's UNIQ_KEY with every stored single send (5.x)",

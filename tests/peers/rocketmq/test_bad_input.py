@@ -84,7 +84,6 @@ def test_send_refusals(pair: Pair) -> None:
         "send refusals",
         scenario,
         known={
-            "DELAY not a number": "delay-not-a-number",
             "illegal topic name": "invalid-parameter",
             "topic name too long": "invalid-parameter",
             "empty topic name": "invalid-parameter",

@@ -110,6 +110,15 @@ _SLAVE = BrokerRole.SLAVE
 HalfMessageHook = Callable[[MessageInner], None]
 # The timer service's `park`: moves a timer message to the timer topic; raises for bad values.
 TimerHook = Callable[[MessageInner], None]
+_JAVA_INT_MIN, _JAVA_INT_MAX = -(2**31), 2**31 - 1
+
+
+def is_java_int(text: str) -> bool:
+    """Whether Java's `Integer.parseInt` takes `text` (a sign, ASCII digits, within an int)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit() and _JAVA_INT_MIN <= int(text) <= _JAVA_INT_MAX
+
+
 _TIMER_NEEDLE = "TIMER_"  # in every timer property name: nothing more is looked at without it
 
 
@@ -292,9 +301,18 @@ class SendMessageProcessor:
         if topic.startswith(_RETRY_PREFIX):
             topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, request.version)
         # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
-        properties, _tags_code, uniq_key, _keys, _delay = send_properties(
+        properties, _tags_code, uniq_key, _keys, delay = send_properties(
             header.properties or "", broker.broker_cluster_name
         )
+        if delay is not None and not is_java_int(delay):
+            # RocketMQ parses it with Integer.parseInt and fails the send (SYSTEM_ERROR, a
+            # NumberFormatException); the store would otherwise take it as "not delayed".
+            return make_response(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message is illegal: DELAY={delay!r} is not a delay level (a whole number; "
+                f"1..{len(self.store.config.delay_levels_ms)} here, 0 or less for none)",
+            )
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS_FLAG
