@@ -203,11 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "send-transaction-id": Gap(
-        "the transactionId header field of a send answer",
-        "sends the message's UNIQ_KEY with every stored single send (5.x)",
-        "sends it for a half message only",
-    ),
     "clean-staged-segment": Gap(
         "a store rocketlite stopped cleanly, opened by RocketMQ",
         "loads every file of commitlog/ as a segment and refuses the store over any other name",

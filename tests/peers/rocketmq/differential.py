@@ -262,12 +262,6 @@ def normalise_fields(side: Side, request_code: int, code: int, ext: Mapping[str,
         if name in SEND_CONTEXT_FIELDS and request_code in SEND_CODES and code != ResponseCode.SUCCESS:
             continue
         if (
-            name == "transactionId"
-            and request_code in SEND_CODES
-            and "send-transaction-id" not in side.strict
-        ):
-            continue
-        if (
             name in HEARTBEAT_V2_FIELDS
             and request_code == RequestCode.HEART_BEAT
             and "heartbeat-v2" not in side.strict

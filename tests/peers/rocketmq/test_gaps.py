@@ -115,14 +115,3 @@ def test_heartbeat_answer(pair: Pair) -> None:
         await s.call("heartbeat", heartbeat(group, topic))
 
     pair.check("gap: heartbeat v2 fields", scenario, strict=frozenset({"heartbeat-v2"}))
-
-
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['send-transaction-id']")
-def test_send_transaction_id(pair: Pair) -> None:
-    topic = unique("DiffGapTxId")
-
-    async def scenario(s: Side) -> None:
-        await setup_topic(s, topic, 1)
-        await s.call("send", send(topic, b"x", uniq="G5"))
-
-    pair.check("gap: transactionId of a send answer", scenario, strict=frozenset({"send-transaction-id"}))
