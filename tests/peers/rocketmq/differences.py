@@ -203,12 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "clean-staged-segment": Gap(
-        "a store rocketlite stopped cleanly, opened by RocketMQ",
-        "loads every file of commitlog/ as a segment and refuses the store over any other name",
-        "leaves its staged next segment NAME.alloc in commitlog/ after a clean shutdown, so "
-        "RocketMQ cannot open the store",
-    ),
     "store-lock": Gap(
         "a store the other broker runs on",
         "locks the store with FileChannel.tryLock, a POSIX record lock",

@@ -245,7 +245,6 @@ def in_loop(coro_fn: Any, addr: str) -> Any:
     return run(go())
 
 
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['clean-staged-segment']")
 def test_rocketlite_store_opened_by_rocketmq(tmp_path: Path) -> None:
     written = tmp_path / "written"
     with embedded(written, **ROCKETLITE_STORE) as lite:
