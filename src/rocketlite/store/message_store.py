@@ -15,7 +15,6 @@ the max of the samples. Batches and SYNC_FLUSH puts are timed every time.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.consume_queue_unit import is_padding
-from rocketlite.protocol.errors import SegmentCreateError, StoreError
+from rocketlite.protocol.errors import SegmentCreateError
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
@@ -62,6 +61,7 @@ from rocketlite.store.index_service import IndexService
 from rocketlite.store.recovery import RecoveryReport, recover
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
+from rocketlite.store.store_lock import lock_store, unlock_store
 
 log = logging.getLogger("rocketlite.store")
 
@@ -136,13 +136,7 @@ class MessageStore:
         """Lock the directory, recover, start the services. Raises StoreError if locked."""
         cfg = self.config
         cfg.store_path_root_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(cfg.store_path_root_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-            raise StoreError(f"store {cfg.store_path_root_dir} is in use by another process") from None
+        self._lock_fd = lock_store(cfg.store_path_root_dir)  # StoreError when another broker has it
         abnormal = cfg.abort_path.exists()
         if abnormal:
             log.warning("abort file found: the last shutdown was not clean; recovering abnormally")
@@ -249,7 +243,7 @@ class MessageStore:
                 self.index.close()
             self.config.abort_path.unlink(missing_ok=True)
             if self._lock_fd >= 0:
-                os.close(self._lock_fd)
+                unlock_store(self._lock_fd)
                 self._lock_fd = -1
 
     def __enter__(self) -> MessageStore:

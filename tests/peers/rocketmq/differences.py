@@ -203,12 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "store-lock": Gap(
-        "a store the other broker runs on",
-        "locks the store with FileChannel.tryLock, a POSIX record lock",
-        "locks it with an flock only, which Linux keeps apart from record locks: rocketlite opens a "
-        "store RocketMQ runs on, and RocketMQ's tryLock succeeds on one rocketlite runs on",
-    ),
     "crash-staged-segment": Gap(
         "a store rocketlite was writing when it crashed (SIGKILL, power loss), opened by RocketMQ",
         "loads every file of commitlog/ as a segment and refuses the store (NumberFormatException "

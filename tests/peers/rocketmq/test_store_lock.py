@@ -93,7 +93,6 @@ def try_lock(lock_file: Path) -> str:
     return out.strip()
 
 
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['store-lock']")
 def test_rocketmq_refuses_a_store_rocketlite_runs_on(tmp_path: Path) -> None:
     root = tmp_path / "store"
     with embedded(root, grpc_server_port=0) as lite:
@@ -114,7 +113,6 @@ def test_rocketmq_refuses_a_store_rocketlite_runs_on(tmp_path: Path) -> None:
     assert try_lock(root / "lock") == "free"  # stopped: the lock is free again
 
 
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['store-lock']")
 def test_rocketlite_refuses_a_store_java_has_locked(tmp_path: Path) -> None:
     root = tmp_path / "store"
     root.mkdir()
@@ -132,7 +130,6 @@ def test_rocketlite_refuses_a_store_java_has_locked(tmp_path: Path) -> None:
     store.shutdown()
 
 
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['store-lock']")
 def test_rocketlite_refuses_a_store_rocketmq_runs_on(tmp_path: Path) -> None:
     root = tmp_path / "store"
     java = start_broker(tmp_path / "rocketmq", root, None)
