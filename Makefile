@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients java-clients go-clients
+.PHONY: run test lint typecheck docs bench bench-broker demo clean install clients clean-clients java-clients go-clients
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -49,7 +49,7 @@ NATIVE_SOURCES := setup.py $(wildcard src/rocketlite/*/_native/*.pyx src/rocketl
 
 # pip install -e builds the compiled data plane in place (src/rocketlite/**/_native/*.so, beside each .pyx).
 $(STAMP): $(VPY) pyproject.toml $(NATIVE_SOURCES)
-	$(VPY) -m pip install -q -e '.[fast,cli,test,lint,spark,grpc]'
+	$(VPY) -m pip install -q -e '.[fast,cli,test,lint,spark,grpc,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -64,6 +64,13 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+# The docs site (mkdocs.yml, docs/) into build/site (git-ignored). --strict fails on a broken
+# link or anchor and on a page left out of the nav. The NO_MKDOCS_2_WARNING variable silences the
+# theme's end-of-life banner, which is not about this site.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+docs: $(STAMP)
+	$(MKDOCS) build --strict --quiet
 
 $(ONS_STAMP):
 	@mkdir -p $(CLIENTS)/npm
@@ -166,6 +173,7 @@ test: $(STAMP) clients
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+	$(MKDOCS) build --strict --quiet
 	ROCKETLITE_NATIVE=$(NATIVE_REQUIRED) $(VPY) -m pytest
 	ROCKETLITE_NATIVE=0 $(VPY) -m pytest -q tests/protocol tests/store tests/broker
 
@@ -183,7 +191,8 @@ demo: $(STAMP)
 	rm -rf scratch/clickstream
 	$(VPY) examples/clickstream/pipeline.py --work scratch/clickstream
 
-# Also empties scratch/, where the README's examples keep their files (its .gitignore stays).
+# Also empties scratch/, where the README's and the docs' examples keep their files (its .gitignore
+# stays), and removes the built docs site (under build/).
 clean:
 	rm -rf $(VENV) build *.egg-info
 	find scratch -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +
