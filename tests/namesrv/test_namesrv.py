@@ -19,18 +19,17 @@ import pytest
 
 from rocketlite.clock import ManualClock
 from rocketlite.namesrv import NameServer, NamesrvConfig, register_body_crc32
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.lists import KVTable, TopicList
+from rocketlite.protocol.bodies.route import (
     DataVersion,
-    KVTable,
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
-    TopicList,
     TopicRouteData,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.frame import decode_frame
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.frame import decode_frame
 from rocketlite.remoting.client import RemotingClient
 from tests.support.aio import run
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
 from rocketlite.store.inspect import TAIL_WINDOW, UNKNOWN_PID, inspect_store, lock_holder, verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus

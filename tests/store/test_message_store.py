@@ -8,19 +8,19 @@ import subprocess
 import time
 from pathlib import Path
 
+from rocketlite.protocol.formats.record import decode_record, decode_records
 from rocketlite.protocol.message import (
     MessageSysFlag,
     make_msg_id,
     tags_code,
 )
-from rocketlite.protocol.record import decode_record, decode_records
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
-from tests.support.store import HOST, REAL_STORE, StoreFactory
+from tests.support.store import HOST, REAL_STORE, StoreFactory, put_batch
 from tests.support.store import message as mk
 
 
@@ -305,7 +305,7 @@ def test_tags_codes_are_java_ints_widened_to_long(open_store: StoreFactory) -> N
     tags = ["polygenelubricants", "TagA", "zzzzzzzzzz", "\u00e9-tag\u00e9", "\U0001f600x" * 3]
     for t in tags:
         store.put_message(mk(tags=t))
-    store.put_messages([mk(tags=t) for t in tags])
+    put_batch(store, [mk(tags=t) for t in tags])
     assert store.wait_dispatched()
     cq = sorted((store.config.consume_queue_dir / "T" / "0").iterdir())[0].read_bytes()
     codes = [int.from_bytes(cq[n * 20 + 12 : n * 20 + 20], "big", signed=True) for n in range(10)]

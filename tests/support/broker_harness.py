@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.message import string_to_properties
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
 from tests.support.wire import pull_until_end, send_command

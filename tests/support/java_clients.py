@@ -1,10 +1,15 @@
-"""The Java RocketMQ remoting clients (Maven Central jars) run as scenario drivers against rocketlite.
+"""The Java RocketMQ clients (Maven Central jars) run as scenario drivers against rocketlite.
 
 `make test` builds them (the `java-clients` target): tests/peers/java/pom.xml compiles our drivers
 against each client line and copies its jars under `.clients/java/<line>/`:
 
 - `client4`: org.apache.rocketmq:rocketmq-client 4.9.8 + rocketmq-acl, main `rocketlite.peers.Scenarios`;
-- `client5`: org.apache.rocketmq:rocketmq-client 5.3.3, main `rocketlite.peers.Scenarios5`.
+- `client5`: org.apache.rocketmq:rocketmq-client 5.3.3, main `rocketlite.peers.Scenarios5`;
+- `grpc5`: org.apache.rocketmq:rocketmq-client-java 5.2.0 (the 5.x gRPC client), main
+  `rocketlite.peers.Scenarios5Grpc`; its second argument is the gRPC endpoint, not a name server.
+
+The remoting clients log under `rocketmq.client.logRoot`, the gRPC client under `rocketmq.log.root`:
+both are the JVM's own `logs/` folder in the test's temp dir.
 
 A driver runs one scenario per JVM (`Scenarios <scenario> <namesrv> key=value...`) and prints JSON
 lines, read here through `ClientProc` (tests.support.real_clients): "sent", "recv", "wait" (it
@@ -22,15 +27,24 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support.real_clients import CLIENTS, ClientProc, Event
+from tests.support.real_clients import CLIENTS, ClientProc, answer, events, finish, received
+
+__all__ = ["JavaClients", "answer", "events", "finish", "java_clients", "probe", "received", "require"]
 
 JAVA_CLIENTS = CLIENTS / "java"
-MAINS = {"client4": "rocketlite.peers.Scenarios", "client5": "rocketlite.peers.Scenarios5"}
-VERSIONS = {"client4": "rocketmq-client 4.9.8", "client5": "rocketmq-client 5.3.3"}
+MAINS = {
+    "client4": "rocketlite.peers.Scenarios",
+    "client5": "rocketlite.peers.Scenarios5",
+    "grpc5": "rocketlite.peers.Scenarios5Grpc",
+}
+VERSIONS = {
+    "client4": "rocketmq-client 4.9.8",
+    "client5": "rocketmq-client 5.3.3",
+    "grpc5": "rocketmq-client-java 5.2.0",
+}
 # Small, quick JVMs: 2 shared cores, one client per process.
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8"]
 
@@ -81,6 +95,7 @@ class JavaClients:
             *JVM_FLAGS,
             f"-Duser.home={home}",
             f"-Drocketmq.client.logRoot={home / 'logs'}",
+            f"-Drocketmq.log.root={home / 'logs'}",
             "-cp",
             classpath,
             MAINS[line],
@@ -106,22 +121,6 @@ class JavaClients:
         return cp
 
 
-def finish(cp: ClientProc, timeout: float = 60) -> None:
-    """Read the driver's lines to its end; it must exit 0 after a "done" line."""
-    cp.drain(timeout)
-    rc = cp.proc.wait(timeout=10)
-    assert rc == 0 and cp.events and cp.events[-1].get("event") == "done", (
-        f"{cp.name}: rc={rc}, last lines {cp.events[-3:]}\n{cp.diagnostics()}"
-    )
-
-
-def answer(cp: ClientProc, line: str = "go") -> None:
-    """Let a driver waiting on stdin go on."""
-    assert cp.proc.stdin is not None
-    cp.proc.stdin.write(line + "\n")
-    cp.proc.stdin.flush()
-
-
 @contextlib.contextmanager
 def java_clients(tmp: Path) -> Iterator[JavaClients]:
     jc = JavaClients(tmp, [])
@@ -130,13 +129,3 @@ def java_clients(tmp: Path) -> Iterator[JavaClients]:
     finally:
         for cp in jc.procs:
             cp.kill()
-
-
-def events(cp: ClientProc, name: str, **match: Any) -> list[Event]:
-    """The driver's lines named `name` whose fields equal `match`."""
-    return [e for e in cp.events if e.get("event") == name and all(e.get(k) == v for k, v in match.items())]
-
-
-def received(cp: ClientProc, **match: Any) -> list[dict[str, Any]]:
-    """The messages of the "recv" lines (fields as Out.message prints them) matching `match`."""
-    return [e["message"] for e in events(cp, "recv", **match)]

@@ -18,8 +18,9 @@ from pathlib import Path
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.state_files import JsonConfigFile
 from rocketlite.clock import Clock
-from rocketlite.protocol import fastjson, perm, reserved
-from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol import perm, reserved
+from rocketlite.protocol.bodies.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol.wire import fastjson
 
 log = logging.getLogger("rocketlite.broker.topic_config")
 

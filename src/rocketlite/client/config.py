@@ -2,7 +2,7 @@
 
 `access_key` / `secret_key` (and an optional `security_token`) are Java's `SessionCredentials`
 handed to an `AclClientRPCHook`: when set, the instance signs every request it sends (see
-`rocketlite.protocol.acl_signature`), so a broker with `aclEnable=true` lets it through. The
+`rocketlite.protocol.wire.acl_signature`), so a broker with `aclEnable=true` lets it through. The
 secret is left out of the repr. Producers and consumers take the same keys as keyword arguments
 (`AsyncProducer("pg", ns, access_key=..., secret_key=...)`), which `make_config` turns into a
 config.
@@ -19,7 +19,7 @@ from typing import TypedDict
 
 from rocketlite.client.errors import ClientStateError
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.acl_signature import SessionCredentials
+from rocketlite.protocol.wire.acl_signature import SessionCredentials
 
 __all__ = ["ClientConfig", "ClientOptions", "check_namesrv_addr", "make_config"]
 

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from rocketlite.protocol.bodies.message_queue import MessageQueue
+from rocketlite.protocol.formats.record import COMPRESSION_TYPE_MASK, StoredRecord, inflate_body
 from rocketlite.protocol.message import (
     KEY_SEPARATOR,
     MessageConst,
@@ -27,8 +29,6 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.message_queue_bodies import MessageQueue
-from rocketlite.protocol.record import COMPRESSION_TYPE_MASK, StoredRecord, inflate_body
 from rocketlite.protocol.requests.pull import PullStatus
 from rocketlite.protocol.requests.send import SendStatus
 from rocketlite.protocol.uniq_key import UniqIdGenerator

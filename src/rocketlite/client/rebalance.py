@@ -26,7 +26,7 @@ from rocketlite.client.errors import ClientError
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import MessageQueue
 from rocketlite.client.process_queue import ProcessQueue
-from rocketlite.protocol.bodies import MessageModel, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import MessageModel, SubscriptionData
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketlite.client.rebalance")

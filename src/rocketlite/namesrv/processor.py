@@ -32,17 +32,17 @@ from typing import Final
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketlite.namesrv.route_info import RouteInfoManager
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.lists import TopicList
+from rocketlite.protocol.bodies.route import (
     DataVersion,
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
-    TopicList,
     register_body_crc32,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
     DeleteKVConfigRequestHeader,

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from rocketlite.progress import ProgressCallback, no_progress
-from rocketlite.protocol.consume_queue_unit import CQ_UNIT
 from rocketlite.protocol.errors import StoreError
-from rocketlite.protocol.index_layout import HEADER
-from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
-from rocketlite.protocol.speedups import scan_messages, scan_record
+from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT
+from rocketlite.protocol.formats.index_layout import HEADER
+from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult
 from rocketlite.store.checkpoint import CHECKPOINT
+from rocketlite.store.codec.speedups import scan_messages, scan_record
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 from rocketlite.store.store_lock import locked_by_other
 

@@ -25,21 +25,21 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.batch import BATCH_DELAY_PROPERTY, EncodedBatch
-from rocketlite.protocol.consume_queue_unit import is_padding
 from rocketlite.protocol.errors import SegmentCreateError
-from rocketlite.protocol.message import (
-    HostAddress,
-    MessageConst,
-    properties_to_string,
-    string_to_properties,
-)
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.record import (
     MAX_TOPIC_LENGTH,
     MessageInner,
     StoredRecord,
     decode_record,
     enters_consume_queue,
+)
+from rocketlite.protocol.message import (
+    HostAddress,
+    MessageConst,
+    properties_to_string,
+    string_to_properties,
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
@@ -355,33 +355,19 @@ class MessageStore:
         self.reput.wakeup()
         return res
 
-    def put_messages_nowait(self, msgs: list[MessageInner]) -> PendingPut:
-        """Append a batch (one topic-queue, consecutive queue offsets) without waiting."""
-        if not msgs:
-            return PendingPut(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch"))
-        bad = self._check_put(msgs[0].topic)
-        if bad is not None:
-            return PendingPut(bad)
-        if any(_DELAY_NEEDLE in m.properties_string for m in msgs):
-            return PendingPut(PutMessageResult(_ILLEGAL, remark="delayed batches are not supported"))
-        begin = time.perf_counter()
-        try:
-            res = self.commit_log.append_batch(msgs)
-        except SegmentCreateError as exc:
-            return self._segment_failed(exc)
-        return self._finish_put(res, begin, len(msgs))
-
     def put_encoded_nowait(self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress) -> PendingPut:
-        """`put_messages_nowait` for records encoded from a request body (`speedups.encode_batch_records`)."""
+        """Append a batch (one topic-queue, consecutive queue offsets) without waiting: records
+        encoded from a SEND_BATCH_MESSAGE body (`speedups.encode_batch_records`). A batch whose
+        stored properties hold DELAY is refused (RocketMQ does not delay batches)."""
         bad = self._check_put(topic)
-        if bad is not None or enc[3] == BATCH_DELAY_PROPERTY:  # the refusals of `put_messages_nowait`
+        if bad is not None or enc.outcome == BATCH_DELAY_PROPERTY:
             return PendingPut(bad or PutMessageResult(_ILLEGAL, remark="delayed batches are not supported"))
         begin = time.perf_counter()
         try:
             res = self.commit_log.append_encoded_batch(enc, topic, queue, host)
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
-        return self._finish_put(res, begin, enc[1])
+        return self._finish_put(res, begin, enc.messages)
 
     def _segment_failed(self, exc: SegmentCreateError) -> PendingPut:
         self.stats.put_failures += 1
@@ -421,9 +407,6 @@ class MessageStore:
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message; with SYNC_FLUSH, return once it is on disk (or timed out)."""
         return self.wait_durable(self.put_message_nowait(msg))
-
-    def put_messages(self, msgs: list[MessageInner]) -> PutMessageResult:
-        return self.wait_durable(self.put_messages_nowait(msgs))
 
     # -- reading ----------------------------------------------------------------------------
     def _correct(self, old: int, new: int) -> int:

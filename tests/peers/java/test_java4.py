@@ -19,15 +19,15 @@ import pytest
 from rocketlite.admin.client import AdminClient
 from rocketlite.admin.messages import query_msg_by_key
 from rocketlite.embedded import EmbeddedCluster, embedded
+from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst
-from rocketlite.protocol.message_queue_bodies import MessageQueue
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from tests.support import processes
 from tests.support.aio import run
 from tests.support.ha_harness import HaCluster, Proc, ha_cluster
-from tests.support.java_clients import JavaClients, answer, events, finish, java_clients, received
+from tests.support.java_clients import JavaClients, answer, events, finish, received
 from tests.support.names import unique
 from tests.support.ports import broker_port
 from tests.support.real_clients import BROKER_OVERRIDES, consumer_ids, stored
@@ -51,12 +51,6 @@ OVERRIDES: dict[str, Any] = {
 def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
     with embedded(tmp_path / "store", **OVERRIDES) as c:
         yield c
-
-
-@pytest.fixture
-def java(tmp_path: Path) -> Iterator[JavaClients]:
-    with java_clients(tmp_path) as jc:
-        yield jc
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The reviewed list of differences between RocketMQ 5.3.3 and rocketlite (docs/differential.md
+"""The reviewed list of differences between RocketMQ 5.3.3 and rocketlite (docs/internals/differential.md
 says the same, in the same order; `test_docs_list_every_difference` keeps the two in step).
 
 Two kinds, each with a short key scenarios refer to:

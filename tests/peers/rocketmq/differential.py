@@ -17,7 +17,7 @@ What is compared, after normalisation:
   for people, kept side by side in the report (`Report`) but not compared.
 
 What legitimately differs is normalised, each with its reason, in ACCEPTED below (the same list is
-docs/differential.md): timestamps the broker takes from its clock, addresses and ports, message
+docs/internals/differential.md): timestamps the broker takes from its clock, addresses and ports, message
 ids (which hold the broker's address and commit-log offset), the broker's version number.
 """
 
@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import decode_frame
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from rocketlite.protocol.message import parse_msg_id, string_to_properties
-from rocketlite.protocol.pop import PopRequestCode
-from rocketlite.protocol.record import StoredRecord, decode_records
 from rocketlite.protocol.requests.offsets import build_get_max_offset
 from rocketlite.protocol.requests.pull import build_pull
 from rocketlite.protocol.requests.route import build_get_route
+from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.wire.frame import decode_frame
+from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.remoting.client import RemotingClient
 
 # Pseudo response codes for what a server did instead of answering.

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rocketlite.protocol.batch import BatchEntry, encode_batch
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -16,12 +15,13 @@ from rocketlite.protocol.bodies import (
     SubscriptionData,
 )
 from rocketlite.protocol.codes import PullSysFlag, RequestCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import CreateTopicRequestHeader
+from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from rocketlite.protocol.message import java_string_hash, properties_to_string
-from rocketlite.protocol.record import StoredRecord, decode_records
 from rocketlite.protocol.requests.pull import build_pull
 from rocketlite.protocol.requests.send import build_send, build_send_batch
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import CreateTopicRequestHeader
 from tests.peers.rocketmq.differential import Side
 
 BORN = 1_700_000_000_000  # every message's born timestamp (a client's clock, so both get the same)

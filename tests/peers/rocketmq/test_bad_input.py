@@ -14,11 +14,8 @@ import time
 
 import pytest
 
-from rocketlite.protocol.batch import BatchEntry, encode_batch
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.frame import encode_command
-from rocketlite.protocol.pop import PopRequestCode
+from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
 from rocketlite.protocol.requests.offsets import (
     build_get_earliest_msg_store_time,
     build_get_max_offset,
@@ -28,6 +25,9 @@ from rocketlite.protocol.requests.offsets import (
     build_update_consumer_offset,
 )
 from rocketlite.protocol.requests.send import build_send_batch
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.frame import encode_command
+from rocketlite.protocol.wire.pop import PopRequestCode
 from tests.peers.rocketmq.differential import Side
 from tests.peers.rocketmq.runner import Pair
 from tests.peers.rocketmq.steps import BORN, PG, create_topic, heartbeat, props, pull, send, setup_topic

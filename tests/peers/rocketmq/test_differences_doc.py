@@ -1,4 +1,4 @@
-"""docs/differential.md and tests/peers/rocketmq/differences.py list the same differences."""
+"""docs/internals/differential.md and tests/peers/rocketmq/differences.py list the same differences."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.peers.rocketmq.differences import ACCEPTED, GAPS
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "differential.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "internals" / "differential.md"
 
 
 def listed(section: str) -> list[str]:

@@ -12,10 +12,14 @@ import time
 import pytest
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader, EndTransactionRequestHeader
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from rocketlite.protocol.message import parse_msg_id
-from rocketlite.protocol.pop import (
+from rocketlite.protocol.requests.heartbeat import build_unregister_client
+from rocketlite.protocol.requests.offsets import build_get_max_offset
+from rocketlite.protocol.requests.query import build_view_message
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader, EndTransactionRequestHeader
+from rocketlite.protocol.wire.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     PopMessageRequestHeader,
@@ -23,10 +27,6 @@ from rocketlite.protocol.pop import (
     ReceiptHandle,
     parse_offset_info,
 )
-from rocketlite.protocol.record import StoredRecord, decode_records
-from rocketlite.protocol.requests.heartbeat import build_unregister_client
-from rocketlite.protocol.requests.offsets import build_get_max_offset
-from rocketlite.protocol.requests.query import build_view_message
 from tests.peers.rocketmq.differential import Side, record_view
 from tests.peers.rocketmq.runner import Pair
 from tests.peers.rocketmq.steps import CLIENT_ID, PG, heartbeat, pull, send, setup_topic

@@ -29,11 +29,9 @@ from typing import Any
 import pytest
 
 from rocketlite.embedded import embedded
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import make_request
+from rocketlite.protocol.formats.record import decode_record
 from rocketlite.protocol.message import MessageSysFlag, parse_msg_id
-from rocketlite.protocol.record import decode_record
 from rocketlite.protocol.requests.offsets import (
     build_get_max_offset,
     build_get_min_offset,
@@ -42,6 +40,8 @@ from rocketlite.protocol.requests.offsets import (
     build_update_consumer_offset,
 )
 from rocketlite.protocol.requests.query import build_query_message, build_view_message
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import make_request
 from rocketlite.remoting.client import RemotingClient
 from tests.peers.rocketmq.steps import batch, create_topic, heartbeat, pull, send
 from tests.peers.rocketmq.test_message_paths import COMMIT, TRANSACTION_PREPARED, end

@@ -21,7 +21,7 @@ from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.grpc.send import ProducerService
 from rocketlite.broker.grpc.telemetry import TelemetryService
-from rocketlite.broker.processors.pop import PopMessageProcessor
+from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
@@ -82,7 +82,7 @@ class GrpcEndpoint:
         self.credentials = _tls_credentials(self.kit, self.broker)
         try:
             # Checked here first: grpc's C core would print its own error line for a taken port,
-            # straight to stderr, outside our logging (see README, Logging).
+            # straight to stderr, outside our logging (see docs/operations/logging.md).
             check_ports_free([(self.host, self.requested_port)])
         except OSError as exc:
             log.error(

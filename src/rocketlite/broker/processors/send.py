@@ -30,28 +30,25 @@ from concurrent.futures import Future
 from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.delay.timer.park import asks_for_timer
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
-from rocketlite.broker.timer.park import asks_for_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.batch import BATCH_DELAYED_ENTRY
-from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY, BatchTarget
+from rocketlite.protocol.formats.record import MessageInner
+from rocketlite.protocol.formats.speedups import encode_batch_records, send_properties
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.record import MessageInner
-from rocketlite.protocol.send_response import send_ok_command, send_ok_ext
-from rocketlite.protocol.speedups import (
-    decode_send_header_v2,
-    encode_batch_records,
-    encode_send_ok,
-    send_properties,
-)
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
+from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
+from rocketlite.runtime import result_within
 from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -378,21 +375,21 @@ class SendMessageProcessor:
         # rewritten as a single send's and completed with the header's, and encoded straight
         # into the records to append, in one call (no message object per entry)
         store_host = self.store_host
-        encoded = encode_batch_records(
-            body,
-            header.properties or "",
-            self.broker.broker_cluster_name,
-            header.topic,
-            born_host_of(conn),
-            store_host,
-            queue_id,
-            header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
-            header.born_timestamp,
-            header.reconsume_times or 0,
-            self.store.commit_log.max_message_size,
+        target = BatchTarget(
+            header_properties=header.properties or "",
+            cluster=self.broker.broker_cluster_name,
+            topic=header.topic,
+            born_host=born_host_of(conn),
+            store_host=store_host,
+            queue_id=queue_id,
+            sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
+            born_timestamp=header.born_timestamp,
+            reconsume_times=header.reconsume_times or 0,
+            max_message_size=self.store.commit_log.max_message_size,
         )
-        count = encoded[1]
-        if encoded[3] == BATCH_DELAYED_ENTRY:
+        encoded = encode_batch_records(body, target)
+        count = encoded.messages
+        if encoded.outcome == BATCH_DELAYED_ENTRY:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         if not count:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
@@ -445,7 +442,7 @@ class SendMessageProcessor:
         if fut is not None:
             self.flush_waiters += 1
             try:
-                flushed = await asyncio.wait_for(
+                flushed = await result_within(
                     asyncio.wrap_future(fut), self.store.config.sync_flush_timeout / 1000
                 )
             except TimeoutError:
