@@ -1,8 +1,11 @@
-"""Builds the compiled data plane (`src/rocketlite/protocol/_native/*.pyx`) and generates the gRPC
-stubs of the 5.x protocol (`src/rocketlite/protocol/proto/`); everything else is in pyproject.toml.
+"""Builds the compiled data plane (every `_native/*.pyx` under `src/rocketlite/`: one folder per
+codec family, beside its Python references) and generates the gRPC stubs of the 5.x protocol
+(`src/rocketlite/protocol/proto/`); everything else is in pyproject.toml.
 
+The shared Cython includes (`src/rocketlite/protocol/_native/*.pxi`: CRC-32, byte order, text,
+property arrays) are found through the include path, so every family includes them by name.
 The extensions are optional: where the C compiler is missing or fails, the install goes on and
-rocketlite runs on its Python implementations (`protocol.speedups` says so once, at start).
+rocketlite runs on its Python references (`rocketlite.native` says so once, at start).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from pathlib import Path
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-NATIVE = Path("src/rocketlite/protocol/_native")
+SRC = Path("src")
+SHARED = Path("src/rocketlite/protocol/_native")  # .pxi included by the compiled modules of every family
 PROTO = Path("src/rocketlite/protocol/proto/__init__.py")
 
 
@@ -36,18 +40,20 @@ generate_grpc_stubs()
 
 extensions = [
     Extension(
-        f"rocketlite.protocol._native.{pyx.stem}",
+        ".".join(pyx.relative_to(SRC).with_suffix("").parts),
         [str(pyx)],
-        depends=[str(pxi) for pxi in NATIVE.glob("*.pxi")],  # included source: rebuild on change
+        # included source: rebuild on change
+        depends=[str(pxi) for pxi in sorted({*pyx.parent.glob("*.pxi"), *SHARED.glob("*.pxi")})],
         optional=True,
         extra_compile_args=["-O3"],
     )
-    for pyx in sorted(NATIVE.glob("*.pyx"))
+    for pyx in sorted(SRC.glob("rocketlite/**/_native/*.pyx"))
 ]
 
 setup(
     ext_modules=cythonize(
         extensions,
+        include_path=[str(SHARED)],
         language_level=3,
         compiler_directives={
             "boundscheck": False,

@@ -6,7 +6,7 @@
 
 atheris is optional (``pip install -e '.[fuzz]'``); without it ``--engine atheris`` falls back to
 random. Only the decoder modules (`DECODER_MODULES`: ``rocketlite.protocol.*`` and
-``rocketlite.protocol.record``, ~700 functions) are instrumented for coverage feedback; the
+``rocketlite.protocol.formats.record``, ~700 functions) are instrumented for coverage feedback; the
 stdlib and the rest of rocketlite run uninstrumented. (``atheris.instrument_all()`` patches every
 loaded function, ~11,000 with the stdlib, spends ~40 s doing it, and its cov/ft figures then count
 json/re/enum edges as well as ours.) libFuzzer starts from `SAMPLES` (valid frames, one seed per
@@ -46,15 +46,17 @@ from typing import Any
 from tests.support.broker_harness import broker_under_test
 from tests.support.fuzzing import HEADER_CLASSES, SAMPLES, hold_idle_connections, mutate
 
-from rocketlite.protocol import speedups
-from rocketlite.protocol.batch import decode_batch
-from rocketlite.protocol.command import decode_rocketmq_header
-from rocketlite.protocol.custom_header import HeaderFieldError
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import FrameDecoder
+from rocketlite.protocol.formats import speedups as formats_speedups
+from rocketlite.protocol.formats.batch import BatchTarget, decode_batch
+from rocketlite.protocol.formats.record import DispatchRequest, decode_records
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import DispatchRequest, decode_records
-from rocketlite.protocol.speedups import decode_json_header
+from rocketlite.protocol.wire.command import decode_rocketmq_header
+from rocketlite.protocol.wire.custom_header import HeaderFieldError
+from rocketlite.protocol.wire.frame import FrameDecoder
+from rocketlite.protocol.wire.speedups import decode_json_header
+from rocketlite.spark.codec import speedups as spark_speedups
+from rocketlite.store.codec import speedups as store_speedups
 
 COUNT = [0]
 
@@ -110,23 +112,25 @@ def _native_batch(data: bytes, _selector: int) -> None:
     """The compiled batch encoder (a SEND_BATCH_MESSAGE body straight to records, with the send
     path's property work): `ProtocolError` only."""
     with contextlib.suppress(ProtocolError):
-        speedups.encode_batch_records(data, "", "C", "T", _HOST, _HOST, 0, 0, 1, 0, 4 << 20)
+        formats_speedups.encode_batch_records(
+            data, BatchTarget("", "C", "T", _HOST, _HOST, 0, 0, 1, 0, 4 << 20)
+        )
 
 
 def _native_scan(data: bytes, selector: int) -> None:
     """The compiled commit-log scans (dispatch and recovery): they never raise."""
     buf = memoryview(data)
     out: list[DispatchRequest] = []
-    speedups.scan_messages(buf, 0, len(buf), out, verify_crc=bool(selector & 1))
-    speedups.check_records(buf, 0, 0, verify_crc=bool(selector & 1))
+    store_speedups.scan_messages(buf, 0, len(buf), out, verify_crc=bool(selector & 1))
+    store_speedups.check_records(buf, 0, 0, verify_crc=bool(selector & 1))
 
 
 def _native_store_scan(data: bytes, selector: int) -> None:
     """The compiled raw-store scan of the Spark reader: the hop from record to record, each
     record's structure, then the body CRCs of the sound prefix: none of them raise."""
-    starts = speedups.record_starts(data, 0, len(data), 1 << 20)
-    index, _code = speedups.first_invalid_record(data, starts.positions, 0, bool(selector & 1))
-    speedups.first_crc_mismatch(data, memoryview(starts.positions)[: 8 * index])
+    starts = spark_speedups.record_starts(data, 0, len(data), 1 << 20)
+    index, _code = spark_speedups.first_invalid_record(data, starts.positions, 0, bool(selector & 1))
+    spark_speedups.first_crc_mismatch(data, memoryview(starts.positions)[: 8 * index])
 
 
 TARGETS: list[Callable[[bytes, int], None]] = [
@@ -138,7 +142,7 @@ TARGETS: list[Callable[[bytes, int], None]] = [
     _ext,
     # The compiled twins (speedups' choice; atheris does not instrument C, so these gain coverage
     # only through the Python paths they fall back to, but every input still runs through them).
-    lambda data, _s: assert_list(speedups.decode_records(data)),
+    lambda data, _s: assert_list(formats_speedups.decode_records(data)),
     _native_batch,
     _native_scan,
     _native_store_scan,
@@ -153,7 +157,7 @@ def one_input(raw: bytes) -> None:
     TARGETS[selector % len(TARGETS)](raw[1:], selector // len(TARGETS))
 
 
-DECODER_MODULES = ("rocketlite.protocol", "rocketlite.protocol.record")
+DECODER_MODULES = ("rocketlite.protocol", "rocketlite.protocol.formats.record")
 
 
 def _is_decoder_module(name: str) -> bool:

@@ -44,10 +44,10 @@ if __package__ in (None, ""):  # run as a script (`python bench/ha_bench.py`): i
 
 from tests.support.ports import broker_port
 
-from rocketlite.protocol.bodies import KVTable
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, next_opaque
 from rocketlite.runtime import new_event_loop

@@ -36,8 +36,8 @@ from bench.broker.config import BATCH, CONNECTIONS, MIB, WINDOW
 from bench.broker.loadgen import Sender
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
-from rocketlite.protocol import speedups
-from rocketlite.protocol.frame import encode_command
+from rocketlite.protocol.wire import speedups
+from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.config import StoreConfig
 

@@ -31,7 +31,7 @@ process, store in a temporary directory):
    session pays for starting the Python workers and compiling the write path).
 
 The session runs Spark's Python workers over Unix domain sockets
-(`spark.python.unix.domain.socket.enabled=true`, as the README advises for Python data sources):
+(`spark.python.unix.domain.socket.enabled=true`, as docs/spark.md advises for Python data sources):
 over Spark's default loopback TCP every task of a Python data source waits ~40 ms for its input
 (Nagle's algorithm against a delayed ACK). `--tcp-workers` measures the default.
 

@@ -14,8 +14,9 @@ file system being measured), each store in its own subdirectory deleted when don
    the cost of one fdatasync (1000 x (4 KiB pwrite + fdatasync)), and the same after a 4 KiB copy
    into a shared mapping (how the store appends single records).
 2. Appends with ASYNC_FLUSH, bodies of 128 B and 1 KiB: single `put_message_nowait` calls, and
-   `put_messages_nowait` batches of 32 and 1000 messages of one topic-queue, with the properties a
-   Java producer sends (TAGS, WAIT, UNIQ_KEY). Segment sizes are chosen so that every run rolls at
+   batches of 32 and 1000 messages of one topic-queue, with the properties a Java producer sends
+   (TAGS, WAIT, UNIQ_KEY), taken the broker's way: the SEND_BATCH_MESSAGE body made into records
+   (`encode_batch_records`) and `put_encoded_nowait`. Segment sizes are chosen so that every run rolls at
    least once; rolls, and the preparation of the next segment they start, happen inside the run.
    The reput service dispatches in the background as in production. Reported as "appended" (the
    puts returned), "+flushed" (and an fdatasync of everything) and "+dispatched" (and the consume

@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 
 KIB: Final = 1 << 10
 MIB: Final = 1 << 20

@@ -23,9 +23,9 @@ import struct
 from typing import Final
 
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.frame import FRAME_PREFIX, HEADER_LENGTH_MASK, encode_command
-from rocketlite.protocol.record import INT, SYSFLAG_POS, layout_for
+from rocketlite.protocol.formats.record import INT, SYSFLAG_POS, layout_for
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame import FRAME_PREFIX, HEADER_LENGTH_MASK, encode_command
 
 OPAQUE_BASE: Final = 1_000_000_000  # opaques OPAQUE_BASE + n (n < 10^9) print as 10 digits
 OPAQUE_SPAN: Final = 1_000_000_000

@@ -23,10 +23,10 @@ from bench.broker.config import (
     SEND_V2_BORN_TS,
     SEND_V2_PROPERTIES,
 )
-from rocketlite.protocol.batch import BatchEntry, encode_batch
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode, SerializeType
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.remoting.connection import Connection, RequestTable, next_opaque
 
 

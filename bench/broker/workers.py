@@ -41,7 +41,7 @@ from bench.broker.frames import (
 )
 from bench.broker.loadgen import Sender, pull_request, pull_template
 from rocketlite.protocol.codes import ResponseCode, SerializeType
-from rocketlite.protocol.frame import FRAME_PREFIX, HEADER_LENGTH_MASK
+from rocketlite.protocol.wire.frame import FRAME_PREFIX, HEADER_LENGTH_MASK
 from rocketlite.runtime import new_event_loop
 
 VARIANTS: Final = 4  # prebuilt frames per slot (distinct UNIQ_KEYs), sent in turn

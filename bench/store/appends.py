@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.store import batch_request
+
 from bench.store.common import (
     GOAL_BATCH_RATIO,
     GOAL_SINGLE_128,
@@ -26,6 +28,7 @@ from bench.store.common import (
     store_config,
     wait_staged,
 )
+from rocketlite.protocol.formats.speedups import encode_batch_records
 from rocketlite.store.message_store import MessageStore
 
 
@@ -49,7 +52,13 @@ def run_append(work: Path, body_size: int, batch: int, count: int, *, dispatch: 
     body = os.urandom(body_size)
     pool_size = batch if batch > 1 else 1024
     pool = [make_message(body, 0, i) for i in range(pool_size)]
-    rec = record_size(pool[0])
+    # a batch goes the broker's way: its SEND_BATCH_MESSAGE body made into records per put
+    request, target = batch_request(pool) if batch > 1 else (b"", None)
+    rec = (
+        record_size(pool[0])
+        if target is None
+        else len(encode_batch_records(request, target).records) // batch
+    )
     count -= count % batch
     seg = segment_size_for(rec * count)
     store = MessageStore(store_config(root, maped_file_size_commit_log=seg))
@@ -71,10 +80,12 @@ def run_append(work: Path, body_size: int, batch: int, count: int, *, dispatch: 
                 if not put(pool[i & mask]).result.ok:
                     failures += 1
         else:
-            put_batch = store.put_messages_nowait
+            assert target is not None
+            put_batch = store.put_encoded_nowait
+            topic, queue_id, host = target.topic, target.queue_id, target.store_host
             t0 = time.perf_counter()
             for _ in range(count // batch):
-                if not put_batch(pool).result.ok:
+                if not put_batch(encode_batch_records(request, target), topic, queue_id, host).result.ok:
                     failures += 1
         appended = time.perf_counter() - t0
         end = queue.max_wrote_offset

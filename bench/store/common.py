@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketlite.protocol.formats.record import MessageInner, encode_record
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner, encode_record
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import segment_name, staging_path
 

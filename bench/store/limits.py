@@ -21,7 +21,7 @@ from bench.store.common import (
     percentile,
     segment_size_for,
 )
-from rocketlite.protocol.record import encode_record
+from rocketlite.protocol.formats.record import encode_record
 
 # -- 1. physical limits -------------------------------------------------------------------------
 _ZEROS = bytes(MIB)

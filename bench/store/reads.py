@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+from tests.support.store import put_batch
+
 from bench.store.common import (
     GIB,
     GOAL_DISPATCH,
@@ -38,7 +40,7 @@ def write_keyed_log(store: MessageStore, total: int, queues: int, body: bytes, b
     while written < total:
         n = min(batch, total - written)
         msgs = [make_message(body, q, written + j, keys=True) for j in range(n)]
-        res = store.put_messages(msgs)
+        res = put_batch(store, msgs)
         if not res.ok:
             raise RuntimeError(f"batch failed: {res}")
         written += n

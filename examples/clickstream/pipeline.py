@@ -56,7 +56,7 @@ def broker(namesrv: str | None) -> Iterator[str]:
         return
     from rocketlite.embedded import embedded  # noqa: PLC0415
 
-    with embedded() as cluster:
+    with embedded(grpc_server_port=0) as cluster:  # no gRPC threads while PySpark forks
         print(f"embedded name server {cluster.namesrv_addr}, broker {cluster.broker_addr}")
         yield cluster.namesrv_addr
 
@@ -215,7 +215,8 @@ def main() -> None:
             print("sent a heartbeat event; the queries resume from their checkpoints (1 s trigger):")
             run(spark, namesrv, work, catch_up=False)
             table = spark.read.parquet(str(work / "parquet")).orderBy("window_start", "section")
-            print(f"\nclicks per section and 30 s window (Parquet at {work / 'parquet'}):")
+            kept = "" if args.work else ", a temporary directory removed at exit (--work DIR keeps it)"
+            print(f"\nclicks per section and 30 s window (Parquet at {work / 'parquet'}{kept}):")
             table.show(100, truncate=False)
             totals = table.groupBy().sum("clicks").collect()[0][0]
             messages = (

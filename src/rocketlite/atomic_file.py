@@ -1,7 +1,7 @@
 """`write_atomically`: replace a small file so a crash leaves the old or the new content, never half.
 
 A leaf: the broker's state files (`broker/state_files.py`), the POP log's snapshot
-(`broker/pop_log.py`) and the name server's KV config persist through it, and none should import
+(`broker/pop/log.py`) and the name server's KV config persist through it, and none should import
 another's package to get it.
 """
 

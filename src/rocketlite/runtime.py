@@ -1,6 +1,13 @@
 """Running rocketlite's asyncio servers: the event loop choice (uvloop when installed), stopping
-background tasks, and a background-thread runner for synchronous callers (embedded clusters,
-tests, the Spark source)."""
+background tasks, a background-thread runner for synchronous callers (embedded clusters, tests,
+the Spark source), and waits with a timeout that stay correct under cancellation.
+
+`asyncio.wait_for` in 3.11 can swallow a cancellation that races with the awaited thing
+completing (fixed in 3.12, gh-86296), which left a cancelled background loop waiting forever and
+could leak a lock acquired just as the timeout fired. `wait_event`, `acquire_within` and
+`result_within` wait through `asyncio.wait` instead, which never swallows the caller's
+cancellation, and clean up their helper task; the broker, the client and the remoting layer use
+them wherever they wait with a timeout."""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 log = logging.getLogger("rocketlite.runtime")
@@ -39,6 +46,67 @@ async def cancel_tasks(*tasks: asyncio.Task[Any] | None) -> None:
     for task in live:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait until `event` is set or `timeout` passes; True if it is set."""
+    if event.is_set():
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        if not waiter.done():
+            waiter.cancel()
+    return event.is_set()
+
+
+async def acquire_within(lock: asyncio.Lock, timeout: float) -> bool:
+    """Acquire `lock` within `timeout`; False (and not held) otherwise."""
+    if not lock.locked():
+        await lock.acquire()
+        return True
+    task = asyncio.ensure_future(lock.acquire())
+    try:
+        await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        _abandon(lock, task)
+        raise
+    if task.done() and not task.cancelled() and task.exception() is None:
+        return True
+    _abandon(lock, task)
+    return False
+
+
+def _abandon(lock: asyncio.Lock, task: asyncio.Future[Any]) -> None:
+    def give_back(t: asyncio.Future[Any]) -> None:
+        if not t.cancelled() and t.exception() is None:
+            lock.release()  # the acquisition won the race with the cancel
+
+    if task.done():
+        give_back(task)
+    else:
+        task.cancel()
+        task.add_done_callback(give_back)
+
+
+async def result_within(awaitable: Awaitable[T], timeout: float) -> T:
+    """The result of `awaitable` (its exception raised), or `TimeoutError` once `timeout` seconds
+    pass: `asyncio.wait_for` as 3.11 means it, without the swallowed cancellation. On a timeout
+    the awaited thing is cancelled and has ended before `TimeoutError` is raised (its result,
+    should it finish regardless, is returned); a cancellation of the caller cancels it too."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        await asyncio.wait({task}, timeout=timeout)
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+            if task.cancelled():
+                raise TimeoutError
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    return task.result()
 
 
 class LoopThread:

@@ -24,8 +24,7 @@ from rocketlite.admin import cli as admin_cli
 from rocketlite.admin.output import Output, ProgressReporter
 from rocketlite.cli import main
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -35,8 +34,9 @@ from rocketlite.protocol.bodies import (
     SubscriptionData,
 )
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import UpdateConsumerOffsetRequestHeader
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import UpdateConsumerOffsetRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.clean import disk_used_ratio
 from tests.support.lone_namesrv import lone_namesrv

@@ -27,13 +27,13 @@ from rocketlite.broker.acl import (
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.acl_signature import calc_signature, sign, signing_content
-from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import ConfigError
-from rocketlite.protocol.headers import SendMessageRequestHeader
-from rocketlite.protocol.pop import PopRequestCode
+from rocketlite.protocol.wire.acl_signature import calc_signature, sign, signing_content
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.store.config import StoreConfig
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test

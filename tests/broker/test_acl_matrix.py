@@ -66,12 +66,12 @@ from rocketlite.client import (
     NoPermissionError,
     PullStatus,
 )
-from rocketlite.client.instance import ClientInstance
+from rocketlite.client.instance import ClientInstance, ProducerFactory
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.acl_signature import ACCESS_KEY
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import CreateTopicRequestHeader
+from rocketlite.protocol.wire.acl_signature import ACCESS_KEY
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.headers import CreateTopicRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
 from tests.support.real_clients import ClientProc, Clients, Event, msg_spec, require
@@ -348,8 +348,13 @@ def bind_global_white() -> Iterator[None]:
     source_ip = CREDS["global-white"].source_ip
     assert source_ip is not None
 
-    def init(self: ClientInstance, config: ClientConfig, key: tuple[int, str, str]) -> None:
-        orig_init(self, config, key)
+    def init(
+        self: ClientInstance,
+        config: ClientConfig,
+        key: tuple[int, str, str],
+        producer_factory: ProducerFactory | None = None,
+    ) -> None:
+        orig_init(self, config, key, producer_factory)
         if self.instance_name == CREDS["global-white"].instance_name:
             self.remoting = BoundRemotingClient(self.remoting, source_ip)
 

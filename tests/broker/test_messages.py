@@ -17,18 +17,18 @@ import pytest
 
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerRole
-from rocketlite.broker.schedule import ScheduleMessageService
+from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
-from rocketlite.protocol.bodies import HeartbeatData, ProducerData
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData, ProducerData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.formats.record import StoredRecord, decode_record, decode_records
+from rocketlite.protocol.message import parse_msg_id, string_to_properties
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import (
     EndTransactionRequestHeader,
     QueryMessageRequestHeader,
     SendMessageRequestHeader,
 )
-from rocketlite.protocol.message import parse_msg_id, string_to_properties
-from rocketlite.protocol.record import StoredRecord, decode_record, decode_records
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.config import FlushDiskType
@@ -516,6 +516,12 @@ def test_query_by_key_and_view_by_id(tmp_path: Path) -> None:
                 r = await b.call(RequestCode.QUERY_MESSAGE, ext)
                 assert r.code == ResponseCode.QUERY_NOT_FOUND
                 assert r.remark == "can not find message, maybe time range not correct"
+                # as RocketMQ: the index's last update goes with hits only
+                last_update = (
+                    r.ext_fields["indexLastUpdatePhyoffset"],
+                    r.ext_fields["indexLastUpdateTimestamp"],
+                )
+                assert last_update == ("0", "0")
 
             offset = parse_msg_id(sent.ext_fields["msgId"]).offset
             r = await b.call(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)})

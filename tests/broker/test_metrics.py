@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from rocketlite.broker.processors.send import SYSTEM_BUSY_REMARK
-from rocketlite.protocol.bodies import KVTable
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import make_request
-from rocketlite.protocol.frame import encode_command
-from rocketlite.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader
+from rocketlite.protocol.wire.command import make_request
+from rocketlite.protocol.wire.frame import encode_command
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader
 from rocketlite.remoting import connection
 from rocketlite.store.config import FlushDiskType
 from tests.support.aio import run

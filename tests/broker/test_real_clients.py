@@ -2,9 +2,9 @@
 
 Clients (installed by `make test` into `.clients/`, see the Makefile):
 
-- `ons`: npm ali-ons@3.12.0, pure JavaScript (Node), driven by tests/clients/ons_*.js.
+- `ons`: npm ali-ons@3.12.0, pure JavaScript (Node), driven by tests/support/foreign_clients/ons_*.js.
 - `cpp`: PyPI rocketmq==0.4.4, the real rocketmq-client-cpp 1.x (x86_64 only), in its own venv
-  `.clients/cpp044`, driven by tests/clients/cpp_client.py.
+  `.clients/cpp044`, driven by tests/support/foreign_clients/cpp_client.py.
 
 Each test starts `embedded(...)`, starts consumer script(s) as subprocesses and waits for their
 "ready"/"started" line, runs a producer script to completion, then reads the consumers' JSON lines
@@ -28,8 +28,8 @@ import pytest
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import string_to_properties
-from rocketlite.protocol.record import decode_records
 from tests.support.names import unique
 from tests.support.real_clients import (
     ClientProc,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -21,8 +22,8 @@ from tests.support.listening import (
     store_bytes,
     wait_log_line,
 )
-from tests.support.ports import free_port
-from tests.support.processes import spawn, stop, write_conf
+from tests.support.ports import broker_port, free_port
+from tests.support.processes import ROCKETLITE, child_env, spawn, stop, write_conf
 
 MiB = 1024 * 1024
 
@@ -141,3 +142,32 @@ def test_dev_conf_missing_file_is_named(tmp_path: Path) -> None:
 def test_broker_defaults_stay_rocketmqs() -> None:
     """`rocketlite broker` binds every interface, as RocketMQ does; only dev is loopback."""
     assert BrokerConfig().listen_host == "0.0.0.0"
+
+
+@pytest.mark.parametrize(
+    ("busy", "offset"), [("broker", 0), ("VIP channel", -2), ("HA", 1), ("metrics", None)]
+)
+def test_a_second_dev_on_busy_ports_leaves_no_store_behind(
+    tmp_path: Path, busy: str, offset: int | None
+) -> None:
+    """`make run` already serving (here: one listening socket on the port) and a second
+    `rocketlite dev` on a new store: a clear error naming the port, exit 2, and the new store
+    directory not created (it used to be created and preallocated, 129 MB, before the bind)."""
+    port = broker_port()
+    metrics = free_port(avoid={port - 2, port, port + 1})
+    taken = metrics if offset is None else port + offset
+    store = tmp_path / "store2"
+    conf = write_conf(tmp_path / "broker.conf", {"metricsPort": str(metrics), "grpcServerPort": "0"})
+    with socket.create_server(("127.0.0.1", taken)):
+        done = subprocess.run(
+            [*ROCKETLITE, "dev", "-c", str(conf), "--store", str(store), "--namesrv-port", "0",
+             "--broker-port", str(port)],
+            capture_output=True, text=True, env=child_env(), timeout=60, check=False,
+        )  # fmt: skip
+    assert done.returncode == 2, f"{busy}: {done.stderr}"
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"rocketlite: error: [Errno 98] cannot listen on 127.0.0.1:{taken}: ")
+    ), done.stderr
+    assert not store.exists(), f"{busy} port in use: {sorted(p.name for p in store.rglob('*'))}"

@@ -1,6 +1,6 @@
 """ACL keys in rocketlite's own SDK and admin CLI, against one broker with `aclEnable=true`.
 
-* the signature primitive (`rocketlite.protocol.acl_signature`): what is signed, checked with the
+* the signature primitive (`rocketlite.protocol.wire.acl_signature`): what is signed, checked with the
   broker's validator;
 * the SDK: `access_key=` / `secret_key=` on producers and consumers (or in `ClientConfig`) sign
   every request; a producer and a push consumer round-trip messages, a transaction producer's
@@ -42,7 +42,8 @@ from rocketlite.client import (
 )
 from rocketlite.client.instance import ClientInstance
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.acl_signature import (
+from rocketlite.protocol.codes import RequestCode
+from rocketlite.protocol.wire.acl_signature import (
     ACCESS_KEY,
     SECURITY_TOKEN,
     SIGNATURE,
@@ -52,8 +53,7 @@ from rocketlite.protocol.acl_signature import (
     sign,
     signing_content,
 )
-from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import make_request
+from rocketlite.protocol.wire.command import make_request
 from tests.support.aio import run
 from tests.support.names import unique
 from tests.support.sdk import Collector, wait_messages

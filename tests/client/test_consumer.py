@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.client import (
     AsyncProducer,
@@ -26,6 +28,8 @@ from rocketlite.client import (
     PushConsumer,
     select_by_hash,
 )
+from rocketlite.client.errors import ClientStateError
+from rocketlite.client.instance import CLIENT_INNER_PRODUCER_GROUP
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.message import MessageConst
 from tests.support.aio import run
@@ -217,6 +221,37 @@ def test_orderly_consumer_keeps_order_and_retries_in_place(embedded_cluster: Emb
             assert len({q for q, _, _ in seq}) == 1
             assert [r for _, b, r in seq if b.endswith("-3")] == [1]  # retried locally, counted
         assert len(failed_once) == 3
+
+    run(main(), timeout=60)
+
+
+def test_the_inner_producer_is_made_by_the_push_consumers_factory(embedded_cluster: EmbeddedCluster) -> None:
+    """The client instance's own producer (send-back fallbacks) is made by the factory a push
+    consumer hands the shared instance, even when a producer started that instance first; an
+    instance that was given none says so instead of making one itself."""
+    topic, group = unique("ConsInner"), unique("cg")
+
+    async def main() -> None:
+        async def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeStatus:
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        async with AsyncProducer(
+            unique("pg"), embedded_cluster.namesrv_addr, instance_name="inner-1"
+        ) as producer:
+            await create_topic(producer, topic)
+            with pytest.raises(ClientStateError, match="no producer factory"):
+                await producer.instance.inner_producer()
+            consumer = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="inner-1")
+            consumer.subscribe(topic)
+            consumer.register_message_listener(listener)
+            await consumer.start()
+            assert consumer.instance is producer.instance
+            inner = await consumer.instance.inner_producer()
+            assert isinstance(inner, AsyncProducer) and inner.group == CLIENT_INNER_PRODUCER_GROUP
+            assert await consumer.instance.inner_producer() is inner
+            sent = await inner.send(Message(topic, b"through the inner producer"))
+            assert sent.msg_id
+            await consumer.close()
 
     run(main(), timeout=60)
 
@@ -425,8 +460,8 @@ def test_pull_consumer_seek_poll_commit(embedded_cluster: EmbeddedCluster) -> No
                 status, next_offset, *_ = await pc.fetch(mq, 10, 4)
                 assert status is PullStatus.NO_NEW_MSG and next_offset == 10
                 status, next_offset, *_ = await pc.fetch(mq, 99, 4)
-                # OFFSET_OVERFLOW_BADLY; Java corrects to minOffset when that is 0
-                assert status is PullStatus.OFFSET_ILLEGAL and next_offset == 0
+                # OFFSET_OVERFLOW_BADLY: moved to the queue's end, as RocketMQ >= 4.9.4 does
+                assert status is PullStatus.OFFSET_ILLEGAL and next_offset == 10
 
                 pc.assign([mq])
                 await pc.seek_by_timestamp(mq, boundary)

@@ -38,10 +38,12 @@ from rocketlite.client import (
     select_by_sharding_key,
 )
 from rocketlite.client.message import UniqIdGenerator
+from rocketlite.clock import ManualClock
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id
+from rocketlite.protocol.uniq_key import month_bounds
 from tests.support.aio import run
 from tests.support.names import unique
 from tests.support.sdk import read_queues, wait_messages, wait_route
@@ -87,6 +89,23 @@ def test_uniq_id_layout() -> None:
     assert a[:8] == "0A010203"  # client IP first, as MessageClientIDSetter
     assert a[:20] == b[:20] and a != b
     assert int(b[-4:], 16) == int(a[-4:], 16) + 1  # the counter
+
+
+def test_the_sdk_clock_sets_the_message_ids(embedded_cluster: EmbeddedCluster) -> None:
+    """A producer's `clock=` is the time in its UNIQ_KEYs: on day 28 of a month the TIME field is
+    past 2^31 - 1 (not clamped), and ids sent in the same millisecond differ by the counter."""
+    day28 = month_bounds(1_780_000_000_000)[0] + 27 * 86_400_000 + 4321
+    topic = unique("ProdClock")
+
+    async def main() -> list[str]:
+        async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr, clock=ManualClock(day28)) as p:
+            return [(await p.send(Message(topic, b"x"))).msg_id for _ in range(3)]
+
+    ids = run(main())
+    assert len(set(ids)) == 3
+    assert {int(i[20:28], 16) for i in ids} == {day28 - month_bounds(day28)[0]}
+    assert int(ids[0][20:28], 16) > 0x7FFF_FFFF
+    assert [int(i[28:], 16) for i in ids[1:]] == [(int(ids[0][28:], 16) + n) & 0xFFFF for n in (1, 2)]
 
 
 def test_send_async_and_oneway(embedded_cluster: EmbeddedCluster) -> None:

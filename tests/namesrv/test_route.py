@@ -10,7 +10,7 @@ import pytest
 from rocketlite.clock import ManualClock
 from rocketlite.config import build_config
 from rocketlite.namesrv import KVConfigManager, NamesrvConfig, RouteInfoManager, register_body_crc32
-from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol.bodies.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocketlite.protocol.errors import ConfigError
 
 CLUSTER = "DefaultCluster"

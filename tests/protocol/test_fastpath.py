@@ -1,7 +1,7 @@
 """The per-request fast paths are pinned to their generic definitions.
 
 Every fast path in the protocol package has a reference next to it (the code it replaced; the
-codecs that `protocol.speedups` chooses between are compared through its `PYTHON` and
+codecs that `protocol.wire.speedups` chooses between are compared through its `CHOSEN` and
 `REFERENCE` sets, the record codec's in `test_record.py`); these
 property tests feed both the same input and demand the same outcome: the same value with the
 same types, or the same exception type and message. Plus the framing and connection batching,
@@ -22,20 +22,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import custom_header as ch
-from rocketlite.protocol import fastjson, speedups
-from rocketlite.protocol import headers as h
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
-from rocketlite.protocol.frame import FRAME_PREFIX, FrameDecoder, decode_frame, encode_command
-from rocketlite.protocol.header_codec import encode_header
+from rocketlite.protocol.wire import custom_header as ch
+from rocketlite.protocol.wire import fastjson, speedups
+from rocketlite.protocol.wire import headers as h
+from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.wire.frame import FRAME_PREFIX, FrameDecoder, decode_frame, encode_command
+from rocketlite.protocol.wire.header_codec import encode_header
 from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.mapped_file import create_segment, staging_path
 from rocketlite.store.mapped_file_queue import direct_allocator
 
-# The implementations `protocol.speedups` chooses between: every fast one is pinned to the reference.
-FAST = speedups.PYTHON
+# The implementations `protocol.wire.speedups` chooses between: every fast one is pinned to the reference.
+FAST = speedups.CHOSEN
 REFERENCE = speedups.REFERENCE
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -235,13 +235,15 @@ def test_generated_encoder_matches_the_generic_one(header: ch.CustomHeader) -> N
 
 
 def test_quote_matches_fastjson_for_every_single_character() -> None:
-    mismatches = [c for c in range(0x110000) if FAST.quote(chr(c)) != REFERENCE.quote(chr(c))]
+    mismatches = [
+        c for c in range(0x110000) if fastjson.quote_plain(chr(c)) != fastjson.quote_reference(chr(c))
+    ]
     assert mismatches == []
 
 
 @given(st.text(alphabet=st.characters(codec=None), max_size=40))
 def test_quote_matches_fastjson_for_any_text(text: str) -> None:
-    assert fastjson.quote(text) == FAST.quote(text) == REFERENCE.quote(text)
+    assert fastjson.quote(text) == fastjson.quote_plain(text) == fastjson.quote_reference(text)
 
 
 @pytest.mark.parametrize(
@@ -249,7 +251,7 @@ def test_quote_matches_fastjson_for_any_text(text: str) -> None:
     ["", "plain", 'q"uote', "back\\slash", "TAGS\x01A\x02", "\x0b\x0e\x1f\x7f\x85\x9f", "é€😀", "\ud800"],
 )
 def test_quote_examples(text: str) -> None:
-    assert FAST.quote(text) == REFERENCE.quote(text)
+    assert fastjson.quote_plain(text) == fastjson.quote_reference(text)
 
 
 def test_strict_loads_is_json_loads() -> None:

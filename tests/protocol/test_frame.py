@@ -9,15 +9,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketlite.protocol.codes import CommandFlag, LanguageCode, RequestCode, ResponseCode, SerializeType
-from rocketlite.protocol.command import (
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire.command import (
     RemotingCommand,
     decode_rocketmq_header,
     make_request,
     make_response,
 )
-from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, decode_frame, encode_command
-from rocketlite.protocol.speedups import decode_json_header, encode_json_header
+from rocketlite.protocol.wire.frame import (
+    DEFAULT_MAX_FRAME_LENGTH,
+    FrameDecoder,
+    decode_frame,
+    encode_command,
+)
+from rocketlite.protocol.wire.speedups import decode_json_header, encode_json_header
 
 ROUTE_HEADER = (
     b'{"code":105,"extFields":{"topic":"TopicTest"},"flag":0,"language":"JAVA","opaque":1,'

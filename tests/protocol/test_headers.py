@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.protocol import custom_header as ch
-from rocketlite.protocol import headers as h
-from rocketlite.protocol.batch import BatchEntry, decode_batch, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import FrameDecoder
-from rocketlite.protocol.speedups import decode_json_header
+from rocketlite.protocol.formats.batch import BatchEntry, decode_batch, encode_batch
+from rocketlite.protocol.wire import custom_header as ch
+from rocketlite.protocol.wire import headers as h
+from rocketlite.protocol.wire.frame import FrameDecoder
+from rocketlite.protocol.wire.speedups import decode_json_header
 
 # The SEND_MESSAGE_V2 capture from the fact sheet (section 1.3), opaque filled in.
 CAPTURED_V2 = (

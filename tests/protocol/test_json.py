@@ -11,30 +11,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import (
-    BrokerData,
-    ClusterInfo,
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
-    ConsumerListBody,
     ConsumeType,
-    DataVersion,
     HeartbeatData,
-    KVTable,
     MessageModel,
     ProducerData,
-    QueueData,
-    RegisterBrokerBody,
     SubscriptionData,
-    TopicConfig,
-    TopicConfigSerializeWrapper,
-    TopicList,
-    TopicRouteData,
 )
-from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.json_body import BodyError
-from rocketlite.protocol.message_queue_bodies import (
+from rocketlite.protocol.bodies.json_body import BodyError
+from rocketlite.protocol.bodies.lists import ConsumerListBody, KVTable, TopicList
+from rocketlite.protocol.bodies.message_queue import (
     ConsumeStats,
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -43,6 +31,18 @@ from rocketlite.protocol.message_queue_bodies import (
     TopicOffset,
     TopicStatsTable,
 )
+from rocketlite.protocol.bodies.route import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+    TopicRouteData,
+)
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire import fastjson
 
 BROKER_A = BrokerData("DefaultCluster", "broker-a", {0: "127.0.0.1:10911"})
 
@@ -347,7 +347,7 @@ def test_data_version_next() -> None:
 def test_array_keys_are_written_back_as_arrays(
     header: bytes, remark: str | None, ext: dict[str, str]
 ) -> None:
-    from rocketlite.protocol.speedups import decode_json_header  # noqa: PLC0415
+    from rocketlite.protocol.wire.speedups import decode_json_header  # noqa: PLC0415
 
     cmd = decode_json_header(header)
     assert (cmd.remark, cmd.ext_fields) == (remark, ext)
@@ -355,7 +355,7 @@ def test_array_keys_are_written_back_as_arrays(
 
 @pytest.mark.parametrize("depth", [496, 5000, 100_000])
 def test_objects_nested_in_key_position_are_refused(depth: int) -> None:
-    from rocketlite.protocol.speedups import decode_json_header  # noqa: PLC0415
+    from rocketlite.protocol.wire.speedups import decode_json_header  # noqa: PLC0415
 
     with pytest.raises(ProtocolError, match="nesting too deep"):
         decode_json_header(b"{" * depth)

@@ -2,7 +2,7 @@
 body straight to commit-log records) and `speedups.stamp_batch` (such a batch placed under the
 lock) give exactly what their references give, byte for byte, on random, delayed, oversized,
 torn and corrupt batch bodies, raising the same errors; and the reference is what the old path
-made (`send_batch_messages`, then `encode_records` and `stamp_records`).
+made (`send_batch_messages`, then `encode_records`).
 
 Under `ROCKETLITE_NATIVE=0` the chosen codecs are the references, so the differential tests
 compare the reference to itself; the example tests pin the reference's own answers either way.
@@ -17,20 +17,21 @@ from typing import Any
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import record_codec_py, record_stamp, speedups
-from rocketlite.protocol.batch import (
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats import record_ref, speedups
+from rocketlite.protocol.formats.batch import (
     BATCH_DELAY_PROPERTY,
     BATCH_DELAYED_ENTRY,
     BATCH_OK,
     BATCH_TOO_LARGE,
     BatchEntry,
+    BatchTarget,
     encode_batch,
     encode_batch_records,
     send_batch_messages,
 )
-from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import decode_records
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 4000)
 V6 = HostAddress(bytes(15) + b"\x01", 10911)
@@ -62,15 +63,12 @@ def outcome(fn: Any, *args: Any) -> Any:
         return (type(exc), str(exc), type(exc.__cause__))
 
 
-def old_path(*args: Any) -> Any:
+def old_path(body: bytes, target: BatchTarget) -> Any:
     """What the broker made of a batch before: messages, then records (reference codecs)."""
-    body, header_props, cluster, topic, born, store, queue_id, sys_flag, born_ts, reconsume, max_size = args
-    msgs, delayed = send_batch_messages(
-        body, header_props, cluster, topic, born, store, queue_id, sys_flag, born_ts, reconsume
-    )
+    msgs, delayed = send_batch_messages(body, target)
     if delayed or not msgs:
         return delayed, 0
-    return record_codec_py.encode_records(msgs, max_size), len(msgs)
+    return record_ref.encode_records(msgs, target.max_message_size), len(msgs)
 
 
 def both(*args: Any) -> Any:
@@ -86,7 +84,10 @@ def test_encode_batch_records_matches_reference(
     store: HostAddress, max_size: int,
 ) -> None:  # fmt: skip
     body = encode_batch(batch)
-    args = (body, header_props, cluster, topic, born, store, 3, 0, 1_700_000_000_000, 2, max_size)
+    args = (
+        body,
+        BatchTarget(header_props, cluster, topic, born, store, 3, 0, 1_700_000_000_000, 2, max_size),
+    )
     ref = both(*args)
     if isinstance(ref, tuple) and len(ref) == 5 and ref[3] == BATCH_OK and ref[1]:
         (buf, first_flag), count = old_path(*args)
@@ -101,20 +102,20 @@ def test_corrupt_batches_fail_alike(batch: list[BatchEntry], data: st.DataObject
     flips = data.draw(st.lists(st.tuples(st.integers(0, len(body) - 1), st.integers(0, 255)), max_size=3))
     for pos, byte in flips:
         body[pos] = byte
-    both(bytes(body[:cut]), "WAIT\x01true", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
-    both(bytes(body), "", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+    both(bytes(body[:cut]), BatchTarget("WAIT\x01true", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))
+    both(bytes(body), BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))
 
 
 @settings(max_examples=200)
 @given(st.binary(max_size=80))
 def test_random_bytes_fail_alike(raw: bytes) -> None:
-    both(raw, "", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+    both(raw, BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))
 
 
 def test_odd_numbers_go_to_the_reference() -> None:
     body = encode_batch([BatchEntry(1, b"one", "")])
     for sys_flag, queue_id, born_ts in ((1 << 40, 1, 5), (0, 1 << 33, 5), (0, 1, 1 << 70)):
-        both(body, "", "C", "T", V4, V4, queue_id, sys_flag, born_ts, 0, 1 << 22)
+        both(body, BatchTarget("", "C", "T", V4, V4, queue_id, sys_flag, born_ts, 0, 1 << 22))
 
 
 def test_encode_batch_records_examples() -> None:
@@ -124,7 +125,7 @@ def test_encode_batch_records_examples() -> None:
     ])  # fmt: skip
     for fn in (encode_batch_records, speedups.encode_batch_records):
         buf, count, sys_flag, result, remark = fn(
-            body, "WAIT\x01x\x02KEYS\x01k", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22
+            body, BatchTarget("WAIT\x01x\x02KEYS\x01k", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
         )
         assert (count, sys_flag, result, remark) == (2, 0, BATCH_OK, "")
         recs = decode_records(bytes(buf))
@@ -132,16 +133,25 @@ def test_encode_batch_records_examples() -> None:
             (1, b"one", "TAGS\x01a\x02CLUSTER\x01mine\x02KEYS\x01k", 1, "T"),
             (2, b"two", "KEYS\x01k\x02CLUSTER\x01C", 1, "T"),
         ]
-        assert fn(b"", "", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22) == (bytearray(), 0, 0, BATCH_OK, "")
+        assert fn(b"", BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)) == (
+            bytearray(),
+            0,
+            0,
+            BATCH_OK,
+            "",
+        )
         delayed = encode_batch([BatchEntry(0, b"a", "DELAY\x012"), BatchEntry(0, b"b", "")])
-        assert fn(delayed, "", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)[3] == BATCH_DELAYED_ENTRY
+        assert fn(delayed, BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))[3] == BATCH_DELAYED_ENTRY
         # the header's DELAY (or any key ending in DELAY) is stored: the store refuses the batch
-        refused = fn(body, "DELAY\x013", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+        refused = fn(body, BatchTarget("DELAY\x013", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))
         assert refused[1:4] == (2, 0, BATCH_DELAY_PROPERTY)
-        assert fn(body, "MYDELAY\x01x", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)[3] == BATCH_DELAY_PROPERTY
-        big = fn(body, "", "C", "T", V4, V4, 1, 0, 5, 0, 100)
+        assert (
+            fn(body, BatchTarget("MYDELAY\x01x", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))[3]
+            == BATCH_DELAY_PROPERTY
+        )
+        big = fn(body, BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 100))
         assert big[:4] == (bytearray(), 2, 0, BATCH_TOO_LARGE) and "100" in big[4]
-        err = outcome(fn, delayed[:-1] + b"\x00\x00", "", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+        err = outcome(fn, delayed[:-1] + b"\x00\x00", BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))
         assert err[0] is ProtocolError and "torn" in err[1]
 
 
@@ -156,23 +166,22 @@ def test_stamp_batch_matches_reference(
     prefix: str, count_delta: int,
 ) -> None:  # fmt: skip
     body = encode_batch(batch)
-    buf, count, _, result, _ = encode_batch_records(body, "", "C", "T", host, V4, 1, 0, 5, 0, 1 << 22)
+    buf, count, _, result, _ = encode_batch_records(
+        body, BatchTarget("", "C", "T", host, V4, 1, 0, 5, 0, 1 << 22)
+    )
     assume(result == BATCH_OK)  # not delayed
     count += count_delta
     mine, ref = copy.copy(buf), copy.copy(buf)
     got = outcome(speedups.stamp_batch, mine, count, qoff, advances, base, now, prefix)
-    want = outcome(record_stamp.stamp_batch, ref, count, qoff, advances, base, now, prefix)
+    want = outcome(record_ref.stamp_batch, ref, count, qoff, advances, base, now, prefix)
     assert got == want and mine == ref
-    if count_delta == 0:  # the same as stamping the messages of the old path
-        msgs, _ = send_batch_messages(body, "", "C", "T", host, V4, 1, 0, 5, 0)
-        old = copy.copy(buf)
-        assert record_stamp.stamp_records(old, msgs, qoff, advances, base, now, prefix) == want
-        assert old == ref
+    if count_delta == 0:  # every record stamped where the batch lands
         recs = decode_records(bytes(ref))
         step = 1 if advances else 0
         assert [(r.queue_offset, r.physical_offset, r.store_timestamp) for r in recs] == [
             (qoff + i * step, base + sum(x.total_size for x in recs[:i]), now) for i in range(len(recs))
         ]
+        assert want == ",".join(f"{prefix}{r.physical_offset:016X}" for r in recs)
 
 
 # -- a batch over maxMessageSize as a whole -----------------------------------------------------------
@@ -184,7 +193,7 @@ def test_batch_over_max_message_size_is_refused_before_its_records_are_made() ->
     max_size = 1 << 20
     body = encode_batch([BatchEntry(0, b"", "")]) * (max_size // 22)  # 47,662 entries, 1 MiB
     header = "\x02".join(f"k{i}\x01" + "v" * 500 for i in range(20))  # ~10 KB, ~480 MB x entries
-    args = (body, header, "C", "T", V4, V4, 1, 0, 5, 0, max_size)
+    args = (body, BatchTarget(header, "C", "T", V4, V4, 1, 0, 5, 0, max_size))
     for fn in (encode_batch_records, speedups.encode_batch_records):
         tracemalloc.start()
         try:
@@ -203,17 +212,23 @@ def test_batch_total_is_checked_in_entry_order() -> None:
     """Each record fits but together they do not: refused with the size reached; a DELAY needle
     in an entry before the limit is reached is what refuses it, one after it is never looked at."""
     fits = [BatchEntry(0, bytes(100), "")] * 3
-    single = encode_batch_records(encode_batch(fits[:1]), "", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+    single = encode_batch_records(
+        encode_batch(fits[:1]), BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+    )
     record = len(single[0])
     for fn in (encode_batch_records, speedups.encode_batch_records):
-        ok = fn(encode_batch(fits[:2]), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)
+        ok = fn(encode_batch(fits[:2]), BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record))
         assert ok[1:4] == (2, 0, BATCH_OK) and len(ok[0]) == 2 * record
-        over = fn(encode_batch(fits), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)
+        over = fn(encode_batch(fits), BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record))
         remark = f"message size {3 * record} exceeds maxMessageSize {2 * record}"
         assert over == (bytearray(), 3, 0, BATCH_TOO_LARGE, remark)
         needle = [*fits, BatchEntry(0, b"", "XDELAY\x01x")]
-        assert fn(encode_batch(needle), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)[3] == BATCH_TOO_LARGE
+        assert (
+            fn(encode_batch(needle), BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record))[3]
+            == BATCH_TOO_LARGE
+        )
         needle = [fits[0], BatchEntry(0, b"", "XDELAY\x01x"), *fits]
         assert (
-            fn(encode_batch(needle), "", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record)[3] == BATCH_DELAY_PROPERTY
+            fn(encode_batch(needle), BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 2 * record))[3]
+            == BATCH_DELAY_PROPERTY
         )

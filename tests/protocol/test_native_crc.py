@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
+from rocketlite import native
 
 NATIVE: Any = None
-if not speedups.REFERENCE_ONLY:
+if not native.REFERENCE_ONLY:
     NATIVE = pytest.importorskip(
-        "rocketlite.protocol._native._record", reason="the compiled data plane is not built"
+        "rocketlite.protocol.formats._native._record", reason="the compiled data plane is not built"
     )
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="ROCKETLITE_NATIVE=0: no compiled CRC to check")
 

@@ -19,14 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
-from rocketlite.protocol.custom_header import BadHeaderFieldError, MissingHeaderFieldError
-from rocketlite.protocol.headers import PullMessageRequestHeader
+from rocketlite.protocol.wire import speedups
+from rocketlite.protocol.wire.custom_header import BadHeaderFieldError, MissingHeaderFieldError
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from tests.support.header_values import numbers, odd
 from tests.support.native import compiled_or
 
 REFERENCE: Any = speedups.REFERENCE.decode_pull_header
-NATIVE: Any = compiled_or(speedups.REFERENCE).decode_pull_header
+NATIVE: Any = compiled_or(speedups.REFERENCE, "rocketlite.protocol.wire._native._headers").decode_pull_header
 
 texts = st.one_of(st.text(max_size=12), st.sampled_from(["", "TopicTest", "*", "TagA || TagB", "TAG"]))
 STRINGS = {"consumerGroup", "topic", "subscription", "expressionType", "bname"}

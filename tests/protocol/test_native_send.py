@@ -15,14 +15,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
-from rocketlite.protocol.batch import (
+from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats import speedups
+from rocketlite.protocol.formats.batch import (
     BatchEntry,
+    BatchTarget,
     encode_batch,
     encode_batch_records,
     send_batch_messages,
 )
-from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.message import HostAddress, java_string_hash, send_properties
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 4000)
@@ -106,7 +107,7 @@ entries = st.lists(
 
 
 def both(body: bytes | bytearray | memoryview, header_props: str, name: str, host: HostAddress) -> None:
-    args = (body, header_props, name, "TopicA", host, V4, 3, 0, 1_700_000_000_000, 2, 4 << 20)
+    args = (body, BatchTarget(header_props, name, "TopicA", host, V4, 3, 0, 1_700_000_000_000, 2, 4 << 20))
     assert outcome(speedups.encode_batch_records, *args) == outcome(encode_batch_records, *args)
 
 
@@ -153,17 +154,19 @@ def test_batch_examples() -> None:
         BatchEntry(2, b"two", ""),
     ])  # fmt: skip
     for fn in (send_batch_messages,):
-        msgs, delayed = fn(body, "WAIT\x01x\x02KEYS\x01k", "C", "T", V4, V4, 1, 0, 5, 0)
+        msgs, delayed = fn(body, BatchTarget("WAIT\x01x\x02KEYS\x01k", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))
         assert not delayed
         assert [(m.flag, m.body, m.properties_string) for m in msgs] == [
             (1, b"one", "TAGS\x01a\x02CLUSTER\x01mine\x02KEYS\x01k"),
             (2, b"two", "KEYS\x01k\x02CLUSTER\x01C"),
         ]
-        assert fn(b"", "", "C", "T", V4, V4, 1, 0, 5, 0) == ([], False)
+        assert fn(b"", BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)) == ([], False)
         delayed_body = encode_batch([BatchEntry(0, b"a", "DELAY\x012"), BatchEntry(0, b"b", "")])
-        assert fn(delayed_body, "", "C", "T", V4, V4, 1, 0, 5, 0) == ([], True)
+        assert fn(delayed_body, BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)) == ([], True)
         # a torn entry after a delayed one is still the error: the whole body is decoded first
-        err = outcome(fn, delayed_body[:-1] + b"\x00\x00", "", "C", "T", V4, V4, 1, 0, 5, 0)
+        err = outcome(
+            fn, delayed_body[:-1] + b"\x00\x00", BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22)
+        )
         assert err[0] is ProtocolError and "torn" in err[1]
-        err = outcome(fn, bad_utf8, "", "C", "T", V4, V4, 1, 0, 5, 0)
+        err = outcome(fn, bad_utf8, BatchTarget("", "C", "T", V4, V4, 1, 0, 5, 0, 1 << 22))
         assert err == (ProtocolError, "batch entry at byte 0: properties are not UTF-8", UnicodeDecodeError)

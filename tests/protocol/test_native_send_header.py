@@ -19,14 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire import speedups
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from tests.support.header_values import numbers, odd
 from tests.support.native import compiled_or
 
 REFERENCE: Any = speedups.REFERENCE.decode_send_header_v2
-NATIVE: Any = compiled_or(speedups.REFERENCE).decode_send_header_v2
+NATIVE: Any = compiled_or(
+    speedups.REFERENCE, "rocketlite.protocol.wire._native._headers"
+).decode_send_header_v2
 
 flags = st.sampled_from(["", "true", "false", "1", "0", "TRUE", " true", "yes", "False"])
 texts = st.one_of(st.text(max_size=12), st.sampled_from(["", "TopicTest", "TBW102", "pg"]))

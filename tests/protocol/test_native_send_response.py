@@ -20,19 +20,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
+from rocketlite import native
 from rocketlite.protocol.codes import SerializeType
-from rocketlite.protocol.send_response import send_ok_command
+from rocketlite.protocol.wire import speedups
+from rocketlite.protocol.wire.send_response import send_ok_command
 
 REFERENCE = speedups.REFERENCE
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _candidate() -> Any:
-    if speedups.REFERENCE_ONLY:
+    if native.REFERENCE_ONLY:
         return REFERENCE
     try:
-        module: ModuleType = importlib.import_module("rocketlite.protocol._native._wire")
+        module: ModuleType = importlib.import_module("rocketlite.protocol.wire._native._wire")
     except ImportError:
         return None
     return module

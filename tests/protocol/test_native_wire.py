@@ -1,4 +1,4 @@
-"""The compiled wire core (`protocol/_native/_wire.pyx`) is pinned to the reference codecs.
+"""The compiled wire core (`protocol/wire/_native/_wire.pyx`) is pinned to the reference codecs.
 
 Random commands (codes, flags, opaques, languages, remarks and ext fields with odd text, bodies)
 in both serializations, encoded by both; random frame streams cut into random chunks, decoded by
@@ -22,19 +22,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
+from rocketlite import native
 from rocketlite.protocol.codes import LanguageCode, RequestCode, SerializeType
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.frame_codec import DEFAULT_MAX_FRAME_LENGTH, FRAME_PREFIX
+from rocketlite.protocol.wire import speedups
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame_codec import DEFAULT_MAX_FRAME_LENGTH, FRAME_PREFIX
 
 REFERENCE = speedups.REFERENCE
 
 
 def _candidate() -> Any:
-    if speedups.REFERENCE_ONLY:
+    if native.REFERENCE_ONLY:
         return REFERENCE
     try:
-        module: ModuleType = importlib.import_module("rocketlite.protocol._native._wire")
+        module: ModuleType = importlib.import_module("rocketlite.protocol.wire._native._wire")
     except ImportError:
         return None
     return module

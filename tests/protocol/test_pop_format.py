@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.pop import (
+from rocketlite.protocol.wire.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     MalformedReceiptHandleError,

@@ -1,9 +1,9 @@
 """Record codec: literal bytes, the real broker's segment, property round trips, and the fast
-record encoder and scanner pinned to their references (through `protocol.speedups`)."""
+record encoder and scanner pinned to their references (through their families' choosers,
+`protocol.formats.speedups` and `store.codec.speedups`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import struct
 import subprocess
@@ -13,19 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
-from rocketlite.protocol.message import (
-    HostAddress,
-    find_property,
-    index_key_hash,
-    java_string_hash,
-    make_msg_id,
-    parse_msg_id,
-    properties_to_string,
-    string_to_properties,
-    tags_code,
-)
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats import record_ref
+from rocketlite.protocol.formats import speedups as formats_speedups
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     DispatchRequest,
@@ -38,6 +28,18 @@ from rocketlite.protocol.record import (
     encode_record,
     prepare_record,
 )
+from rocketlite.protocol.message import (
+    HostAddress,
+    find_property,
+    index_key_hash,
+    java_string_hash,
+    make_msg_id,
+    parse_msg_id,
+    properties_to_string,
+    string_to_properties,
+    tags_code,
+)
+from rocketlite.store.codec import speedups as store_speedups
 from tests.support.store import REAL_STORE
 
 REAL_SEGMENT = REAL_STORE / "commitlog" / "00000000000000000000"
@@ -181,7 +183,7 @@ def test_record_round_trip(
     assert rec.born_host == host and rec.total_size == len(raw)
 
 
-# ------------------------------------------------- the record codecs `protocol.speedups` chooses from
+# ---------------------------------------------------------- the record codecs the choosers pick from
 V6 = HostAddress.parse("[::1]:10911")
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 props_text = st.sampled_from(
@@ -216,20 +218,17 @@ def _outcome(fn: object, *args: object) -> tuple[object, ...]:
 
 
 @given(st.lists(messages, min_size=1, max_size=5), st.sampled_from([200, 4096]))
-def test_fast_record_encoder_matches_the_reference(msgs: list[MessageInner], max_size: int) -> None:
-    same_topic = [dataclasses.replace(m, topic=msgs[0].topic) for m in msgs]
-    fast = _outcome(speedups.PYTHON.encode_records, same_topic, max_size)
-    assert fast == _outcome(speedups.REFERENCE.encode_records, same_topic, max_size)
+def test_chosen_record_encoder_matches_the_reference(msgs: list[MessageInner], max_size: int) -> None:
     for m in msgs:
-        fast_one = _outcome(speedups.PYTHON.encode_record, m, max_size)
-        assert fast_one == _outcome(speedups.REFERENCE.encode_record, m, max_size)
+        fast_one = _outcome(formats_speedups.CHOSEN.encode_record, m, max_size)
+        assert fast_one == _outcome(formats_speedups.REFERENCE.encode_record, m, max_size)
         if fast_one[0] == "ok":  # header + tail: the bytes of the one-record batch
-            head, tail, _stamp_pos, sys_flag = speedups.PYTHON.encode_record(m, max_size)
-            assert (head + tail, sys_flag) == speedups.PYTHON.encode_records([m], max_size)
+            head, tail, _stamp_pos, sys_flag = formats_speedups.CHOSEN.encode_record(m, max_size)
+            assert (head + tail, sys_flag) == record_ref.encode_records([m], max_size)
 
 
 @given(st.lists(messages, min_size=1, max_size=6), st.data())
-def test_fast_record_scanner_matches_the_reference(msgs: list[MessageInner], data: st.DataObject) -> None:
+def test_chosen_record_scanner_matches_the_reference(msgs: list[MessageInner], data: st.DataObject) -> None:
     encoded = [encode_record(m) for m in msgs if len(m.topic.encode()) <= 127]
     buf = bytearray(b"".join(encoded))
     if buf and data.draw(st.booleans()):  # corrupt one byte somewhere
@@ -243,26 +242,36 @@ def test_fast_record_scanner_matches_the_reference(msgs: list[MessageInner], dat
     for verify_crc in (False, True):
         fast_out: list[DispatchRequest] = []
         ref_out: list[DispatchRequest] = []
-        fast = speedups.PYTHON.scan_messages(
+        fast = store_speedups.CHOSEN.scan_messages(
             view, 0, limit, fast_out, verify_crc=verify_crc, delay_levels_ms=delays
         )
-        ref = speedups.REFERENCE.scan_messages(
+        ref = store_speedups.REFERENCE.scan_messages(
             view, 0, limit, ref_out, verify_crc=verify_crc, delay_levels_ms=delays
         )
         assert (fast, fast_out) == (ref, ref_out)
         for pos in starts:
-            assert speedups.PYTHON.scan_record(
+            assert store_speedups.CHOSEN.scan_record(
                 view, pos, verify_crc=verify_crc, delay_levels_ms=delays
-            ) == speedups.REFERENCE.scan_record(view, pos, verify_crc=verify_crc, delay_levels_ms=delays)
+            ) == store_speedups.REFERENCE.scan_record(
+                view, pos, verify_crc=verify_crc, delay_levels_ms=delays
+            )
 
 
 def test_the_chooser_honours_rocketlite_native_0() -> None:
     code = (
-        "from rocketlite.protocol import speedups as s; "
-        "print(s.CHOSEN.name, s.REFERENCE_ONLY, s.scan_messages is s.CHOSEN.scan_messages, "
-        "s.encode_json_header is s.CHOSEN.encode_json_header)"
+        "from rocketlite import native; "
+        "from rocketlite.protocol.wire import speedups as w; "
+        "from rocketlite.protocol.formats import speedups as f; "
+        "from rocketlite.store.codec import speedups as s; "
+        "from rocketlite.spark.codec import speedups as k; "
+        "print(native.REFERENCE_ONLY, w.CHOSEN.name, f.CHOSEN.name, s.CHOSEN.name, k.CHOSEN.name, "
+        "k.TIER.value, s.scan_messages is s.CHOSEN.scan_messages, "
+        "w.encode_json_header is w.CHOSEN.encode_json_header, f.encode_record is f.CHOSEN.encode_record)"
     )
-    for value, expected in (("0", "reference True True True"), ("1", "native False True True")):
+    for value, expected in (
+        ("0", "True reference reference reference reference reference True True True"),
+        ("1", "False native native native native compiled True True True"),
+    ):
         env = {**os.environ, "ROCKETLITE_NATIVE": value}
         out = subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

@@ -5,27 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlite.protocol.bodies import (
-    BrokerData,
-    HeartbeatData,
-    ProducerData,
-    QueueData,
-    TopicList,
-    TopicRouteData,
-)
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData, ProducerData
+from rocketlite.protocol.bodies.lists import TopicList
+from rocketlite.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.frame import decode_frame, encode_command
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.formats.record import MessageInner, encode_record
+from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string
+from rocketlite.protocol.requests import heartbeat, offsets, pull, query, route, send
+from rocketlite.protocol.requests.response import ResponseError
+from rocketlite.protocol.subscription import build_subscription_data
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.frame import decode_frame, encode_command
+from rocketlite.protocol.wire.headers import (
     PullMessageRequestHeader,
     QueryMessageRequestHeader,
     SendMessageRequestHeader,
 )
-from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string
-from rocketlite.protocol.record import MessageInner, encode_record
-from rocketlite.protocol.requests import heartbeat, offsets, pull, query, route, send
-from rocketlite.protocol.requests.response import ResponseError
-from rocketlite.protocol.subscription import build_subscription_data
 
 LOCAL = HostAddress.parse("127.0.0.1:10911")
 

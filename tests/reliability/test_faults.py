@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import make_request
+from rocketlite.protocol.wire.command import make_request
 from rocketlite.remoting.client import RemotingClient
 from tests.support.ports import broker_port, free_port
 from tests.support.processes import ROCKETLITE, child_env

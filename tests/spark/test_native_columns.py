@@ -1,6 +1,6 @@
-"""The compiled column decoder (`protocol/_native/_columns.pyx`) pinned to its reference.
+"""The compiled column decoder (`spark/codec/_native/_columns.pyx`) pinned to its reference.
 
-`speedups.decode_record_columns` and `record_columns.decode_record_columns` get the same records
+`speedups.decode_record_columns` and `columns_ref.decode_record_columns` get the same records
 and must give the same buffers (or both `None`, or the same exception), `first_crc_mismatch`
 the same index, and `first_invalid_record` the same record and cause: random IPv4 records with
 unicode, separator-laden and repeated properties, IPv6 hosts and compressed bodies (both
@@ -21,22 +21,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import record_columns, speedups
+from rocketlite import native
+from rocketlite.protocol.formats.record import MessageInner, encode_record
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.record import MessageInner, encode_record
+from rocketlite.spark.codec import columns_ref
 
 np = pytest.importorskip("numpy")
 
-REFERENCE = record_columns.decode_record_columns
-REFERENCE_CRC = record_columns.first_crc_mismatch
-if speedups.REFERENCE_ONLY:
+REFERENCE = columns_ref.decode_record_columns
+REFERENCE_CRC = columns_ref.first_crc_mismatch
+if native.REFERENCE_ONLY:
     NATIVE: Any = REFERENCE
     NATIVE_CRC: Any = REFERENCE_CRC
-    NATIVE_STARTS: Any = record_columns.record_starts
-    NATIVE_INVALID: Any = record_columns.first_invalid_record
+    NATIVE_STARTS: Any = columns_ref.record_starts
+    NATIVE_INVALID: Any = columns_ref.first_invalid_record
 else:
     _compiled = pytest.importorskip(
-        "rocketlite.protocol._native._columns", reason="the compiled data plane is not built"
+        "rocketlite.spark.codec._native._columns", reason="the compiled data plane is not built"
     )
     NATIVE, NATIVE_CRC = _compiled.decode_record_columns, _compiled.first_crc_mismatch
     NATIVE_STARTS = _compiled.record_starts
@@ -220,7 +221,7 @@ def test_record_starts_hop_the_same_way(
     for where, value in flips:
         if data:
             data[where % len(data)] = value
-    expected = crc_outcome(record_columns.record_starts, bytes(data), start % (len(data) + 1), limit, count)
+    expected = crc_outcome(columns_ref.record_starts, bytes(data), start % (len(data) + 1), limit, count)
     got = crc_outcome(NATIVE_STARTS, bytes(data), start % (len(data) + 1), limit, count)
     if got[0] == "ok":
         got = ("ok", got[1]._replace(positions=bytes(got[1].positions)))
@@ -250,7 +251,7 @@ def test_structure_check_names_the_same_record_and_cause(
     buf, starts = log_of(specs)
     damaged = damage(buf, flips, cut)
     positions = np.array(starts + extra, dtype=np.int64).tobytes()
-    expected = crc_outcome(record_columns.first_invalid_record, bytes(damaged), positions, shift, check_base)
+    expected = crc_outcome(columns_ref.first_invalid_record, bytes(damaged), positions, shift, check_base)
     assert crc_outcome(NATIVE_INVALID, bytes(damaged), positions, shift, check_base) == expected
     if (
         not flips
@@ -260,7 +261,7 @@ def test_structure_check_names_the_same_record_and_cause(
         and shift == 0
         and all(s["shape"] != "v6" for s in specs)
     ):
-        assert expected == ("ok", (len(starts), record_columns.Invalid.NONE))
+        assert expected == ("ok", (len(starts), columns_ref.Invalid.NONE))
 
 
 @SETTINGS

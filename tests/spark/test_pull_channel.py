@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.frame import encode_command
-from rocketlite.protocol.frame_codec import LENGTH
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame import encode_command
+from rocketlite.protocol.wire.frame_codec import LENGTH
 from rocketlite.spark.broker_client import PullAnswer, PullOutcome, client_for, close_clients
 from rocketlite.spark.offsets import QueueRef
 from rocketlite.spark.pull_channel import BatchBuffer, PullChannel, PullChannelError, channel_for, release

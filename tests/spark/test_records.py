@@ -17,8 +17,8 @@ pytest.importorskip("pyspark")
 import numpy as np
 import pyarrow as pa
 
+from rocketlite.protocol.formats.record import MessageInner, blank_record, encode_record
 from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
-from rocketlite.protocol.record import MessageInner, blank_record, encode_record
 from rocketlite.spark.options import StoreOptions
 from rocketlite.spark.records import (
     ARROW_SCHEMA,

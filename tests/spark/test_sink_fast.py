@@ -19,14 +19,14 @@ from hypothesis import strategies as st  # noqa: E402
 from rocketlite.client.errors import ClientError, MessageIllegalError  # noqa: E402
 from rocketlite.client.message import Message, MessageQueue  # noqa: E402
 from rocketlite.embedded import EmbeddedCluster  # noqa: E402
-from rocketlite.protocol.batch import (  # noqa: E402
+from rocketlite.protocol.bodies.route import TopicConfig  # noqa: E402
+from rocketlite.protocol.errors import ProtocolError  # noqa: E402
+from rocketlite.protocol.formats.batch import (  # noqa: E402
     BatchEntry,
     decode_batch,
     encode_batch,
     encode_batch_columns,
 )
-from rocketlite.protocol.bodies import TopicConfig  # noqa: E402
-from rocketlite.protocol.errors import ProtocolError  # noqa: E402
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst, properties_to_string  # noqa: E402
 from rocketlite.protocol.perm import PERM_READ  # noqa: E402
 from rocketlite.spark import sink, sink_batches, sink_rows  # noqa: E402

@@ -9,8 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.clock import ManualClock
-from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     SIZE_MAGIC,
     MessageInner,
@@ -18,12 +17,14 @@ from rocketlite.protocol.record import (
     decode_record,
     encode_record,
 )
-from rocketlite.protocol.speedups import scan_record
+from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
+from rocketlite.store.codec.speedups import scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile, create_segment, segment_name, staging_path
 from rocketlite.store.mapped_file_queue import MappedFileQueue
 from rocketlite.store.status import AppendMessageStatus
+from tests.support.store import encoded_batch, stored_batch
 
 HOST = HostAddress.parse("127.0.0.1:10911")
 
@@ -171,21 +172,23 @@ def test_batch_append_is_contiguous(tmp_path: Path) -> None:
     log = make_log(tmp_path, size=8192)
     log.append(msg(body=bytes(5000)))
     batch = [msg(queue_id=2, body=bytes([i]) * 500) for i in range(6)]
-    res = log.append_batch(batch)
+    res = log.append_encoded_batch(encoded_batch(batch), "T", 2, HOST)
     assert res.status is AppendMessageStatus.PUT_OK and res.msg_num == 6
     assert res.wrote_offset == 8192  # did not fit after the first record: whole batch rolled
     ids = res.msg_id.split(",")
     assert len(ids) == 6 and ids[0] == make_msg_id(HOST, 8192)
-    assert [m.queue_offset for m in batch] == list(range(6))
+    stored = stored_batch(batch, res)
+    assert [m.queue_offset for m in stored] == list(range(6))
     pos = res.wrote_offset
-    for i, m in enumerate(batch):
+    for i, m in enumerate(stored):
         rec = log.read_record(pos)
         assert rec is not None
         d = decode_record(rec, verify_crc=True)
         assert d.body == bytes([i]) * 500 and d.queue_offset == i and d.physical_offset == m.commit_log_offset
+        assert bytes(rec) == encode_record(m)
         pos += d.total_size
         rec.release()
-    too_big = log.append_batch([msg(body=bytes(3000)) for _ in range(3)])
+    too_big = log.append_encoded_batch(encoded_batch([msg(body=bytes(3000)) for _ in range(3)]), "T", 0, HOST)
     assert too_big.status is AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
     log.close()
 
@@ -233,7 +236,11 @@ def test_queue_offsets_contiguous_under_random_batches(
                 msg(queue_id=queue_id, body=bytes(s), properties_string=f"TAGS\x01t{s}\x02KEYS\x01k{s} x")
                 for s in sizes
             ]
-            res = log.append_batch(batch) if len(batch) > 1 else log.append(batch[0])
+            if len(batch) > 1:
+                res = log.append_encoded_batch(encoded_batch(batch), "T", queue_id, HOST)
+                batch = stored_batch(batch, res)
+            else:
+                res = log.append(batch[0])
             assert res.status is AppendMessageStatus.PUT_OK
             appended.extend(batch)
             for m in batch:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_UNIT, UNIT_SIZE, Unit, is_padding
+from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT, PADDING_UNIT, UNIT_SIZE, Unit, is_padding
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue import ConsumeQueue
 from rocketlite.store.consume_queue_store import ConsumeQueueStore

@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol.consume_queue_unit import UNIT_SIZE, Unit
-from rocketlite.protocol.speedups import pack_units
+from rocketlite.protocol.formats.consume_queue_unit import UNIT_SIZE, Unit
+from rocketlite.store.codec.speedups import pack_units
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 
 FILE_UNITS = 7  # small files: runs cross file boundaries

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.protocol.consume_queue_unit import is_padding
-from rocketlite.protocol.message import HostAddress, properties_to_string, tags_code
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     SIZE_MAGIC,
     MessageInner,
@@ -30,6 +29,7 @@ from rocketlite.protocol.record import (
     encode_record,
     layout_for,
 )
+from rocketlite.protocol.message import HostAddress, properties_to_string, tags_code
 from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.recovery import RecoveryReport

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.protocol.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.record import decode_record
 from rocketlite.protocol.message import tags_code
-from rocketlite.protocol.record import decode_record
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
@@ -34,7 +34,8 @@ from tests.support.crash_child import QUEUES, TOPIC, body_for, crash_config, mak
 from tests.support.processes import ROCKETLITE
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "crash_child.py"
-SRC = Path(__file__).resolve().parents[2] / "src"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
 CYCLES = 30
 MAX_ACKS_BEFORE_KILL = 300
 SEGMENT = crash_config(Path()).maped_file_size_commit_log
@@ -57,7 +58,8 @@ def _parse_ack(line: bytes) -> Ack:
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH", "")) if p)
+    # src/ for the code under test, the checkout for the child's `tests.support` helpers
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 

@@ -5,8 +5,8 @@ asked again, so records already indexed are not indexed twice."""
 
 from __future__ import annotations
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
 from tests.support.store import StoreFactory
 
 HOST = HostAddress.parse("127.0.0.1:10911")

@@ -10,8 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
 from rocketlite.store.dispatch import (
     INLINE_MAX_BYTES,
     PACED_ROUND_S,

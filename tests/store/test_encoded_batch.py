@@ -1,13 +1,16 @@
 """A batch appended from its request body (`speedups.encode_batch_records`, then
-`MessageStore.put_encoded_nowait`) lands exactly as the message path lands it
-(`send_batch_messages`, then `MessageStore.put_messages_nowait`): the same status and remark for
-every refusal (a stored DELAY property, a record over a limit, a store that is shut down, a batch
-larger than a segment), and for a stored batch the same commit-log bytes, msg ids, queue offsets
-and consume-queue units, across segment rolls.
+`MessageStore.put_encoded_nowait`: the broker's batch path) lands as the batch defines its
+messages (`send_batch_messages`): each stored record is the record of its message at the queue
+offset, commit-log offset and store time the put answered, with consecutive queue offsets and
+msg ids that name those offsets, across segment rolls; the compiled encoder and the reference land
+the same commit-log bytes and consume-queue units; and every refusal (a stored DELAY property, a
+record over a limit, a store that is shut down, a batch larger than a segment, a batch over
+maxMessageSize) has its status and remark.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,27 +18,32 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.clock import ManualClock
-from rocketlite.protocol import speedups
-from rocketlite.protocol.batch import BatchEntry, encode_batch, send_batch_messages
-from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.formats import speedups
+from rocketlite.protocol.formats.batch import BatchEntry, BatchTarget, encode_batch, send_batch_messages
+from rocketlite.protocol.formats.record import encode_record
+from rocketlite.protocol.message import HostAddress, make_msg_id
 from rocketlite.store.message_store import MessageStore, PendingPut
+from rocketlite.store.status import AppendMessageStatus, PutMessageStatus
 from tests.support.store import small_config
 
 BORN = HostAddress(b"\x7f\x00\x00\x01", 4000)
 STORE = HostAddress(b"\x0a\x00\x00\x02", 10911)
 
 
-def put_old(store: MessageStore, body: bytes, header_props: str, topic: str, queue_id: int) -> PendingPut:
-    msgs, delayed = send_batch_messages(body, header_props, "C", topic, BORN, STORE, queue_id, 0, 5, 0)
-    assert msgs and not delayed
-    return store.put_messages_nowait(msgs)
+def target(header_props: str, topic: str, queue_id: int, max_message_size: int) -> BatchTarget:
+    return BatchTarget(header_props, "C", topic, BORN, STORE, queue_id, 0, 5, 0, max_message_size)
 
 
-def put_new(store: MessageStore, body: bytes, header_props: str, topic: str, queue_id: int) -> PendingPut:
-    encoded = speedups.encode_batch_records(
-        body, header_props, "C", topic, BORN, STORE, queue_id, 0, 5, 0, store.commit_log.max_message_size
+def put(
+    store: MessageStore, body: bytes, header_props: str, topic: str, queue_id: int, *, reference: bool = False
+) -> PendingPut:
+    """The send processor's batch path: the body encoded (by the chosen codec, or the reference),
+    then put."""
+    codecs = speedups.REFERENCE if reference else speedups.CHOSEN
+    encoded = codecs.encode_batch_records(
+        body, target(header_props, topic, queue_id, store.commit_log.max_message_size)
     )
-    assert encoded[1]
+    assert encoded.messages
     return store.put_encoded_nowait(encoded, topic, queue_id, STORE)
 
 
@@ -72,58 +80,92 @@ entries = st.lists(
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(entries, st.integers(0, 2)), min_size=1, max_size=6))
-def test_encoded_batches_land_as_messages_do(tmp_path_factory: Any, batches: list[Any]) -> None:
+def test_encoded_batches_land_as_their_messages(tmp_path_factory: Any, batches: list[Any]) -> None:
     root = tmp_path_factory.mktemp("b")
-    old = MessageStore(small_config(root / "old", max_message_size=4096), clock=ManualClock(7))
+    ref = MessageStore(small_config(root / "ref", max_message_size=4096), clock=ManualClock(7))
     new = MessageStore(small_config(root / "new", max_message_size=4096), clock=ManualClock(7))
-    old.start()
+    ref.start()
     new.start()
     try:
+        next_offset = dict.fromkeys(range(3), 0)
         for batch, queue_id in batches:
             body = encode_batch(batch)
-            assert summary(put_new(new, body, "TAGS\x01h", "T", queue_id)) == summary(
-                put_old(old, body, "TAGS\x01h", "T", queue_id)
-            )
-        assert log_bytes(new) == log_bytes(old)
+            got = put(new, body, "TAGS\x01h", "T", queue_id)
+            assert summary(got) == summary(put(ref, body, "TAGS\x01h", "T", queue_id, reference=True))
+            res = got.result
+            if res.status is not PutMessageStatus.PUT_OK:
+                assert res.append is None or res.append.status is AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+                continue
+            appended = res.append
+            assert appended is not None and appended.logics_offset == next_offset[queue_id]
+            msgs, delayed = send_batch_messages(body, target("TAGS\x01h", "T", queue_id, 4096))
+            assert not delayed and appended.msg_num == len(msgs)
+            ids = appended.msg_id.split(",")
+            phys = appended.wrote_offset
+            for i, (m, msg_id) in enumerate(zip(msgs, ids, strict=True)):
+                assert msg_id == make_msg_id(STORE, phys)
+                placed = dataclasses.replace(
+                    m, queue_offset=appended.logics_offset + i, commit_log_offset=phys,
+                    store_timestamp=appended.store_timestamp,
+                )  # fmt: skip
+                record = new.commit_log.read_record(phys)
+                assert record is not None
+                assert bytes(record) == encode_record(placed)
+                record.release()
+                phys += len(encode_record(placed))
+            assert phys == appended.end_offset
+            next_offset[queue_id] += len(msgs)
+        assert log_bytes(new) == log_bytes(ref)
         for q in range(3):
-            assert units(new, "T", q) == units(old, "T", q)
+            assert units(new, "T", q) == units(ref, "T", q)
+            assert len(units(new, "T", q)) == 20 * next_offset[q]
     finally:
-        old.shutdown()
+        ref.shutdown()
         new.shutdown()
 
 
-def test_refusals_match(tmp_path: Path) -> None:
-    old = MessageStore(small_config(tmp_path / "old"))
-    new = MessageStore(small_config(tmp_path / "new"))
-    old.start()
-    new.start()
+def test_refusals(tmp_path: Path) -> None:
+    store = MessageStore(small_config(tmp_path / "s"))
+    store.start()
     try:
         body = encode_batch([BatchEntry(0, b"a", "TAGS\x01x"), BatchEntry(0, b"b", "")])
+        illegal = PutMessageStatus.MESSAGE_ILLEGAL
+        too_large = (AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, 0, 0, "", 0, 1)
         cases = [
-            (body, "DELAY\x013", "T"),  # the header's DELAY is stored: "delayed batches are not supported"
-            (body, "MYDELAY\x01x", "T"),  # the store's substring test
-            (body, "K\x01" + "v" * 32760, "T"),  # properties over 32767 bytes
-            (encode_batch([BatchEntry(0, bytes(40_000), "")] * 2), "", "T"),  # larger than a segment
-            (body, "", "x" * 128),  # topic too long
+            # the header's DELAY is stored: "delayed batches are not supported"
+            ((body, "DELAY\x013", "T"), (illegal, "delayed batches are not supported", None)),
+            # the store's substring test
+            ((body, "MYDELAY\x01x", "T"), (illegal, "delayed batches are not supported", None)),
+            # properties over 32767 bytes
+            (
+                (body, "K\x01" + "v" * 32760, "T"),
+                (illegal, "properties length 32779 exceeds 32767 bytes", too_large),
+            ),
+            # larger than a segment
+            (
+                (encode_batch([BatchEntry(0, bytes(40_000), "")] * 2), "", "T"),
+                (illegal, "batch of 80202 bytes does not fit in a 65536-byte segment", too_large),
+            ),
+            # topic too long
+            ((body, "", "x" * 128), (illegal, "topic longer than 127 bytes", None)),
         ]
-        for case in cases:
-            assert summary(put_new(new, *case, 0)) == summary(put_old(old, *case, 0)), case
-        big = encode_batch([BatchEntry(0, bytes(5000), "")])
-        small_old = MessageStore(small_config(tmp_path / "o2", max_message_size=1000))
-        small_new = MessageStore(small_config(tmp_path / "n2", max_message_size=1000))
-        small_old.start()
-        small_new.start()
-        try:
-            want = summary(put_old(small_old, big, "", "T", 0))
-            assert summary(put_new(small_new, big, "", "T", 0)) == want and "1000" in want[1]
-            small_old.shutdown()
-            small_new.shutdown()
-            assert summary(put_new(small_new, body, "", "T", 0)) == summary(
-                put_old(small_old, body, "", "T", 0)
-            )
-        finally:
-            small_old.shutdown()
-            small_new.shutdown()
+        for case, want in cases:
+            for reference in (False, True):
+                assert summary(put(store, *case, 0, reference=reference)) == want, case
+        assert store.commit_log.max_offset == 0
     finally:
-        old.shutdown()
-        new.shutdown()
+        store.shutdown()
+    big = encode_batch([BatchEntry(0, bytes(5000), "")])
+    small = MessageStore(small_config(tmp_path / "small", max_message_size=1000))
+    small.start()
+    try:
+        for reference in (False, True):
+            assert summary(put(small, big, "", "T", 0, reference=reference)) == (
+                PutMessageStatus.MESSAGE_ILLEGAL, "message size 5101 exceeds maxMessageSize 1000", too_large
+            )  # fmt: skip
+    finally:
+        small.shutdown()
+    for reference in (False, True):
+        assert summary(put(small, body, "", "T", 0, reference=reference)) == (
+            PutMessageStatus.SERVICE_NOT_AVAILABLE, "store is shut down", None
+        )  # fmt: skip

@@ -4,8 +4,8 @@ must not stop the round, whose other waiters still learn that their data is on d
 
 from __future__ import annotations
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress
-from rocketlite.protocol.record import MessageInner
 from rocketlite.store.flush import GroupCommitService
 from tests.support.store import StoreFactory
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from rocketlite.clock import ManualClock
-from rocketlite.protocol.index_layout import ENTRY, HEADER, index_file_size
+from rocketlite.protocol.formats.index_layout import ENTRY, HEADER, index_file_size
+from rocketlite.protocol.formats.record import DispatchRequest
 from rocketlite.protocol.message import index_key_hash
-from rocketlite.protocol.record import DispatchRequest
 from rocketlite.store.index_file import IndexFile, index_file_name, next_index_file_name
 from rocketlite.store.index_service import IndexService
 

@@ -8,16 +8,19 @@ The CLI, with stderr to a pipe, logs its progress; damage inside the window is s
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
+import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
-from rocketlite.store.inspect import TAIL_WINDOW, inspect_store, verify_store
+from rocketlite.store.inspect import TAIL_WINDOW, UNKNOWN_PID, inspect_store, lock_holder, verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
 from tests.support.processes import ROCKETLITE, child_env
@@ -179,3 +182,77 @@ def test_recovery_logs_where_its_scan_ended(
         rf"offset {end}, [\d.]+ KiB of [\d.]+ KiB, ([\d.]+ [MG]B/s|-) in [\d.]+ s"
     )
     assert any(re.fullmatch(pattern, line) for line in lines), lines
+
+
+# -- what inspect says about the path and about a running broker --------------------------------------
+
+
+def test_inspect_of_a_path_that_is_not_a_store_fails_naming_it(tmp_path: Path) -> None:
+    """A mistyped path is an error naming it (exit 2), not an empty store with exit 0; so is a
+    directory inside a store (commitlog/ itself) or any directory without commitlog/."""
+    missing = tmp_path / "dat"
+    done = run_cli("store", "inspect", str(missing))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"rocketlite: error: store {missing} does not exist (give the store root: the directory "
+        "holding commitlog/)"
+    )
+    write_store(tmp_path / "store", segment=64 * 1024, count=3)
+    inner = tmp_path / "store" / "commitlog"
+    done = run_cli("store", "inspect", "--json", str(inner))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"rocketlite: error: {inner} is not a store: it has no commitlog directory (give the store "
+        "root: the directory holding commitlog/)"
+    )
+
+
+def test_inspect_of_a_running_brokers_store_says_so(open_store: StoreFactory, tmp_path: Path) -> None:
+    """While a store is open (its lock held by this process, as a broker holds it) the abort file
+    is the running broker's, not an unclean shutdown; after a clean stop both lines go; an abort
+    file with nobody holding the lock is an unclean shutdown."""
+    root = tmp_path / "store"
+    store = open_store(root)
+    running = run_cli("store", "inspect", str(root))
+    assert running.returncode == 0, running.stderr
+    lines = running.stdout.splitlines()
+    pid = os.getpid()
+    assert lines[1] == f"in use by a running broker (pid {pid}): figures may change while it runs"
+    assert lines[-1] == (
+        f"abort file: present (in use by a running broker (pid {pid}), which removes it when it stops)"
+    )
+    assert "not clean" not in running.stdout
+    as_json = json.loads(run_cli("store", "inspect", "--json", str(root)).stdout)
+    assert (as_json["in_use_by_pid"], as_json["abort_file"]) == (pid, True)
+    verified = run_cli("store", "verify", str(root))
+    assert f"note: in use by a running broker (pid {pid})" in verified.stdout
+    store.shutdown()
+    stopped = run_cli("store", "inspect", str(root)).stdout.splitlines()
+    assert not any("in use" in line for line in stopped) and stopped[-1] == "abort file: absent"
+    (root / "abort").touch()  # what a broker killed with SIGKILL leaves
+    crashed = run_cli("store", "inspect", str(root)).stdout.splitlines()
+    assert not any("in use" in line for line in crashed)
+    assert crashed[-1] == "abort file: present (last shutdown not clean)"
+
+
+def test_lock_holder_sees_java_locks_and_works_without_proc_locks(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """A Java broker's lock is a POSIX lock on the file's first byte (`FileChannel.tryLock(0, 1,
+    false)`), which /proc/locks lists too; without /proc/locks the holder is found by asking for a
+    shared lock, and cannot be named."""
+    root = tmp_path / "java"
+    write_store(root, segment=64 * 1024, count=1)
+    fd = os.open(root / "lock", os.O_RDWR)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        assert lock_holder(root) == os.getpid()
+    finally:
+        os.close(fd)
+    assert lock_holder(root) is None
+    ours = tmp_path / "ours"
+    store = open_store(ours)
+    assert lock_holder(ours, proc_locks=tmp_path / "no-proc-locks") == UNKNOWN_PID
+    store.shutdown()
+    assert lock_holder(ours, proc_locks=tmp_path / "no-proc-locks") is None
+    assert lock_holder(tmp_path / "nothing-here") is None

@@ -8,19 +8,19 @@ import subprocess
 import time
 from pathlib import Path
 
+from rocketlite.protocol.formats.record import decode_record, decode_records
 from rocketlite.protocol.message import (
     MessageSysFlag,
     make_msg_id,
     tags_code,
 )
-from rocketlite.protocol.record import decode_record, decode_records
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import GetMessageStatus, PutMessageStatus
-from tests.support.store import HOST, REAL_STORE, StoreFactory
+from tests.support.store import HOST, REAL_STORE, StoreFactory, put_batch
 from tests.support.store import message as mk
 
 
@@ -46,9 +46,9 @@ def test_put_get_round_trip_and_statuses(open_store: StoreFactory) -> None:
 
     assert store.get_message("g", "T", 0, 10, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
     bad = store.get_message("g", "T", 0, 99, 32)
-    assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 0
+    assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 10  # the end
     nq = store.get_message("g", "nope", 0, 5, 32)
-    assert nq.status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE and nq.next_begin_offset == 0
+    assert nq.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE and nq.next_begin_offset == 0
     capped = store.get_message("g", "T", 0, 0, 3)
     assert capped.message_count == 3 and capped.next_begin_offset == 3
     capped.release()
@@ -295,3 +295,19 @@ def test_opens_real_rocketmq_store(open_store: StoreFactory, tmp_path: Path) -> 
     assert any(decode_record(v).physical_offset == records[7].physical_offset for v in found.messages)
     res = store.put_message(mk(topic="abc", body=bytes(100)))  # does not fit in the 108 bytes left
     assert res.append is not None and (res.append.wrote_offset, res.append.logics_offset) == (8192, 47)
+
+
+def test_tags_codes_are_java_ints_widened_to_long(open_store: StoreFactory) -> None:
+    """A consume-queue unit's tags code is `(long) tags.hashCode()`: negative hashes (Integer.MIN_VALUE
+    included, non-ASCII and astral tags too) are sign-extended in its 8 bytes, in single puts and
+    batches alike, as the Java broker writes them."""
+    store = open_store()
+    tags = ["polygenelubricants", "TagA", "zzzzzzzzzz", "\u00e9-tag\u00e9", "\U0001f600x" * 3]
+    for t in tags:
+        store.put_message(mk(tags=t))
+    put_batch(store, [mk(tags=t) for t in tags])
+    assert store.wait_dispatched()
+    cq = sorted((store.config.consume_queue_dir / "T" / "0").iterdir())[0].read_bytes()
+    codes = [int.from_bytes(cq[n * 20 + 12 : n * 20 + 20], "big", signed=True) for n in range(10)]
+    assert codes == [-(2**31), 2598919, -1580979136, -1874231565, 1569276821] * 2
+    assert codes == [tags_code(t) for t in tags] * 2

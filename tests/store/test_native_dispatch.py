@@ -1,14 +1,14 @@
 """The store's read-side codecs are pinned to their references, byte for byte.
 
-`protocol.speedups` chooses the compiled `_native/_dispatch` (or the fast Python scanner) over
-`record_codec_py` and `dispatch_codec`; these property tests feed the chosen and the fast Python
-implementations the same input as the reference and demand the same outcome: the same results
+`store.codec.speedups` chooses the compiled `_native/_dispatch` over `scan_ref` and
+`dispatch_ref`; these property tests feed the chosen implementation the same input as the
+reference and demand the same outcome: the same results
 (every `DispatchRequest` field) and the same stop, or the same exception. Inputs are random record
 streams (IPv4/IPv6 hosts, transactions, schedule-topic messages with DELAY levels, tricky
 properties, non-ASCII text) ending in blanks, zeros or garbage, with bytes corrupted at random;
 random consume-queue unit runs with padding under every kind of tag filter; random keys.
-Under `ROCKETLITE_NATIVE=0` the chosen codecs are the references, so only the Python ones are
-really compared.
+Under `ROCKETLITE_NATIVE=0` the chosen codecs are the references, so the comparison is trivial
+there.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import speedups
-from rocketlite.protocol.consume_queue_unit import CQ_UNIT, PADDING_UNIT
-from rocketlite.protocol.message import HostAddress, MessageConst
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT, PADDING_UNIT
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     DispatchRequest,
     MessageInner,
     pack_head,
     prepare_record,
 )
+from rocketlite.protocol.message import HostAddress, MessageConst
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
+from rocketlite.store.codec import speedups
 
 REFERENCE = speedups.REFERENCE
-IMPLS = [speedups.CHOSEN, speedups.PYTHON]
+IMPLS = [speedups.CHOSEN]
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DELAYS = (1000, 5000, 10_000, 30_000)
 

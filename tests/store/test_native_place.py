@@ -21,13 +21,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketlite.protocol import record as record_format
-from rocketlite.protocol import record_codec_py
+from rocketlite.protocol.formats import record as record_format
+from rocketlite.protocol.formats import record_ref
+from rocketlite.protocol.formats.record import MessageInner, decode_records
 from rocketlite.protocol.message import HostAddress, make_msg_id
-from rocketlite.protocol.record import MessageInner, decode_records
 from tests.support.native import compiled_or
 
-NATIVE: Any = compiled_or(record_format)
+NATIVE: Any = compiled_or(record_format, "rocketlite.protocol.formats._native._record")
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 10911)
 V6 = HostAddress(bytes(range(16)), 10911)
@@ -66,7 +66,7 @@ def placed(fn: Any, target: Any, head: Any, *args: Any) -> tuple[Any, ...]:
 def test_place_record_matches_reference(
     msg: MessageInner, pos: int, room: int, qoff: int, base: int, now: int, prefix: str
 ) -> None:
-    head, tail, stamp_pos, _sys_flag = record_codec_py.encode_record(msg, 1 << 20)
+    head, tail, stamp_pos, _sys_flag = record_ref.encode_record(msg, 1 << 20)
     size = len(head) + len(tail)
     target_size = max(pos + size + room, 0)
     phys = base + pos
@@ -86,7 +86,7 @@ def test_place_record_matches_reference(
 
 def test_place_record_into_a_mapping() -> None:
     msg = MessageInner("TopicTest", b"x" * 1024, V4, V4, 3, properties_string="TAGS\x01a\x02")
-    head, tail, stamp_pos, _ = record_codec_py.encode_record(msg, 1 << 20)
+    head, tail, stamp_pos, _ = record_ref.encode_record(msg, 1 << 20)
     size = len(head) + len(tail)
     results = []
     for fn in (NATIVE.place_record, record_format.place_record):
@@ -118,7 +118,7 @@ def test_place_record_into_a_mapping() -> None:
 )
 def test_bad_input_same_error(change: dict[str, Any]) -> None:
     msg = MessageInner("T", b"body", V4, V4, 0)
-    head, tail, stamp_pos, _ = record_codec_py.encode_record(msg, 1 << 20)
+    head, tail, stamp_pos, _ = record_ref.encode_record(msg, 1 << 20)
     outcomes = []
     for fn in (NATIVE.place_record, record_format.place_record):
         kw: dict[str, Any] = {

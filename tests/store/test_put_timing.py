@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
 from rocketlite.store.message_store import PUT_TIMING_EVERY
 from tests.support.store import StoreFactory
 

@@ -14,15 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.clock import SystemClock
-from rocketlite.protocol.consume_queue_unit import UNIT_SIZE, Unit
-from rocketlite.protocol.dispatch_codec import select_units as reference_select
-from rocketlite.protocol.record import decode_records
+from rocketlite.protocol.formats.consume_queue_unit import UNIT_SIZE, Unit
+from rocketlite.protocol.formats.record import decode_records
+from rocketlite.store.codec.dispatch_ref import select_units as reference_select
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue import MAX_FILTER_BYTES, ConsumeQueue
 from rocketlite.store.get_result import QueueRead
 from rocketlite.store.status import GetMessageStatus
-from tests.support.store import StoreFactory
+from tests.support.store import StoreFactory, put_batch
 from tests.support.store import message as mk
 
 SEG = 4096  # bytes per commit-log segment (the smallest the store accepts)
@@ -153,7 +153,7 @@ def test_batches_of_interleaved_queues_over_segment_ends(open_store: StoreFactor
     sent: list[str] = []
     for b in range(40):
         names = [f"{b}.{i}" for i in range(1 + b % 5)]
-        assert store.put_messages([mk(queue_id=0, body=body, n=n) for n in names]).ok
+        assert put_batch(store, [mk(queue_id=0, body=body, n=n) for n in names]).ok
         sent += names
         assert store.put_message(mk(queue_id=1, body=b"x")).ok
     assert store.wait_dispatched()

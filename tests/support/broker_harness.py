@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.message import string_to_properties
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.config import StoreConfig
 from tests.support.wire import pull_until_end, send_command
@@ -66,7 +66,7 @@ async def broker_under_test(root: Path, **broker_overrides: Any) -> AsyncIterato
         max_index_num=store_kw.pop("max_index_num", 4000),
         **store_kw,
     )
-    controller = BrokerController(BrokerConfig(listen_port=0, **broker_kw), store_cfg)
+    controller = BrokerController(BrokerConfig(**{"listen_port": 0, **broker_kw}), store_cfg)
     await controller.start()
     client = RemotingClient()
     try:

@@ -20,11 +20,12 @@ import random
 import sys
 from pathlib import Path
 
+from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
+from tests.support.store import put_batch, stored_batch
 
 TOPIC = "CrashTopic"
 QUEUES = 4
@@ -80,10 +81,13 @@ def run(root: Path, cycle: int) -> None:
         keys = [f"k-{cycle}-{n + i}" for i in range(count)]
         n += count
         msgs = [make_message(key, queue_id, rng.randint(0, MAX_BODY)) for key in keys]
-        res = store.put_message(msgs[0]) if count == 1 else store.put_messages(msgs)
+        res = store.put_message(msgs[0]) if count == 1 else put_batch(store, msgs)
         if res.status is not PutMessageStatus.PUT_OK:
             print(f"put of {keys} not acknowledged: {res.status.name} {res.remark}", file=sys.stderr)
             continue
+        if count > 1:
+            assert res.append is not None
+            msgs = stored_batch(msgs, res.append)
         out.write(
             "".join(
                 f"ACK {key} {m.queue_id} {m.queue_offset} {m.commit_log_offset}\n"

@@ -9,13 +9,13 @@ import random
 import struct
 import time
 
-from rocketlite.protocol import headers as headers_mod
-from rocketlite.protocol.batch import BatchEntry, encode_batch
 from rocketlite.protocol.codes import RequestCode, ResponseCode, SerializeType
-from rocketlite.protocol.command import make_request
-from rocketlite.protocol.custom_header import CustomHeader
-from rocketlite.protocol.frame import encode_command
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
+from rocketlite.protocol.wire import headers as headers_mod
+from rocketlite.protocol.wire.command import make_request
+from rocketlite.protocol.wire.custom_header import CustomHeader
+from rocketlite.protocol.wire.frame import encode_command
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from tests.support.broker_harness import BrokerUnderTest
 
 

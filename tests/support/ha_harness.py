@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketlite.protocol.bodies import KVTable
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.requests.pull import PullStatus
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient
 from tests.support import processes
 from tests.support.ports import broker_port

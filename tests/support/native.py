@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from rocketlite.protocol import speedups
+from rocketlite import native
 
 
-def compiled_or(fallback: Any, module: str = "rocketlite.protocol._native._record") -> Any:
+def compiled_or(fallback: Any, module: str) -> Any:
     """The compiled `module`, or `fallback` under `ROCKETLITE_NATIVE=0` (the reference is then
     compared with itself); without the compiled module the calling test module is skipped."""
-    if speedups.REFERENCE_ONLY:
+    if native.REFERENCE_ONLY:
         return fallback
     return pytest.importorskip(module, reason="the compiled data plane is not built")

@@ -3,9 +3,9 @@ header, the receipt handles a client builds from the answer, ACK_MESSAGE."""
 
 from __future__ import annotations
 
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.pop import PopRequestCode, ReceiptHandle, parse_offset_info
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.pop import PopRequestCode, ReceiptHandle, parse_offset_info
 from rocketlite.remoting.client import RemotingClient
 
 

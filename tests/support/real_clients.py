@@ -2,9 +2,9 @@
 
 Clients (installed by `make test` into `.clients/`, see the Makefile):
 
-- `ons`: npm ali-ons@3.12.0, pure JavaScript (Node), driven by tests/clients/ons_*.js.
+- `ons`: npm ali-ons@3.12.0, pure JavaScript (Node), driven by tests/support/foreign_clients/ons_*.js.
 - `cpp`: PyPI rocketmq==0.4.4, the real rocketmq-client-cpp 1.x (x86_64 only), in its own venv
-  `.clients/cpp044`, driven by tests/clients/cpp_client.py.
+  `.clients/cpp044`, driven by tests/support/foreign_clients/cpp_client.py.
 
 `Clients` starts consumer script(s) and waits for their "ready"/"started" line, runs producer
 scripts to completion, and reads the consumers' JSON lines (`ClientProc`). A missing client skips
@@ -32,12 +32,12 @@ import pytest
 
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.record import StoredRecord, decode_records
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from tests.support.topics import wait_until
 from tests.support.wire import raw_request
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "tests" / "clients"
+SCRIPTS = ROOT / "tests" / "support" / "foreign_clients"
 CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
 ONS_MODULE = CLIENTS / "npm" / "node_modules" / "ali-ons"
 CPP_PYTHON = CLIENTS / "cpp044" / "bin" / "python"
@@ -421,3 +421,32 @@ def msg_spec(kind: str, topic: str, body: str, *, tags: str | None = None, keys:
         assert kind == "cpp"
         m["order_arg"] = order_arg
     return m
+
+
+# -- scenario drivers (one scenario per process, JSON lines, "done" at the end) --------------------------
+
+
+def finish(cp: ClientProc, timeout: float = 60) -> None:
+    """Read a scenario driver's lines to its end; it must exit 0 after a "done" line."""
+    cp.drain(timeout)
+    rc = cp.proc.wait(timeout=10)
+    assert rc == 0 and cp.events and cp.events[-1].get("event") == "done", (
+        f"{cp.name}: rc={rc}, last lines {cp.events[-3:]}\n{cp.diagnostics()}"
+    )
+
+
+def answer(cp: ClientProc, line: str = "go") -> None:
+    """Let a driver waiting on stdin (after its "wait" line) go on."""
+    assert cp.proc.stdin is not None
+    cp.proc.stdin.write(line + "\n")
+    cp.proc.stdin.flush()
+
+
+def events(cp: ClientProc, name: str, **match: Any) -> list[Event]:
+    """The driver's lines named `name` whose fields equal `match`."""
+    return [e for e in cp.events if e.get("event") == name and all(e.get(k) == v for k, v in match.items())]
+
+
+def received(cp: ClientProc, **match: Any) -> list[dict[str, Any]]:
+    """The messages of the driver's "recv" lines matching `match`."""
+    return [e["message"] for e in events(cp, "recv", **match)]

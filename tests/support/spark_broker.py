@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.requests.offsets import build_query_consumer_offset, parse_query_consumer_offset
 from rocketlite.remoting.client import RemotingClient

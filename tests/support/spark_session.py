@@ -54,7 +54,7 @@ def get_spark() -> Any:
             .config("spark.driver.memory", "1g")
             .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
             .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.python.unix.domain.socket.enabled", "true")  # as the README advises
+            .config("spark.python.unix.domain.socket.enabled", "true")  # as docs/spark.md advises
             .getOrCreate()
         )
         session.sparkContext.setLogLevel("ERROR")

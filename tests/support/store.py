@@ -1,17 +1,28 @@
 """Real stores for tests: the shared test data, small segment sizes, the store factory type, a
-message to put."""
+message to put, and messages put as one batch through the store's batch entry point."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rocketlite.protocol.formats import speedups
+from rocketlite.protocol.formats.batch import (
+    BATCH_DELAYED_ENTRY,
+    BatchEntry,
+    BatchTarget,
+    EncodedBatch,
+    encode_batch,
+    send_batch_messages,
+)
+from rocketlite.protocol.formats.record import MessageInner, enters_consume_queue
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.protocol.record import MessageInner
+from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.message_store import MessageStore, PutMessageResult
 
 
 def _find_shared() -> Path:
@@ -68,3 +79,58 @@ def small_config(root: Path, **overrides: Any) -> StoreConfig:
     }
     base.update(overrides)
     return StoreConfig(**base)
+
+
+# -- a batch, as the broker stores a SEND_BATCH_MESSAGE ---------------------------------------------
+CLUSTER = "DefaultCluster"  # the cluster name the batch path adds to each record as CLUSTER
+
+
+def batch_request(msgs: Sequence[MessageInner], max_message_size: int = 4 << 20) -> tuple[bytes, BatchTarget]:
+    """`msgs` as a producer sends them in one SEND_BATCH_MESSAGE: the body (each message's flag,
+    body and properties) and what the header and the broker give them all (the first message's
+    topic, queue, hosts, sys flag, born time and reconsume times)."""
+    first = msgs[0]
+    body = encode_batch([BatchEntry(m.flag, m.body, m.properties_string) for m in msgs])
+    target = BatchTarget(
+        header_properties="", cluster=CLUSTER, topic=first.topic, born_host=first.born_host,
+        store_host=first.store_host, queue_id=first.queue_id, sys_flag=first.sys_flag,
+        born_timestamp=first.born_timestamp, reconsume_times=first.reconsume_times,
+        max_message_size=max_message_size,
+    )  # fmt: skip
+    return body, target
+
+
+def encoded_batch(msgs: Sequence[MessageInner], max_message_size: int = 4 << 20) -> EncodedBatch:
+    """The records of `msgs` as one batch, made by the production entry point
+    (`encode_batch_records`, as the send processor makes them from a request body)."""
+    encoded = speedups.encode_batch_records(*batch_request(msgs, max_message_size))
+    assert encoded.outcome != BATCH_DELAYED_ENTRY, "a batch cannot carry DELAY"
+    return encoded
+
+
+def put_batch(store: MessageStore, msgs: Sequence[MessageInner]) -> PutMessageResult:
+    """`msgs` (one topic-queue) appended as one batch through `MessageStore.put_encoded_nowait`,
+    waiting for the flush as a SYNC_FLUSH put does."""
+    first = msgs[0]
+    encoded = encoded_batch(msgs, store.commit_log.max_message_size)
+    return store.wait_durable(
+        store.put_encoded_nowait(encoded, first.topic, first.queue_id, first.store_host)
+    )
+
+
+def stored_batch(msgs: Sequence[MessageInner], appended: AppendResult) -> list[MessageInner]:
+    """The messages of a stored batch as the log holds them: as the batch defines them
+    (`send_batch_messages`: CLUSTER added to each one's properties) with the queue offset,
+    commit-log offset and store time the append gave each (its msg ids end in the offsets)."""
+    stored, delayed = send_batch_messages(*batch_request(msgs))
+    assert not delayed
+    step = 1 if enters_consume_queue(stored[0].sys_flag) else 0
+    return [
+        dataclasses.replace(
+            m,
+            queue_offset=appended.logics_offset + i * step,
+            commit_log_offset=int(msg_id[-16:], 16),
+            store_timestamp=appended.store_timestamp,
+        )
+        for i, (m, msg_id) in enumerate(zip(stored, appended.msg_id.split(","), strict=True))
+    ]

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from rocketlite.embedded import EmbeddedCluster
-from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from tests.support.wire import raw_request
 

@@ -19,13 +19,13 @@ import asyncio
 import time
 from collections.abc import Mapping
 
-from rocketlite.protocol.command import RemotingCommand, make_request
+from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import properties_to_string
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests.pull import PullResult, PullStatus, build_pull, parse_pull
 from rocketlite.protocol.requests.query import build_query_message, matches_key, parse_query_message
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.send import build_send
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient
 
 TOPIC = "CrashTopic"

@@ -30,12 +30,9 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Final, Protocol, TypeVar
 
-from rocketlite.protocol.acl_signature import SessionCredentials
-from rocketlite.protocol.bodies import ClusterInfo, TopicRouteData
+from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode, response_label
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import GetKVConfigResponseHeader
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.route import (
     build_get_all_topics,
@@ -44,6 +41,9 @@ from rocketlite.protocol.requests.route import (
     parse_topic_list,
 )
 from rocketlite.protocol.reserved import MASTER_ID
+from rocketlite.protocol.wire.acl_signature import SessionCredentials
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import GetKVConfigResponseHeader
 
 DEFAULT_TIMEOUT_S: Final = 5.0
 ROUTE_WAIT_S: Final = 3.0  # how long updateTopic waits for the name server to show the new route

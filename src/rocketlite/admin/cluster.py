@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from rocketlite.admin.client import AdminClient, AdminError
-from rocketlite.protocol.bodies import KVTable
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlite.admin.client import AdminError, UsageError
-from rocketlite.protocol.acl_signature import SessionCredentials
+from rocketlite.protocol.wire.acl_signature import SessionCredentials
 
 TOOLS_YML = Path("conf") / "tools.yml"
 

@@ -21,18 +21,18 @@ from typing import Any
 
 from rocketlite.admin.client import AdminClient, AdminError, BrokerTarget, NotOnlineError
 from rocketlite.admin.topics import delete_topic
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketlite.protocol.bodies.message_queue import ConsumeStats, MessageQueue, OffsetWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.headers import (
-    GetConsumerConnectionListRequestHeader,
-    GetConsumeStatsRequestHeader,
-)
-from rocketlite.protocol.message_queue_bodies import ConsumeStats, MessageQueue, OffsetWrapper
 from rocketlite.protocol.perm import PERM_READ
 from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.headers import (
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+)
 
 
 def _enum_name(value: Any, enum: type[ConsumeType | MessageModel | ConsumeFromWhere]) -> str:

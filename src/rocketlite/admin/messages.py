@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError, UsageError
-from rocketlite.protocol.bodies import QueueData, TopicRouteData
+from rocketlite.protocol.bodies.route import QueueData, TopicRouteData
 from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.formats.record import StoredRecord, inflate_body
 from rocketlite.protocol.message import (
     MessageConst,
     parse_msg_id,
     string_to_properties,
 )
 from rocketlite.protocol.perm import PERM_READ
-from rocketlite.protocol.record import StoredRecord, inflate_body
 from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.requests.pull import PullResult, PullStatus, build_pull, parse_pull
 from rocketlite.protocol.requests.query import (

@@ -19,19 +19,19 @@ from collections.abc import Collection
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError, BrokerTarget, RoutePredicate
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import TopicConfig, TopicRouteData
+from rocketlite.protocol.bodies.message_queue import TopicStatsTable
+from rocketlite.protocol.bodies.route import TopicConfig, TopicRouteData
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.reserved import DEFAULT_TOPIC
+from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.headers import (
     CreateTopicRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from rocketlite.protocol.message_queue_bodies import TopicStatsTable
-from rocketlite.protocol.reserved import DEFAULT_TOPIC
-from rocketlite.protocol.reserved import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
-from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 
 ORDER_TOPIC_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 FLAG_UNIT: Final = 1  # TopicSysFlag

@@ -14,11 +14,8 @@ consumer.
 
 from __future__ import annotations
 
-import itertools
-import os
 import random
 import time
-from datetime import datetime
 from typing import Any, Final
 
 from rocketlite.admin.client import AdminClient, AdminError, UsageError
@@ -38,28 +35,9 @@ from rocketlite.protocol.no_route import no_route_reason
 from rocketlite.protocol.perm import PERM_WRITE
 from rocketlite.protocol.requests.send import DEFAULT_TOPIC_QUEUE_NUMS, build_send, parse_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
+from rocketlite.protocol.uniq_key import UniqIdGenerator
 
 PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
-
-_counter = itertools.count(random.randrange(1 << 16))
-_CLASS_HASH = random.getrandbits(32)
-
-
-def new_unique_id(ip: bytes, now_ms: int | None = None) -> str:
-    """A client message id laid out like `MessageClientIDSetter`'s: ip(4) + pid(2) + class-loader
-    hash(4) + ms since the start of the month(4) + counter(2), 32 upper-case hex digits."""
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    now = datetime.fromtimestamp(now_ms / 1000)
-    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    since = (now_ms - int(month_start.timestamp() * 1000)) & 0xFFFFFFFF
-    raw = (
-        ip
-        + (os.getpid() & 0xFFFF).to_bytes(2, "big")
-        + _CLASS_HASH.to_bytes(4, "big")
-        + since.to_bytes(4, "big")
-        + (next(_counter) & 0xFFFF).to_bytes(2, "big")
-    )
-    return raw.hex().upper()
 
 
 async def _send_queues(admin: AdminClient, topic: str) -> tuple[list[QueueRef], bool]:
@@ -99,7 +77,7 @@ async def send_message(
         which = f" with queue id {queue_id}" if queue_id is not None else ""
         raise AdminError(f"topic {topic} has no writable queue{where}{which}")
     queue = random.choice(candidates)
-    unique_id = new_unique_id(await admin.local_ip(queue.addr))
+    unique_id = UniqIdGenerator(await admin.local_ip(queue.addr)).next_id()
     props = {MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique_id, MessageConst.WAIT_STORE_MSG_OK: "true"}
     if keys:
         props[MessageConst.KEYS] = keys

@@ -11,7 +11,7 @@ Mirrors `acl/.../plain/PlainAccessValidator` and `PlainPermissionManager`:
   must be configured, the account's own `whiteRemoteAddress` lets it through, or its `Signature`
   must equal Base64(HmacSHA1(secretKey, values of all ext fields except `Signature` and
   `_UNIQUE_KEY_QUERY`, sorted by key in Java String order, concatenated, + body)) -- computed by
-  `rocketlite.protocol.acl_signature`, which clients use to sign; then admin-only
+  `rocketlite.protocol.wire.acl_signature`, which clients use to sign; then admin-only
   codes need `admin: true` and the request's resources (topics PUB/SUB, groups as
   `%RETRY%group` SUB) must be allowed by the account's topic/group perms or its defaults.
 
@@ -33,18 +33,13 @@ from typing import Any
 
 import yaml
 
-from rocketlite.protocol.acl_signature import (
-    ACCESS_KEY,
-    SIGNATURE,
-    calc_signature,
-    signing_content,
-)
-from rocketlite.protocol.bodies import HeartbeatData
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import ConfigError
-from rocketlite.protocol.pop import PopRequestCode
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.protocol.wire.acl_signature import ACCESS_KEY, SIGNATURE, calc_signature, signing_content
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.remoting.connection import Connection, Handler, RequestTable, WireResult
 
 log = logging.getLogger("rocketlite.broker.acl")

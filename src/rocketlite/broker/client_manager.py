@@ -34,7 +34,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -43,11 +43,9 @@ from rocketlite.protocol.bodies import (
     SubscriptionData,
 )
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import (
-    NotifyConsumerIdsChangedRequestHeader,
-)
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data, is_tag_type
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import NotifyConsumerIdsChangedRequestHeader
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import cancel_tasks
 

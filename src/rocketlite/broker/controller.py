@@ -21,47 +21,53 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from rocketlite import native
 from rocketlite.broker import acl
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.delay.levels import ScheduleMessageService
+from rocketlite.broker.delay.timer import TimerMessageService
 from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import BrokerFigures, MetricsServer
-from rocketlite.broker.pop_state import PopService
+from rocketlite.broker.pop.processor import PopMessageProcessor
+from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
-from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
-from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
-from rocketlite.broker.timer import TimerMessageService
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol import perm, speedups
-from rocketlite.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
+from rocketlite.protocol import perm
+from rocketlite.protocol.bodies.route import (
+    RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
+    register_body_crc32,
+)
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import make_request
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.wire.command import make_request
+from rocketlite.protocol.wire.headers import (
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnregisterBrokerRequestHeader,
 )
-from rocketlite.protocol.message import HostAddress
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
-from rocketlite.remoting.server import RemotingServer
+from rocketlite.remoting.server import RemotingServer, check_ports_free
+from rocketlite.runtime import wait_event
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
@@ -189,8 +195,22 @@ class BrokerController:
         if self.parts is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.parts.live.reload_topics)
 
+    def fixed_endpoints(self) -> list[tuple[str, int]]:
+        """The (host, port) pairs this broker will listen on that are fixed by its config: remoting
+        and VIP, a master's HA port, metrics (the gRPC endpoint only logs a taken port)."""
+        b = self.broker
+        out = [(b.listen_host, port) for port in self.server.requested_ports]
+        if not b.is_slave:
+            out.append((b.listen_host, ha_listen_port(b.ha_listen_port, b.listen_port, b.listen_port)))
+        if b.metrics_port:
+            out.append((b.metrics_host, b.metrics_port))
+        return out
+
     async def start(self) -> None:
-        speedups.warn_if_missing()
+        native.warn_if_missing()
+        # A port in use stops the start before the store is created and preallocated (a second
+        # `rocketlite dev` used to leave a new 129 MB store behind).
+        check_ports_free(self.fixed_endpoints())
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.store.start)
         try:
@@ -433,8 +453,7 @@ class BrokerController:
             # A failed registration is retried soon, not a whole period later: a slave learns
             # its master's address only once the master is registered (HA).
             wait = period if registered else min(period, REGISTER_RETRY_S)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._register_soon.wait(), wait)
+            await wait_event(self._register_soon, wait)
             self._register_soon.clear()
             try:
                 registered = await self.register_all()

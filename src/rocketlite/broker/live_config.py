@@ -44,11 +44,11 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.config import build_config, config_keys, key_of, parse_properties
-from rocketlite.protocol.bodies import DataVersion
+from rocketlite.protocol.bodies.route import DataVersion
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.custom_header import CustomHeader
 from rocketlite.protocol.errors import ConfigError, RocketliteError
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.custom_header import CustomHeader
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.live_settings import LIVE_STORE_FIELDS, apply_live_settings

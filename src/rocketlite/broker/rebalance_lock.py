@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rocketlite.clock import Clock
+from rocketlite.protocol.bodies.message_queue import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.broker.lock")

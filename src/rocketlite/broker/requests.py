@@ -8,20 +8,20 @@ layer. REGISTER_BROKER and the other name-server codes go the other way (the bro
 
 from __future__ import annotations
 
+from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.live_config import LiveConfig
+from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
-from rocketlite.broker.processors.pop import PopMessageProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
-from rocketlite.broker.schedule import ScheduleMessageService
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.codes import RequestCode as C
-from rocketlite.protocol.pop import PopRequestCode as P
+from rocketlite.protocol.wire.pop import PopRequestCode as P
 from rocketlite.remoting.connection import Handler, RequestTable
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rocketlite.atomic_file import write_atomically
-from rocketlite.protocol import fastjson
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire import fastjson
 
 log = logging.getLogger("rocketlite.broker.state_files")
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from rocketlite.broker.state_files import JsonConfigFile
 from rocketlite.clock import Clock
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import DataVersion
-from rocketlite.protocol.json_body import get_bool, get_int, get_str
+from rocketlite.protocol.bodies.json_body import get_bool, get_int, get_str
+from rocketlite.protocol.bodies.route import DataVersion
+from rocketlite.protocol.wire import fastjson
 
 log = logging.getLogger("rocketlite.broker.subscription_group")
 

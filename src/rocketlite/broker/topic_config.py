@@ -18,8 +18,9 @@ from pathlib import Path
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.state_files import JsonConfigFile
 from rocketlite.clock import Clock
-from rocketlite.protocol import fastjson, perm, reserved
-from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol import perm, reserved
+from rocketlite.protocol.bodies.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol.wire import fastjson
 
 log = logging.getLogger("rocketlite.broker.topic_config")
 
@@ -101,9 +102,18 @@ class TopicConfigManager(JsonConfigFile):
 
     # -- changes ----------------------------------------------------------------------------
     def create_in_send(
-        self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int = 0
+        self,
+        topic: str,
+        default_topic: str,
+        client_queue_nums: int,
+        topic_sys_flag: int = 0,
+        *,
+        creator: str = "a client",
     ) -> TopicConfig | None:
-        """Auto-create `topic` from `default_topic` (TBW102) if that one may be inherited."""
+        """Auto-create `topic` from `default_topic` (TBW102) if that one may be inherited.
+
+        Said at WARNING with the producer's address (`creator`): any name a producer sends to
+        becomes a topic, a misspelt one too, which RocketMQ advises against in production."""
         with self._create_lock:
             existing = self.table.get(topic)
             if existing is not None:
@@ -124,7 +134,12 @@ class TopicConfigManager(JsonConfigFile):
                 topic, queues, queues, default.perm & ~perm.PERM_INHERIT, topic_sys_flag=topic_sys_flag
             )
             self.table[topic] = tc
-            log.info("auto-created topic %s from %s (%d queues)", topic, default_topic, queues)
+            log.warning(
+                "auto-created topic %s from %s (%d queues) on a send from %s: autoCreateTopicEnable "
+                "creates any topic a producer names, a misspelt one too; in production set "
+                "autoCreateTopicEnable=false and create topics with `rocketlite admin updateTopic`",
+                topic, default_topic, queues, creator,
+            )  # fmt: skip
         self._changed()
         return tc
 

@@ -41,17 +41,22 @@ from enum import Enum
 from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.delay.levels import message_for_real_topic
 from rocketlite.broker.processors.consumer_send_back import answer_after_flush
-from rocketlite.broker.schedule import message_for_real_topic
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request, make_response
-from rocketlite.protocol.consume_queue_unit import Unit, is_padding
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
+from rocketlite.protocol.formats.record import (
+    MessageInner,
+    RecordFormatError,
+    StoredRecord,
+    decode_record,
+    encode_record,
+)
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
@@ -59,13 +64,8 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.record import (
-    MessageInner,
-    RecordFormatError,
-    StoredRecord,
-    decode_record,
-    encode_record,
-)
+from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
+from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.message_store import MessageStore, PutMessageResult

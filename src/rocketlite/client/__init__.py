@@ -82,7 +82,7 @@ from rocketlite.client.transaction import (
     TransactionListener,
     TransactionSendResult,
 )
-from rocketlite.protocol.bodies import ConsumeFromWhere, MessageModel
+from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, MessageModel
 
 __all__ = [
     "AsyncProducer",

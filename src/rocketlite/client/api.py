@@ -19,15 +19,19 @@ from dataclasses import dataclass
 from rocketlite.client.errors import ClientError, QueryNotFoundError, for_code, parse_answer
 from rocketlite.client.instance import MASTER_ID, ClientInstance
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, message_from_record
-from rocketlite.protocol.bodies import ConsumerListBody, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import SubscriptionData
+from rocketlite.protocol.bodies.lists import ConsumerListBody
+from rocketlite.protocol.bodies.message_queue import LockBatchRequestBody, LockBatchResponseBody
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader
 from rocketlite.protocol.message import MessageConst
-from rocketlite.protocol.message_queue_bodies import LockBatchRequestBody, LockBatchResponseBody
 from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.requests.pull import build_pull, parse_pull
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+)
 
 log = logging.getLogger("rocketlite.client.api")
 

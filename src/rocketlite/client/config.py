@@ -2,10 +2,13 @@
 
 `access_key` / `secret_key` (and an optional `security_token`) are Java's `SessionCredentials`
 handed to an `AclClientRPCHook`: when set, the instance signs every request it sends (see
-`rocketlite.protocol.acl_signature`), so a broker with `aclEnable=true` lets it through. The
+`rocketlite.protocol.wire.acl_signature`), so a broker with `aclEnable=true` lets it through. The
 secret is left out of the repr. Producers and consumers take the same keys as keyword arguments
 (`AsyncProducer("pg", ns, access_key=..., secret_key=...)`), which `make_config` turns into a
 config.
+
+`clock` is the instance's time: the milliseconds in the message ids (UNIQ_KEY) its producers make
+and the interval of its consumers' warnings. Tests pass a `ManualClock` to set it to any instant.
 """
 
 from __future__ import annotations
@@ -15,9 +18,33 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from rocketlite.client.errors import ClientStateError
-from rocketlite.protocol.acl_signature import SessionCredentials
+from rocketlite.clock import SYSTEM_CLOCK, Clock
+from rocketlite.protocol.wire.acl_signature import SessionCredentials
 
-__all__ = ["ClientConfig", "ClientOptions", "make_config"]
+__all__ = ["ClientConfig", "ClientOptions", "check_namesrv_addr", "make_config"]
+
+_ADDR_FORM = "give host:port, e.g. '127.0.0.1:9876' (several name servers: separated by ';')"
+
+
+def check_namesrv_addr(namesrv_addr: str) -> None:
+    """Raise `ClientStateError` naming the argument unless every `;`-separated entry is
+    `host:port` (`[v6 address]:port`). Java takes no default port either: an address without one
+    would only fail at the first request, with a parse error that names neither."""
+    entries = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+    if not entries:
+        raise ClientStateError(f"namesrv_addr {namesrv_addr!r} names no name server: {_ADDR_FORM}")
+    for entry in entries:
+        host, colon, port = entry.rpartition(":")
+        if not colon or not host:
+            problem = "has no port"
+        elif not port.isdigit() or not 0 < int(port) < 65536:
+            problem = f"has no valid port ({port!r} is not 1..65535)"
+        elif ":" in host and not (host.startswith("[") and host.endswith("]")):
+            problem = "is an IPv6 address without brackets ('[::1]:9876')"
+        else:
+            continue
+        where = "" if entry == namesrv_addr.strip() else f" ({entry!r})"
+        raise ClientStateError(f"namesrv_addr {namesrv_addr!r}{where} {problem}: {_ADDR_FORM}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +64,10 @@ class ClientConfig:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
+    clock: Clock = field(default=SYSTEM_CLOCK, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_namesrv_addr(self.namesrv_addr)
         if (self.access_key is None) != (self.secret_key is None):
             raise ClientStateError("access_key and secret_key must be given together")
         if self.security_token is not None and self.access_key is None:
@@ -70,6 +99,7 @@ class ClientOptions(TypedDict, total=False):
     access_key: str | None
     secret_key: str | None
     security_token: str | None
+    clock: Clock
 
 
 def make_config(
@@ -80,11 +110,14 @@ def make_config(
     access_key: str | None = None,
     secret_key: str | None = None,
     security_token: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ClientConfig:
     """A producer's or consumer's `ClientConfig`: `config`, else one built from the arguments."""
     if config is not None:
         if access_key is not None or secret_key is not None or security_token is not None:
             raise ClientStateError("pass the ACL keys in config= or as access_key=/secret_key=, not both")
+        if clock is not SYSTEM_CLOCK:
+            raise ClientStateError("pass the clock in config= or as clock=, not both")
         return config
     if not namesrv_addr:
         raise ClientStateError("namesrv_addr is required")
@@ -94,4 +127,5 @@ def make_config(
         access_key=access_key,
         secret_key=secret_key,
         security_token=security_token,
+        clock=clock,
     )

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from rocketlite.client.message import MessageExt, MessageQueue
 from rocketlite.client.offset_store import OffsetStore
 from rocketlite.client.process_queue import ProcessQueue
-from rocketlite.protocol.bodies import MessageModel
+from rocketlite.protocol.bodies.heartbeat import MessageModel
 from rocketlite.protocol.message import MessageConst
 
 log = logging.getLogger("rocketlite.client.consume")

@@ -30,7 +30,7 @@ from rocketlite.client.errors import ClientError, ClientStateError, NoRouteError
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncConsumerBase
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, PullStatus
-from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketlite.protocol.codes import PullSysFlag
 
 log = logging.getLogger("rocketlite.client.pull_consumer")

@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Final, Unpack
 
-from rocketlite.client._aio import acquire_within, wait_event
 from rocketlite.client.api import BrokerApi, build_subscription
-from rocketlite.client.config import ClientOptions
+from rocketlite.client.config import ClientConfig, ClientOptions
 from rocketlite.client.consume_service import (
     ConcurrentConsumeService,
     ConcurrentListener,
@@ -46,11 +45,13 @@ from rocketlite.client.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from rocketlite.client.process_queue import ProcessQueue
+from rocketlite.client.producer import AsyncProducer
 from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer, allocate_averagely
-from rocketlite.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.runtime import acquire_within, wait_event
 
 log = logging.getLogger("rocketlite.client.consumer")
 
@@ -191,7 +192,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
             raise ClientStateError("subscribe to a topic before start()")
         if self.message_model is MessageModel.CLUSTERING:
             self._subs[self.retry_topic] = build_subscription(self.retry_topic, "*", int(time.time() * 1000))
-        instance = await self._acquire_instance()
+        instance = await self._acquire_instance(new_inner_producer)
         self._instance = instance
         self.api = BrokerApi(instance)
         if self.message_model is MessageModel.BROADCASTING:
@@ -214,9 +215,12 @@ class AsyncPushConsumer(AsyncConsumerBase):
         self._running = True
         for topic in list(self._subs):
             try:
-                await instance.update_topic_route(topic)
+                route = await instance.update_topic_route(topic)
             except ClientError as exc:
                 log.warning("route of %s unavailable at start: %s", topic, exc)
+            else:
+                if route is None:
+                    await self._rebalancer.warn_no_route(topic)
         await instance.send_heartbeat_to_all()
         if self._orderly is not None and self.message_model is MessageModel.CLUSTERING:
             self._lock_task = asyncio.get_running_loop().create_task(self._lock_loop())
@@ -515,6 +519,12 @@ class AsyncPushConsumer(AsyncConsumerBase):
         except ClientError as exc:
             log.error("%s: re-sending %s to %s failed: %s", self.group, msg.msg_id, self.retry_topic, exc)
             return False
+
+
+def new_inner_producer(group: str, config: ClientConfig) -> AsyncProducer:
+    """The client instance's own producer (`ClientInstance.inner_producer`), through which a push
+    consumer sends back what the broker's send-back refused."""
+    return AsyncProducer(group, config=config)
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.requests.response import ResponseError
+from rocketlite.protocol.wire.command import RemotingCommand
 
 __all__ = [
     "BrokerError",

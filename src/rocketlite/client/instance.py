@@ -33,9 +33,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from rocketlite.client._aio import wait_event
 from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import (
+    BrokerError,
     ClientError,
     ClientStateError,
     RemotingConnectError,
@@ -45,15 +45,15 @@ from rocketlite.client.errors import (
     for_code,
     transport_reason,
 )
-from rocketlite.client.message import UniqIdGenerator
+from rocketlite.client.message import Message, SendResult, UniqIdGenerator
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
-from rocketlite.protocol.bodies import ClusterInfo, ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
+from rocketlite.protocol.bodies.message_queue import MessageQueue
+from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode, request_label
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
+from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.message import MessageConst, find_property
-from rocketlite.protocol.message_queue_bodies import MessageQueue
 from rocketlite.protocol.no_route import no_route_reason
 from rocketlite.protocol.requests.heartbeat import (
     build_heartbeat,
@@ -64,9 +64,11 @@ from rocketlite.protocol.requests.heartbeat import (
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.route import build_get_route, parse_route
 from rocketlite.protocol.reserved import MASTER_ID
-from rocketlite.protocol.speedups import decode_records
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
+from rocketlite.runtime import wait_event
 
 __all__ = [
     "CLIENT_INNER_PRODUCER_GROUP",
@@ -110,6 +112,21 @@ class ProducerMember(Protocol):
     ) -> None: ...
 
 
+class InnerProducer(Protocol):
+    """The instance's own producer (send-back fallbacks): an `AsyncProducer`."""
+
+    async def start(self) -> None: ...
+
+    async def send(self, msg: Message) -> SendResult: ...
+
+    async def close(self) -> None: ...
+
+
+# (group, config) -> a producer, not started, passed to `acquire` by a push consumer (producer.py
+# builds on this module, so the instance cannot make one itself).
+ProducerFactory = Callable[[str, ClientConfig], InnerProducer]
+
+
 class ConsumerMember(Protocol):
     group: str
 
@@ -127,7 +144,9 @@ class ClientInstance:
 
     _instances: ClassVar[dict[tuple[int, str, str], ClientInstance]] = {}
 
-    def __init__(self, config: ClientConfig, key: tuple[int, str, str]) -> None:
+    def __init__(
+        self, config: ClientConfig, key: tuple[int, str, str], producer_factory: ProducerFactory | None = None
+    ) -> None:
         self.config = config
         self.key = key
         self.loop = asyncio.get_running_loop()
@@ -136,7 +155,7 @@ class ClientInstance:
         self.client_id = f"{self.ip}@{self.instance_name}"
         if config.unit_name:
             self.client_id += f"@{config.unit_name}"
-        self.uniq_ids = UniqIdGenerator(self.ip)
+        self.uniq_ids = UniqIdGenerator(self.ip, clock=config.clock)
         self.credentials = config.credentials
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
@@ -156,7 +175,8 @@ class ClientInstance:
         self._background: set[asyncio.Task[None]] = set()
         self._rebalance_now = asyncio.Event()
         self._heartbeat_lock = asyncio.Lock()
-        self._inner_producer: Any = None
+        self._producer_factory = producer_factory
+        self._inner_producer: InnerProducer | None = None
         self._inner_lock = asyncio.Lock()
         self.started = False
         self._closing = False
@@ -164,13 +184,16 @@ class ClientInstance:
 
     # -- sharing ---------------------------------------------------------------------------
     @classmethod
-    async def acquire(cls, config: ClientConfig) -> ClientInstance:
-        """The shared instance for `config` on the running loop, started; release it when done."""
+    async def acquire(
+        cls, config: ClientConfig, producer_factory: ProducerFactory | None = None
+    ) -> ClientInstance:
+        """The shared instance for `config` on the running loop, started; release it when done.
+        `producer_factory` makes `inner_producer` for an instance that has no factory yet."""
         loop = asyncio.get_running_loop()
         key = (id(loop), config.namesrv_addr, config.resolved_instance_name())
         inst = cls._instances.get(key)
         if inst is None or inst._closing or inst.loop is not loop:
-            inst = cls(config, key)
+            inst = cls(config, key, producer_factory)
             cls._instances[key] = inst
         elif inst.credentials != config.credentials:
             held = inst.credentials.access_key if inst.credentials else None
@@ -178,6 +201,7 @@ class ClientInstance:
                 f"client instance {inst.client_id} already signs with access key {held!r}; "
                 "clients with other ACL keys need another instance_name"
             )
+        inst._producer_factory = inst._producer_factory or producer_factory
         inst._refs += 1
         inst._start()
         return inst
@@ -271,13 +295,14 @@ class ClientInstance:
 
         await asyncio.gather(*(one(a) for a in sorted(addrs)))
 
-    async def inner_producer(self) -> Any:
-        """The instance's own producer (group CLIENT_INNER_PRODUCER), for send-back fallbacks."""
+    async def inner_producer(self) -> InnerProducer:
+        """The instance's own producer (group CLIENT_INNER_PRODUCER), for send-back fallbacks,
+        made by the factory a client passed to `acquire`."""
         async with self._inner_lock:
             if self._inner_producer is None:
-                from rocketlite.client.producer import AsyncProducer  # noqa: PLC0415 - producer imports us
-
-                producer = AsyncProducer(CLIENT_INNER_PRODUCER_GROUP, config=self.config)
+                if self._producer_factory is None:
+                    raise ClientStateError(f"client instance {self.client_id} was given no producer factory")
+                producer = self._producer_factory(CLIENT_INNER_PRODUCER_GROUP, self.config)
                 await producer.start()
                 self._refs -= 1  # our own producer must not keep us alive; shutdown() closes it
                 self._inner_producer = producer
@@ -330,15 +355,29 @@ class ClientInstance:
             ) from exc
 
     async def invoke_namesrv(self, cmd: RemotingCommand) -> RemotingCommand:
-        """Try the name servers in turn, starting with the one that last worked."""
-        last: RemotingError | None = None
+        """Try the name servers in turn, starting with the one that last worked.
+
+        A server that does not know a name-server request (REQUEST_CODE_NOT_SUPPORTED) is not a
+        name server: most often the broker's port was given as the name server's. It is skipped
+        like an unreachable one, and when no name server answers, the error says what it is."""
+        last: ClientError | None = None
         n = len(self.namesrv_addrs)
         for attempt in range(n):
             index = (self._ns_index + attempt) % n
+            addr = self.namesrv_addrs[index]
             try:
-                response = await self.invoke(self.namesrv_addrs[index], replace_opaque(cmd))
+                response = await self.invoke(addr, replace_opaque(cmd))
             except RemotingError as exc:
                 last = exc
+                continue
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                last = BrokerError(
+                    f"{addr} answered as a broker, not a name server ({request_label(cmd.code)} not "
+                    "supported): point the name server address at the name server's port (9876 by "
+                    "default), not the broker's",
+                    response_code=response.code,
+                    retriable=False,
+                )
                 continue
             self._ns_index = index
             return response

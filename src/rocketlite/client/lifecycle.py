@@ -16,8 +16,8 @@ from typing import ClassVar, Self, Unpack
 
 from rocketlite.client.config import ClientOptions, make_config
 from rocketlite.client.errors import ClientError, ClientStateError
-from rocketlite.client.instance import ClientInstance
-from rocketlite.protocol.bodies import (
+from rocketlite.client.instance import ClientInstance, ProducerFactory
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -64,9 +64,10 @@ class AsyncClientBase:
     async def _unregister(self, instance: ClientInstance) -> None:
         raise NotImplementedError
 
-    async def _acquire_instance(self) -> ClientInstance:
-        """A reference on the shared instance with the group registered; none is kept on failure."""
-        instance = await ClientInstance.acquire(self.config)
+    async def _acquire_instance(self, producer_factory: ProducerFactory | None = None) -> ClientInstance:
+        """A reference on the shared instance with the group registered; none is kept on failure.
+        `producer_factory`: see `ClientInstance.acquire`."""
+        instance = await ClientInstance.acquire(self.config, producer_factory)
         try:
             self._register(instance)
         except ClientError:

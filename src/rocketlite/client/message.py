@@ -9,23 +9,19 @@ broker's own decoder, so the two sides can never disagree on the layout).
 Message ids: `msg_id` is the client-made `UNIQ_KEY` when present (what Java's
 `MessageClientExt.getMsgId()` returns), else the broker-made offsetMsgId; `offset_msg_id` is always
 the latter (store host + commit-log offset), the one VIEW_MESSAGE_BY_ID and END_TRANSACTION need.
-`UniqIdGenerator` makes UNIQ_KEYs with `MessageClientIDSetter`'s layout (32 hex chars for IPv4).
+`UniqIdGenerator` (`rocketlite.protocol.uniq_key`) makes UNIQ_KEYs with `MessageClientIDSetter`'s
+layout, bit for bit (32 hex chars for IPv4).
 """
 
 from __future__ import annotations
 
-import ipaddress
-import itertools
 import logging
-import os
-import random
-import threading
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from rocketlite.protocol.bodies.message_queue import MessageQueue
+from rocketlite.protocol.formats.record import COMPRESSION_TYPE_MASK, StoredRecord, inflate_body
 from rocketlite.protocol.message import (
     KEY_SEPARATOR,
     MessageConst,
@@ -33,10 +29,9 @@ from rocketlite.protocol.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketlite.protocol.message_queue_bodies import MessageQueue
-from rocketlite.protocol.record import COMPRESSION_TYPE_MASK, StoredRecord, inflate_body
 from rocketlite.protocol.requests.pull import PullStatus
 from rocketlite.protocol.requests.send import SendStatus
+from rocketlite.protocol.uniq_key import UniqIdGenerator
 
 log = logging.getLogger("rocketlite.client.message")
 
@@ -268,52 +263,3 @@ class PullResult(NamedTuple):
     min_offset: int
     max_offset: int
     messages: list[MessageExt]
-
-
-# ---------------------------------------------------------------------------------------- unique ids
-
-
-@dataclass
-class UniqIdGenerator:
-    """`MessageClientIDSetter`: `ip(4|16) + pid(short) + random int` then `ms since month start + counter`.
-
-    The fixed prefix is hex of the client IP, the pid's low 16 bits and a per-process random int
-    (Java uses the class loader's hash code); each id appends the milliseconds since the start of
-    the current month (local time, 32 bits) and a 16-bit counter. Upper-case hex, 32 chars for IPv4.
-    """
-
-    ip: str = "127.0.0.1"
-    _prefix: str = field(init=False, default="")
-    _counter: itertools.count[int] = field(init=False, default_factory=itertools.count)
-    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    _start: float = field(init=False, default=0.0)
-    _next_start: float = field(init=False, default=0.0)
-
-    def __post_init__(self) -> None:
-        try:
-            packed = ipaddress.ip_address(self.ip).packed
-        except ValueError:
-            packed = random.randbytes(4)
-        pid = os.getpid() & 0xFFFF
-        token = random.getrandbits(32)
-        self._prefix = (packed + pid.to_bytes(2, "big") + token.to_bytes(4, "big")).hex().upper()
-        self._set_start(time.time())
-
-    def _set_start(self, now: float) -> None:
-        start = datetime.fromtimestamp(now).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        nxt = (
-            start.replace(year=start.year + 1, month=1)
-            if start.month == 12
-            else start.replace(month=start.month + 1)
-        )
-        self._start, self._next_start = start.timestamp(), nxt.timestamp()
-
-    def next_id(self) -> str:
-        now = time.time()
-        with self._lock:
-            if now >= self._next_start:
-                self._set_start(now)
-            diff = int((now - self._start) * 1000)
-            count = next(self._counter) & 0xFFFF
-        diff = max(0, min(diff, 0x7FFFFFFF))
-        return self._prefix + diff.to_bytes(4, "big").hex().upper() + count.to_bytes(2, "big").hex().upper()

@@ -27,8 +27,8 @@ from typing import Any, Protocol
 from rocketlite.client.api import BrokerApi, read_offset_from_broker
 from rocketlite.client.errors import ClientError
 from rocketlite.client.message import MessageQueue
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.json_body import expect_obj, to_int
+from rocketlite.protocol.bodies.json_body import expect_obj, to_int
+from rocketlite.protocol.wire import fastjson
 
 log = logging.getLogger("rocketlite.client.offset_store")
 

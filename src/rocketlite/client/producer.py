@@ -37,15 +37,15 @@ from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncClientBase
 from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.route import TopicPublishInfo
-from rocketlite.protocol.batch import ENTRY_OVERHEAD, BatchEntry, encode_batch
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
+from rocketlite.protocol.formats.batch import ENTRY_OVERHEAD, BatchEntry, encode_batch
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
 from rocketlite.protocol.perm import TOPIC_MAX_LENGTH, TOPIC_NAME_RE
 from rocketlite.protocol.requests.send import SendResponse, build_send, build_send_batch, parse_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC, NOT_ALLOWED_SEND_TOPICS
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.client.producer")

@@ -26,7 +26,8 @@ from rocketlite.client.errors import ClientError
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import MessageQueue
 from rocketlite.client.process_queue import ProcessQueue
-from rocketlite.protocol.bodies import MessageModel, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import MessageModel, SubscriptionData
+from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger("rocketlite.client.rebalance")
 
@@ -67,6 +68,7 @@ def allocate_averagely_by_circle(
 
 
 REPEAT_LOG_S = 60
+NO_ROUTE_WARN_S = 30.0  # a subscribed topic without a route is warned about this often
 
 
 @dataclass(slots=True)
@@ -109,6 +111,8 @@ class Rebalancer:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._assigned: dict[str, list[MessageQueue]] = {}
         self._failing: dict[str, _Failure] = {}
+        self._no_route: dict[str, float] = {}  # topic -> clock.monotonic() of its last warning
+        self.clock = instance.config.clock
 
     def _report_failure(self, topic: str, exc: ClientError) -> None:
         """A new cause once, at WARNING, with the name servers; the same cause again (for any
@@ -134,6 +138,35 @@ class Rebalancer:
             self.owner.group, seen.count, text,
         )  # fmt: skip
         seen.logged, seen.count = now, 0
+
+    async def warn_no_route(self, topic: str) -> None:
+        """A subscribed topic has no route: a WARNING naming it and the name server (which says
+        whether the topic or the broker is missing), at once and then every NO_ROUTE_WARN_S while
+        it lasts, as Java's client warns on each rebalance. Retry topics get theirs from the
+        broker shortly after the first heartbeat: not worth a warning."""
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            log.debug("rebalance of %s: topic %s has no route yet", self.owner.group, topic)
+            return
+        now = self.clock.monotonic()
+        last = self._no_route.get(topic)
+        if last is not None and now - last < NO_ROUTE_WARN_S:
+            log.debug("rebalance of %s: topic %s still has no route", self.owner.group, topic)
+            return
+        self._no_route[topic] = now
+        reason = await self.instance.no_route_reason(topic, for_send=False)
+        log.warning(
+            "consumer group %s subscribes to %s, which has no route: %s; it is consumed once it has "
+            "one (this warning repeats every %d s until then)",
+            self.owner.group, topic, reason, NO_ROUTE_WARN_S,
+        )  # fmt: skip
+
+    async def _route_found(self, topic: str) -> None:
+        """After a warning: say so, and heartbeat before asking for the group's members, since
+        the topic's brokers may not have heard of this consumer yet (a broker is heartbeated once
+        a route names it, and this one had none)."""
+        if self._no_route.pop(topic, None) is not None:
+            log.info("consumer group %s: topic %s has a route now", self.owner.group, topic)
+            await self.instance.send_heartbeat_to_all()
 
     async def do_rebalance(self) -> bool:
         """One round for every subscribed topic; False when some topic could not be settled yet."""
@@ -161,8 +194,9 @@ class Rebalancer:
             await self.instance.update_topic_route(topic)
             mq_all = self.instance.subscribe_info(topic)
         if not mq_all:
-            log.debug("rebalance of %s: topic %s has no route yet", self.owner.group, topic)
+            await self.warn_no_route(topic)
             return False
+        await self._route_found(topic)
         if self.owner.message_model is MessageModel.BROADCASTING:
             mine = list(mq_all)
         else:

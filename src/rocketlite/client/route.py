@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocketlite.protocol.bodies import TopicRouteData
-from rocketlite.protocol.message_queue_bodies import MessageQueue
+from rocketlite.protocol.bodies.message_queue import MessageQueue
+from rocketlite.protocol.bodies.route import TopicRouteData
 
 PERM_READ = 4
 PERM_WRITE = 2

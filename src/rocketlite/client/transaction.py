@@ -29,9 +29,9 @@ from rocketlite.client.errors import ClientError
 from rocketlite.client.message import Message, MessageExt, SendResult, SendStatus, message_from_record
 from rocketlite.client.producer import AsyncProducer
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, parse_msg_id
-from rocketlite.protocol.speedups import decode_records
+from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.client.transaction")

@@ -9,7 +9,7 @@ from rocketlite.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigM
 from rocketlite.namesrv.processor import NamesrvProcessor
 from rocketlite.namesrv.route_info import BrokerLiveInfo, RegisterResult, RouteInfoManager
 from rocketlite.namesrv.server import NameServer
-from rocketlite.protocol.bodies import register_body_crc32
+from rocketlite.protocol.bodies.route import register_body_crc32
 
 __all__ = [
     "NAMESPACE_ORDER_TOPIC_CONFIG",

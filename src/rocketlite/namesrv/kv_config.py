@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Final
 
 from rocketlite.atomic_file import write_atomically
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import KVTable
+from rocketlite.protocol.bodies.json_body import expect_obj, get_str
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.errors import ConfigError, ProtocolError
-from rocketlite.protocol.json_body import expect_obj, get_str
+from rocketlite.protocol.wire import fastjson
 
 log = logging.getLogger("rocketlite.namesrv.kv")
 

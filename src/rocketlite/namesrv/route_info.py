@@ -35,7 +35,7 @@ from typing import Final, Protocol
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.namesrv.config import BROKER_CHANNEL_EXPIRED_TIME_MS
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.route import (
     BrokerData,
     ClusterInfo,
     DataVersion,

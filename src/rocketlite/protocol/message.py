@@ -104,7 +104,7 @@ def send_properties(text: str, cluster: str) -> SendProperties:
     ones without key or value dropped; a repeated key keeps its first place and takes the last
     value), drops WAIT (a producer-side flag), sets CLUSTER to the broker's cluster (in place when
     present, else last) and writes it back (`properties_to_string`). This is the reference for
-    the compiled twin (`protocol/_native/_send.pyx`), which must give the same tuple.
+    the compiled twin (`protocol/formats/_native/_send.pyx`), which must give the same tuple.
     """
     props = string_to_properties(text)
     props.pop(MessageConst.WAIT_STORE_MSG_OK, None)

@@ -12,7 +12,7 @@ cluster table and pass it here.
 
 from __future__ import annotations
 
-from rocketlite.protocol.bodies import ClusterInfo
+from rocketlite.protocol.bodies.route import ClusterInfo
 
 
 def no_route_reason(topic: str, clusters: ClusterInfo, namesrv: str, *, for_send: bool = True) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketlite.protocol.bodies import SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import SubscriptionData
 from rocketlite.protocol.message import tags_code
 
 SUB_ALL: Final = "*"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.runtime import result_within
 
 log = logging.getLogger("rocketlite.remoting.client")
 
@@ -31,7 +32,7 @@ class RemotingClient:
                 return conn
             host, _, port = addr.rpartition(":")
             loop = asyncio.get_running_loop()
-            _transport, protocol = await asyncio.wait_for(
+            _transport, protocol = await result_within(
                 loop.create_connection(lambda: Connection(self.table), host.strip("[]"), int(port)),
                 self.connect_timeout,
             )

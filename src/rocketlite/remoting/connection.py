@@ -31,9 +31,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, cast
 
 from rocketlite.protocol.codes import CommandFlag, ResponseCode, request_label
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import ProtocolError, RocketliteError
-from rocketlite.protocol.frame import LENGTH, FrameDecoder, encode_command
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.frame import LENGTH, FrameDecoder, encode_command
 
 log = logging.getLogger("rocketlite.remoting")
 

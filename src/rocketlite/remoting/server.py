@@ -11,11 +11,29 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from rocketlite.remoting.connection import Connection, RequestTable
 
 log = logging.getLogger("rocketlite.remoting.server")
+
+
+def check_ports_free(endpoints: Iterable[tuple[str, int]]) -> None:
+    """Raise OSError (`cannot listen on HOST:PORT: ...`, as `RemotingServer.bind` words it) for the
+    first (host, port) that cannot be bound now; port 0 (any free port) is skipped. A server checks
+    its fixed ports before slow or lasting work (a broker opening and preallocating its store), so
+    a port in use stops it before it creates anything. The probe binds with SO_REUSEADDR, as the
+    servers do, so a port whose old connections linger in TIME_WAIT counts as free."""
+    for host, port in endpoints:
+        if not port:
+            continue
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
 
 
 class RemotingServer:

@@ -35,11 +35,11 @@ from rocketlite.client.instance import CLIENT_LANGUAGE, ClientConfig, ClientInst
 from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.producer import AsyncProducer
 from rocketlite.client.sync import shared_loop
-from rocketlite.protocol.bodies import SubscriptionData
-from rocketlite.protocol.command import RemotingCommand
+from rocketlite.protocol.bodies.heartbeat import SubscriptionData
 from rocketlite.protocol.requests.pull import PullStatus, build_pull, parse_pull
 from rocketlite.protocol.requests.query import build_query_message, matches_key, parse_query_message
 from rocketlite.protocol.requests.route import build_get_all_topics, parse_topic_list
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.spark.offsets import QueueRef
 from rocketlite.spark.pull_channel import close_channels
 

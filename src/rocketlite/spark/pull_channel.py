@@ -27,17 +27,17 @@ from typing import Final
 
 import numpy as np
 
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.frame import (
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame import (
     HEADER_LENGTH_MASK,
     HEADER_WORD,
     LENGTH,
     SERIALIZE_TYPE_SHIFT,
     encode_command,
 )
-from rocketlite.protocol.frame_codec import check_prefix
-from rocketlite.protocol.header_codec import decode_header
+from rocketlite.protocol.wire.frame_codec import check_prefix
+from rocketlite.protocol.wire.header_codec import decode_header
 
 __all__ = ["Answer", "BatchBuffer", "PullChannel", "PullChannelError", "channel_for", "close_channels"]
 

@@ -6,7 +6,7 @@ Both readers of `rocketlite.spark` hold bytes with records back to back: a PULL_
 * `scan_positions` finds and checks the records (`spark/scan.py`, re-exported here);
 * `decode_batch` turns record positions into one `pyarrow.RecordBatch` in the data source's
   schema (`ARROW_SCHEMA`) without Python work per record. With the compiled data plane built,
-  `speedups.decode_record_columns` (`protocol/_native/_columns.pyx`) writes every column's Arrow
+  `speedups.decode_record_columns` (`spark/codec/_native/_columns.pyx`) writes every column's Arrow
   buffers in one pass without the GIL and `batch_of_columns` wraps them. Without it, numpy: the
   88-byte headers are one numpy
   gather (a stride-1 view of the buffer as opaque 88-byte items, read through a big-endian record
@@ -20,7 +20,8 @@ Both readers of `rocketlite.spark` hold bytes with records back to back: a PULL_
 Records the columnar path does not handle (IPv6 hosts, compressed bodies, properties that are not
 UTF-8) send the whole chunk down `decode_batch_py`, the per-record reference decoder built on
 `protocol.record.decode_record`; both paths give identical rows (`tests/spark/test_records.py`),
-and `ROCKETLITE_NATIVE=0` (`protocol.speedups.REFERENCE_ONLY`) makes the reference the only one.
+and `ROCKETLITE_NATIVE=0` makes the reference the only one. The Spark family's chooser
+(`spark/codec/speedups.py`, `TIER`) says which of the three runs.
 
 msgId is the client-made UNIQ_KEY when the message has one, else the broker's offsetMsgId (store
 host + commit-log offset, 32 upper-case hex digits for IPv4), as `MessageClientExt.getMsgId()`.
@@ -38,15 +39,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketlite.protocol import record_columns, speedups
-from rocketlite.protocol.message import (
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_SEPARATOR,
-    MessageConst,
-    MessageSysFlag,
-    make_msg_id,
-)
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
     V4_BODY_POS,
@@ -54,8 +47,16 @@ from rocketlite.protocol.record import (
     decode_record,
     inflate_body,
 )
-from rocketlite.protocol.record_columns import RecordColumns
-from rocketlite.protocol.speedups import REFERENCE_ONLY
+from rocketlite.protocol.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    MessageSysFlag,
+    make_msg_id,
+)
+from rocketlite.spark.codec import speedups
+from rocketlite.spark.codec.columns_ref import RecordColumns
+from rocketlite.spark.codec.speedups import Tier
 from rocketlite.spark.scan import Scan, Stop, Views, scan_positions, validate_positions
 from rocketlite.spark.schema import COLUMNS
 
@@ -107,8 +108,9 @@ _INT32_MAX: Final = (1 << 31) - 1
 _MAX_LAGS: Final = 16  # records with more properties than this are checked for repeats by sorting
 
 # The compiled column decoder when it is built; without it, the numpy path below (its reference,
-# `record_columns.decode_record_columns`, goes record by record: slower than numpy).
-_NATIVE_COLUMNS: Final = speedups.decode_record_columns is not record_columns.decode_record_columns
+# `columns_ref.decode_record_columns`, goes record by record: slower than numpy). The chooser
+# says which (`speedups.TIER`).
+_NATIVE_COLUMNS: Final = speedups.TIER is Tier.COMPILED
 
 _U8 = npt.NDArray[np.uint8]
 _I64 = npt.NDArray[np.int64]
@@ -137,7 +139,7 @@ def decode_batch(buf: Any, positions: _I64 | Sequence[int], broker_name: str = "
         # Arrow's 32-bit offsets cannot reach that far into `buf`: decode from a copy.
         lo = int(p[0])
         return decode_batch(memoryview(buf)[lo:end], p - lo, broker_name)
-    if REFERENCE_ONLY:
+    if speedups.TIER is Tier.REFERENCE:
         return decode_batch_py(buf, p, broker_name)
     if _NATIVE_COLUMNS:
         columns = speedups.decode_record_columns(buf, np.ascontiguousarray(p, dtype=np.int64).data)
@@ -429,7 +431,7 @@ def parse_properties(text: str) -> list[tuple[str, str]]:
 
 
 def decode_batch_py(buf: Any, p: _I64, broker_name: str) -> pa.RecordBatch:
-    """`decode_batch` record by record: the reference (`protocol.speedups.REFERENCE_ONLY` makes it
+    """`decode_batch` record by record: the reference (`speedups.TIER` `REFERENCE` makes it
     the only path), and the general path for any layout, compressed bodies, properties that are
     not UTF-8."""
     cols: dict[str, list[Any]] = {name: [] for name in ARROW_SCHEMA.names}

@@ -20,9 +20,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from rocketlite.protocol import record_columns, speedups
-from rocketlite.protocol.message import MessageSysFlag
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     V4_BODY_POS,
@@ -32,7 +30,10 @@ from rocketlite.protocol.record import (
     body_crc,
     decode_record,
 )
-from rocketlite.protocol.record_columns import Invalid, StartsStop
+from rocketlite.protocol.message import MessageSysFlag
+from rocketlite.spark.codec import speedups
+from rocketlite.spark.codec.columns_ref import Invalid, StartsStop
+from rocketlite.spark.codec.speedups import Tier
 
 __all__ = ["Scan", "Stop", "Views", "scan_positions", "validate_positions"]
 
@@ -41,11 +42,12 @@ _V4_FIXED: Final = V4_FIXED_SIZE
 _V6_BITS: Final = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 
 # The compiled CRC check over many records when it is built (no GIL, no Python per record); its
-# reference decodes each record, slower than the zlib loop below, which stays the fallback.
-_NATIVE_CRC: Final = speedups.first_crc_mismatch is not record_columns.first_crc_mismatch
+# reference decodes each record, slower than the zlib loop below, which stays the fallback. The
+# chooser says which (`speedups.TIER`).
+_NATIVE_CRC: Final = speedups.TIER is Tier.COMPILED
 # The compiled structural check, one pass over the records: its reference reads record by record
 # in Python, slower than numpy over all records at once, which stays the path without it.
-_NATIVE_CHECKS: Final = speedups.first_invalid_record is not record_columns.first_invalid_record
+_NATIVE_CHECKS: Final = speedups.TIER is Tier.COMPILED
 _REASONS: Final = {
     Invalid.NONE: "",
     Invalid.OUTSIDE: "record runs past the end of the data",

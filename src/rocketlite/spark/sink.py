@@ -74,7 +74,7 @@ from rocketlite.client.errors import ClientError, MessageIllegalError, NoRouteEr
 from rocketlite.client.message import MessageQueue
 from rocketlite.client.producer import AsyncProducer, check_topic
 from rocketlite.client.sync import shared_loop
-from rocketlite.protocol.batch import ENTRY_OVERHEAD
+from rocketlite.protocol.formats.batch import ENTRY_OVERHEAD
 from rocketlite.protocol.requests.send import build_send_batch, parse_send
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 from rocketlite.spark import sink_batches

@@ -13,7 +13,7 @@
    second `blake2b_digests` call over fixed-width records (prefix, digest, occurrence);
 3. the rows are ordered as the reference orders them (target, then id in `content` mode: one
    numpy sort of the id bytes when the task has one target), and
-   every SEND_BATCH_MESSAGE entry (`protocol/batch.py`: 20-byte head, body, properties length,
+   every SEND_BATCH_MESSAGE entry (`protocol/formats/batch.py`: 20-byte head, body, properties length,
    properties) is built by one Arrow join into one buffer, so a chunk's request body is a slice
    of it, made once.
 """
@@ -28,14 +28,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketlite.protocol import speedups
-from rocketlite.protocol.batch import ENTRY_OVERHEAD, MAX_PROPERTIES_LENGTH
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.formats.batch import ENTRY_OVERHEAD, MAX_PROPERTIES_LENGTH
 from rocketlite.protocol.message import MessageConst
 from rocketlite.spark import sink_rows
+from rocketlite.spark.codec import speedups
 from rocketlite.spark.options import SinkOptions
 
-# The batch entry head (protocol/batch.py ENTRY_HEAD: total, magic, body CRC, flag, body length)
+# The batch entry head (protocol/formats/batch.py ENTRY_HEAD: total, magic, body CRC, flag, body length)
 # and the properties length, as numpy records so a whole task's heads are filled at once.
 ENTRY_HEAD_DTYPE: Final = np.dtype(
     [("total", ">i4"), ("magic", ">i4"), ("crc", ">i4"), ("flag", ">i4"), ("body", ">i4")]

@@ -40,8 +40,8 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rocketlite.protocol.consume_queue_unit import CQ_DTYPE, PADDING_SIZE
-from rocketlite.protocol.record import MESSAGE_MAGIC_CODE
+from rocketlite.protocol.formats.consume_queue_unit import CQ_DTYPE, PADDING_SIZE
+from rocketlite.protocol.formats.record import MESSAGE_MAGIC_CODE
 from rocketlite.spark.options import StoreOptions
 from rocketlite.spark.records import (
     Stop,

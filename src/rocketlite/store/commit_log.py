@@ -7,7 +7,7 @@ of the segment is marked by an end-of-file blank (`int remaining, int 0xCBD43194
 goes to the start of the next segment. A batch is never split across segments.
 
 Appends are serialised by one lock; records are encoded before taking it by the record codec
-`protocol.speedups` chose (complete but for the queue offset, the record's own offset and the
+`protocol.formats.speedups` chose (complete but for the queue offset, the record's own offset and the
 store time, which are patched in under the lock). Reads hand out zero-copy views; a pull cuts its
 records out of segment views (`get_data`, in `ConsumeQueue.read`). The class owns no threads:
 flushing, committing and dispatching are services that call into it.
@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.clock import Clock
-from rocketlite.protocol.batch import BATCH_TOO_LARGE, EncodedBatch
 from rocketlite.protocol.errors import SegmentCreateError
-from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.batch import BATCH_TOO_LARGE, EncodedBatch
+from rocketlite.protocol.formats.record import (
     END_FILE_MIN_BLANK_LENGTH,
     INT,
     LONG,
@@ -34,10 +33,10 @@ from rocketlite.protocol.record import (
     MessageInner,
     RecordTooLargeError,
     blank_record,
-    enters_consume_queue,
     layout_for,
 )
-from rocketlite.protocol.speedups import encode_record, encode_records, stamp_batch, stamp_records
+from rocketlite.protocol.formats.speedups import encode_record, stamp_batch
+from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
@@ -182,49 +181,16 @@ class CommitLog:
         msg.commit_log_offset = phys
         return AppendResult(_APPEND_OK, phys, size, msg_id, now, qoff)
 
-    def append_batch(self, msgs: list[MessageInner]) -> AppendResult:
-        """Append messages of one topic-queue with consecutive queue offsets, in one segment.
-
-        Encoded outside the lock into one buffer (`speedups.encode_records`); under it only the
-        segment and one `speedups.stamp_records` call for the whole batch: queue offsets, the
-        records' offsets and the store time patched in (and set on the messages), the msg ids out.
-        """
-        if not msgs:
-            return AppendResult(AppendMessageStatus.UNKNOWN_ERROR, remark="empty batch")
-        try:
-            buf, sys_flag = encode_records(msgs, self.max_message_size)
-        except RecordTooLargeError as exc:
-            return AppendResult(_too_large_status(exc, single=False), remark=str(exc))
-        total = len(buf)
-        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return AppendResult(
-                AppendMessageStatus.MESSAGE_SIZE_EXCEEDED,
-                remark=f"batch of {total} bytes does not fit in a {self.file_size}-byte segment",
-            )
-        first = msgs[0]
-        key = f"{first.topic}-{first.queue_id}"
-        advances = enters_consume_queue(sys_flag)
-        prefix = self._msg_id_prefix(first.store_host)
-        with self._lock:
-            now = self.clock.now_ms()
-            mf = self._segment_for(total)
-            base = mf.file_from_offset + mf.wrote_position
-            qoff0 = self.topic_queue_table.get(key, 0) if advances else 0
-            msg_ids = stamp_records(buf, msgs, qoff0, advances, base, now, prefix)
-            mf.append(buf)
-            mf.store_timestamp = now
-            if advances:
-                self.topic_queue_table[key] = qoff0 + len(msgs)
-        return AppendResult(AppendMessageStatus.PUT_OK, base, total, msg_ids, now, qoff0, len(msgs))
-
     def append_encoded_batch(
         self, encoded: EncodedBatch, topic: str, queue_id: int, store_host: HostAddress
     ) -> AppendResult:
-        """`append_batch` for records already encoded (`speedups.encode_batch_records`: a
-        SEND_BATCH_MESSAGE body straight to records, no `MessageInner`s) of `topic`/`queue_id`,
-        placed in one segment with consecutive queue offsets; under the lock one
-        `speedups.stamp_batch` call and the copy. A batch the encoder found over a limit is
-        MESSAGE_SIZE_EXCEEDED with its remark, as `append_batch` answers a `RecordTooLargeError`."""
+        """Append a batch of one topic-queue, its records already encoded
+        (`speedups.encode_batch_records`: a SEND_BATCH_MESSAGE body straight to records, no
+        `MessageInner`s), placed in one segment with consecutive queue offsets. Encoded outside
+        the lock; under it only the segment and one `speedups.stamp_batch` call for the whole
+        batch (queue offsets, the records' offsets and the store time patched in, the msg ids out),
+        then the copy. A batch the encoder found over a limit is MESSAGE_SIZE_EXCEEDED with its
+        remark, as `append` answers a `RecordTooLargeError`."""
         buf, count, sys_flag, found, remark = encoded
         if found == BATCH_TOO_LARGE:
             return AppendResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED, remark=remark)

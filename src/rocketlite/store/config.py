@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketlite.config import config_keys, require
-from rocketlite.protocol.consume_queue_unit import UNIT_SIZE as CQ_UNIT_SIZE
+from rocketlite.protocol.formats.consume_queue_unit import UNIT_SIZE as CQ_UNIT_SIZE
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -74,7 +74,7 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
     duplication_enable: bool = False
-    # 5.x timer messages (broker/timer/): on or off, the furthest delivery time accepted, and how
+    # 5.x timer messages (broker/delay/timer/): on or off, the furthest delivery time accepted, and how
     # often the delivery progress is written (what a crash may deliver again).
     timer_wheel_enable: bool = True
     timer_max_delay_sec: int = 3 * 24 * 3600
@@ -148,5 +148,5 @@ class StoreConfig:
 
 def store_config_keys() -> frozenset[str]:
     """Every store key a `broker.conf` may set, spelling aliases included
-    (`mappedFileSizeCommitLog`). The README names each of them."""
+    (`mappedFileSizeCommitLog`). docs/configuration.md names each of them."""
     return frozenset(config_keys(StoreConfig))

@@ -7,7 +7,7 @@ Files: `consumequeue/{topic}/{queueId}/{20-digit zero-padded start byte offset}`
 queue concatenate into one array of 20-byte units; logical offset N (the queue offset consumers
 see) is the unit at byte N*20 of the concatenation, i.e. in the file named `N*20 // file_size *
 file_size`, at `N*20 % file_size`. The file size is a multiple of 20, so no unit straddles files.
-The unit's byte layout, and the padding unit, are declared in `protocol/consume_queue_unit.py`.
+The unit's byte layout, and the padding unit, are declared in `protocol/formats/consume_queue_unit.py`.
 Recovery also rejects a real unit starting before the previous real one ends (garbage), and a gap
 left by out-of-order dispatch is filled with padding units.
 `min_offset` is the first real unit still backed by the commit log, `max_offset` the next unit
@@ -27,7 +27,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from rocketlite.protocol.consume_queue_unit import (
+from rocketlite.protocol.formats.consume_queue_unit import (
     CQ_DTYPE,
     CQ_UNIT,
     PADDING_BYTES,
@@ -36,8 +36,8 @@ from rocketlite.protocol.consume_queue_unit import (
     Unit,
     is_padding,
 )
-from rocketlite.protocol.dispatch_codec import unit_writable
-from rocketlite.protocol.speedups import pack_units
+from rocketlite.store.codec.dispatch_ref import unit_writable
+from rocketlite.store.codec.speedups import pack_units
 from rocketlite.store.get_result import QueueRead
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (

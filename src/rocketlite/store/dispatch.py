@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketlite.progress import ProgressCallback, no_progress
-from rocketlite.protocol.dispatch_codec import QueueBatch
-from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
-from rocketlite.protocol.speedups import dispatch_batch, queue_runs, scan_messages
+from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult
+from rocketlite.store.codec.dispatch_ref import QueueBatch
+from rocketlite.store.codec.speedups import dispatch_batch, queue_runs, scan_messages
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.index_service import IndexService

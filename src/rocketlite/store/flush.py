@@ -215,7 +215,7 @@ class GroupCommitService(ServiceThread):
             q.flush_all_to(target)
         flushed = q.flushed_where
         for off, fut in requests:
-            # A waiter that gave up (asyncio.wait_for on wrap_future cancels this future) must not
+            # A waiter that gave up (`runtime.result_within` on wrap_future cancels this future) must not
             # stop the round: set_result on it would raise and leave the later waiters hanging.
             if fut.set_running_or_notify_cancel():
                 fut.set_result(flushed >= off)

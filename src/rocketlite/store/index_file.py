@@ -1,7 +1,7 @@
 """One RocketMQ 4.x index file (`IndexFile.java`, `IndexHeader.java`): a hash index from message
 keys to commit-log offsets, byte for byte as the Java broker writes it.
 
-The byte layout (header, hash slots, entries) is declared in `protocol/index_layout.py`.
+The byte layout (header, hash slots, entries) is declared in `protocol/formats/index_layout.py`.
 
 The header lives in memory and is written into the file by `flush` (as Java's
 `IndexHeader.updateByteBuffer` does); slots and entries are written straight into a writable mmap.
@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from rocketlite.protocol.index_layout import (
+from rocketlite.protocol.formats.index_layout import (
     ENTRY,
     ENTRY_DTYPE,
     ENTRY_SIZE,

@@ -29,8 +29,8 @@ from typing import Final
 import numpy as np
 
 from rocketlite.clock import Clock
-from rocketlite.protocol.record import DispatchRequest
-from rocketlite.protocol.speedups import index_entries
+from rocketlite.protocol.formats.record import DispatchRequest
+from rocketlite.store.codec.speedups import index_entries
 from rocketlite.store.index_file import IndexFile, next_index_file_name
 from rocketlite.store.mapped_file import fill_holes
 

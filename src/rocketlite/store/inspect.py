@@ -2,11 +2,21 @@
 
 Nothing here writes: segments are opened read-only, so a store of a running broker, an archive or
 a read-only copy (like the real RocketMQ commit log in the test data) can be examined. Segment
-sizes are taken from the files themselves unless given.
+sizes are taken from the files themselves unless given. A path that is not a store root (missing,
+or without `commitlog/`) is an error naming it, not an empty store.
+
+A running broker holds a lock on the store's `lock` file (our brokers `flock` it and take a record
+lock as Java's `FileChannel.tryLock` does: see `store_lock`), and keeps the `abort` file while it
+runs. `lock_holder` finds the holder's pid in /proc/locks (all kinds show there), only reading;
+where there is no /proc/locks it asks the kernel whether the file has a record lock, or takes a
+shared flock and lets go at once. So inspect says "in use by a running broker (pid N)" instead of
+reading the abort file as an unclean shutdown.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +25,14 @@ from typing import Any
 import numpy as np
 
 from rocketlite.progress import ProgressCallback, no_progress
-from rocketlite.protocol.consume_queue_unit import CQ_UNIT
-from rocketlite.protocol.index_layout import HEADER
-from rocketlite.protocol.record import DispatchRequest, ScanKind, ScanResult
-from rocketlite.protocol.speedups import scan_messages, scan_record
+from rocketlite.protocol.errors import StoreError
+from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT
+from rocketlite.protocol.formats.index_layout import HEADER
+from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult
 from rocketlite.store.checkpoint import CHECKPOINT
+from rocketlite.store.codec.speedups import scan_messages, scan_record
 from rocketlite.store.mapped_file_queue import MappedFileQueue
+from rocketlite.store.store_lock import locked_by_other
 
 
 def _segment_files(directory: Path) -> list[Path]:
@@ -260,11 +272,82 @@ def _read_units(qdir: Path) -> tuple[int, list[tuple[int, int, int, int]]]:
 
 _CQ_READ = CQ_UNIT.size * 16384  # 320 KiB of consume-queue units per read
 
+PROC_LOCKS = Path("/proc/locks")
+UNKNOWN_PID = 0  # `lock_holder`: the lock is held, by a process /proc/locks does not name
+
+
+def lock_holder(root: Path, proc_locks: Path = PROC_LOCKS) -> int | None:
+    """The pid of the process holding the store's lock (a running broker), `UNKNOWN_PID` if it is
+    held but the holder cannot be named, None if no process holds it."""
+    path = root / "lock"
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    try:
+        table = proc_locks.read_text()
+    except OSError:
+        return UNKNOWN_PID if _lock_taken(path) else None
+    exact = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    same_inode: list[int] = []
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] == "->":  # "->": a process waiting for the lock
+            continue
+        pid, file_id = fields[4], fields[5]
+        if not pid.isdigit():
+            continue
+        if file_id == exact:
+            return int(pid)
+        if file_id.rsplit(":", 1)[-1] == str(st.st_ino):
+            same_inode.append(int(pid))
+    # Overlay file systems may show another device number: an inode match counts when the kernel
+    # confirms that the file is locked.
+    if same_inode and _lock_taken(path):
+        return same_inode[0]
+    return None
+
+
+def _lock_taken(path: Path) -> bool:
+    """Whether a broker holds `path`: a record lock on it (RocketMQ's, or ours, asked for without
+    taking one), or an exclusive flock (a shared one is taken and released)."""
+    if locked_by_other(path):
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases a lock we took
+    return False
+
+
+def check_store_root(root: Path) -> None:
+    """Raise StoreError naming `root` unless it is a store root (a directory holding commitlog/)."""
+    if not root.exists():
+        raise StoreError(
+            f"store {root} does not exist (give the store root: the directory holding commitlog/)"
+        )
+    if not (root / "commitlog").is_dir():
+        raise StoreError(
+            f"{root} is not a store: it has no commitlog directory (give the store root: the "
+            "directory holding commitlog/)"
+        )
+
 
 def inspect_store(
     root: Path, *, commit_log_file_size: int | None = None, progress: ProgressCallback = no_progress
 ) -> dict[str, Any]:
-    """A summary of a store directory (read-only); `progress` follows the commit-log scan."""
+    """A summary of a store directory (read-only); `progress` follows the commit-log scan.
+    Raises StoreError when `root` is not a store root."""
+    check_store_root(root)
+    holder = lock_holder(root)
     scan = scan_log(root, commit_log_file_size, verify_crc=False, keep_positions=False, progress=progress)
     info: dict[str, Any] = {
         "root": str(root),
@@ -284,6 +367,7 @@ def inspect_store(
         "index": [],
         "checkpoint": None,
         "abort_file": (root / "abort").exists(),
+        "in_use_by_pid": holder,  # None: no broker holds the lock; 0: one does, pid unknown
     }
     topics: dict[str, Any] = info["topics"]
     for (topic, qid), (qmin, qmax, count) in sorted(scan.queues.items()):
@@ -324,8 +408,15 @@ def inspect_store(
 def format_inspection(info: dict[str, Any]) -> str:
     """Human-readable text of `inspect_store`'s result."""
     cl = info["commitlog"]
+    holder = info.get("in_use_by_pid")
+    running = holder is not None
     lines = [
         f"store {info['root']}",
+        *(
+            [f"in use by a running broker ({_pid_text(holder)}): figures may change while it runs"]
+            if running
+            else []
+        ),
         f"commit log: {len(cl['segments'])} segment(s) of {cl['segment_size']} bytes, "
         f"{cl['records']} records, {cl['blanks']} end-of-file blanks, "
         f"offsets {cl['min_offset']}..{cl['end_of_valid_data']}",
@@ -350,8 +441,18 @@ def format_inspection(info: dict[str, Any]) -> str:
         lines.append(f"  {ix['name']} entries={ix['index_count'] - 1} phy {span}")
     cp = info["checkpoint"]
     lines.append(f"checkpoint: {cp if cp else 'absent'}")
-    lines.append(f"abort file: {'present (last shutdown not clean)' if info['abort_file'] else 'absent'}")
+    if not info["abort_file"]:
+        abort = "absent"
+    elif running:
+        abort = f"present (in use by a running broker ({_pid_text(holder)}), which removes it when it stops)"
+    else:
+        abort = "present (last shutdown not clean)"
+    lines.append(f"abort file: {abort}")
     return "\n".join(lines)
+
+
+def _pid_text(pid: int | None) -> str:
+    return "pid unknown" if not pid else f"pid {pid}"
 
 
 @dataclass
@@ -409,6 +510,12 @@ def verify_store(
         # A broker would refuse to start on these; report them rather than die on the first.
         report.problems.extend(unreadable)
         return report
+    holder = lock_holder(root)
+    if holder is not None:
+        report.notes.append(
+            f"in use by a running broker ({_pid_text(holder)}): what it writes during the check "
+            "may show as queues behind the log"
+        )
     scan = scan_log(root, commit_log_file_size, verify_crc=True, keep_positions=True, progress=progress)
     report.notes.append(
         f"commit log: {scan.records} records in {len(scan.segments)} segment(s), valid end {scan.valid_end}"

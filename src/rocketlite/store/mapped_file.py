@@ -32,7 +32,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocketlite.protocol.speedups import place_record
+from rocketlite.protocol.formats.speedups import place_record
 
 log = logging.getLogger("rocketlite.store.mapped_file")
 

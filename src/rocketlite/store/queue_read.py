@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Callable
 from typing import Protocol
 
-from rocketlite.protocol.speedups import select_units
+from rocketlite.store.codec.speedups import select_units
 from rocketlite.store.get_result import QueueRead
 
 __all__ = ["RecordSource", "read_units"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rocketlite.progress import LogProgress, ProgressCallback, no_progress
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.record import (
     INT,
     LONG,
     MESSAGE_MAGIC_CODE,
@@ -37,8 +37,8 @@ from rocketlite.protocol.record import (
     ScanKind,
     layout_for,
 )
-from rocketlite.protocol.speedups import check_records, scan_record
 from rocketlite.store.checkpoint import StoreCheckpoint
+from rocketlite.store.codec.speedups import check_records, scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import Dispatcher

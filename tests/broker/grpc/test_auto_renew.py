@@ -18,8 +18,8 @@ from rocketlite.broker.grpc.clients import Renewal, Renewals
 from rocketlite.broker.grpc.endpoint import GrpcEndpoint
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.pop import NORMAL_TOPIC, ReceiptHandle
 from rocketlite.protocol.proto import available
+from rocketlite.protocol.wire.pop import NORMAL_TOPIC, ReceiptHandle
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.grpc_clients import (

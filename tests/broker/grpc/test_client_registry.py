@@ -20,10 +20,11 @@ import pytest
 from rocketlite.broker.grpc.clients import client_language, client_version
 from rocketlite.cli import main
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.bodies import ConsumerData, HeartbeatData, KVTable, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
 from rocketlite.protocol.proto import available
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test

@@ -6,7 +6,10 @@ its own venv; its test comes later.)"""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import re
+import socket
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +21,7 @@ from rocketlite.protocol.message import string_to_properties
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.ports import broker_port, free_port
 from tests.support.wire import pull_until_end
 
 # `make install` installs grpcio and generates the stubs: with CI=true a missing piece fails.
@@ -132,6 +136,9 @@ def test_route_lists_queues_with_message_types_and_the_grpc_endpoint(tmp_path: P
             address = queue.broker.endpoints.addresses[0]
             assert (address.host, address.port) == ("127.0.0.1", broker.controller.parts.grpc.port)  # type: ignore[union-attr]
             assert missing.status.code == pb.Code.TOPIC_NOT_FOUND
+            assert missing.status.message.startswith(  # RocketMQ 5's proxy's text (its MQClientException)
+                "CODE: 17  DESC: No topic route info in name server for the topic: NoSuchT\n"
+            )
 
     run(scenario())
 
@@ -224,3 +231,32 @@ def test_rpcs_not_served_yet_answer_unimplemented_and_termination_is_ok(tmp_path
             assert done.status.code == OK
 
     run(scenario())
+
+
+def test_a_taken_grpc_port_is_one_error_line_of_ours(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Beside `make run` (its 8081 taken) a second broker serves its remoting port with the 5.x
+    endpoint off: one ERROR through our logger naming the port and the fix, and no line of grpc's
+    C core (`E1127 ... add_port.cc:83] Failed to add port ...`) on stderr, where no log format or
+    handler of ours applies."""
+    port = broker_port()
+    taken = free_port(avoid={port - 2, port, port + 1})
+
+    async def scenario() -> None:
+        async with broker_under_test(
+            tmp_path, listen_host="127.0.0.1", listen_port=port, grpc_server_port=taken
+        ) as broker:
+            assert broker.controller.parts is not None and broker.controller.parts.grpc is not None
+            assert broker.controller.parts.grpc.port == 0  # off
+            assert (await broker.send("AfterGrpcOff")).code == 0  # remoting serves
+
+    with socket.create_server(("127.0.0.1", taken)), caplog.at_level(logging.INFO, "rocketlite.broker.grpc"):
+        run(scenario())
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        f"5.x gRPC endpoint off: grpcServerPort {taken} is in use (cannot listen on 127.0.0.1:{taken}: "
+        "Address already in use); set grpcServerPort to a free port, or 0 to turn the endpoint off"
+    ]
+    stderr = capfd.readouterr().err
+    assert not re.search(r"^[EWIF]\d{4} ", stderr, re.MULTILINE), stderr

@@ -45,7 +45,7 @@ from typing import Any, Final, Protocol
 from rocketlite.broker.client_manager import ClientChannelInfo, ClientManager
 from rocketlite.broker.grpc.kit import peer_address
 from rocketlite.clock import Clock
-from rocketlite.protocol.bodies import (
+from rocketlite.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -53,9 +53,9 @@ from rocketlite.protocol.bodies import (
     SubscriptionData,
 )
 from rocketlite.protocol.codes import LanguageCode, RequestCode
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.pop import MalformedReceiptHandleError, ReceiptHandle
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.pop import MalformedReceiptHandleError, ReceiptHandle
 
 log = logging.getLogger("rocketlite.broker.grpc")
 

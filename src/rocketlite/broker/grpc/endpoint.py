@@ -21,13 +21,14 @@ from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.grpc.send import ProducerService
 from rocketlite.broker.grpc.telemetry import TelemetryService
-from rocketlite.broker.processors.pop import PopMessageProcessor
+from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.proto import available
+from rocketlite.remoting.server import check_ports_free
 
 log = logging.getLogger("rocketlite.broker.grpc")
 
@@ -79,6 +80,17 @@ class GrpcEndpoint:
         the broker serves its remoting clients anyway (`port` stays 0). Unreadable TLS files stop
         the broker (ConfigError)."""
         self.credentials = _tls_credentials(self.kit, self.broker)
+        try:
+            # Checked here first: grpc's C core would print its own error line for a taken port,
+            # straight to stderr, outside our logging (see docs/operations/logging.md).
+            check_ports_free([(self.host, self.requested_port)])
+        except OSError as exc:
+            log.error(
+                "5.x gRPC endpoint off: grpcServerPort %s is in use (%s); set grpcServerPort to a free "
+                "port, or 0 to turn the endpoint off",
+                self.requested_port, exc.strerror,
+            )  # fmt: skip
+            return
         try:
             address = f"{self.host}:{self.requested_port}"
             if self.credentials is None:

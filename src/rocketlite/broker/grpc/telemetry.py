@@ -26,10 +26,10 @@ from rocketlite.broker.grpc.kit import ProtoKit, client_id, metadata
 from rocketlite.broker.grpc.send import transaction_id
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import CheckTransactionStateRequestHeader
+from rocketlite.protocol.formats.record import RecordFormatError, StoredRecord, decode_record
 from rocketlite.protocol.message import MessageConst, string_to_properties
-from rocketlite.protocol.record import RecordFormatError, StoredRecord, decode_record
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 
 log = logging.getLogger("rocketlite.broker.grpc")
 

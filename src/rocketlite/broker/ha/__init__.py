@@ -11,5 +11,5 @@
   brokerPermission to 0 — it answers NO_PERMISSION to pulls and registers its topics with no
   permission — rather than serve bytes that are not the master's.
 
-The frame layout is `rocketlite.protocol.ha_frames` (sans-IO).
+The frame layout is `rocketlite.protocol.formats.ha_frames` (sans-IO).
 """

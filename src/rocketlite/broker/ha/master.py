@@ -29,8 +29,8 @@ import socket
 import time
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.protocol.ha_frames import HEADER, REFUSED_OFFSET, REPORT
-from rocketlite.protocol.record import (
+from rocketlite.protocol.formats.ha_frames import HEADER, REFUSED_OFFSET, REPORT
+from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
     LONG,
@@ -38,7 +38,7 @@ from rocketlite.protocol.record import (
     PHYSICAL_OFFSET_POS,
     SIZE_MAGIC,
 )
-from rocketlite.runtime import cancel_tasks
+from rocketlite.runtime import cancel_tasks, result_within, wait_event
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.status import PutMessageStatus
@@ -125,7 +125,7 @@ class HAConnection:
     async def run(self) -> None:
         cfg = self.service.config
         try:
-            first = await asyncio.wait_for(
+            first = await result_within(
                 self.reader.readexactly(REPORT.size), cfg.ha_housekeeping_interval / 1000
             )
         except (asyncio.IncompleteReadError, TimeoutError, OSError):
@@ -160,7 +160,7 @@ class HAConnection:
         housekeeping = self.service.config.ha_housekeeping_interval / 1000
         try:
             while True:
-                data = await asyncio.wait_for(self.reader.readexactly(REPORT.size), housekeeping)
+                data = await result_within(self.reader.readexactly(REPORT.size), housekeeping)
                 self.service.on_report(self, REPORT.unpack(data)[0])
         except TimeoutError:
             log.warning("HA: slave %s silent for %.0f s; closing", self.peer, housekeeping)
@@ -202,8 +202,7 @@ class HAConnection:
                 await writer.drain()
                 last_write = time.monotonic()
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.data_ready.wait(), min(heartbeat - idle, _POLL_S))
+            await wait_event(self.data_ready, min(heartbeat - idle, _POLL_S))
 
     def close(self) -> None:
         if not self.closed:
@@ -236,6 +235,7 @@ class HAMasterService:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake_scheduled = False
+        self._closing = False
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -243,6 +243,7 @@ class HAMasterService:
         log.info("HA: master listening on port %d", self.port)
 
     async def close(self) -> None:
+        self._closing = True
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -250,7 +251,7 @@ class HAMasterService:
         await cancel_tasks(*self._tasks)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await result_within(self._server.wait_closed(), 2)
         for _, _, fut in self._waiters:
             if not fut.done():
                 fut.set_result(False)
@@ -268,6 +269,12 @@ class HAMasterService:
         self.connections.add(conn)
         try:
             await conn.run()
+        except asyncio.CancelledError:
+            # close() cancels the handlers. Python 3.11's start_server calls task.exception() on a
+            # handler task that ended cancelled and logs that as an event-loop ERROR, so a handler
+            # our own close cancelled ends normally; any other cancellation goes on.
+            if not self._closing:
+                raise
         finally:
             conn.close()
             self.connections.discard(conn)
@@ -330,7 +337,7 @@ class HAMasterService:
         self.wake()
         timeout = self.store.config.sync_flush_timeout / 1000
         try:
-            ok = await asyncio.wait_for(fut, timeout)
+            ok = await result_within(fut, timeout)
         except TimeoutError:
             ok = False
         if not ok:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.protocol.errors import ProtocolError
-from rocketlite.protocol.ha_frames import (
+from rocketlite.protocol.formats.ha_frames import (
     HEADER,
     MAX_BODY_SIZE,
     REFUSED_OFFSET,
@@ -41,7 +41,7 @@ from rocketlite.protocol.ha_frames import (
     RefusedError,
     whole_records,
 )
-from rocketlite.protocol.headers import RegisterBrokerResponseHeader
+from rocketlite.protocol.wire.headers import RegisterBrokerResponseHeader
 from rocketlite.store.mapped_file import segment_name, stage_reserved, staging_path
 from rocketlite.store.message_store import MessageStore
 

@@ -29,11 +29,12 @@ from rocketlite.atomic_file import write_atomically
 from rocketlite.broker.state_files import ConsumerOffsetTable, DelayOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
-from rocketlite.protocol import fastjson, perm
-from rocketlite.protocol.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rocketlite.protocol import perm
+from rocketlite.protocol.bodies.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import make_request
 from rocketlite.protocol.errors import ProtocolError
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import make_request
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.runtime import cancel_tasks
 

@@ -36,24 +36,26 @@ from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.protocol import fastjson, perm, reserved
-from rocketlite.protocol.bodies import KVTable, TopicConfig, TopicList
-from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.custom_header import CustomHeader
-from rocketlite.protocol.headers import (
-    CreateTopicRequestHeader,
-    DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader,
-    GetTopicStatsInfoRequestHeader,
-)
-from rocketlite.protocol.json_body import expect_obj
-from rocketlite.protocol.message_queue_bodies import (
+from rocketlite.protocol import perm, reserved
+from rocketlite.protocol.bodies.json_body import expect_obj
+from rocketlite.protocol.bodies.lists import KVTable, TopicList
+from rocketlite.protocol.bodies.message_queue import (
     ConsumeStats,
     MessageQueue,
     OffsetWrapper,
     TopicOffset,
     TopicStatsTable,
+)
+from rocketlite.protocol.bodies.route import TopicConfig
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.custom_header import CustomHeader
+from rocketlite.protocol.wire.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
 )
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks

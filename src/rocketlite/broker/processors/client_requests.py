@@ -11,19 +11,20 @@ from __future__ import annotations
 import logging
 
 from rocketlite.broker.client_manager import ClientManager
-from rocketlite.protocol import fastjson
-from rocketlite.protocol.bodies import ConsumerListBody, HeartbeatData, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData, SubscriptionData
+from rocketlite.protocol.bodies.json_body import expect_obj
+from rocketlite.protocol.bodies.lists import ConsumerListBody
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.custom_header import MissingHeaderFieldError
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.subscription import is_tag_type
+from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.custom_header import MissingHeaderFieldError
+from rocketlite.protocol.wire.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
     UnregisterClientRequestHeader,
 )
-from rocketlite.protocol.json_body import expect_obj
-from rocketlite.protocol.subscription import is_tag_type
 from rocketlite.remoting.connection import Connection
 
 log = logging.getLogger("rocketlite.broker.client")

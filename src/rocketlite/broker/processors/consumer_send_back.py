@@ -31,10 +31,11 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
+from rocketlite.runtime import result_within
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -67,7 +68,7 @@ async def _await_flush(
     build: Callable[[PutMessageResult], RemotingCommand],
 ) -> RemotingCommand:
     try:
-        flushed = await asyncio.wait_for(asyncio.wrap_future(fut), store.config.sync_flush_timeout / 1000)
+        flushed = await result_within(asyncio.wrap_future(fut), store.config.sync_flush_timeout / 1000)
     except TimeoutError:
         flushed = False
     if not flushed:

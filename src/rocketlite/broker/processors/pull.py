@@ -42,16 +42,16 @@ from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
-from rocketlite.protocol.bodies import MessageModel, SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import MessageModel, SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import PullMessageRequestHeader
-from rocketlite.protocol.pop import PopRequestCode
-from rocketlite.protocol.record import LONG, PHYSICAL_OFFSET_POS
+from rocketlite.protocol.formats.record import LONG, PHYSICAL_OFFSET_POS
 from rocketlite.protocol.reserved import MASTER_ID
-from rocketlite.protocol.speedups import decode_pull_header
 from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader
+from rocketlite.protocol.wire.pop import PopRequestCode
+from rocketlite.protocol.wire.speedups import decode_pull_header
 from rocketlite.remoting.connection import Connection, error_response
 from rocketlite.store.get_result import GetMessageResult
 from rocketlite.store.message_store import MessageStore

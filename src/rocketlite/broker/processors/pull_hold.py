@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from rocketlite.protocol.command import RemotingCommand
-from rocketlite.protocol.headers import PullMessageRequestHeader
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import cancel_tasks
 

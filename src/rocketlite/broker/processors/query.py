@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 
 from rocketlite.protocol.codes import ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.formats.record import RecordFormatError, decode_record
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     ViewMessageRequestHeader,
 )
-from rocketlite.protocol.record import RecordFormatError, decode_record
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.message_store import MessageStore
 

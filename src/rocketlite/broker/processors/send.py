@@ -30,28 +30,25 @@ from concurrent.futures import Future
 from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.delay.timer.park import asks_for_timer
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
-from rocketlite.broker.timer.park import asks_for_timer
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
-from rocketlite.protocol.batch import BATCH_DELAYED_ENTRY
-from rocketlite.protocol.bodies import TopicConfig
+from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_response
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.headers import SendMessageRequestHeader
+from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY, BatchTarget
+from rocketlite.protocol.formats.record import MessageInner
+from rocketlite.protocol.formats.speedups import encode_batch_records, send_properties
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
-from rocketlite.protocol.record import MessageInner
-from rocketlite.protocol.send_response import send_ok_command, send_ok_ext
-from rocketlite.protocol.speedups import (
-    decode_send_header_v2,
-    encode_batch_records,
-    encode_send_ok,
-    send_properties,
-)
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
+from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
+from rocketlite.runtime import result_within
 from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
@@ -110,6 +107,15 @@ _SLAVE = BrokerRole.SLAVE
 HalfMessageHook = Callable[[MessageInner], None]
 # The timer service's `park`: moves a timer message to the timer topic; raises for bad values.
 TimerHook = Callable[[MessageInner], None]
+_JAVA_INT_MIN, _JAVA_INT_MAX = -(2**31), 2**31 - 1
+
+
+def is_java_int(text: str) -> bool:
+    """Whether Java's `Integer.parseInt` takes `text` (a sign, ASCII digits, within an int)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit() and _JAVA_INT_MIN <= int(text) <= _JAVA_INT_MAX
+
+
 _TIMER_NEEDLE = "TIMER_"  # in every timer property name: nothing more is looked at without it
 
 
@@ -187,7 +193,11 @@ class SendMessageProcessor:
                 )
             else:
                 tc = self.topics.create_in_send(
-                    header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag
+                    header.topic,
+                    header.default_topic,
+                    header.default_topic_queue_nums,
+                    sys_flag,
+                    creator=f"{remote} (producer group {header.producer_group})",
                 )
             if tc is None:
                 log.warning("send from %s to unknown topic %s refused", remote, header.topic)
@@ -287,10 +297,20 @@ class SendMessageProcessor:
         topic = header.topic
         if topic.startswith(_RETRY_PREFIX):
             topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, request.version)
-        # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
-        properties, _tags_code, uniq_key, _keys, _delay = send_properties(
+        # WAIT dropped, CLUSTER set; the UNIQ_KEY is the answer's transactionId (RocketMQ 5.x's
+        # `MessageClientIDSetter.getUniqID`, for every message, not only a prepared one)
+        properties, _tags_code, uniq_key, _keys, delay = send_properties(
             header.properties or "", broker.broker_cluster_name
         )
+        if delay is not None and not is_java_int(delay):
+            # RocketMQ parses it with Integer.parseInt and fails the send (SYSTEM_ERROR, a
+            # NumberFormatException); the store would otherwise take it as "not delayed".
+            return make_response(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message is illegal: DELAY={delay!r} is not a delay level (a whole number; "
+                f"1..{len(self.store.config.delay_levels_ms)} here, 0 or less for none)",
+            )
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS_FLAG
@@ -308,7 +328,6 @@ class SendMessageProcessor:
             0,
             properties,
         )
-        transaction_id = None
         if sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED:
             if self.broker.reject_transaction_message or self.half_message_hook is None:
                 return make_response(
@@ -316,7 +335,6 @@ class SendMessageProcessor:
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{self.broker.broker_ip1}] sending transaction message is forbidden",
                 )
-            transaction_id = uniq_key
             self.half_message_hook(msg)
         elif _TIMER_NEEDLE in properties:
             if self.timer_hook is not None:
@@ -329,15 +347,15 @@ class SendMessageProcessor:
                 )
         put = self.store.put_message_async(msg)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
-            if self.replica is None and transaction_id is None:  # the common answer, as `_response`'s
+            if self.replica is None:  # the common answer, as `_response`'s
                 self.stats.record_put(header.topic, 1, len(body))
                 return (encode_send_ok if wire else send_ok_command)(
                     request.opaque, request.serialize_type, put.msg_id, queue_id, put.logics_offset,
-                    broker.region_id, "true" if broker.trace_on else "false", None,
+                    broker.region_id, "true" if broker.trace_on else "false", uniq_key,
                 )  # fmt: skip
             put = PendingPut(PutMessageResult(_PUT_OK, put))
         assert isinstance(put, PendingPut)
-        return self._respond(request, put, header.topic, queue_id, 1, len(body), transaction_id)
+        return self._respond(request, put, header.topic, queue_id, 1, len(body), uniq_key)
 
     def _send_batch(
         self,
@@ -357,21 +375,21 @@ class SendMessageProcessor:
         # rewritten as a single send's and completed with the header's, and encoded straight
         # into the records to append, in one call (no message object per entry)
         store_host = self.store_host
-        encoded = encode_batch_records(
-            body,
-            header.properties or "",
-            self.broker.broker_cluster_name,
-            header.topic,
-            born_host_of(conn),
-            store_host,
-            queue_id,
-            header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
-            header.born_timestamp,
-            header.reconsume_times or 0,
-            self.store.commit_log.max_message_size,
+        target = BatchTarget(
+            header_properties=header.properties or "",
+            cluster=self.broker.broker_cluster_name,
+            topic=header.topic,
+            born_host=born_host_of(conn),
+            store_host=store_host,
+            queue_id=queue_id,
+            sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
+            born_timestamp=header.born_timestamp,
+            reconsume_times=header.reconsume_times or 0,
+            max_message_size=self.store.commit_log.max_message_size,
         )
-        count = encoded[1]
-        if encoded[3] == BATCH_DELAYED_ENTRY:
+        encoded = encode_batch_records(body, target)
+        count = encoded.messages
+        if encoded.outcome == BATCH_DELAYED_ENTRY:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         if not count:
             return make_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
@@ -424,7 +442,7 @@ class SendMessageProcessor:
         if fut is not None:
             self.flush_waiters += 1
             try:
-                flushed = await asyncio.wait_for(
+                flushed = await result_within(
                     asyncio.wrap_future(fut), self.store.config.sync_flush_timeout / 1000
                 )
             except TimeoutError:

@@ -8,11 +8,11 @@ remember per address. Which brokers get a heartbeat, and how often, is the clien
 
 from __future__ import annotations
 
-from rocketlite.protocol.bodies import HeartbeatData
+from rocketlite.protocol.bodies.heartbeat import HeartbeatData
 from rocketlite.protocol.codes import RequestCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import UnregisterClientRequestHeader
 from rocketlite.protocol.requests.response import expect
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import UnregisterClientRequestHeader
 
 
 def build_heartbeat(data: HeartbeatData) -> RemotingCommand:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Final
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import (
+from rocketlite.protocol.requests.response import expect
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import (
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,
@@ -25,7 +26,6 @@ from rocketlite.protocol.headers import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketlite.protocol.requests.response import expect
 
 QueueRequestHeader = (
     GetMaxOffsetRequestHeader | GetMinOffsetRequestHeader | GetEarliestMsgStoretimeRequestHeader

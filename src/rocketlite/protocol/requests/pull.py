@@ -17,14 +17,14 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
-from rocketlite.protocol.bodies import SubscriptionData
+from rocketlite.protocol.bodies.heartbeat import SubscriptionData
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from rocketlite.protocol.record import StoredRecord
+from rocketlite.protocol.formats.record import StoredRecord
+from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.requests.response import expect
-from rocketlite.protocol.speedups import decode_records
 from rocketlite.protocol.subscription import SUB_ALL, TAG_EXPRESSION
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader, PullMessageResponseHeader
 
 
 class PullStatus(enum.Enum):

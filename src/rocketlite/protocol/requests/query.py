@@ -9,12 +9,12 @@ VIEW_MESSAGE_BY_ID reads the record at a commit-log offset (decoded from an offs
 from __future__ import annotations
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
+from rocketlite.protocol.formats.record import StoredRecord
+from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst
-from rocketlite.protocol.record import StoredRecord
 from rocketlite.protocol.requests.response import expect
-from rocketlite.protocol.speedups import decode_records
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 
 QUERY_END_MS = (1 << 63) - 1  # Long.MAX_VALUE: "up to now" for a query's end timestamp
 

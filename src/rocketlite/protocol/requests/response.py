@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.wire.command import RemotingCommand
 
 SUCCESS_ONLY: tuple[int, ...] = (ResponseCode.SUCCESS,)
 

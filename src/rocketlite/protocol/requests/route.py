@@ -7,11 +7,12 @@ TOPIC_NOT_EXIST (17) is a normal answer to a route request and parses as None.
 
 from __future__ import annotations
 
-from rocketlite.protocol.bodies import TopicList, TopicRouteData
+from rocketlite.protocol.bodies.lists import TopicList
+from rocketlite.protocol.bodies.route import TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import GetRouteInfoRequestHeader
 from rocketlite.protocol.requests.response import expect
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import GetRouteInfoRequestHeader
 
 
 def build_get_route(topic: str) -> RemotingCommand:

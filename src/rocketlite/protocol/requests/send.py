@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.protocol.codes import RequestCode, ResponseCode
-from rocketlite.protocol.command import RemotingCommand, make_request
-from rocketlite.protocol.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from rocketlite.protocol.requests.response import expect
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader, SendMessageResponseHeader
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4  # the Java client's defaultTopicQueueNums
 

@@ -1,0 +1,412 @@
+"""The POP state on disk: an append-only log of small binary records over a snapshot, with group
+commit. `broker/pop/state.py` owns the rules; this module owns the bytes, the fdatasync and the
+recovery.
+
+Files in the config dir:
+
+- `popState.log`: a 16-byte header, then records appended per change;
+- `popState.snap`: the whole state at one moment (a header, then one QUEUE record per
+  group/topic/queue), replaced atomically (temp file, fsync, rename, directory fsync);
+- `popState.json`: the JSON file of older versions, read once when no snapshot exists (upgrade),
+  then replaced by a snapshot.
+
+Both headers are ``FILE_HEADER`` (big-endian)::
+
+    magic   4s   b"RLPL" (log) or b"RLPS" (snapshot)
+    version I    1
+    epoch   Q    the log generation: the log is replayed over the snapshot only when the epochs match
+
+A compaction writes the snapshot of epoch E+1 first, then truncates the log and writes the header
+of E+1. A crash between the two leaves a log of epoch E, which recovery ignores: everything in it
+is in the snapshot already (replaying it would bring acked messages back).
+
+A record is ``RECORD_FRAME`` then its body::
+
+    length  I    bytes of the body
+    crc     I    CRC-32 of the body
+    body:   kind B, then KEY (group, topic, queue id), then the kind's fields
+
+    KEY     = group_len H, group (UTF-8), topic_len H, topic (UTF-8), queue_id i
+    POP     (1) cursor q, popTime q, deadline q, count H, count x (offset q, attempts i)
+    ACK     (2) count H, count x offset q            -- acked, dead-lettered or gone: forgotten
+    CHANGE  (3) offset q, popTime q, deadline q      -- a new invisible time
+    CURSOR  (4) cursor q                             -- the cursor moved with nothing taken
+    QUEUE   (5) cursor q, count I, count x (offset q, popTime q, deadline q, attempts i)
+
+A batch pop is one POP record per queue, however many messages it hands out. Recovery reads
+records until the first one that is short or fails its CRC (a torn last write) and cuts the log
+there, so later appends follow a complete record.
+
+Group commit: `append` only adds bytes to a buffer (on the event loop, under the state's lock);
+`durable()` waits until an fdatasync covers everything appended before it. The first waiter
+starts a flush that yields one loop iteration first, so the changes of that iteration share it;
+changes made while an fdatasync runs share the next one. The write and fdatasync run on one
+worker thread, never on the loop. `sync()` is the blocking form for threads and tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from rocketlite.atomic_file import write_atomically
+
+log = logging.getLogger("rocketlite.broker.pop")
+
+FILE_HEADER: Final = struct.Struct(">4sIQ")
+LOG_MAGIC: Final = b"RLPL"
+SNAP_MAGIC: Final = b"RLPS"
+VERSION: Final = 1
+RECORD_FRAME: Final = struct.Struct(">II")
+KIND: Final = struct.Struct(">B")
+STR_LEN: Final = struct.Struct(">H")
+QUEUE_ID: Final = struct.Struct(">i")
+POP_HEAD: Final = struct.Struct(">qqqH")
+POP_ENTRY: Final = struct.Struct(">qi")
+ACK_HEAD: Final = struct.Struct(">H")
+OFFSET: Final = struct.Struct(">q")
+CHANGE: Final = struct.Struct(">qqq")
+CURSOR: Final = struct.Struct(">q")
+QUEUE_HEAD: Final = struct.Struct(">qI")
+QUEUE_ENTRY: Final = struct.Struct(">qqqi")
+
+POP, ACK, CHANGE_KIND, CURSOR_KIND, QUEUE = 1, 2, 3, 4, 5
+MAX_BATCH: Final = 0xFFFF  # entries of one POP or ACK record
+LOG_NAME: Final = "popState.log"
+SNAP_NAME: Final = "popState.snap"
+JSON_NAME: Final = "popState.json"
+COMPACT_MIN_BYTES: Final = 4 << 20  # never compact a log smaller than this ...
+COMPACT_RATIO: Final = 4  # ... or smaller than this many times the last snapshot
+
+QueueKey = tuple[str, str, int]  # group, topic, queue id
+
+
+class PopLogError(ValueError):
+    """A snapshot or log that is not this format (bad magic or version): refused naming the file."""
+
+
+@dataclass(slots=True)
+class InFlight:
+    pop_time: int
+    deadline: int  # wall-clock ms; due for redelivery from then on
+    attempts: int  # deliveries before this one (0 on the first)
+
+
+@dataclass(slots=True)
+class QueuePopState:
+    cursor: int
+    in_flight: dict[int, InFlight] = field(default_factory=dict)
+
+    def committed(self) -> int:
+        return min(self.in_flight, default=self.cursor)
+
+
+States = dict[QueueKey, QueuePopState]
+
+
+# -- encoding ---------------------------------------------------------------------------------
+def _key(key: QueueKey) -> bytes:
+    group, topic = key[0].encode(), key[1].encode()
+    return b"".join((STR_LEN.pack(len(group)), group, STR_LEN.pack(len(topic)), topic, QUEUE_ID.pack(key[2])))
+
+
+def _frame(kind: int, key: QueueKey, fields: bytes) -> bytes:
+    body = KIND.pack(kind) + _key(key) + fields
+    return RECORD_FRAME.pack(len(body), zlib.crc32(body)) + body
+
+
+def pop_record(
+    key: QueueKey, cursor: int, pop_time: int, deadline: int, entries: list[tuple[int, int]]
+) -> bytes:
+    """`entries`: (offset, attempts) handed out at `pop_time` until `deadline`."""
+    parts = [POP_HEAD.pack(cursor, pop_time, deadline, len(entries))]
+    parts += [POP_ENTRY.pack(o, a) for o, a in entries]
+    return _frame(POP, key, b"".join(parts))
+
+
+def ack_record(key: QueueKey, offsets: list[int]) -> bytes:
+    return _frame(ACK, key, ACK_HEAD.pack(len(offsets)) + b"".join(OFFSET.pack(o) for o in offsets))
+
+
+def change_record(key: QueueKey, offset: int, pop_time: int, deadline: int) -> bytes:
+    return _frame(CHANGE_KIND, key, CHANGE.pack(offset, pop_time, deadline))
+
+
+def cursor_record(key: QueueKey, cursor: int) -> bytes:
+    return _frame(CURSOR_KIND, key, CURSOR.pack(cursor))
+
+
+def queue_record(key: QueueKey, state: QueuePopState) -> bytes:
+    items = sorted(state.in_flight.items())
+    parts = [QUEUE_HEAD.pack(state.cursor, len(items))]
+    parts += [QUEUE_ENTRY.pack(o, f.pop_time, f.deadline, f.attempts) for o, f in items]
+    return _frame(QUEUE, key, b"".join(parts))
+
+
+# -- decoding ---------------------------------------------------------------------------------
+def _records(data: bytes, start: int) -> Iterator[tuple[int, bytes]]:
+    """(end position, body) of each complete record from `start`; stops at a torn or bad one."""
+    pos = start
+    while pos + RECORD_FRAME.size <= len(data):
+        length, crc = RECORD_FRAME.unpack_from(data, pos)
+        end = pos + RECORD_FRAME.size + length
+        body = data[pos + RECORD_FRAME.size : end]
+        if end > len(data) or length == 0 or zlib.crc32(body) != crc:
+            return
+        yield end, body
+        pos = end
+
+
+def apply(states: States, body: bytes) -> None:
+    """Apply one record's body to `states`."""
+    kind = body[0]
+    pos = 1
+    (n,) = STR_LEN.unpack_from(body, pos)
+    group = body[pos + 2 : pos + 2 + n].decode()
+    pos += 2 + n
+    (n,) = STR_LEN.unpack_from(body, pos)
+    topic = body[pos + 2 : pos + 2 + n].decode()
+    pos += 2 + n
+    (queue_id,) = QUEUE_ID.unpack_from(body, pos)
+    pos += QUEUE_ID.size
+    key = (group, topic, queue_id)
+    state = states.get(key)
+    if kind == QUEUE:
+        cursor, count = QUEUE_HEAD.unpack_from(body, pos)
+        state = states[key] = QueuePopState(cursor)
+        for o, pt, dl, at in QUEUE_ENTRY.iter_unpack(
+            body[pos + QUEUE_HEAD.size :][: count * QUEUE_ENTRY.size]
+        ):
+            state.in_flight[o] = InFlight(pt, dl, at)
+    elif kind == POP:
+        cursor, pop_time, deadline, count = POP_HEAD.unpack_from(body, pos)
+        if state is None:
+            state = states[key] = QueuePopState(cursor)
+        state.cursor = cursor
+        for o, at in POP_ENTRY.iter_unpack(body[pos + POP_HEAD.size :][: count * POP_ENTRY.size]):
+            state.in_flight[o] = InFlight(pop_time, deadline, at)
+    elif kind == CURSOR_KIND:
+        (cursor,) = CURSOR.unpack_from(body, pos)
+        if state is None:
+            states[key] = QueuePopState(cursor)
+        else:
+            state.cursor = cursor
+    elif kind == ACK and state is not None:
+        (count,) = ACK_HEAD.unpack_from(body, pos)
+        for (o,) in OFFSET.iter_unpack(body[pos + ACK_HEAD.size :][: count * OFFSET.size]):
+            state.in_flight.pop(o, None)
+    elif kind == CHANGE_KIND and state is not None:
+        offset, pop_time, deadline = CHANGE.unpack_from(body, pos)
+        entry = state.in_flight.get(offset)
+        if entry is not None:
+            entry.pop_time, entry.deadline = pop_time, deadline
+    elif kind not in (ACK, CHANGE_KIND):
+        raise PopLogError(f"unknown POP log record kind {kind}")
+
+
+def _header(data: bytes, magic: bytes, path: Path) -> int:
+    """The epoch of a file that starts with `magic`'s header."""
+    if len(data) < FILE_HEADER.size:
+        raise PopLogError(f"{path.name}: shorter than its {FILE_HEADER.size}-byte header")
+    got, version, epoch = FILE_HEADER.unpack_from(data)
+    if got != magic or version != VERSION:
+        raise PopLogError(f"{path.name}: not a POP state file (magic {got!r}, version {version})")
+    return int(epoch)
+
+
+def decode_json(text: str) -> States:
+    """The JSON state file of older versions: `{"queues": [{group, topic, queueId, cursor,
+    inFlight: [[offset, popTime, deadline, attempts], ...]}]}`."""
+    data: Any = json.loads(text)
+    states: States = {}
+    for row in data["queues"]:
+        state = QueuePopState(int(row["cursor"]))
+        for offset, pop_time, deadline, attempts in row["inFlight"]:
+            state.in_flight[int(offset)] = InFlight(int(pop_time), int(deadline), int(attempts))
+        states[(str(row["group"]), str(row["topic"]), int(row["queueId"]))] = state
+    return states
+
+
+# -- the files ------------------------------------------------------------------------------
+class PopLog:
+    """The log file, its pending bytes and the snapshot; see the module docstring."""
+
+    def __init__(self, config_dir: Path, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+        self.dir = config_dir
+        self.log_path = config_dir / LOG_NAME
+        self.snap_path = config_dir / SNAP_NAME
+        self.json_path = config_dir / JSON_NAME
+        self.compact_min_bytes = compact_min_bytes
+        self._lock = threading.Lock()  # pending bytes and sequence numbers
+        self._io_lock = threading.Lock()  # one writer of the files at a time
+        self._pending = bytearray()
+        self._appended = 0  # bytes ever appended (a sequence number, not a file position)
+        self._durable = 0
+        self._fd = -1
+        self._epoch = 0
+        self._log_bytes = 0
+        self._snap_bytes = 0
+        self._flushing: asyncio.Future[None] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self.flushes = 0  # fdatasyncs of the log (tests check batching with it)
+        self.compactions = 0
+
+    # -- recovery
+    def load(self) -> States:
+        """Snapshot (or the old JSON file), then the log of the same epoch; opens the log for
+        appending, cut after its last complete record."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        states: States = {}
+        upgraded = False
+        if self.snap_path.exists():
+            data = self.snap_path.read_bytes()
+            self._epoch = _header(data, SNAP_MAGIC, self.snap_path)
+            end = FILE_HEADER.size
+            for record_end, body in _records(data, FILE_HEADER.size):
+                apply(states, body)
+                end = record_end
+            if end != len(data):
+                raise PopLogError(f"{self.snap_path.name}: a damaged record at byte {end}")
+            self._snap_bytes = len(data)
+        elif self.json_path.exists():
+            states = decode_json(self.json_path.read_text(encoding="utf-8"))
+            upgraded = True
+        log_end = 0
+        if self.log_path.exists():
+            data = self.log_path.read_bytes()
+            if len(data) >= FILE_HEADER.size and _header(data, LOG_MAGIC, self.log_path) == self._epoch:
+                log_end = FILE_HEADER.size
+                for record_end, body in _records(data, FILE_HEADER.size):
+                    apply(states, body)
+                    log_end = record_end
+                if log_end != len(data):
+                    log.warning("%s: torn record at byte %d cut off", self.log_path.name, log_end)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if log_end == 0:  # no log, another epoch's, or a torn header: start it afresh
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, FILE_HEADER.pack(LOG_MAGIC, VERSION, self._epoch), 0)
+            log_end = FILE_HEADER.size
+        else:
+            os.ftruncate(self._fd, log_end)
+        os.fsync(self._fd)
+        os.lseek(self._fd, log_end, os.SEEK_SET)
+        self._log_bytes = log_end
+        if upgraded:
+            self.compact(states, contextlib.nullcontext())
+            self.json_path.unlink(missing_ok=True)
+            log.info("%s upgraded to %s", JSON_NAME, SNAP_NAME)
+        return states
+
+    # -- appending
+    def append(self, record: bytes) -> None:
+        with self._lock:
+            self._pending += record
+            self._appended += len(record)
+
+    def sync(self) -> bool:
+        """Write and fdatasync everything appended so far (blocking); False on an OS error."""
+        try:
+            self._write_pending()
+        except OSError as exc:
+            log.error("cannot write %s: %s", self.log_path, exc)
+            return False
+        return True
+
+    def _write_pending(self) -> None:
+        """Write the pending bytes at the end of the last good record and fdatasync them. On an
+        error (ENOSPC, EIO, ...) the file is cut back to that end and the bytes go back to the
+        front of the buffer: the next flush writes them whole, never after torn bytes (recovery
+        would cut the log there and drop every later record), and nothing counts as durable."""
+        with self._io_lock:
+            if self._fd < 0:
+                raise OSError(f"{self.log_path.name} is not open")
+            with self._lock:
+                data, upto = bytes(self._pending), self._appended
+                self._pending.clear()
+            if upto <= self._durable:
+                return
+            start = self._log_bytes  # the end of the last good record
+            try:
+                view, pos = memoryview(data), start
+                while view:
+                    n = os.pwrite(self._fd, view, pos)
+                    view, pos = view[n:], pos + n
+                os.fdatasync(self._fd)
+            except OSError:
+                with self._lock:
+                    self._pending[0:0] = data
+                with contextlib.suppress(OSError):  # best effort: the retry overwrites them anyway
+                    os.ftruncate(self._fd, start)
+                raise
+            self.flushes += 1
+            self._log_bytes = start + len(data)
+            with self._lock:
+                self._durable = max(self._durable, upto)
+
+    async def durable(self) -> None:
+        """Until an fdatasync covers everything appended before this call (group commit)."""
+        target = self._appended
+        while self._durable < target:
+            if self._flushing is None:
+                self._flushing = asyncio.ensure_future(self._flush())
+            await asyncio.shield(self._flushing)
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.sleep(0)  # the rest of this loop iteration's changes join this fdatasync
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="rocketlite-pop-log")
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._write_pending)
+        finally:
+            self._flushing = None
+
+    # -- compaction
+    def wants_compaction(self) -> bool:
+        return self._log_bytes > self.compact_min_bytes and self._log_bytes > COMPACT_RATIO * self._snap_bytes
+
+    def compact(self, states: States, state_lock: AbstractContextManager[Any]) -> None:
+        """Snapshot `states` as a new epoch, then restart the log empty. Blocking; `state_lock`
+        (under which every change is made and appended) is held only while the snapshot is
+        encoded, so it holds exactly the changes appended so far."""
+        with self._io_lock:
+            epoch = self._epoch + 1
+            with state_lock:
+                with self._lock:
+                    self._pending.clear()
+                    upto = self._appended
+                data = FILE_HEADER.pack(SNAP_MAGIC, VERSION, epoch) + b"".join(
+                    queue_record(k, s) for k, s in sorted(states.items())
+                )
+            write_atomically(self.snap_path, data, keep_backup=False)
+            # From here the snapshot is the state; the old log (epoch - 1) is ignored if we crash.
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, FILE_HEADER.pack(LOG_MAGIC, VERSION, epoch), 0)
+            os.fdatasync(self._fd)
+            os.lseek(self._fd, FILE_HEADER.size, os.SEEK_SET)
+            self._epoch = epoch
+            self._log_bytes = FILE_HEADER.size
+            self._snap_bytes = len(data)
+            self.compactions += 1
+            with self._lock:
+                self._durable = max(self._durable, upto)
+
+    def close(self) -> None:
+        with self._io_lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None

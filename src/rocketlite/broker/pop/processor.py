@@ -1,0 +1,308 @@
+"""POP consumption on the remoting port: POP_MESSAGE (200050), ACK_MESSAGE (200051) and
+CHANGE_MESSAGE_INVISIBLETIME (200053), the requests RocketMQ 5.x's proxy and remoting POP
+consumers send.
+
+The rules live in `broker/pop/state.py`; this module checks the request the way a pull is checked
+(broker readable, group known and allowed to consume, topic readable, queue in range, TAG
+expression only), calls the service, waits until the POP log holds the change
+(`PopService.durable`), and answers with RocketMQ's headers:
+
+- POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
+  restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
+  `queueId` -1 pops across every readable queue of the topic;
+- POP_MESSAGE with nothing to hand out: held up to `pollTime` ms (at most 20 s), woken by a new
+  message on the topic (the store's arrival listener, `on_arrival`) or by the earliest deadline of
+  the queues' in-flight messages, then POLLING_TIMEOUT (210), which clients read as "no new
+  message"; `pollTime` 0 answers at once;
+- ACK_MESSAGE: SUCCESS with no header;
+- CHANGE_MESSAGE_INVISIBLETIME: SUCCESS with `ChangeInvisibleTimeResponseHeader` (the new popTime
+  the client's new receipt handle carries, invisibleTime, reviveQid);
+- `order=true` (FIFO): a queue hands out new messages only when everything handed out of it
+  before is acked; an expired invisible time brings the same messages back first, in order;
+- a message due again after `retryMaxTimes` redeliveries (the group's, 16 by default) goes to
+  `%DLQ%group` instead (RETRY_TOPIC and ORIGIN_MESSAGE_ID set, as a 4.x send-back's DLQ copy);
+  it is forgotten only once that copy is flushed to disk, whatever the flushDiskType, so a crash
+  cannot lose it (at worst a second DLQ copy);
+- a malformed handle, or one naming no message in flight (acked, redelivered since, forged):
+  NO_MESSAGE (208) with a remark naming the cause; nothing changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import Final
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.pop.state import PopBatch, PopService
+from rocketlite.broker.subscription_group import SubscriptionGroupManager
+from rocketlite.broker.topic_config import TopicConfigManager
+from rocketlite.protocol import perm, reserved
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.errors import RocketliteError
+from rocketlite.protocol.formats.record import StoredRecord
+from rocketlite.protocol.message import MessageConst, properties_to_string, string_to_properties
+from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
+from rocketlite.protocol.wire.command import RemotingCommand, make_response
+from rocketlite.protocol.wire.pop import (
+    POLLING_TIMEOUT,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    ReceiptHandle,
+    offset_info,
+    topic_type,
+)
+from rocketlite.remoting.connection import Connection
+from rocketlite.runtime import result_within, wait_event
+from rocketlite.store.message_store import MessageStore
+
+log = logging.getLogger("rocketlite.broker.pop")
+
+DLQ_NUMS_PER_GROUP: Final = 1
+MAX_POLL_MS: Final = 20_000  # a held POP answers within this, whatever pollTime says
+MAX_POP_NUMS: Final = 32  # RocketMQ's limit of one POP_MESSAGE
+REVIVE_QID: Final = 0  # no revive topic here; clients only carry it along in their handles
+
+
+def _refuse(code: ResponseCode, remark: str) -> RocketliteError:
+    return RocketliteError(remark, code=code)
+
+
+class PopMessageProcessor:
+    """Serves the three POP codes over one `PopService`."""
+
+    def __init__(
+        self,
+        broker: BrokerConfig,
+        service: PopService,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+    ) -> None:
+        self.broker = broker
+        self.service = service
+        self.topics = topics
+        self.groups = groups
+        self._held: dict[str, set[asyncio.Event]] = {}  # topic -> the held pops' wake-up events
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+
+    async def start(self) -> None:
+        """Nothing to start: the log was opened by `PopService.load`."""
+
+    async def close(self) -> None:
+        """Write what is pending to the POP log and close it."""
+        await asyncio.get_running_loop().run_in_executor(None, self.service.close)
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_ts: int) -> None:
+        """The store's arrival listener: wake the pops held on `topic` (hopping to the loop when
+        called from the reput thread). A pop registers before it looks, so none is missed."""
+        del queue_id, max_offset, tags_code, store_ts
+        loop = self._loop
+        if topic not in self._held or loop is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._wake(topic)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._wake, topic)
+
+    def _wake(self, topic: str) -> None:
+        for event in self._held.get(topic, ()):
+            event.set()
+
+    async def dead_letter(self, group: str, record: StoredRecord) -> bool:
+        """Store a copy of `record` on `%DLQ%group` (created on first use, read-write) and wait
+        until it is flushed; False if it could not be stored."""
+        dlq = reserved.dlq_topic(group)
+        self.topics.create_in_send_back(dlq, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
+        props = string_to_properties(record.properties_string)
+        props.setdefault(MessageConst.RETRY_TOPIC, record.topic)
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = (
+                props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or record.msg_id
+            )
+        msg = record.reposted(
+            dlq, 0, record.store_host, properties_to_string(props), keep_transaction_offset=False
+        )
+        store = self.service.store
+        pending = store.put_message_nowait(msg)
+        result = pending.result
+        if not result.ok or result.append is None:
+            log.error("DLQ copy of %s for group %s failed: %s", record.msg_id, group, result.status.name)
+            return False
+        fut = pending.flush_future
+        if fut is not None:  # SYNC_FLUSH: the group commit covers it
+            try:
+                timeout = store.config.sync_flush_timeout / 1000
+                flushed = await result_within(asyncio.wrap_future(fut), timeout)
+            except TimeoutError:
+                return False
+            return flushed
+        return await _flushed(store, result.append.end_offset)
+
+    def _check(self, group: str, topic: str, queue_id: int, *, any_queue: bool = False) -> tuple[int, int]:
+        """The topic's read queue count and the group's retryMaxTimes, after the pull's checks of
+        broker, group, topic and queue."""
+        if not perm.is_readable(self.broker.broker_permission):
+            raise _refuse(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.broker.broker_ip1}] pop message is forbidden"
+            )
+        cfg = self.groups.find(group)
+        if cfg is None:
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
+            )
+        if not cfg.consume_enable:
+            raise _refuse(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        tc = self.topics.select(topic)
+        if tc is None:
+            raise _refuse(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not perm.is_readable(tc.perm):
+            raise _refuse(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        if not (any_queue and queue_id == -1) and not 0 <= queue_id < tc.read_queue_nums:
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        return tc.read_queue_nums, cfg.retry_max_times
+
+    async def _persist(self) -> None:
+        """Wait until the POP log holds the change: an answered ack is never lost to a crash."""
+        try:
+            await self.service.durable()
+        except OSError as exc:
+            log.error("cannot write the POP log: %s", exc)
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR, "cannot write the POP state log; see the broker log"
+            ) from exc
+
+    async def handle_pop(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = PopMessageRequestHeader.from_ext(request.ext_fields)
+        read_queues, max_times = self._check(h.consumer_group, h.topic, h.queue_id, any_queue=True)
+        if not 0 < h.max_msg_nums <= MAX_POP_NUMS:
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR, f"maxMsgNums {h.max_msg_nums} is not within 1..{MAX_POP_NUMS}"
+            )
+        if h.invisible_time <= 0:
+            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
+        if not is_tag_type(h.exp_type):
+            raise _refuse(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {h.exp_type}",
+            )
+        try:
+            codes = tag_codes(build_subscription_data(h.topic, h.exp or "*", h.exp_type))
+        except ValueError as exc:
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+            ) from exc
+        queue_ids = [h.queue_id] if h.queue_id >= 0 else list(range(read_queues))
+        loop = asyncio.get_running_loop()
+        self._loop, self._loop_thread = loop, threading.get_ident()
+        poll_until = loop.time() + min(max(h.poll_time, 0), MAX_POLL_MS) / 1000
+        event = asyncio.Event()
+        held = self._held.setdefault(h.topic, set())
+        held.add(event)
+        try:
+            while True:
+                event.clear()
+                batch = await self._pop_once(h, queue_ids, max_times, codes)
+                left = poll_until - loop.time()
+                if batch.messages or left <= 0:
+                    break
+                due = self.service.next_deadline(h.consumer_group, h.topic, queue_ids)
+                if due is not None:
+                    left = min(left, max(0.0, (due - self.service.clock.now_ms()) / 1000) + 0.001)
+                await wait_event(event, left)
+        finally:
+            held.discard(event)
+            if not held:
+                self._held.pop(h.topic, None)
+        if not batch.messages:
+            return make_response(request, POLLING_TIMEOUT, "no new message")
+        await self._persist()
+        log.debug(
+            "%s popped %d from %s for %s", conn.remote_address, len(batch.messages), h.topic, h.consumer_group
+        )
+        return make_response(
+            request, ResponseCode.SUCCESS, None, self._pop_header(h.topic, batch), _body(batch)
+        )
+
+    async def _pop_once(
+        self, h: PopMessageRequestHeader, queue_ids: list[int], max_times: int, codes: frozenset[int] | None
+    ) -> PopBatch:
+        """One look at the queues; what goes to the DLQ is forgotten once its copy is durable."""
+        dead: list[StoredRecord] = []
+        batch = self.service.pop(
+            h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
+            codes.__contains__ if codes is not None else None,
+            max_reconsume_times=max_times, dead_letter=dead.append, order=bool(h.order),
+            confirm_dead_letter=True,
+        )  # fmt: skip
+        for record in dead:
+            if await self.dead_letter(h.consumer_group, record):
+                self.service.dead_lettered(h.consumer_group, h.topic, record.queue_id, record.queue_offset)
+        if dead and not batch.messages:  # with messages, the answer's persist covers it
+            await self._persist()
+        return batch
+
+    @staticmethod
+    def _pop_header(topic: str, batch: PopBatch) -> dict[str, str]:
+        kind = topic_type(topic)
+        by_queue: dict[int, list[int]] = {}
+        for m in batch.messages:
+            by_queue.setdefault(m.queue_id, []).append(m.queue_offset)
+        return PopMessageResponseHeader(
+            pop_time=batch.pop_time,
+            invisible_time=batch.invisible_time,
+            revive_qid=REVIVE_QID,
+            rest_num=batch.rest_num,
+            start_offset_info=offset_info([(kind, q, [s]) for q, s in batch.start_offsets.items()]),
+            msg_offset_info=offset_info([(kind, q, offs) for q, offs in by_queue.items()]),
+        ).to_ext()
+
+    async def handle_ack(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        h = AckMessageRequestHeader.from_ext(request.ext_fields)
+        self._check(h.consumer_group, h.topic, h.queue_id)
+        handle = ReceiptHandle.parse(h.extra_info)
+        self.service.ack(h.consumer_group, h.topic, h.queue_id, h.offset, handle)
+        await self._persist()
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def handle_change_invisible_time(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        del conn
+        h = ChangeInvisibleTimeRequestHeader.from_ext(request.ext_fields)
+        self._check(h.consumer_group, h.topic, h.queue_id)
+        if h.invisible_time <= 0:
+            raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
+        handle = ReceiptHandle.parse(h.extra_info)
+        pop_time = self.service.change_invisible_time(
+            h.consumer_group, h.topic, h.queue_id, h.offset, handle, h.invisible_time
+        )
+        await self._persist()
+        # A held POP waits for the deadlines it saw when it started: wake those of this topic to
+        # look again, or a message made visible in 1 s would wait out their long polling (20 s).
+        self._wake(h.topic)
+        ext = ChangeInvisibleTimeResponseHeader(
+            pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
+        ).to_ext()
+        return make_response(request, ResponseCode.SUCCESS, None, ext)
+
+
+async def _flushed(store: MessageStore, end: int) -> bool:
+    """Whether the commit log is on disk up to `end`, flushing it off the loop when the flush
+    thread has not yet (ASYNC_FLUSH: it may be seconds away; `CommitLog.flush_to`)."""
+    return await asyncio.get_running_loop().run_in_executor(None, store.commit_log.flush_to, end)
+
+
+def _body(batch: PopBatch) -> bytes:
+    return b"".join(m.record for m in batch.messages)

@@ -1,0 +1,419 @@
+"""POP consumption's state and rules: a pop cursor per group/topic/queue, the messages in flight
+with their deadlines, ack and change-invisible-time by receipt handle, redelivery with attempt+1.
+
+RocketMQ keeps this as checkpoint and ack messages in system topics, replayed by a revive
+service. Here the state is small and explicit, one record per (group, topic, queue):
+
+- `cursor`: the next queue offset never popped by the group (apart from its committed offset);
+- `in_flight`: offset -> (popTime, deadline, attempts) for every popped message not yet acked.
+
+Everything below the cursor and not in flight is acked, so the group's committed consumer offset
+is the lowest offset in flight (or the cursor when none is): it is written to the consumer-offset
+table at each change, which is what `consumerProgress` and a 4.x consumer of the group see.
+
+A message whose deadline has passed is due: the next pop of its queue hands it out again before
+any new one, with a new popTime and its record's RECONSUMETIMES raised by its attempts. A handle
+names one delivery by its popTime, so the handle of an acked, a redelivered or a never delivered
+message (stale or forged) is refused with `StaleReceiptHandleError`, and nothing is acked twice.
+popTimes of one message only grow (a redelivery or a change-invisible-time in the same
+millisecond takes the old one + 1), so an old handle never matches a newer delivery.
+
+Ordered (FIFO) pops (`order=True`): a queue hands out new messages only when nothing of it is in
+flight; a due message of it comes back first, in offset order, with attempt+1, until it is acked
+or dead-lettered, then the queue moves on. 5.x FIFO puts one message group on one queue, so this
+is per-group order with one batch in flight per group.
+
+Durability: every change is a small record appended to the POP log (`broker/pop/log.py`:
+records, snapshot, recovery). The processor awaits `durable()` before answering, so an answered
+ack is on disk; the changes of one loop iteration share one fdatasync, run off the loop. A pop
+lost with a crash only means its messages are popped again (at least once, never lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocketlite.broker.pop.log import (
+    COMPACT_MIN_BYTES,
+    MAX_BATCH,
+    InFlight,
+    PopLog,
+    PopLogError,
+    QueueKey,
+    QueuePopState,
+    ack_record,
+    change_record,
+    cursor_record,
+    pop_record,
+)
+from rocketlite.broker.state_files import ConsumerOffsetTable
+from rocketlite.clock import Clock
+from rocketlite.protocol.formats.record import SYSFLAG_POS, StoredRecord, decode_record, layout_for
+from rocketlite.protocol.wire.pop import INIT_MODE_MIN, NORMAL_TOPIC, ReceiptHandle, StaleReceiptHandleError
+from rocketlite.store.get_result import GetMessageResult
+from rocketlite.store.message_store import MessageFilter, MessageStore
+from rocketlite.store.status import GetMessageStatus
+
+log = logging.getLogger("rocketlite.broker.pop")
+
+__all__ = ["InFlight", "PopBatch", "PopService", "Popped", "QueuePopState"]
+
+_INT_MAX = 2**31 - 1
+DLQ_CONFIRM_MS = 60_000  # a message on its way to the DLQ is hidden this long, awaiting confirmation
+# Answers that leave the cursor where it is: nothing past it yet, or no such queue.
+_CURSOR_STAYS = frozenset(
+    {
+        GetMessageStatus.OFFSET_OVERFLOW_ONE,
+        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+    }
+)
+
+
+@dataclass(slots=True)
+class Popped:
+    """One message handed out: its record bytes (RECONSUMETIMES patched) and where it is."""
+
+    queue_id: int
+    queue_offset: int
+    record: bytes
+    attempts: int
+
+
+@dataclass(slots=True)
+class PopBatch:
+    pop_time: int
+    invisible_time: int
+    messages: list[Popped]
+    start_offsets: dict[int, int]  # queue id -> first offset handed out
+    rest_num: int  # messages left in the queues after the cursor
+
+
+Taken = tuple[QueuePopState, Popped, "InFlight | None"]  # a message picked, and its last delivery
+
+
+class PopStateTable:
+    """The state in memory (`queues`), its lock, and its log on disk."""
+
+    def __init__(self, config_dir: Path, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+        self.lock = threading.RLock()
+        self.queues: dict[QueueKey, QueuePopState] = {}
+        self.log = PopLog(config_dir, compact_min_bytes=compact_min_bytes)
+
+    def load(self) -> None:
+        """Snapshot + log (or an older popState.json); `PopLogError` names a file it cannot read."""
+        with self.lock:
+            try:
+                self.queues = self.log.load()
+            except PopLogError:
+                raise
+            except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
+                raise PopLogError(f"cannot read the POP state in {self.log.dir}: {exc!r}") from exc
+
+
+def with_reconsume_times(record: memoryview | bytes, attempts: int) -> bytes:
+    """The record with RECONSUMETIMES raised by `attempts` (where its layout puts the field)."""
+    out = bytearray(record)
+    if attempts:
+        sys_flag = int.from_bytes(out[SYSFLAG_POS : SYSFLAG_POS + 4], "big", signed=True)
+        pos = layout_for(sys_flag).reconsume_pos
+        stored = int.from_bytes(out[pos : pos + 4], "big", signed=True)
+        total = min(stored + attempts, _INT_MAX)
+        out[pos : pos + 4] = total.to_bytes(4, "big", signed=True)
+    return bytes(out)
+
+
+class PopService:
+    """The rules over `PopStateTable`; called on the broker's event loop (the table's lock also
+    guards the state for the threads that write the log)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        offsets: ConsumerOffsetTable,
+        clock: Clock,
+        config_dir: Path,
+        broker_name: str,
+        *,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
+    ) -> None:
+        self.store = store
+        self.offsets = offsets
+        self.clock = clock
+        self.broker_name = broker_name
+        self.table = PopStateTable(config_dir, compact_min_bytes=compact_min_bytes)
+        self._dead: set[tuple[QueueKey, int]] = set()  # on their way to the DLQ, unconfirmed
+
+    def load(self) -> None:
+        self.table.load()
+
+    def persist(self) -> bool:
+        """Write and fdatasync every change so far (blocking: for threads and tests; the event
+        loop awaits `durable`). False on an OS error, which the log names."""
+        ok = self.table.log.sync()
+        if ok and self.table.log.wants_compaction():
+            self.compact()
+        return ok
+
+    async def durable(self) -> None:
+        """Until every change made so far is on disk: one fdatasync for all the changes of a loop
+        iteration, off the loop. Compacts the log in a thread when it has grown large."""
+        log_ = self.table.log
+        await log_.durable()
+        if log_.wants_compaction():
+            await asyncio.get_running_loop().run_in_executor(None, self.compact)
+
+    def compact(self) -> None:
+        """Snapshot the state and restart the log (blocking)."""
+        log_ = self.table.log
+        if log_.wants_compaction():
+            log_.compact(self.table.queues, self.table.lock)
+
+    def close(self) -> None:
+        """Write what is pending and close the log."""
+        self.table.log.sync()
+        self.table.log.close()
+
+    # -- pop ----------------------------------------------------------------------------------
+    def _state(self, group: str, topic: str, queue_id: int, init_mode: int) -> QueuePopState:
+        key = (group, topic, queue_id)
+        state = self.table.queues.get(key)
+        if state is None:
+            committed = self.offsets.query(group, topic, queue_id)
+            if committed < 0:
+                # ConsumeInitMode: MIN from the queue's start; MAX from its end, unless the
+                # queue still starts at 0 (a young queue is read whole, as QUERY_CONSUMER_OFFSET).
+                low = self.store.get_min_offset_in_queue(topic, queue_id)
+                committed = low if init_mode == INIT_MODE_MIN or low <= 0 else (
+                    self.store.get_max_offset_in_queue(topic, queue_id)
+                )  # fmt: skip
+            state = self.table.queues[key] = QueuePopState(max(0, committed))  # no queue yet: -1
+            self.table.log.append(cursor_record(key, state.cursor))
+        return state
+
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        queue_ids: list[int],
+        max_nums: int,
+        invisible_time: int,
+        init_mode: int,
+        message_filter: MessageFilter | None = None,
+        *,
+        max_reconsume_times: int | None = None,
+        dead_letter: Callable[[StoredRecord], None] | None = None,
+        order: bool = False,
+        confirm_dead_letter: bool = False,
+    ) -> PopBatch:
+        """Up to `max_nums` messages from `queue_ids` in turn: due redeliveries of a queue first,
+        then new ones from its cursor (messages the tag filter refuses are passed over for good,
+        as a pull skips them). With `order`, a queue with messages in flight hands out only its
+        due ones, in offset order, and nothing new (FIFO).
+
+        A due message already redelivered `max_reconsume_times` times is handed to `dead_letter`
+        instead (the DLQ). It is forgotten at once, or, with `confirm_dead_letter`, hidden until
+        `dead_lettered` says its DLQ copy is durable (a crash before that brings it back, so the
+        move is never lost). The caller awaits `durable` before answering."""
+        now = self.clock.now_ms()
+        taken: list[Taken] = []
+        rest = 0
+        with self.table.lock:
+            for queue_id in queue_ids:
+                state = self._state(group, topic, queue_id, init_mode)
+                left = max_nums - len(taken)
+                if left > 0:
+                    taken += self._due(
+                        (group, topic, queue_id), state, now, left, max_reconsume_times, dead_letter,
+                        confirm_dead_letter,
+                    )  # fmt: skip
+                    if not (order and state.in_flight):
+                        taken += self._new(
+                            group, topic, queue_id, state, max_nums - len(taken), message_filter
+                        )
+                rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
+            # One popTime for the answer; later than any earlier delivery of what it redelivers.
+            pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
+            starts: dict[int, int] = {}
+            by_queue: dict[int, list[tuple[int, int]]] = {}
+            for state, msg, old in taken:
+                attempts = old.attempts + 1 if old is not None else 0
+                state.in_flight[msg.queue_offset] = InFlight(pop_time, pop_time + invisible_time, attempts)
+                starts.setdefault(msg.queue_id, msg.queue_offset)
+                by_queue.setdefault(msg.queue_id, []).append((msg.queue_offset, attempts))
+            for queue_id, entries in by_queue.items():  # one record per queue, whatever the count
+                key = (group, topic, queue_id)
+                cursor = self.table.queues[key].cursor
+                for i in range(0, len(entries), MAX_BATCH):
+                    chunk = entries[i : i + MAX_BATCH]
+                    self.table.log.append(pop_record(key, cursor, pop_time, pop_time + invisible_time, chunk))
+            for queue_id in queue_ids:
+                self._commit(group, topic, queue_id)
+        return PopBatch(pop_time, invisible_time, [m for _, m, _ in taken], starts, rest)
+
+    def _due(
+        self,
+        key: QueueKey,
+        state: QueuePopState,
+        now: int,
+        left: int,
+        max_reconsume_times: int | None,
+        dead_letter: Callable[[StoredRecord], None] | None,
+        confirm_dead_letter: bool,
+    ) -> list[Taken]:
+        group, topic, queue_id = key
+        out: list[Taken] = []
+        gone: list[int] = []
+        for offset in sorted(o for o, f in state.in_flight.items() if f.deadline <= now):
+            if len(out) >= left:
+                break
+            entry = state.in_flight[offset]
+            found = self.store.get_message(group, topic, queue_id, offset, 1)
+            try:
+                if found.status is not GetMessageStatus.FOUND or found.queue_offsets[0] != offset:
+                    log.warning(
+                        "%s: %s:%d offset %d is gone from the store; dropped", group, topic, queue_id, offset
+                    )
+                    del state.in_flight[offset]
+                    gone.append(offset)
+                    continue
+                if (
+                    dead_letter is not None
+                    and max_reconsume_times is not None
+                    and entry.attempts >= max_reconsume_times
+                ):
+                    dead_letter(decode_record(with_reconsume_times(found.messages[0], entry.attempts)))
+                    log.info(
+                        "%s: %s:%d offset %d to the DLQ after %d redeliveries",
+                        group, topic, queue_id, offset, entry.attempts,
+                    )  # fmt: skip
+                    if confirm_dead_letter:  # hidden (in memory only) until the DLQ copy is durable
+                        entry.deadline = now + DLQ_CONFIRM_MS
+                        self._dead.add((key, offset))
+                    else:
+                        del state.in_flight[offset]
+                        gone.append(offset)
+                    continue
+                record = with_reconsume_times(found.messages[0], entry.attempts + 1)
+            finally:
+                found.release()
+            out.append((state, Popped(queue_id, offset, record, entry.attempts + 1), entry))
+        if gone:
+            self.table.log.append(ack_record(key, gone))
+        return out
+
+    def dead_lettered(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A message handed to `dead_letter` under `confirm_dead_letter` has a durable DLQ copy:
+        forget it (logged as acked)."""
+        key = (group, topic, queue_id)
+        with self.table.lock:
+            self._dead.discard((key, offset))
+            state = self.table.queues.get(key)
+            if state is not None and state.in_flight.pop(offset, None) is not None:
+                self.table.log.append(ack_record(key, [offset]))
+                self._commit(group, topic, queue_id)
+
+    def _new(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        state: QueuePopState,
+        left: int,
+        message_filter: MessageFilter | None,
+    ) -> list[Taken]:
+        if left <= 0:
+            return []
+        found: GetMessageResult = self.store.get_message(
+            group, topic, queue_id, state.cursor, left, message_filter
+        )
+        try:
+            out: list[Taken] = [
+                (state, Popped(queue_id, offset, bytes(view), 0), None)
+                for view, offset in zip(found.messages, found.queue_offsets, strict=True)
+            ]
+            if found.status not in _CURSOR_STAYS and found.next_begin_offset != state.cursor:
+                state.cursor = found.next_begin_offset  # found, filtered, or corrected past a gap
+                if not out:  # with messages, their POP record carries the cursor
+                    self.table.log.append(cursor_record((group, topic, queue_id), state.cursor))
+        finally:
+            found.release()
+        return out
+
+    def _commit(self, group: str, topic: str, queue_id: int) -> None:
+        state = self.table.queues.get((group, topic, queue_id))
+        if state is not None:
+            self.offsets.commit(group, topic, queue_id, state.committed())
+
+    # -- ack / change invisible time ----------------------------------------------------------
+    def _in_flight(
+        self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle
+    ) -> InFlight:
+        where = f"{topic}:{queue_id} offset {offset} for group {group}"
+        if handle.queue_id != queue_id or handle.queue_offset not in (None, offset):
+            raise StaleReceiptHandleError(
+                f"receipt handle names queue {handle.queue_id} offset {handle.queue_offset}, "
+                f"the request {where}"
+            )
+        if handle.topic_type != NORMAL_TOPIC or handle.broker_name != self.broker_name:
+            raise StaleReceiptHandleError(
+                f"receipt handle of broker {handle.broker_name!r} (topic type {handle.topic_type}) "
+                f"was not issued by this broker ({self.broker_name!r})"
+            )
+        state = self.table.queues.get((group, topic, queue_id))
+        entry = state.in_flight.get(offset) if state is not None else None
+        if entry is None or ((group, topic, queue_id), offset) in self._dead:
+            raise StaleReceiptHandleError(f"no message in flight at {where}: acked already or never popped")
+        if entry.pop_time != handle.pop_time:
+            raise StaleReceiptHandleError(
+                f"receipt handle of popTime {handle.pop_time} is stale at {where}: "
+                f"the message was delivered again at {entry.pop_time}"
+            )
+        return entry
+
+    def ack(self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle) -> None:
+        """Forget a delivered message for good; a stale or forged handle raises and changes nothing."""
+        with self.table.lock:
+            self._in_flight(group, topic, queue_id, offset, handle)
+            key = (group, topic, queue_id)
+            del self.table.queues[key].in_flight[offset]
+            self.table.log.append(ack_record(key, [offset]))
+            self._commit(group, topic, queue_id)
+
+    def change_invisible_time(
+        self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle, invisible_time: int
+    ) -> int:
+        """Move a delivered message's deadline to now + `invisible_time`; returns the new popTime,
+        which the client's new handle carries (the old handle is stale from then on)."""
+        with self.table.lock:
+            entry = self._in_flight(group, topic, queue_id, offset, handle)
+            entry.pop_time = max(self.clock.now_ms(), entry.pop_time + 1)
+            entry.deadline = entry.pop_time + invisible_time
+            key = (group, topic, queue_id)
+            self.table.log.append(change_record(key, offset, entry.pop_time, entry.deadline))
+            return entry.pop_time
+
+    def next_deadline(self, group: str, topic: str, queue_ids: list[int]) -> int | None:
+        """The earliest deadline in flight on these queues (ms), when a held pop must look again."""
+        with self.table.lock:
+            deadlines = [
+                f.deadline
+                for q in queue_ids
+                if (state := self.table.queues.get((group, topic, q))) is not None
+                for f in state.in_flight.values()
+            ]
+        return min(deadlines, default=None)
+
+    def in_flight(self, group: str, topic: str, queue_id: int) -> dict[int, InFlight]:
+        """A copy of a queue's in-flight messages (for tests and admin)."""
+        with self.table.lock:
+            state = self.table.queues.get((group, topic, queue_id))
+            return {
+                o: InFlight(f.pop_time, f.deadline, f.attempts)
+                for o, f in (state.in_flight.items() if state else ())
+            }

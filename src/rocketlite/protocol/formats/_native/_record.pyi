@@ -1,0 +1,32 @@
+"""Stub of the compiled record codec (`_record.pyx`); the references are
+`protocol/formats/record_ref.py` (encode) and `protocol/formats/record.py` `decode_records`."""
+
+import mmap
+
+from rocketlite.protocol.formats.batch import BatchTarget, EncodedBatch
+from rocketlite.protocol.formats.record import EncodedRecord, MessageInner, StoredRecord
+
+def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord: ...
+def place_record(
+    target: bytearray | mmap.mmap,
+    pos: int,
+    head: bytearray,
+    tail: bytes,
+    stamp_pos: int,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
+    id_prefix: str,
+) -> str: ...
+def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]: ...
+def crc32(data: bytes | bytearray) -> int: ...
+def encode_batch_records(body: bytes | bytearray | memoryview, target: BatchTarget) -> EncodedBatch: ...
+def stamp_batch(
+    buf: bytearray,
+    count: int,
+    queue_offset: int,
+    advances: bool,
+    physical_base: int,
+    store_timestamp: int,
+    id_prefix: str,
+) -> str: ...

@@ -1,0 +1,131 @@
+"""The Java RocketMQ clients (Maven Central jars) run as scenario drivers against rocketlite.
+
+`make test` builds them (the `java-clients` target): tests/peers/java/pom.xml compiles our drivers
+against each client line and copies its jars under `.clients/java/<line>/`:
+
+- `client4`: org.apache.rocketmq:rocketmq-client 4.9.8 + rocketmq-acl, main `rocketlite.peers.Scenarios`;
+- `client5`: org.apache.rocketmq:rocketmq-client 5.3.3, main `rocketlite.peers.Scenarios5`;
+- `grpc5`: org.apache.rocketmq:rocketmq-client-java 5.2.0 (the 5.x gRPC client), main
+  `rocketlite.peers.Scenarios5Grpc`; its second argument is the gRPC endpoint, not a name server.
+
+The remoting clients log under `rocketmq.client.logRoot`, the gRPC client under `rocketmq.log.root`:
+both are the JVM's own `logs/` folder in the test's temp dir.
+
+A driver runs one scenario per JVM (`Scenarios <scenario> <namesrv> key=value...`) and prints JSON
+lines, read here through `ClientProc` (tests.support.real_clients): "sent", "recv", "wait" (it
+reads a line from stdin before going on), "done" at the end, "fatal" with the exception. A JVM
+starts in under a second, so each test runs its own. Without `java` or the built drivers, the tests
+skip saying why; with CI=true they fail instead (`make test` must have built them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.real_clients import CLIENTS, ClientProc, answer, events, finish, received
+
+__all__ = ["JavaClients", "answer", "events", "finish", "java_clients", "probe", "received", "require"]
+
+JAVA_CLIENTS = CLIENTS / "java"
+MAINS = {
+    "client4": "rocketlite.peers.Scenarios",
+    "client5": "rocketlite.peers.Scenarios5",
+    "grpc5": "rocketlite.peers.Scenarios5Grpc",
+}
+VERSIONS = {
+    "client4": "rocketmq-client 4.9.8",
+    "client5": "rocketmq-client 5.3.3",
+    "grpc5": "rocketmq-client-java 5.2.0",
+}
+# Small, quick JVMs: 2 shared cores, one client per process.
+JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8"]
+
+_why: dict[str, str | None] = {}
+
+
+def probe(line: str) -> str | None:
+    """None when the driver of `line` can run, else why not."""
+    if line not in _why:
+        main_class = JAVA_CLIENTS / line / "build" / "classes" / (MAINS[line].replace(".", "/") + ".class")
+        lib = JAVA_CLIENTS / line / "lib"
+        why = None
+        if shutil.which("java") is None:
+            why = "java is not on the PATH (the Java client tests need Java 17)"
+        elif not main_class.is_file() or not any(lib.glob("rocketmq-client-*.jar")):
+            why = (
+                f"the {VERSIONS[line]} driver is not built in {JAVA_CLIENTS / line} (run `make java-clients`)"
+            )
+        _why[line] = why
+    return _why[line]
+
+
+def require(line: str) -> None:
+    why = probe(line)
+    if why is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{why} (CI=true: `make test` builds the Java clients)")
+    pytest.skip(why)
+
+
+@dataclass
+class JavaClients:
+    """Starts scenario JVMs for one test (logs and client state under `tmp`); kills leftovers."""
+
+    tmp: Path
+    procs: list[ClientProc]
+
+    def start(self, line: str, scenario: str, namesrv: str, **args: object) -> ClientProc:
+        require(line)
+        label = f"{line}-{scenario}-{len(self.procs) + 1}"
+        home = self.tmp / label  # the clients keep logs and local (broadcast) offsets under user.home
+        home.mkdir()
+        base = JAVA_CLIENTS / line
+        classpath = os.pathsep.join([str(base / "build" / "classes"), str(base / "lib" / "*")])
+        cmd = [
+            "java",
+            *JVM_FLAGS,
+            f"-Duser.home={home}",
+            f"-Drocketmq.client.logRoot={home / 'logs'}",
+            f"-Drocketmq.log.root={home / 'logs'}",
+            "-cp",
+            classpath,
+            MAINS[line],
+            scenario,
+            namesrv,
+            *(f"{k}={v}" for k, v in args.items()),
+        ]
+        stderr_path = home / "stderr.txt"
+        with stderr_path.open("w") as err:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=home
+            )
+        cp = ClientProc(label, proc, stderr_path, home / "logs")
+        self.procs.append(cp)
+        return cp
+
+    def run(
+        self, line: str, scenario: str, namesrv: str, *, timeout: float = 90, **args: object
+    ) -> ClientProc:
+        """Run a scenario to its end; fails (with the driver's stderr and log) unless it printed "done"."""
+        cp = self.start(line, scenario, namesrv, timeoutMs=int(timeout * 1000) - 5000, **args)
+        finish(cp, timeout)
+        return cp
+
+
+@contextlib.contextmanager
+def java_clients(tmp: Path) -> Iterator[JavaClients]:
+    jc = JavaClients(tmp, [])
+    try:
+        yield jc
+    finally:
+        for cp in jc.procs:
+            cp.kill()
