@@ -120,6 +120,15 @@ _SLAVE = BrokerRole.SLAVE
 HalfMessageHook = Callable[[MessageInner], None]
 # The timer service's `park`: moves a timer message to the timer topic; raises for bad values.
 TimerHook = Callable[[MessageInner], None]
+_JAVA_INT_MIN, _JAVA_INT_MAX = -(2**31), 2**31 - 1
+
+
+def is_java_int(text: str) -> bool:
+    """Whether Java's `Integer.parseInt` takes `text` (a sign, ASCII digits, within an int)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit() and _JAVA_INT_MIN <= int(text) <= _JAVA_INT_MAX
+
+
 _TIMER_NEEDLE = "TIMER_"  # in every timer property name: nothing more is looked at without it
 
 
@@ -147,8 +156,8 @@ class PutOutcome:
     """The answer to a send, for either port. `code` and `remark` are the remoting answer's; a
     stored message (SUCCESS, or stored with its flush or replication timed out) also has where it
     lies: `msg_id` (the offset msg id; comma-joined for a batch), `queue_id`, `queue_offset`,
-    `commit_log_offset` (of the first record) and `transaction_id` (a prepared message's UNIQ_KEY).
-    A refusal or a failed put has no `msg_id`."""
+    `commit_log_offset` (of the first record) and `transaction_id` (a single message's UNIQ_KEY,
+    as RocketMQ 5 answers; none for a batch). A refusal or a failed put has no `msg_id`."""
 
     code: int
     remark: str | None = None
@@ -335,10 +344,19 @@ class SendMessageProcessor:
         topic = header.topic
         if topic.startswith(_RETRY_PREFIX):
             topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, version)
-        # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
-        properties, _tags_code, uniq_key, _keys, _delay = send_properties(
+        # WAIT dropped, CLUSTER set; the UNIQ_KEY is the answer's transactionId (RocketMQ 5.x's
+        # `MessageClientIDSetter.getUniqID`, for every message, not only a prepared one)
+        properties, _tags_code, uniq_key, _keys, delay = send_properties(
             header.properties or "", broker.broker_cluster_name
         )
+        if delay is not None and not is_java_int(delay):
+            # RocketMQ parses it with Integer.parseInt and fails the send (SYSTEM_ERROR, a
+            # NumberFormatException); the store would otherwise take it as "not delayed".
+            return PutOutcome(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message is illegal: DELAY={delay!r} is not a delay level (a whole number; "
+                f"1..{len(self.store.config.delay_levels_ms)} here, 0 or less for none)",
+            )
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS_FLAG
@@ -356,14 +374,12 @@ class SendMessageProcessor:
             0,
             properties,
         )
-        transaction_id = None
         if sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED:
             if broker.reject_transaction_message or self.half_message_hook is None:
                 return PutOutcome(
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{broker.broker_ip1}] sending transaction message is forbidden",
                 )
-            transaction_id = uniq_key
             self.half_message_hook(msg)
         elif _TIMER_NEEDLE in properties:
             if self.timer_hook is not None:
@@ -376,11 +392,11 @@ class SendMessageProcessor:
             if self.replica is None:  # the common answer
                 self.stats.record_put(header.topic, 1, len(body))
                 return PutOutcome(
-                    _SUCCESS, None, put.msg_id, queue_id, put.logics_offset, put.wrote_offset, transaction_id
+                    _SUCCESS, None, put.msg_id, queue_id, put.logics_offset, put.wrote_offset, uniq_key
                 )
             put = PendingPut(PutMessageResult(_PUT_OK, put))
         assert isinstance(put, PendingPut)
-        return self._outcome(put, header.topic, queue_id, 1, len(body), transaction_id)
+        return self._outcome(put, header.topic, queue_id, 1, len(body), uniq_key)
 
     def _append_paced(self, msg: MessageInner) -> AppendResult | PendingPut:
         """A paced put: the dispatch flag is set around it until the store's put takes `paced`
