@@ -50,7 +50,7 @@ def test_put_stores_the_message_where_its_outcome_says(tmp_path: Path) -> None:
                 ResponseCode.SUCCESS,
             )
             assert (first.queue_id, second.queue_id, second.queue_offset) == (0, 0, first.queue_offset + 1)
-            assert first.transaction_id is None
+            assert first.transaction_id == "U1"  # the UNIQ_KEY, for every single send (RocketMQ 5)
             for outcome, body in ((first, b"one"), (second, b"two")):
                 record = b.controller.store.look_message_by_offset(outcome.commit_log_offset)
                 assert record is not None
