@@ -276,7 +276,7 @@ class BrokerController:
         clients = ClientManager(b, topics, groups, clock)
         pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop)
         store.add_arrival_listener(pull.hold.on_arrival)
-        store.reput.run_inline(loop.call_soon)  # sends' dispatch rounds run on this loop
+        store.dispatch_on(loop)  # sends' dispatch rounds run on this loop
         schedule = ScheduleMessageService(
             store, stats, clock, store_host, self.store_config.config_dir, self.store_config.delay_levels_ms,
             enabled=not b.is_slave,

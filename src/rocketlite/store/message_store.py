@@ -15,6 +15,7 @@ the max of the samples. Batches and SYNC_FLUSH puts are timed every time.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -265,6 +266,11 @@ class MessageStore:
         polling): on the event loop for rounds after its sends, else on the reput thread."""
         self.dispatcher.listeners.append(listener)
 
+    def dispatch_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Call from `loop`'s thread: appends made on it are dispatched by a round on the loop,
+        once per iteration, so their arrival listeners run there too (`dispatch.py`)."""
+        self.reput.run_on(loop)
+
     @property
     def running_services(self) -> tuple[ServiceThread, ...]:
         """The started service threads (flush, commit, clean...): `live_settings` retunes them."""
@@ -321,15 +327,17 @@ class MessageStore:
         files = self.commit_log.queue.files
         return sum(1 for mf in files[-size:] if mf.holds_write_buffer) >= size
 
-    def put_message_nowait(self, msg: MessageInner) -> PendingPut:
-        """Append without waiting for durability; the broker awaits `flush_future` itself."""
-        put = self.put_message_async(msg)
+    def put_message_nowait(self, msg: MessageInner, *, paced: bool = False) -> PendingPut:
+        """Append without waiting for durability; the broker awaits `flush_future` itself.
+        `paced`: the append's dispatch round may be shared with the next few loop iterations'
+        (the 5.x gRPC sends, one RPC per iteration: `dispatch.py`)."""
+        put = self.put_message_async(msg, paced=paced)
         if type(put) is AppendResult:
             return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, put))
         assert isinstance(put, PendingPut)
         return put
 
-    def put_message_async(self, msg: MessageInner) -> AppendResult | PendingPut:
+    def put_message_async(self, msg: MessageInner, *, paced: bool = False) -> AppendResult | PendingPut:
         """`put_message_nowait` for a caller that answers at once (the send processor): when the
         message is stored and there is nothing to wait for (ASYNC_FLUSH), its `AppendResult`
         itself, with no result objects around it; otherwise the `PendingPut`."""
@@ -355,13 +363,15 @@ class MessageStore:
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
         if res.status is not AppendMessageStatus.PUT_OK or self.group_commit is not None:
-            return self._finish_put(res, begin, 1)
+            return self._finish_put(res, begin, 1, paced)
         # `_finish_put` of an ASYNC_FLUSH single put, inlined (one call less per send)
         self.stats.record_put(self._put_estimate_ms if begin < 0 else self._timed(begin), res.wrote_bytes, 1)
-        self.reput.wakeup()
+        self.reput.wakeup(paced)
         return res
 
-    def put_encoded_nowait(self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress) -> PendingPut:
+    def put_encoded_nowait(
+        self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress, *, paced: bool = False
+    ) -> PendingPut:
         """Append a batch (one topic-queue, consecutive queue offsets) without waiting: records
         encoded from a SEND_BATCH_MESSAGE body (`speedups.encode_batch_records`). A batch whose
         stored properties hold DELAY is refused (RocketMQ does not delay batches)."""
@@ -373,7 +383,7 @@ class MessageStore:
             res = self.commit_log.append_encoded_batch(enc, topic, queue, host)
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
-        return self._finish_put(res, begin, enc.messages)
+        return self._finish_put(res, begin, enc.messages, paced)
 
     def _segment_failed(self, exc: SegmentCreateError) -> PendingPut:
         self.stats.put_failures += 1
@@ -385,14 +395,14 @@ class MessageStore:
         self._put_estimate_ms = elapsed_ms if elapsed_ms < SLOW_PUT_MS else _BELOW_SLOW_MS
         return elapsed_ms
 
-    def _finish_put(self, res: AppendResult, begin: float, n: int) -> PendingPut:
+    def _finish_put(self, res: AppendResult, begin: float, n: int, paced: bool) -> PendingPut:
         """`begin` is the put's `perf_counter` start, or negative when it was not timed."""
         elapsed_ms = self._put_estimate_ms if begin < 0 else self._timed(begin)
         if res.status is not AppendMessageStatus.PUT_OK:
             self.stats.put_failures += 1
             return PendingPut(PutMessageResult(_APPEND_TO_PUT[res.status], res, res.remark))
         self.stats.record_put(elapsed_ms, res.wrote_bytes, n)
-        self.reput.wakeup()
+        self.reput.wakeup(paced)
         fut = self.group_commit.submit(res.end_offset) if self.group_commit is not None else None
         return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, res), fut)
 

@@ -250,14 +250,17 @@ class SendMessageProcessor:
         )
 
     # -- the handler ------------------------------------------------------------------------
-    def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+    def handle(self, conn: Connection, request: RemotingCommand, *, paced: bool = False) -> HandlerResult:
         """Serve a send; the answer is always a `RemotingCommand` (or an awaitable of one): for
-        callers that read it (the 5.x gRPC endpoint, tests)."""
-        result = self.handle_wire(conn, request, False)
+        callers that read it (the 5.x gRPC endpoint, tests). `paced`: the put's dispatch round
+        may be shared with the next loop iterations' (`MessageStore.put_message_async`)."""
+        result = self.handle_wire(conn, request, False, paced=paced)
         assert not isinstance(result, bytes)
         return result
 
-    def handle_wire(self, conn: Connection, request: RemotingCommand, wire: bool = True) -> WireResult:
+    def handle_wire(
+        self, conn: Connection, request: RemotingCommand, wire: bool = True, *, paced: bool = False
+    ) -> WireResult:
         """Serve a send for the remoting connection: the common answer (a stored send, nothing
         to wait for, JSON) comes back as its encoded frame (`speedups.encode_send_ok`), which
         the connection writes as is; every other answer as `handle` gives it (and all of them
@@ -328,7 +331,7 @@ class SendMessageProcessor:
                     ResponseCode.SYSTEM_ERROR,
                     "accurate timer message is not enabled, timerWheelEnable is false",
                 )
-        put = self.store.put_message_async(msg)
+        put = self.store.put_message_async(msg, paced=paced)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None and transaction_id is None:  # the common answer, as `_response`'s
                 self.stats.record_put(header.topic, 1, len(body))
