@@ -68,7 +68,8 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_request, make
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
-from rocketlite.store.message_store import MessageStore, PutMessageResult
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.put_result import PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.transaction")

@@ -19,7 +19,6 @@ import functools
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.clock import Clock
@@ -40,6 +39,7 @@ from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
+from rocketlite.store.put_result import AppendResult
 from rocketlite.store.status import AppendMessageStatus
 
 log = logging.getLogger("rocketlite.store.commit_log")
@@ -53,24 +53,6 @@ _APPEND_OK: Final = AppendMessageStatus.PUT_OK
 @functools.lru_cache(maxsize=64)
 def _msg_id_prefix(host: HostAddress) -> str:
     return host.msg_id_prefix()
-
-
-@dataclass(slots=True)
-class AppendResult:
-    """Where a message (or batch) landed. For a batch, `msg_id` is the comma-joined id list."""
-
-    status: AppendMessageStatus
-    wrote_offset: int = 0
-    wrote_bytes: int = 0
-    msg_id: str = ""
-    store_timestamp: int = 0
-    logics_offset: int = 0
-    msg_num: int = 1
-    remark: str = ""
-
-    @property
-    def end_offset(self) -> int:
-        return self.wrote_offset + self.wrote_bytes
 
 
 def _too_large_status(exc: RecordTooLargeError, *, single: bool) -> AppendMessageStatus:

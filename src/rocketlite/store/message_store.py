@@ -22,9 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.errors import SegmentCreateError, StoreError
@@ -47,7 +45,7 @@ from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.clean import CleanService, DiskThresholds, RunningFlags
-from rocketlite.store.commit_log import AppendResult, CommitLog
+from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
@@ -60,6 +58,7 @@ from rocketlite.store.flush import (
 )
 from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
 from rocketlite.store.index_service import IndexService
+from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
 from rocketlite.store.recovery import RecoveryReport, recover
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
@@ -79,25 +78,6 @@ MessageFilter = Callable[[int], bool]
 
 PUT_TIMING_EVERY = 16  # an ASYNC_FLUSH single put reads the clock 1 time in this many
 _BELOW_SLOW_MS = SLOW_PUT_MS - 1.0  # the estimate of an untimed put after a slow sample
-
-
-@dataclass(slots=True)
-class PutMessageResult:
-    status: PutMessageStatus
-    append: AppendResult | None = None
-    remark: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status.ok
-
-
-@dataclass(slots=True)
-class PendingPut:
-    """A put whose bytes are written; `flush_future` (SYNC_FLUSH) resolves when they are durable."""
-
-    result: PutMessageResult
-    flush_future: Future[bool] | None = None
 
 
 class MessageStore:

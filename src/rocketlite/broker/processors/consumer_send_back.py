@@ -36,7 +36,8 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import result_within
-from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.put_result import PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.send_back")

@@ -49,8 +49,8 @@ from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
 from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
 from rocketlite.runtime import result_within
-from rocketlite.store.commit_log import AppendResult
-from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.send")
