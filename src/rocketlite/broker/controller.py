@@ -315,7 +315,7 @@ class BrokerController:
             ha_master = HAMasterService(store, b, bind_ha_socket(b.listen_host, port), loop)
             store.add_arrival_listener(ha_master.on_dispatch)
         live = LiveConfig(
-            b, self.store_config, store, topics, groups, clock, self.request_register,
+            b, store, topics, groups, clock, self.request_register,
             listeners=(ha_slave.on_config_change,) if ha_slave is not None else (),
         )  # fmt: skip
         send = SendMessageProcessor(

@@ -1,8 +1,8 @@
 """Live configuration: UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26), topic reload.
 
 `BrokerConfig` and `StoreConfig` are frozen dataclasses, shared by every component that reads
-them; `LiveConfig` is the one place they change after start. An update (a properties text, as
-mqadmin `updateBrokerConfig -k K -v V` sends it):
+them; `LiveConfig` is the one place they change after start (the store's by handing the store a
+new one). An update (a properties text, as mqadmin `updateBrokerConfig -k K -v V` sends it):
 
 1. keys naming a path or directory are refused with NO_PERMISSION, as Java refuses
    `brokerConfigPath` (a remote path write is how CVE-2023-37582-style attacks work);
@@ -12,11 +12,11 @@ mqadmin `updateBrokerConfig -k K -v V` sends it):
 4. a key whose value actually changes must be a live key (`LIVE_KEYS`: permissions, flush and
    commit intervals, retention, timeouts, HA tuning, polling...); structural ones (names, ids,
    role, ports, paths, segment sizes, flush type...) are refused: edit broker.conf and restart;
-5. the changed fields are written into the shared config objects, the store's services are
-   retuned (`store.live_settings`), listeners are told (the HA slave reconnects on a new
-   `haMasterAddress`), and a `brokerPermission` change re-registers at once with every name
-   server (the registered topic permissions are masked by it, so clients stop writing to a
-   read-only broker and stop reading from a write-only one).
+5. the changed broker fields are written into the shared `BrokerConfig`, the store takes a new
+   `StoreConfig` and retunes its services (`MessageStore.apply_live_settings`), listeners are
+   told (the HA slave reconnects on a new `haMasterAddress`), and a `brokerPermission` change
+   re-registers at once with every name server (the registered topic permissions are masked by
+   it, so clients stop writing to a read-only broker and stop reading from a write-only one).
 
 Components read these configs on every use, so a change takes effect on the next request; it
 lasts until restart (put it in broker.conf to keep it). GET_BROKER_CONFIG answers every key as
@@ -50,8 +50,7 @@ from rocketlite.protocol.errors import ConfigError, RocketliteError
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.custom_header import CustomHeader
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.config import StoreConfig
-from rocketlite.store.live_settings import LIVE_STORE_FIELDS, apply_live_settings
+from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
 from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.live_config")
@@ -149,7 +148,6 @@ class LiveConfig:
     def __init__(
         self,
         broker: BrokerConfig,
-        store_config: StoreConfig,
         store: MessageStore,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
@@ -159,7 +157,6 @@ class LiveConfig:
         listeners: Sequence[ConfigListener] = (),
     ) -> None:
         self.broker = broker
-        self.store_config = store_config
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -183,11 +180,11 @@ class LiveConfig:
             raise RocketliteError(f"unknown config keys: {', '.join(unknown)}; nothing changed")
         try:
             new_broker = _rebuilt(self.broker, {k: v for k, v in props.items() if k in broker_keys})
-            new_store = _rebuilt(self.store_config, {k: v for k, v in props.items() if k in store_keys})
+            new_store = _rebuilt(self.store.config, {k: v for k, v in props.items() if k in store_keys})
         except ConfigError as exc:
             raise RocketliteError(f"{exc}; nothing changed") from exc
         broker_changes = _changes(self.broker, new_broker)
-        store_changes = _changes(self.store_config, new_store)
+        store_changes = _changes(self.store.config, new_store)
         fixed = sorted(
             [key for name, (key, _) in broker_changes.items() if name not in LIVE_BROKER_FIELDS]
             + [key for name, (key, _) in store_changes.items() if name not in LIVE_STORE_FIELDS]
@@ -199,8 +196,8 @@ class LiveConfig:
             )
         for name, (_, value) in broker_changes.items():
             object.__setattr__(self.broker, name, value)  # the one sanctioned write (see module doc)
-        for name, (_, value) in store_changes.items():
-            object.__setattr__(self.store_config, name, value)
+        if store_changes:  # a new store config, the services retuned
+            self.store.apply_live_settings({name: value for name, (_, value) in store_changes.items()})
         changed = {key for key, _ in broker_changes.values()} | {key for key, _ in store_changes.values()}
         if changed:
             self._applied(changed)
@@ -208,8 +205,6 @@ class LiveConfig:
 
     def _applied(self, changed: set[str]) -> None:
         self.version = self.version.next_version(self.clock.now_ms())
-        if changed & _keys_of(StoreConfig, LIVE_STORE_FIELDS):
-            apply_live_settings(self.store)
         self.groups.auto_create = self.broker.auto_create_subscription_group
         if "brokerPermission" in changed:
             # Java: topicConfigManager.getDataVersion().nextVersion(); registerBrokerAll(...)
@@ -231,7 +226,7 @@ class LiveConfig:
         self.update({"brokerPermission": str(value)})
 
     def current_properties(self) -> dict[str, str]:
-        text = config_properties(self.broker, self.store_config)
+        text = config_properties(self.broker, self.store.config)
         return parse_properties(text)
 
     # -- topics.json ------------------------------------------------------------------------
@@ -255,7 +250,7 @@ class LiveConfig:
     # -- requests ---------------------------------------------------------------------------
     def handle_get(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
-        body = config_properties(self.broker, self.store_config).encode("utf-8")
+        body = config_properties(self.broker, self.store.config).encode("utf-8")
         ext = GetBrokerConfigResponseHeader(version=self.version.to_json()).to_ext()
         return make_response(request, ResponseCode.SUCCESS, None, ext, body)
 

@@ -89,6 +89,11 @@ class CommitLog:
     def load(self) -> None:
         self.queue.load()
 
+    def retune(self, config: StoreConfig) -> None:
+        """A new config (`MessageStore.apply_live_settings`): the size limit and the timeouts."""
+        self.config = config
+        self.max_message_size = config.max_message_size
+
     # -- appending --------------------------------------------------------------------------
     def _msg_id_prefix(self, host: HostAddress) -> str:
         cached = self._id_prefix

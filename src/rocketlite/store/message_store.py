@@ -1,7 +1,7 @@
 """`MessageStore`: the store's API for the broker, and the supervisor of its services.
 
 It wires the data structures (commit log, consume queues, index, checkpoint) to the services that
-keep them moving (allocate, reput, flush, clean), recovers on start, and answers puts and reads
+keep them moving (allocate, reput, flush, clean: `services.py`), recovers on start, and answers puts and reads
 with RocketMQ's statuses. The structures and services get their collaborators directly; nothing
 holds a reference back to this class.
 
@@ -16,16 +16,18 @@ the max of the samples. Batches and SYNC_FLUSH puts are timed every time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fcntl
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.errors import SegmentCreateError, StoreError
+from rocketlite.protocol.errors import ConfigError, SegmentCreateError, StoreError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import (
@@ -44,22 +46,17 @@ from rocketlite.protocol.message import (
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
 from rocketlite.store.checkpoint import StoreCheckpoint
-from rocketlite.store.clean import CleanService, DiskThresholds, RunningFlags
+from rocketlite.store.clean import RunningFlags
 from rocketlite.store.commit_log import CommitLog
-from rocketlite.store.config import FlushDiskType, StoreConfig
+from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
-from rocketlite.store.flush import (
-    CommitRealTimeService,
-    FlushConsumeQueueService,
-    FlushRealTimeService,
-    GroupCommitService,
-    ServiceThread,
-)
+from rocketlite.store.flush import GroupCommitService
 from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
 from rocketlite.store.recovery import RecoveryReport, recover
+from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
 
@@ -105,8 +102,7 @@ class MessageStore:
         )
         self.reput = ReputService(self.dispatcher)
         self.group_commit: GroupCommitService | None = None
-        self.cleaner: CleanService | None = None
-        self._services: list[ServiceThread] = []
+        self.services: StoreServices | None = None
         self._lock_fd = -1
         self.recovery_report: RecoveryReport | None = None
         self.started = False
@@ -152,62 +148,20 @@ class MessageStore:
         self.started = True
 
     def _start_services(self) -> None:
-        cfg, cp = self.config, self.checkpoint
-        assert cp is not None
-        flusher: ServiceThread
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.group_commit = GroupCommitService(self.commit_log, cp)
-            flusher = self.group_commit
-        else:
-            flusher = FlushRealTimeService(
-                self.commit_log,
-                cp,
-                self.clock,
-                interval_ms=cfg.flush_interval_commit_log,
-                least_pages=cfg.flush_commit_log_least_pages,
-                thorough_interval_ms=cfg.flush_commit_log_thorough_interval,
-            )
-        services: list[ServiceThread] = [self.allocator]
-        if cfg.transient_store_pool_enable:
-            services.append(
-                CommitRealTimeService(
-                    self.commit_log,
-                    flusher,
-                    self.clock,
-                    interval_ms=cfg.commit_interval_commit_log,
-                    least_pages=cfg.commit_commit_log_least_pages,
-                    thorough_interval_ms=cfg.commit_commit_log_thorough_interval,
-                )
-            )
-        services.append(flusher)
-        services.append(
-            FlushConsumeQueueService(
-                self.cq_store,
-                self.index,
-                self.dispatcher,
-                cp,
-                self.clock,
-                interval_ms=cfg.flush_interval_consume_queue,
-                least_pages=cfg.flush_consume_queue_least_pages,
-                thorough_interval_ms=cfg.flush_consume_queue_thorough_interval,
-            )
+        assert self.checkpoint is not None
+        services = StoreServices(
+            self.config,
+            commit_log=self.commit_log,
+            cq_store=self.cq_store,
+            index=self.index,
+            dispatcher=self.dispatcher,
+            checkpoint=self.checkpoint,
+            flags=self.flags,
+            allocator=self.allocator,
+            clock=self.clock,
         )
-        self.cleaner = CleanService(
-            self.commit_log,
-            self.cq_store,
-            self.index,
-            self.flags,
-            self.clock,
-            store_root=cfg.store_path_root_dir,
-            interval_ms=cfg.clean_resource_interval,
-            file_reserved_hours=cfg.file_reserved_time,
-            delete_when=cfg.delete_when,
-            thresholds=DiskThresholds.from_config(cfg),
-        )
-        services.append(self.cleaner)
-        self._services = services
-        for svc in services:
-            svc.start()
+        self.services, self.group_commit = services, services.group_commit
+        services.start()
         self.reput.start()
 
     def shutdown(self) -> None:
@@ -218,9 +172,8 @@ class MessageStore:
             self.started = False
             self.flags.shutdown = True
             self.reput.shutdown()
-            # Stop in reverse: clean, CQ flush, commit-log flush, commit, allocate.
-            for svc in reversed(self._services):
-                svc.shutdown()
+            if self.services is not None:
+                self.services.shutdown()
             self.commit_log.queue.flush_all_to(self.commit_log.queue.max_wrote_offset)
             if self.checkpoint is not None:
                 self.checkpoint.close()
@@ -251,10 +204,22 @@ class MessageStore:
         once per iteration, so their arrival listeners run there too (`dispatch.py`)."""
         self.reput.run_on(loop)
 
-    @property
-    def running_services(self) -> tuple[ServiceThread, ...]:
-        """The started service threads (flush, commit, clean...): `live_settings` retunes them."""
-        return tuple(self._services)
+    # -- live settings ----------------------------------------------------------------------
+    def apply_live_settings(self, changes: Mapping[str, Any]) -> StoreConfig:
+        """Change settings of a running store (UPDATE_BROKER_CONFIG): `changes` maps
+        `StoreConfig` field names, all of them in `LIVE_STORE_FIELDS`, to new values. The store
+        takes a new config (validated as any config is) and retunes the services that copied a
+        value; returns the new config. ConfigError, and nothing changes, for a field that needs a
+        restart or a bad value."""
+        fixed = sorted(set(changes) - LIVE_STORE_FIELDS)
+        if fixed:
+            raise ConfigError(f"store settings {', '.join(fixed)} cannot change while the store runs")
+        new = dataclasses.replace(self.config, **changes)
+        self.config = new
+        self.commit_log.retune(new)
+        if self.services is not None:
+            self.services.retune(new)
+        return new
 
     # -- writing ----------------------------------------------------------------------------
     def _check_put(self, topic: str) -> PutMessageResult | None:
@@ -546,9 +511,9 @@ class MessageStore:
 
     def run_clean_pass(self, *, force: bool = False) -> int:
         """Run one retention / disk check now (admin DELETE_EXPIRED_COMMITLOG, tests)."""
-        if self.cleaner is None:
+        if self.services is None:
             return 0
-        return self.cleaner.clean(force_hour=force)
+        return self.services.cleaner.clean(force_hour=force)
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until everything appended so far is in the consume queues and index."""

@@ -23,7 +23,6 @@ from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.flush import FlushRealTimeService
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.store import StoreFactory
@@ -221,8 +220,9 @@ def test_update_broker_config_at_run_time(tmp_path: Path) -> None:
             assert (await update("flushIntervalCommitLog=77\nsyncFlushTimeout=1234"))[
                 0
             ] == ResponseCode.SUCCESS
-            flushers = [s for s in b.controller.store.running_services if isinstance(s, FlushRealTimeService)]
-            assert flushers and flushers[0].interval_s == pytest.approx(0.077)
+            services = b.controller.store.services
+            assert services is not None and services.flusher is not None
+            assert services.flusher.interval_s == pytest.approx(0.077)
             assert b.controller.store.config.sync_flush_timeout == 1234
 
             assert (await update("maxMessageSize=1024"))[0] == ResponseCode.SUCCESS
