@@ -1,8 +1,8 @@
 """Live configuration: UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26), topic reload.
 
-`BrokerConfig` and `StoreConfig` are frozen dataclasses, shared by every component that reads
-them; `LiveConfig` is the one place they change after start (the store's by handing the store a
-new one). An update (a properties text, as mqadmin `updateBrokerConfig -k K -v V` sends it):
+`BrokerConfig` (frozen but for its live fields) and `StoreConfig` (frozen, owned by the store)
+are shared by every component that reads them; `LiveConfig` is the one place they change after
+start. An update (a properties text, as mqadmin `updateBrokerConfig -k K -v V` sends it):
 
 1. keys naming a path or directory are refused with NO_PERMISSION, as Java refuses
    `brokerConfigPath` (a remote path write is how CVE-2023-37582-style attacks work);
@@ -12,11 +12,12 @@ new one). An update (a properties text, as mqadmin `updateBrokerConfig -k K -v V
 4. a key whose value actually changes must be a live key (`LIVE_KEYS`: permissions, flush and
    commit intervals, retention, timeouts, HA tuning, polling...); structural ones (names, ids,
    role, ports, paths, segment sizes, flush type...) are refused: edit broker.conf and restart;
-5. the changed broker fields are written into the shared `BrokerConfig`, the store takes a new
-   `StoreConfig` and retunes its services (`MessageStore.apply_live_settings`), listeners are
-   told (the HA slave reconnects on a new `haMasterAddress`), and a `brokerPermission` change
-   re-registers at once with every name server (the registered topic permissions are masked by
-   it, so clients stop writing to a read-only broker and stop reading from a write-only one).
+5. the changed broker fields are written into the shared `BrokerConfig` (only its live fields
+   can change), the store takes a new `StoreConfig` and retunes its services
+   (`MessageStore.apply_live_settings`), listeners are told (the HA slave reconnects on a new
+   `haMasterAddress`), and a `brokerPermission` change re-registers at once with every name
+   server (the registered topic permissions are masked by it, so clients stop writing to a
+   read-only broker and stop reading from a write-only one).
 
 Components read these configs on every use, so a change takes effect on the next request; it
 lasts until restart (put it in broker.conf to keep it). GET_BROKER_CONFIG answers every key as
@@ -39,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.config import LIVE_BROKER_FIELDS, BrokerConfig
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
@@ -56,36 +57,6 @@ from rocketlite.store.message_store import MessageStore
 log = logging.getLogger("rocketlite.broker.live_config")
 
 _PATH_WORDS: Final = ("path", "dir", "home")  # storePathRootDir, brokerConfigPath, rocketmqHome...
-
-# BrokerConfig field names that may change at run time (read on every use, or pushed on change).
-LIVE_BROKER_FIELDS: Final = frozenset(
-    {
-        "broker_permission",
-        "auto_create_topic_enable",
-        "auto_create_subscription_group",
-        "default_topic_queue_nums",
-        "long_polling_enable",
-        "short_polling_time_mills",
-        "transaction_timeout",
-        "transaction_check_max",
-        "transaction_check_interval",
-        "reject_transaction_message",
-        "flush_consumer_offset_interval",
-        "channel_expired_timeout",
-        "notify_consumer_ids_changed_enable",
-        "region_id",
-        "trace_on",
-        "slow_put_warning_ms",
-        "register_broker_timeout_mills",
-        "ha_master_address",
-        "ha_max_gap_not_in_sync",
-        "ha_send_heartbeat_interval",
-        "ha_housekeeping_interval",
-        "ha_transfer_batch_size",
-        "slave_read_enable",
-        "access_message_in_memory_max_ratio",
-    }
-)
 
 
 def _keys_of(cls: type[Any], fields: frozenset[str]) -> set[str]:
@@ -195,7 +166,7 @@ class LiveConfig:
                 "restart (nothing changed)"
             )
         for name, (_, value) in broker_changes.items():
-            object.__setattr__(self.broker, name, value)  # the one sanctioned write (see module doc)
+            setattr(self.broker, name, value)  # live fields only (`BrokerConfig.__setattr__`)
         if store_changes:  # a new store config, the services retuned
             self.store.apply_live_settings({name: value for name, (_, value) in store_changes.items()})
         changed = {key for key, _ in broker_changes.values()} | {key for key, _ in store_changes.values()}
