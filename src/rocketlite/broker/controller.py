@@ -324,7 +324,7 @@ class BrokerController:
             timer_hook=timer.park if timer is not None else None,
             replica=ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None,
         )  # fmt: skip
-        figures = BrokerFigures(b, self.store_config, store, stats, offsets, clients)
+        figures = BrokerFigures(b, store, stats, offsets, clients)
         runtime_stats = RuntimeStatsSampler(store, clock)
         ha = ha_master or ha_slave
 

@@ -51,8 +51,8 @@ from rocketlite.protocol.errors import ConfigError, RocketliteError
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.custom_header import CustomHeader
 from rocketlite.remoting.connection import Connection
+from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
-from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.live_config")
 
@@ -119,7 +119,7 @@ class LiveConfig:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         clock: Clock,

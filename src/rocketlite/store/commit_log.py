@@ -37,7 +37,7 @@ from rocketlite.protocol.formats.record import (
 from rocketlite.protocol.formats.speedups import encode_record, stamp_batch
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.mapped_file import MappedFile, segment_name, stage_reserved, staging_path
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
 from rocketlite.store.put_result import AppendResult
 from rocketlite.store.status import AppendMessageStatus
@@ -218,6 +218,8 @@ class CommitLog:
                 raise ValueError(f"replicated bytes for offset {offset}, but the commit log ends at {end}")
             if not q.files and offset % self.file_size:
                 raise ValueError(f"replication must start at a segment boundary, not at offset {offset}")
+            if not q.files and offset:  # a master whose oldest segment is not 0: no use for it
+                staging_path(q.directory / segment_name(0)).unlink(missing_ok=True)
             done, total = 0, len(view)
             mf: MappedFile | None = None
             while done < total:
@@ -230,6 +232,18 @@ class CommitLog:
             if mf is not None and store_timestamp:
                 mf.store_timestamp = store_timestamp
             return q.max_wrote_offset
+
+    def stage_first_segment(self) -> None:
+        """An empty log (a new slave) builds its first segment ahead of the first bytes, so the
+        first transfer does not wait for it (`mapped_file.stage_reserved`)."""
+        q = self.queue
+        if q.files:
+            return
+        q.directory.mkdir(parents=True, exist_ok=True)
+        staged = staging_path(q.directory / segment_name(0))
+        if not staged.exists() or staged.stat().st_size != q.file_size:
+            log.info("empty commit log; preparing its first segment")
+            stage_reserved(staged, q.file_size)
 
     # -- reading ----------------------------------------------------------------------------
     @property

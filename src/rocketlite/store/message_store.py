@@ -1,9 +1,10 @@
-"""`MessageStore`: the store's API for the broker, and the supervisor of its services.
+"""`MessageStore`: the store's façade for the broker, and the supervisor of its services.
 
 It wires the data structures (commit log, consume queues, index, checkpoint) to the services that
-keep them moving (allocate, reput, flush, clean: `services.py`), recovers on start, and answers puts and reads
-with RocketMQ's statuses. The structures and services get their collaborators directly; nothing
-holds a reference back to this class.
+keep them moving (allocate, reput, flush, clean: `services.py`), recovers on start, and answers
+puts and reads with RocketMQ's statuses. The structures and services get their collaborators
+directly; nothing holds a reference back to this class. What the broker may call is declared in
+`api.py` (`StoreAPI`); the structures themselves stay behind it.
 
 Put latency (the stats' buckets, `put_max_ms`, the slow-put warning) is sampled on the hot path:
 an ASYNC_FLUSH single put reads the clock around its append only every `PUT_TIMING_EVERY`-th
@@ -22,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -45,8 +46,9 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
+from rocketlite.store.api import MessageFilter
 from rocketlite.store.checkpoint import StoreCheckpoint
-from rocketlite.store.clean import RunningFlags
+from rocketlite.store.clean import RunningFlags, disk_used_ratio
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
@@ -55,6 +57,7 @@ from rocketlite.store.flush import GroupCommitService
 from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
+from rocketlite.store.queue_view import QueueView, pull_from
 from rocketlite.store.recovery import RecoveryReport, recover
 from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
@@ -70,8 +73,6 @@ _APPEND_TO_PUT = {
     AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
     AppendMessageStatus.UNKNOWN_ERROR: PutMessageStatus.UNKNOWN_ERROR,
 }
-
-MessageFilter = Callable[[int], bool]
 
 PUT_TIMING_EVERY = 16  # an ASYNC_FLUSH single put reads the clock 1 time in this many
 _BELOW_SLOW_MS = SLOW_PUT_MS - 1.0  # the estimate of an untimed put after a slow sample
@@ -193,16 +194,26 @@ class MessageStore:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    # -- listeners --------------------------------------------------------------------------
+    # -- listeners and dispatch --------------------------------------------------------------
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called once per queue per dispatch round when units land in a consume queue (long
         polling): on the event loop for rounds after its sends, else on the reput thread."""
         self.dispatcher.listeners.append(listener)
 
+    def remove_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Stop calling `listener` (a no-op when it is not registered)."""
+        listeners = self.dispatcher.listeners
+        if listener in listeners:
+            listeners.remove(listener)
+
     def dispatch_on(self, loop: asyncio.AbstractEventLoop) -> None:
         """Call from `loop`'s thread: appends made on it are dispatched by a round on the loop,
         once per iteration, so their arrival listeners run there too (`dispatch.py`)."""
         self.reput.run_on(loop)
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Block until everything appended so far is in the consume queues and index."""
+        return self.reput.wait_caught_up(self.commit_log.queue.max_wrote_offset, timeout)
 
     # -- live settings ----------------------------------------------------------------------
     def apply_live_settings(self, changes: Mapping[str, Any]) -> StoreConfig:
@@ -369,6 +380,65 @@ class MessageStore:
         """Append one message; with SYNC_FLUSH, return once it is on disk (or timed out)."""
         return self.wait_durable(self.put_message_nowait(msg))
 
+    # -- durability -------------------------------------------------------------------------
+    def flush_to(self, end: int) -> bool:
+        """Make the commit log durable up to `end` now (blocking: call it off the event loop),
+        for a service that must not record a copy as done before the copy is on disk (a POP DLQ
+        move, timer progress). Whether it got there (`CommitLog.flush_to`)."""
+        return self.commit_log.flush_to(end)
+
+    @property
+    def durable_end(self) -> int:
+        """The commit-log offset the last flush reached: what a crash keeps."""
+        return self.commit_log.flushed_where
+
+    @property
+    def committed_end(self) -> int:
+        """The commit-log offset whose bytes are in the files (`transientStorePoolEnable` keeps
+        newer ones in a write buffer first; without it, `written_end`)."""
+        q = self.commit_log.queue
+        return q.committed_where if q.write_buffer else q.max_wrote_offset
+
+    @property
+    def written_end(self) -> int:
+        """Where the next append goes: everything appended so far, write buffer included."""
+        return self.commit_log.queue.max_wrote_offset
+
+    # -- replication (HA) -------------------------------------------------------------------
+    @property
+    def log_segment_size(self) -> int:
+        """Bytes per commit-log segment: a replica's log rolls at the same offsets."""
+        return self.commit_log.file_size
+
+    @property
+    def log_is_empty(self) -> bool:
+        """The commit log has no segment yet (a new slave: its first bytes may start anywhere
+        on a segment boundary)."""
+        return not self.commit_log.queue.files
+
+    def read_log(self, offset: int, size: int) -> memoryview | None:
+        """Zero-copy view of `size` commit-log bytes at `offset`, None if not (or no longer) there."""
+        return self.commit_log.get_message(offset, size)
+
+    def read_log_from(self, offset: int) -> memoryview | None:
+        """Zero-copy view of the commit log from `offset` to the readable end of its segment."""
+        return self.commit_log.get_data(offset)
+
+    def append_replicated(
+        self, offset: int, data: bytes | bytearray | memoryview, store_timestamp: int
+    ) -> int:
+        """Store a master's commit-log bytes verbatim at `offset` (a slave; whole records,
+        `CommitLog.append_raw`) and wake the dispatcher; returns the new end of the log.
+        ValueError when `offset` is not where this log ends."""
+        end = self.commit_log.append_raw(offset, data, store_timestamp)
+        self.reput.wakeup()
+        return end
+
+    def prestage_first_segment(self) -> None:
+        """An empty log (a new slave) builds its first segment before it connects, so the first
+        transfer does not wait for it while a SYNC_MASTER's send does."""
+        self.commit_log.stage_first_segment()
+
     # -- reading ----------------------------------------------------------------------------
     def _correct(self, old: int, new: int) -> int:
         """`nextOffsetCorrection`: a master moves the consumer; a slave leaves it be."""
@@ -391,46 +461,23 @@ class MessageStore:
         cq = self.cq_store.get(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._correct(offset, 0))
-        min_off, max_off = cq.min_offset, cq.max_offset
-        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_off, max_off)
-        if max_off == 0:
-            result.next_begin_offset = self._correct(offset, 0)
-            return result
-        if offset < min_off:
-            result.status, result.next_begin_offset = (
-                GetMessageStatus.OFFSET_TOO_SMALL,
-                self._correct(offset, min_off),
-            )
-            return result
-        if offset == max_off:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            return result
-        if offset > max_off:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = self._correct(offset, min_off if min_off == 0 else max_off)
-            return result
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
-        found = cq.read(offset, max_msg_nums, max_bytes, message_filter, self.commit_log)
-        if found is None:
-            result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            result.next_begin_offset = self._correct(offset, cq.roll_next_file(offset))
-            return result
-        result.found = found
-        result.buffer_total_size = found.total_size
-        result.next_begin_offset = offset + found.scanned
-        if found.parts:
-            result.status = GetMessageStatus.FOUND
-            self.stats.get_found += found.count
-        else:
-            result.status = (
-                GetMessageStatus.MESSAGE_WAS_REMOVING
-                if found.hit_removed
-                else GetMessageStatus.NO_MATCHED_MESSAGE
-            )
+        result = pull_from(
+            cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct
+        )
+        if result.status is GetMessageStatus.FOUND:
+            self.stats.get_found += result.message_count
+        elif result.found is not None:
             self.stats.get_miss += 1
         return result
+
+    def queue(self, topic: str, queue_id: int) -> QueueView | None:
+        """A read-only view of a consume queue (bounds, units, the records they point at), or
+        None when the store holds no such queue."""
+        cq = self.cq_store.get(topic, queue_id)
+        return QueueView(cq, self.commit_log) if cq is not None else None
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.cq_store.get(topic, queue_id)
@@ -515,9 +562,14 @@ class MessageStore:
             return 0
         return self.services.cleaner.clean(force_hour=force)
 
-    def wait_dispatched(self, timeout: float = 10.0) -> bool:
-        """Block until everything appended so far is in the consume queues and index."""
-        return self.reput.wait_caught_up(self.commit_log.queue.max_wrote_offset, timeout)
+    def disk_used_ratio(self) -> float:
+        """Used fraction of the store's file system (0..1, df's Use%): what the disk guard acts on."""
+        return disk_used_ratio(self.config.store_path_root_dir)
+
+    @property
+    def disk_full(self) -> bool:
+        """Writes are refused: the disk is above `diskSpaceWarningLevelRatio`."""
+        return self.flags.disk_full
 
     def runtime_info(self) -> dict[str, str]:
         return {

@@ -162,12 +162,12 @@ def test_transfer_start_and_whole_records(open_store: StoreFactory, tmp_path: Pa
         assert res.ok and res.append is not None
         ends.append(res.append.end_offset)
     log = store.commit_log
-    assert transfer_start(log, 0) == 0
-    assert transfer_start(log, ends[3]) == ends[3]
-    assert transfer_start(log, log.max_offset) == log.max_offset
-    assert "ahead" in str(transfer_start(log, log.max_offset + 10))
-    assert "no record boundary" in str(transfer_start(log, ends[3] + 5))
-    assert transfer_start(log, 4096) == 4096  # a segment start
+    assert transfer_start(store, 0) == 0
+    assert transfer_start(store, ends[3]) == ends[3]
+    assert transfer_start(store, log.max_offset) == log.max_offset
+    assert "ahead" in str(transfer_start(store, log.max_offset + 10))
+    assert "no record boundary" in str(transfer_start(store, ends[3] + 5))
+    assert transfer_start(store, 4096) == 4096  # a segment start
     data = bytes(log.get_data(0) or b"")
     cut, stamp = whole_records(data[: ends[2] + 7], 0, 4096)
     assert cut == ends[2] and stamp > 0

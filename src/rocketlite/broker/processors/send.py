@@ -49,7 +49,7 @@ from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
 from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
 from rocketlite.runtime import result_within
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
 from rocketlite.store.status import PutMessageStatus
 
@@ -139,7 +139,7 @@ class SendMessageProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         stats: BrokerStats,
@@ -253,7 +253,7 @@ class SendMessageProcessor:
     def handle(self, conn: Connection, request: RemotingCommand, *, paced: bool = False) -> HandlerResult:
         """Serve a send; the answer is always a `RemotingCommand` (or an awaitable of one): for
         callers that read it (the 5.x gRPC endpoint, tests). `paced`: the put's dispatch round
-        may be shared with the next loop iterations' (`MessageStore.put_message_async`)."""
+        may be shared with the next loop iterations' (`StoreAPI.put_message_async`)."""
         result = self.handle_wire(conn, request, False, paced=paced)
         assert not isinstance(result, bytes)
         return result
@@ -371,7 +371,7 @@ class SendMessageProcessor:
             sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
             born_timestamp=header.born_timestamp,
             reconsume_times=header.reconsume_times or 0,
-            max_message_size=self.store.commit_log.max_message_size,
+            max_message_size=self.store.config.max_message_size,
         )
         encoded = encode_batch_records(body, target)
         count = encoded.messages
