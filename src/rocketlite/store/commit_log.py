@@ -308,8 +308,8 @@ class CommitLog:
             queue.flush_all_to(end)
         else:
             deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
-            while queue.flushed_where < end and time.monotonic() < deadline:
-                time.sleep(self.config.flush_interval_commit_log / 4000)
+            while queue.flushed_where < end and (left := deadline - time.monotonic()) > 0:
+                time.sleep(min(self.config.flush_interval_commit_log / 4000, left))
         return queue.flushed_where >= end
 
     @property
