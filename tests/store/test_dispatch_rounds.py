@@ -46,6 +46,17 @@ def without_thread(store: MessageStore) -> None:
     reput._stop.clear()
 
 
+def loop_only(open_store: StoreFactory) -> tuple[MessageStore, Heard]:
+    """A store whose rounds run only where the test says (no reput thread), and what its
+    arrival listener hears."""
+    store = open_store()
+    assert store.wait_dispatched()
+    without_thread(store)
+    heard: Heard = []
+    store.add_arrival_listener(listen(heard))
+    return store, heard
+
+
 def test_one_announcement_per_queue_per_round(open_store: StoreFactory) -> None:
     store = open_store()
     assert store.wait_dispatched()
@@ -60,11 +71,7 @@ def test_one_announcement_per_queue_per_round(open_store: StoreFactory) -> None:
 
 
 def test_appends_on_the_loop_are_dispatched_in_the_same_iteration(open_store: StoreFactory) -> None:
-    store = open_store()
-    assert store.wait_dispatched()
-    without_thread(store)
-    heard: Heard = []
-    store.add_arrival_listener(listen(heard))
+    store, heard = loop_only(open_store)
 
     async def scenario() -> None:
         store.dispatch_on(asyncio.get_running_loop())
@@ -83,11 +90,7 @@ def test_paced_appends_share_rounds_and_unpaced_ones_are_not_held(open_store: St
     """One append per loop iteration (as grpc.aio runs its RPCs): unpaced, a round each; paced, a
     round at most every PACED_ROUND_S, and every message dispatched in the end. An unpaced append
     made while a paced round waits still gets its round in the next iteration."""
-    store = open_store()
-    assert store.wait_dispatched()
-    without_thread(store)
-    heard: Heard = []
-    store.add_arrival_listener(listen(heard))
+    store, heard = loop_only(open_store)
     count = 200
 
     async def appends(paced: bool) -> tuple[int, float]:
@@ -215,12 +218,8 @@ def test_a_loop_round_never_waits_for_the_lock_of_the_thread(open_store: StoreFa
     does not wait for it: it returns at once and runs again `PACED_ROUND_S` later, when the
     records are dispatched on the loop's thread. Were the round to block on the lock, the loop
     would hang here: the holder lets go only after the loop has gone on to its next iteration."""
-    store = open_store()
-    assert store.wait_dispatched()
-    without_thread(store)
+    store, heard = loop_only(open_store)
     reput = store.reput
-    heard: Heard = []
-    store.add_arrival_listener(listen(heard))
     taken, let_go = threading.Event(), threading.Event()
 
     def holder() -> None:  # the thread's round, in progress until the loop says so
@@ -250,12 +249,8 @@ def test_a_loop_round_never_waits_for_the_lock_of_the_thread(open_store: StoreFa
 def test_a_deferred_round_finds_what_the_thread_left(open_store: StoreFactory) -> None:
     """A round deferred by a busy lock runs once the thread's round ends: with nothing left (the
     thread took the records) it does nothing; with records appended meanwhile, it takes them."""
-    store = open_store()
-    assert store.wait_dispatched()
-    without_thread(store)
+    store, heard = loop_only(open_store)
     reput = store.reput
-    heard: Heard = []
-    store.add_arrival_listener(listen(heard))
 
     async def scenario() -> None:
         store.dispatch_on(asyncio.get_running_loop())
