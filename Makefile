@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench bench-broker demo clean install clients clean-clients java-clients go-clients
+.PHONY: run test lint typecheck docs bench bench-broker demo clean install clients clean-clients java-clients go-clients rocketmq-peer
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -49,7 +49,7 @@ NATIVE_SOURCES := setup.py $(wildcard src/rocketlite/*/_native/*.pyx src/rocketl
 
 # pip install -e builds the compiled data plane in place (src/rocketlite/**/_native/*.so, beside each .pyx).
 $(STAMP): $(VPY) pyproject.toml $(NATIVE_SOURCES)
-	$(VPY) -m pip install -q -e '.[fast,cli,test,lint,spark,grpc]'
+	$(VPY) -m pip install -q -e '.[fast,cli,test,lint,spark,grpc,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -64,6 +64,13 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+# The docs site (mkdocs.yml, docs/) into build/site (git-ignored). --strict fails on a broken
+# link or anchor and on a page left out of the nav. The NO_MKDOCS_2_WARNING variable silences the
+# theme's end-of-life banner, which is not about this site.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+docs: $(STAMP)
+	$(MKDOCS) build --strict --quiet
 
 $(ONS_STAMP):
 	@mkdir -p $(CLIENTS)/npm
@@ -101,9 +108,10 @@ $(NODE5_STAMP):
 		$(call client_failed,npm rocketmq-client-nodejs@$(NODE5_VERSION)); \
 	fi
 
-# The Java RocketMQ remoting clients, for tests/peers/java/: org.apache.rocketmq:rocketmq-client 4.9.8
-# (+ rocketmq-acl) and 5.3.3 from Maven Central, each with our scenario driver compiled against it
-# (tests/peers/java/pom.xml, profiles client4 / client5) into .clients/java/<profile>/{build,lib}.
+# The Java RocketMQ clients, for tests/peers/java/: the remoting client org.apache.rocketmq:rocketmq-client
+# 4.9.8 (+ rocketmq-acl) and 5.3.3, and the 5.x gRPC client rocketmq-client-java 5.2.0, from Maven
+# Central, each with our scenario driver compiled against it (tests/peers/java/pom.xml, profiles
+# client4 / client5 / grpc5) into .clients/java/<profile>/{build,lib}.
 # Maven's local repository is .clients/java/m2, so a fresh clone needs nothing but java and mvn.
 # Rebuilt when the pom or a driver changes. With CI=true a failed build stops `make test`;
 # elsewhere it warns and the Java tests skip, saying why.
@@ -114,19 +122,44 @@ JAVA_SOURCES := $(JAVA_POM) $(wildcard tests/peers/java/src/rocketlite/peers/*.j
 MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(JAVA_POM)
 
 $(JAVA_STAMP): $(JAVA_SOURCES)
-	@rm -rf $(JAVA_CLIENTS)/client4/lib $(JAVA_CLIENTS)/client5/lib
+	@rm -rf $(JAVA_CLIENTS)/client4/lib $(JAVA_CLIENTS)/client5/lib $(JAVA_CLIENTS)/grpc5/lib
 	@if command -v java >/dev/null && command -v mvn >/dev/null && \
 	   $(MVN) -P client4 compile dependency:copy-dependencies && \
-	   $(MVN) -P client5 compile dependency:copy-dependencies; then \
+	   $(MVN) -P client5 compile dependency:copy-dependencies && \
+	   $(MVN) -P grpc5 compile dependency:copy-dependencies; then \
 		touch $@; \
 	elif [ "$(CI)" = true ]; then \
-		echo "error: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; CI=true requires them" >&2; \
+		echo "error: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3, rocketmq-client-java 5.2.0) could not be built; CI=true requires them" >&2; \
 		exit 1; \
 	else \
-		echo "warning: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3) could not be built; their tests will skip" >&2; \
+		echo "warning: the Java clients (Maven: rocketmq-client 4.9.8, 5.3.3, rocketmq-client-java 5.2.0) could not be built; their tests will skip" >&2; \
 	fi
 
 java-clients: $(JAVA_STAMP)
+
+# RocketMQ's own name server and broker (rocketmq-namesrv + rocketmq-broker 5.3.3 and their jars),
+# the differential peer of tests/peers/rocketmq/: tests/peers/rocketmq/pom.xml copies them into
+# .clients/rocketmq/lib through the Java clients' local repository (.clients/java/m2). Fetched
+# again when the pom changes. With CI=true a failed fetch stops `make test`; elsewhere it warns
+# and the differential tests skip, saying why.
+PEER_DIR := $(CLIENTS)/rocketmq
+PEER_POM := tests/peers/rocketmq/pom.xml
+PEER_STAMP := $(PEER_DIR)/.peer.installed
+PEER_MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(PEER_POM)
+
+$(PEER_STAMP): $(PEER_POM)
+	@rm -rf $(PEER_DIR)/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(PEER_MVN) dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the RocketMQ peer (Maven: rocketmq-namesrv, rocketmq-broker 5.3.3) could not be fetched; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the RocketMQ peer (Maven: rocketmq-namesrv, rocketmq-broker 5.3.3) could not be fetched; tests/peers/rocketmq will skip" >&2; \
+	fi
+
+rocketmq-peer: $(PEER_STAMP)
 
 
 # The RocketMQ Go client, for tests/peers/go/: github.com/apache/rocketmq-client-go/v2 (pure Go),
@@ -155,16 +188,22 @@ $(GO_STAMP): $(GO_DIR)/go.mod $(GO_DIR)/go.sum $(wildcard $(GO_DIR)/*.go)
 
 go-clients: $(GO_STAMP)
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP)
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)
 
+# The Spark tests get a pytest process of their own, one that never loads grpc: PySpark forks its
+# JVM (a `preexec_fn`), and a fork beside grpc's threads once killed that JVM at birth
+# (JAVA_GATEWAY_EXITED). rocketlite makes such forks safe itself (protocol/proto/__init__.py,
+# tested by tests/spark/test_grpc_fork.py); the suite keeps the two apart all the same.
 test: $(STAMP) clients
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	ROCKETLITE_NATIVE=$(NATIVE_REQUIRED) $(VPY) -m pytest
+	$(MKDOCS) build --strict --quiet
+	ROCKETLITE_NATIVE=$(NATIVE_REQUIRED) $(VPY) -m pytest --ignore=tests/spark
+	ROCKETLITE_NATIVE=$(NATIVE_REQUIRED) $(VPY) -m pytest tests/spark
 	ROCKETLITE_NATIVE=0 $(VPY) -m pytest -q tests/protocol tests/store tests/broker
 
 bench: $(STAMP)
@@ -181,7 +220,8 @@ demo: $(STAMP)
 	rm -rf scratch/clickstream
 	$(VPY) examples/clickstream/pipeline.py --work scratch/clickstream
 
-# Also empties scratch/, where the README's examples keep their files (its .gitignore stays).
+# Also empties scratch/, where the README's and the docs' examples keep their files (its .gitignore
+# stays), and removes the built docs site (under build/).
 clean:
 	rm -rf $(VENV) build *.egg-info
 	find scratch -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +

@@ -31,7 +31,7 @@ process, store in a temporary directory):
    session pays for starting the Python workers and compiling the write path).
 
 The session runs Spark's Python workers over Unix domain sockets
-(`spark.python.unix.domain.socket.enabled=true`, as the README advises for Python data sources):
+(`spark.python.unix.domain.socket.enabled=true`, as docs/spark.md advises for Python data sources):
 over Spark's default loopback TCP every task of a Python data source waits ~40 ms for its input
 (Nagle's algorithm against a delayed ACK). `--tcp-workers` measures the default.
 
@@ -260,7 +260,7 @@ def main() -> None:
             store_max_transfer_count_on_message_in_memory=args.transfer,
             store_max_transfer_bytes_on_message_in_memory=4 * 1024 * 1024,
             store_maped_file_size_commit_log=256 * 1024 * 1024,
-            grpc_server_port=0,  # see tests/support/spark_session.py: no gRPC threads when Spark forks
+            grpc_server_port=0,  # the readers use the 4.x remoting port; no gRPC threads to count
         ) as cluster:
             ns = cluster.namesrv_addr
             for topic in (TOPIC, SINK_INPUT, SINK_TOPIC, WARM_INPUT, WARM_TOPIC):

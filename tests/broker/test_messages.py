@@ -516,6 +516,12 @@ def test_query_by_key_and_view_by_id(tmp_path: Path) -> None:
                 r = await b.call(RequestCode.QUERY_MESSAGE, ext)
                 assert r.code == ResponseCode.QUERY_NOT_FOUND
                 assert r.remark == "can not find message, maybe time range not correct"
+                # as RocketMQ: the index's last update goes with hits only
+                last_update = (
+                    r.ext_fields["indexLastUpdatePhyoffset"],
+                    r.ext_fields["indexLastUpdateTimestamp"],
+                )
+                assert last_update == ("0", "0")
 
             offset = parse_msg_id(sent.ext_fields["msgId"]).offset
             r = await b.call(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)})

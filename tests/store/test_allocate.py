@@ -10,6 +10,8 @@ import pytest
 
 from rocketlite.store.allocate import AllocateMappedFileService, warm_pages
 from rocketlite.store.mapped_file import segment_name, staging_path
+from rocketlite.store.status import PutMessageStatus
+from tests.support.store import StoreFactory, message
 
 SIZE = 1 << 20
 
@@ -106,3 +108,18 @@ def test_created_and_staged_segments_are_warmed_once(tmp_path: Path) -> None:
     assert warm_pages(tmp_path / segment_name(0), stop) == 0
     first.close()
     second.close()
+
+
+def test_a_clean_shutdown_leaves_only_segments(open_store: StoreFactory, tmp_path: Path) -> None:
+    """The staged next segment is removed at a clean shutdown: RocketMQ's broker loads every file
+    of commitlog/ as a segment and refuses a store with any other name there
+    (tests/peers/rocketmq/test_store_exchange.py opens such a store with it)."""
+    store = open_store(tmp_path / "store")
+    for i in range(40):
+        assert store.put_message(message(body=bytes(4000), keys=f"k{i}")).status is PutMessageStatus.PUT_OK
+    store.allocator.run_once()  # stage the next segment now
+    commitlog = tmp_path / "store" / "commitlog"
+    assert any(p.name.endswith(".alloc") for p in commitlog.iterdir())
+    store.shutdown()
+    assert all(p.name.isdigit() for p in commitlog.iterdir()), sorted(p.name for p in commitlog.iterdir())
+    assert len(list(commitlog.iterdir())) >= 2  # rolled: 160 KB over 64 KiB segments

@@ -46,9 +46,9 @@ def test_put_get_round_trip_and_statuses(open_store: StoreFactory) -> None:
 
     assert store.get_message("g", "T", 0, 10, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
     bad = store.get_message("g", "T", 0, 99, 32)
-    assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 0
+    assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 10  # the end
     nq = store.get_message("g", "nope", 0, 5, 32)
-    assert nq.status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE and nq.next_begin_offset == 0
+    assert nq.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE and nq.next_begin_offset == 0
     capped = store.get_message("g", "T", 0, 0, 3)
     assert capped.message_count == 3 and capped.next_begin_offset == 3
     capped.release()

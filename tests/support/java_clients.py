@@ -1,10 +1,15 @@
-"""The Java RocketMQ remoting clients (Maven Central jars) run as scenario drivers against rocketlite.
+"""The Java RocketMQ clients (Maven Central jars) run as scenario drivers against rocketlite.
 
 `make test` builds them (the `java-clients` target): tests/peers/java/pom.xml compiles our drivers
 against each client line and copies its jars under `.clients/java/<line>/`:
 
 - `client4`: org.apache.rocketmq:rocketmq-client 4.9.8 + rocketmq-acl, main `rocketlite.peers.Scenarios`;
-- `client5`: org.apache.rocketmq:rocketmq-client 5.3.3, main `rocketlite.peers.Scenarios5`.
+- `client5`: org.apache.rocketmq:rocketmq-client 5.3.3, main `rocketlite.peers.Scenarios5`;
+- `grpc5`: org.apache.rocketmq:rocketmq-client-java 5.2.0 (the 5.x gRPC client), main
+  `rocketlite.peers.Scenarios5Grpc`; its second argument is the gRPC endpoint, not a name server.
+
+The remoting clients log under `rocketmq.client.logRoot`, the gRPC client under `rocketmq.log.root`:
+both are the JVM's own `logs/` folder in the test's temp dir.
 
 A driver runs one scenario per JVM (`Scenarios <scenario> <namesrv> key=value...`) and prints JSON
 lines, read here through `ClientProc` (tests.support.real_clients): "sent", "recv", "wait" (it
@@ -30,8 +35,16 @@ from tests.support.real_clients import CLIENTS, ClientProc, answer, events, fini
 __all__ = ["JavaClients", "answer", "events", "finish", "java_clients", "probe", "received", "require"]
 
 JAVA_CLIENTS = CLIENTS / "java"
-MAINS = {"client4": "rocketlite.peers.Scenarios", "client5": "rocketlite.peers.Scenarios5"}
-VERSIONS = {"client4": "rocketmq-client 4.9.8", "client5": "rocketmq-client 5.3.3"}
+MAINS = {
+    "client4": "rocketlite.peers.Scenarios",
+    "client5": "rocketlite.peers.Scenarios5",
+    "grpc5": "rocketlite.peers.Scenarios5Grpc",
+}
+VERSIONS = {
+    "client4": "rocketmq-client 4.9.8",
+    "client5": "rocketmq-client 5.3.3",
+    "grpc5": "rocketmq-client-java 5.2.0",
+}
 # Small, quick JVMs: 2 shared cores, one client per process.
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8"]
 
@@ -82,6 +95,7 @@ class JavaClients:
             *JVM_FLAGS,
             f"-Duser.home={home}",
             f"-Drocketmq.client.logRoot={home / 'logs'}",
+            f"-Drocketmq.log.root={home / 'logs'}",
             "-cp",
             classpath,
             MAINS[line],

@@ -1,7 +1,9 @@
-"""README.md as a test: its fenced code blocks, a scratch clone to run them in, and how each runs.
+"""README.md and docs/*.md as tests: their fenced code blocks, and a scratch clone to run them in.
 
-tests/test_readme.py runs every block in document order. This module knows the Markdown and the
-processes: `code_blocks` splits the README into `Block`s (each must carry an info string), and
+tests/test_readme.py and tests/test_docs.py run every block in document order (the runners are
+in tests/support/doc_blocks.py). This module knows the Markdown and the processes: `code_blocks`
+splits a page into `Block`s (each must carry an info string), `expand_snippets` resolves the docs'
+`--8<--` includes of files at the root, and
 `Clone` is the directory they run in, a fresh-clone look-alike whose `.venv`, `.clients`, sources
 and Makefile are links to this checkout, so what a block creates (`data/`, config files, demo
 stores) lands in a temporary directory and never in the checkout. Its `scratch/` (where the
@@ -35,18 +37,25 @@ _FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")  # a block may be indented, inside a 
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced code block: its info string (first word), its text and the line it starts on."""
+    """One fenced code block: its info string (first word), its text, the line it starts on and
+    the file it is written in (relative to the root)."""
 
     lang: str
     code: str
     line: int
+    source: str = "README.md"
 
     @property
     def name(self) -> str:
         return f"L{self.line}-{self.lang or 'none'}"
 
+    @property
+    def slug(self) -> str:
+        """A file-name part that tells blocks of different files apart (`docs-spark-L12`)."""
+        return f"{re.sub(r'[^A-Za-z0-9]+', '-', self.source.removesuffix('.md'))}-L{self.line}"
 
-def code_blocks(text: str) -> list[Block]:
+
+def code_blocks(text: str, source: str = "README.md") -> list[Block]:
     """Every fenced block of a Markdown text, in order; an unterminated fence is an error."""
     blocks: list[Block] = []
     lines = text.splitlines()
@@ -64,10 +73,48 @@ def code_blocks(text: str) -> list[Block]:
             body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
             i += 1
         if i == len(lines):
-            raise ValueError(f"README.md line {start}: code fence never closed")
-        blocks.append(Block(info.split()[0] if info else "", "\n".join(body) + "\n", start))
+            raise ValueError(f"{source} line {start}: code fence never closed")
+        blocks.append(Block(info.split()[0] if info else "", "\n".join(body) + "\n", start, source))
         i += 1
     return blocks
+
+
+# pymdownx.snippets, as mkdocs.yml sets it up: a line `--8<-- "FILE"` or `--8<-- "FILE:NAME"` in a
+# docs page is replaced by FILE (a path from the root), or by the lines of FILE between the markers
+# `--8<-- [start:NAME]` and `--8<-- [end:NAME]` (which README.md hides in HTML comments).
+_SNIPPET = re.compile(r'^-{1,}8<-{1,}[ \t]+"(?P<file>[^":]+)(?::(?P<section>[\w-]+))?"[ \t]*$')
+
+
+@dataclass(frozen=True)
+class Include:
+    line: int  # where the include stands in the page
+    file: str
+    section: str | None
+
+
+def includes(text: str) -> list[Include]:
+    """The snippet includes of a docs page, in order."""
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _SNIPPET.match(line)
+        if m is not None:
+            found.append(Include(n, m["file"], m["section"]))
+    return found
+
+
+def included_text(include: Include) -> str:
+    """What `include` brings in, with every other line of its file blanked, so that line numbers
+    are the file's own. A missing file or section is an error, as in the build (check_paths)."""
+    lines = (ROOT / include.file).read_text(encoding="utf-8").splitlines()
+    if include.section is None:
+        return "\n".join(lines) + "\n"
+    name = re.escape(include.section)
+    marker = re.compile(rf"-{{1,}}8<-{{1,}}[ \t]+\[[ \t]*(start|end)[ \t]*:[ \t]*{name}[ \t]*\]")
+    marks = [(n, m[1]) for n, line in enumerate(lines) if (m := marker.search(line)) is not None]
+    if [kind for _, kind in marks] != ["start", "end"]:
+        raise ValueError(f"{include.file}: section {include.section!r} needs one start and one end marker")
+    (start, _), (end, _) = marks
+    return "\n".join(line if start < n < end else "" for n, line in enumerate(lines)) + "\n"
 
 
 _SLUG_DROP = re.compile(r"[^\w\- ]")

@@ -178,5 +178,5 @@ class BrokerConfig:
 
 def broker_config_keys() -> frozenset[str]:
     """Every broker key a `broker.conf` may set, spelling aliases included (`brokerIp1`); the store
-    keys of the same file are `store.config.store_config_keys`. The README names each of them."""
+    keys of the same file are `store.config.store_config_keys`. docs/configuration.md names each of them."""
     return frozenset(config_keys(BrokerConfig))

@@ -80,5 +80,6 @@ class NamesrvConfig:
 
 
 def namesrv_config_keys() -> frozenset[str]:
-    """Every key a `namesrv.conf` may set, aliases included (`bindAddress`). The README names each."""
+    """Every key a `namesrv.conf` may set, aliases included (`bindAddress`); docs/configuration.md
+    names each."""
     return frozenset(config_keys(NamesrvConfig))

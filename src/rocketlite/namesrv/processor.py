@@ -5,10 +5,10 @@ synchronous: every answer comes from in-memory tables (the KV file write is smal
 
 Behaviour a client can see, and why:
 
-- **Unknown request codes get no answer at all.** RocketMQ's name server registers a catch-all
-  default processor whose `switch` returns null for codes it does not know, and a null response is
-  never sent, so the client times out. Real 4.x clients only send codes handled here; answering
-  REQUEST_CODE_NOT_SUPPORTED instead would differ from what they were built against.
+- **Unknown request codes are answered REQUEST_CODE_NOT_SUPPORTED (3)**, " request type N not
+  supported", as RocketMQ 5.x's name server does (its 4.x one returned null and never answered,
+  so a client waited for its timeout). Clients only send codes handled here; what a broker-only
+  code (HEART_BEAT, say) sent here gets is an answer at once instead of a timeout.
 - **UPDATE_NAMESRV_CONFIG (318) is refused with NO_PERMISSION** and writes nothing. A remote config
   write (`configStorePath`, `kvConfigPath`) was CVE-2023-37582; configuration here is read at start.
 - Route bodies use fastjson's *unquoted* numeric `brokerAddrs` keys (`{0:"ip:port"}`) unless the
@@ -61,7 +61,7 @@ from rocketlite.protocol.wire.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
-from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.remoting.connection import Connection, RequestTable, not_supported
 
 log = logging.getLogger("rocketlite.namesrv.processor")
 
@@ -86,8 +86,8 @@ class NamesrvProcessor:
         self.kv_config = kv_config
 
     def request_table(self) -> RequestTable:
-        """Every code the 4.9.8 name server answers; anything else stays unanswered (see module doc)."""
-        table = RequestTable(default=None)
+        """Every code the name server serves; any other is answered REQUEST_CODE_NOT_SUPPORTED."""
+        table = RequestTable(default=not_supported)
         handlers: dict[RequestCode, Callable[[Connection, RemotingCommand], RemotingCommand | None]] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,

@@ -8,7 +8,7 @@ through the top-level modules `pyspark_rocketmq` and `pyspark_rocketmq_store`::
     raw = spark.read.format("rocketmq-store").load("/data/rocketmq/store")
 
 `register(spark)` registers both explicitly (for a session whose Python path lacked them when
-the session started). Options, schema and delivery guarantees: see the README.
+the session started). Options, schema and delivery guarantees: see docs/spark.md.
 
 Importing this package sets `PYSPARK_PYTHON` to the running interpreter when the user has not
 set it: Spark looks Python data sources up, and runs its Python workers, with the `python3` on

@@ -415,7 +415,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 # ------------------------------------------------------------------------------------------ the source
 class RocketMQDataSource(DataSource):
-    """`spark.read.format("rocketmq")`: see the README for options, schema and guarantees."""
+    """`spark.read.format("rocketmq")`: see docs/spark.md for options, schema and guarantees."""
 
     @classmethod
     def name(cls) -> str:

@@ -182,5 +182,5 @@ class StoreConfig:
 
 def store_config_keys() -> frozenset[str]:
     """Every store key a `broker.conf` may set, spelling aliases included
-    (`mappedFileSizeCommitLog`). The README names each of them."""
+    (`mappedFileSizeCommitLog`). docs/configuration.md names each of them."""
     return frozenset(config_keys(StoreConfig))

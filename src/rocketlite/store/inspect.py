@@ -5,11 +5,12 @@ a read-only copy (like the real RocketMQ commit log in the test data) can be exa
 sizes are taken from the files themselves unless given. A path that is not a store root (missing,
 or without `commitlog/`) is an error naming it, not an empty store.
 
-A running broker holds a lock on the store's `lock` file (our brokers `flock` it; Java's
-`FileChannel.tryLock` takes a POSIX lock), and keeps the `abort` file while it runs. `lock_holder`
-finds the holder's pid in /proc/locks (both kinds show there), only reading; where there is no
-/proc/locks it asks the kernel for a shared lock on the file and lets go at once. So inspect says
-"in use by a running broker (pid N)" instead of reading the abort file as an unclean shutdown.
+A running broker holds a lock on the store's `lock` file (our brokers `flock` it and take a record
+lock as Java's `FileChannel.tryLock` does: see `store_lock`), and keeps the `abort` file while it
+runs. `lock_holder` finds the holder's pid in /proc/locks (all kinds show there), only reading;
+where there is no /proc/locks it asks the kernel whether the file has a record lock, or takes a
+shared flock and lets go at once. So inspect says "in use by a running broker (pid N)" instead of
+reading the abort file as an unclean shutdown.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanRe
 from rocketlite.store.checkpoint import CHECKPOINT
 from rocketlite.store.codec.speedups import scan_messages, scan_record
 from rocketlite.store.mapped_file_queue import MappedFileQueue
+from rocketlite.store.store_lock import locked_by_other
 
 
 def _segment_files(directory: Path) -> list[Path]:
@@ -307,7 +309,10 @@ def lock_holder(root: Path, proc_locks: Path = PROC_LOCKS) -> int | None:
 
 
 def _lock_taken(path: Path) -> bool:
-    """Whether a process holds an exclusive lock on `path` (a shared one is taken and released)."""
+    """Whether a broker holds `path`: a record lock on it (RocketMQ's, or ours, asked for without
+    taking one), or an exclusive flock (a shared one is taken and released)."""
+    if locked_by_other(path):
+        return True
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

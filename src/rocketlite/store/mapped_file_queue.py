@@ -233,8 +233,14 @@ class MappedFileQueue:
         return deleted
 
     def close(self) -> None:
+        """Close the segments. A writer also removes its staged next segment (`NAME.alloc`, see
+        store/allocate.py): nothing but segments may be left in the directory, because RocketMQ's
+        broker loads every file there as one and refuses the whole store over any other name."""
         for mf in self.files:
             mf.close()
+        if not self.readonly and self.directory.exists():
+            for tmp in self.directory.glob("*.alloc"):
+                tmp.unlink(missing_ok=True)
 
     def destroy(self) -> None:
         for mf in list(self.files):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import fcntl
 import logging
 import os
 import threading
@@ -28,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.errors import ConfigError, SegmentCreateError, StoreError
+from rocketlite.protocol.errors import ConfigError, SegmentCreateError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import (
@@ -62,6 +61,7 @@ from rocketlite.store.recovery import RecoveryReport, recover
 from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
+from rocketlite.store.store_lock import lock_store, unlock_store
 
 log = logging.getLogger("rocketlite.store")
 
@@ -114,13 +114,7 @@ class MessageStore:
         """Lock the directory, recover, start the services. Raises StoreError if locked."""
         cfg = self.config
         cfg.store_path_root_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(cfg.store_path_root_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-            raise StoreError(f"store {cfg.store_path_root_dir} is in use by another process") from None
+        self._lock_fd = lock_store(cfg.store_path_root_dir)  # StoreError when another broker has it
         abnormal = cfg.abort_path.exists()
         if abnormal:
             log.warning("abort file found: the last shutdown was not clean; recovering abnormally")
@@ -184,7 +178,7 @@ class MessageStore:
                 self.index.close()
             self.config.abort_path.unlink(missing_ok=True)
             if self._lock_fd >= 0:
-                os.close(self._lock_fd)
+                unlock_store(self._lock_fd)
                 self._lock_fd = -1
 
     def __enter__(self) -> MessageStore:
@@ -456,11 +450,17 @@ class MessageStore:
         max_transfer_count: int | None = None,
         max_transfer_bytes: int | None = None,
     ) -> GetMessageResult:
-        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices."""
+        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices.
+
+        The statuses and corrected offsets are RocketMQ's (`DefaultMessageStore.getMessage`, 4.9.4+
+        and 5.x): a queue that has no consume queue yet is NO_MESSAGE_IN_QUEUE (Java creates the
+        queue on lookup, so its NO_MATCHED_LOGIC_QUEUE never happens), and an offset past the end
+        moves the consumer to the queue's end, not back to 0 (ISSUE #4215: going back to 0
+        consumed a queue again)."""
         del group  # kept for RocketMQ's signature; statistics per group are the broker's
         cq = self.cq_store.get(topic, queue_id)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._correct(offset, 0))
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0))
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
@@ -536,13 +536,17 @@ class MessageStore:
             return None
 
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
-        """Records indexed under `topic#key` stored in [begin, end] (hash matches, as RocketMQ)."""
+        """Records indexed under `topic#key` stored in [begin, end] (hash matches, as RocketMQ).
+
+        The index's last update (timestamp, commit-log offset) is reported only with hits, as
+        RocketMQ's `queryMessage` does: a QUERY_NOT_FOUND answer carries 0 and 0."""
         result = QueryMessageResult()
         if self.index is None:
             return result
         found = self.index.query_offset(topic, key, max_num, begin, end)
-        result.index_last_update_timestamp = found.index_last_update_timestamp
-        result.index_last_update_phyoffset = found.index_last_update_phyoffset
+        if found.phy_offsets:
+            result.index_last_update_timestamp = found.index_last_update_timestamp
+            result.index_last_update_phyoffset = found.index_last_update_phyoffset
         for phy in found.phy_offsets:
             view = self.commit_log.read_record(phy)
             if view is not None:

@@ -99,7 +99,7 @@ def pull_from(
         return result
     if offset > max_off:
         result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-        result.next_begin_offset = correct(offset, min_off if min_off == 0 else max_off)
+        result.next_begin_offset = correct(offset, max_off)
         return result
     found = cq.read(offset, max_count, max_bytes, message_filter, commit_log)
     if found is None:

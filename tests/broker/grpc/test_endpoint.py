@@ -136,6 +136,9 @@ def test_route_lists_queues_with_message_types_and_the_grpc_endpoint(tmp_path: P
             address = queue.broker.endpoints.addresses[0]
             assert (address.host, address.port) == ("127.0.0.1", broker.controller.parts.grpc.port)  # type: ignore[union-attr]
             assert missing.status.code == pb.Code.TOPIC_NOT_FOUND
+            assert missing.status.message.startswith(  # RocketMQ 5's proxy's text (its MQClientException)
+                "CODE: 17  DESC: No topic route info in name server for the topic: NoSuchT\n"
+            )
 
     run(scenario())
 

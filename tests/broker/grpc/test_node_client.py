@@ -5,6 +5,8 @@ the 4.x pull path. Installed by `make test` into `.clients/npm5`; HOME is a temp
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from tests.support.aio import run
@@ -22,7 +24,7 @@ const { Producer } = require(mod);
       topic, tag: 'TagA', keys: [`key${i}`], body: Buffer.from(`node5-${i}`),
       properties: new Map([['color', 'red']]),
     });
-    console.log(receipt.messageId);
+    console.log(`${receipt.messageId} ${receipt.transactionId}`);
   }
   await producer.shutdown();
 })().catch((err) => { console.error(err); process.exit(1); });
@@ -36,8 +38,144 @@ def test_node_producer_sends_normal_messages(tmp_path: Path) -> None:
         async with broker_under_test(tmp_path / "store") as broker:
             await broker.send("Node5T")  # the topic exists before the producer asks for its route
             done = await run_node5(PRODUCER, endpoint_address(broker), "Node5T", "3", home=tmp_path / "home")
-            ids = done.out.split()
-            assert len(ids) == 3
+            receipts = [line.split(" ") for line in done.out.splitlines() if line]
+            assert len(receipts) == 3
+            # Node's own test (Producer.test.ts): a NORMAL receipt's transactionId is its messageId.
+            assert all(transaction_id == message_id for message_id, transaction_id in receipts), receipts
+            ids = [message_id for message_id, _ in receipts]
             await check_stored(broker, "Node5T", ids, "node5")
+
+    run(scenario())
+
+
+# Node's own test (rocketmq-clients nodejs/test/producer/Producer.test.ts, "should startup fail when
+# topic not exists"), with `topics` (its `topic` option is not one of 1.0.8's) and 1.0.8's chain:
+# startup retries the route three times (1 s, 2 s apart) and wraps the last error once more.
+MISSING_TOPIC = """
+const [mod, endpoint, topic] = process.argv.slice(1);
+const { Producer, NotFoundException } = require(mod);
+(async () => {
+  const producer = new Producer({
+    endpoints: endpoint, topics: [topic], requestTimeout: 3000, maxAttempts: 2,
+  });
+  try {
+    await producer.startup();
+    console.log(JSON.stringify({ started: true }));
+  } catch (err) {
+    const found = err.cause && err.cause.cause;
+    console.log(JSON.stringify({
+      message: err.message, notFound: found instanceof NotFoundException, name: found && found.name,
+      code: found && found.code, causeMessage: found && found.message,
+    }));
+  }
+  process.exit(0);
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_node_producer_startup_fails_with_not_found_for_an_unknown_topic(tmp_path: Path) -> None:
+    require_node5()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as broker:
+            done = await run_node5(
+                MISSING_TOPIC, endpoint_address(broker), "NoSuchNodeT", home=tmp_path / "home"
+            )
+        got = json.loads(done.out.splitlines()[-1])
+        assert re.search(r"Startup the rocketmq client failed, clientId=[^,]+, error=", got["message"]), got
+        assert got["notFound"] and got["name"] == "NotFoundException" and got["code"] == 40402, got
+        assert re.search(
+            r"CODE: 17 {2}DESC: No topic route info in name server for the topic: NoSuchNodeT",
+            got["causeMessage"],
+        ), got
+
+    run(scenario())
+
+
+# Node's own test (Producer.test.ts, "should send fifo message"): a received FIFO message has its
+# messageGroup, and __SHARDINGKEY among its properties.
+FIFO = """
+const [mod, endpoint, topic, group] = process.argv.slice(1);
+const { Producer, SimpleConsumer } = require(mod);
+(async () => {
+  const producer = new Producer({ endpoints: endpoint, topics: [topic], requestTimeout: 3000 });
+  await producer.startup();
+  const consumer = new SimpleConsumer({
+    endpoints: endpoint, consumerGroup: group, subscriptions: new Map([[topic, 'TagF']]),
+    awaitDuration: 5000, requestTimeout: 3000,
+  });
+  await consumer.startup();
+  const receipt = await producer.send({
+    topic, tag: 'TagF', body: Buffer.from('fifo-node'), messageGroup: 'fifoMessageGroup',
+  });
+  let messages = [];
+  for (let i = 0; i < 5 && messages.length === 0; i++) messages = await consumer.receive(1, 10000);
+  for (const m of messages) await consumer.ack(m);
+  console.log(JSON.stringify({ sent: receipt.messageId, received: messages.map((m) => ({
+    id: m.messageId, messageGroup: m.messageGroup, shardingKey: m.properties.get('__SHARDINGKEY'),
+  })) }));
+  await consumer.shutdown();
+  await producer.shutdown();
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_node_simple_consumer_receives_a_fifo_message_with_its_group(tmp_path: Path) -> None:
+    require_node5()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as broker:
+            await broker.send("NodeFifoGroupT")  # the topic exists before the clients ask for its route
+            address = endpoint_address(broker)
+            done = await run_node5(FIFO, address, "NodeFifoGroupT", "NodeFifoG", home=tmp_path / "home")
+        got = json.loads(done.out.splitlines()[-1])
+        assert got["received"] == [
+            {"id": got["sent"], "messageGroup": "fifoMessageGroup", "shardingKey": "fifoMessageGroup"}
+        ], got
+
+    run(scenario())
+
+
+# Node's own test (Producer.test.ts, "should send transaction message"): a committed transaction
+# message has the property __transactionId__. Node checks it equals the receipt's transactionId,
+# which is the message id from RocketMQ's proxy but names the half's place here (see
+# tests/peers/java/test_java5_grpc.py::test_transaction_receipt_id_is_the_message_id, skipped).
+TRANSACTION = """
+const [mod, endpoint, topic, group] = process.argv.slice(1);
+const { Producer, SimpleConsumer } = require(mod);
+(async () => {
+  const checker = { async check() { return 1; } };  // COMMIT
+  const producer = new Producer({ endpoints: endpoint, topics: [topic], requestTimeout: 3000, checker });
+  await producer.startup();
+  const transaction = producer.beginTransaction();
+  const receipt = await producer.send({ topic, tag: 'TagT', body: Buffer.from('tx-node') }, transaction);
+  await transaction.commit();
+  const consumer = new SimpleConsumer({
+    endpoints: endpoint, consumerGroup: group, subscriptions: new Map([[topic, 'TagT']]),
+    awaitDuration: 5000, requestTimeout: 3000,
+  });
+  await consumer.startup();
+  let messages = [];
+  for (let i = 0; i < 5 && messages.length === 0; i++) messages = await consumer.receive(2, 10000);
+  for (const m of messages) await consumer.ack(m);
+  console.log(JSON.stringify({ sent: receipt.messageId, received: messages.map((m) => ({
+    id: m.messageId, transactionId: m.properties.get('__transactionId__'),
+  })) }));
+  await consumer.shutdown();
+  await producer.shutdown();
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_node_simple_consumer_receives_a_transaction_message_with_its_transaction_id(tmp_path: Path) -> None:
+    require_node5()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store") as broker:
+            await broker.send("NodeTxIdT")  # the topic exists before the clients ask for its route
+            address = endpoint_address(broker)
+            done = await run_node5(TRANSACTION, address, "NodeTxIdT", "NodeTxIdG", home=tmp_path / "home")
+        got = json.loads(done.out.splitlines()[-1])
+        assert got["received"] == [{"id": got["sent"], "transactionId": got["sent"]}], got
 
     run(scenario())

@@ -64,6 +64,32 @@ def pull_ext(topic: str, offset: int, n: int = 32) -> dict[str, str]:
     ).to_ext()  # fmt: skip
 
 
+def test_a_master_closing_under_a_connected_slave_logs_no_error(tmp_path: Path) -> None:
+    """Closing the HA service cancels the handler of each slave connection. Python 3.11's
+    start_server calls task.exception() on a cancelled handler and logs the CancelledError as an
+    ERROR of the event loop ('Exception in callback StreamReaderProtocol.connection_made'), so a
+    handler the service's own close cancelled must end normally."""
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[str] = []
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(str(ctx.get("message"))))
+        async with broker_under_test(tmp_path / "m", **master_kw()) as m:
+            ha = m.controller.parts.ha_master if m.controller.parts else None
+            assert ha is not None
+            sock = await loop.run_in_executor(None, socket.create_connection, ("127.0.0.1", ha.port))
+            try:
+                sock.sendall(REPORT.pack(0))
+                await eventually(lambda: len(ha.accepted_slaves) == 1, what="fake slave accepted")
+                await ha.close()
+                await asyncio.sleep(0)  # the handler task's done callbacks
+            finally:
+                sock.close()
+        assert errors == []
+
+    run(scenario())
+
+
 # -- SYNC_MASTER statuses --------------------------------------------------------------------
 def test_fake_slave_that_never_acks_gives_flush_slave_timeout(tmp_path: Path) -> None:
     async def scenario() -> None:

@@ -300,11 +300,11 @@ def test_pull_status_codes_carry_all_four_fields(tmp_path: Path) -> None:
             assert caught_up.ext_fields["nextBeginOffset"] == "3" and caught_up.ext_fields["maxOffset"] == "3"
             badly = await pull(10)
             assert (badly.code, badly.remark) == (ResponseCode.PULL_OFFSET_MOVED, "OFFSET_OVERFLOW_BADLY")
-            assert badly.ext_fields["nextBeginOffset"] == "0"  # min offset 0: back to the start
+            assert badly.ext_fields["nextBeginOffset"] == "3"  # to the end (RocketMQ >= 4.9.4)
             empty_at_zero = await pull(0, qid=1)
             assert (empty_at_zero.code, empty_at_zero.remark) == (
                 ResponseCode.PULL_NOT_FOUND,
-                "NO_MATCHED_LOGIC_QUEUE",
+                "NO_MESSAGE_IN_QUEUE",
             )
             empty_moved = await pull(5, qid=1)
             assert empty_moved.code == ResponseCode.PULL_OFFSET_MOVED
@@ -443,6 +443,8 @@ def test_consumer_offset_queries(tmp_path: Path) -> None:
             q = {"consumerGroup": "G", "topic": "T", "queueId": "0"}
             fresh = await b.call(RequestCode.QUERY_CONSUMER_OFFSET, q)
             assert (fresh.code, fresh.ext_fields) == (ResponseCode.SUCCESS, {"offset": "0"})  # young queue
+            empty = await b.call(RequestCode.QUERY_CONSUMER_OFFSET, {**q, "queueId": "1"})
+            assert empty.code == ResponseCode.QUERY_NOT_FOUND  # no message at 0 yet: consumeFromWhere decides
             upd = await b.call(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "2"})
             assert upd.code == ResponseCode.SUCCESS
             assert (await b.call(RequestCode.QUERY_CONSUMER_OFFSET, q)).ext_fields["offset"] == "2"

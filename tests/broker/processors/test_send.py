@@ -83,6 +83,11 @@ def test_send_refusals(tmp_path: Path) -> None:
             assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId[5]" in (bad_queue.remark or "")
             big = await b.send("Small", body=bytes(5 * 1024 * 1024))
             assert big.code == ResponseCode.MESSAGE_ILLEGAL
+            for level in ("x", "1.5", "99999999999"):  # RocketMQ: Integer.parseInt fails the send
+                bad_delay = await b.send("Small", props={"DELAY": level})
+                assert bad_delay.code == ResponseCode.MESSAGE_ILLEGAL
+                assert f"DELAY={level!r} is not a delay level" in (bad_delay.remark or "")
+            assert b.controller.store.get_max_offset_in_queue("Small", 0) == 0  # nothing stored
 
     run(scenario())
 

@@ -27,7 +27,7 @@ from rocketlite.protocol.reserved import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from tests.support import processes
 from tests.support.aio import run
 from tests.support.ha_harness import HaCluster, Proc, ha_cluster
-from tests.support.java_clients import JavaClients, answer, events, finish, java_clients, received
+from tests.support.java_clients import JavaClients, answer, events, finish, received
 from tests.support.names import unique
 from tests.support.ports import broker_port
 from tests.support.real_clients import BROKER_OVERRIDES, consumer_ids, stored
@@ -51,12 +51,6 @@ OVERRIDES: dict[str, Any] = {
 def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
     with embedded(tmp_path / "store", **OVERRIDES) as c:
         yield c
-
-
-@pytest.fixture
-def java(tmp_path: Path) -> Iterator[JavaClients]:
-    with java_clients(tmp_path) as jc:
-        yield jc
 
 
 # -- helpers ---------------------------------------------------------------------------------------

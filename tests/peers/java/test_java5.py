@@ -13,7 +13,7 @@ import pytest
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import TIMER_TOPIC
-from tests.support.java_clients import JavaClients, events, java_clients, received
+from tests.support.java_clients import JavaClients, events, received
 from tests.support.names import unique
 from tests.support.real_clients import stored
 from tests.support.topics import create_topic
@@ -27,12 +27,6 @@ LINE = "client5"
 def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
     with embedded(tmp_path / "store") as c:
         yield c
-
-
-@pytest.fixture
-def java(tmp_path: Path) -> Iterator[JavaClients]:
-    with java_clients(tmp_path) as jc:
-        yield jc
 
 
 def test_timer_message_deliver_time(cluster: EmbeddedCluster, java: JavaClients) -> None:

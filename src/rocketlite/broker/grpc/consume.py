@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
 from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
-from rocketlite.broker.grpc.route import RouteService
+from rocketlite.broker.grpc.route import RouteService, no_route
 from rocketlite.broker.pop.processor import MAX_POP_NUMS, PopMessageProcessor
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
@@ -75,7 +75,10 @@ MIN_INVISIBLE_RECEIVE_MS: Final = 10_000  # minInvisibleTimeMillsForRecv
 MAX_INVISIBLE_MS: Final = 12 * 3600 * 1000  # maxInvisibleTimeMills
 NACK_INVISIBLE_MS: Final = 1_000  # a popped message the stream could not carry comes back after this
 
-# Properties the broker or the 5.x system properties carry: not user properties.
+# Properties the broker or the 5.x system properties carry: not user properties. Java's proxy hides
+# only MessageConst.STRING_HASH_SET, which lacks __SHARDINGKEY and __transactionId__: a FIFO message
+# shows its group among its user properties too, a transaction message its transaction id (the
+# Node client's own tests check both).
 SYSTEM_PROPERTIES: Final = frozenset(
     {v for k, v in vars(MessageConst).items() if k.isupper() and isinstance(v, str)}
     | {
@@ -86,7 +89,7 @@ SYSTEM_PROPERTIES: Final = frozenset(
         "INNER_NUM",
         "INNER_BASE",
     }
-)
+) - {MessageConst.SHARDING_KEY, MessageConst.TRANSACTION_ID}
 
 # 4.x answers of the POP processor mapped onto apache.rocketmq.v2.Code (Java's proxy table).
 POP_CODES: Final[dict[int, str]] = {
@@ -152,7 +155,7 @@ class ConsumerService:
     def _check_topic_and_group(self, group: str, topic: str) -> Any:
         tc = self.topics.select(topic)
         if tc is None:
-            raise RefusedError("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist on this broker")
+            raise RefusedError("TOPIC_NOT_FOUND", no_route(topic))
         if self.groups.find(group) is None:  # auto-created when autoCreateSubscriptionGroup is on
             raise RefusedError("CONSUMER_GROUP_NOT_FOUND", f"consumer group {group!r} does not exist")
         return tc

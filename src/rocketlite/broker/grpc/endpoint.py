@@ -82,7 +82,7 @@ class GrpcEndpoint:
         self.credentials = _tls_credentials(self.kit, self.broker)
         try:
             # Checked here first: grpc's C core would print its own error line for a taken port,
-            # straight to stderr, outside our logging (see README, Logging).
+            # straight to stderr, outside our logging (see docs/operations/logging.md).
             check_ports_free([(self.host, self.requested_port)])
         except OSError as exc:
             log.error(

@@ -3,7 +3,10 @@ types it accepts, and this broker's gRPC address (clients connect to what the ro
 the address they asked).
 
 Topics declare no message type here (RocketMQ 5's topic attribute `message.type`), so every queue
-accepts the four types the endpoint serves: the clients refuse to send a type the route omits."""
+accepts the four types the endpoint serves: the clients refuse to send a type the route omits.
+
+An unknown topic answers TOPIC_NOT_FOUND with the text of RocketMQ 5's proxy (`no_route`), which
+the clients show in their NotFoundException and the Node client's own tests match."""
 
 from __future__ import annotations
 
@@ -14,8 +17,17 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.kit import ProtoKit
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm
+from rocketlite.protocol.codes import ResponseCode
 
 ACCEPTED_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
+_FAQ = "\nFor more information, please visit the url, https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+
+
+def no_route(topic: str) -> str:
+    """The proxy's status text for a topic without a route: the message of its
+    MQClientException(TOPIC_NOT_EXIST, ...), FAQUrl.attachDefaultURL's line included."""
+    desc = f"No topic route info in name server for the topic: {topic}"
+    return f"CODE: {int(ResponseCode.TOPIC_NOT_EXIST)}  DESC: {desc}{_FAQ}"
 
 
 class RouteService:
@@ -43,9 +55,7 @@ class RouteService:
         topic = request.topic.name
         tc = self.topics.select(topic)
         if tc is None:
-            return kit.spb.QueryRouteResponse(
-                status=kit.status("TOPIC_NOT_FOUND", f"topic {topic!r} does not exist on this broker")
-            )
+            return kit.spb.QueryRouteResponse(status=kit.status("TOPIC_NOT_FOUND", no_route(topic)))
         broker = pb.Broker(name=self.broker.broker_name, id=0, endpoints=self.endpoints())
         topic_perm = tc.perm & self.broker.broker_permission
         types = [pb.MessageType.Value(name) for name in ACCEPTED_TYPES]

@@ -12,9 +12,14 @@ By message type (`system_properties.message_type`), as Java's proxy maps them:
   timer parks until then. The Python client 5.1.2 writes its millisecond value into the seconds
   field, so a "seconds" value past year 5000 is read as milliseconds.
 - TRANSACTION: a prepared message (TRAN_MSG, PGROUP = the topic name, as Java's proxy names the
-  producer group) that the transaction service parks as a half message. The answer's
+  producer group, and `__transactionId__` = the message id, as Java's broker adds to a half) that
+  the transaction service parks as a half message. The answer's
   `transaction_id` names the half (its commit-log and queue offsets), so EndTransaction needs no
   table that a restart would lose; the check-back sends the same id (telemetry.py).
+
+Any other type's answer has `transaction_id` = the message id, as Java's proxy answers: it passes
+on the broker's SendMessageResponseHeader.transactionId, which is the UNIQ_KEY (the Node client's
+own tests check it).
 
 Topics carry no declared message type here, so every type is accepted on every topic (the route
 says so).
@@ -171,8 +176,9 @@ class ProducerService:
                 status=self._ok, message_id=message.system_properties.message_id, offset=offset,
                 transaction_id=tx_id,
             )  # fmt: skip
+        message_id = message.system_properties.message_id  # also the transaction id, as in Java (below)
         return kit.spb.SendResultEntry(
-            status=self._ok, message_id=message.system_properties.message_id, offset=offset
+            status=self._ok, message_id=message_id, offset=offset, transaction_id=message_id
         )
 
     def _build(self, message: Any) -> tuple[RemotingCommand, str]:
@@ -263,6 +269,9 @@ class ProducerService:
         if type_name == "TRANSACTION":
             sys_flag = MessageSysFlag.TRANSACTION_PREPARED_TYPE
             properties[MessageConst.TRANSACTION_PREPARED] = "true"
+            # As Java's broker parks a half (TransactionalMessageBridge): the committed message
+            # keeps it, and consumers see it (the Node client's own tests check it).
+            properties[MessageConst.TRANSACTION_ID] = system.message_id
             if system.HasField("orphaned_transaction_recovery_duration"):
                 seconds = system.orphaned_transaction_recovery_duration.seconds
                 properties[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(max(int(seconds), 0))

@@ -235,6 +235,7 @@ class HAMasterService:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake_scheduled = False
+        self._closing = False
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -242,6 +243,7 @@ class HAMasterService:
         log.info("HA: master listening on port %d", self.port)
 
     async def close(self) -> None:
+        self._closing = True
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -272,6 +274,12 @@ class HAMasterService:
         self.connections.add(conn)
         try:
             await conn.run()
+        except asyncio.CancelledError:
+            # close() cancels the handlers. Python 3.11's start_server calls task.exception() on a
+            # handler task that ended cancelled and logs that as an event-loop ERROR, so a handler
+            # our own close cancelled ends normally; any other cancellation goes on.
+            if not self._closing:
+                raise
         finally:
             conn.close()
             self.connections.discard(conn)

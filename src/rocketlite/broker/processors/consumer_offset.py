@@ -4,9 +4,10 @@
 These are what a consumer asks before its first pull (see the protocol notes, 6.6): the answers
 decide where a new group starts, so QUERY_CONSUMER_OFFSET follows Java's
 `ConsumerManageProcessor.queryConsumerOffset` exactly: a stored offset wins; without one, a queue
-that still starts at offset 0 answers 0 (a new group reads a young queue from the beginning), and
-otherwise QUERY_NOT_FOUND (22) sends the client to its consumeFromWhere. Java's extra condition,
-"offset 0 is not only on disk", always holds here: the store maps its files, so nothing is
+that still starts at offset 0 and holds a message there answers 0 (a new group reads a young queue
+from the beginning), and otherwise QUERY_NOT_FOUND (22) sends the client to its consumeFromWhere.
+Java's condition is `checkInMemByConsumeOffset(topic, queueId, 0, 1)`: false for a queue with no
+message at 0 (an empty one), true otherwise here, where the store maps its files and nothing is
 "swapped out" the way Java measures it.
 
 UPDATE_CONSUMER_OFFSET stores whatever arrives, -1 included (ali-ons sends -1 for an offset of 0
@@ -54,7 +55,9 @@ class ConsumerOffsetProcessor:
         offset = self.offsets.query(group, topic, queue_id)
         if offset >= 0:
             return offset
-        if self.store.get_min_offset_in_queue(topic, queue_id) <= 0:
+        store = self.store
+        has_first = store.get_max_offset_in_queue(topic, queue_id) > 0  # a message at offset 0
+        if store.get_min_offset_in_queue(topic, queue_id) <= 0 and has_first:
             return 0
         return None
 

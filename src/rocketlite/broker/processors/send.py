@@ -107,6 +107,15 @@ _SLAVE = BrokerRole.SLAVE
 HalfMessageHook = Callable[[MessageInner], None]
 # The timer service's `park`: moves a timer message to the timer topic; raises for bad values.
 TimerHook = Callable[[MessageInner], None]
+_JAVA_INT_MIN, _JAVA_INT_MAX = -(2**31), 2**31 - 1
+
+
+def is_java_int(text: str) -> bool:
+    """Whether Java's `Integer.parseInt` takes `text` (a sign, ASCII digits, within an int)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit() and _JAVA_INT_MIN <= int(text) <= _JAVA_INT_MAX
+
+
 _TIMER_NEEDLE = "TIMER_"  # in every timer property name: nothing more is looked at without it
 
 
@@ -291,10 +300,20 @@ class SendMessageProcessor:
         topic = header.topic
         if topic.startswith(_RETRY_PREFIX):
             topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, request.version)
-        # WAIT dropped, CLUSTER set; the UNIQ_KEY is a prepared message's transaction id
-        properties, _tags_code, uniq_key, _keys, _delay = send_properties(
+        # WAIT dropped, CLUSTER set; the UNIQ_KEY is the answer's transactionId (RocketMQ 5.x's
+        # `MessageClientIDSetter.getUniqID`, for every message, not only a prepared one)
+        properties, _tags_code, uniq_key, _keys, delay = send_properties(
             header.properties or "", broker.broker_cluster_name
         )
+        if delay is not None and not is_java_int(delay):
+            # RocketMQ parses it with Integer.parseInt and fails the send (SYSTEM_ERROR, a
+            # NumberFormatException); the store would otherwise take it as "not delayed".
+            return make_response(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message is illegal: DELAY={delay!r} is not a delay level (a whole number; "
+                f"1..{len(self.store.config.delay_levels_ms)} here, 0 or less for none)",
+            )
         sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS_FLAG
@@ -312,7 +331,6 @@ class SendMessageProcessor:
             0,
             properties,
         )
-        transaction_id = None
         if sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED:
             if self.broker.reject_transaction_message or self.half_message_hook is None:
                 return make_response(
@@ -320,7 +338,6 @@ class SendMessageProcessor:
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{self.broker.broker_ip1}] sending transaction message is forbidden",
                 )
-            transaction_id = uniq_key
             self.half_message_hook(msg)
         elif _TIMER_NEEDLE in properties:
             if self.timer_hook is not None:
@@ -333,15 +350,15 @@ class SendMessageProcessor:
                 )
         put = self.store.put_message_async(msg, paced=paced)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
-            if self.replica is None and transaction_id is None:  # the common answer, as `_response`'s
+            if self.replica is None:  # the common answer, as `_response`'s
                 self.stats.record_put(header.topic, 1, len(body))
                 return (encode_send_ok if wire else send_ok_command)(
                     request.opaque, request.serialize_type, put.msg_id, queue_id, put.logics_offset,
-                    broker.region_id, "true" if broker.trace_on else "false", None,
+                    broker.region_id, "true" if broker.trace_on else "false", uniq_key,
                 )  # fmt: skip
             put = PendingPut(PutMessageResult(_PUT_OK, put))
         assert isinstance(put, PendingPut)
-        return self._respond(request, put, header.topic, queue_id, 1, len(body), transaction_id)
+        return self._respond(request, put, header.topic, queue_id, 1, len(body), uniq_key)
 
     def _send_batch(
         self,

@@ -3,7 +3,8 @@
 Every stored send (SEND_MESSAGE, V2, a batch) is answered with the same command: code SUCCESS,
 the broker's language and version, the request's opaque and serialization, the RESPONSE flag, no
 remark, no body, and the ext fields msgId, queueId, queueOffset, MSG_REGION and TRACE_ON (plus
-transactionId for a prepared message). Answering sends is the hottest write of the broker, so it
+transactionId, the message's UNIQ_KEY, when it has one: RocketMQ 5.x sets it on every single
+send). Answering sends is the hottest write of the broker, so it
 has a codec of its own (`speedups.encode_send_ok`): the compiled twin writes the frame straight
 from these values, without the ext dict, the command object or the general encoder's key sort.
 

@@ -13,13 +13,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import org.apache.rocketmq.client.exception.MQBrokerException;
-import org.apache.rocketmq.client.exception.MQClientException;
-import org.apache.rocketmq.common.message.MessageClientExt;
-import org.apache.rocketmq.common.message.MessageExt;
 
 /**
- * What a scenario driver shares: JSON lines on stdout (the test reads them as events), commands
+ * What every scenario driver shares (it compiles against every client line): JSON lines on stdout (the test reads them as events), commands
  * from the test on stdin, and `key=value` arguments. One line is written whole, so lines from
  * client callback threads never interleave.
  */
@@ -54,29 +50,6 @@ public final class Out {
         return line.trim();
     }
 
-    /** The fields of a received message the tests look at. */
-    public static Map<String, Object> message(MessageExt m) {
-        Map<String, Object> r = new LinkedHashMap<>();
-        r.put("topic", m.getTopic());
-        r.put("msgId", m.getMsgId());
-        r.put("offsetMsgId", m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : null);
-        r.put("queueId", m.getQueueId());
-        r.put("queueOffset", m.getQueueOffset());
-        r.put("tags", m.getTags());
-        r.put("keys", m.getKeys());
-        r.put("reconsumeTimes", m.getReconsumeTimes());
-        r.put("bornTimestamp", m.getBornTimestamp());
-        r.put("storeTimestamp", m.getStoreTimestamp());
-        r.put("receivedAt", System.currentTimeMillis());
-        r.put("sysFlag", m.getSysFlag());
-        r.put("bodyLength", m.getBody() == null ? -1 : m.getBody().length);
-        r.put("bodySha256", m.getBody() == null ? null : sha256(m.getBody()));
-        String body = m.getBody() == null ? null : new String(m.getBody(), StandardCharsets.UTF_8);
-        r.put("body", body != null && body.length() <= 256 ? body : null);
-        r.put("properties", new HashMap<>(m.getProperties()));
-        return r;
-    }
-
     public static String sha256(byte[] data) {
         try {
             StringBuilder sb = new StringBuilder();
@@ -89,7 +62,12 @@ public final class Out {
         }
     }
 
-    /** An exception as the test wants it: class, message, and the RocketMQ response code if any. */
+    /**
+     * An exception as the test wants it: class, message, causes, and the RocketMQ response code
+     * and remark of the first exception in the chain that has one (the remoting clients'
+     * MQBrokerException / MQClientException getResponseCode and getErrorMessage, found by name so
+     * that this class compiles against every client line).
+     */
     public static Map<String, Object> error(Throwable t) {
         Map<String, Object> r = new LinkedHashMap<>();
         r.put("class", t.getClass().getName());
@@ -100,18 +78,22 @@ public final class Out {
         }
         r.put("causes", causes);
         for (Throwable c = t; c != null; c = c.getCause()) {
-            if (c instanceof MQBrokerException) {
-                r.put("responseCode", ((MQBrokerException) c).getResponseCode());
-                r.put("remark", ((MQBrokerException) c).getErrorMessage());
-                break;
-            }
-            if (c instanceof MQClientException && ((MQClientException) c).getResponseCode() > 0) {
-                r.put("responseCode", ((MQClientException) c).getResponseCode());
-                r.put("remark", ((MQClientException) c).getErrorMessage());
+            Object code = call(c, "getResponseCode");
+            if (code instanceof Integer && (Integer) code > 0) {
+                r.put("responseCode", code);
+                r.put("remark", call(c, "getErrorMessage"));
                 break;
             }
         }
         return r;
+    }
+
+    private static Object call(Object o, String getter) {
+        try {
+            return o.getClass().getMethod(getter).invoke(o);
+        } catch (ReflectiveOperationException e) {
+            return null;
+        }
     }
 
     /** A driver's main: runs `scenario`, then exits 0 after a "done" line or 1 after a "fatal" one. */

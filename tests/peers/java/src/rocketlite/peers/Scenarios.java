@@ -196,7 +196,7 @@ public final class Scenarios {
         CountDownLatch all = new CountDownLatch(orders * steps);
         c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                Out.emit("recv", "message", Out.message(m), "thread", Thread.currentThread().getName());
+                Out.emit("recv", "message", Received.message(m), "thread", Thread.currentThread().getName());
                 if (seen.add(m.getMsgId())) {
                     all.countDown();
                 }
@@ -238,7 +238,7 @@ public final class Scenarios {
 
             @Override
             public LocalTransactionState checkLocalTransaction(MessageExt msg) {
-                Out.emit("check", "message", Out.message(msg), "transactionId", msg.getTransactionId());
+                Out.emit("check", "message", Received.message(msg), "transactionId", msg.getTransactionId());
                 return LocalTransactionState.COMMIT_MESSAGE;
             }
         });
@@ -295,7 +295,7 @@ public final class Scenarios {
             Set<String> seen = ConcurrentHashMap.newKeySet();
             c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
                 for (MessageExt m : msgs) {
-                    Out.emit("recv", "consumer", name, "message", Out.message(m));
+                    Out.emit("recv", "consumer", name, "message", Received.message(m));
                     if (seen.add(m.getMsgId())) {
                         all.countDown();
                     }
@@ -360,7 +360,7 @@ public final class Scenarios {
                 throw new IllegalStateException("polled " + seen.size() + " of " + n + " messages");
             }
             for (MessageExt m : c.poll(1000)) {
-                Out.emit("recv", "message", Out.message(m));
+                Out.emit("recv", "message", Received.message(m));
                 seen.add(m.getMsgId());
             }
         }
@@ -416,7 +416,7 @@ public final class Scenarios {
         CountDownLatch deliveries = new CountDownLatch(max + 1 + 2);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                Out.emit("recv", "message", Out.message(m));
+                Out.emit("recv", "message", Received.message(m));
                 deliveries.countDown();
                 if ("poison".equals(m.getKeys())) {
                     return ConsumeConcurrentlyStatus.RECONSUME_LATER;
@@ -466,7 +466,7 @@ public final class Scenarios {
         CountDownLatch all = new CountDownLatch(expected);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                Out.emit("recv", "phase", "push", "message", Out.message(m));
+                Out.emit("recv", "phase", "push", "message", Received.message(m));
                 if (seen.add(m.getMsgId())) {
                     all.countDown();
                 }
@@ -494,7 +494,7 @@ public final class Scenarios {
                 throw new IllegalStateException("polled " + polled.size() + " of " + n + " new messages");
             }
             for (MessageExt m : lite.poll(1000)) {
-                Out.emit("recv", "phase", "lite", "message", Out.message(m));
+                Out.emit("recv", "phase", "lite", "message", Received.message(m));
                 polled.add(m.getMsgId());
             }
         }
@@ -636,7 +636,7 @@ public final class Scenarios {
         DefaultMQPushConsumer c = pushConsumer(args.get("group"), topic, "*", null, "responder");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                Out.emit("recv", "message", Out.message(m));
+                Out.emit("recv", "message", Received.message(m));
                 try {
                     Message reply = MessageUtil.createReplyMessage(m, ("re: " + new String(m.getBody(),
                         StandardCharsets.UTF_8)).getBytes(StandardCharsets.UTF_8));
@@ -699,7 +699,7 @@ public final class Scenarios {
         Predicate<MessageExt> retry) {
         return (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                Out.emit("recv", "message", Out.message(m));
+                Out.emit("recv", "message", Received.message(m));
                 if (retry.test(m)) {
                     return ConsumeConcurrentlyStatus.RECONSUME_LATER;
                 }

@@ -94,7 +94,7 @@ public final class Scenarios5 {
         CountDownLatch all = new CountDownLatch(count);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                Out.emit("recv", "message", Out.message(m));
+                Out.emit("recv", "message", Received.message(m));
                 if (seen.add(m.getMsgId())) {
                     all.countDown();
                 }
