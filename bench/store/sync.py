@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.put_result import PendingPut
+from rocketlite.store.results import PendingPut
 
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike

@@ -23,8 +23,7 @@ from rocketlite.protocol.formats.batch import BatchEntry, BatchTarget, encode_ba
 from rocketlite.protocol.formats.record import encode_record
 from rocketlite.protocol.message import HostAddress, make_msg_id
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.put_result import PendingPut
-from rocketlite.store.status import AppendMessageStatus, PutMessageStatus
+from rocketlite.store.results import AppendMessageStatus, PendingPut, PutMessageStatus
 from tests.support.store import small_config
 
 BORN = HostAddress(b"\x7f\x00\x00\x01", 4000)

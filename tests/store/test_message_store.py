@@ -19,7 +19,7 @@ from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import GetMessageStatus, PutMessageStatus
+from rocketlite.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.store import HOST, REAL_STORE, StoreFactory, put_batch
 from tests.support.store import message as mk
 

@@ -17,7 +17,7 @@ from rocketlite.protocol.message import tags_code
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import LIVE_STORE_FIELDS
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import GetMessageStatus, PutMessageStatus
+from rocketlite.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.store import StoreFactory, small_config
 from tests.support.store import message as mk
 

@@ -22,7 +22,7 @@ from rocketlite.protocol.formats.record import MessageInner, enters_consume_queu
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.put_result import AppendResult, PutMessageResult
+from rocketlite.store.results import AppendResult, PutMessageResult
 
 
 def _find_shared() -> Path:

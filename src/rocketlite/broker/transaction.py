@@ -69,8 +69,7 @@ from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader,
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.api import StoreAPI
-from rocketlite.store.put_result import PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.transaction")
 

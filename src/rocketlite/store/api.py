@@ -35,9 +35,14 @@ from rocketlite.protocol.formats.record import MessageInner, StoredRecord
 from rocketlite.protocol.message import HostAddress
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.dispatch import ArrivalListener
-from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
-from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
 from rocketlite.store.queue_view import QueueView
+from rocketlite.store.results import (
+    AppendResult,
+    GetMessageResult,
+    PendingPut,
+    PutMessageResult,
+    QueryMessageResult,
+)
 from rocketlite.store.stats import StoreStats
 
 __all__ = ["ArrivalListener", "MessageFilter", "StoreAPI"]

@@ -39,8 +39,7 @@ from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile, segment_name, stage_reserved, staging_path
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
-from rocketlite.store.put_result import AppendResult
-from rocketlite.store.status import AppendMessageStatus
+from rocketlite.store.results import AppendMessageStatus, AppendResult
 
 log = logging.getLogger("rocketlite.store.commit_log")
 

@@ -53,14 +53,21 @@ from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
 from rocketlite.store.flush import GroupCommitService
-from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
 from rocketlite.store.index_service import IndexService
-from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
 from rocketlite.store.queue_view import QueueView, pull_from
 from rocketlite.store.recovery import RecoveryReport, recover
+from rocketlite.store.results import (
+    AppendMessageStatus,
+    AppendResult,
+    GetMessageResult,
+    GetMessageStatus,
+    PendingPut,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
 from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
-from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
 from rocketlite.store.store_lock import lock_store, unlock_store
 
 log = logging.getLogger("rocketlite.store")

@@ -21,8 +21,7 @@ from collections.abc import Callable
 from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
-from rocketlite.store.get_result import GetMessageResult
-from rocketlite.store.status import GetMessageStatus
+from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 __all__ = ["QueueView", "pull_from"]
 

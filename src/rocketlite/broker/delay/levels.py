@@ -45,7 +45,7 @@ from rocketlite.protocol.message import (
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.api import StoreAPI
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.schedule")
 

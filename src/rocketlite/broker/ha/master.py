@@ -40,7 +40,7 @@ from rocketlite.protocol.formats.record import (
 )
 from rocketlite.runtime import cancel_tasks, result_within, wait_event
 from rocketlite.store.api import StoreAPI
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.ha")
 

@@ -56,8 +56,7 @@ from rocketlite.clock import Clock
 from rocketlite.protocol.formats.record import SYSFLAG_POS, StoredRecord, decode_record, layout_for
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN, NORMAL_TOPIC, ReceiptHandle, StaleReceiptHandleError
 from rocketlite.store.api import MessageFilter, StoreAPI
-from rocketlite.store.get_result import GetMessageResult
-from rocketlite.store.status import GetMessageStatus
+from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
 

@@ -54,8 +54,7 @@ from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.protocol.wire.speedups import decode_pull_header
 from rocketlite.remoting.connection import Connection, error_response
 from rocketlite.store.api import StoreAPI
-from rocketlite.store.get_result import GetMessageResult
-from rocketlite.store.status import GetMessageStatus
+from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pull")
 

@@ -50,8 +50,7 @@ from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
 from rocketlite.runtime import result_within
 from rocketlite.store.api import StoreAPI
-from rocketlite.store.put_result import AppendResult, PendingPut, PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import AppendResult, PendingPut, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.send")
 

@@ -53,7 +53,7 @@ from rocketlite.protocol.formats.record import MessageInner, RecordFormatError, 
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.queue_view import QueueView
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.timer")
 
