@@ -127,31 +127,6 @@ def test_fake_slave_that_never_acks_gives_flush_slave_timeout(tmp_path: Path) ->
     run(scenario())
 
 
-def test_closing_the_master_lets_its_slave_connections_end(tmp_path: Path) -> None:
-    """A master stopped with a slave connected closes the connection and lets its task end by
-    itself: a handler task cancelled under asyncio's stream server is reported (Python 3.11) as
-    an error in the broker's log."""
-    errors: list[dict[str, Any]] = []
-
-    async def scenario() -> None:
-        loop = asyncio.get_running_loop()
-        loop.set_exception_handler(lambda _loop, context: errors.append(context))
-        async with broker_under_test(tmp_path / "m", **master_kw(broker_role=BrokerRole.ASYNC_MASTER)) as m:
-            ha = m.controller.parts.ha_master if m.controller.parts else None
-            assert ha is not None
-            sock = await loop.run_in_executor(None, socket.create_connection, ("127.0.0.1", ha.port))
-            try:
-                sock.sendall(REPORT.pack(0))
-                await eventually(lambda: len(ha.accepted_slaves) == 1, what="fake slave accepted")
-                await ha.close()  # as the broker's stop does, the slave still connected
-                assert not ha.connections
-            finally:
-                sock.close()
-
-    run(scenario())
-    assert [context.get("message") for context in errors] == []
-
-
 def test_in_process_slave_builds_its_queues_and_serves_pulls(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with (

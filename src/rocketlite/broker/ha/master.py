@@ -45,7 +45,6 @@ from rocketlite.store.results import PutMessageStatus
 log = logging.getLogger("rocketlite.broker.ha")
 
 _POLL_S = 0.1  # a writer re-checks the log this often even when nobody woke it
-_CLOSE_WAIT_S = 1.0  # how long closing waits for the connections' tasks to end by themselves
 _PHYS_END = PHYSICAL_OFFSET_POS + 8
 
 
@@ -248,11 +247,6 @@ class HAMasterService:
             self._server.close()
         for conn in list(self.connections):
             conn.close()
-        if self._tasks:
-            # Closed, each connection's task ends by itself within a loop turn or two; one
-            # cancelled instead would be reported by asyncio's stream server (Python 3.11 asks a
-            # cancelled handler task for its exception) as an error in the log.
-            await asyncio.wait(set(self._tasks), timeout=_CLOSE_WAIT_S)
         await cancel_tasks(*self._tasks)
         if self._server is not None:
             with contextlib.suppress(Exception):
