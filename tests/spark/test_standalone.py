@@ -17,8 +17,8 @@ pytest.importorskip("pyspark")
 
 from rocketlite.embedded import EmbeddedCluster
 from tests.support.processes import child_env
-from tests.support.spark_session import produce, wait_dispatched
-from tests.support.spark_standalone import StandaloneCluster
+from tests.support.spark.session import produce, wait_dispatched
+from tests.support.spark.standalone import StandaloneCluster
 from tests.support.topics import create_topic
 
 PIPELINE = Path(__file__).resolve().parents[1] / "support" / "spark_pipeline.py"
