@@ -21,7 +21,7 @@ from tests.support.spark.session import produce, wait_dispatched
 from tests.support.spark.standalone import StandaloneCluster
 from tests.support.topics import create_topic
 
-PIPELINE = Path(__file__).resolve().parents[1] / "support" / "spark_pipeline.py"
+PIPELINE = Path(__file__).resolve().parents[1] / "support" / "spark" / "pipeline.py"
 
 
 def test_pipeline_on_a_standalone_cluster(spark_cluster: EmbeddedCluster, tmp_path: Path) -> None:
