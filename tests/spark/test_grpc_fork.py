@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import child_env
-from tests.support.spark_session import skip_without_spark
+from tests.support.spark.session import skip_without_spark
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "grpc_fork_child.py"
 FORKS = 200

@@ -22,7 +22,7 @@ from rocketlite.protocol.proto import available
 from rocketlite.protocol.reserved import TRANS_HALF_TOPIC
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
-from tests.support.grpc_clients import raw_stub, require_endpoint
+from tests.support.foreign_clients.grpc5 import raw_stub, require_endpoint
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=f"{available()}")
 

@@ -34,7 +34,8 @@ from rocketlite.protocol.message import HostAddress, MessageConst, properties_to
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
-from rocketlite.store.message_store import MessageStore, PutMessageResult
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import PutMessageResult
 
 log = logging.getLogger("rocketlite.broker.send_back")
 
@@ -50,7 +51,7 @@ class ConsumerSendBackProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         stats: BrokerStats,

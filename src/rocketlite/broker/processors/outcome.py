@@ -18,8 +18,8 @@ from typing import TypeVar
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.runtime import result_within
-from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import PendingPut, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.outcome")
 
@@ -46,7 +46,7 @@ OK = Outcome(ResponseCode.SUCCESS)
 
 
 def after_flush(
-    store: MessageStore, pending: PendingPut, build: Callable[[PutMessageResult], T]
+    store: StoreAPI, pending: PendingPut, build: Callable[[PutMessageResult], T]
 ) -> T | Awaitable[T]:
     """`build(result)` at once with ASYNC_FLUSH; with SYNC_FLUSH, once the put is durable or timed
     out (then its status is FLUSH_DISK_TIMEOUT), so a SYNC_FLUSH broker never acknowledges
@@ -58,7 +58,7 @@ def after_flush(
 
 
 async def _await_flush(
-    store: MessageStore, pending: PendingPut, fut: Future[bool], build: Callable[[PutMessageResult], T]
+    store: StoreAPI, pending: PendingPut, fut: Future[bool], build: Callable[[PutMessageResult], T]
 ) -> T:
     try:
         flushed = await result_within(asyncio.wrap_future(fut), store.config.sync_flush_timeout / 1000)

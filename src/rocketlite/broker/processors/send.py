@@ -59,9 +59,8 @@ from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send
 from rocketlite.remoting.connection import Connection, WireResult
 from rocketlite.remoting.peer import Peer
 from rocketlite.runtime import result_within
-from rocketlite.store.commit_log import AppendResult
-from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import AppendResult, PendingPut, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.send")
 
@@ -193,7 +192,7 @@ class SendMessageProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         stats: BrokerStats,
@@ -340,7 +339,7 @@ class SendMessageProcessor:
             header.queue_id if header.queue_id >= 0 else self.rng.randrange(max(tc.write_queue_nums, 1))
         )
         if batch:
-            return self._put_batch(header, body, queue_id, peer)
+            return self._put_batch(header, body, queue_id, peer, paced)
         topic = header.topic
         if topic.startswith(_RETRY_PREFIX):
             topic, queue_id = self.handle_retry_and_dlq(header, topic, queue_id, version)
@@ -386,8 +385,7 @@ class SendMessageProcessor:
                 self.timer_hook(msg)  # MessageIllegalError (MESSAGE_ILLEGAL) for a bad delivery time
             elif asks_for_timer(properties):
                 return PutOutcome(ResponseCode.SYSTEM_ERROR, _NO_TIMER_REMARK)
-        # the one put of a single message (paced: see `_append_paced`)
-        put = self._append_paced(msg) if paced else self.store.put_message_async(msg)
+        put = self.store.put_message_async(msg, paced=paced)  # the one put of a single message
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None:  # the common answer
                 self.stats.record_put(header.topic, 1, len(body))
@@ -398,18 +396,8 @@ class SendMessageProcessor:
         assert isinstance(put, PendingPut)
         return self._outcome(put, header.topic, queue_id, 1, len(body), uniq_key)
 
-    def _append_paced(self, msg: MessageInner) -> AppendResult | PendingPut:
-        """A paced put: the dispatch flag is set around it until the store's put takes `paced`
-        itself (then this goes, and `_put` calls `put_message_async(msg, paced=paced)`)."""
-        reput = self.store.reput
-        reput.paced = True
-        try:
-            return self.store.put_message_async(msg)
-        finally:
-            reput.paced = False
-
     def _put_batch(
-        self, header: SendMessageRequestHeader, body: bytes, queue_id: int, peer: Peer
+        self, header: SendMessageRequestHeader, body: bytes, queue_id: int, peer: Peer, paced: bool
     ) -> PutOutcome | Awaitable[PutOutcome]:
         if header.topic.startswith(reserved.RETRY_GROUP_TOPIC_PREFIX):
             return PutOutcome(ResponseCode.MESSAGE_ILLEGAL, "Batch request does not support retry group")
@@ -427,7 +415,7 @@ class SendMessageProcessor:
             sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
             born_timestamp=header.born_timestamp,
             reconsume_times=header.reconsume_times or 0,
-            max_message_size=self.store.commit_log.max_message_size,
+            max_message_size=self.store.config.max_message_size,
         )
         encoded = encode_batch_records(body, target)
         count = encoded.messages
@@ -435,7 +423,7 @@ class SendMessageProcessor:
             return PutOutcome(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
         if not count:
             return PutOutcome(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
-        pending = self.store.put_encoded_nowait(encoded, header.topic, queue_id, store_host)
+        pending = self.store.put_encoded_nowait(encoded, header.topic, queue_id, store_host, paced=paced)
         return self._outcome(pending, header.topic, queue_id, count, len(body), None)
 
     def _outcome(
