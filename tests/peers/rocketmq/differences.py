@@ -203,15 +203,6 @@ GAPS: Final[dict[str, Gap]] = {
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
     ),
-    "crash-staged-segment": Gap(
-        "a store rocketlite was writing when it crashed (SIGKILL, power loss), opened by RocketMQ",
-        "loads every file of commitlog/ as a segment and refuses the store (NumberFormatException "
-        "on the name) when there is any other file",
-        "stages its next segment as commitlog/NAME.alloc (renamed into place when needed, removed "
-        "at a clean shutdown and whenever rocketlite opens the store); after a crash the file is "
-        "left, so RocketMQ cannot open the store until it is removed. With it removed, RocketMQ "
-        "recovers every message (test_store_exchange.py)",
-    ),
     "pop-born-time": Gap(
         "POP_MESSAGE whose bornTime is far in the past",
         'answers POLLING_TIMEOUT "pop message is timeout too much" (isTimeoutTooMuch: the request '
