@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.errors import SegmentCreateError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
-from rocketlite.protocol.formats.consume_queue_unit import is_padding
+from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
 from rocketlite.protocol.formats.record import (
     MAX_TOPIC_LENGTH,
     MessageInner,
@@ -550,6 +550,43 @@ class MessageStore:
             if view is not None:
                 result.messages.append(view)
         return result
+
+    def consume_queue_units(self, topic: str, queue_id: int, start: int, count: int) -> list[Unit] | None:
+        """Up to `count` units of one consume queue from queue offset `start` (padding as is), for
+        QUERY_CONSUME_QUEUE; None when there is no such queue or `start` is outside
+        [min offset, max offset) (Java's `iterateFrom` returns null)."""
+        cq = self.cq_store.get(topic, queue_id)
+        if cq is None or not cq.min_offset <= start < cq.max_offset:
+            return None
+        units: list[Unit] = []
+        for index in range(start, min(start + max(count, 0), cq.max_offset)):
+            unit = cq.get_unit(index)
+            if unit is None:
+                break
+            units.append(unit)
+        return units
+
+    def consume_queue_topics(self) -> list[str]:
+        """Every topic that has a consume queue (`getConsumeQueueTable().keySet()`)."""
+        return self.cq_store.topics()
+
+    def clean_expired_consume_queues(self, keep: Callable[[str], bool]) -> int:
+        """`ConsumeQueueStore.cleanExpired` (mqadmin cleanExpiredCQ): delete every queue whose last
+        record lies below the commit log's first offset, all its messages gone, except the queues of
+        topics `keep` names (RocketMQ keeps the system topics'); a topic left without queues is
+        forgotten. Returns the queues deleted."""
+        min_offset = self.commit_log.min_offset
+        deleted = 0
+        for cq in list(self.cq_store.queues()):
+            if keep(cq.topic):
+                continue
+            last = cq.last_unit()
+            if last is None or last[0] >= min_offset:
+                continue  # empty (just created) or still holding records
+            if self.cq_store.delete_queue(cq.topic, cq.queue_id):
+                self.commit_log.topic_queue_table.pop(f"{cq.topic}-{cq.queue_id}", None)
+                deleted += 1
+        return deleted
 
     def delete_topics(self, topics: set[str]) -> None:
         for topic in topics:
