@@ -63,6 +63,7 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000
     channel_expired_timeout: int = 120_000
     notify_consumer_ids_changed_enable: bool = True
+    use_server_side_reset_offset: bool = True  # false: a reset is relayed to consumers (220)
     acl_enable: bool = False
     acl_config_file: str | None = None  # plain_acl.yml; default $ROCKETMQ_HOME/conf/plain_acl.yml
     region_id: str = "DefaultRegion"

@@ -30,12 +30,16 @@ from rocketlite.broker.delay.timer import TimerMessageService
 from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
+from rocketlite.broker.ha.status import ha_runtime_info
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import BrokerFigures, MetricsServer
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
+from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
+from rocketlite.broker.processors.admin_stats import AdminStatsProcessor
+from rocketlite.broker.processors.client_relay import ClientRelayProcessor, ResetOffsetGuard
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
@@ -46,6 +50,7 @@ from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.stats_items import BrokerStatsItems, StatsSampler
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
@@ -107,6 +112,11 @@ class BrokerParts:
     runtime_stats: RuntimeStatsSampler
     admin: AdminRequestProcessor
     live: LiveConfig
+    catalog: AdminCatalogProcessor
+    admin_stats: AdminStatsProcessor
+    relay: ClientRelayProcessor
+    resets: ResetOffsetGuard
+    stats_sampler: StatsSampler
     ha_master: HAMasterService | None
     ha_slave: HASlaveService | None
     slave_sync: SlaveSynchronize | None
@@ -124,6 +134,7 @@ class BrokerParts:
             "timer": self.timer,
             "transaction-check": self.transactions,
             "runtime-stats": self.runtime_stats,
+            "stats-items": self.stats_sampler,
             "ha-master": self.ha_master,
             "ha-slave": self.ha_slave,
             "slave-sync": self.slave_sync,
@@ -149,7 +160,7 @@ class BrokerController:
             cfg_dir, clock, auto_create=broker.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsetTable(cfg_dir)
-        self.stats = BrokerStats()
+        self.stats = BrokerStats(items=BrokerStatsItems(broker.broker_cluster_name, clock))
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
         served = self.table
@@ -245,6 +256,10 @@ class BrokerController:
             schedule=parts.schedule,
             admin=parts.admin,
             live=parts.live,
+            catalog=parts.catalog,
+            admin_stats=parts.admin_stats,
+            relay=parts.relay,
+            resets=parts.resets,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -335,7 +350,17 @@ class BrokerController:
             b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
             extra_runtime_info,
         )  # fmt: skip
+        addr = f"{b.broker_ip1}:{store_host.port}"
+        admin_stats = AdminStatsProcessor(
+            b, store, topics, groups, offsets, clients, stats.items, addr,
+            lambda: ha_runtime_info(b, store.max_phy_offset, ha_master, ha_slave),
+        )  # fmt: skip
         return BrokerParts(
+            catalog=AdminCatalogProcessor(b, store, topics, groups, offsets, clients, addr),
+            admin_stats=admin_stats,
+            relay=ClientRelayProcessor(b, store, topics, groups, offsets, clients),
+            resets=ResetOffsetGuard(store, offsets),
+            stats_sampler=StatsSampler(stats.items),
             clients=clients,
             client_requests=ClientRequestProcessor(clients),
             send=send,

@@ -10,7 +10,8 @@
 - `ProducerTableInfo`: GET_ALL_PRODUCER_INFO (328), `{"data":{group:[ProducerInfo]}}`;
 - `QuerySubscriptionResponseBody` (345), `QueryConsumeQueueResponseBody` (321);
 - `CreateTopicListRequestBody` (18) and `SubscriptionGroupList` (225), the batch requests'
-  bodies: lists of Java's TopicConfig / SubscriptionGroupConfig beans.
+  bodies: lists of Java's TopicConfig / SubscriptionGroupConfig beans;
+- `HARuntimeInfo`: GET_BROKER_HA_STATUS (907), a master's slaves or a slave's master.
 """
 
 from __future__ import annotations
@@ -315,4 +316,109 @@ class SubscriptionGroupList(JsonBody):
     def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
         return cls(
             tuple(dict(expect_obj(g, "SubscriptionGroupConfig")) for g in get_list(obj, "groupConfigList"))
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HAConnectionRuntimeInfo(JsonBody):
+    """One slave as its master sees it."""
+
+    addr: str
+    slave_ack_offset: int
+    diff: int
+    in_sync: bool
+    transferred_byte_in_second: int = 0
+    transfer_from_where: int = 0
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "addr": self.addr,
+            "diff": self.diff,
+            "inSync": self.in_sync,
+            "slaveAckOffset": self.slave_ack_offset,
+            "transferFromWhere": self.transfer_from_where,
+            "transferredByteInSecond": self.transferred_byte_in_second,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(
+            get_str(obj, "addr", ""),
+            get_int(obj, "slaveAckOffset", 0),
+            get_int(obj, "diff", 0),
+            get_bool(obj, "inSync"),
+            get_int(obj, "transferredByteInSecond", 0),
+            get_int(obj, "transferFromWhere", 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HAClientRuntimeInfo(JsonBody):
+    """A slave's view of its master."""
+
+    master_addr: str | None = None
+    max_offset: int = 0
+    last_read_timestamp: int = 0
+    last_write_timestamp: int = 0
+    master_flush_offset: int = 0
+    transferred_byte_in_second: int = 0
+    activated: bool = False
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "activated": self.activated,
+            "lastReadTimestamp": self.last_read_timestamp,
+            "lastWriteTimestamp": self.last_write_timestamp,
+            "masterAddr": self.master_addr,
+            "masterFlushOffset": self.master_flush_offset,
+            "maxOffset": self.max_offset,
+            "transferredByteInSecond": self.transferred_byte_in_second,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        return cls(
+            get_opt_str(obj, "masterAddr"),
+            get_int(obj, "maxOffset", 0),
+            get_int(obj, "lastReadTimestamp", 0),
+            get_int(obj, "lastWriteTimestamp", 0),
+            get_int(obj, "masterFlushOffset", 0),
+            get_int(obj, "transferredByteInSecond", 0),
+            get_bool(obj, "activated"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HARuntimeInfo(JsonBody):
+    """GET_BROKER_HA_STATUS (907) body: a master's slaves, or a slave's master."""
+
+    master: bool
+    master_commit_log_max_offset: int = 0
+    in_sync_slave_nums: int = 0
+    ha_connection_info: Sequence[HAConnectionRuntimeInfo] = ()
+    ha_client_runtime_info: HAClientRuntimeInfo = field(default_factory=HAClientRuntimeInfo)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "haClientRuntimeInfo": self.ha_client_runtime_info.to_json_obj(),
+            "haConnectionInfo": [c.to_json_obj() for c in self.ha_connection_info],
+            "inSyncSlaveNums": self.in_sync_slave_nums,
+            "master": self.master,
+            "masterCommitLogMaxOffset": self.master_commit_log_max_offset,
+        }
+
+    @classmethod
+    def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        client = obj.get("haClientRuntimeInfo")
+        return cls(
+            get_bool(obj, "master"),
+            get_int(obj, "masterCommitLogMaxOffset", 0),
+            get_int(obj, "inSyncSlaveNums", 0),
+            tuple(
+                HAConnectionRuntimeInfo.from_json_obj(expect_obj(c, "HAConnectionRuntimeInfo"))
+                for c in get_list(obj, "haConnectionInfo")
+            ),
+            HAClientRuntimeInfo.from_json_obj(expect_obj(client, "haClientRuntimeInfo"))
+            if client is not None
+            else HAClientRuntimeInfo(),
         )
