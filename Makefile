@@ -218,12 +218,17 @@ clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(G
 clean-clients:
 	rm -rf $(CLIENTS)
 
+# The Spark tests get a pytest process of their own, one that never loads grpc: PySpark forks its
+# JVM (a `preexec_fn`), and a fork beside grpc's threads once killed that JVM at birth
+# (JAVA_GATEWAY_EXITED). rocketlite makes such forks safe itself (protocol/proto/__init__.py,
+# tested by tests/spark/test_grpc_fork.py); the suite keeps the two apart all the same.
 test: $(STAMP) clients
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(MKDOCS) build --strict --quiet
-	ROCKETLITE_NATIVE=$(NATIVE_REQUIRED) $(VPY) -m pytest
+	ROCKETLITE_NATIVE=$(NATIVE_REQUIRED) $(VPY) -m pytest --ignore=tests/spark
+	ROCKETLITE_NATIVE=$(NATIVE_REQUIRED) $(VPY) -m pytest tests/spark
 	ROCKETLITE_NATIVE=0 $(VPY) -m pytest -q tests/protocol tests/store tests/broker
 
 bench: $(STAMP)

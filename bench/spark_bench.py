@@ -260,7 +260,7 @@ def main() -> None:
             store_max_transfer_count_on_message_in_memory=args.transfer,
             store_max_transfer_bytes_on_message_in_memory=4 * 1024 * 1024,
             store_maped_file_size_commit_log=256 * 1024 * 1024,
-            grpc_server_port=0,  # see tests/support/spark_session.py: no gRPC threads when Spark forks
+            grpc_server_port=0,  # the readers use the 4.x remoting port; no gRPC threads to count
         ) as cluster:
             ns = cluster.namesrv_addr
             for topic in (TOPIC, SINK_INPUT, SINK_TOPIC, WARM_INPUT, WARM_TOPIC):

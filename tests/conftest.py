@@ -1,7 +1,7 @@
 """Fixtures shared across test folders.
 
 - `open_store`: real stores in temporary directories.
-- `clients` and `real_clients_cluster`: real RocketMQ clients (tests.support.real_clients) and the
+- `clients` and `real_clients_cluster`: real RocketMQ clients (tests.support.foreign_clients.real) and the
   embedded name server + broker (one per test, short delay levels) they talk to.
 """
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.store.message_store import MessageStore
-from tests.support.real_clients import BROKER_OVERRIDES, Clients
+from tests.support.foreign_clients.real import BROKER_OVERRIDES, Clients
 from tests.support.store import StoreFactory, small_config
 
 # Property tests judge answers, never speed: on a loaded 2-core CI machine one example can take

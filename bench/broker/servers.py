@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,14 +20,12 @@ from tests.support.ports import broker_port
 from bench.broker.config import CLK_TCK, CONNECTIONS, SEGMENT, out
 
 # -- child processes ----------------------------------------------------------------------------
-PR_SET_PDEATHSIG: Final = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if this benchmark dies without cleaning up."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+# `setpriv --pdeathsig TERM` (util-linux) sets the death signal and execs the server, so the child
+# gets SIGTERM if this benchmark dies without cleaning up. It replaces a `preexec_fn`, which made
+# CPython fork instead of vfork: grpc5_probe.py forks brokers after its in-process probe ran a gRPC
+# endpoint, and a fork while grpc's threads run can crash the child before its exec (see
+# rocketlite/protocol/proto/__init__.py). Without setpriv the server just lacks the death signal.
+_DIE_WITH_PARENT: Final = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
 
 
 class Child:
@@ -38,12 +36,11 @@ class Child:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            argv,
+            [*_DIE_WITH_PARENT, *argv],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads here
         )
         CHILDREN.append(self)
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocketlite.store.config import FlushDiskType
-from rocketlite.store.message_store import MessageStore, PendingPut
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.results import PendingPut
 
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike

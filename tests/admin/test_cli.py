@@ -147,8 +147,8 @@ def test_broker_status(admin: Admin) -> None:
 def test_one_disk_used_figure(admin: Admin) -> None:
     """clusterList's SPACE, brokerStatus's commitLogDiskRatio / diskUsedRatio and the disk guard
     all use `disk_used_ratio` (df's Use% of the store's file system)."""
-    cleaner = admin.cluster.broker.store.cleaner
-    assert cleaner is not None and cleaner.disk_ratio is disk_used_ratio  # what the guard acts on
+    services = admin.cluster.broker.store.services
+    assert services is not None and services.cleaner.disk_ratio is disk_used_ratio  # what the guard acts on
     guard = disk_used_ratio(admin.cluster.store_dir)
     table = admin.json("brokerStatus", "-b", admin.cluster.broker_addr)["brokers"][admin.cluster.broker_addr]
     assert float(table["commitLogDiskRatio"]) == pytest.approx(guard, abs=0.005)

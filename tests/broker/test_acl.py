@@ -37,8 +37,8 @@ from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.store.config import StoreConfig
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.foreign_clients.real import Clients, msg_spec
 from tests.support.names import unique
-from tests.support.real_clients import Clients, msg_spec
 from tests.support.topics import create_topic
 
 ACL_YML = """\

@@ -74,7 +74,7 @@ from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.headers import CreateTopicRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
-from tests.support.real_clients import ClientProc, Clients, Event, msg_spec, require
+from tests.support.foreign_clients.real import ClientProc, Clients, Event, msg_spec, require
 from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.timeout(120)

@@ -30,8 +30,7 @@ from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import string_to_properties
-from tests.support.names import unique
-from tests.support.real_clients import (
+from tests.support.foreign_clients.real import (
     ClientProc,
     Clients,
     Event,
@@ -45,6 +44,7 @@ from tests.support.real_clients import (
     start_from_zero,
     stored,
 )
+from tests.support.names import unique
 from tests.support.topics import create_topic, wait_until
 from tests.support.wire import raw_request
 

@@ -57,6 +57,7 @@ def test_sample_confs_start_serve_and_stop(tmp_path: Path) -> None:
     broker (ACL on, with conf/plain_acl.yml) as two processes, a send, SIGTERM."""
     ns_port = free_port()
     br_port = broker_port(avoid=(ns_port,))
+    grpc_port = free_port(avoid=(ns_port, br_port - 2, br_port, br_port + 1))
     ns_conf = tmp_path / "namesrv.conf"
     ns_conf.write_text(
         with_values(
@@ -70,6 +71,7 @@ def test_sample_confs_start_serve_and_stop(tmp_path: Path) -> None:
             (CONF / "broker.conf").read_text(),
             {
                 "listenPort": str(br_port),
+                "grpcServerPort": str(grpc_port),  # not 8081, which anything on the machine may hold
                 "namesrvAddr": f"127.0.0.1:{ns_port}",
                 "storePathRootDir": str(tmp_path / "store"),
                 "aclEnable": "true",

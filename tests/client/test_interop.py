@@ -9,8 +9,8 @@ from collections import Counter
 
 from rocketlite.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from rocketlite.embedded import EmbeddedCluster
+from tests.support.foreign_clients.real import Clients, body_of, msg_spec, require
 from tests.support.names import unique
-from tests.support.real_clients import Clients, body_of, msg_spec, require
 from tests.support.topics import create_topic
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from rocketlite.embedded import EmbeddedCluster
-from tests.support import spark_broker, spark_session
+from tests.support.spark import broker as spark_broker
+from tests.support.spark import session as spark_session
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +34,7 @@ def spark_cluster() -> Iterator[EmbeddedCluster]:
 @pytest.fixture
 def retention_cluster() -> Iterator[EmbeddedCluster]:
     """A test's own name server + broker with 4 KiB commit-log segments kept one hour, for tests
-    that expire segments (tests/support/spark_broker.py); the Spark clients cached for it are
+    that expire segments (tests/support/spark/broker.py); the Spark clients cached for it are
     closed before it stops."""
     from rocketlite.spark.broker_client import close_clients  # noqa: PLC0415
 

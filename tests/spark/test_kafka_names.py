@@ -10,7 +10,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from rocketlite.embedded import EmbeddedCluster
-from tests.support.spark_session import produce, wait_dispatched
+from tests.support.spark.session import produce, wait_dispatched
 from tests.support.topics import create_topic
 
 

@@ -24,7 +24,7 @@ from rocketlite.spark.broker_client import PullAnswer, PullOutcome, client_for, 
 from rocketlite.spark.offsets import QueueRef
 from rocketlite.spark.pull_channel import BatchBuffer, PullChannel, PullChannelError, channel_for, release
 from rocketlite.spark.records import decode_batch, scan_positions
-from tests.support.spark_broker import fill
+from tests.support.spark.broker import fill
 from tests.support.topics import create_topic
 
 

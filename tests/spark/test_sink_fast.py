@@ -31,7 +31,7 @@ from rocketlite.protocol.message import KEY_SEPARATOR, MessageConst, properties_
 from rocketlite.protocol.perm import PERM_READ  # noqa: E402
 from rocketlite.spark import sink, sink_batches, sink_rows  # noqa: E402
 from rocketlite.spark.options import SinkOptions  # noqa: E402
-from tests.support.spark_session import wait_dispatched  # noqa: E402
+from tests.support.spark.session import wait_dispatched  # noqa: E402
 from tests.support.topics import create_topic  # noqa: E402
 
 texts = st.text(alphabet=st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=["Cs"]))

@@ -1,6 +1,6 @@
 """The `rocketmq` data source: driver-side logic (offsets, limits, data loss) without Spark, then
 end to end on the run's one `local[2]` Spark session; both against a real embedded name server and
-broker on 127.0.0.1 (tests/support/spark_session.py; a test's own cluster where segments expire)."""
+broker on 127.0.0.1 (tests/support/spark/session.py; a test's own cluster where segments expire)."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ from rocketlite.spark.options import SinkOptions, SourceOptions
 from rocketlite.spark.schema import COLUMNS
 from rocketlite.spark.sink import _rows, write_partition
 from rocketlite.spark.source import DataLossError, QueueRange, StreamReader, read_range
+from tests.support.foreign_clients.real import stored
 from tests.support.names import unique
-from tests.support.real_clients import stored
-from tests.support.spark_broker import committed, delete_topic, expire_segments, fill, shrink_queues
-from tests.support.spark_session import produce, wait_dispatched
+from tests.support.spark.broker import committed, delete_topic, expire_segments, fill, shrink_queues
+from tests.support.spark.session import produce, wait_dispatched
 from tests.support.topics import create_topic, wait_until
 
 

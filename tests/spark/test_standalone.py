@@ -17,11 +17,11 @@ pytest.importorskip("pyspark")
 
 from rocketlite.embedded import EmbeddedCluster
 from tests.support.processes import child_env
-from tests.support.spark_session import produce, wait_dispatched
-from tests.support.spark_standalone import StandaloneCluster
+from tests.support.spark.session import produce, wait_dispatched
+from tests.support.spark.standalone import StandaloneCluster
 from tests.support.topics import create_topic
 
-PIPELINE = Path(__file__).resolve().parents[1] / "support" / "spark_pipeline.py"
+PIPELINE = Path(__file__).resolve().parents[1] / "support" / "spark" / "pipeline.py"
 
 
 def test_pipeline_on_a_standalone_cluster(spark_cluster: EmbeddedCluster, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ pytest.importorskip("pyspark")
 
 from rocketlite.embedded import embedded
 from rocketlite.protocol.formats.record import SIZE_MAGIC, decode_record
-from tests.support.spark_session import produce
+from tests.support.spark.session import produce
 from tests.support.store import REAL_STORE
 from tests.support.topics import create_topic
 

@@ -10,7 +10,7 @@ import pytest
 
 from rocketlite.store.allocate import AllocateMappedFileService, warm_pages
 from rocketlite.store.mapped_file import segment_name, staging_path
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import PutMessageStatus
 from tests.support.store import StoreFactory, message
 
 SIZE = 1 << 20

@@ -23,7 +23,7 @@ from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile, create_segment, segment_name, staging_path
 from rocketlite.store.mapped_file_queue import MappedFileQueue
-from rocketlite.store.status import AppendMessageStatus
+from rocketlite.store.results import AppendMessageStatus
 from tests.support.store import encoded_batch, stored_batch
 
 HOST = HostAddress.parse("127.0.0.1:10911")

@@ -33,7 +33,7 @@ from rocketlite.protocol.message import HostAddress, properties_to_string, tags_
 from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.recovery import RecoveryReport
-from rocketlite.store.status import GetMessageStatus, PutMessageStatus
+from rocketlite.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.processes import ROCKETLITE
 from tests.support.store import REAL_STORE, StoreFactory, small_config
 

@@ -29,7 +29,7 @@ from rocketlite.protocol.message import tags_code
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import GetMessageStatus, PutMessageStatus
+from rocketlite.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.crash_child import QUEUES, TOPIC, body_for, crash_config, make_message
 from tests.support.processes import ROCKETLITE
 

@@ -1,24 +1,18 @@
 """Dispatch rounds: listeners hear once per queue per round, and appends made on an event loop
-that `ReputService.run_inline` was given are dispatched by a round on that loop (same
+the store dispatches on (`MessageStore.dispatch_on`) are dispatched by a round on that loop (same
 iteration, same thread), bulk beyond `INLINE_MAX_BYTES` going on to the reput thread; paced
-appends (`ReputService.paced`, the gRPC sends) share a round at most every `PACED_ROUND_S`."""
+appends (`paced=True`, the gRPC sends) share a round at most every `PACED_ROUND_S`; a loop round
+never waits for the reput thread's lock."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 
 from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.store.dispatch import (
-    INLINE_MAX_BYTES,
-    PACED_ROUND_S,
-    ROUND_WAIT_S,
-    ArrivalListener,
-    ReputService,
-)
+from rocketlite.store.dispatch import INLINE_MAX_BYTES, PACED_ROUND_S, ArrivalListener, ReputService
 from rocketlite.store.message_store import MessageStore
 from tests.support.store import StoreFactory
 
@@ -52,6 +46,17 @@ def without_thread(store: MessageStore) -> None:
     reput._stop.clear()
 
 
+def loop_only(open_store: StoreFactory) -> tuple[MessageStore, Heard]:
+    """A store whose rounds run only where the test says (no reput thread), and what its
+    arrival listener hears."""
+    store = open_store()
+    assert store.wait_dispatched()
+    without_thread(store)
+    heard: Heard = []
+    store.add_arrival_listener(listen(heard))
+    return store, heard
+
+
 def test_one_announcement_per_queue_per_round(open_store: StoreFactory) -> None:
     store = open_store()
     assert store.wait_dispatched()
@@ -66,15 +71,10 @@ def test_one_announcement_per_queue_per_round(open_store: StoreFactory) -> None:
 
 
 def test_appends_on_the_loop_are_dispatched_in_the_same_iteration(open_store: StoreFactory) -> None:
-    store = open_store()
-    assert store.wait_dispatched()
-    without_thread(store)
-    heard: Heard = []
-    store.add_arrival_listener(listen(heard))
+    store, heard = loop_only(open_store)
 
     async def scenario() -> None:
-        loop = asyncio.get_running_loop()
-        store.reput.run_inline(loop.call_soon)
+        store.dispatch_on(asyncio.get_running_loop())
         for _ in range(3):
             assert store.put_message_nowait(mk(0)).result.ok
         assert store.get_max_offset_in_queue("T", 0) == 0  # not before the round
@@ -90,12 +90,7 @@ def test_paced_appends_share_rounds_and_unpaced_ones_are_not_held(open_store: St
     """One append per loop iteration (as grpc.aio runs its RPCs): unpaced, a round each; paced, a
     round at most every PACED_ROUND_S, and every message dispatched in the end. An unpaced append
     made while a paced round waits still gets its round in the next iteration."""
-    store = open_store()
-    assert store.wait_dispatched()
-    without_thread(store)
-    heard: Heard = []
-    store.add_arrival_listener(listen(heard))
-    reput = store.reput
+    store, heard = loop_only(open_store)
     count = 200
 
     async def appends(paced: bool) -> tuple[int, float]:
@@ -104,11 +99,7 @@ def test_paced_appends_share_rounds_and_unpaced_ones_are_not_held(open_store: St
         target = store.get_max_offset_in_queue("T", 0) + count
         started = time.monotonic()
         for _ in range(count):
-            reput.paced = paced
-            try:
-                assert store.put_message_nowait(mk(0)).result.ok
-            finally:
-                reput.paced = False
+            assert store.put_message_nowait(mk(0), paced=paced).result.ok
             await asyncio.sleep(0)
         elapsed = time.monotonic() - started
         while store.get_max_offset_in_queue("T", 0) < target:  # a paced round may still be due
@@ -116,7 +107,7 @@ def test_paced_appends_share_rounds_and_unpaced_ones_are_not_held(open_store: St
         return len(heard) - before, elapsed
 
     async def scenario() -> None:
-        reput.run_inline(asyncio.get_running_loop().call_soon)
+        store.dispatch_on(asyncio.get_running_loop())
         rounds, _ = await appends(paced=False)
         assert rounds == count
         rounds, elapsed = await appends(paced=True)
@@ -124,11 +115,7 @@ def test_paced_appends_share_rounds_and_unpaced_ones_are_not_held(open_store: St
         if elapsed < count * PACED_ROUND_S / 4:  # a machine not too busy to tell the two apart
             assert rounds < count / 4
         end = store.get_max_offset_in_queue("T", 0)
-        reput.paced = True
-        try:
-            assert store.put_message_nowait(mk(0)).result.ok  # its round waits (or runs next)
-        finally:
-            reput.paced = False
+        assert store.put_message_nowait(mk(0), paced=True).result.ok  # its round waits (or runs next)
         assert store.put_message_nowait(mk(0)).result.ok  # unpaced: a round next iteration
         await asyncio.sleep(0)
         assert store.get_max_offset_in_queue("T", 0) == end + 2
@@ -142,15 +129,18 @@ def test_bulk_beyond_the_inline_limit_goes_on_to_the_thread(open_store: StoreFac
     assert store.wait_dispatched()
     store.reput.shutdown()  # a service of our own, its thread started only when the test says
     reput = ReputService(store.dispatcher)
+    heard: Heard = []
+    store.add_arrival_listener(listen(heard))
     body = bytes(8 * 1024)
     count = 2 * INLINE_MAX_BYTES // len(body) + 5
-    rounds: list[Callable[[], None]] = []
-    reput.run_inline(rounds.append)
+    loop = asyncio.new_event_loop()  # run one iteration at a time, by the test
+    reput.run_on(loop)
     for _ in range(count):
         assert store.put_message_nowait(mk(0, body)).result.ok
         reput.wakeup()
-    assert len(rounds) == 1  # one round scheduled for all the appends
-    rounds[0]()
+    loop.run_until_complete(asyncio.sleep(0))  # the loop's round, then the sleep's end
+    loop.close()
+    assert len(heard) == 1  # one round for all the appends
     first = store.get_max_offset_in_queue("T", 0)
     assert 0 < first < count and first * len(body) <= INLINE_MAX_BYTES + len(body) + 1024
     assert reput._wake.is_set()  # the rest is handed to the thread
@@ -166,7 +156,7 @@ def test_appends_off_the_loop_thread_still_wake_the_reput_thread(open_store: Sto
     store = open_store()
 
     async def scenario() -> None:
-        store.reput.run_inline(asyncio.get_running_loop().call_soon)
+        store.dispatch_on(asyncio.get_running_loop())
         await asyncio.to_thread(lambda: [store.put_message_nowait(mk(1)) for _ in range(4)])
         assert await asyncio.to_thread(store.wait_dispatched)
 
@@ -177,7 +167,7 @@ def test_appends_off_the_loop_thread_still_wake_the_reput_thread(open_store: Sto
 def test_a_closed_loop_falls_back_to_the_thread(open_store: StoreFactory) -> None:
     store = open_store()
     loop = asyncio.new_event_loop()
-    store.reput.run_inline(loop.call_soon)
+    store.dispatch_on(loop)
     loop.close()
     assert store.put_message_nowait(mk(0)).result.ok
     assert store.wait_dispatched()
@@ -210,37 +200,71 @@ def test_the_safety_net_poll_leaves_a_running_loop_its_rounds(open_store: StoreF
     store = open_store()
     assert store.wait_dispatched()
     reput = store.reput
-    rounds: list[Callable[[], None]] = []
-    reput.run_inline(rounds.append)  # a "loop" that never runs its rounds: stalled
+    loop = asyncio.new_event_loop()  # a loop that does not run its rounds: stalled
+    store.dispatch_on(loop)
     assert not reput.loop_rounds_running()
     assert store.put_message_nowait(mk(2)).result.ok
-    assert len(rounds) == 1
     deadline = time.monotonic() + 5
     while store.get_max_offset_in_queue("T", 2) < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.get_max_offset_in_queue("T", 2) == 1  # the safety net took it
-    rounds.pop()()  # the loop's round runs now (nothing left): rounds are running
+    loop.run_until_complete(asyncio.sleep(0))  # the loop's round runs now (nothing left)
+    loop.close()
     assert reput.loop_rounds_running()
 
 
-def test_a_loop_round_waits_briefly_for_a_round_of_the_thread(open_store: StoreFactory) -> None:
-    """A loop round that finds the thread in a round waits for it (up to ROUND_WAIT_S, the GIL
-    released meanwhile) and then dispatches; one that waits in vain hands over to the thread."""
-    store = open_store()
-    assert store.wait_dispatched()
-    without_thread(store)
+def test_a_loop_round_never_waits_for_the_lock_of_the_thread(open_store: StoreFactory) -> None:
+    """With the reput thread in a round (another thread holding the round lock), a loop round
+    does not wait for it: it returns at once and runs again `PACED_ROUND_S` later, when the
+    records are dispatched on the loop's thread. Were the round to block on the lock, the loop
+    would hang here: the holder lets go only after the loop has gone on to its next iteration."""
+    store, heard = loop_only(open_store)
     reput = store.reput
-    rounds: list[Callable[[], None]] = []
-    reput.run_inline(rounds.append)
-    assert store.put_message_nowait(mk(3)).result.ok
-    reput._round.acquire()  # the thread's round, in progress
-    started = time.monotonic()
-    threading.Timer(ROUND_WAIT_S / 10, reput._round.release).start()
-    rounds.pop()()
-    if time.monotonic() - started < ROUND_WAIT_S * 0.9:  # released in time (not a stalled machine)
+    taken, let_go = threading.Event(), threading.Event()
+
+    def holder() -> None:  # the thread's round, in progress until the loop says so
+        with reput._round:
+            taken.set()
+            let_go.wait(30)
+
+    async def scenario() -> None:
+        store.dispatch_on(asyncio.get_running_loop())
+        thread = threading.Thread(target=holder)
+        thread.start()
+        await asyncio.to_thread(taken.wait, 30)
+        assert store.put_message_nowait(mk(3)).result.ok
+        await asyncio.sleep(0)  # the round's iteration: it found the lock taken and went on
+        assert store.get_max_offset_in_queue("T", 3) == 0 and not heard
+        assert reput._later_pending  # it comes back later instead
+        let_go.set()
+        await asyncio.to_thread(thread.join, 30)
+        while not heard:  # the deferred round (an event of the loop, not a sleep of the test)
+            await asyncio.sleep(PACED_ROUND_S)
         assert store.get_max_offset_in_queue("T", 3) == 1
-    assert store.put_message_nowait(mk(3)).result.ok
-    with reput._round:  # held throughout: the loop's round gives up and wakes the thread
-        reput._wake.clear()
-        rounds.pop()()
-        assert reput._wake.is_set()
+        assert heard == [("T", 3, 1, threading.get_ident())]  # dispatched on the loop's thread
+
+    asyncio.run(scenario())
+
+
+def test_a_deferred_round_finds_what_the_thread_left(open_store: StoreFactory) -> None:
+    """A round deferred by a busy lock runs once the thread's round ends: with nothing left (the
+    thread took the records) it does nothing; with records appended meanwhile, it takes them."""
+    store, heard = loop_only(open_store)
+    reput = store.reput
+
+    async def scenario() -> None:
+        store.dispatch_on(asyncio.get_running_loop())
+        with reput._round:  # the thread's round, on this thread: it takes the first record
+            assert store.put_message_nowait(mk(4)).result.ok
+            await asyncio.sleep(0)  # the loop's round defers
+            assert reput._later_pending
+            store.dispatcher.dispatch_available()
+        assert heard == [("T", 4, 1, threading.get_ident())]
+        while reput._later_pending:
+            await asyncio.sleep(PACED_ROUND_S)
+        assert len(heard) == 1  # nothing left for the deferred round
+        assert store.put_message_nowait(mk(4)).result.ok
+        await asyncio.sleep(0)
+        assert heard[-1][:3] == ("T", 4, 2)
+
+    asyncio.run(scenario())

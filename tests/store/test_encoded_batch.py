@@ -22,8 +22,8 @@ from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.formats.batch import BatchEntry, BatchTarget, encode_batch, send_batch_messages
 from rocketlite.protocol.formats.record import encode_record
 from rocketlite.protocol.message import HostAddress, make_msg_id
-from rocketlite.store.message_store import MessageStore, PendingPut
-from rocketlite.store.status import AppendMessageStatus, PutMessageStatus
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.results import AppendMessageStatus, PendingPut, PutMessageStatus
 from tests.support.store import small_config
 
 BORN = HostAddress(b"\x7f\x00\x00\x01", 4000)

@@ -22,7 +22,7 @@ from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.store.inspect import TAIL_WINDOW, UNKNOWN_PID, inspect_store, lock_holder, verify_store
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import PutMessageStatus
 from tests.support.processes import ROCKETLITE, child_env
 from tests.support.store import StoreFactory, small_config
 

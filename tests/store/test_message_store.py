@@ -19,7 +19,7 @@ from rocketlite.store.clean import disk_used_ratio
 from rocketlite.store.config import FlushDiskType
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import GetMessageStatus, PutMessageStatus
+from rocketlite.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.store import HOST, REAL_STORE, StoreFactory, put_batch
 from tests.support.store import message as mk
 
@@ -202,8 +202,8 @@ def _not_now() -> str:
 
 def _disk_at(store: MessageStore, ratio: float) -> None:
     """The disk probe reports `ratio` used: the host's real disk stays out of the levels' tests."""
-    assert store.cleaner is not None
-    store.cleaner.disk_ratio = lambda _path: ratio
+    assert store.services is not None
+    store.services.cleaner.disk_ratio = lambda _path: ratio
 
 
 def test_disk_levels_outside_delete_hours(open_store: StoreFactory) -> None:

@@ -20,8 +20,7 @@ from rocketlite.store.codec.dispatch_ref import select_units as reference_select
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue import MAX_FILTER_BYTES, ConsumeQueue
-from rocketlite.store.get_result import QueueRead
-from rocketlite.store.status import GetMessageStatus
+from rocketlite.store.results import GetMessageStatus, QueueRead
 from tests.support.store import StoreFactory, put_batch
 from tests.support.store import message as mk
 

@@ -24,7 +24,7 @@ from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.results import PutMessageStatus
 from tests.support.store import put_batch, stored_batch
 
 TOPIC = "CrashTopic"

@@ -43,7 +43,7 @@ from rocketlite.namesrv.config import NamesrvConfig, namesrv_config_keys
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
 from rocketlite.store.config import StoreConfig, store_config_keys
-from tests.support import real_clients
+from tests.support.foreign_clients import real as real_clients
 from tests.support.ports import bindable
 from tests.support.processes import wait_listening
 from tests.support.readme import ROOT, VENV_BIN, Block, Clone

@@ -20,9 +20,9 @@ from rocketlite.protocol.formats.batch import (
 )
 from rocketlite.protocol.formats.record import MessageInner, enters_consume_queue
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.store.commit_log import AppendResult
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.message_store import MessageStore, PutMessageResult
+from rocketlite.store.message_store import MessageStore
+from rocketlite.store.results import AppendResult, PutMessageResult
 
 
 def _find_shared() -> Path:

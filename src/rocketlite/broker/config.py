@@ -1,14 +1,52 @@
 """`BrokerConfig`: the broker's own settings, with RocketMQ's `broker.conf` key names and defaults.
 
 Store settings live in `StoreConfig`; both are built from the same properties file.
+
+The broker's components share one `BrokerConfig` and read it on every use, so a change made at
+run time (UPDATE_BROKER_CONFIG, `live_config.LiveConfig`) takes effect on the next request, as
+in Java, where the config objects are mutable. Here only the `LIVE_BROKER_FIELDS` are: every
+field is set once, by the constructor, and assigning any other one later raises
+`FrozenInstanceError`. (The store's config is frozen whole: the store takes a new one,
+`MessageStore.apply_live_settings`.)
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError, dataclass, field
+from typing import Final
 
 from rocketlite.config import config_keys, require
+
+# BrokerConfig field names that may change at run time (read on every use, or pushed on change).
+LIVE_BROKER_FIELDS: Final = frozenset(
+    {
+        "broker_permission",
+        "auto_create_topic_enable",
+        "auto_create_subscription_group",
+        "default_topic_queue_nums",
+        "long_polling_enable",
+        "short_polling_time_mills",
+        "transaction_timeout",
+        "transaction_check_max",
+        "transaction_check_interval",
+        "reject_transaction_message",
+        "flush_consumer_offset_interval",
+        "channel_expired_timeout",
+        "notify_consumer_ids_changed_enable",
+        "region_id",
+        "trace_on",
+        "slow_put_warning_ms",
+        "register_broker_timeout_mills",
+        "ha_master_address",
+        "ha_max_gap_not_in_sync",
+        "ha_send_heartbeat_interval",
+        "ha_housekeeping_interval",
+        "ha_transfer_batch_size",
+        "slave_read_enable",
+        "access_message_in_memory_max_ratio",
+    }
+)
 
 
 class BrokerRole(enum.Enum):
@@ -17,7 +55,7 @@ class BrokerRole(enum.Enum):
     SLAVE = "SLAVE"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BrokerConfig:
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
@@ -118,6 +156,12 @@ class BrokerConfig:
         if self.ha_master_address:
             host, _, port = self.ha_master_address.strip().rpartition(":")
             require(bool(host) and port.isdigit(), "haMasterAddress must be host:port")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Set once by the constructor; after that, only the live fields (module docstring)."""
+        if name not in LIVE_BROKER_FIELDS and hasattr(self, name):
+            raise FrozenInstanceError(f"cannot assign to field {name!r}: it changes only with a restart")
+        super(BrokerConfig, self).__setattr__(name, value)
 
     @property
     def namesrv_addrs(self) -> list[str]:

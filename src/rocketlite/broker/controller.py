@@ -291,7 +291,7 @@ class BrokerController:
         clients = ClientManager(b, topics, groups, clock)
         pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop)
         store.add_arrival_listener(pull.hold.on_arrival)
-        store.reput.run_inline(loop.call_soon)  # sends' dispatch rounds run on this loop
+        store.dispatch_on(loop)  # sends' dispatch rounds run on this loop
         schedule = ScheduleMessageService(
             store, stats, clock, store_host, self.store_config.config_dir, self.store_config.delay_levels_ms,
             enabled=not b.is_slave,
@@ -330,7 +330,7 @@ class BrokerController:
             ha_master = HAMasterService(store, b, bind_ha_socket(b.listen_host, port), loop)
             store.add_arrival_listener(ha_master.on_dispatch)
         live = LiveConfig(
-            b, self.store_config, store, topics, groups, clock, self.request_register,
+            b, store, topics, groups, clock, self.request_register,
             listeners=(ha_slave.on_config_change,) if ha_slave is not None else (),
         )  # fmt: skip
         send = SendMessageProcessor(
@@ -339,7 +339,7 @@ class BrokerController:
             timer_hook=timer.park if timer is not None else None,
             replica=ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None,
         )  # fmt: skip
-        figures = BrokerFigures(b, self.store_config, store, stats, offsets, clients)
+        figures = BrokerFigures(b, store, stats, offsets, clients)
         runtime_stats = RuntimeStatsSampler(store, clock)
         ha = ha_master or ha_slave
 

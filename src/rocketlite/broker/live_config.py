@@ -1,8 +1,8 @@
 """Live configuration: UPDATE_BROKER_CONFIG (25), GET_BROKER_CONFIG (26), topic reload.
 
-`BrokerConfig` and `StoreConfig` are frozen dataclasses, shared by every component that reads
-them; `LiveConfig` is the one place they change after start. An update (a properties text, as
-mqadmin `updateBrokerConfig -k K -v V` sends it):
+`BrokerConfig` (frozen but for its live fields) and `StoreConfig` (frozen, owned by the store)
+are shared by every component that reads them; `LiveConfig` is the one place they change after
+start. An update (a properties text, as mqadmin `updateBrokerConfig -k K -v V` sends it):
 
 1. keys naming a path or directory are refused with NO_PERMISSION, as Java refuses
    `brokerConfigPath` (a remote path write is how CVE-2023-37582-style attacks work);
@@ -12,8 +12,9 @@ mqadmin `updateBrokerConfig -k K -v V` sends it):
 4. a key whose value actually changes must be a live key (`LIVE_KEYS`: permissions, flush and
    commit intervals, retention, timeouts, HA tuning, polling...); structural ones (names, ids,
    role, ports, paths, segment sizes, flush type...) are refused: edit broker.conf and restart;
-5. the changed fields are written into the shared config objects, the store's services are
-   retuned (`store.live_settings`), listeners are told (the HA slave reconnects on a new
+5. the changed broker fields are written into the shared `BrokerConfig` (only its live fields
+   can change), the store takes a new `StoreConfig` and retunes its services
+   (`MessageStore.apply_live_settings`), listeners are told (the HA slave reconnects on a new
    `haMasterAddress`), and a `brokerPermission` change re-registers at once with every name
    server (the registered topic permissions are masked by it, so clients stop writing to a
    read-only broker and stop reading from a write-only one).
@@ -39,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.config import LIVE_BROKER_FIELDS, BrokerConfig
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
@@ -50,43 +51,12 @@ from rocketlite.protocol.errors import ConfigError, RocketliteError
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.custom_header import CustomHeader
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.config import StoreConfig
-from rocketlite.store.live_settings import LIVE_STORE_FIELDS, apply_live_settings
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
 
 log = logging.getLogger("rocketlite.broker.live_config")
 
 _PATH_WORDS: Final = ("path", "dir", "home")  # storePathRootDir, brokerConfigPath, rocketmqHome...
-
-# BrokerConfig field names that may change at run time (read on every use, or pushed on change).
-LIVE_BROKER_FIELDS: Final = frozenset(
-    {
-        "broker_permission",
-        "auto_create_topic_enable",
-        "auto_create_subscription_group",
-        "default_topic_queue_nums",
-        "long_polling_enable",
-        "short_polling_time_mills",
-        "transaction_timeout",
-        "transaction_check_max",
-        "transaction_check_interval",
-        "reject_transaction_message",
-        "flush_consumer_offset_interval",
-        "channel_expired_timeout",
-        "notify_consumer_ids_changed_enable",
-        "region_id",
-        "trace_on",
-        "slow_put_warning_ms",
-        "register_broker_timeout_mills",
-        "ha_master_address",
-        "ha_max_gap_not_in_sync",
-        "ha_send_heartbeat_interval",
-        "ha_housekeeping_interval",
-        "ha_transfer_batch_size",
-        "slave_read_enable",
-        "access_message_in_memory_max_ratio",
-    }
-)
 
 
 def _keys_of(cls: type[Any], fields: frozenset[str]) -> set[str]:
@@ -149,8 +119,7 @@ class LiveConfig:
     def __init__(
         self,
         broker: BrokerConfig,
-        store_config: StoreConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         clock: Clock,
@@ -159,7 +128,6 @@ class LiveConfig:
         listeners: Sequence[ConfigListener] = (),
     ) -> None:
         self.broker = broker
-        self.store_config = store_config
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -183,11 +151,11 @@ class LiveConfig:
             raise RocketliteError(f"unknown config keys: {', '.join(unknown)}; nothing changed")
         try:
             new_broker = _rebuilt(self.broker, {k: v for k, v in props.items() if k in broker_keys})
-            new_store = _rebuilt(self.store_config, {k: v for k, v in props.items() if k in store_keys})
+            new_store = _rebuilt(self.store.config, {k: v for k, v in props.items() if k in store_keys})
         except ConfigError as exc:
             raise RocketliteError(f"{exc}; nothing changed") from exc
         broker_changes = _changes(self.broker, new_broker)
-        store_changes = _changes(self.store_config, new_store)
+        store_changes = _changes(self.store.config, new_store)
         fixed = sorted(
             [key for name, (key, _) in broker_changes.items() if name not in LIVE_BROKER_FIELDS]
             + [key for name, (key, _) in store_changes.items() if name not in LIVE_STORE_FIELDS]
@@ -198,9 +166,9 @@ class LiveConfig:
                 "restart (nothing changed)"
             )
         for name, (_, value) in broker_changes.items():
-            object.__setattr__(self.broker, name, value)  # the one sanctioned write (see module doc)
-        for name, (_, value) in store_changes.items():
-            object.__setattr__(self.store_config, name, value)
+            setattr(self.broker, name, value)  # live fields only (`BrokerConfig.__setattr__`)
+        if store_changes:  # a new store config, the services retuned
+            self.store.apply_live_settings({name: value for name, (_, value) in store_changes.items()})
         changed = {key for key, _ in broker_changes.values()} | {key for key, _ in store_changes.values()}
         if changed:
             self._applied(changed)
@@ -208,8 +176,6 @@ class LiveConfig:
 
     def _applied(self, changed: set[str]) -> None:
         self.version = self.version.next_version(self.clock.now_ms())
-        if changed & _keys_of(StoreConfig, LIVE_STORE_FIELDS):
-            apply_live_settings(self.store)
         self.groups.auto_create = self.broker.auto_create_subscription_group
         if "brokerPermission" in changed:
             # Java: topicConfigManager.getDataVersion().nextVersion(); registerBrokerAll(...)
@@ -231,7 +197,7 @@ class LiveConfig:
         self.update({"brokerPermission": str(value)})
 
     def current_properties(self) -> dict[str, str]:
-        text = config_properties(self.broker, self.store_config)
+        text = config_properties(self.broker, self.store.config)
         return parse_properties(text)
 
     # -- topics.json ------------------------------------------------------------------------
@@ -255,7 +221,7 @@ class LiveConfig:
     # -- requests ---------------------------------------------------------------------------
     def handle_get(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
-        body = config_properties(self.broker, self.store_config).encode("utf-8")
+        body = config_properties(self.broker, self.store.config).encode("utf-8")
         ext = GetBrokerConfigResponseHeader(version=self.version.to_json()).to_ext()
         return make_response(request, ResponseCode.SUCCESS, None, ext, body)
 

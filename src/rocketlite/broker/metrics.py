@@ -34,9 +34,7 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.runtime import cancel_tasks
-from rocketlite.store.clean import disk_used_ratio
-from rocketlite.store.config import StoreConfig
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 log = logging.getLogger("rocketlite.broker.metrics")
 
@@ -83,7 +81,7 @@ class _Family:
 class TpsSampler:
     """Samples (time, puts, gets found) once a second; rates over the last `TPS_WINDOW_S`."""
 
-    def __init__(self, store: MessageStore, interval_s: float = 1.0) -> None:
+    def __init__(self, store: StoreAPI, interval_s: float = 1.0) -> None:
         self.store = store
         self.interval_s = interval_s
         self.samples: deque[tuple[float, int, int]] = deque(maxlen=int(TPS_WINDOW_S / interval_s) + 2)
@@ -112,14 +110,12 @@ class BrokerFigures:
     def __init__(
         self,
         broker: BrokerConfig,
-        store_config: StoreConfig,
-        store: MessageStore,
+        store: StoreAPI,
         stats: BrokerStats,
         offsets: ConsumerOffsetTable,
         clients: ClientManager,
     ) -> None:
         self.broker = broker
-        self.store_config = store_config
         self.store = store
         self.stats = stats
         self.offsets = offsets
@@ -150,7 +146,7 @@ class BrokerFigures:
 
     def disk_ratio(self) -> float:
         try:
-            return disk_used_ratio(self.store_config.store_path_root_dir)
+            return self.store.disk_used_ratio()
         except OSError:
             return 0.0
 
@@ -161,11 +157,11 @@ class BrokerFigures:
         understated. Uncommitted bytes (in the write buffer, not yet in the file) are 0 without a
         write buffer.
         """
-        q = self.store.commit_log.queue
-        flushed, committed = q.flushed_where, q.committed_where
-        wrote = q.max_wrote_offset
-        uncommitted = max(wrote - committed, 0) if q.write_buffer else 0
-        return flushed, max(wrote - flushed, 0), uncommitted
+        store = self.store
+        flushed = store.durable_end
+        committed = store.committed_end
+        wrote = store.written_end
+        return flushed, max(wrote - flushed, 0), max(wrote - committed, 0)
 
     def render(self, sampler: TpsSampler) -> str:
         """The whole exposition (text format 0.0.4)."""
@@ -213,7 +209,7 @@ class BrokerFigures:
                 "Log bytes not dispatched yet.",
                 int(info["dispatchBehindBytes"]),
             ),
-            ("disk_full", "gauge", "1 when the disk is full.", int(store.flags.disk_full)),
+            ("disk_full", "gauge", "1 when the disk is full.", int(store.disk_full)),
             (
                 "client_connections",
                 "gauge",

@@ -68,8 +68,8 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_request, make
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
-from rocketlite.store.message_store import MessageStore, PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.transaction")
 
@@ -138,7 +138,7 @@ class TransactionalMessageService:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetTable,
         stats: BrokerStats,
@@ -286,12 +286,12 @@ class TransactionalMessageService:
 
     def _read_ops(self) -> None:
         """Learn which halves are done from the op queue entries not read yet."""
-        cq = self.store.cq_store.get(OP_TOPIC, HALF_QUEUE_ID)
+        cq = self.store.queue(OP_TOPIC, HALF_QUEUE_ID)
         if cq is None:
             return
         offset = max(self._op_read, cq.min_offset)
         while offset < cq.max_offset:
-            unit = cq.get_unit(offset)
+            unit = cq.unit(offset)
             if unit is None:
                 break
             rec = None if is_padding(unit) else self._record_at(unit)
@@ -306,7 +306,7 @@ class TransactionalMessageService:
     # -- check-back -------------------------------------------------------------------------
     def check_once(self) -> int:
         """One scan of the half queue (`TransactionalMessageServiceImpl.check`); checks sent."""
-        cq = self.store.cq_store.get(HALF_TOPIC, HALF_QUEUE_ID)
+        cq = self.store.queue(HALF_TOPIC, HALF_QUEUE_ID)
         if cq is None:
             return 0
         self._read_ops()
@@ -316,7 +316,7 @@ class TransactionalMessageService:
         blocked = False
         sent = 0
         while offset < end:
-            unit = cq.get_unit(offset)
+            unit = cq.unit(offset)
             if unit is None:
                 break
             done = is_padding(unit) or offset in self._resolved

@@ -59,6 +59,11 @@ def disk_used_ratio(path: Path) -> float:
     return used / usable if usable > 0 else 0.0
 
 
+def _delete_hours(delete_when: str) -> set[int]:
+    """`deleteWhen` ("04", "04;16"): the hours of the day when expired segments are deleted."""
+    return {int(h) for h in delete_when.split(";") if h.strip()}
+
+
 @dataclass(frozen=True, slots=True)
 class DiskThresholds:
     """The three disk levels, as fractions (see the module docstring)."""
@@ -104,10 +109,20 @@ class CleanService(ServiceThread):
         self.clock = clock
         self.store_root = store_root
         self.file_reserved_ms = file_reserved_hours * 3_600_000
-        self.delete_hours = {int(h) for h in delete_when.split(";") if h.strip()}
+        self.delete_hours = _delete_hours(delete_when)
         self.thresholds = thresholds
         self.disk_ratio = disk_ratio
         self.manual_delete_requested = False
+
+    def retune(
+        self, *, interval_ms: int, file_reserved_hours: int, delete_when: str, thresholds: DiskThresholds
+    ) -> None:
+        """New settings (UPDATE_BROKER_CONFIG); the service wakes so they apply now."""
+        self.interval_s = interval_ms / 1000
+        self.file_reserved_ms = file_reserved_hours * 3_600_000
+        self.delete_hours = _delete_hours(delete_when)
+        self.thresholds = thresholds
+        self.wakeup()
 
     def run_once(self) -> None:
         self.clean(force_hour=False)

@@ -19,7 +19,6 @@ import functools
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.clock import Clock
@@ -38,9 +37,9 @@ from rocketlite.protocol.formats.record import (
 from rocketlite.protocol.formats.speedups import encode_record, stamp_batch
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.mapped_file import MappedFile
+from rocketlite.store.mapped_file import MappedFile, segment_name, stage_reserved, staging_path
 from rocketlite.store.mapped_file_queue import Allocator, MappedFileQueue, direct_allocator
-from rocketlite.store.status import AppendMessageStatus
+from rocketlite.store.results import AppendMessageStatus, AppendResult
 
 log = logging.getLogger("rocketlite.store.commit_log")
 
@@ -53,24 +52,6 @@ _APPEND_OK: Final = AppendMessageStatus.PUT_OK
 @functools.lru_cache(maxsize=64)
 def _msg_id_prefix(host: HostAddress) -> str:
     return host.msg_id_prefix()
-
-
-@dataclass(slots=True)
-class AppendResult:
-    """Where a message (or batch) landed. For a batch, `msg_id` is the comma-joined id list."""
-
-    status: AppendMessageStatus
-    wrote_offset: int = 0
-    wrote_bytes: int = 0
-    msg_id: str = ""
-    store_timestamp: int = 0
-    logics_offset: int = 0
-    msg_num: int = 1
-    remark: str = ""
-
-    @property
-    def end_offset(self) -> int:
-        return self.wrote_offset + self.wrote_bytes
 
 
 def _too_large_status(exc: RecordTooLargeError, *, single: bool) -> AppendMessageStatus:
@@ -106,6 +87,11 @@ class CommitLog:
 
     def load(self) -> None:
         self.queue.load()
+
+    def retune(self, config: StoreConfig) -> None:
+        """A new config (`MessageStore.apply_live_settings`): the size limit and the timeouts."""
+        self.config = config
+        self.max_message_size = config.max_message_size
 
     # -- appending --------------------------------------------------------------------------
     def _msg_id_prefix(self, host: HostAddress) -> str:
@@ -231,6 +217,8 @@ class CommitLog:
                 raise ValueError(f"replicated bytes for offset {offset}, but the commit log ends at {end}")
             if not q.files and offset % self.file_size:
                 raise ValueError(f"replication must start at a segment boundary, not at offset {offset}")
+            if not q.files and offset:  # a master whose oldest segment is not 0: no use for it
+                staging_path(q.directory / segment_name(0)).unlink(missing_ok=True)
             done, total = 0, len(view)
             mf: MappedFile | None = None
             while done < total:
@@ -243,6 +231,18 @@ class CommitLog:
             if mf is not None and store_timestamp:
                 mf.store_timestamp = store_timestamp
             return q.max_wrote_offset
+
+    def stage_first_segment(self) -> None:
+        """An empty log (a new slave) builds its first segment ahead of the first bytes, so the
+        first transfer does not wait for it (`mapped_file.stage_reserved`)."""
+        q = self.queue
+        if q.files:
+            return
+        q.directory.mkdir(parents=True, exist_ok=True)
+        staged = staging_path(q.directory / segment_name(0))
+        if not staged.exists() or staged.stat().st_size != q.file_size:
+            log.info("empty commit log; preparing its first segment")
+            stage_reserved(staged, q.file_size)
 
     # -- reading ----------------------------------------------------------------------------
     @property
@@ -307,8 +307,8 @@ class CommitLog:
             queue.flush_all_to(end)
         else:
             deadline = time.monotonic() + self.config.sync_flush_timeout / 1000
-            while queue.flushed_where < end and time.monotonic() < deadline:
-                time.sleep(self.config.flush_interval_commit_log / 4000)
+            while queue.flushed_where < end and (left := deadline - time.monotonic()) > 0:
+                time.sleep(min(self.config.flush_interval_commit_log / 4000, left))
         return queue.flushed_where >= end
 
     @property

@@ -1,7 +1,11 @@
 """`StoreConfig`: the message store's settings, with RocketMQ's key names and defaults.
 
 Built once from a `broker.conf` (see `rocketlite.config.build_config`) and passed down; nothing in
-the store reads configuration any other way.
+the store reads configuration any other way. The config is frozen: a running broker changes the
+`LIVE_STORE_FIELDS` (UPDATE_BROKER_CONFIG) by handing the store a new one
+(`MessageStore.apply_live_settings`), which retunes the services that copied a value. Everything
+else (segment sizes, paths, flush type, index geometry, delay levels) shapes files on disk or the
+services that exist, and needs a restart.
 """
 
 from __future__ import annotations
@@ -9,12 +13,42 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from rocketlite.config import config_keys, require
 from rocketlite.protocol.formats.consume_queue_unit import UNIT_SIZE as CQ_UNIT_SIZE
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+# StoreConfig field names that may change at run time: read by the store on every use (the sync
+# flush timeout, a pull's transfer limits, the size limit) or copied by a service that the store
+# retunes (intervals, page counts, retention, disk levels).
+LIVE_STORE_FIELDS: Final = frozenset(
+    {
+        "flush_interval_commit_log",
+        "flush_commit_log_least_pages",
+        "flush_commit_log_thorough_interval",
+        "commit_interval_commit_log",
+        "commit_commit_log_least_pages",
+        "commit_commit_log_thorough_interval",
+        "flush_interval_consume_queue",
+        "flush_consume_queue_least_pages",
+        "flush_consume_queue_thorough_interval",
+        "sync_flush_timeout",
+        "max_message_size",
+        "file_reserved_time",
+        "delete_when",
+        "disk_max_used_space_ratio",
+        "disk_space_clean_forcibly_ratio",
+        "disk_space_warning_level_ratio",
+        "clean_file_forcibly_enable",
+        "clean_resource_interval",
+        "max_transfer_bytes_on_message_in_memory",
+        "max_transfer_count_on_message_in_memory",
+    }
+)
 
 
 class FlushDiskType(enum.Enum):

@@ -38,7 +38,6 @@ from rocketlite.protocol.formats.consume_queue_unit import (
 )
 from rocketlite.store.codec.dispatch_ref import unit_writable
 from rocketlite.store.codec.speedups import pack_units
-from rocketlite.store.get_result import QueueRead
 from rocketlite.store.mapped_file import MappedFile
 from rocketlite.store.mapped_file_queue import (
     Allocator,
@@ -46,6 +45,7 @@ from rocketlite.store.mapped_file_queue import (
     direct_allocator,
 )
 from rocketlite.store.queue_read import RecordSource, read_units
+from rocketlite.store.results import QueueRead
 
 log = logging.getLogger("rocketlite.store.consume_queue")
 

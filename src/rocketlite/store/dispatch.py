@@ -10,19 +10,27 @@ Arrival listeners (long polling, HA, the delay schedule) hear once per queue per
 sends to a queue wakes its held pulls once, and the pulls then read all of it.
 
 Where a round runs (`ReputService`): appends made on the broker's event-loop thread schedule one
-round on that loop (`run_inline`), coalesced per loop iteration, so a send's units are readable,
-and its held pulls answered, within the same iteration: no thread wake-up, no GIL hand-over (a
-thread waiting for the GIL behind a busy loop waits up to the interpreter's 5 ms switch
-interval), no hop back to the loop. A round that finds more than `INLINE_MAX_BYTES` waiting (bulk
-produce) leaves the rest to the reput thread, whose byte loops run without the GIL beside the
-loop. The thread also serves appends from other threads and polls as a safety net (a poll
-leaves the records to the loop while its rounds run: `loop_rounds_running`).
+round on that loop (`run_on`, `MessageStore.dispatch_on`), coalesced per loop iteration, so a
+send's units are readable, and its held pulls answered, within the same iteration: no thread
+wake-up, no GIL hand-over (a thread waiting for the GIL behind a busy loop waits up to the
+interpreter's 5 ms switch interval), no hop back to the loop. A round that finds more than
+`INLINE_MAX_BYTES` waiting (bulk produce) leaves the rest to the reput thread, whose byte loops
+run without the GIL beside the loop. The thread also serves appends from other threads and polls
+as a safety net (a poll leaves the records to the loop while its rounds run:
+`loop_rounds_running`).
 
-Paced appends (`ReputService.paced`, set by the 5.x gRPC endpoint around its sends): grpc.aio runs
-each RPC in a loop iteration of its own, so "a round per iteration" would be a round per message
-(tens of microseconds each). A paced append's round runs at most `PACED_ROUND_S` after the previous round (at
-once when the last round is older), so a stream of RPCs shares rounds, as Java's reput thread
-shares its 1 ms sleeps; an unpaced append (4.x) still gets its round in the next iteration.
+The loop never waits for the thread. One lock serializes rounds; a loop round that finds it taken
+(the thread is in a round) does not block on it but runs again `PACED_ROUND_S` later, by which
+time the thread has usually dispatched the records itself (the deferred round then has nothing to
+do). Blocking there would stall every connection of the loop behind a thread that may itself be
+waiting for the GIL the loop holds.
+
+Paced appends (`wakeup(paced=True)`, passed down the put path by the 5.x gRPC endpoint's sends):
+grpc.aio runs each RPC in a loop iteration of its own, so "a round per iteration" would be a round
+per message (tens of microseconds each). A paced append's round runs at most `PACED_ROUND_S` after
+the previous round (at once when the last round is older), so a stream of RPCs shares rounds, as
+Java's reput thread shares its 1 ms sleeps; an unpaced append (4.x) still gets its round in the
+next iteration. Deferred rounds, paced or after a busy lock, are one rule: at most one is pending.
 """
 
 from __future__ import annotations
@@ -54,8 +62,9 @@ _DISPATCH_CHUNK = 4 * 1024 * 1024
 # (the convoy) cost the loop more than dispatching itself.
 INLINE_MAX_BYTES = 1024 * 1024
 _POLL_S = 0.05  # the reput thread's safety-net poll (every append wakes it or the loop's round)
-PACED_ROUND_S = 0.001  # a paced append's round: at most this long after the previous round
-ROUND_WAIT_S = 0.005  # a loop round waits this long for a round of the thread to end
+# A paced append's round runs at most this long after the previous loop round; a loop round that
+# finds the thread in a round is deferred by as much.
+PACED_ROUND_S = 0.001
 
 
 @dataclass(slots=True)
@@ -234,11 +243,13 @@ class Dispatcher:
 
 
 class ReputService:
-    """Runs the dispatcher: a round on the event loop after appends made there (`run_inline`),
-    and a background thread for bulk, for appends from other threads, and as a safety net.
+    """Runs the dispatcher: a round on the event loop after appends made there (`run_on`), and
+    a background thread for bulk, for appends from other threads, and as a safety net.
 
-    One lock serializes rounds; whoever holds it dispatches everything up to the end it sees, so a
-    round that finds the lock taken only makes sure the thread looks again.
+    One lock serializes rounds; whoever holds it dispatches everything up to the end it sees. The
+    loop never waits for it: a loop round that finds the thread in a round is deferred by
+    `PACED_ROUND_S` (the thread may well take the records meanwhile; the deferred round then
+    finds nothing to do), the same rule that spaces paced rounds.
     """
 
     def __init__(self, dispatcher: Dispatcher) -> None:
@@ -249,78 +260,75 @@ class ReputService:
         self._waiters = 0
         self._round = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._schedule: Callable[[Callable[[], None]], object] | None = None
-        self._owner = 0  # thread id of the loop `_schedule` belongs to
-        self._inline_pending = False
-        self._paced_pending = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._owner = 0  # thread id of `_loop`
+        self._soon_pending = False  # a round is scheduled for the loop's next iteration
+        self._later_pending = False  # a deferred round is scheduled (`PACED_ROUND_S`)
         self._last_round = 0.0  # time.monotonic() of the last round on the loop
-        self.paced = False  # set around appends whose rounds may wait (see the module docstring)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="rocketlite-reput", daemon=True)
         self._thread.start()
 
-    def run_inline(self, schedule: Callable[[Callable[[], None]], object]) -> None:
-        """Call from the event loop's thread with its `call_soon`: appends made on this thread
-        are then dispatched by a round on the loop, once per loop iteration."""
-        self._schedule = schedule
+    def run_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Call from `loop`'s thread: appends made on this thread are then dispatched by a round
+        on the loop, once per loop iteration (paced ones: at most once per `PACED_ROUND_S`)."""
+        self._loop = loop
         self._owner = threading.get_ident()
 
-    def wakeup(self) -> None:
-        """Called after every append."""
-        if self._schedule is not None and threading.get_ident() == self._owner:
-            if self.paced and not self._inline_pending:
-                self._wakeup_paced()
-            elif not self._inline_pending:
-                self._schedule_round()
+    def wakeup(self, paced: bool = False) -> None:
+        """Called after every append; `paced` for an append whose round may be shared with the
+        appends of the next few loop iterations (see the module docstring)."""
+        if self._loop is not None and threading.get_ident() == self._owner:
+            if self._soon_pending:
+                return
+            if paced:
+                if not self._later_pending:
+                    self._round_after(self._last_round + PACED_ROUND_S - time.monotonic())
+            else:
+                self._round_after(0.0)
             return
         # Skip Event.set's lock and notify when a wake-up is pending.
         if not self._wake.is_set():
             self._wake.set()
 
-    def _schedule_round(self) -> None:
-        schedule = self._schedule
-        assert schedule is not None  # (checked by the caller)
-        self._inline_pending = True
+    def _round_after(self, delay: float) -> None:
+        """Schedule a loop round: in the next iteration (`delay` <= 0), or `delay` seconds on
+        (deferred: at most one pending). A closed loop hands the work back to the thread alone."""
+        loop = self._loop
+        assert loop is not None  # (checked by the callers)
         try:
-            schedule(self._inline_round)
+            if delay <= 0:
+                loop.call_soon(self._soon_round)
+                self._soon_pending = True
+            elif not self._later_pending:
+                loop.call_later(delay, self._later_round)
+                self._later_pending = True
         except RuntimeError:  # the loop is closed: back to the thread alone
-            self._schedule, self._inline_pending = None, False
+            self._loop, self._soon_pending, self._later_pending = None, False, False
             self._wake.set()
 
-    def _wakeup_paced(self) -> None:
-        """A paced append: a round now if the last one is `PACED_ROUND_S` old, else one when it
-        is (unless one is already due)."""
-        if self._paced_pending:
-            return
-        wait = self._last_round + PACED_ROUND_S - time.monotonic()
-        if wait <= 0:
-            self._schedule_round()
-            return
-        try:
-            asyncio.get_running_loop().call_later(wait, self._paced_round)
-        except RuntimeError:  # no running loop on this thread after all
-            self._schedule_round()
-            return
-        self._paced_pending = True
+    def _soon_round(self) -> None:
+        self._soon_pending = False
+        self._loop_round()
 
-    def _paced_round(self) -> None:
-        self._paced_pending = False
-        self._inline_round()
+    def _later_round(self) -> None:
+        self._later_pending = False
+        self._loop_round()
 
-    def _inline_round(self) -> None:
-        """The loop's round: everything appended up to now, or a first `INLINE_MAX_BYTES` of it."""
-        self._inline_pending = False
+    def _loop_round(self) -> None:
+        """The loop's round: everything appended up to now, or a first `INLINE_MAX_BYTES` of it.
+        Never blocks: with the thread in a round, it is deferred by `PACED_ROUND_S`."""
         self._last_round = time.monotonic()
-        # The thread is in a round: wait a little for it (the wait releases the GIL, so the
-        # thread runs at full speed instead of starving behind the loop), else leave it to it.
-        if not self._round.acquire(timeout=ROUND_WAIT_S):
-            self._wake.set()  # it looks again when done
+        dispatcher = self.dispatcher
+        if dispatcher.reput_from_offset >= dispatcher.commit_log.max_offset:
+            return  # taken by the thread (or an earlier round) meanwhile
+        if not self._round.acquire(blocking=False):
+            self._round_after(PACED_ROUND_S)
             return
         try:
             if self._stop.is_set():
                 return
-            dispatcher = self.dispatcher
             try:
                 dispatcher.dispatch_available(limit_bytes=INLINE_MAX_BYTES)
             except Exception:
@@ -340,7 +348,7 @@ class ReputService:
         a busy loop starves of the GIL: dispatch, and the pulls it answers, would lag by many
         milliseconds. A loop with no round for a poll period (stalled, or closed) is not counted
         on; explicit wake-ups (bulk, other threads' appends, waiters) always dispatch."""
-        return self._schedule is not None and time.monotonic() - self._last_round < _POLL_S
+        return self._loop is not None and time.monotonic() - self._last_round < _POLL_S
 
     def _run(self) -> None:
         dispatcher = self.dispatcher
@@ -357,7 +365,7 @@ class ReputService:
             try:
                 more = True
                 while more and not self._stop.is_set():
-                    with self._round:  # released between chunks: a loop round may be waiting
+                    with self._round:  # released between chunks: a loop round may take the next
                         more = dispatcher.dispatch_available() > 0
             except Exception:
                 log.exception("dispatch failed; retrying")

@@ -81,8 +81,8 @@ class ServiceThread:
 
 class PeriodicFlushService(ServiceThread):
     """A service that flushes or commits at least `least_pages` pages each round, and everything
-    once every `thorough_interval_ms` (RocketMQ's "thorough" flush). Live config may change the
-    three attributes while it runs."""
+    once every `thorough_interval_ms` (RocketMQ's "thorough" flush). Live config changes the
+    three while it runs (`retune`)."""
 
     def __init__(
         self, clock: Clock, *, interval_ms: int, least_pages: int, thorough_interval_ms: int
@@ -92,6 +92,13 @@ class PeriodicFlushService(ServiceThread):
         self.least_pages = least_pages
         self.thorough_interval_ms = thorough_interval_ms
         self._last_thorough = clock.monotonic()
+
+    def retune(self, *, interval_ms: int, least_pages: int, thorough_interval_ms: int) -> None:
+        """New settings (UPDATE_BROKER_CONFIG); the service wakes so a new interval applies now."""
+        self.interval_s = interval_ms / 1000
+        self.least_pages = least_pages
+        self.thorough_interval_ms = thorough_interval_ms
+        self.wakeup()
 
     def pages_this_round(self) -> int:
         """`least_pages`, or 0 (flush everything) when a thorough round is due."""

@@ -1,9 +1,10 @@
-"""`MessageStore`: the store's API for the broker, and the supervisor of its services.
+"""`MessageStore`: the store's façade for the broker, and the supervisor of its services.
 
 It wires the data structures (commit log, consume queues, index, checkpoint) to the services that
-keep them moving (allocate, reput, flush, clean), recovers on start, and answers puts and reads
-with RocketMQ's statuses. The structures and services get their collaborators directly; nothing
-holds a reference back to this class.
+keep them moving (allocate, reput, flush, clean: `services.py`), recovers on start, and answers
+puts and reads with RocketMQ's statuses. The structures and services get their collaborators
+directly; nothing holds a reference back to this class. What the broker may call is declared in
+`api.py` (`StoreAPI`); the structures themselves stay behind it.
 
 Put latency (the stats' buckets, `put_max_ms`, the slow-put warning) is sampled on the hot path:
 an ASYNC_FLUSH single put reads the clock around its append only every `PUT_TIMING_EVERY`-th
@@ -15,17 +16,18 @@ the max of the samples. Batches and SYNC_FLUSH puts are timed every time.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from typing import Any
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.errors import SegmentCreateError
+from rocketlite.protocol.errors import ConfigError, SegmentCreateError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
 from rocketlite.protocol.formats.record import (
@@ -43,24 +45,29 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
+from rocketlite.store.api import MessageFilter
 from rocketlite.store.checkpoint import StoreCheckpoint
-from rocketlite.store.clean import CleanService, DiskThresholds, RunningFlags
-from rocketlite.store.commit_log import AppendResult, CommitLog
-from rocketlite.store.config import FlushDiskType, StoreConfig
+from rocketlite.store.clean import RunningFlags, disk_used_ratio
+from rocketlite.store.commit_log import CommitLog
+from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
-from rocketlite.store.flush import (
-    CommitRealTimeService,
-    FlushConsumeQueueService,
-    FlushRealTimeService,
-    GroupCommitService,
-    ServiceThread,
-)
-from rocketlite.store.get_result import GetMessageResult, QueryMessageResult
+from rocketlite.store.flush import GroupCommitService
 from rocketlite.store.index_service import IndexService
+from rocketlite.store.queue_view import QueueView, pull_from
 from rocketlite.store.recovery import RecoveryReport, recover
+from rocketlite.store.results import (
+    AppendMessageStatus,
+    AppendResult,
+    GetMessageResult,
+    GetMessageStatus,
+    PendingPut,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
-from rocketlite.store.status import AppendMessageStatus, GetMessageStatus, PutMessageStatus
 from rocketlite.store.store_lock import lock_store, unlock_store
 
 log = logging.getLogger("rocketlite.store")
@@ -74,29 +81,8 @@ _APPEND_TO_PUT = {
     AppendMessageStatus.UNKNOWN_ERROR: PutMessageStatus.UNKNOWN_ERROR,
 }
 
-MessageFilter = Callable[[int], bool]
-
 PUT_TIMING_EVERY = 16  # an ASYNC_FLUSH single put reads the clock 1 time in this many
 _BELOW_SLOW_MS = SLOW_PUT_MS - 1.0  # the estimate of an untimed put after a slow sample
-
-
-@dataclass(slots=True)
-class PutMessageResult:
-    status: PutMessageStatus
-    append: AppendResult | None = None
-    remark: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status.ok
-
-
-@dataclass(slots=True)
-class PendingPut:
-    """A put whose bytes are written; `flush_future` (SYNC_FLUSH) resolves when they are durable."""
-
-    result: PutMessageResult
-    flush_future: Future[bool] | None = None
 
 
 class MessageStore:
@@ -124,8 +110,7 @@ class MessageStore:
         )
         self.reput = ReputService(self.dispatcher)
         self.group_commit: GroupCommitService | None = None
-        self.cleaner: CleanService | None = None
-        self._services: list[ServiceThread] = []
+        self.services: StoreServices | None = None
         self._lock_fd = -1
         self.recovery_report: RecoveryReport | None = None
         self.started = False
@@ -165,62 +150,20 @@ class MessageStore:
         self.started = True
 
     def _start_services(self) -> None:
-        cfg, cp = self.config, self.checkpoint
-        assert cp is not None
-        flusher: ServiceThread
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.group_commit = GroupCommitService(self.commit_log, cp)
-            flusher = self.group_commit
-        else:
-            flusher = FlushRealTimeService(
-                self.commit_log,
-                cp,
-                self.clock,
-                interval_ms=cfg.flush_interval_commit_log,
-                least_pages=cfg.flush_commit_log_least_pages,
-                thorough_interval_ms=cfg.flush_commit_log_thorough_interval,
-            )
-        services: list[ServiceThread] = [self.allocator]
-        if cfg.transient_store_pool_enable:
-            services.append(
-                CommitRealTimeService(
-                    self.commit_log,
-                    flusher,
-                    self.clock,
-                    interval_ms=cfg.commit_interval_commit_log,
-                    least_pages=cfg.commit_commit_log_least_pages,
-                    thorough_interval_ms=cfg.commit_commit_log_thorough_interval,
-                )
-            )
-        services.append(flusher)
-        services.append(
-            FlushConsumeQueueService(
-                self.cq_store,
-                self.index,
-                self.dispatcher,
-                cp,
-                self.clock,
-                interval_ms=cfg.flush_interval_consume_queue,
-                least_pages=cfg.flush_consume_queue_least_pages,
-                thorough_interval_ms=cfg.flush_consume_queue_thorough_interval,
-            )
+        assert self.checkpoint is not None
+        services = StoreServices(
+            self.config,
+            commit_log=self.commit_log,
+            cq_store=self.cq_store,
+            index=self.index,
+            dispatcher=self.dispatcher,
+            checkpoint=self.checkpoint,
+            flags=self.flags,
+            allocator=self.allocator,
+            clock=self.clock,
         )
-        self.cleaner = CleanService(
-            self.commit_log,
-            self.cq_store,
-            self.index,
-            self.flags,
-            self.clock,
-            store_root=cfg.store_path_root_dir,
-            interval_ms=cfg.clean_resource_interval,
-            file_reserved_hours=cfg.file_reserved_time,
-            delete_when=cfg.delete_when,
-            thresholds=DiskThresholds.from_config(cfg),
-        )
-        services.append(self.cleaner)
-        self._services = services
-        for svc in services:
-            svc.start()
+        self.services, self.group_commit = services, services.group_commit
+        services.start()
         self.reput.start()
 
     def shutdown(self) -> None:
@@ -231,9 +174,8 @@ class MessageStore:
             self.started = False
             self.flags.shutdown = True
             self.reput.shutdown()
-            # Stop in reverse: clean, CQ flush, commit-log flush, commit, allocate.
-            for svc in reversed(self._services):
-                svc.shutdown()
+            if self.services is not None:
+                self.services.shutdown()
             self.commit_log.queue.flush_all_to(self.commit_log.queue.max_wrote_offset)
             if self.checkpoint is not None:
                 self.checkpoint.close()
@@ -253,16 +195,43 @@ class MessageStore:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    # -- listeners --------------------------------------------------------------------------
+    # -- listeners and dispatch --------------------------------------------------------------
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called once per queue per dispatch round when units land in a consume queue (long
         polling): on the event loop for rounds after its sends, else on the reput thread."""
         self.dispatcher.listeners.append(listener)
 
-    @property
-    def running_services(self) -> tuple[ServiceThread, ...]:
-        """The started service threads (flush, commit, clean...): `live_settings` retunes them."""
-        return tuple(self._services)
+    def remove_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Stop calling `listener` (a no-op when it is not registered)."""
+        listeners = self.dispatcher.listeners
+        if listener in listeners:
+            listeners.remove(listener)
+
+    def dispatch_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Call from `loop`'s thread: appends made on it are dispatched by a round on the loop,
+        once per iteration, so their arrival listeners run there too (`dispatch.py`)."""
+        self.reput.run_on(loop)
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Block until everything appended so far is in the consume queues and index."""
+        return self.reput.wait_caught_up(self.commit_log.queue.max_wrote_offset, timeout)
+
+    # -- live settings ----------------------------------------------------------------------
+    def apply_live_settings(self, changes: Mapping[str, Any]) -> StoreConfig:
+        """Change settings of a running store (UPDATE_BROKER_CONFIG): `changes` maps
+        `StoreConfig` field names, all of them in `LIVE_STORE_FIELDS`, to new values. The store
+        takes a new config (validated as any config is) and retunes the services that copied a
+        value; returns the new config. ConfigError, and nothing changes, for a field that needs a
+        restart or a bad value."""
+        fixed = sorted(set(changes) - LIVE_STORE_FIELDS)
+        if fixed:
+            raise ConfigError(f"store settings {', '.join(fixed)} cannot change while the store runs")
+        new = dataclasses.replace(self.config, **changes)
+        self.config = new
+        self.commit_log.retune(new)
+        if self.services is not None:
+            self.services.retune(new)
+        return new
 
     # -- writing ----------------------------------------------------------------------------
     def _check_put(self, topic: str) -> PutMessageResult | None:
@@ -315,15 +284,17 @@ class MessageStore:
         files = self.commit_log.queue.files
         return sum(1 for mf in files[-size:] if mf.holds_write_buffer) >= size
 
-    def put_message_nowait(self, msg: MessageInner) -> PendingPut:
-        """Append without waiting for durability; the broker awaits `flush_future` itself."""
-        put = self.put_message_async(msg)
+    def put_message_nowait(self, msg: MessageInner, *, paced: bool = False) -> PendingPut:
+        """Append without waiting for durability; the broker awaits `flush_future` itself.
+        `paced`: the append's dispatch round may be shared with the next few loop iterations'
+        (the 5.x gRPC sends, one RPC per iteration: `dispatch.py`)."""
+        put = self.put_message_async(msg, paced=paced)
         if type(put) is AppendResult:
             return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, put))
         assert isinstance(put, PendingPut)
         return put
 
-    def put_message_async(self, msg: MessageInner) -> AppendResult | PendingPut:
+    def put_message_async(self, msg: MessageInner, *, paced: bool = False) -> AppendResult | PendingPut:
         """`put_message_nowait` for a caller that answers at once (the send processor): when the
         message is stored and there is nothing to wait for (ASYNC_FLUSH), its `AppendResult`
         itself, with no result objects around it; otherwise the `PendingPut`."""
@@ -349,13 +320,15 @@ class MessageStore:
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
         if res.status is not AppendMessageStatus.PUT_OK or self.group_commit is not None:
-            return self._finish_put(res, begin, 1)
+            return self._finish_put(res, begin, 1, paced)
         # `_finish_put` of an ASYNC_FLUSH single put, inlined (one call less per send)
         self.stats.record_put(self._put_estimate_ms if begin < 0 else self._timed(begin), res.wrote_bytes, 1)
-        self.reput.wakeup()
+        self.reput.wakeup(paced)
         return res
 
-    def put_encoded_nowait(self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress) -> PendingPut:
+    def put_encoded_nowait(
+        self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress, *, paced: bool = False
+    ) -> PendingPut:
         """Append a batch (one topic-queue, consecutive queue offsets) without waiting: records
         encoded from a SEND_BATCH_MESSAGE body (`speedups.encode_batch_records`). A batch whose
         stored properties hold DELAY is refused (RocketMQ does not delay batches)."""
@@ -367,7 +340,7 @@ class MessageStore:
             res = self.commit_log.append_encoded_batch(enc, topic, queue, host)
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
-        return self._finish_put(res, begin, enc.messages)
+        return self._finish_put(res, begin, enc.messages, paced)
 
     def _segment_failed(self, exc: SegmentCreateError) -> PendingPut:
         self.stats.put_failures += 1
@@ -379,14 +352,14 @@ class MessageStore:
         self._put_estimate_ms = elapsed_ms if elapsed_ms < SLOW_PUT_MS else _BELOW_SLOW_MS
         return elapsed_ms
 
-    def _finish_put(self, res: AppendResult, begin: float, n: int) -> PendingPut:
+    def _finish_put(self, res: AppendResult, begin: float, n: int, paced: bool) -> PendingPut:
         """`begin` is the put's `perf_counter` start, or negative when it was not timed."""
         elapsed_ms = self._put_estimate_ms if begin < 0 else self._timed(begin)
         if res.status is not AppendMessageStatus.PUT_OK:
             self.stats.put_failures += 1
             return PendingPut(PutMessageResult(_APPEND_TO_PUT[res.status], res, res.remark))
         self.stats.record_put(elapsed_ms, res.wrote_bytes, n)
-        self.reput.wakeup()
+        self.reput.wakeup(paced)
         fut = self.group_commit.submit(res.end_offset) if self.group_commit is not None else None
         return PendingPut(PutMessageResult(PutMessageStatus.PUT_OK, res), fut)
 
@@ -407,6 +380,65 @@ class MessageStore:
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message; with SYNC_FLUSH, return once it is on disk (or timed out)."""
         return self.wait_durable(self.put_message_nowait(msg))
+
+    # -- durability -------------------------------------------------------------------------
+    def flush_to(self, end: int) -> bool:
+        """Make the commit log durable up to `end` now (blocking: call it off the event loop),
+        for a service that must not record a copy as done before the copy is on disk (a POP DLQ
+        move, timer progress). Whether it got there (`CommitLog.flush_to`)."""
+        return self.commit_log.flush_to(end)
+
+    @property
+    def durable_end(self) -> int:
+        """The commit-log offset the last flush reached: what a crash keeps."""
+        return self.commit_log.flushed_where
+
+    @property
+    def committed_end(self) -> int:
+        """The commit-log offset whose bytes are in the files (`transientStorePoolEnable` keeps
+        newer ones in a write buffer first; without it, `written_end`)."""
+        q = self.commit_log.queue
+        return q.committed_where if q.write_buffer else q.max_wrote_offset
+
+    @property
+    def written_end(self) -> int:
+        """Where the next append goes: everything appended so far, write buffer included."""
+        return self.commit_log.queue.max_wrote_offset
+
+    # -- replication (HA) -------------------------------------------------------------------
+    @property
+    def log_segment_size(self) -> int:
+        """Bytes per commit-log segment: a replica's log rolls at the same offsets."""
+        return self.commit_log.file_size
+
+    @property
+    def log_is_empty(self) -> bool:
+        """The commit log has no segment yet (a new slave: its first bytes may start anywhere
+        on a segment boundary)."""
+        return not self.commit_log.queue.files
+
+    def read_log(self, offset: int, size: int) -> memoryview | None:
+        """Zero-copy view of `size` commit-log bytes at `offset`, None if not (or no longer) there."""
+        return self.commit_log.get_message(offset, size)
+
+    def read_log_from(self, offset: int) -> memoryview | None:
+        """Zero-copy view of the commit log from `offset` to the readable end of its segment."""
+        return self.commit_log.get_data(offset)
+
+    def append_replicated(
+        self, offset: int, data: bytes | bytearray | memoryview, store_timestamp: int
+    ) -> int:
+        """Store a master's commit-log bytes verbatim at `offset` (a slave; whole records,
+        `CommitLog.append_raw`) and wake the dispatcher; returns the new end of the log.
+        ValueError when `offset` is not where this log ends."""
+        end = self.commit_log.append_raw(offset, data, store_timestamp)
+        self.reput.wakeup()
+        return end
+
+    def prestage_first_segment(self) -> None:
+        """An empty log (a new slave) builds its first segment before it connects, so the first
+        transfer does not wait for it while a SYNC_MASTER's send does."""
+        self.commit_log.stage_first_segment()
 
     # -- reading ----------------------------------------------------------------------------
     def _correct(self, old: int, new: int) -> int:
@@ -436,46 +468,23 @@ class MessageStore:
         cq = self.cq_store.get(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0))
-        min_off, max_off = cq.min_offset, cq.max_offset
-        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_off, max_off)
-        if max_off == 0:
-            result.next_begin_offset = self._correct(offset, 0)
-            return result
-        if offset < min_off:
-            result.status, result.next_begin_offset = (
-                GetMessageStatus.OFFSET_TOO_SMALL,
-                self._correct(offset, min_off),
-            )
-            return result
-        if offset == max_off:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            return result
-        if offset > max_off:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = self._correct(offset, max_off)
-            return result
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
-        found = cq.read(offset, max_msg_nums, max_bytes, message_filter, self.commit_log)
-        if found is None:
-            result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            result.next_begin_offset = self._correct(offset, cq.roll_next_file(offset))
-            return result
-        result.found = found
-        result.buffer_total_size = found.total_size
-        result.next_begin_offset = offset + found.scanned
-        if found.parts:
-            result.status = GetMessageStatus.FOUND
-            self.stats.get_found += found.count
-        else:
-            result.status = (
-                GetMessageStatus.MESSAGE_WAS_REMOVING
-                if found.hit_removed
-                else GetMessageStatus.NO_MATCHED_MESSAGE
-            )
+        result = pull_from(
+            cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct
+        )
+        if result.status is GetMessageStatus.FOUND:
+            self.stats.get_found += result.message_count
+        elif result.found is not None:
             self.stats.get_miss += 1
         return result
+
+    def queue(self, topic: str, queue_id: int) -> QueueView | None:
+        """A read-only view of a consume queue (bounds, units, the records they point at), or
+        None when the store holds no such queue."""
+        cq = self.cq_store.get(topic, queue_id)
+        return QueueView(cq, self.commit_log) if cq is not None else None
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.cq_store.get(topic, queue_id)
@@ -597,13 +606,18 @@ class MessageStore:
 
     def run_clean_pass(self, *, force: bool = False) -> int:
         """Run one retention / disk check now (admin DELETE_EXPIRED_COMMITLOG, tests)."""
-        if self.cleaner is None:
+        if self.services is None:
             return 0
-        return self.cleaner.clean(force_hour=force)
+        return self.services.cleaner.clean(force_hour=force)
 
-    def wait_dispatched(self, timeout: float = 10.0) -> bool:
-        """Block until everything appended so far is in the consume queues and index."""
-        return self.reput.wait_caught_up(self.commit_log.queue.max_wrote_offset, timeout)
+    def disk_used_ratio(self) -> float:
+        """Used fraction of the store's file system (0..1, df's Use%): what the disk guard acts on."""
+        return disk_used_ratio(self.config.store_path_root_dir)
+
+    @property
+    def disk_full(self) -> bool:
+        """Writes are refused: the disk is above `diskSpaceWarningLevelRatio`."""
+        return self.flags.disk_full
 
     def runtime_info(self) -> dict[str, str]:
         return {

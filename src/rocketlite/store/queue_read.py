@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from rocketlite.store.codec.speedups import select_units
-from rocketlite.store.get_result import QueueRead
+from rocketlite.store.results import QueueRead
 
 __all__ = ["RecordSource", "read_units"]
 

@@ -22,8 +22,8 @@ from rocketlite.broker.grpc.auth import AuthError, parse_authorization, sign
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
-from tests.support.grpc_clients import NODE5_MODULE as NODE5
-from tests.support.grpc_clients import PYTHON5
+from tests.support.foreign_clients.grpc5 import NODE5_MODULE as NODE5
+from tests.support.foreign_clients.grpc5 import PYTHON5
 
 if available() is not None and os.environ.get("CI") == "true":
     raise RuntimeError(f"CI=true needs the gRPC endpoint: {available()}")

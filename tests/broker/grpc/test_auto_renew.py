@@ -22,7 +22,7 @@ from rocketlite.protocol.proto import available
 from rocketlite.protocol.wire.pop import NORMAL_TOPIC, ReceiptHandle
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
-from tests.support.grpc_clients import (
+from tests.support.foreign_clients.grpc5 import (
     endpoint_address,
     raw_stub,
     require_endpoint,

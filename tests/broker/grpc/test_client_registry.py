@@ -28,7 +28,7 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.remoting.client import RemotingClient
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
-from tests.support.grpc_clients import (
+from tests.support.foreign_clients.grpc5 import (
     PYTHON5,
     endpoint_address,
     raw_stub,

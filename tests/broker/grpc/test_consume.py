@@ -15,7 +15,7 @@ from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
-from tests.support.grpc_clients import raw_stub, require_endpoint
+from tests.support.foreign_clients.grpc5 import raw_stub, require_endpoint
 
 if available() is None:
     from google.protobuf import duration_pb2

@@ -17,7 +17,7 @@ from rocketlite.protocol.message import string_to_properties
 from rocketlite.store.message_store import MessageStore
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
-from tests.support.grpc_clients import endpoint_address, require_python5, start_python5
+from tests.support.foreign_clients.grpc5 import endpoint_address, require_python5, start_python5
 from tests.support.wire import pull_until_end
 
 LATE_SLACK_MS = 400  # delivery may lag its time by the loop's latency on a busy CI machine

@@ -17,7 +17,7 @@ from rocketlite.protocol import reserved
 from rocketlite.protocol.message import string_to_properties
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
-from tests.support.grpc_clients import (
+from tests.support.foreign_clients.grpc5 import (
     endpoint_address,
     require_node5,
     require_python5,

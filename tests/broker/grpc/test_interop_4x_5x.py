@@ -12,7 +12,7 @@ from pathlib import Path
 from rocketlite.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from rocketlite.embedded import embedded
 from tests.support.aio import run
-from tests.support.grpc_clients import require_python5, run_python5
+from tests.support.foreign_clients.grpc5 import require_python5, run_python5
 from tests.support.topics import create_topic
 
 TOPIC = "Interop45"

@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.support import pop_client
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test
-from tests.support.grpc_clients import endpoint_address, require_python5, start_python5
+from tests.support.foreign_clients.grpc5 import endpoint_address, require_python5, start_python5
 
 COUNT = 40
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test
-from tests.support.grpc_clients import check_stored, endpoint_address, require_node5, run_node5
+from tests.support.foreign_clients.grpc5 import check_stored, endpoint_address, require_node5, run_node5
 
 PRODUCER = """
 const [mod, endpoint, topic, count] = process.argv.slice(1);

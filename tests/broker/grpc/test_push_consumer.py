@@ -13,7 +13,7 @@ from pathlib import Path
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
-from tests.support.grpc_clients import endpoint_address, require_python5, start_python5
+from tests.support.foreign_clients.grpc5 import endpoint_address, require_python5, start_python5
 
 # Prints one JSON line per delivery to the listener, fails every one, and stops when stdin closes.
 PYTHON_PUSH = """

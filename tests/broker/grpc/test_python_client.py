@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test
-from tests.support.grpc_clients import check_stored, endpoint_address, require_python5, run_python5
+from tests.support.foreign_clients.grpc5 import check_stored, endpoint_address, require_python5, run_python5
 
 PRODUCER = """
 import sys

@@ -19,7 +19,7 @@ from rocketlite.protocol.message import string_to_properties
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
-from tests.support.grpc_clients import raw_stub, require_endpoint
+from tests.support.foreign_clients.grpc5 import raw_stub, require_endpoint
 from tests.support.wire import pull_until_end
 
 if available() is None:

@@ -1,7 +1,7 @@
 """The unmodified official 5.x SimpleConsumers over the gRPC endpoint: Python (rocketmq-python-client
 5.1.2) receives, acks and changes an invisible duration; Node (rocketmq-client-nodejs 1.0.8)
 receives and acks. Messages are sent over remoting (a 4.x producer), so this checks the consume path
-alone. The clients run as subprocesses (tests/support/grpc_clients.py)."""
+alone. The clients run as subprocesses (tests/support/foreign_clients/grpc5.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
-from tests.support.grpc_clients import (
+from tests.support.foreign_clients.grpc5 import (
     endpoint_address,
     require_node5,
     require_python5,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
-from tests.support.grpc_clients import (
+from tests.support.foreign_clients.grpc5 import (
     ClientProcess,
     endpoint_address,
     require_node5,

@@ -23,7 +23,6 @@ from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.flush import FlushRealTimeService
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.store import StoreFactory
@@ -189,12 +188,12 @@ def test_transfer_start_and_whole_records(open_store: StoreFactory, tmp_path: Pa
         assert res.ok and res.append is not None
         ends.append(res.append.end_offset)
     log = store.commit_log
-    assert transfer_start(log, 0) == 0
-    assert transfer_start(log, ends[3]) == ends[3]
-    assert transfer_start(log, log.max_offset) == log.max_offset
-    assert "ahead" in str(transfer_start(log, log.max_offset + 10))
-    assert "no record boundary" in str(transfer_start(log, ends[3] + 5))
-    assert transfer_start(log, 4096) == 4096  # a segment start
+    assert transfer_start(store, 0) == 0
+    assert transfer_start(store, ends[3]) == ends[3]
+    assert transfer_start(store, log.max_offset) == log.max_offset
+    assert "ahead" in str(transfer_start(store, log.max_offset + 10))
+    assert "no record boundary" in str(transfer_start(store, ends[3] + 5))
+    assert transfer_start(store, 4096) == 4096  # a segment start
     data = bytes(log.get_data(0) or b"")
     cut, stamp = whole_records(data[: ends[2] + 7], 0, 4096)
     assert cut == ends[2] and stamp > 0
@@ -247,8 +246,9 @@ def test_update_broker_config_at_run_time(tmp_path: Path) -> None:
             assert (await update("flushIntervalCommitLog=77\nsyncFlushTimeout=1234"))[
                 0
             ] == ResponseCode.SUCCESS
-            flushers = [s for s in b.controller.store.running_services if isinstance(s, FlushRealTimeService)]
-            assert flushers and flushers[0].interval_s == pytest.approx(0.077)
+            services = b.controller.store.services
+            assert services is not None and services.flusher is not None
+            assert services.flusher.interval_s == pytest.approx(0.077)
             assert b.controller.store.config.sync_flush_timeout == 1234
 
             assert (await update("maxMessageSize=1024"))[0] == ResponseCode.SUCCESS

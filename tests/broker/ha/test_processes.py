@@ -271,7 +271,7 @@ def test_real_client_consumes_from_the_slave_after_the_master_is_killed(tmp_path
     """ali-ons (an unmodified RocketMQ client) started after the master died reads every
     acknowledged message from the slave: route from the name server, heartbeat, rebalance, offsets
     and pulls all answered by the slave."""
-    from tests.support.real_clients import Clients, require  # noqa: PLC0415
+    from tests.support.foreign_clients.real import Clients, require  # noqa: PLC0415
 
     require("ons")
 

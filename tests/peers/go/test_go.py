@@ -2,7 +2,7 @@
 
 Each test starts an embedded name server + broker, runs one scenario of tests/peers/go/main.go in
 its own process, and asserts on what the client printed and on what the broker holds (its store,
-consumer offsets, queue locks, transaction half and op queues). See tests/support/go_clients.py
+consumer offsets, queue locks, transaction half and op queues). See tests/support/foreign_clients/go.py
 for how the driver is built and run.
 """
 
@@ -26,9 +26,8 @@ from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tests.support.aio import run
-from tests.support.go_clients import GoClients, go_clients
-from tests.support.names import unique
-from tests.support.real_clients import (
+from tests.support.foreign_clients.go import GoClients, go_clients
+from tests.support.foreign_clients.real import (
     BROKER_OVERRIDES,
     answer,
     consumer_ids,
@@ -37,6 +36,7 @@ from tests.support.real_clients import (
     received,
     stored,
 )
+from tests.support.names import unique
 from tests.support.topics import create_topic, is_routed, wait_until
 
 pytestmark = pytest.mark.timeout(120)

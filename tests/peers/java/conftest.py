@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.java_clients import JavaClients, java_clients
+from tests.support.foreign_clients.java import JavaClients, java_clients
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 Each test starts an embedded name server + broker (or real processes, for the name-server
 failover), runs one scenario of tests/peers/java/src/rocketlite/peers/Scenarios.java in its own
 JVM, and asserts on what the client printed and on what the broker holds (its store, offsets,
-locks, and our admin's queries). See tests/support/java_clients.py for how the driver is run.
+locks, and our admin's queries). See tests/support/foreign_clients/java.py for how the driver is run.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from tests.support import processes
 from tests.support.aio import run
+from tests.support.foreign_clients.java import JavaClients, answer, events, finish, received
+from tests.support.foreign_clients.real import BROKER_OVERRIDES, consumer_ids, stored
 from tests.support.ha_harness import HaCluster, Proc, ha_cluster
-from tests.support.java_clients import JavaClients, answer, events, finish, received
 from tests.support.names import unique
 from tests.support.ports import broker_port
-from tests.support.real_clients import BROKER_OVERRIDES, consumer_ids, stored
 from tests.support.topics import create_topic, wait_until
 from tests.support.wire import raw_request
 

@@ -13,9 +13,9 @@ import pytest
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import TIMER_TOPIC
-from tests.support.java_clients import JavaClients, events, received
+from tests.support.foreign_clients.java import JavaClients, events, received
+from tests.support.foreign_clients.real import stored
 from tests.support.names import unique
-from tests.support.real_clients import stored
 from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.timeout(120)

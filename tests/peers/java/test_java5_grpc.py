@@ -25,9 +25,9 @@ from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import TIMER_TOPIC
-from tests.support.java_clients import JavaClients, answer, events, finish, received
+from tests.support.foreign_clients.java import JavaClients, answer, events, finish, received
+from tests.support.foreign_clients.real import stored
 from tests.support.names import unique
-from tests.support.real_clients import stored
 from tests.support.topics import create_topic, wait_until
 
 pytestmark = pytest.mark.timeout(180)

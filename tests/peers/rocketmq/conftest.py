@@ -11,9 +11,9 @@ import pytest
 
 from rocketlite.embedded import EmbeddedCluster, embedded
 from tests.peers.rocketmq.runner import Pair
-from tests.support.rocketmq_peer import DELAY_LEVELS, PeerCluster, peer_cluster
+from tests.support.foreign_clients.rocketmq_peer import DELAY_LEVELS, PeerCluster, peer_cluster
 
-# rocketlite with the settings the RocketMQ peer gets (tests.support.rocketmq_peer.PEER_BROKER);
+# rocketlite with the settings the RocketMQ peer gets (rocketmq_peer.PEER_BROKER);
 # embedded() already uses PEER_STORE's store sizes.
 ROCKETLITE_SETTINGS: dict[str, Any] = {
     "grpc_server_port": 0,

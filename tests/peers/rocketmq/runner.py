@@ -19,7 +19,7 @@ from tests.peers.rocketmq.differential import (
     differences,
     known_seen,
 )
-from tests.support.rocketmq_peer import VERSION, PeerCluster
+from tests.support.foreign_clients.rocketmq_peer import VERSION, PeerCluster
 
 SCENARIO_TIMEOUT = 240.0
 

@@ -47,8 +47,8 @@ from tests.peers.rocketmq.steps import batch, create_topic, heartbeat, pull, sen
 from tests.peers.rocketmq.test_message_paths import COMMIT, TRANSACTION_PREPARED, end
 from tests.support import processes
 from tests.support.aio import run
+from tests.support.foreign_clients.rocketmq_peer import CLEAN_EXIT, JavaServer, start_broker
 from tests.support.ports import broker_port
-from tests.support.rocketmq_peer import CLEAN_EXIT, JavaServer, start_broker
 
 pytestmark = pytest.mark.timeout(900)
 

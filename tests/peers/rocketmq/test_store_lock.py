@@ -30,7 +30,13 @@ from rocketlite.store.inspect import lock_holder
 from rocketlite.store.message_store import MessageStore
 from tests.peers.rocketmq.steps import send
 from tests.support.aio import run
-from tests.support.rocketmq_peer import BOOT_TIMEOUT, PEER_STORE, launch_broker, require, start_broker
+from tests.support.foreign_clients.rocketmq_peer import (
+    BOOT_TIMEOUT,
+    PEER_STORE,
+    launch_broker,
+    require,
+    start_broker,
+)
 from tests.support.wire import pull_until_end
 
 pytestmark = pytest.mark.timeout(600)

@@ -1,4 +1,4 @@
-"""rocketmq==0.4.4 (rocketmq-client-cpp 1.x, V3_1_8) driver for tests/support/real_clients.py.
+"""rocketmq==0.4.4 (rocketmq-client-cpp 1.x, V3_1_8) driver for tests/support/foreign_clients/real.py.
 
 Runs under the client's own venv (`.clients/cpp044/bin/python`), never the project's. stdout
 carries one JSON object per line; the C++ library logs to $HOME/logs/rocketmq-cpp. Every run

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from rocketlite.runtime import cancel_tasks
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 SAFETY_TICK_S = 1.0
 FAILURE_BACKOFF_S = 1.0
@@ -28,7 +28,7 @@ FAILURE_BACKOFF_S = 1.0
 class DueDelivery:
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreAPI,
         topic: str,
         name: str,
         deliver: Callable[[], float | None],
@@ -101,5 +101,4 @@ class DueDelivery:
         self._closed = True
         await cancel_tasks(*self._tasks)
         self._tasks = []
-        with contextlib.suppress(ValueError):
-            self.store.dispatcher.listeners.remove(self._on_arrival)
+        self.store.remove_arrival_listener(self._on_arrival)

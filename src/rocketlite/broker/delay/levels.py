@@ -44,8 +44,8 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.schedule")
 
@@ -82,7 +82,7 @@ class ScheduleMessageService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreAPI,
         stats: BrokerStats,
         clock: Clock,
         store_host: HostAddress,
@@ -113,7 +113,7 @@ class ScheduleMessageService:
         self.offsets.load()
         with self.offsets.lock:
             for level in range(1, len(self.delay_levels_ms) + 1):
-                cq = self.store.cq_store.get(SCHEDULE_TOPIC, level - 1)
+                cq = self.store.queue(SCHEDULE_TOPIC, level - 1)
                 if cq is None:
                     continue
                 current = self.offsets.offset_table.get(level, 0)
@@ -154,7 +154,7 @@ class ScheduleMessageService:
 
     def _deliver_level(self, level: int, delay_ms: int, now: int) -> int | None:
         """Advance one level's cursor; the due time (ms) of the first unit left, or None."""
-        cq = self.store.cq_store.get(SCHEDULE_TOPIC, level - 1)
+        cq = self.store.queue(SCHEDULE_TOPIC, level - 1)
         if cq is None:
             return None
         stored = self.offset_of(level)
@@ -164,7 +164,7 @@ class ScheduleMessageService:
             if self._budget <= 0:
                 next_due = now  # more may be due: come back right after yielding
                 break
-            unit = cq.get_unit(offset)
+            unit = cq.unit(offset)
             if unit is None:
                 break
             if is_padding(unit):

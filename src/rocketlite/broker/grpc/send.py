@@ -152,14 +152,10 @@ class ProducerService:
 
     async def _send_one(self, message: Any, peer: GrpcPeer) -> Any:
         kit = self.kit
-        reput = self.send.store.reput
         try:
             command, message_type = self._build(message)
-            reput.paced = True  # this message's dispatch round may be shared with the next RPCs'
-            try:
-                answer = self.send.handle(cast("Connection", peer), command)
-            finally:
-                reput.paced = False
+            # paced: this message's dispatch round may be shared with the next RPCs'
+            answer = self.send.handle(cast("Connection", peer), command, paced=True)
             if type(answer) is not RemotingCommand and inspect.isawaitable(answer):
                 answer = await answer  # SYNC_FLUSH or a SYNC_MASTER: the put completes later
         except RefusedError as exc:

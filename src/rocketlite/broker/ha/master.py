@@ -39,9 +39,8 @@ from rocketlite.protocol.formats.record import (
     SIZE_MAGIC,
 )
 from rocketlite.runtime import cancel_tasks, result_within, wait_event
-from rocketlite.store.commit_log import CommitLog
-from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.ha")
 
@@ -49,7 +48,7 @@ _POLL_S = 0.1  # a writer re-checks the log this often even when nobody woke it
 _PHYS_END = PHYSICAL_OFFSET_POS + 8
 
 
-def transfer_start(commit_log: CommitLog, slave_offset: int) -> int | str:
+def transfer_start(store: StoreAPI, slave_offset: int) -> int | str:
     """Where to stream from for a slave that holds `slave_offset` bytes, or why it cannot be served.
 
     A new slave (offset 0) gets the master's whole retained log, from its oldest segment. Otherwise
@@ -57,9 +56,9 @@ def transfer_start(commit_log: CommitLog, slave_offset: int) -> int | str:
     a segment, the master's end, an end-of-file blank, or a record whose PHYSICALOFFSET field says
     it starts exactly there (every stored record carries its own offset).
     """
-    master_end = commit_log.max_offset
+    master_end, segment = store.max_phy_offset, store.log_segment_size
     if slave_offset == 0:
-        return commit_log.min_offset
+        return store.min_phy_offset
     if slave_offset < 0:
         return f"slave reported a negative offset {slave_offset}"
     if slave_offset > master_end:
@@ -67,21 +66,21 @@ def transfer_start(commit_log: CommitLog, slave_offset: int) -> int | str:
             f"the slave's commit log ({slave_offset} bytes) is ahead of the master's ({master_end}): "
             "the logs diverged"
         )
-    if slave_offset < commit_log.min_offset:
+    if slave_offset < store.min_phy_offset:
         return (
             f"the slave's commit log ends at {slave_offset}, before the master's oldest retained "
-            f"offset {commit_log.min_offset}: it cannot catch up"
+            f"offset {store.min_phy_offset}: it cannot catch up"
         )
-    if slave_offset == master_end or slave_offset % commit_log.file_size == 0:
+    if slave_offset == master_end or slave_offset % segment == 0:
         return slave_offset
-    head = commit_log.get_message(slave_offset, END_FILE_MIN_BLANK_LENGTH)
+    head = store.read_log(slave_offset, END_FILE_MIN_BLANK_LENGTH)
     if head is not None:
         size, magic = SIZE_MAGIC.unpack_from(head)
         head.release()
-        if magic == BLANK_MAGIC_CODE and size == commit_log.file_size - slave_offset % commit_log.file_size:
+        if magic == BLANK_MAGIC_CODE and size == segment - slave_offset % segment:
             return slave_offset
         if magic == MESSAGE_MAGIC_CODE:
-            fixed = commit_log.get_message(slave_offset, _PHYS_END)
+            fixed = store.read_log(slave_offset, _PHYS_END)
             if fixed is not None:
                 phys = LONG.unpack_from(fixed, PHYSICAL_OFFSET_POS)[0]
                 fixed.release()
@@ -132,7 +131,7 @@ class HAConnection:
             log.warning("HA: slave %s sent no offset; closing", self.peer)
             return
         slave_offset = REPORT.unpack(first)[0]
-        verdict = transfer_start(self.service.store.commit_log, slave_offset)
+        verdict = transfer_start(self.service.store, slave_offset)
         if isinstance(verdict, str):
             log.error("HA: refusing slave %s: %s", self.peer, verdict)
             self.service.refusals += 1
@@ -169,12 +168,12 @@ class HAConnection:
         self.close()
 
     async def _write_loop(self) -> None:
-        commit_log = self.service.store.commit_log
+        store = self.service.store
         cfg = self.service.config
         writer = self.writer
         last_write = time.monotonic()
         while not self.closed:
-            view = commit_log.get_data(self.next_offset)
+            view = store.read_log_from(self.next_offset)
             if view is not None and len(view):
                 n = min(len(view), cfg.ha_transfer_batch_size)
                 buf = bytearray(HEADER.size + n)
@@ -189,11 +188,11 @@ class HAConnection:
                 continue
             if view is not None:
                 view.release()
-            if self.next_offset < commit_log.min_offset:
+            if self.next_offset < store.min_phy_offset:
                 log.error("HA: slave %s fell behind the master's retained log; closing", self.peer)
                 return
             self.data_ready.clear()
-            if commit_log.max_offset > self.next_offset:
+            if store.max_phy_offset > self.next_offset:
                 continue
             idle = time.monotonic() - last_write
             heartbeat = cfg.ha_send_heartbeat_interval / 1000
@@ -216,7 +215,7 @@ class HAMasterService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreAPI,
         config: BrokerConfig,
         sock: socket.socket,
         loop: asyncio.AbstractEventLoop,
@@ -355,6 +354,6 @@ class HAMasterService:
         return {
             "haConnections": str(len(slaves)),
             "haPush2SlaveMaxOffset": str(self.push2slave_max_offset),
-            "haSlaveFallBehind": str(max(self.store.commit_log.max_offset - self.push2slave_max_offset, 0)),
+            "haSlaveFallBehind": str(max(self.store.max_phy_offset - self.push2slave_max_offset, 0)),
             "haSlaves": ",".join(f"{c.peer}@{c.acked_offset}" for c in sorted(slaves, key=lambda c: c.peer)),
         }

@@ -10,8 +10,8 @@ pre-zeroes a whole file: no work for the event loop):
 2. report the offset this store's commit log ends at (after recovery: a restarted slave resumes
    exactly where its log ends, nothing is fetched twice);
 3. for every transfer: check it continues the log, store the whole records of it verbatim with
-   `CommitLog.append_raw` (blanks included, so segments roll at the master's offsets), wake the
-   store's dispatcher (which builds this slave's consume queues and index from the bytes, as on
+   `StoreAPI.append_replicated` (blanks included, so segments roll at the master's offsets; the
+   store's dispatcher then builds this slave's consume queues and index from the bytes, as on
    the master), and report the new end. Reports also go out every `haSendHeartbeatInterval` ms;
    a master silent for `haHousekeepingInterval` ms, a broken stream or a closed connection means
    reconnect after `RECONNECT_DELAY_S`.
@@ -42,8 +42,7 @@ from rocketlite.protocol.formats.ha_frames import (
     whole_records,
 )
 from rocketlite.protocol.wire.headers import RegisterBrokerResponseHeader
-from rocketlite.store.mapped_file import segment_name, stage_reserved, staging_path
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 log = logging.getLogger("rocketlite.broker.ha")
 
@@ -64,7 +63,7 @@ class HASlaveService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreAPI,
         config: BrokerConfig,
         *,
         on_refused: Callable[[str], None],
@@ -135,21 +134,9 @@ class HASlaveService:
         self._drop_connection()
 
     # -- the thread -------------------------------------------------------------------------
-    def _prestage_first_segment(self) -> None:
-        """An empty slave builds its first segment before connecting, so the first transfer does
-        not wait for it while a SYNC_MASTER's send does."""
-        q = self.store.commit_log.queue
-        if q.files:
-            return
-        q.directory.mkdir(parents=True, exist_ok=True)
-        staged = staging_path(q.directory / segment_name(0))
-        if not staged.exists() or staged.stat().st_size != q.file_size:
-            log.info("HA: empty commit log; preparing its first segment")
-            stage_reserved(staged, q.file_size)
-
     def _run(self) -> None:
         try:
-            self._prestage_first_segment()
+            self.store.prestage_first_segment()  # so the first transfer does not wait for it
         except OSError as exc:
             log.warning("HA: cannot prepare the first segment: %s", exc)
         while not self._stop.is_set():
@@ -192,9 +179,9 @@ class HASlaveService:
         if self._stop.is_set():
             return
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        commit_log = self.store.commit_log
-        file_size = commit_log.file_size
-        end = commit_log.queue.max_wrote_offset
+        store = self.store
+        file_size = store.log_segment_size
+        end = store.written_end
         pending = bytearray()  # received bytes after `end` that do not make a whole record yet
         self._report(sock, end)
         self.connected = True
@@ -209,9 +196,8 @@ class HASlaveService:
                 raise ProtocolError(f"transfer header with body size {size}")
             expected = end + len(pending)
             if phy != expected:
-                if end == expected and not commit_log.queue.files and phy % file_size == 0 and phy > end:
+                if end == expected and store.log_is_empty and phy % file_size == 0 and phy > end:
                     end = expected = phy  # a new slave of a master whose oldest segment is not 0
-                    staging_path(commit_log.queue.directory / segment_name(0)).unlink(missing_ok=True)
                 else:
                     raise ProtocolError(f"master sent offset {phy}, this slave expects {expected}")
             if size == 0:
@@ -227,8 +213,7 @@ class HASlaveService:
             cut, stamp = whole_records(data, end, file_size)
             if cut:
                 with memoryview(data) as view, view[:cut] as part:
-                    end = commit_log.append_raw(end, part, stamp)
-                self.store.reput.wakeup()
+                    end = store.append_replicated(end, part, stamp)
             pending = data[cut:] if cut < len(data) else bytearray()
             if cut:
                 self._report(sock, end)

@@ -59,7 +59,7 @@ from rocketlite.protocol.wire.pop import (
 )
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import result_within, wait_event
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 log = logging.getLogger("rocketlite.broker.pop")
 
@@ -298,10 +298,10 @@ class PopMessageProcessor:
         return make_response(request, ResponseCode.SUCCESS, None, ext)
 
 
-async def _flushed(store: MessageStore, end: int) -> bool:
+async def _flushed(store: StoreAPI, end: int) -> bool:
     """Whether the commit log is on disk up to `end`, flushing it off the loop when the flush
-    thread has not yet (ASYNC_FLUSH: it may be seconds away; `CommitLog.flush_to`)."""
-    return await asyncio.get_running_loop().run_in_executor(None, store.commit_log.flush_to, end)
+    thread has not yet (ASYNC_FLUSH: it may be seconds away; `StoreAPI.flush_to`)."""
+    return await asyncio.get_running_loop().run_in_executor(None, store.flush_to, end)
 
 
 def _body(batch: PopBatch) -> bytes:

@@ -55,9 +55,8 @@ from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import Clock
 from rocketlite.protocol.formats.record import SYSFLAG_POS, StoredRecord, decode_record, layout_for
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN, NORMAL_TOPIC, ReceiptHandle, StaleReceiptHandleError
-from rocketlite.store.get_result import GetMessageResult
-from rocketlite.store.message_store import MessageFilter, MessageStore
-from rocketlite.store.status import GetMessageStatus
+from rocketlite.store.api import MessageFilter, StoreAPI
+from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
 
@@ -134,7 +133,7 @@ class PopService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreAPI,
         offsets: ConsumerOffsetTable,
         clock: Clock,
         config_dir: Path,

@@ -56,9 +56,8 @@ from rocketlite.protocol.wire.headers import (
 )
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
-from rocketlite.store.clean import disk_used_ratio
+from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
-from rocketlite.store.message_store import MessageStore
 
 log = logging.getLogger("rocketlite.broker.admin")
 
@@ -128,7 +127,7 @@ class RuntimeStatsSampler:
 
     WINDOWS_S = (10, 60, 600)
 
-    def __init__(self, store: MessageStore, clock: Clock, *, interval_s: float = 1.0) -> None:
+    def __init__(self, store: StoreAPI, clock: Clock, *, interval_s: float = 1.0) -> None:
         self.store = store
         self.clock = clock
         self.interval_s = interval_s
@@ -203,7 +202,7 @@ class AdminRequestProcessor:
         self,
         broker: BrokerConfig,
         store_config: StoreConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetTable,
@@ -370,9 +369,7 @@ class AdminRequestProcessor:
                 "earliestMessageTimeStamp": str(earliest),
                 "startAcceptSendRequestTimeStamp": "0",
                 "pageCacheLockTimeMills": "0",
-                "remainHowManyDataToFlush": human_bytes(
-                    max(store.max_phy_offset - store.commit_log.flushed_where, 0)
-                ),
+                "remainHowManyDataToFlush": human_bytes(max(store.max_phy_offset - store.durable_end, 0)),
             }
         )
         info.update(_POOL_FIGURES)
@@ -380,7 +377,7 @@ class AdminRequestProcessor:
         with contextlib.suppress(OSError):
             usage = shutil.disk_usage(Path(root))
             # The disk guard's figure (df's Use%), so clusterList's SPACE is the number that acts.
-            info["commitLogDiskRatio"] = f"{disk_used_ratio(Path(root)):.6f}"
+            info["commitLogDiskRatio"] = f"{store.disk_used_ratio():.6f}"
             info["commitLogDirCapacity"] = (
                 f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
             )

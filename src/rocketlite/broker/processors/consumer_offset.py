@@ -35,7 +35,7 @@ from rocketlite.protocol.wire.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 log = logging.getLogger("rocketlite.broker.consumer_offset")
 
@@ -46,7 +46,7 @@ class ConsumerOffsetProcessor:
     """Offset bookkeeping requests; reads the store, writes the offset table (persisted by the
     controller every `flushConsumerOffsetInterval`)."""
 
-    def __init__(self, store: MessageStore, offsets: ConsumerOffsetTable) -> None:
+    def __init__(self, store: StoreAPI, offsets: ConsumerOffsetTable) -> None:
         self.store = store
         self.offsets = offsets
 

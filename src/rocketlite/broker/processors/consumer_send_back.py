@@ -36,8 +36,8 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import ConsumerSendMsgBackRequestHeader
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import result_within
-from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import PendingPut, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.send_back")
 
@@ -48,7 +48,7 @@ TOPIC_SYS_FLAG_UNIT_SUB = 2  # TopicSysFlag.buildSysFlag(false, true)
 
 
 def answer_after_flush(
-    store: MessageStore, pending: PendingPut, build: Callable[[PutMessageResult], RemotingCommand]
+    store: StoreAPI, pending: PendingPut, build: Callable[[PutMessageResult], RemotingCommand]
 ) -> HandlerResult:
     """Answer at once with ASYNC_FLUSH; with SYNC_FLUSH, once the put is durable or times out.
 
@@ -62,7 +62,7 @@ def answer_after_flush(
 
 
 async def _await_flush(
-    store: MessageStore,
+    store: StoreAPI,
     pending: PendingPut,
     fut: Future[bool],
     build: Callable[[PutMessageResult], RemotingCommand],
@@ -83,7 +83,7 @@ class ConsumerSendBackProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         stats: BrokerStats,

@@ -53,9 +53,8 @@ from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.protocol.wire.speedups import decode_pull_header
 from rocketlite.remoting.connection import Connection, error_response
-from rocketlite.store.get_result import GetMessageResult
-from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import GetMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pull")
 
@@ -106,7 +105,7 @@ class PullMessageProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         clients: ClientManager,

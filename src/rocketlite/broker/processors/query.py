@@ -27,7 +27,7 @@ from rocketlite.protocol.wire.headers import (
     ViewMessageRequestHeader,
 )
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 log = logging.getLogger("rocketlite.broker.query")
 
@@ -35,7 +35,7 @@ DEFAULT_QUERY_MAX_NUM = 32  # MessageStoreConfig.defaultQueryMaxNum
 
 
 class QueryMessageProcessor:
-    def __init__(self, store: MessageStore, *, default_query_max_num: int = DEFAULT_QUERY_MAX_NUM) -> None:
+    def __init__(self, store: StoreAPI, *, default_query_max_num: int = DEFAULT_QUERY_MAX_NUM) -> None:
         self.store = store
         self.default_query_max_num = default_query_max_num
 

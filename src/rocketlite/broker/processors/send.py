@@ -49,9 +49,8 @@ from rocketlite.protocol.wire.send_response import send_ok_command, send_ok_ext
 from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_ok
 from rocketlite.remoting.connection import Connection, HandlerResult, WireResult
 from rocketlite.runtime import result_within
-from rocketlite.store.commit_log import AppendResult
-from rocketlite.store.message_store import MessageStore, PendingPut, PutMessageResult
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.results import AppendResult, PendingPut, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.send")
 
@@ -148,7 +147,7 @@ class SendMessageProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         stats: BrokerStats,
@@ -259,14 +258,17 @@ class SendMessageProcessor:
         )
 
     # -- the handler ------------------------------------------------------------------------
-    def handle(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
+    def handle(self, conn: Connection, request: RemotingCommand, *, paced: bool = False) -> HandlerResult:
         """Serve a send; the answer is always a `RemotingCommand` (or an awaitable of one): for
-        callers that read it (the 5.x gRPC endpoint, tests)."""
-        result = self.handle_wire(conn, request, False)
+        callers that read it (the 5.x gRPC endpoint, tests). `paced`: the put's dispatch round
+        may be shared with the next loop iterations' (`StoreAPI.put_message_async`)."""
+        result = self.handle_wire(conn, request, False, paced=paced)
         assert not isinstance(result, bytes)
         return result
 
-    def handle_wire(self, conn: Connection, request: RemotingCommand, wire: bool = True) -> WireResult:
+    def handle_wire(
+        self, conn: Connection, request: RemotingCommand, wire: bool = True, *, paced: bool = False
+    ) -> WireResult:
         """Serve a send for the remoting connection: the common answer (a stored send, nothing
         to wait for, JSON) comes back as its encoded frame (`speedups.encode_send_ok`), which
         the connection writes as is; every other answer as `handle` gives it (and all of them
@@ -345,7 +347,7 @@ class SendMessageProcessor:
                     ResponseCode.SYSTEM_ERROR,
                     "accurate timer message is not enabled, timerWheelEnable is false",
                 )
-        put = self.store.put_message_async(msg)
+        put = self.store.put_message_async(msg, paced=paced)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None:  # the common answer, as `_response`'s
                 self.stats.record_put(header.topic, 1, len(body))
@@ -385,7 +387,7 @@ class SendMessageProcessor:
             sys_flag=header.sys_flag & ~MessageSysFlag.TRANSACTION_MASK,
             born_timestamp=header.born_timestamp,
             reconsume_times=header.reconsume_times or 0,
-            max_message_size=self.store.commit_log.max_message_size,
+            max_message_size=self.store.config.max_message_size,
         )
         encoded = encode_batch_records(body, target)
         count = encoded.messages

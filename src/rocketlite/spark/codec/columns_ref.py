@@ -14,7 +14,9 @@ Arrow array, native-endian, so a reader wraps them without copying (`spark/recor
 * msgId is the client-made UNIQ_KEY when there is one, else the offsetMsgId (store host and
   commit-log offset in 32 upper-case hex digits), as `MessageClientExt.getMsgId()`;
 * fixed-width columns: queueId and reconsumeTimes int32, queueOffset, commitLogOffset, born and
-  store timestamps (microseconds) int64.
+  store timestamps (microseconds) int64. Milliseconds become microseconds in int64 arithmetic,
+  as the compiled twin and numpy compute them: a timestamp past int64 microseconds (year
+  294,000), which only a damaged header holds, wraps instead of raising `OverflowError`.
 
 Bad records raise `RecordFormatError` exactly as `record.decode_record` does (every record is
 checked first, in order). `None` means "not this way": some record has an IPv6 host or a
@@ -122,6 +124,11 @@ class _Strings:
         return bytes(bits)
 
 
+def _micros(ms: int) -> int:
+    """`ms * 1000` in int64 arithmetic (two's complement wrap), as `_columns.pyx` and numpy do."""
+    return (ms * 1000 + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def _native_endian(values: array[int]) -> bytes:
     return values.tobytes()  # machine order, as Arrow holds arrays in memory
 
@@ -163,8 +170,8 @@ def decode_record_columns(
         fixed_i32[1].append(rec.reconsume_times)
         fixed_i64[0].append(rec.queue_offset)
         fixed_i64[1].append(rec.physical_offset)
-        fixed_i64[2].append(rec.born_timestamp * 1000)
-        fixed_i64[3].append(rec.store_timestamp * 1000)
+        fixed_i64[2].append(_micros(rec.born_timestamp))
+        fixed_i64[3].append(_micros(rec.store_timestamp))
     widest = max(len(c.data) for c in (topic, body, msg_id, keys, tags, names, values))
     if widest > _INT32_MAX:
         return None

@@ -49,11 +49,11 @@ from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
 from rocketlite.protocol import perm
-from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import MessageInner, RecordFormatError, StoredRecord, decode_record
 from rocketlite.protocol.message import HostAddress, MessageConst, properties_to_string, string_to_properties
-from rocketlite.store.message_store import MessageStore
-from rocketlite.store.status import PutMessageStatus
+from rocketlite.store.api import StoreAPI
+from rocketlite.store.queue_view import QueueView
+from rocketlite.store.results import PutMessageStatus
 
 log = logging.getLogger("rocketlite.broker.timer")
 
@@ -71,7 +71,7 @@ class TimerMessageService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         stats: BrokerStats,
         clock: Clock,
@@ -111,7 +111,7 @@ class TimerMessageService:
         self.progress.load()
         self._cursor = self.progress.cursor
         self._done = set(self.progress.done)
-        cq = self.store.cq_store.get(TIMER_TOPIC, TIMER_QUEUE_ID)
+        cq = self.store.queue(TIMER_TOPIC, TIMER_QUEUE_ID)
         if cq is not None and self._cursor < cq.min_offset:
             log.warning("timer cursor %d below the queue's first unit %d", self._cursor, cq.min_offset)
             self._cursor = cq.min_offset
@@ -137,7 +137,7 @@ class TimerMessageService:
         note the commit log's end: every copy the snapshot calls delivered or rolled is below it."""
         with self.progress.lock:
             self.progress.cursor, self.progress.done = self._cursor, set(self._done)
-        self._durable_end = self.store.commit_log.queue.max_wrote_offset  # write buffer too
+        self._durable_end = self.store.written_end  # write buffer too
         self._dirty = False
 
     def persist(self) -> None:
@@ -150,9 +150,9 @@ class TimerMessageService:
     def _flush_copies(self) -> bool:
         """Flush the commit log up to the last snapshot's end (blocking: call it off the loop),
         so the progress file never calls done a unit whose copy could still be lost
-        (`CommitLog.flush_to`)."""
+        (`StoreAPI.flush_to`)."""
         end = self._durable_end
-        if not self.store.commit_log.flush_to(end):
+        if not self.store.flush_to(end):
             log.warning("commit log not flushed to %d; timer progress not written yet", end)
             return False
         return True
@@ -173,14 +173,15 @@ class TimerMessageService:
             return 0.0
         return delay
 
-    def _record_at(self, phy: int, size: int) -> StoredRecord | None:
-        view = self.store.select_one_message_by_offset(phy, size)
+    def _record_at(self, cq: QueueView, off: int) -> StoredRecord | None:
+        """The timer message of queue offset `off`; None for padding or a record gone."""
+        view = cq.read(off)
         if view is None:
             return None
         try:
             return decode_record(view)
         except RecordFormatError as exc:
-            log.error("timer message at %d unreadable (%s)", phy, exc)
+            log.error("timer message at queue offset %d unreadable (%s)", off, exc)
             return None
         finally:
             view.release()
@@ -196,7 +197,7 @@ class TimerMessageService:
 
     def _read_new(self) -> bool:
         """Push the timers of units not read yet; True if a batch limit stopped the reading."""
-        cq = self.store.cq_store.get(TIMER_TOPIC, TIMER_QUEUE_ID)
+        cq = self.store.queue(TIMER_TOPIC, TIMER_QUEUE_ID)
         if cq is None:
             return False
         if self._cursor < cq.min_offset:  # segments deleted under pending timers: they are gone
@@ -207,7 +208,7 @@ class TimerMessageService:
         off = max(self._read, cq.min_offset)
         end = min(cq.max_offset, off + BATCH_PER_PASS)
         while off < end:
-            unit = cq.get_unit(off)
+            unit = cq.unit(off)
             if unit is None:  # below the end, yet unreadable (its file is missing or closed)
                 if off != self._unreadable:
                     self._unreadable = off
@@ -215,7 +216,7 @@ class TimerMessageService:
                 self._read = off
                 return False  # not "more right away": that would spin on it
             if off >= self._cursor and off not in self._done:
-                rec = None if is_padding(unit) else self._record_at(unit[0], unit[1])
+                rec = self._record_at(cq, off)
                 text = rec.get_property(MessageConst.TIMER_OUT_MS) if rec is not None else None
                 if text is None or not text.lstrip("-").isdigit():
                     if rec is not None:
@@ -251,9 +252,8 @@ class TimerMessageService:
 
     def _deliver(self, off: int, now: int) -> bool:
         """Re-put one timer to its topic; False when the store refused it for now."""
-        cq = self.store.cq_store.get(TIMER_TOPIC, TIMER_QUEUE_ID)
-        unit = cq.get_unit(off) if cq is not None else None
-        rec = self._record_at(unit[0], unit[1]) if unit is not None and not is_padding(unit) else None
+        cq = self.store.queue(TIMER_TOPIC, TIMER_QUEUE_ID)
+        rec = self._record_at(cq, off) if cq is not None else None
         msg = message_for_real_topic(rec, self.store_host, drop=_DELIVERY_DROPS) if rec is not None else None
         if rec is None or msg is None:
             log.error("timer message at queue offset %d is gone or has no REAL_TOPIC/REAL_QID; dropped", off)
@@ -284,7 +284,7 @@ class TimerMessageService:
         left more to roll right away."""
         if len(self._done) <= self.roll_span:
             return False
-        cq = self.store.cq_store.get(TIMER_TOPIC, TIMER_QUEUE_ID)
+        cq = self.store.queue(TIMER_TOPIC, TIMER_QUEUE_ID)
         if cq is None:
             return False
         more = True
@@ -293,8 +293,7 @@ class TimerMessageService:
             if len(self._done) <= self.roll_span or off >= self._read:
                 more = False
                 break
-            unit = cq.get_unit(off)
-            rec = self._record_at(unit[0], unit[1]) if unit is not None and not is_padding(unit) else None
+            rec = self._record_at(cq, off)
             if rec is None:
                 self._mark_done(off)
                 continue

@@ -28,7 +28,7 @@ from rocketlite.embedded import EmbeddedCluster, embedded
 _state: dict[str, Any] = {}
 
 
-def _skip_without_spark() -> None:
+def skip_without_spark() -> None:
     for module in ("pyspark", "pyarrow"):
         try:
             __import__(module)
@@ -40,7 +40,7 @@ def _skip_without_spark() -> None:
 
 def get_spark() -> Any:
     """The run's SparkSession (created on first use, stopped at exit)."""
-    _skip_without_spark()
+    skip_without_spark()
     if "spark" not in _state:
         from pyspark.sql import SparkSession  # noqa: PLC0415
 
@@ -70,9 +70,8 @@ def get_cluster() -> EmbeddedCluster:
             embedded(
                 store_maped_file_size_commit_log=1024 * 1024,
                 store_max_transfer_count_on_message_in_memory=64,
-                # No 5.x gRPC endpoint: PySpark starts its JVM with a `preexec_fn` fork, and a fork
-                # while grpc's threads run in this process once left the JVM dead at birth
-                # (JAVA_GATEWAY_EXITED, seen twice in a day of benchmark runs).
+                # No 5.x gRPC endpoint: make test runs the Spark tests in a pytest process that
+                # never loads grpc (see the Makefile); test_grpc_fork.py covers the two together.
                 grpc_server_port=0,
             )
         )

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.foreign_clients.real import CLIENTS
 from tests.support.ports import broker_port, free_port
-from tests.support.real_clients import CLIENTS
 
 VERSION = "5.3.3"
 PEER_LIB = CLIENTS / "rocketmq" / "lib"

@@ -6,7 +6,7 @@ client in its go.mod/go.sum; `go build` fetches it from the module proxy into `.
 `.clients/go/bin/peers`.
 
 The driver runs one scenario per process (`peers <scenario> <namesrv> key=value...`) and prints
-JSON lines, read here through `ClientProc` (tests.support.real_clients): "sent", "recv", "check",
+JSON lines, read here through `ClientProc` (tests.support.foreign_clients.real): "sent", "recv", "check",
 "wait" (it reads a line from stdin before going on), "done" at the end, "fatal" with the error.
 Without the built driver the tests skip saying why; with CI=true they fail instead.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_clients import CLIENTS, ClientProc, finish
+from tests.support.foreign_clients.real import CLIENTS, ClientProc, finish
 
 VERSION = "rocketmq-client-go/v2 v2.1.2"
 DRIVER = CLIENTS / "go" / "bin" / "peers"

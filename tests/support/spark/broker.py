@@ -49,7 +49,7 @@ def retention_cluster() -> Iterator[EmbeddedCluster]:
         store_file_reserved_time=RESERVED_HOURS,
         store_delete_when=other_hour,
         store_flush_disk_type=FlushDiskType.SYNC_FLUSH,
-        grpc_server_port=0,  # as spark_session's cluster: no grpc threads when Spark forks
+        grpc_server_port=0,  # as spark_session's cluster: grpc stays out of the Spark tests' process
     ) as cluster:
         yield cluster
 

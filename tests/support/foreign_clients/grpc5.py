@@ -26,7 +26,7 @@ import pytest
 from rocketlite.protocol.proto import available
 from tests.support.broker_harness import BrokerUnderTest, stored_by_uniq_key
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
 PYTHON5 = CLIENTS / "grpc5" / "bin" / "python"
 NODE5_MODULE = CLIENTS / "npm5" / "node_modules" / "rocketmq-client-nodejs"

@@ -1,12 +1,99 @@
-"""Results of store reads: `QueueRead` (what a consume queue's read found), `GetMessageResult`
-(pull), `QueryMessageResult` (by key)."""
+"""What the store answers: the statuses of its calls, named as RocketMQ's (`PutMessageStatus`,
+`GetMessageStatus`, `AppendMessageStatus`) so the broker maps them to response codes one to one;
+the results of writes (`AppendResult`: where the commit log placed a record or batch;
+`PutMessageResult`: the put's status; `PendingPut`: a put whose durability is awaited); and the
+results of reads (`QueueRead`: what a consume queue's read found; `GetMessageResult`: a pull;
+`QueryMessageResult`: a lookup by key).
+
+They live apart from the structures that produce them so that the broker can read what a call did
+without importing the store's internals (see `store/api.py`)."""
 
 from __future__ import annotations
 
+import enum
 from array import array
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from rocketlite.store.status import GetMessageStatus
+
+class AppendMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    END_OF_FILE = "END_OF_FILE"
+    MESSAGE_SIZE_EXCEEDED = "MESSAGE_SIZE_EXCEEDED"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    @property
+    def ok(self) -> bool:
+        """The message is stored (flush or replication timeouts still mean stored)."""
+        return self in (
+            PutMessageStatus.PUT_OK,
+            PutMessageStatus.FLUSH_DISK_TIMEOUT,
+            PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+            PutMessageStatus.SLAVE_NOT_AVAILABLE,
+        )
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """Where a message (or batch) landed. For a batch, `msg_id` is the comma-joined id list."""
+
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    msg_num: int = 1
+    remark: str = ""
+
+    @property
+    def end_offset(self) -> int:
+        return self.wrote_offset + self.wrote_bytes
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    append: AppendResult | None = None
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
+
+
+@dataclass(slots=True)
+class PendingPut:
+    """A put whose bytes are written; `flush_future` (SYNC_FLUSH) resolves when they are durable."""
+
+    result: PutMessageResult
+    flush_future: Future[bool] | None = None
 
 
 def _no_units() -> array[int]:

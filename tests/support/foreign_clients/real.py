@@ -36,7 +36,7 @@ from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from tests.support.topics import wait_until
 from tests.support.wire import raw_request
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ROOT / "tests" / "support" / "foreign_clients"
 CLIENTS = Path(os.environ.get("ROCKETLITE_CLIENTS", ROOT / ".clients"))
 ONS_MODULE = CLIENTS / "npm" / "node_modules" / "ali-ons"

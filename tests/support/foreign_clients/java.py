@@ -12,7 +12,7 @@ The remoting clients log under `rocketmq.client.logRoot`, the gRPC client under 
 both are the JVM's own `logs/` folder in the test's temp dir.
 
 A driver runs one scenario per JVM (`Scenarios <scenario> <namesrv> key=value...`) and prints JSON
-lines, read here through `ClientProc` (tests.support.real_clients): "sent", "recv", "wait" (it
+lines, read here through `ClientProc` (tests.support.foreign_clients.real): "sent", "recv", "wait" (it
 reads a line from stdin before going on), "done" at the end, "fatal" with the exception. A JVM
 starts in under a second, so each test runs its own. Without `java` or the built drivers, the tests
 skip saying why; with CI=true they fail instead (`make test` must have built them).
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.real_clients import CLIENTS, ClientProc, answer, events, finish, received
+from tests.support.foreign_clients.real import CLIENTS, ClientProc, answer, events, finish, received
 
 __all__ = ["JavaClients", "answer", "events", "finish", "java_clients", "probe", "received", "require"]
 

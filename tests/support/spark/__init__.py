@@ -1,0 +1,1 @@
+"""Spark sessions, brokers and pipelines for the Spark tests and bench."""
