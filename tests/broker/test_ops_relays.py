@@ -29,9 +29,9 @@ from rocketlite.protocol.bodies.running_info import (
     ConsumerRunningInfo,
 )
 from rocketlite.protocol.codes import ResponseCode
+from tests.support.foreign_clients.real import Clients, require
 from tests.support.names import unique
 from tests.support.ops_requests import consume_directly, reset_offset, running_info
-from tests.support.real_clients import Clients, require
 from tests.support.topics import create_topic, wait_until
 
 pytestmark = pytest.mark.timeout(120)

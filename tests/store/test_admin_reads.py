@@ -17,7 +17,9 @@ def test_consume_queue_units_point_at_the_records(open_store: StoreFactory) -> N
     for i in range(5):
         store.put_message(mk("Units", 1, f"m{i}".encode(), tags=f"tag{i}"))
     assert store.wait_dispatched()
-    units = store.consume_queue_units("Units", 1, 1, 3)
+    queue = store.queue("Units", 1)
+    assert queue is not None
+    units = queue.units(1, 3)
     assert units is not None and len(units) == 3
     for i, (phy, size, tags) in enumerate(units, start=1):
         view = store.select_one_message_by_offset(phy, size)
@@ -25,9 +27,9 @@ def test_consume_queue_units_point_at_the_records(open_store: StoreFactory) -> N
         record = decode_record(view)
         assert record.body == f"m{i}".encode() and record.queue_offset == i
         assert tags == tags_code(f"tag{i}")
-    assert len(store.consume_queue_units("Units", 1, 3, 100) or []) == 2  # up to the end
-    assert store.consume_queue_units("Units", 1, 5, 1) is None  # past the end
-    assert store.consume_queue_units("Units", 0, 0, 1) is None  # no such queue
+    assert len(queue.units(3, 100) or []) == 2  # up to the end
+    assert queue.units(5, 1) is None  # past the end
+    assert store.queue("Units", 0) is None  # no such queue
     assert "Units" in store.consume_queue_topics()
 
 

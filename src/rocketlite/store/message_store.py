@@ -22,14 +22,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.errors import ConfigError, SegmentCreateError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
-from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
+from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import (
     MAX_TOPIC_LENGTH,
     MessageInner,
@@ -559,21 +559,6 @@ class MessageStore:
             if view is not None:
                 result.messages.append(view)
         return result
-
-    def consume_queue_units(self, topic: str, queue_id: int, start: int, count: int) -> list[Unit] | None:
-        """Up to `count` units of one consume queue from queue offset `start` (padding as is), for
-        QUERY_CONSUME_QUEUE; None when there is no such queue or `start` is outside
-        [min offset, max offset) (Java's `iterateFrom` returns null)."""
-        cq = self.cq_store.get(topic, queue_id)
-        if cq is None or not cq.min_offset <= start < cq.max_offset:
-            return None
-        units: list[Unit] = []
-        for index in range(start, min(start + max(count, 0), cq.max_offset)):
-            unit = cq.get_unit(index)
-            if unit is None:
-                break
-            units.append(unit)
-        return units
 
     def consume_queue_topics(self) -> list[str]:
         """Every topic that has a consume queue (`getConsumeQueueTable().keySet()`)."""

@@ -21,10 +21,10 @@ from rocketlite.protocol.bodies.running_info import (
     ConsumerRunningInfo,
 )
 from rocketlite.protocol.codes import ResponseCode
-from tests.support.java_clients import JavaClients, answer
+from tests.support.foreign_clients.java import JavaClients, answer
+from tests.support.foreign_clients.real import ClientProc
 from tests.support.names import unique
 from tests.support.ops_requests import consume_directly, reset_offset, running_info
-from tests.support.real_clients import ClientProc
 from tests.support.topics import create_topic, wait_until
 
 pytestmark = pytest.mark.timeout(150)

@@ -48,7 +48,7 @@ from rocketlite.protocol.wire.admin import (
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import GetConsumeStatsRequestHeader
 from rocketlite.remoting.connection import Connection
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 log = logging.getLogger("rocketlite.broker.admin")
 
@@ -61,7 +61,7 @@ class AdminStatsProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetTable,
@@ -171,7 +171,8 @@ class AdminStatsProcessor:
                 filter_data = f"{header.consumer_group}@{topic} is not online!"
             else:
                 filter_data = fastjson.dumps(None)  # no SQL92 filter data: tag filters only
-        units = self.store.consume_queue_units(topic, qid, header.index, header.count)
+        view = self.store.queue(topic, qid)
+        units = view.units(header.index, header.count) if view is not None else None
         if units is None:  # Java answers SUCCESS with this remark and no body
             remark = f"Index {header.index} of {qid}@{topic} is not exist!"
             return make_response(request, ResponseCode.SUCCESS, remark)

@@ -42,7 +42,7 @@ from rocketlite.protocol.wire.admin import (
 )
 from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
 from rocketlite.remoting.connection import Connection, Handler, HandlerResult, WireResult
-from rocketlite.store.message_store import MessageStore
+from rocketlite.store.api import StoreAPI
 
 log = logging.getLogger("rocketlite.broker.relay")
 
@@ -61,7 +61,7 @@ class ClientRelayProcessor:
     def __init__(
         self,
         broker: BrokerConfig,
-        store: MessageStore,
+        store: StoreAPI,
         topics: TopicConfigManager,
         groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetTable,
@@ -240,7 +240,7 @@ class ResetOffsetGuard:
     case) each costs one empty-dict test.
     """
 
-    def __init__(self, store: MessageStore, offsets: ConsumerOffsetTable) -> None:
+    def __init__(self, store: StoreAPI, offsets: ConsumerOffsetTable) -> None:
         self.store = store
         self.offsets = offsets
 
