@@ -79,6 +79,11 @@ _POOL_FIGURES = {
     "EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": "100000",
     "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
     "queryThreadPoolQueueHeadWaitTimeMills": "0",
+    # 5.x's lite-pull and ack pools (clusterList prints the ack pool's figures)
+    "litePullThreadPoolQueueSize": "0", "litePullThreadPoolQueueCapacity": "100000",
+    "litePullThreadPoolQueueHeadWaitTimeMills": "0",
+    "ackThreadPoolQueueSize": "0", "ackThreadPoolQueueCapacity": "100000",
+    "ackThreadPoolQueueHeadWaitTimeMills": "0",
 }  # fmt: skip
 
 
@@ -102,8 +107,11 @@ def human_bytes(n: float) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteSubscriptionGroupRequestHeader(CustomHeader):
+    """`removeOffset` is 4.9's name of the flag, `cleanOffset` 5.x's (mqadmin 5.3 sends it)."""
+
     group_name: str
     remove_offset: bool = False
+    clean_offset: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -325,7 +333,7 @@ class AdminRequestProcessor:
         header = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields)
         log.info("subscription group %s deleted by %s", header.group_name, conn.remote_address)
         self.groups.delete(header.group_name)
-        if header.remove_offset:
+        if header.remove_offset or header.clean_offset:
             self.offsets.remove_group(header.group_name)
         return self._ok(request)
 
@@ -351,6 +359,9 @@ class AdminRequestProcessor:
             earliest = first.store_timestamp
         info.update(
             {
+                # `isSpecialServiceRunning`: the schedule and transaction-check services run on
+                # a master only (clusterList's ACTIVATED)
+                "brokerActive": str(store.master).lower(),
                 "brokerVersion": str(BROKER_VERSION),
                 "brokerVersionDesc": BROKER_VERSION_DESC,
                 "msgPutTotalYesterdayMorning": str(sampler.yesterday_morning[0]),
@@ -363,7 +374,8 @@ class AdminRequestProcessor:
                 "getFoundTps": sampler.tps(lambda s: s.get_found),
                 "getMissTps": sampler.tps(lambda s: s.get_miss),
                 "getTotalTps": sampler.tps(lambda s: s.get_found + s.get_miss),
-                "getTransferedTps": sampler.tps(lambda s: s.get_found),
+                "getTransferedTps": sampler.tps(lambda s: s.get_found),  # 4.x's spelling
+                "getTransferredTps": sampler.tps(lambda s: s.get_found),  # 5.x's (mqadmin exportMetrics)
                 "bootTimestamp": str(stats.started_ms),
                 "runtime": _runtime_text(now - stats.started_ms),
                 "earliestMessageTimeStamp": str(earliest),
