@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.real_clients import CLIENTS
+from tests.support.foreign_clients.real import CLIENTS
 
 VERSION = "5.3.3"
 MQADMIN_DIR = CLIENTS / "mqadmin"
@@ -107,6 +107,7 @@ class MqAdmin:
     _events: queue.Queue[dict[str, Any] | None] = field(default_factory=queue.Queue)
     _done: dict[int, Result] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _pump_thread: threading.Thread | None = None
 
     def _pump(self) -> None:
         assert self.popen.stdout is not None
@@ -135,10 +136,11 @@ class MqAdmin:
         out = [verb, *(str(a) for a in args)]
         return [*out, "-n", self.namesrv] if namesrv else out
 
-    def _send(self, argv: list[str]) -> int:
+    def _send(self, argv: list[str], stop_after: float = 0.0) -> int:
         ident = next(self._ids)
         assert self.popen.stdin is not None
-        self.popen.stdin.write(json.dumps({"id": ident, "args": argv}) + "\n")
+        line = {"id": ident, "args": argv, "stopAfterMs": int(stop_after * 1000)}
+        self.popen.stdin.write(json.dumps(line) + "\n")
         self.popen.stdin.flush()
         return ident
 
@@ -151,9 +153,10 @@ class MqAdmin:
             )
         return self._done.pop(ident)
 
-    def run(self, verb: str, *args: object, namesrv: bool = True) -> Result:
-        """`mqadmin verb args... -n <namesrv>`, to its end."""
-        return self._wait(self._send(self.argv(verb, *args, namesrv=namesrv)))
+    def run(self, verb: str, *args: object, namesrv: bool = True, stop_after: float = 0.0) -> Result:
+        """`mqadmin verb args... -n <namesrv>`, to its end; one that runs until stopped (clusterRT)
+        is interrupted after `stop_after` seconds, as Ctrl-C would end it."""
+        return self._wait(self._send(self.argv(verb, *args, namesrv=namesrv), stop_after))
 
     def run_all(self, *argvs: list[str]) -> list[Result]:
         """Several command lines (from `argv`) at once; their results in the same order."""
@@ -176,6 +179,10 @@ class MqAdmin:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait(10)
+        if self._pump_thread is not None:
+            self._pump_thread.join(10)  # it ends at the pipe's end of file
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
 
 
 @contextlib.contextmanager
@@ -201,7 +208,8 @@ def mqadmin_shell(work: Path, namesrv: str) -> Iterator[MqAdmin]:
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=work, env=env
         )
     shell = MqAdmin(popen, work, namesrv)
-    threading.Thread(target=shell._pump, name="mqadmin-stdout", daemon=True).start()
+    shell._pump_thread = threading.Thread(target=shell._pump, name="mqadmin-stdout", daemon=True)
+    shell._pump_thread.start()
     try:
         ready = shell._next(120)
         assert ready["event"] == "ready", ready

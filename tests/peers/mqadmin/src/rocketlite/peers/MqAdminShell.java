@@ -32,7 +32,9 @@ import org.apache.rocketmq.tools.command.SubCommand;
  * mqadmin 5.3.3 as a shell: one JVM runs many sub-commands, one per line read from stdin.
  *
  * <p>A line is {"id": n, "args": [...]}, the args exactly those `mqadmin` would get ({@code
- * ["topicList", "-n", "127.0.0.1:9876"]}). Each command runs as `MQAdminStartup.main0` runs it:
+ * ["topicList", "-n", "127.0.0.1:9876"]}), and for the commands that run until stopped (clusterRT,
+ * haStatus -i) "stopAfterMs": their thread is interrupted after that long, as Ctrl-C ends them.
+ * Each command runs as `MQAdminStartup.main0` runs it:
  * the sub-command's options on top of ServerUtil's common ones (-h, -n), the name server address
  * set as the `rocketmq.namesrv.addr` property, then `SubCommand.execute` with no RPC hook. The
  * one difference: the command line is parsed here, because `ServerUtil.parseCmdLine` calls
@@ -91,7 +93,7 @@ public final class MqAdminShell extends MQAdminStartup {
             JSONObject request = JSON.parseObject(line);
             long id = request.getLongValue("id");
             List<String> args = request.getJSONArray("args").toJavaList(String.class);
-            emit(run(runner, id, args, timeoutMs));
+            emit(run(runner, id, args, timeoutMs, request.getLongValue("stopAfterMs")));
         }
         System.exit(0); // clients' threads are not all daemons
     }
@@ -131,7 +133,8 @@ public final class MqAdminShell extends MQAdminStartup {
         }
     }
 
-    private static Map<String, Object> run(ExecutorService runner, long id, List<String> args, long timeoutMs) {
+    private static Map<String, Object> run(
+        ExecutorService runner, long id, List<String> args, long timeoutMs, long stopAfterMs) {
         ByteArrayOutputStream[] sink = {new ByteArrayOutputStream(), new ByteArrayOutputStream()};
         Map<String, Object> error = null;
         long start = System.nanoTime();
@@ -150,6 +153,7 @@ public final class MqAdminShell extends MQAdminStartup {
                 return null;
             });
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+            long stopAt = stopAfterMs > 0 ? start + TimeUnit.MILLISECONDS.toNanos(stopAfterMs) : Long.MAX_VALUE;
             while (true) {
                 try {
                     f.get(20, TimeUnit.MILLISECONDS);
@@ -159,7 +163,8 @@ public final class MqAdminShell extends MQAdminStartup {
                         throw e;
                     }
                     Thread t = worker[0];
-                    if (t != null && joiningEventThread(t)) {
+                    if (t != null && (joiningEventThread(t) || System.nanoTime() > stopAt)) {
+                        stopAt = Long.MAX_VALUE;
                         t.interrupt();
                     }
                 }
