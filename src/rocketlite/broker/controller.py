@@ -25,17 +25,22 @@ from rocketlite import native
 from rocketlite.broker import acl
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.consumer_filter import ConsumerFilterManager
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.delay.timer import TimerMessageService
 from rocketlite.broker.grpc import unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
+from rocketlite.broker.ha.status import ha_runtime_info
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import BrokerFigures, MetricsServer
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
+from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
+from rocketlite.broker.processors.admin_stats import AdminStatsProcessor
+from rocketlite.broker.processors.client_relay import ClientRelayProcessor, ResetOffsetGuard
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
@@ -46,6 +51,7 @@ from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.stats_items import BrokerStatsItems, StatsSampler
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
@@ -110,6 +116,11 @@ class BrokerParts:
     runtime_stats: RuntimeStatsSampler
     admin: AdminRequestProcessor
     live: LiveConfig
+    catalog: AdminCatalogProcessor
+    admin_stats: AdminStatsProcessor
+    relay: ClientRelayProcessor
+    resets: ResetOffsetGuard
+    stats_sampler: StatsSampler
     ha_master: HAMasterService | None
     ha_slave: HASlaveService | None
     slave_sync: SlaveSynchronize | None
@@ -127,6 +138,7 @@ class BrokerParts:
             "timer": self.timer,
             "transaction-check": self.transactions,
             "runtime-stats": self.runtime_stats,
+            "stats-items": self.stats_sampler,
             "ha-master": self.ha_master,
             "ha-slave": self.ha_slave,
             "slave-sync": self.slave_sync,
@@ -152,7 +164,8 @@ class BrokerController:
             cfg_dir, clock, auto_create=broker.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsetTable(cfg_dir)
-        self.stats = BrokerStats()
+        self.filters = ConsumerFilterManager(cfg_dir, broker, clock)  # consumerFilter.json (SQL92)
+        self.stats = BrokerStats(items=BrokerStatsItems(broker.broker_cluster_name, clock))
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
         served = self.table
@@ -229,6 +242,7 @@ class BrokerController:
         self.topics.start()
         self.groups.start()
         self.offsets.load()
+        self.filters.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
         parts = self._build(loop, store_host)
@@ -248,6 +262,10 @@ class BrokerController:
             schedule=parts.schedule,
             admin=parts.admin,
             live=parts.live,
+            catalog=parts.catalog,
+            admin_stats=parts.admin_stats,
+            relay=parts.relay,
+            resets=parts.resets,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -276,8 +294,9 @@ class BrokerController:
         b, store, topics, groups, offsets, stats, clock = (
             self.broker, self.store, self.topics, self.groups, self.offsets, self.stats, self.clock
         )  # fmt: skip
-        clients = ClientManager(b, topics, groups, clock)
-        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop)
+        filters = self.filters
+        clients = ClientManager(b, topics, groups, clock, filters=filters)
+        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop, filters)
         store.add_arrival_listener(pull.hold.on_arrival)
         store.dispatch_on(loop)  # sends' dispatch rounds run on this loop
         schedule = ScheduleMessageService(
@@ -338,7 +357,17 @@ class BrokerController:
             b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
             extra_runtime_info,
         )  # fmt: skip
+        addr = f"{b.broker_ip1}:{store_host.port}"
+        admin_stats = AdminStatsProcessor(
+            b, store, topics, groups, offsets, clients, stats.items, addr,
+            lambda: ha_runtime_info(b, store.max_phy_offset, ha_master, ha_slave),
+        )  # fmt: skip
         return BrokerParts(
+            catalog=AdminCatalogProcessor(b, store, topics, groups, offsets, clients, addr),
+            admin_stats=admin_stats,
+            relay=ClientRelayProcessor(b, store, topics, groups, offsets, clients),
+            resets=ResetOffsetGuard(store, offsets),
+            stats_sampler=StatsSampler(stats.items),
             clients=clients,
             client_requests=ClientRequestProcessor(clients),
             send=send,
@@ -489,8 +518,10 @@ class BrokerController:
                 log.exception("persisting consumer offsets failed")
 
     def _persist_configs(self) -> None:
-        """Consumer offsets every round; topics and groups when a write of theirs failed."""
+        """Consumer offsets every round; consumer filters when they changed; topics and groups
+        when a write of theirs failed."""
         self.offsets.persist()
+        self.filters.persist_if_changed()
         self.topics.persist_if_dirty()
         self.groups.persist_if_dirty()
 
@@ -518,5 +549,6 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         if persist:
             await loop.run_in_executor(None, self.offsets.persist)
+            await loop.run_in_executor(None, self.filters.persist_if_changed)
         await loop.run_in_executor(None, self.store.shutdown)
         log.info("broker %s stopped", self.broker.broker_name)

@@ -272,9 +272,6 @@ def test_tag_selector(cluster: EmbeddedCluster, java: JavaClients) -> None:
     assert [m["keys"] for m in received(cp)] == ["k0", "k2", "k5", "last"]
 
 
-@pytest.mark.skip(
-    reason="SQL92 filters are refused on PULL (SUBSCRIPTION_PARSE_FAILED); lands with SQL92 (issue 22 item 4)"
-)
 def test_sql92_selector(tmp_path: Path, java: JavaClients) -> None:
     with embedded(tmp_path / "sql-store", enable_property_filter=True) as c:
         topic = unique("JSql")

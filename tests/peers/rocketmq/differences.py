@@ -144,6 +144,14 @@ ACCEPTED: Final[dict[str, Accepted]] = {
         "RocketMQ delivers the message a second time; rocketlite answers SUCCESS and delivers it "
         "once (the op queue already marks the half as ended), which is what a transaction promises",
     ),
+    "sql92-unparsable": Accepted(
+        "PULL_MESSAGE carrying an SQL92 expression that does not compile, or an expression type "
+        "other than TAG and SQL92",
+        "RocketMQ 5.3.3 delivers every message, unfiltered (its filter data is null when the "
+        "expression does not compile, an assert Java runs without, and a null filter matches "
+        "all); rocketlite refuses with SUBSCRIPTION_PARSE_FAILED naming the error, the answer "
+        "RocketMQ gives the same expression in CHECK_CLIENT_CONFIG and POP",
+    ),
 }
 
 GAPS: Final[dict[str, Gap]] = {

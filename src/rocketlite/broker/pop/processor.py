@@ -6,8 +6,10 @@ The rules live in `broker/pop/state.py`; this module's typed cores (`pop(PopRequ
 `ack(AckRequest)`, `change_invisible(ChangeInvisibleRequest) -> int`), which the remoting handlers
 below and the 5.x endpoint (`broker/grpc/consume.py`) both call, check the request the way a pull
 is checked (broker readable, group known and allowed to consume, topic readable, queue in range,
-TAG expression only), call the service and wait until the POP log holds the change
-(`PopService.durable`). On the remoting port the answers carry RocketMQ's headers:
+a TAG or SQL92 expression that parses, else SUBSCRIPTION_PARSE_FAILED naming the error; SQL92 is
+served whatever `enablePropertyFilter` says, as RocketMQ's POP serves it), call the service and
+wait until the POP log holds the change (`PopService.durable`). On the remoting port the answers
+carry RocketMQ's headers:
 
 - POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
   restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.consumer_filter import subscription_filters
 from rocketlite.broker.pop.state import PopBatch, PopService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
@@ -47,7 +50,6 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst, properties_to_string, string_to_properties
-from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.pop import (
     INIT_MODE_MIN,
@@ -63,7 +65,7 @@ from rocketlite.protocol.wire.pop import (
 )
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import result_within, wait_event
-from rocketlite.store.api import StoreAPI
+from rocketlite.store.api import MessageFilter, RecordFilter, StoreAPI
 
 log = logging.getLogger("rocketlite.broker.pop")
 
@@ -82,7 +84,7 @@ class PopRequest:
     """One POP, as either port asks it: up to `max_messages` of `group`'s messages of `topic` from
     queue `queue_id` (-1: every readable queue), each invisible for `invisible_ms`; an empty pop is
     held up to `poll_ms` (at most 20 s). `init_mode`: where a group with no offset starts
-    (INIT_MODE_MIN / INIT_MODE_MAX); `expression_type` and `expression`: the filter (TAG only);
+    (INIT_MODE_MIN / INIT_MODE_MAX); `expression_type` and `expression`: the filter (TAG or SQL92);
     `order`: FIFO, one batch of a queue in flight at a time."""
 
     group: str
@@ -242,17 +244,8 @@ class PopMessageProcessor:
             )
         if r.invisible_ms <= 0:
             raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {r.invisible_ms} ms is not positive")
-        if not is_tag_type(r.expression_type):
-            raise _refuse(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {r.expression_type}",
-            )
-        try:
-            codes = tag_codes(build_subscription_data(r.topic, r.expression or "*", r.expression_type))
-        except ValueError as exc:
-            raise _refuse(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
-            ) from exc
+        # TAG or SQL92; SUBSCRIPTION_PARSE_FAILED (23) if malformed
+        filters = subscription_filters(r.topic, r.expression, r.expression_type)
         queue_ids = [r.queue_id] if r.queue_id >= 0 else list(range(read_queues))
         loop = asyncio.get_running_loop()
         self._loop, self._loop_thread = loop, threading.get_ident()
@@ -263,7 +256,7 @@ class PopMessageProcessor:
         try:
             while True:
                 event.clear()
-                batch = await self._pop_once(r, queue_ids, max_times, codes)
+                batch = await self._pop_once(r, queue_ids, max_times, filters)
                 left = poll_until - loop.time()
                 if batch.messages or left <= 0:
                     break
@@ -280,15 +273,18 @@ class PopMessageProcessor:
         return batch
 
     async def _pop_once(
-        self, r: PopRequest, queue_ids: list[int], max_times: int, codes: frozenset[int] | None
+        self,
+        r: PopRequest,
+        queue_ids: list[int],
+        max_times: int,
+        filters: tuple[MessageFilter | None, RecordFilter | None],
     ) -> PopBatch:
         """One look at the queues; what goes to the DLQ is forgotten once its copy is durable."""
         dead: list[StoredRecord] = []
         batch = self.service.pop(
-            r.group, r.topic, queue_ids, r.max_messages, r.invisible_ms, r.init_mode,
-            codes.__contains__ if codes is not None else None,
+            r.group, r.topic, queue_ids, r.max_messages, r.invisible_ms, r.init_mode, filters[0],
             max_reconsume_times=max_times, dead_letter=dead.append, order=r.order,
-            confirm_dead_letter=True,
+            confirm_dead_letter=True, record_filter=filters[1],
         )  # fmt: skip
         for record in dead:
             if await self.dead_letter(r.group, record):

@@ -148,7 +148,7 @@ class ConsumerSendBackProcessor:
             if not result.ok:
                 log.warning("send-back for group %s failed: %s %s", group, result.status.name, result.remark)
                 return Outcome(ResponseCode.SYSTEM_ERROR, result.status.name)
-            self.stats.send_back_nums += 1
+            self.stats.record_send_back(back_topic, group)
             self.stats.record_put(target, 1, len(msg.body))
             log.debug("sent back %s message of group %s to %s", back_topic, group, target)
             return OK
