@@ -89,11 +89,12 @@ def test_pop_refusals_carry_their_response_codes(tmp_path: Path) -> None:
                 await pop.pop(PopRequest(GROUP, "NoSuchPopTopic", -1, 1, 60_000))
             assert no_topic.value.code == ResponseCode.TOPIC_NOT_EXIST
             assert (await b.send(TOPIC, b"x", queue_id=0)).code == ResponseCode.SUCCESS
-            with pytest.raises(RocketliteError) as sql:
+            with pytest.raises(RocketliteError) as sql:  # SQL92 is served; a malformed one is refused
                 await pop.pop(
-                    PopRequest(GROUP, TOPIC, -1, 1, 60_000, expression_type="SQL92", expression="a>1")
+                    PopRequest(GROUP, TOPIC, -1, 1, 60_000, expression_type="SQL92", expression="a >")
                 )
-            assert sql.value.code == ResponseCode.SYSTEM_ERROR and "SQL92" in str(sql.value)
+            assert sql.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+            assert "parse the consumer's subscription failed" in str(sql.value)
             with pytest.raises(RocketliteError) as too_many:
                 await pop.pop(PopRequest(GROUP, TOPIC, -1, 33, 60_000))
             assert "maxMsgNums 33" in str(too_many.value)
