@@ -47,6 +47,7 @@ LIVE_BROKER_FIELDS: Final = frozenset(
         "access_message_in_memory_max_ratio",
         "enable_property_filter",
         "filter_support_retry",
+        "store_reply_message_enable",
     }
 )
 
@@ -107,6 +108,7 @@ class BrokerConfig:
     acl_config_file: str | None = None  # plain_acl.yml; default $ROCKETMQ_HOME/conf/plain_acl.yml
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    store_reply_message_enable: bool = True  # replies (324/325) stored in <cluster>_REPLY_TOPIC too
     slow_put_warning_ms: int = 500
     enable_property_filter: bool = False  # SQL92 filters served (PULL, POP, gRPC); off: refused
     filter_support_retry: bool = False  # a retry topic's messages filtered by their topic's SQL92

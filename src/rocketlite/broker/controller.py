@@ -42,6 +42,7 @@ from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
+from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
@@ -113,6 +114,7 @@ class BrokerParts:
     slave_sync: SlaveSynchronize | None
     metrics: MetricsServer | None
     grpc: GrpcEndpoint | None = None
+    reply: ReplyMessageProcessor | None = None  # 324/325 (request-reply)
     timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
 
     def services(self) -> dict[str, BrokerService]:
@@ -248,6 +250,7 @@ class BrokerController:
             schedule=parts.schedule,
             admin=parts.admin,
             live=parts.live,
+            reply=parts.reply,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -360,6 +363,9 @@ class BrokerController:
             slave_sync=slave_sync,
             metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
+            reply=ReplyMessageProcessor(
+                b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
+            ),
         )
 
     def _grpc_endpoint(

@@ -17,6 +17,7 @@ from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
+from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.transaction import TransactionalMessageService
@@ -40,6 +41,7 @@ def register_requests(
     schedule: ScheduleMessageService,
     admin: AdminRequestProcessor,
     live: LiveConfig,
+    reply: ReplyMessageProcessor | None = None,
 ) -> None:
     """Register every request code the broker answers on `table`."""
     handlers: dict[int, Handler] = {
@@ -92,5 +94,8 @@ def register_requests(
         C.GET_ALL_CONSUMER_OFFSET: offsets.handle_all,
         C.GET_ALL_DELAY_OFFSET: schedule.handle_get_all_delay_offset,
     }
+    if reply is not None:  # request-reply: the replier's send, pushed to the requester
+        handlers[C.SEND_REPLY_MESSAGE] = reply.handle
+        handlers[C.SEND_REPLY_MESSAGE_V2] = reply.handle
     for code, handler in handlers.items():
         table.register(code, handler)
