@@ -15,7 +15,8 @@ list and instance name) and lives while some producer or consumer holds it. Its 
 * consumer offset persistence every 5 s.
 
 Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
-the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP.
+the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP,
+PUSH_REPLY_MESSAGE_TO_CLIENT completes a producer's waiting `request` (`request_reply.ReplyTable`).
 Every request goes through `invoke` / `invoke_oneway`, which turn timeouts and broken connections
 into `RemotingTimeoutError` / `RemotingConnectError` so callers only ever see `ClientError`s, and
 sign it (every request, name servers ignore it) when the config has ACL keys, like Java's
@@ -46,6 +47,7 @@ from rocketlite.client.errors import (
     transport_reason,
 )
 from rocketlite.client.message import Message, SendResult, UniqIdGenerator
+from rocketlite.client.request_reply import ReplyTable
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
 from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketlite.protocol.bodies.message_queue import MessageQueue
@@ -160,6 +162,8 @@ class ClientInstance:
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        self.replies = ReplyTable()  # requests of our producers waiting for their reply
+        table.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push)
         self.remoting = RemotingClient(table, connect_timeout=config.request_timeout)
         self.namesrv_addrs = config.namesrv_addrs
         if not self.namesrv_addrs:
