@@ -33,11 +33,13 @@ body as sent (compressed when `sysFlag` has bit 0x1). The client answers SUCCESS
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.message import MessageConst
+from rocketlite.protocol.requests.send import DEFAULT_TOPIC_QUEUE_NUMS, build_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC, reply_topic
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.custom_header import CustomHeader, Long
@@ -107,27 +109,22 @@ def build_send_reply(
     sys_flag: int = 0,
     flag: int = 0,
     default_topic: str = DEFAULT_TOPIC,
-    default_topic_queue_nums: int = 4,
+    default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
     broker_name: str | None = None,
     v2: bool = True,
 ) -> RemotingCommand:
-    """SEND_REPLY_MESSAGE_V2 (325, one-letter header; `v2` False: SEND_REPLY_MESSAGE, 324)."""
-    header = SendMessageRequestHeader(
-        producer_group=group,
-        topic=topic,
-        default_topic=default_topic,
-        default_topic_queue_nums=default_topic_queue_nums,
-        queue_id=queue_id,
-        sys_flag=sys_flag,
-        born_timestamp=born_timestamp,
-        flag=flag,
-        properties=properties,
-        reconsume_times=0,
-        bname=broker_name,
-    )
+    """SEND_REPLY_MESSAGE_V2 (325): a SEND_MESSAGE_V2 under the reply code, as Java's
+    `sendKernelImpl` builds it; with `v2` False SEND_REPLY_MESSAGE (324), the same header in
+    long names."""
+    cmd = build_send(
+        group=group, topic=topic, queue_id=queue_id, body=body, properties=properties,
+        born_timestamp=born_timestamp, sys_flag=sys_flag, flag=flag, default_topic=default_topic,
+        default_topic_queue_nums=default_topic_queue_nums, broker_name=broker_name,
+    )  # fmt: skip
     if v2:
-        return make_request(RequestCode.SEND_REPLY_MESSAGE_V2, header.to_ext_v2(), body)
-    return make_request(RequestCode.SEND_REPLY_MESSAGE, header.to_ext(), body)
+        return replace(cmd, code=RequestCode.SEND_REPLY_MESSAGE_V2)
+    long_names = SendMessageRequestHeader.v2_to_v1(cmd.ext_fields)
+    return replace(cmd, code=RequestCode.SEND_REPLY_MESSAGE, ext_fields=long_names)
 
 
 def build_push_reply(
