@@ -23,6 +23,12 @@ from typing import Protocol
 
 from rocketlite import native
 from rocketlite.broker import acl
+from rocketlite.broker.auth.checks import AuthChecks, AuthSettings
+from rocketlite.broker.auth.guard import AuthRequestTable
+from rocketlite.broker.auth.manager import AuthMetadata, parse_user_json
+from rocketlite.broker.auth.migrate import migrate_plain_acl
+from rocketlite.broker.auth.processor import AuthAdminProcessor
+from rocketlite.broker.auth.store import AuthStore
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.delay.levels import ScheduleMessageService
@@ -168,6 +174,17 @@ class BrokerController:
         if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
             self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
             served = acl.AclRequestTable(self.table, self.acl)
+        # ACL 2.0: the users and ACLs are always served (AUTH_* codes), checked only when enabled
+        self.auth_metadata = AuthMetadata(AuthStore(cfg_dir))
+        self.auth = AuthChecks(
+            self.auth_metadata,
+            AuthSettings.of(
+                broker.broker_cluster_name, broker.authentication_enabled, broker.authorization_enabled,
+                broker.authentication_whitelist, broker.authorization_whitelist,
+            ),
+        )  # fmt: skip
+        if broker.authentication_enabled or broker.authorization_enabled:
+            served = AuthRequestTable(self.table, self.auth)
         self.server = RemotingServer(
             served,
             host=broker.listen_host,
@@ -237,6 +254,7 @@ class BrokerController:
         self.topics.start()
         self.groups.start()
         self.offsets.load()
+        self._init_auth()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
         parts = self._build(loop, store_host)
@@ -260,6 +278,7 @@ class BrokerController:
             admin_stats=parts.admin_stats,
             relay=parts.relay,
             resets=parts.resets,
+            auth=AuthAdminProcessor(self.auth_metadata),
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -280,6 +299,20 @@ class BrokerController:
             self.server.ports,
             self.store_config.store_path_root_dir,
         )
+
+    def _init_auth(self) -> None:
+        """ACL 2.0's first users, as RocketMQ creates them on start: `initAuthenticationUser` and
+        `innerClientAuthenticationCredentials` as super users if missing, then, with
+        `migrateAuthFromV1Enabled`, the accounts of plain_acl.yml (`aclConfigFile`)."""
+        b = self.broker
+        for text, key in (
+            (b.init_authentication_user, "initAuthenticationUser"),
+            (b.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"),
+        ):
+            if text and self.auth_metadata.init_user(*parse_user_json(text, key)):
+                log.info("%s: super user created", key)
+        if b.migrate_auth_from_v1_enabled:
+            migrate_plain_acl(acl.default_acl_path(b.acl_config_file), self.auth_metadata)
 
     # -- wiring -----------------------------------------------------------------------------
     def _build(self, loop: asyncio.AbstractEventLoop, store_host: HostAddress) -> BrokerParts:
@@ -408,6 +441,7 @@ class BrokerController:
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,
             acl=self.acl,
+            auth=self.auth if b.authentication_enabled or b.authorization_enabled else None,
             transactions=transactions,
             clients=clients,
         )  # fmt: skip

@@ -8,6 +8,7 @@ layer. REGISTER_BROKER and the other name-server codes go the other way (the bro
 
 from __future__ import annotations
 
+from rocketlite.broker.auth.processor import AuthAdminProcessor
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.pop.processor import PopMessageProcessor
@@ -48,6 +49,7 @@ def register_requests(
     admin_stats: AdminStatsProcessor,
     relay: ClientRelayProcessor,
     resets: ResetOffsetGuard,
+    auth: AuthAdminProcessor,
 ) -> None:
     """Register every request code the broker answers on `table`."""
     handlers: dict[int, Handler] = {
@@ -116,6 +118,8 @@ def register_requests(
         # what a slave copies from its master (broker/ha/sync.py)
         C.GET_ALL_CONSUMER_OFFSET: offsets.handle_all,
         C.GET_ALL_DELAY_OFFSET: schedule.handle_get_all_delay_offset,
+        # ACL 2.0: users and ACLs (AUTH_* 3001-3010)
+        **auth.handlers(),
     }
     for code, handler in handlers.items():
         table.register(code, handler)
