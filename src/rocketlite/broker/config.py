@@ -46,6 +46,8 @@ LIVE_BROKER_FIELDS: Final = frozenset(
         "ha_transfer_batch_size",
         "slave_read_enable",
         "access_message_in_memory_max_ratio",
+        "enable_property_filter",
+        "filter_support_retry",
     }
 )
 
@@ -116,7 +118,11 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     slow_put_warning_ms: int = 500
-    enable_property_filter: bool = False
+    enable_property_filter: bool = False  # SQL92 filters served (PULL, POP, gRPC); off: refused
+    filter_support_retry: bool = False  # a retry topic's messages filtered by their topic's SQL92
+    filter_data_clean_time_span: int = 24 * 3600 * 1000  # a dead consumer filter is kept this long
+    expect_consumer_num_use_filter: int = 32  # bloom filter size of consumerFilter.json entries
+    max_error_rate_of_bloom_filter: int = 20  # ... and its error rate in percent (1..99)
     metrics_port: int = 0  # Prometheus text endpoint (GET /metrics); 0 = off
     metrics_host: str = "127.0.0.1"
     max_sync_flush_waiters: int = 10_000  # SYNC_FLUSH sends awaiting the group commit; more: SYSTEM_BUSY
@@ -174,6 +180,9 @@ class BrokerConfig:
             parse_user_json(
                 self.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"
             )
+        require(1 <= self.max_error_rate_of_bloom_filter < 100, "maxErrorRateOfBloomFilter must be in 1..99")
+        require(self.expect_consumer_num_use_filter > 0, "expectConsumerNumUseFilter must be positive")
+        require(self.filter_data_clean_time_span >= 0, "filterDataCleanTimeSpan must not be negative")
         if self.ha_master_address:
             host, _, port = self.ha_master_address.strip().rpartition(":")
             require(bool(host) and port.isdigit(), "haMasterAddress must be host:port")

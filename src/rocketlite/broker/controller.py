@@ -31,6 +31,7 @@ from rocketlite.broker.auth.processor import AuthAdminProcessor
 from rocketlite.broker.auth.store import AuthStore
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.consumer_filter import ConsumerFilterManager
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.delay.timer import TimerMessageService
 from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
@@ -166,6 +167,7 @@ class BrokerController:
             cfg_dir, clock, auto_create=broker.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsetTable(cfg_dir)
+        self.filters = ConsumerFilterManager(cfg_dir, broker, clock)  # consumerFilter.json (SQL92)
         self.stats = BrokerStats(items=BrokerStatsItems(broker.broker_cluster_name, clock))
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
@@ -255,6 +257,7 @@ class BrokerController:
         self.groups.start()
         self.offsets.load()
         self._init_auth()
+        self.filters.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
         parts = self._build(loop, store_host)
@@ -321,8 +324,9 @@ class BrokerController:
         b, store, topics, groups, offsets, stats, clock = (
             self.broker, self.store, self.topics, self.groups, self.offsets, self.stats, self.clock
         )  # fmt: skip
-        clients = ClientManager(b, topics, groups, clock)
-        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop)
+        filters = self.filters
+        clients = ClientManager(b, topics, groups, clock, filters=filters)
+        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop, filters)
         store.add_arrival_listener(pull.hold.on_arrival)
         store.dispatch_on(loop)  # sends' dispatch rounds run on this loop
         schedule = ScheduleMessageService(
@@ -543,8 +547,10 @@ class BrokerController:
                 log.exception("persisting consumer offsets failed")
 
     def _persist_configs(self) -> None:
-        """Consumer offsets every round; topics and groups when a write of theirs failed."""
+        """Consumer offsets every round; consumer filters when they changed; topics and groups
+        when a write of theirs failed."""
         self.offsets.persist()
+        self.filters.persist_if_changed()
         self.topics.persist_if_dirty()
         self.groups.persist_if_dirty()
 
@@ -572,5 +578,6 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         if persist:
             await loop.run_in_executor(None, self.offsets.persist)
+            await loop.run_in_executor(None, self.filters.persist_if_changed)
         await loop.run_in_executor(None, self.store.shutdown)
         log.info("broker %s stopped", self.broker.broker_name)

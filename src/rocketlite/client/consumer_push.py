@@ -49,11 +49,13 @@ from rocketlite.client.offset_store import (
 from rocketlite.client.process_queue import ProcessQueue
 from rocketlite.client.producer import AsyncProducer
 from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer, allocate_averagely
+from rocketlite.client.selector import MessageSelector
 from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketlite.protocol.bodies.running_info import ConsumeMessageDirectlyResult
 from rocketlite.protocol.codes import PullSysFlag
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.protocol.subscription import TAG_EXPRESSION
 from rocketlite.runtime import acquire_within, wait_event
 
 log = logging.getLogger("rocketlite.client.consumer")
@@ -145,8 +147,9 @@ class AsyncPushConsumer(AsyncConsumerBase):
         self.start_timestamp = 0  # epoch ms of the last start (ConsumerRunningInfo)
 
     # -- configuration ---------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe with a TAG expression (`"*"`, `"TagA || TagB"`); may be called while running."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Subscribe with a TAG expression (`"*"`, `"TagA || TagB"`) or a `MessageSelector`
+        (`MessageSelector.by_sql("a > 5")`, filtered by the broker); may be called while running."""
         self._subs[topic] = build_subscription(topic, expression, int(time.time() * 1000))
         self._subscriptions_changed(topic)
 
@@ -259,6 +262,11 @@ class AsyncPushConsumer(AsyncConsumerBase):
             else:
                 if route is None:
                     await self._rebalancer.warn_no_route(topic)
+        try:
+            await self._check_client_config()
+        except ClientError:
+            await self.close()
+            raise
         await instance.send_heartbeat_to_all()
         if self._orderly is not None and self.message_model is MessageModel.CLUSTERING:
             self._lock_task = asyncio.get_running_loop().create_task(self._lock_loop())
@@ -269,6 +277,14 @@ class AsyncPushConsumer(AsyncConsumerBase):
             self.message_model.name,
             instance.client_id,
         )
+
+    async def _check_client_config(self) -> None:
+        """`checkClientInBroker`: a broker of each topic subscribed by an SQL92 selector must say
+        it can filter it (enablePropertyFilter, the expression parses); else start fails."""
+        assert self.api is not None
+        for sub in list(self._subs.values()):
+            if sub.expression_type and sub.expression_type != TAG_EXPRESSION:
+                await self.api.check_client_config(self.group, sub)
 
     async def close(self) -> None:
         instance = self._instance

@@ -53,7 +53,7 @@ from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe
 from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
-from rocketlite.protocol.codes import RequestCode, ResponseCode, request_label
+from rocketlite.protocol.codes import RequestCode, ResponseCode, not_a_namesrv, request_label
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.message import MessageConst, find_property
@@ -376,9 +376,7 @@ class ClientInstance:
                 continue
             if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
                 last = BrokerError(
-                    f"{addr} answered as a broker, not a name server ({request_label(cmd.code)} not "
-                    "supported): point the name server address at the name server's port (9876 by "
-                    "default), not the broker's",
+                    not_a_namesrv(addr, cmd.code),
                     response_code=response.code,
                     retriable=False,
                 )

@@ -14,7 +14,8 @@ The surface, by purpose:
   round may be shared with the next loop iterations'), `wait_durable`,
   `transient_store_pool_deficient`;
 - durability: `flush_to(end)` and the log's ends (`durable_end`, `committed_end`, `written_end`);
-- reading: `get_message` (a pull), `queue(topic, queue_id)` (a `QueueView`: bounds, units, the
+- reading: `get_message` (a pull, filtered by tag code and optionally by a `RecordFilter` on
+  each record's bytes), `queue(topic, queue_id)` (a `QueueView`: bounds, units, the
   records they point at), the offset lookups, records by commit-log offset or by key;
 - dispatch: `add_arrival_listener` / `remove_arrival_listener`, `dispatch_on(loop)`,
   `wait_dispatched`;
@@ -36,6 +37,7 @@ from rocketlite.protocol.formats.record import MessageInner, StoredRecord
 from rocketlite.protocol.message import HostAddress
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.dispatch import ArrivalListener
+from rocketlite.store.queue_read import RecordFilter
 from rocketlite.store.queue_view import QueueView
 from rocketlite.store.results import (
     AppendResult,
@@ -46,7 +48,7 @@ from rocketlite.store.results import (
 )
 from rocketlite.store.stats import StoreStats
 
-__all__ = ["ArrivalListener", "MessageFilter", "StoreAPI"]
+__all__ = ["ArrivalListener", "MessageFilter", "RecordFilter", "StoreAPI"]
 
 # Tags code -> whether a pull takes the record.
 MessageFilter = Callable[[int], bool]
@@ -106,7 +108,10 @@ class StoreAPI(Protocol):
         *,
         max_transfer_count: int | None = None,
         max_transfer_bytes: int | None = None,
-    ) -> GetMessageResult: ...
+        record_filter: RecordFilter | None = None,
+    ) -> GetMessageResult:
+        """A pull: records whose tag code passes `message_filter` and, with `record_filter`
+        (a property filter, judged on each record's bytes after the tag code), that it takes."""
 
     def queue(self, topic: str, queue_id: int) -> QueueView | None: ...
 

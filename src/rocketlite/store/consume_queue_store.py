@@ -52,6 +52,8 @@ class ConsumeQueueStore:
                 continue
             for queue_dir in sorted(topic_dir.iterdir()):
                 name = queue_dir.name
+                if name.endswith(".alloc"):
+                    continue  # segments staged for the queue directory of that number
                 if not queue_dir.is_dir() or not name.isdigit() or str(int(name)) != name:
                     log.warning("ignoring %s: not a consume queue directory", queue_dir)
                     continue

@@ -45,7 +45,7 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
-from rocketlite.store.api import MessageFilter
+from rocketlite.store.api import MessageFilter, RecordFilter
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.clean import RunningFlags, disk_used_ratio
 from rocketlite.store.commit_log import CommitLog
@@ -456,8 +456,10 @@ class MessageStore:
         *,
         max_transfer_count: int | None = None,
         max_transfer_bytes: int | None = None,
+        record_filter: RecordFilter | None = None,
     ) -> GetMessageResult:
-        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices.
+        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices; with
+        `record_filter` (a property filter) only records whose bytes it takes.
 
         The statuses and corrected offsets are RocketMQ's (`DefaultMessageStore.getMessage`, 4.9.4+
         and 5.x): a queue that has no consume queue yet is NO_MESSAGE_IN_QUEUE (Java creates the
@@ -472,8 +474,9 @@ class MessageStore:
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
         result = pull_from(
-            cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct
-        )
+            cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct,
+            record_filter,
+        )  # fmt: skip
         if result.status is GetMessageStatus.FOUND:
             self.stats.get_found += result.message_count
         elif result.found is not None:

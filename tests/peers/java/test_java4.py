@@ -245,7 +245,12 @@ def test_lite_pull_assign(cluster: EmbeddedCluster, java: JavaClients) -> None:
     cp = java.run(LINE, "lite_pull_assign", cluster.namesrv_addr, topic=topic, group=group, n=8)
     sent = events(cp, "sent")
     assert events(cp, "queues")[0]["count"] == 4
-    assert Counter(msg_ids(received(cp))) == Counter(s["msgId"] for s in sent)
+    # assign() starts a pull task per queue at once (a new group reads a young queue from 0), and
+    # the seek(mq, 0) that follows restarts it: a pull already in flight may hand its messages to
+    # poll() besides the restarted one (DefaultLitePullConsumerImpl.seek cancels the old task but
+    # not its answer). So each message arrives once, or twice when that race hits, never more.
+    got = Counter(msg_ids(received(cp)))
+    assert set(got) == {s["msgId"] for s in sent} and max(got.values()) <= 2, got
     assert committed(cluster, group, topic) == queue_ends(sent)
 
 
@@ -267,9 +272,6 @@ def test_tag_selector(cluster: EmbeddedCluster, java: JavaClients) -> None:
     assert [m["keys"] for m in received(cp)] == ["k0", "k2", "k5", "last"]
 
 
-@pytest.mark.skip(
-    reason="SQL92 filters are refused on PULL (SUBSCRIPTION_PARSE_FAILED); lands with SQL92 (issue 22 item 4)"
-)
 def test_sql92_selector(tmp_path: Path, java: JavaClients) -> None:
     with embedded(tmp_path / "sql-store", enable_property_filter=True) as c:
         topic = unique("JSql")
