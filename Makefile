@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck docs bench bench-broker bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer
+.PHONY: run test lint typecheck docs bench bench-broker bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -161,6 +161,31 @@ $(PEER_STAMP): $(PEER_POM)
 
 rocketmq-peer: $(PEER_STAMP)
 
+# RocketMQ's admin tool, mqadmin 5.3.3 (org.apache.rocketmq:rocketmq-tools and its jars), for
+# tests/peers/mqadmin/: tests/peers/mqadmin/pom.xml compiles our shell (many sub-commands in one
+# JVM) into .clients/mqadmin/build and copies the jars into .clients/mqadmin/lib, through the Java
+# clients' local repository (.clients/java/m2). Rebuilt when the pom or the shell changes. With
+# CI=true a failed build stops `make test`; elsewhere it warns and the mqadmin tests skip, saying why.
+MQADMIN_DIR := $(CLIENTS)/mqadmin
+MQADMIN_POM := tests/peers/mqadmin/pom.xml
+MQADMIN_STAMP := $(MQADMIN_DIR)/.shell.built
+MQADMIN_SOURCES := $(MQADMIN_POM) $(wildcard tests/peers/mqadmin/src/rocketlite/peers/*.java)
+MQADMIN_MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(MQADMIN_POM)
+
+$(MQADMIN_STAMP): $(MQADMIN_SOURCES)
+	@rm -rf $(MQADMIN_DIR)/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(MQADMIN_MVN) compile dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: mqadmin (Maven: rocketmq-tools 5.3.3) could not be built; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: mqadmin (Maven: rocketmq-tools 5.3.3) could not be built; tests/peers/mqadmin will skip" >&2; \
+	fi
+
+mqadmin: $(MQADMIN_STAMP)
+
 
 # The RocketMQ Go client, for tests/peers/go/: github.com/apache/rocketmq-client-go/v2 (pure Go),
 # pinned by our own module tests/peers/go/go.mod + go.sum and fetched from the Go module proxy by
@@ -234,7 +259,7 @@ $(DEBS_STAMP):
 
 bench-peers-deps: $(PEERSGEN) $(KAFKA_STAMP) $(DEBS_STAMP) $(PEER_STAMP)
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(PEERSGEN)
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(MQADMIN_STAMP) $(PEERSGEN)
 
 clean-clients:
 	rm -rf $(CLIENTS)

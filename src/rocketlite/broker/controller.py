@@ -23,6 +23,12 @@ from typing import Protocol
 
 from rocketlite import native
 from rocketlite.broker import acl
+from rocketlite.broker.auth.checks import AuthChecks, AuthSettings
+from rocketlite.broker.auth.guard import AuthRequestTable
+from rocketlite.broker.auth.manager import AuthMetadata, parse_user_json
+from rocketlite.broker.auth.migrate import migrate_plain_acl
+from rocketlite.broker.auth.processor import AuthAdminProcessor
+from rocketlite.broker.auth.store import AuthStore
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.consumer_filter import ConsumerFilterManager
@@ -31,12 +37,16 @@ from rocketlite.broker.delay.timer import TimerMessageService
 from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
+from rocketlite.broker.ha.status import ha_runtime_info
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import BrokerFigures, MetricsServer
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
+from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
+from rocketlite.broker.processors.admin_stats import AdminStatsProcessor
+from rocketlite.broker.processors.client_relay import ClientRelayProcessor, ResetOffsetGuard
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
@@ -48,6 +58,7 @@ from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.stats_items import BrokerStatsItems, StatsSampler
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
@@ -109,6 +120,11 @@ class BrokerParts:
     runtime_stats: RuntimeStatsSampler
     admin: AdminRequestProcessor
     live: LiveConfig
+    catalog: AdminCatalogProcessor
+    admin_stats: AdminStatsProcessor
+    relay: ClientRelayProcessor
+    resets: ResetOffsetGuard
+    stats_sampler: StatsSampler
     ha_master: HAMasterService | None
     ha_slave: HASlaveService | None
     slave_sync: SlaveSynchronize | None
@@ -127,6 +143,7 @@ class BrokerParts:
             "timer": self.timer,
             "transaction-check": self.transactions,
             "runtime-stats": self.runtime_stats,
+            "stats-items": self.stats_sampler,
             "ha-master": self.ha_master,
             "ha-slave": self.ha_slave,
             "slave-sync": self.slave_sync,
@@ -153,7 +170,7 @@ class BrokerController:
         )
         self.offsets = ConsumerOffsetTable(cfg_dir)
         self.filters = ConsumerFilterManager(cfg_dir, broker, clock)  # consumerFilter.json (SQL92)
-        self.stats = BrokerStats()
+        self.stats = BrokerStats(items=BrokerStatsItems(broker.broker_cluster_name, clock))
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
         served = self.table
@@ -161,6 +178,17 @@ class BrokerController:
         if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
             self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
             served = acl.AclRequestTable(self.table, self.acl)
+        # ACL 2.0: the users and ACLs are always served (AUTH_* codes), checked only when enabled
+        self.auth_metadata = AuthMetadata(AuthStore(cfg_dir))
+        self.auth = AuthChecks(
+            self.auth_metadata,
+            AuthSettings.of(
+                broker.broker_cluster_name, broker.authentication_enabled, broker.authorization_enabled,
+                broker.authentication_whitelist, broker.authorization_whitelist,
+            ),
+        )  # fmt: skip
+        if broker.authentication_enabled or broker.authorization_enabled:
+            served = AuthRequestTable(self.table, self.auth)
         self.server = RemotingServer(
             served,
             host=broker.listen_host,
@@ -230,6 +258,7 @@ class BrokerController:
         self.topics.start()
         self.groups.start()
         self.offsets.load()
+        self._init_auth()
         self.filters.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
@@ -250,6 +279,11 @@ class BrokerController:
             schedule=parts.schedule,
             admin=parts.admin,
             live=parts.live,
+            catalog=parts.catalog,
+            admin_stats=parts.admin_stats,
+            relay=parts.relay,
+            resets=parts.resets,
+            auth=AuthAdminProcessor(self.auth_metadata),
             reply=parts.reply,
         )
         self.services = parts.services()
@@ -271,6 +305,20 @@ class BrokerController:
             self.server.ports,
             self.store_config.store_path_root_dir,
         )
+
+    def _init_auth(self) -> None:
+        """ACL 2.0's first users, as RocketMQ creates them on start: `initAuthenticationUser` and
+        `innerClientAuthenticationCredentials` as super users if missing, then, with
+        `migrateAuthFromV1Enabled`, the accounts of plain_acl.yml (`aclConfigFile`)."""
+        b = self.broker
+        for text, key in (
+            (b.init_authentication_user, "initAuthenticationUser"),
+            (b.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"),
+        ):
+            if text and self.auth_metadata.init_user(*parse_user_json(text, key)):
+                log.info("%s: super user created", key)
+        if b.migrate_auth_from_v1_enabled:
+            migrate_plain_acl(acl.default_acl_path(b.acl_config_file), self.auth_metadata)
 
     # -- wiring -----------------------------------------------------------------------------
     def _build(self, loop: asyncio.AbstractEventLoop, store_host: HostAddress) -> BrokerParts:
@@ -342,7 +390,17 @@ class BrokerController:
             b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
             extra_runtime_info,
         )  # fmt: skip
+        addr = f"{b.broker_ip1}:{store_host.port}"
+        admin_stats = AdminStatsProcessor(
+            b, store, topics, groups, offsets, clients, stats.items, addr,
+            lambda: ha_runtime_info(b, store.max_phy_offset, ha_master, ha_slave),
+        )  # fmt: skip
         return BrokerParts(
+            catalog=AdminCatalogProcessor(b, store, topics, groups, offsets, clients, addr),
+            admin_stats=admin_stats,
+            relay=ClientRelayProcessor(b, store, topics, groups, offsets, clients),
+            resets=ResetOffsetGuard(store, offsets),
+            stats_sampler=StatsSampler(stats.items),
             clients=clients,
             client_requests=ClientRequestProcessor(clients),
             send=send,
@@ -393,6 +451,7 @@ class BrokerController:
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,
             acl=self.acl,
+            auth=self.auth if b.authentication_enabled or b.authorization_enabled else None,
             transactions=transactions,
             clients=clients,
         )  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rocketlite.broker.config import BrokerConfig
@@ -160,6 +160,13 @@ class TopicConfigManager(JsonConfigFile):
     def update(self, tc: TopicConfig) -> None:
         self.table[tc.topic_name] = tc
         log.info("topic %s updated: %s", tc.topic_name, tc)
+        self._changed()
+
+    def update_many(self, tcs: Iterable[TopicConfig]) -> None:
+        """`updateTopicConfigList`: every topic of a batch, one write and one registration."""
+        for tc in tcs:
+            self.table[tc.topic_name] = tc
+            log.info("topic %s updated: %s", tc.topic_name, tc)
         self._changed()
 
     def delete(self, topic: str) -> bool:

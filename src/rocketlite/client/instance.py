@@ -16,7 +16,9 @@ list and instance name) and lives while some producer or consumer holds it. Its 
 
 Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
 the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP,
-PUSH_REPLY_MESSAGE_TO_CLIENT completes a producer's waiting `request` (`request_reply.ReplyTable`).
+PUSH_REPLY_MESSAGE_TO_CLIENT completes a producer's waiting `request` (`request_reply.ReplyTable`),
+and what brokers relay from operators (offset resets, running info, direct consumption) is
+`ops.py`'s.
 Every request goes through `invoke` / `invoke_oneway`, which turn timeouts and broken connections
 into `RemotingTimeoutError` / `RemotingConnectError` so callers only ever see `ClientError`s, and
 sign it (every request, name servers ignore it) when the config has ACL keys, like Java's
@@ -34,6 +36,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from rocketlite.client import ops
 from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import (
     BrokerError,
@@ -162,6 +165,7 @@ class ClientInstance:
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        ops.register(table, self)  # what brokers relay from operators: resets, running info, resends
         self.replies = ReplyTable()  # requests of our producers waiting for their reply
         table.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push)
         self.remoting = RemotingClient(table, connect_timeout=config.request_timeout)

@@ -22,6 +22,7 @@ The surface, by purpose:
 - replication (HA): the log's bytes from a physical offset (`read_log`, `read_log_from`),
   `append_replicated`, `prestage_first_segment`, the segment size;
 - operation: `apply_live_settings(changes)` (UPDATE_BROKER_CONFIG), `delete_topics`,
+  `consume_queue_topics`, `clean_expired_consume_queues`,
   `run_clean_pass`, `disk_used_ratio`, `disk_full`, `runtime_info`, `stats`, `config`.
 """
 
@@ -170,6 +171,13 @@ class StoreAPI(Protocol):
     def apply_live_settings(self, changes: Mapping[str, Any]) -> StoreConfig: ...
 
     def delete_topics(self, topics: set[str]) -> None: ...
+
+    def consume_queue_topics(self) -> list[str]:
+        """Every topic with a consume queue (CLEAN_UNUSED_TOPIC)."""
+
+    def clean_expired_consume_queues(self, keep: Callable[[str], bool]) -> int:
+        """Delete the queues whose records are all gone, but those of topics `keep` names
+        (CLEAN_EXPIRED_CONSUMEQUEUE); the number deleted."""
 
     def run_clean_pass(self, *, force: bool = False) -> int: ...
 

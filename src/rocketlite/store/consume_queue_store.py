@@ -133,6 +133,22 @@ class ConsumeQueueStore:
         log.info("deleted the consume queues of topic %s", topic)
         return True
 
+    def delete_queue(self, topic: str, queue_id: int) -> bool:
+        """Forget one queue and delete its files; the topic too when it was its last queue."""
+        with self._lock:
+            queues = self._table.get(topic)
+            cq = queues.pop(queue_id, None) if queues is not None else None
+            if queues is not None and not queues:
+                del self._table[topic]
+        if cq is None:
+            return False
+        cq.destroy()
+        topic_dir = self.root_dir / topic
+        if topic_dir.is_dir() and not any(topic_dir.iterdir()):
+            topic_dir.rmdir()
+        log.info("deleted expired consume queue %s-%d", topic, queue_id)
+        return True
+
     def delete_expired(self, min_commit_log_offset: int) -> int:
         """Delete queue files that only point below `min_commit_log_offset`; returns files deleted."""
         return sum(cq.delete_expired(min_commit_log_offset) for cq in self.queues())

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -562,6 +562,28 @@ class MessageStore:
             if view is not None:
                 result.messages.append(view)
         return result
+
+    def consume_queue_topics(self) -> list[str]:
+        """Every topic that has a consume queue (`getConsumeQueueTable().keySet()`)."""
+        return self.cq_store.topics()
+
+    def clean_expired_consume_queues(self, keep: Callable[[str], bool]) -> int:
+        """`ConsumeQueueStore.cleanExpired` (mqadmin cleanExpiredCQ): delete every queue whose last
+        record lies below the commit log's first offset, all its messages gone, except the queues of
+        topics `keep` names (RocketMQ keeps the system topics'); a topic left without queues is
+        forgotten. Returns the queues deleted."""
+        min_offset = self.commit_log.min_offset
+        deleted = 0
+        for cq in list(self.cq_store.queues()):
+            if keep(cq.topic):
+                continue
+            last = cq.last_unit()
+            if last is None or last[0] >= min_offset:
+                continue  # empty (just created) or still holding records
+            if self.cq_store.delete_queue(cq.topic, cq.queue_id):
+                self.commit_log.topic_queue_table.pop(f"{cq.topic}-{cq.queue_id}", None)
+                deleted += 1
+        return deleted
 
     def delete_topics(self, topics: set[str]) -> None:
         for topic in topics:

@@ -59,6 +59,19 @@ class QueueView:
         None outside [min_offset, max_offset) or when its file is unreadable."""
         return self._cq.get_unit(offset)
 
+    def units(self, start: int, count: int) -> list[Unit] | None:
+        """Up to `count` units from queue offset `start`, padding as is (QUERY_CONSUME_QUEUE); None
+        when `start` lies outside [min_offset, max_offset) (Java's `iterateFrom` returns null)."""
+        if not self._cq.min_offset <= start < self._cq.max_offset:
+            return None
+        units: list[Unit] = []
+        for index in range(start, min(start + max(count, 0), self._cq.max_offset)):
+            unit = self._cq.get_unit(index)
+            if unit is None:
+                break
+            units.append(unit)
+        return units
+
     def read(self, offset: int) -> memoryview | None:
         """The stored bytes of the record the unit at queue `offset` points at (zero-copy: release
         the view promptly, it keeps the segment mapped); None for padding, outside the queue, or

@@ -402,7 +402,8 @@ class PullMessageProcessor:
         }
         response = make_response(request, code, status.name, ext)
         if code == _SUCCESS:
-            self.stats.record_get(header.consumer_group, result.message_count)
+            size = result.buffer_total_size
+            self.stats.record_get(header.consumer_group, result.message_count, header.topic, size)
             conn.send_parts(response, result.parts)  # a slice per run of back-to-back records
             return None
         self.stats.record_get(header.consumer_group, 0)
