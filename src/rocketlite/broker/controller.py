@@ -23,6 +23,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from rocketlite import native
 from rocketlite.broker import acl
+from rocketlite.broker.auth.checks import AuthChecks, AuthSettings
+from rocketlite.broker.auth.guard import AuthRequestTable
+from rocketlite.broker.auth.manager import AuthMetadata, parse_user_json
+from rocketlite.broker.auth.migrate import migrate_plain_acl
+from rocketlite.broker.auth.processor import AuthAdminProcessor
+from rocketlite.broker.auth.store import AuthStore
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.consumer_filter import ConsumerFilterManager
@@ -46,6 +52,7 @@ from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
+from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
@@ -126,6 +133,7 @@ class BrokerParts:
     slave_sync: SlaveSynchronize | None
     metrics: MetricsServer | None
     grpc: GrpcEndpoint | None = None
+    reply: ReplyMessageProcessor | None = None  # 324/325 (request-reply)
     timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
 
     def services(self) -> dict[str, BrokerService]:
@@ -173,6 +181,17 @@ class BrokerController:
         if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
             self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
             served = acl.AclRequestTable(self.table, self.acl)
+        # ACL 2.0: the users and ACLs are always served (AUTH_* codes), checked only when enabled
+        self.auth_metadata = AuthMetadata(AuthStore(cfg_dir))
+        self.auth = AuthChecks(
+            self.auth_metadata,
+            AuthSettings.of(
+                broker.broker_cluster_name, broker.authentication_enabled, broker.authorization_enabled,
+                broker.authentication_whitelist, broker.authorization_whitelist,
+            ),
+        )  # fmt: skip
+        if broker.authentication_enabled or broker.authorization_enabled:
+            served = AuthRequestTable(self.table, self.auth)
         self.server = RemotingServer(
             served,
             host=broker.listen_host,
@@ -242,6 +261,7 @@ class BrokerController:
         self.topics.start()
         self.groups.start()
         self.offsets.load()
+        self._init_auth()
         self.filters.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
@@ -266,6 +286,8 @@ class BrokerController:
             admin_stats=parts.admin_stats,
             relay=parts.relay,
             resets=parts.resets,
+            auth=AuthAdminProcessor(self.auth_metadata),
+            reply=parts.reply,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -286,6 +308,20 @@ class BrokerController:
             self.server.ports,
             self.store_config.store_path_root_dir,
         )
+
+    def _init_auth(self) -> None:
+        """ACL 2.0's first users, as RocketMQ creates them on start: `initAuthenticationUser` and
+        `innerClientAuthenticationCredentials` as super users if missing, then, with
+        `migrateAuthFromV1Enabled`, the accounts of plain_acl.yml (`aclConfigFile`)."""
+        b = self.broker
+        for text, key in (
+            (b.init_authentication_user, "initAuthenticationUser"),
+            (b.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"),
+        ):
+            if text and self.auth_metadata.init_user(*parse_user_json(text, key)):
+                log.info("%s: super user created", key)
+        if b.migrate_auth_from_v1_enabled:
+            migrate_plain_acl(acl.default_acl_path(b.acl_config_file), self.auth_metadata)
 
     # -- wiring -----------------------------------------------------------------------------
     def _build(self, loop: asyncio.AbstractEventLoop, store_host: HostAddress) -> BrokerParts:
@@ -388,6 +424,9 @@ class BrokerController:
             slave_sync=slave_sync,
             metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
+            reply=ReplyMessageProcessor(
+                b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
+            ),
         )
 
     def _grpc_endpoint(
@@ -417,6 +456,7 @@ class BrokerController:
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,
             acl=self.acl,
+            auth=self.auth if b.authentication_enabled or b.authorization_enabled else None,
             transactions=transactions,
             clients=clients,
         )  # fmt: skip

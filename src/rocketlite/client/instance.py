@@ -16,6 +16,7 @@ list and instance name) and lives while some producer or consumer holds it. Its 
 
 Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
 the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP,
+PUSH_REPLY_MESSAGE_TO_CLIENT completes a producer's waiting `request` (`request_reply.ReplyTable`),
 and what brokers relay from operators (offset resets, running info, direct consumption) is
 `ops.py`'s.
 Every request goes through `invoke` / `invoke_oneway`, which turn timeouts and broken connections
@@ -49,6 +50,7 @@ from rocketlite.client.errors import (
     transport_reason,
 )
 from rocketlite.client.message import Message, SendResult, UniqIdGenerator
+from rocketlite.client.request_reply import ReplyTable
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
 from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketlite.protocol.bodies.message_queue import MessageQueue
@@ -164,6 +166,8 @@ class ClientInstance:
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
         ops.register(table, self)  # what brokers relay from operators: resets, running info, resends
+        self.replies = ReplyTable()  # requests of our producers waiting for their reply
+        table.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push)
         self.remoting = RemotingClient(table, connect_timeout=config.request_timeout)
         self.namesrv_addrs = config.namesrv_addrs
         if not self.namesrv_addrs:

@@ -294,7 +294,7 @@ class AdminRequestProcessor:
         b = self.broker
         names = [reserved.SELF_TEST_TOPIC, reserved.DEFAULT_TOPIC, reserved.BENCHMARK_TOPIC,
                  b.broker_cluster_name, b.broker_name, reserved.OFFSET_MOVED_EVENT, reserved.SCHEDULE_TOPIC,
-                 b.msg_trace_topic_name, f"{b.broker_cluster_name}_REPLY_TOPIC"]  # fmt: skip
+                 b.msg_trace_topic_name, reserved.reply_topic(b.broker_cluster_name)]  # fmt: skip
         present = tuple(n for n in names if self.topics.select(n) is not None)
         return self._ok(request, TopicList(present).to_bytes())
 
