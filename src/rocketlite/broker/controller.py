@@ -67,6 +67,7 @@ from rocketlite.protocol.wire.headers import (
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
+from rocketlite.remoting.tls import ServerTls, TlsConfig, client_context
 from rocketlite.runtime import wait_event
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
@@ -135,9 +136,16 @@ class BrokerParts:
 
 class BrokerController:
     def __init__(
-        self, broker: BrokerConfig, store_config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        broker: BrokerConfig,
+        store_config: StoreConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.broker = broker
+        self.tls = tls or TlsConfig()
+        server_tls = ServerTls.of(self.tls)  # certificate files read (and checked) now
         self.store_config = store_config
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, master=not broker.is_slave)
@@ -163,8 +171,12 @@ class BrokerController:
             ports=ports,
             idle_seconds=float(broker.server_channel_max_idle_time_seconds),
             partial_frame_seconds=broker.server_partial_frame_timeout_millis / 1000,
+            tls=server_tls,
         )
-        self.outbound = RemotingClient(self.table)
+        # tls.enable: the broker's own connections (name servers, a slave's master) use TLS.
+        self.outbound = RemotingClient(
+            self.table, ssl_context=client_context(self.tls) if self.tls.enable else None
+        )
         self.parts: BrokerParts | None = None  # built by start(), once the store host is known
         self.services: dict[str, BrokerService] = {}
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -68,6 +68,7 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
+from rocketlite.remoting.tls import TlsConfig, client_context
 from rocketlite.runtime import wait_event
 
 __all__ = [
@@ -160,7 +161,8 @@ class ClientInstance:
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
-        self.remoting = RemotingClient(table, connect_timeout=config.request_timeout)
+        tls = client_context(config.tls or TlsConfig()) if config.use_tls else None
+        self.remoting = RemotingClient(table, connect_timeout=config.request_timeout, ssl_context=tls)
         self.namesrv_addrs = config.namesrv_addrs
         if not self.namesrv_addrs:
             raise ClientStateError("no name server address given")

@@ -120,6 +120,7 @@ class Connection(asyncio.Protocol):
         self.write_high_water = WRITE_HIGH_WATER
         self.reading_paused = False
         self.pause_count = 0  # times reading was paused for a slow reader (tests, diagnostics)
+        self.lost = False  # connection_lost has run: the transport is gone (TLS shutdown done)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -197,6 +198,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.lost = True
         self._later = None
         for fut in self.pending.values():
             if not fut.done():
