@@ -32,7 +32,15 @@ from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_list
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
-from rocketlite.broker.metrics import BrokerFigures, MetricsServer
+from rocketlite.broker.metrics import (
+    BrokerFigures,
+    BrokerView,
+    MetricsServer,
+    RocketliteCollector,
+    RocketMQCollector,
+    RpcLatency,
+    TpsSampler,
+)
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
@@ -165,6 +173,10 @@ class BrokerController:
         if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
             self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
             served = acl.AclRequestTable(self.table, self.acl)
+        # rocketmq_rpc_latency: every answered request timed (only when metrics are served)
+        self.rpc_latency = RpcLatency() if broker.metrics_endpoint is not None else None
+        if self.rpc_latency is not None:
+            served.observer = self.rpc_latency.observe
         self.server = RemotingServer(
             served,
             host=broker.listen_host,
@@ -214,8 +226,9 @@ class BrokerController:
         out = [(b.listen_host, port) for port in self.server.requested_ports]
         if not b.is_slave:
             out.append((b.listen_host, ha_listen_port(b.ha_listen_port, b.listen_port, b.listen_port)))
-        if b.metrics_port:
-            out.append((b.metrics_host, b.metrics_port))
+        metrics = b.metrics_endpoint
+        if metrics is not None:
+            out.append(metrics)
         return out
 
     async def start(self) -> None:
@@ -366,9 +379,24 @@ class BrokerController:
             ha_master=ha_master,
             ha_slave=ha_slave,
             slave_sync=slave_sync,
-            metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
+            metrics=self._metrics_server(figures, clients, send),
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
         )
+
+    def _metrics_server(
+        self, figures: BrokerFigures, clients: ClientManager, send: SendMessageProcessor
+    ) -> MetricsServer | None:
+        """GET /metrics (metricsExporterType=PROM, or rocketlite's metricsPort), or None."""
+        endpoint = self.broker.metrics_endpoint
+        if endpoint is None:
+            return None
+        view = BrokerView(
+            self.broker, self.store, self.stats, self.topics, self.groups, clients, self.offsets, self.clock,
+            rpc=self.rpc_latency, send_waiters=lambda: send.flush_waiters,
+        )  # fmt: skip
+        sampler = TpsSampler(self.store)
+        collectors = [RocketMQCollector(view), RocketliteCollector(figures, sampler)]
+        return MetricsServer(collectors, sampler, *endpoint)
 
     def _grpc_endpoint(
         self,
