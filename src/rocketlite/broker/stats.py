@@ -3,7 +3,9 @@ and the traffic RocketMQ 5's metrics count (broker/metrics/rocketmq.py reads the
 
 `record_put` runs once per send on the event loop: plain int adds on slots, and the per-topic
 and per-(topic, message type) figures in plain dicts (`dict.get` costs half of a `Counter`'s
-`__missing__`-backed `+=`).
+`__missing__`-backed `+=`). `items` holds the same counts by RocketMQ's statistic names and keys,
+with their minute, hour and day windows (`stats_items`), for VIEW_BROKER_STATS_DATA and the
+consume TPS figures.
 
 RocketMQ 5 (`SendMessageProcessor`, `DefaultPullMessageResultHandler`) counts
 `rocketmq_messages_in_total` / `rocketmq_throughput_in_total` / `rocketmq_message_size` by topic
@@ -20,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final
 
+from rocketlite.broker.stats_items import BrokerStatsItems
 from rocketlite.protocol import reserved
 
 # rocketmq_message_size's buckets (BrokerMetricsManager.registerMetricsView): 1 KB .. 4 MB.
@@ -73,6 +76,7 @@ class BrokerStats:
     traffic_out: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (topic, group): [n, bytes]
     send_to_dlq: dict[tuple[str, str], int] = field(default_factory=dict)  # (topic, group)
     pull_offsets: dict[tuple[str, str, int], int] = field(default_factory=dict)  # (group, topic, queue)
+    items: BrokerStatsItems = field(default_factory=lambda: BrokerStatsItems("DefaultCluster"))
 
     def record_put(self, topic: str, n: int, size: int, message_type: str = NORMAL) -> None:
         """`n` messages of `size` stored bytes (body bytes where the record size is not known)."""
@@ -80,6 +84,7 @@ class BrokerStats:
         self.put_size += size
         nums = self.topic_put_nums
         nums[topic] = nums.get(topic, 0) + n
+        self.items.put(topic, n, size)
         if not counted_topic(topic):
             return
         key = (topic, message_type)
@@ -109,6 +114,8 @@ class BrokerStats:
         if found:
             self.get_found_nums += found
             self.group_get_nums[group] += found
+            if topic:
+                self.items.get(topic, group, found, size)
             if topic is not None and counted_topic(topic):
                 out = self.traffic_out.get((topic, group))
                 if out is None:
@@ -125,3 +132,7 @@ class BrokerStats:
         the topic the consumer sent it back from)."""
         key = (topic, group)
         self.send_to_dlq[key] = self.send_to_dlq.get(key, 0) + 1
+
+    def record_send_back(self, topic: str, group: str) -> None:
+        self.send_back_nums += 1
+        self.items.send_back(topic, group)

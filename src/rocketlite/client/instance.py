@@ -15,7 +15,10 @@ list and instance name) and lives while some producer or consumer holds it. Its 
 * consumer offset persistence every 5 s.
 
 Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
-the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP.
+the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP,
+PUSH_REPLY_MESSAGE_TO_CLIENT completes a producer's waiting `request` (`request_reply.ReplyTable`),
+and what brokers relay from operators (offset resets, running info, direct consumption) is
+`ops.py`'s.
 Every request goes through `invoke` / `invoke_oneway`, which turn timeouts and broken connections
 into `RemotingTimeoutError` / `RemotingConnectError` so callers only ever see `ClientError`s, and
 sign it (every request, name servers ignore it) when the config has ACL keys, like Java's
@@ -33,6 +36,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from rocketlite.client import ops
 from rocketlite.client.config import ClientConfig
 from rocketlite.client.errors import (
     BrokerError,
@@ -46,11 +50,12 @@ from rocketlite.client.errors import (
     transport_reason,
 )
 from rocketlite.client.message import Message, SendResult, UniqIdGenerator
+from rocketlite.client.request_reply import ReplyTable
 from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
 from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
 from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
-from rocketlite.protocol.codes import RequestCode, ResponseCode, request_label
+from rocketlite.protocol.codes import RequestCode, ResponseCode, not_a_namesrv, request_label
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.speedups import decode_records
 from rocketlite.protocol.message import MessageConst, find_property
@@ -161,6 +166,9 @@ class ClientInstance:
         table = RequestTable(default=not_supported)
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        ops.register(table, self)  # what brokers relay from operators: resets, running info, resends
+        self.replies = ReplyTable()  # requests of our producers waiting for their reply
+        table.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push)
         tls = client_context(config.tls or TlsConfig()) if config.use_tls else None
         self.remoting = RemotingClient(table, connect_timeout=config.request_timeout, ssl_context=tls)
         self.namesrv_addrs = config.namesrv_addrs
@@ -374,9 +382,7 @@ class ClientInstance:
                 continue
             if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
                 last = BrokerError(
-                    f"{addr} answered as a broker, not a name server ({request_label(cmd.code)} not "
-                    "supported): point the name server address at the name server's port (9876 by "
-                    "default), not the broker's",
+                    not_a_namesrv(addr, cmd.code),
                     response_code=response.code,
                     retriable=False,
                 )

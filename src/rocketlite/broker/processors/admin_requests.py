@@ -7,10 +7,14 @@ What mqadmin / the dashboard send to a broker, answered as a 4.9.8 broker does:
   (215; config, consume queues and the topic's consumer offsets), GET_ALL_TOPIC_CONFIG (21),
   GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305), GET_TOPIC_STATS_INFO (202);
 - groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-  DELETE_SUBSCRIPTIONGROUP (207, optionally with the group's offsets), GET_CONSUME_STATS (208),
+  DELETE_SUBSCRIPTIONGROUP (207, optionally with the group's offsets),
   QUERY_TOPIC_CONSUME_BY_WHO (300);
 - broker: GET_BROKER_RUNTIME_INFO (28), DELETE_EXPIRED_COMMITLOG (329). GET_BROKER_CONFIG (26) and
   UPDATE_BROKER_CONFIG (25) are live_config.py's.
+
+The 5.x admin requests are beside it: `admin_catalog` (topic and group batches and lookups,
+producers, cleaning), `admin_stats` (GET_CONSUME_STATS and the other consumption and traffic
+figures) and `client_relay` (the requests relayed to a consumer).
 
 `RuntimeStatsSampler` samples the store's counters every second, for the TPS figures of
 GET_BROKER_RUNTIME_INFO (10 s / 1 min / 10 min windows, as Java's StoreStatsService) and the
@@ -40,13 +44,7 @@ from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.bodies.json_body import expect_obj
 from rocketlite.protocol.bodies.lists import KVTable, TopicList
-from rocketlite.protocol.bodies.message_queue import (
-    ConsumeStats,
-    MessageQueue,
-    OffsetWrapper,
-    TopicOffset,
-    TopicStatsTable,
-)
+from rocketlite.protocol.bodies.message_queue import MessageQueue, TopicOffset, TopicStatsTable
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.wire import fastjson
@@ -55,7 +53,6 @@ from rocketlite.protocol.wire.custom_header import CustomHeader
 from rocketlite.protocol.wire.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
 from rocketlite.remoting.connection import Connection, HandlerResult
@@ -84,6 +81,11 @@ _POOL_FIGURES = {
     "EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": "100000",
     "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
     "queryThreadPoolQueueHeadWaitTimeMills": "0",
+    # 5.x's lite-pull and ack pools (clusterList prints the ack pool's figures)
+    "litePullThreadPoolQueueSize": "0", "litePullThreadPoolQueueCapacity": "100000",
+    "litePullThreadPoolQueueHeadWaitTimeMills": "0",
+    "ackThreadPoolQueueSize": "0", "ackThreadPoolQueueCapacity": "100000",
+    "ackThreadPoolQueueHeadWaitTimeMills": "0",
 }  # fmt: skip
 
 
@@ -107,8 +109,11 @@ def human_bytes(n: float) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteSubscriptionGroupRequestHeader(CustomHeader):
+    """`removeOffset` is 4.9's name of the flag, `cleanOffset` 5.x's (mqadmin 5.3 sends it)."""
+
     group_name: str
     remove_offset: bool = False
+    clean_offset: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -328,7 +333,7 @@ class AdminRequestProcessor:
         b = self.broker
         names = [reserved.SELF_TEST_TOPIC, reserved.DEFAULT_TOPIC, reserved.BENCHMARK_TOPIC,
                  b.broker_cluster_name, b.broker_name, reserved.OFFSET_MOVED_EVENT, reserved.SCHEDULE_TOPIC,
-                 b.msg_trace_topic_name, f"{b.broker_cluster_name}_REPLY_TOPIC"]  # fmt: skip
+                 b.msg_trace_topic_name, reserved.reply_topic(b.broker_cluster_name)]  # fmt: skip
         present = tuple(n for n in names if self.topics.select(n) is not None)
         return self._ok(request, TopicList(present).to_bytes())
 
@@ -367,39 +372,9 @@ class AdminRequestProcessor:
         header = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields)
         log.info("subscription group %s deleted by %s", header.group_name, conn.remote_address)
         self.groups.delete(header.group_name)
-        if header.remove_offset:
+        if header.remove_offset or header.clean_offset:
             self.offsets.remove_group(header.group_name)
         return self._ok(request)
-
-    def _topics_of_group(self, group: str) -> set[str]:
-        """`ConsumerOffsetManager.whichTopicByConsumer`."""
-        with self.offsets.lock:
-            keys = list(self.offsets.offset_table)
-        return {topic for topic, _, g in (k.partition("@") for k in keys) if g == group}
-
-    def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
-        header = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
-        group = header.consumer_group
-        topics = {header.topic} if header.topic else self._topics_of_group(group)
-        table: dict[MessageQueue, OffsetWrapper] = {}
-        for topic in sorted(topics):
-            tc = self.topics.select(topic)
-            if tc is None:
-                log.warning("consumeStats: topic config of %s does not exist", topic)
-                continue
-            online = self.clients.consumer_group(group) is not None
-            if online and self.clients.find_subscription(group, topic) is None:
-                continue  # an online group that does not subscribe to the topic (Java skips it)
-            for qid in range(tc.read_queue_nums):
-                broker_offset = max(self.store.get_max_offset_in_queue(topic, qid), 0)
-                consumer_offset = max(self.offsets.query(group, topic, qid), 0)
-                last = 0
-                if consumer_offset > 0:
-                    last = max(self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1), 0)
-                mq = MessageQueue(topic, self.broker.broker_name, qid)
-                table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
-        return self._ok(request, ConsumeStats(table).to_bytes())
 
     def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
@@ -423,6 +398,9 @@ class AdminRequestProcessor:
             earliest = first.store_timestamp
         info.update(
             {
+                # `isSpecialServiceRunning`: the schedule and transaction-check services run on
+                # a master only (clusterList's ACTIVATED)
+                "brokerActive": str(store.master).lower(),
                 "brokerVersion": str(BROKER_VERSION),
                 "brokerVersionDesc": BROKER_VERSION_DESC,
                 "msgPutTotalYesterdayMorning": str(sampler.yesterday_morning[0]),
@@ -435,7 +413,8 @@ class AdminRequestProcessor:
                 "getFoundTps": sampler.tps(lambda s: s.get_found),
                 "getMissTps": sampler.tps(lambda s: s.get_miss),
                 "getTotalTps": sampler.tps(lambda s: s.get_found + s.get_miss),
-                "getTransferedTps": sampler.tps(lambda s: s.get_found),
+                "getTransferedTps": sampler.tps(lambda s: s.get_found),  # 4.x's spelling
+                "getTransferredTps": sampler.tps(lambda s: s.get_found),  # 5.x's (mqadmin exportMetrics)
                 "bootTimestamp": str(stats.started_ms),
                 "runtime": _runtime_text(now - stats.started_ms),
                 "earliestMessageTimeStamp": str(earliest),
