@@ -53,6 +53,15 @@ LIVE_BROKER_FIELDS: Final = frozenset(
 )
 
 
+class MetricsExporterType(enum.Enum):
+    """RocketMQ 5's `metricsExporterType`; rocketlite serves DISABLE and PROM."""
+
+    DISABLE = "DISABLE"
+    OTLP_GRPC = "OTLP_GRPC"
+    PROM = "PROM"
+    LOG = "LOG"
+
+
 class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
@@ -125,7 +134,12 @@ class BrokerConfig:
     filter_data_clean_time_span: int = 24 * 3600 * 1000  # a dead consumer filter is kept this long
     expect_consumer_num_use_filter: int = 32  # bloom filter size of consumerFilter.json entries
     max_error_rate_of_bloom_filter: int = 20  # ... and its error rate in percent (1..99)
-    metrics_port: int = 0  # Prometheus text endpoint (GET /metrics); 0 = off
+    # GET /metrics (broker/metrics/): RocketMQ 5's keys; the host "" is brokerIP1, as in Java
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""  # "k1:v1,k2:v2": extra labels on every RocketMQ sample
+    metrics_port: int = 0  # rocketlite's older key for the same endpoint; 0 = off
     metrics_host: str = "127.0.0.1"
     max_sync_flush_waiters: int = 10_000  # SYNC_FLUSH sends awaiting the group commit; more: SYSTEM_BUSY
     server_channel_max_idle_time_seconds: int = 120  # a connection silent this long is closed
@@ -148,6 +162,16 @@ class BrokerConfig:
         require(self.register_name_server_period > 0, "registerNameServerPeriod must be positive")
         require(0 <= self.ha_listen_port <= 65535, "haListenPort must be 0..65535")
         require(0 <= self.metrics_port <= 65535, "metricsPort must be 0..65535")
+        require(
+            self.metrics_exporter_type in (MetricsExporterType.DISABLE, MetricsExporterType.PROM),
+            f"metricsExporterType {self.metrics_exporter_type.value} is not served by rocketlite: "
+            "use PROM (Prometheus, GET /metrics) or DISABLE",
+        )
+        require(0 <= self.metrics_prom_exporter_port <= 65535, "metricsPromExporterPort must be 0..65535")
+        require(
+            not (self.metrics_port and self.metrics_exporter_type is MetricsExporterType.PROM),
+            "metricsPort and metricsExporterType=PROM both serve GET /metrics: set one of them",
+        )
         require(0 <= self.grpc_server_port <= 65535, "grpcServerPort must be 0..65535 (0: off)")
         require(
             bool(self.tls_cert_path) == bool(self.tls_key_path),
@@ -194,6 +218,15 @@ class BrokerConfig:
         if name not in LIVE_BROKER_FIELDS and hasattr(self, name):
             raise FrozenInstanceError(f"cannot assign to field {name!r}: it changes only with a restart")
         super(BrokerConfig, self).__setattr__(name, value)
+
+    @property
+    def metrics_endpoint(self) -> tuple[str, int] | None:
+        """(host, port) of GET /metrics, or None when metrics are off."""
+        if self.metrics_exporter_type is MetricsExporterType.PROM:
+            return (self.metrics_prom_exporter_host or self.broker_ip1, self.metrics_prom_exporter_port)
+        if self.metrics_port:
+            return (self.metrics_host, self.metrics_port)
+        return None
 
     @property
     def namesrv_addrs(self) -> list[str]:

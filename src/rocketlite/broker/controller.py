@@ -40,7 +40,15 @@ from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.status import ha_runtime_info
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
-from rocketlite.broker.metrics import BrokerFigures, MetricsServer
+from rocketlite.broker.metrics import (
+    BrokerFigures,
+    BrokerView,
+    MetricsServer,
+    RocketliteCollector,
+    RocketMQCollector,
+    RpcLatency,
+    TpsSampler,
+)
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
@@ -80,6 +88,7 @@ from rocketlite.protocol.wire.headers import (
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
+from rocketlite.remoting.tls import ServerTls, TlsConfig, client_context
 from rocketlite.runtime import wait_event
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
@@ -158,9 +167,16 @@ class BrokerParts:
 
 class BrokerController:
     def __init__(
-        self, broker: BrokerConfig, store_config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        broker: BrokerConfig,
+        store_config: StoreConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.broker = broker
+        self.tls = tls or TlsConfig()
+        server_tls = ServerTls.of(self.tls)  # certificate files read (and checked) now
         self.store_config = store_config
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, master=not broker.is_slave)
@@ -192,14 +208,22 @@ class BrokerController:
         )  # fmt: skip
         if broker.authentication_enabled or broker.authorization_enabled:
             served = AuthRequestTable(self.table, self.auth)
+        # rocketmq_rpc_latency: every answered request timed (only when metrics are served)
+        self.rpc_latency = RpcLatency() if broker.metrics_endpoint is not None else None
+        if self.rpc_latency is not None:
+            served.observer = self.rpc_latency.observe
         self.server = RemotingServer(
             served,
             host=broker.listen_host,
             ports=ports,
             idle_seconds=float(broker.server_channel_max_idle_time_seconds),
             partial_frame_seconds=broker.server_partial_frame_timeout_millis / 1000,
+            tls=server_tls,
         )
-        self.outbound = RemotingClient(self.table)
+        # tls.enable: the broker's own connections (name servers, a slave's master) use TLS.
+        self.outbound = RemotingClient(
+            self.table, ssl_context=client_context(self.tls) if self.tls.enable else None
+        )
         self.parts: BrokerParts | None = None  # built by start(), once the store host is known
         self.services: dict[str, BrokerService] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -237,8 +261,9 @@ class BrokerController:
         out = [(b.listen_host, port) for port in self.server.requested_ports]
         if not b.is_slave:
             out.append((b.listen_host, ha_listen_port(b.ha_listen_port, b.listen_port, b.listen_port)))
-        if b.metrics_port:
-            out.append((b.metrics_host, b.metrics_port))
+        metrics = b.metrics_endpoint
+        if metrics is not None:
+            out.append(metrics)
         return out
 
     async def start(self) -> None:
@@ -422,12 +447,27 @@ class BrokerController:
             ha_master=ha_master,
             ha_slave=ha_slave,
             slave_sync=slave_sync,
-            metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
+            metrics=self._metrics_server(figures, clients, send),
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
             reply=ReplyMessageProcessor(
                 b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
             ),
         )
+
+    def _metrics_server(
+        self, figures: BrokerFigures, clients: ClientManager, send: SendMessageProcessor
+    ) -> MetricsServer | None:
+        """GET /metrics (metricsExporterType=PROM, or rocketlite's metricsPort), or None."""
+        endpoint = self.broker.metrics_endpoint
+        if endpoint is None:
+            return None
+        view = BrokerView(
+            self.broker, self.store, self.stats, self.topics, self.groups, clients, self.offsets, self.clock,
+            rpc=self.rpc_latency, send_waiters=lambda: send.flush_waiters,
+        )  # fmt: skip
+        sampler = TpsSampler(self.store)
+        collectors = [RocketMQCollector(view), RocketliteCollector(figures, sampler)]
+        return MetricsServer(collectors, sampler, *endpoint)
 
     def _grpc_endpoint(
         self,

@@ -273,6 +273,15 @@ class MessageStore:
         msg.topic = SCHEDULE_TOPIC
         msg.queue_id = level - 1
 
+    def _free_write_buffers(self) -> int:
+        """`remainTransientStoreBufferNumbs`: write buffers not held by a segment; Java's
+        Integer.MAX_VALUE without transientStorePoolEnable."""
+        cfg = self.config
+        if not cfg.transient_store_pool_enable:
+            return 2**31 - 1
+        size = cfg.transient_store_pool_size
+        return max(size - sum(1 for mf in self.commit_log.queue.files[-size:] if mf.holds_write_buffer), 0)
+
     def transient_store_pool_deficient(self) -> bool:
         """`isTransientStorePoolDeficient`: every segment write buffer is taken (the commit
         service lags, the disk is slow), so the broker rejects sends with SYSTEM_BUSY instead of
@@ -473,10 +482,12 @@ class MessageStore:
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
+        begin = time.perf_counter()
         result = pull_from(
             cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct,
             record_filter,
         )  # fmt: skip
+        self.stats.record_get((time.perf_counter() - begin) * 1000)  # getMessageEntireTimeMax
         if result.status is GetMessageStatus.FOUND:
             self.stats.get_found += result.message_count
         elif result.found is not None:
@@ -614,7 +625,8 @@ class MessageStore:
             "dispatchBehindBytes": str(self.commit_log.max_offset - self.dispatcher.reput_from_offset),
             "putMessageTimesTotal": str(self.stats.put_count),
             "putMessageSizeTotal": str(self.stats.put_bytes),
-            "putMessageEntireTimeMax": f"{self.stats.put_max_ms:.3f}",
+            "putMessageEntireTimeMax": str(int(self.stats.put_max_ms)),  # a long in Java
+            "remainTransientStoreBufferNumbs": str(self._free_write_buffers()),
             "diskFull": str(self.flags.disk_full).lower(),
         }
 

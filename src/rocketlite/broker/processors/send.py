@@ -40,7 +40,7 @@ from typing import Final, Protocol
 
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.delay.timer.park import asks_for_timer
-from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.stats import NORMAL, BrokerStats, message_type
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
@@ -385,16 +385,19 @@ class SendMessageProcessor:
                 self.timer_hook(msg)  # MessageIllegalError (MESSAGE_ILLEGAL) for a bad delivery time
             elif asks_for_timer(properties):
                 return PutOutcome(ResponseCode.SYSTEM_ERROR, _NO_TIMER_REMARK)
+        kind = message_type(properties, sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED, delay)
         put = self.store.put_message_async(msg, paced=paced)  # the one put of a single message
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None:  # the common answer
-                self.stats.record_put(header.topic, 1, len(body))
+                # msg.topic: where it was stored (SCHEDULE_TOPIC_XXXX, the half or the timer topic
+                # when a hook or the store moved it), the topic Java's metrics count it under
+                self.stats.record_put(msg.topic, 1, put.wrote_bytes, kind)
                 return PutOutcome(
                     _SUCCESS, None, put.msg_id, queue_id, put.logics_offset, put.wrote_offset, uniq_key
                 )
             put = PendingPut(PutMessageResult(_PUT_OK, put))
         assert isinstance(put, PendingPut)
-        return self._outcome(put, header.topic, queue_id, 1, len(body), uniq_key)
+        return self._outcome(put, msg.topic, queue_id, 1, len(body), uniq_key, kind)
 
     def _put_batch(
         self, header: SendMessageRequestHeader, body: bytes, queue_id: int, peer: Peer, paced: bool
@@ -427,13 +430,20 @@ class SendMessageProcessor:
         return self._outcome(pending, header.topic, queue_id, count, len(body), None)
 
     def _outcome(
-        self, pending: PendingPut, topic: str, queue_id: int, n: int, size: int, transaction_id: str | None
+        self,
+        pending: PendingPut,
+        topic: str,
+        queue_id: int,
+        n: int,
+        size: int,
+        transaction_id: str | None,
+        kind: str = NORMAL,
     ) -> PutOutcome | Awaitable[PutOutcome]:
         fut = pending.flush_future
         replicate = self.replica is not None and pending.result.ok and pending.result.append is not None
         if fut is None and not replicate:
-            return self._result(pending.result, topic, queue_id, n, size, transaction_id)
-        return self._await_flush(pending, fut, topic, queue_id, n, size, transaction_id)
+            return self._result(pending.result, topic, queue_id, n, size, transaction_id, kind)
+        return self._await_flush(pending, fut, topic, queue_id, n, size, transaction_id, kind)
 
     async def _await_flush(
         self,
@@ -444,6 +454,7 @@ class SendMessageProcessor:
         n: int,
         size: int,
         transaction_id: str | None,
+        kind: str = NORMAL,
     ) -> PutOutcome:
         if fut is not None:
             self.flush_waiters += 1
@@ -463,7 +474,7 @@ class SendMessageProcessor:
             status = await self.replica.wait_replicated(append.end_offset)  # HA: SYNC_MASTER
             if status is not PutMessageStatus.PUT_OK:
                 pending.result.status = status
-        return self._result(pending.result, topic, queue_id, n, size, transaction_id)
+        return self._result(pending.result, topic, queue_id, n, size, transaction_id, kind)
 
     def _result(
         self,
@@ -473,12 +484,17 @@ class SendMessageProcessor:
         n: int,
         size: int,
         transaction_id: str | None,
+        kind: str = NORMAL,
     ) -> PutOutcome:
         """The outcome of a put (`_STATUS_RESPONSES`): a stored message (its flush or slave may
-        have timed out) carries where it lies, a failed one only its code and remark."""
+        have timed out) carries where it lies, a failed one only its code and remark. `size` (the
+        bodies' bytes) is counted where the store gave no record size, `kind` is the message type
+        the metrics count it under."""
         append = result.append
+        if append is not None and append.wrote_bytes:
+            size = append.wrote_bytes
         if result.status is PutMessageStatus.PUT_OK and append is not None:  # the common answer
-            self.stats.record_put(topic, n, size)
+            self.stats.record_put(topic, n, size, kind)
             return PutOutcome(
                 _SUCCESS, None, append.msg_id, queue_id, append.logics_offset, append.wrote_offset,
                 transaction_id,
@@ -491,7 +507,7 @@ class SendMessageProcessor:
         if append is None or not result.ok:
             self.stats.put_failures += 1
             return PutOutcome(code, remark)
-        self.stats.record_put(topic, n, size)
+        self.stats.record_put(topic, n, size, kind)
         return PutOutcome(
             code, remark, append.msg_id, queue_id, append.logics_offset, append.wrote_offset, transaction_id
         )
