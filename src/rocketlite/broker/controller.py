@@ -293,7 +293,10 @@ class BrokerController:
         )  # fmt: skip
         filters = self.filters
         clients = ClientManager(b, topics, groups, clock, filters=filters)
-        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop, filters)
+        resets = ResetOffsetGuard(store, offsets)
+        pull = PullMessageProcessor(
+            b, store, topics, groups, clients, offsets, stats, loop, filters, resets.answer_reset
+        )
         store.add_arrival_listener(pull.hold.on_arrival)
         store.dispatch_on(loop)  # sends' dispatch rounds run on this loop
         schedule = ScheduleMessageService(
@@ -363,7 +366,7 @@ class BrokerController:
             catalog=AdminCatalogProcessor(b, store, topics, groups, offsets, clients, addr),
             admin_stats=admin_stats,
             relay=ClientRelayProcessor(b, store, topics, groups, offsets, clients),
-            resets=ResetOffsetGuard(store, offsets),
+            resets=resets,
             stats_sampler=StatsSampler(stats.items),
             clients=clients,
             client_requests=ClientRequestProcessor(clients),
