@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck docs bench bench-broker bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin
+.PHONY: run test lint typecheck docs bench bench-broker bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin dashboard
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -186,6 +186,33 @@ $(MQADMIN_STAMP): $(MQADMIN_SOURCES)
 
 mqadmin: $(MQADMIN_STAMP)
 
+# The admin requests of rocketmq-dashboard's services, through RocketMQ 5.3.3's MQAdminExt
+# (org.apache.rocketmq:rocketmq-tools), for tests/peers/dashboard/: Maven Central has no dashboard
+# jar to run (docs/operations/dashboard.md), so tests/peers/dashboard/pom.xml compiles our driver
+# (one call of a dashboard service per stdin line) into .clients/dashboard/build and copies the
+# jars into .clients/dashboard/lib, through the Java clients' local repository (.clients/java/m2).
+# Rebuilt when the pom or the driver changes. With CI=true a failed build stops `make test`;
+# elsewhere it warns and the dashboard tests skip, saying why.
+DASHBOARD_DIR := $(CLIENTS)/dashboard
+DASHBOARD_POM := tests/peers/dashboard/pom.xml
+DASHBOARD_STAMP := $(DASHBOARD_DIR)/.driver.built
+DASHBOARD_SOURCES := $(DASHBOARD_POM) $(wildcard tests/peers/dashboard/src/rocketlite/peers/*.java)
+DASHBOARD_MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(DASHBOARD_POM)
+
+$(DASHBOARD_STAMP): $(DASHBOARD_SOURCES)
+	@rm -rf $(DASHBOARD_DIR)/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(DASHBOARD_MVN) compile dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the dashboard driver (Maven: rocketmq-tools 5.3.3) could not be built; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the dashboard driver (Maven: rocketmq-tools 5.3.3) could not be built; tests/peers/dashboard will skip" >&2; \
+	fi
+
+dashboard: $(DASHBOARD_STAMP)
+
 
 # The RocketMQ Go client, for tests/peers/go/: github.com/apache/rocketmq-client-go/v2 (pure Go),
 # pinned by our own module tests/peers/go/go.mod + go.sum and fetched from the Go module proxy by
@@ -259,7 +286,7 @@ $(DEBS_STAMP):
 
 bench-peers-deps: $(PEERSGEN) $(KAFKA_STAMP) $(DEBS_STAMP) $(PEER_STAMP)
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(MQADMIN_STAMP) $(PEERSGEN)
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(MQADMIN_STAMP) $(DASHBOARD_STAMP) $(PEERSGEN)
 
 clean-clients:
 	rm -rf $(CLIENTS)
