@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck docs bench bench-broker demo clean install clients clean-clients java-clients go-clients rocketmq-peer
+.PHONY: run test lint typecheck docs bench bench-broker bench-failover demo clean install clients clean-clients java-clients go-clients rocketmq-peer etcd
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -188,7 +188,30 @@ $(GO_STAMP): $(GO_DIR)/go.mod $(GO_DIR)/go.sum $(wildcard $(GO_DIR)/*.go)
 
 go-clients: $(GO_STAMP)
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP)
+# etcd, the consensus engine of controller mode (tests/controller/, tests/failover/): Debian's
+# etcd-server package, fetched with `apt-get download` (no root needed) and unpacked with
+# `dpkg-deb -x` into .clients/etcd (the binary is .clients/etcd/usr/bin/etcd). With CI=true a
+# failed fetch stops `make test`; elsewhere it warns and the etcd tests skip, saying why.
+ETCD_VERSION := 3.4.23
+ETCD_DIR := $(CLIENTS)/etcd
+ETCD_STAMP := $(ETCD_DIR)/.etcd-$(ETCD_VERSION).installed
+
+$(ETCD_STAMP):
+	@rm -rf $(ETCD_DIR)/usr $(ETCD_DIR)/deb && mkdir -p $(ETCD_DIR)/deb
+	@if (cd $(ETCD_DIR)/deb && apt-get download -q etcd-server >/dev/null 2>&1) && \
+	   dpkg-deb -x $(ETCD_DIR)/deb/etcd-server_$(ETCD_VERSION)*.deb $(ETCD_DIR) && \
+	   $(ETCD_DIR)/usr/bin/etcd --version >/dev/null; then \
+		rm -rf $(ETCD_DIR)/deb; touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: etcd (Debian etcd-server $(ETCD_VERSION)) could not be fetched; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: etcd (Debian etcd-server $(ETCD_VERSION)) could not be fetched; the controller-mode tests will skip" >&2; \
+	fi
+
+etcd: $(ETCD_STAMP)
+
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(ETCD_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)

@@ -27,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.errors import ConfigError, SegmentCreateError
+from rocketlite.protocol.errors import ConfigError, SegmentCreateError, StoreError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import (
@@ -148,6 +148,39 @@ class MessageStore:
         self._start_services()
         self.stats.started_ms = self.clock.now_ms()
         self.started = True
+
+    def truncate_log_before_start(self, offset: int) -> int:
+        """Cut the commit log at `offset` before `start` (controller mode: a replica drops what a
+        deposed master wrote past the new master's epoch start, see protocol/formats/epoch_file).
+        Later segments are deleted and the rest of the segment holding `offset` is zeroed, which
+        is what recovery reads as the end of the log: it then drops the consume-queue units and
+        index entries beyond it. Returns the bytes of data zeroed or deleted (0: nothing past it)."""
+        if self.started:
+            raise StoreError("truncate_log_before_start: the store is running")
+        directory = self.config.commit_log_dir
+        if not directory.is_dir():
+            return 0
+        removed = 0
+        for path in sorted(directory.iterdir()):
+            if not path.name.isdigit():
+                continue
+            start, size = int(path.name), path.stat().st_size
+            if start >= offset:
+                removed += size
+                path.unlink()
+            elif start < offset < start + size:
+                with path.open("r+b") as f:
+                    f.seek(offset - start)
+                    left = size - (offset - start)
+                    chunk = bytes(min(left, 1 << 20))
+                    while left > 0:
+                        n = min(left, len(chunk))
+                        f.write(chunk[:n])
+                        left -= n
+                    removed += size - (offset - start)
+        if removed:
+            log.warning("commit log truncated at offset %d (controller mode: epoch start)", offset)
+        return removed
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None
