@@ -236,6 +236,11 @@ bench: $(STAMP)
 bench-broker: $(STAMP)
 	$(VPY) bench/broker_bench.py
 
+# Controller-mode failover figures (docs/benchmarks.md#failover): 20 kill -9 of the master, in a
+# network namespace of its own (needs root for unshare; etcd from `make etcd`).
+bench-failover: $(STAMP) etcd
+	unshare --net sh -c 'ip link set lo up && $(VPY) bench/failover_bench.py --kills 20'
+
 # The Spark clickstream pipeline end to end on an embedded broker (needs Java 17+ on the PATH). Its
 # checkpoints and the Parquet table it prints stay in scratch/clickstream (git-ignored) until the
 # next `make demo` or `make clean`.

@@ -10,72 +10,25 @@ once each and in order within its queue.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from pathlib import Path
 
 import pytest
 
-from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.formats.epoch_file import decode as decode_epochs
 from rocketlite.protocol.wire.controller import ControllerRequestCode, EpochEntryCache
 from tests.support.aio import run
-from tests.support.failover import FailoverCluster, failover_cluster, in_sync_ids, wait_sync_state
-from tests.support.ha_harness import Proc, Raw
+from tests.support.failover import (
+    FailoverCluster,
+    Writer,
+    failover_cluster,
+    in_sync_ids,
+    read_queue,
+    wait_sync_state,
+)
+from tests.support.ha_harness import Raw
 
 pytestmark = pytest.mark.timeout(240)
-
-TOPIC = "FailoverTopic"
-
-
-class Writer:
-    """Sends `fo-<n>` bodies to queue 0 of the current master until stopped; records acks."""
-
-    def __init__(self, raw: Raw, controller: Proc) -> None:
-        self.raw, self.controller = raw, controller
-        self.acked: list[str] = []
-        self.failed = 0
-        self.n = 0
-        self.stop = asyncio.Event()
-        self.last_ok = time.monotonic()
-        self.longest_gap = 0.0
-
-    async def run(self) -> None:
-        master = ""
-        while not self.stop.is_set():
-            if not master:
-                with contextlib.suppress(AssertionError):
-                    state = await wait_sync_state(self.raw, self.controller, lambda s: s["masterAddress"], 5)
-                    master = state["masterAddress"]
-                if not master:
-                    continue
-            body = f"fo-{self.n:06d}"
-            self.n += 1
-            try:
-                r = await self.raw.client.invoke(master, _send(body), 3.0)
-            except (OSError, TimeoutError):
-                master, self.failed = "", self.failed + 1
-                await asyncio.sleep(0.05)
-                continue
-            if r.code == ResponseCode.SUCCESS:
-                now = time.monotonic()
-                self.longest_gap = max(self.longest_gap, now - self.last_ok)
-                self.last_ok = now
-                self.acked.append(body)
-            else:
-                self.failed += 1
-                master = ""  # maybe not the master any more: ask again
-                await asyncio.sleep(0.05)
-
-
-def _send(body: str):  # type: ignore[no-untyped-def]
-    from tests.support.wire import send_command  # noqa: PLC0415
-
-    return send_command(TOPIC, body.encode(), queue_id=0, group="fo_pg")
-
-
-async def read_queue(raw: Raw, addr: str) -> list[str]:
-    return [r.body.decode() for r in await raw.pull_all(addr, TOPIC, 0, group="fo_cg")]
 
 
 def test_kill_the_master_nothing_acknowledged_is_lost(tmp_path: Path) -> None:

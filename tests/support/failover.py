@@ -20,14 +20,17 @@ import pytest
 
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.controller import ControllerRequestCode
 from tests.support import processes
 from tests.support.ha_harness import HaCluster, Proc, Raw
 from tests.support.ports import broker_port, free_port
+from tests.support.wire import send_command
 
 ROOT = Path(__file__).resolve().parents[2]
 ETCD = ROOT / ".clients" / "etcd" / "usr" / "bin" / "etcd"
 BROKER_NAME = "broker-fo"
+TOPIC = "FailoverTopic"
 
 FAST = {
     "brokerHeartbeatInterval": "300",
@@ -171,3 +174,57 @@ async def wait_sync_state(
 
 def in_sync_ids(state: dict[str, Any]) -> set[int]:
     return {int(m["brokerId"]) for m in state.get("inSyncReplicas", [])}
+
+
+class Writer:
+    """Sends `fo-<n>` bodies to queue 0 of the current master until stopped; records acks."""
+
+    def __init__(self, raw: Raw, controller: Proc) -> None:
+        self.raw, self.controller = raw, controller
+        self.acked: list[str] = []
+        self.ack_times: list[float] = []
+        self.failed = 0
+        self.n = 0
+        self.stop = asyncio.Event()
+        self.last_ok = time.monotonic()
+        self.longest_gap = 0.0
+
+    async def run(self) -> None:
+        master = ""
+        while not self.stop.is_set():
+            if not master:
+                with contextlib.suppress(AssertionError):
+                    state = await wait_sync_state(self.raw, self.controller, lambda s: s["masterAddress"], 5)
+                    master = state["masterAddress"]
+                if not master:
+                    continue
+            body = f"fo-{self.n:06d}"
+            self.n += 1
+            try:
+                r = await self.raw.client.invoke(master, _send(body), 3.0)
+            except (OSError, TimeoutError):
+                master, self.failed = "", self.failed + 1
+                await asyncio.sleep(0.05)
+                continue
+            if r.code == ResponseCode.SUCCESS:
+                now = time.monotonic()
+                self.longest_gap = max(self.longest_gap, now - self.last_ok)
+                self.last_ok = now
+                self.acked.append(body)
+                self.ack_times.append(now)
+            else:
+                self.failed += 1
+                master = ""  # maybe not the master any more: ask again
+                await asyncio.sleep(0.05)
+
+    def first_ack_after(self, t: float) -> float | None:
+        """Seconds from `t` to the first acknowledged send after it."""
+        return next((a - t for a in self.ack_times if a > t), None)
+
+
+def _send(body: str) -> RemotingCommand:
+    return send_command(TOPIC, body.encode(), queue_id=0, group="fo_pg")
+
+
+async def read_queue(raw: Raw, addr: str) -> list[str]:
+    return [r.body.decode() for r in await raw.pull_all(addr, TOPIC, 0, group="fo_cg")]

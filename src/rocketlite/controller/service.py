@@ -5,8 +5,9 @@ Requests (codes and headers: `protocol.wire.controller`):
 * BROKER_HEARTBEAT: refresh the broker's lease and its `alive` key (address, epoch, max offset).
   The lease is granted on the first heartbeat (TTL = the broker's heartbeatTimeoutMills, whole
   seconds) and kept alive by later ones, through whichever controller receives them.
-* CONTROLLER_REGISTER_BROKER: a heartbeat, and the replica is added to the group's state; the
-  first replica of a new group becomes its master at epoch 1. Answers like GET_REPLICA_INFO.
+* CONTROLLER_REGISTER_BROKER: the replica is added to the group's state; the first replica of a
+  new group becomes its master at epoch 1. Answers like GET_REPLICA_INFO. (Brokers heartbeat
+  first, so the lease has their TTL.)
 * CONTROLLER_GET_REPLICA_INFO: master id, address, HA address, epoch; the SyncStateSet.
 * CONTROLLER_ALTER_SYNC_STATE_SET: the master shrinks or expands its SyncStateSet, fenced by the
   master epoch and the syncStateSetEpoch (`state.alter_sync_state_set`).
@@ -230,8 +231,7 @@ class ControllerService:
             return state.with_replica(h.broker_id, replica)
 
         def work() -> RemotingCommand:
-            info = AliveBroker(h.broker_id, h.broker_address, h.ha_address or "")
-            self._beat(h.broker_name, info, self.config.controller_heart_beat_timeout_mills)
+            # Liveness comes from BROKER_HEARTBEAT alone (it carries the broker's lease TTL).
             return self._replica_answer(request, self._update(h.broker_name, change))
 
         return await self._guard(request, work)

@@ -3,7 +3,7 @@
 Its loop, every `brokerHeartbeatInterval` ms:
 
 1. BROKER_HEARTBEAT to a controller (the first of `controllerAddr` that answers), with this
-   replica's epoch and log end; CONTROLLER_REGISTER_BROKER first, and again after an error.
+   replica's epoch and log end; then CONTROLLER_REGISTER_BROKER, once, and again after an error.
 2. CONTROLLER_GET_REPLICA_INFO: who is master, at which epoch, with which SyncStateSet.
 3. Follow it:
    * master is this replica at an epoch it does not serve yet -> `_become_master`: (re)start the
@@ -220,9 +220,9 @@ class FailoverBroker:
             await asyncio.sleep(interval)
 
     async def tick(self) -> None:
+        await self._heartbeat()  # first: the lease is granted with this broker's TTL
         if not self.registered:
             await self._register()
-        await self._heartbeat()
         info = await self._replica_info()
         self.last_contact = time.monotonic()
         self.info = info
