@@ -10,6 +10,8 @@ once each and in order within its queue.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,8 +19,10 @@ import pytest
 
 from rocketlite.protocol.formats.epoch_file import decode as decode_epochs
 from rocketlite.protocol.wire.controller import ControllerRequestCode, EpochEntryCache
+from tests.support import processes
 from tests.support.aio import run
 from tests.support.failover import (
+    BROKER_NAME,
     FailoverCluster,
     Writer,
     failover_cluster,
@@ -29,6 +33,16 @@ from tests.support.failover import (
 from tests.support.ha_harness import Raw
 
 pytestmark = pytest.mark.timeout(240)
+
+
+def admin(*args: str) -> str:
+    """`rocketlite admin ARGS`, its output (it must succeed)."""
+    result = subprocess.run(
+        [*processes.ROCKETLITE, "admin", *args], capture_output=True, text=True, env=processes.child_env(),
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def test_kill_the_master_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
@@ -81,6 +95,15 @@ def test_kill_the_master_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
             assert [e.epoch for e in epochs] == [1, 2]
             r = await raw.call(old.addr, ControllerRequestCode.GET_BROKER_EPOCH_CACHE)
             assert [e for e, _ in EpochEntryCache.decode(r.body).epochs] == [1, 2]
+            # The operations verbs, as an operator runs them (--json: the same data, parsed here).
+            view = json.loads(admin("getSyncStateSet", "-a", ctl.addr, "-b", BROKER_NAME, "--json"))
+            assert (view["masterBrokerId"], view["masterEpoch"]) == (new_master, 2), view
+            assert {m["brokerId"] for m in view["inSyncReplicas"]} == {1, 2, 3}, view
+            meta = json.loads(admin("getControllerMetaData", "-a", ctl.addr, "--json"))
+            assert meta["IsLeader"] is True, meta
+            epochs = json.loads(admin("getBrokerEpoch", "-n", ns.addr, "-b", BROKER_NAME, "--json"))
+            for broker in epochs["brokers"].values():
+                assert [e["epoch"] for e in broker["epochs"]] == [1, 2], epochs
             print(f"failover: longest gap between acks {failover_s:.2f} s; acked {len(writer.acked)}, "
                   f"failed sends {writer.failed}")  # fmt: skip
         finally:
