@@ -69,6 +69,7 @@ from rocketlite.store.results import (
 from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.store_lock import lock_store, unlock_store
+from rocketlite.store.truncation import cut_commit_log
 
 log = logging.getLogger("rocketlite.store")
 
@@ -150,37 +151,11 @@ class MessageStore:
         self.started = True
 
     def truncate_log_before_start(self, offset: int) -> int:
-        """Cut the commit log at `offset` before `start` (controller mode: a replica drops what a
-        deposed master wrote past the new master's epoch start, see protocol/formats/epoch_file).
-        Later segments are deleted and the rest of the segment holding `offset` is zeroed, which
-        is what recovery reads as the end of the log: it then drops the consume-queue units and
-        index entries beyond it. Returns the bytes of data zeroed or deleted (0: nothing past it)."""
+        """Cut the commit log at `offset` before `start` (controller mode: `truncation.py`); the
+        bytes zeroed or deleted."""
         if self.started:
             raise StoreError("truncate_log_before_start: the store is running")
-        directory = self.config.commit_log_dir
-        if not directory.is_dir():
-            return 0
-        removed = 0
-        for path in sorted(directory.iterdir()):
-            if not path.name.isdigit():
-                continue
-            start, size = int(path.name), path.stat().st_size
-            if start >= offset:
-                removed += size
-                path.unlink()
-            elif start < offset < start + size:
-                with path.open("r+b") as f:
-                    f.seek(offset - start)
-                    left = size - (offset - start)
-                    chunk = bytes(min(left, 1 << 20))
-                    while left > 0:
-                        n = min(left, len(chunk))
-                        f.write(chunk[:n])
-                        left -= n
-                    removed += size - (offset - start)
-        if removed:
-            log.warning("commit log truncated at offset %d (controller mode: epoch start)", offset)
-        return removed
+        return cut_commit_log(self.config.commit_log_dir, offset)
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None
