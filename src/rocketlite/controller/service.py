@@ -15,7 +15,11 @@ Requests (codes and headers: `protocol.wire.controller`):
 * CONTROLLER_GET_METADATA_INFO, CONTROLLER_GET_SYNC_STATE_DATA: for admin tools.
 
 Every `scanNotActiveBrokerInterval` ms each controller looks for groups whose master's `alive`
-key is gone (its lease expired) and elects a new master (`state.elect`). The write is a txn that
+key is gone (its lease expired) and elects a new master (`state.elect`). A broker whose
+connection to this controller closes is inactive at once, as in RocketMQ's controller
+(`onBrokerChannelClose`): a process that dies — kill -9 included — has its sockets closed by the
+kernel, so its lease is revoked and its group's election runs without waiting for the lease to
+expire. A partition closes nothing; there the lease decides. The write is a txn that
 succeeds only if the group's state is unchanged since it was read AND the old master's alive key
 is still absent: of several controllers scanning at once exactly one wins, and one master per
 epoch follows from the epoch being part of the compared state.
@@ -88,8 +92,15 @@ class ControllerService:
             (ControllerRequestCode.CONTROLLER_GET_SYNC_STATE_DATA, self._sync_state_data),
         ):
             self.table.register(code, handler)
-        self.server = RemotingServer(self.table, host=config.listen_host, ports=(config.listen_port,))
+        self.server = RemotingServer(
+            self.table,
+            host=config.listen_host,
+            ports=(config.listen_port,),
+            on_connection_closed=self._connection_closed,
+        )
         self._leases: dict[bytes, int] = {}
+        self._heartbeats: dict[Connection, tuple[str, int, int]] = {}  # conn -> name, id, lease
+        self._gone: set[asyncio.Task[None]] = set()
         self._scan_task: asyncio.Task[None] | None = None
         self.elections = 0
 
@@ -108,8 +119,9 @@ class ControllerService:
         log.info("controller serving on %s, etcd %s", self.address, ",".join(self.etcd.endpoints))
 
     async def close(self) -> None:
-        await cancel_tasks(self._scan_task)
+        await cancel_tasks(self._scan_task, *self._gone)
         self._scan_task = None
+        self._heartbeats.clear()
         await self.server.close()
 
     # -- etcd helpers -----------------------------------------------------------------------
@@ -157,7 +169,7 @@ class ControllerService:
             f"{broker_name}: the group's state kept changing; gave up after {_CAS_ATTEMPTS} tries"
         )
 
-    def _beat(self, broker_name: str, info: AliveBroker, ttl_ms: int) -> None:
+    def _beat(self, broker_name: str, info: AliveBroker, ttl_ms: int) -> int:
         key = self._key(broker_name, "alive", str(info.broker_id))
         lease = self._leases.get(key)
         if lease is None:
@@ -169,6 +181,7 @@ class ControllerService:
             lease = self.etcd.grant(max(1, math.ceil(ttl_ms / 1000)))
         self._leases[key] = lease
         self.etcd.put(key, info.encode(), lease)
+        return lease
 
     # -- handlers ---------------------------------------------------------------------------
     async def _guard(self, request: RemotingCommand, work: Callable[[], RemotingCommand]) -> RemotingCommand:
@@ -186,7 +199,6 @@ class ControllerService:
         return value if value else self.config.controller_heart_beat_timeout_mills
 
     async def _heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
         h = BrokerHeartbeatRequestHeader.from_ext(request.ext_fields)
 
         def work() -> RemotingCommand:
@@ -195,10 +207,37 @@ class ControllerService:
             info = AliveBroker(
                 h.broker_id, h.broker_addr, h.ha_address or "", h.epoch or 0, h.max_offset or 0
             )
-            self._beat(h.broker_name, info, self._ttl(h.heartbeat_timeout_mills))
+            lease = self._beat(h.broker_name, info, self._ttl(h.heartbeat_timeout_mills))
+            if not conn.closed:
+                self._heartbeats[conn] = (h.broker_name, h.broker_id, lease)
             return make_response(request, ResponseCode.SUCCESS)
 
         return await self._guard(request, work)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        who = self._heartbeats.pop(conn, None)
+        if who is None or self._scan_task is None:
+            return
+        task = asyncio.create_task(self._io(self.broker_gone, *who), name="controller-broker-gone")
+        self._gone.add(task)
+        task.add_done_callback(self._gone.discard)
+
+    def broker_gone(self, broker_name: str, broker_id: int, lease: int) -> None:
+        """The connection a broker heartbeat on closed: revoke its lease (unless it has beaten
+        with another one since) and elect its group's next master now if it was the master."""
+        key = self._key(broker_name, "alive", str(broker_id))
+        try:
+            current = self.etcd.get(key)
+            if current is None or current.lease != lease:
+                return
+            self.etcd.revoke(lease)
+            self._leases.pop(key, None)
+            log.info("%s: broker %d's connection closed: inactive, its lease revoked", broker_name, broker_id)
+            kv = self.etcd.get(self._key(broker_name, "state"))
+            if kv is not None:
+                self._elect_if_master_gone(GroupState.decode(kv.value))
+        except EtcdError as exc:
+            log.warning("%s: broker %d gone, but etcd: %s (its lease decides)", broker_name, broker_id, exc)
 
     def _replica_answer(self, request: RemotingCommand, state: GroupState | None) -> RemotingCommand:
         if state is None:
@@ -356,29 +395,35 @@ class ControllerService:
         """Elect a master for every group whose master is not alive; the groups changed."""
         changed = []
         for kv in self.etcd.get_prefix(self.prefix + b"/groups/"):
-            if not kv.key.endswith(b"/state"):
-                continue
-            state = GroupState.decode(kv.value)
-            _, _, alive = self._read_group(state.broker_name)
-            if state.master_broker_id in alive or not alive:
-                continue
-
-            def change(current: GroupState | None, alive_now: dict[int, AliveBroker]) -> GroupState | None:
-                if current is None or current.master_broker_id in alive_now:
-                    return None
-                try:
-                    return elect(current, alive_now, unclean=self.config.enable_elect_unclean_master)
-                except ElectionRefused as exc:
-                    log.warning("%s: no election: %s", current.broker_name, exc)
-                    return None
-
-            new = self._update(state.broker_name, change)
-            if new is not None and new.master_epoch != state.master_epoch:
-                self.elections += 1
-                log.info("%s: master %d gone; broker %d elected, epoch %d", state.broker_name,
-                         state.master_broker_id, new.master_broker_id, new.master_epoch)  # fmt: skip
-                changed.append(state.broker_name)
+            if kv.key.endswith(b"/state") and self._elect_if_master_gone(GroupState.decode(kv.value)):
+                changed.append(GroupState.decode(kv.value).broker_name)
         return changed
+
+    def _elect_if_master_gone(self, state: GroupState) -> bool:
+        """Elect the group's next master if its master is not alive; whether this controller did."""
+        _, _, alive = self._read_group(state.broker_name)
+        if state.master_broker_id in alive or not alive:
+            return False
+
+        mine: list[GroupState] = []
+
+        def change(current: GroupState | None, alive_now: dict[int, AliveBroker]) -> GroupState | None:
+            if current is None or current.master_broker_id in alive_now:
+                return None
+            try:
+                mine.append(elect(current, alive_now, unclean=self.config.enable_elect_unclean_master))
+            except ElectionRefused as exc:
+                log.warning("%s: no election: %s", current.broker_name, exc)
+                return None
+            return mine[-1]
+
+        new = self._update(state.broker_name, change)
+        if new is None or not mine or new is not mine[-1]:
+            return False
+        self.elections += 1
+        log.info("%s: master %d gone; broker %d elected, epoch %d", state.broker_name,
+                 state.master_broker_id, new.master_broker_id, new.master_epoch)  # fmt: skip
+        return True
 
 
 def group_view(state: GroupState, alive: dict[int, AliveBroker]) -> dict[str, Any]:

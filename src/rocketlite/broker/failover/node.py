@@ -16,8 +16,15 @@ Its loop, every `brokerHeartbeatInterval` ms:
      (`epoch_file.consistent_end`), take the master's entries as its own, and restart as a
      SLAVE (brokerId = this replica's id) replicating from the master's HA address.
    * no master: a slave keeps what it has; a master stops serving.
-4. A master that has not reached any controller for `controllerHeartBeatTimeoutMills` ms stops
-   serving: the controller has let its lease expire and may have elected another.
+4. The lease fence: a master stops serving once `controllerHeartBeatTimeoutMills` ms, less a
+   tenth, have passed since it SENT its last heartbeat that a controller acknowledged. etcd
+   expires the lease no sooner than that TTL after it handled that heartbeat, which is later
+   than the sending, so — with clocks that run at the same rate — the old master has stopped
+   before its lease can expire and a controller can elect another: two masters never serve at
+   once. A clock that runs slow breaks this (the clock-skew test); what still holds then is that
+   a SYNC send is acknowledged only when the whole SyncStateSet holds it, and the replicas of a
+   new master no longer acknowledge the old one. The fence runs on its own timer, so a tick
+   stuck on an unreachable controller cannot delay it.
 
 Restarting the `BrokerController` in the process (same ports, same store) is how the role
 changes: the store is closed while the log is cut, and every component is built for its role.
@@ -61,6 +68,7 @@ log = logging.getLogger("rocketlite.broker.failover")
 
 _TIMEOUT_S = 3.0
 _NO_CUT = 1 << 62  # "as far as this replica's log goes"
+_FENCE_CHECK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,21 +101,24 @@ class FailoverBroker:
         self.info: ReplicaInfo | None = None
         self.keeper: SyncStateKeeper | None = None
         self.registered = False
-        self.last_contact = time.monotonic()
+        self.lease_until = time.monotonic()  # a master serves only before this (monotonic s)
         self.role_changes = 0
         self._controller_index = 0
+        self._role_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._fence_task: asyncio.Task[None] | None = None
         self._closed = False
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="broker-controller-mode")
+        self._fence_task = asyncio.create_task(self._fence_loop(), name="broker-lease-fence")
         log.info("broker %s replica %d in controller mode; controllers %s",
                  self.base.broker_name, self.replica_id, self.base.controller_addr)  # fmt: skip
 
     async def close(self) -> None:
         self._closed = True
-        await cancel_tasks(self._task)
+        await cancel_tasks(self._task, self._fence_task)
         await self._stop_serving()
         await self.client.close()
 
@@ -167,9 +178,11 @@ class FailoverBroker:
             heartbeat_timeout_mills=self.base.controller_heart_beat_timeout_mills,
             ha_address=self._my_ha_addr(),
         )  # fmt: skip
+        sent = time.monotonic()
         response = await self._invoke(make_request(ControllerRequestCode.BROKER_HEARTBEAT, header.to_ext()))
         if response.code != ResponseCode.SUCCESS:
             raise ProtocolError(f"heartbeat refused: {response.remark}")
+        self.lease_until = sent + self.base.controller_heart_beat_timeout_mills * 0.9 / 1000
 
     async def _replica_info(self) -> ReplicaInfo:
         header = GetReplicaInfoRequestHeader(broker_name=self.base.broker_name)
@@ -216,7 +229,6 @@ class FailoverBroker:
                 log.warning("controller mode: %s", exc)
             except Exception:
                 log.exception("controller mode: step failed")
-            await self._fence_if_unheard()
             await asyncio.sleep(interval)
 
     async def tick(self) -> None:
@@ -224,9 +236,9 @@ class FailoverBroker:
         if not self.registered:
             await self._register()
         info = await self._replica_info()
-        self.last_contact = time.monotonic()
         self.info = info
-        await self._follow(info)
+        async with self._role_lock:
+            await self._follow(info)
 
     async def _follow(self, info: ReplicaInfo) -> None:
         if info.master_broker_id == self.replica_id:
@@ -239,15 +251,23 @@ class FailoverBroker:
         elif self.role != ("slave", info.master_broker_id, info.master_epoch):
             await self._become_slave(info)
 
-    async def _fence_if_unheard(self) -> None:
-        if self.role is None or self.role[0] != "master":
-            return
-        silent = time.monotonic() - self.last_contact
-        if silent * 1000 >= self.base.controller_heart_beat_timeout_mills:
-            log.error(
-                "no controller reached for %.1f s: this master stops serving (it may be replaced)", silent
-            )
-            await self._stop_serving()
+    def _serving_past_lease(self) -> bool:
+        return self.role is not None and self.role[0] == "master" and time.monotonic() >= self.lease_until
+
+    async def _fence_loop(self) -> None:
+        while True:
+            await asyncio.sleep(_FENCE_CHECK_S)
+            if not self._serving_past_lease():
+                continue
+            async with self._role_lock:
+                if self._serving_past_lease():
+                    assert self.role is not None
+                    log.error(
+                        "lease fence: no heartbeat acknowledged for %d ms; this master (epoch %d) stops "
+                        "serving (it may be replaced)", self.base.controller_heart_beat_timeout_mills,
+                        self.role[2],
+                    )  # fmt: skip
+                    await self._stop_serving()
 
     # -- role changes -----------------------------------------------------------------------
     async def _stop_serving(self) -> None:
