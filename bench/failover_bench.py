@@ -1,24 +1,27 @@
-"""Failover figures of controller mode (docs/benchmarks.md#failover): kill -9 the master, again and again.
+"""Failover figures of controller mode (docs/benchmarks.md#failover): the crash and partition
+scenarios of tests/support/partitions.py, each run again and again on one set-up.
 
-One cluster (tests.support.failover: 3 etcd members, 2 controllers, a name server, 3 broker
-replicas on loopback, lease 2 s, heartbeats every 300 ms, allAckInSyncStateSet). A writer sends
-SYNC messages to queue 0 of whichever replica the controller names master. Each round kills the
-master with SIGKILL, measures the time to the controller's new master and to the first send that
-new master acknowledges, restarts the killed replica and waits until all three are in sync
-again. At the end every acknowledged message is read back from the last master: lost,
-duplicated and reordered ones are counted (the goal: 0, 0, 0).
+The set-up: 3 etcd members, 2 controllers, a name server and 3 broker replicas, each process in a
+network namespace of its own, and two writers in this process sending SYNC messages with unique
+keys (allAckInSyncStateSet). Every round injects its fault, waits for the new master, heals, and
+waits until all three replicas are in sync again; then every acknowledged message so far is read
+back and the lost, duplicated, reordered and overlapping (two masters acknowledging at once)
+ones are counted (the goal: 0 each). Per scenario it prints, p50 and worst, the time from the
+fault until the controllers name a new master, until the first send the new master acknowledged,
+and the longest time without any acknowledged send.
 
-    .venv/bin/python bench/failover_bench.py --kills 20     # needs `make etcd`; about 15 s a kill
+    .venv/bin/python bench/failover_bench.py --runs 20            # every scenario, short timings
+    .venv/bin/python bench/failover_bench.py --defaults --runs 20 --scenario kill-master
 
-Runs inside its own network namespace when started with `unshare --net` (as `make bench-failover`
-does), so its ports collide with nothing.
+`--defaults` uses the brokers' and controllers' default timings (a 10 s lease, 1 s heartbeats)
+instead of the short ones (2 s, 300 ms). Needs root (`ip netns`), `make etcd` and, for the
+clock-skew scenario, `make faketime`; `make bench-failover` runs the full profile.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import statistics
 import sys
 import tempfile
@@ -27,72 +30,61 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.failover import (
-    Writer,
-    failover_cluster,
-    in_sync_ids,
-    read_queue,
-    wait_sync_state,
-)
-from tests.support.ha_harness import Raw
+from tests.support.netns import netns_unavailable
+from tests.support.partitions import SCENARIOS, Report, Round, check, describe, group
 
 
-async def rounds(tmp: Path, kills: int) -> int:
-    with failover_cluster(tmp) as c:
-        raw = Raw()
-        try:
-            ctl = c.controller("controller1")
-            c.controller("controller2")
-            ns = c.namesrv()
-            replicas = {i: c.replica(i, ns) for i in (1, 2, 3)}
-            await wait_sync_state(raw, ctl, lambda s: in_sync_ids(s) == {1, 2, 3}, 60, "all in sync")
-            writer = Writer(raw, ctl)
-            task = asyncio.create_task(writer.run())
-            elections: list[float] = []
-            failovers: list[float] = []
-            for k in range(kills):
-                state = await wait_sync_state(raw, ctl, lambda s: in_sync_ids(s) == {1, 2, 3}, 60, "in sync")
-                master = int(state["masterBrokerId"])
-                start = len(writer.acked)
-                while len(writer.acked) < start + 100:
-                    await asyncio.sleep(0.02)
-                killed = time.monotonic()
-                replicas[master].kill9()
-                await wait_sync_state(raw, ctl, lambda s, m=master: s["masterBrokerId"] not in (m, -1), 60)
-                elections.append(time.monotonic() - killed)
-                while writer.first_ack_after(killed) is None:
-                    await asyncio.sleep(0.02)
-                    if time.monotonic() - killed > 60:
-                        raise AssertionError("no send acknowledged within 60 s of the kill")
-                failovers.append(writer.first_ack_after(killed) or 0.0)
-                print(f"kill {k + 1}: replica {master}; new master after {elections[-1]:.2f} s, "
-                      f"first acknowledged send after {failovers[-1]:.2f} s", flush=True)  # fmt: skip
-                replicas[master] = c.restart(replicas[master])
-            await wait_sync_state(raw, ctl, lambda s: in_sync_ids(s) == {1, 2, 3}, 60, "in sync")
-            writer.stop.set()
-            await task
-            final = await wait_sync_state(raw, ctl, lambda s: s["masterBrokerId"] != -1)
-            read = await read_queue(raw, final["masterAddress"])
-        finally:
-            await raw.close()
-    lost = len(set(writer.acked) - set(read))
-    dups = len(read) - len(set(read))
-    where = {b: i for i, b in enumerate(read)}
-    pos = [where[b] for b in writer.acked if b in where]
-    reordered = sum(1 for a, b in itertools.pairwise(pos) if b < a)
-    acked = len(writer.acked)
-    print(f"\n{kills} kills; acknowledged {acked}, lost {lost}, duplicated {dups}, reordered {reordered}")
-    for name, xs in (("new master elected", elections), ("first acknowledged send", failovers)):
-        print(f"{name}: p50 {statistics.median(xs):.2f} s, worst {max(xs):.2f} s")
-    return 1 if lost or dups or reordered else 0
+def _p50_worst(xs: list[float]) -> str:
+    return f"p50 {statistics.median(xs):.2f} s, worst {max(xs):.2f} s" if xs else "-"
+
+
+async def bench(tmp: Path, scenarios: list[str], runs: int, fast: bool) -> int:
+    rounds: dict[str, list[Round]] = {name: [] for name in scenarios}
+    failed: list[str] = []
+    report = Report()
+    began = time.monotonic()
+    async with group(tmp, fast=fast, pace=0.005) as g:
+        for name in scenarios:
+            for k in range(runs):
+                r = await SCENARIOS[name](g)
+                rounds[name].append(r)
+                print(f"{name} {k + 1}/{runs}: {describe(r)}", flush=True)
+            report = await check(g)  # everything acknowledged so far, read back once per scenario
+            print(f"{name}: {report}", flush=True)
+            if not report.ok:
+                failed.append(f"{name}: {report}")
+    print(f"\n{sum(map(len, rounds.values()))} rounds in {time.monotonic() - began:.0f} s; "
+          f"{'default' if not fast else 'short'} timings; {report}")  # fmt: skip
+    print(
+        "| scenario | runs | new master elected | first ack by the new master | longest time without an ack |"
+    )
+    print("|---|---|---|---|---|")
+    for name, rs in rounds.items():
+        elected = _p50_worst([r.elected_s for r in rs if r.elected_s is not None])
+        recovered = _p50_worst([r.recovered_s for r in rs if r.recovered_s is not None])
+        gaps = _p50_worst([r.longest_gap_s for r in rs])
+        print(f"| {name} | {len(rs)} | {elected} | {recovered} | {gaps} |")
+    for line in failed:
+        print("FAILED", line)
+    return 1 if failed else 0
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kills", type=int, default=20)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="rounds per scenario")
+    parser.add_argument(
+        "--scenario", action="append", choices=sorted(SCENARIOS), help="(repeatable) default: all"
+    )
+    parser.add_argument(
+        "--defaults", action="store_true", help="default timings (10 s lease) instead of short"
+    )
     args = parser.parse_args()
+    why = netns_unavailable()
+    if why is not None:
+        print(f"failover bench: {why}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="failover-bench-") as tmp:
-        return asyncio.run(rounds(Path(tmp), args.kills))
+        return asyncio.run(bench(Path(tmp), args.scenario or list(SCENARIOS), args.runs, not args.defaults))
 
 
 if __name__ == "__main__":

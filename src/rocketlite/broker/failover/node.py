@@ -95,7 +95,10 @@ class FailoverBroker:
         self.store_config = store
         self.replica_id = broker.broker_id
         self.epochs = EpochFile(epoch_file_path(broker.store_path_epoch_file, store.store_path_root_dir))
-        self.client = RemotingClient()
+        # A controller that does not answer within a quarter of the lease is skipped for the next
+        # one: a controller cut from etcd's majority must not cost a live broker its lease.
+        self.controller_timeout = min(_TIMEOUT_S, max(0.5, broker.controller_heart_beat_timeout_mills / 4000))
+        self.client = RemotingClient(connect_timeout=self.controller_timeout)
         self.current: BrokerController | None = None
         self.role: tuple[str, int, int] | None = None  # ("master"|"slave", master id, epoch)
         self.info: ReplicaInfo | None = None
@@ -137,7 +140,7 @@ class FailoverBroker:
         for i in range(len(addrs)):
             index = (self._controller_index + i) % len(addrs)
             try:
-                response = await self.client.invoke(addrs[index], request, _TIMEOUT_S)
+                response = await self.client.invoke(addrs[index], request, self.controller_timeout)
             except (OSError, TimeoutError) as exc:
                 last = exc
                 continue
