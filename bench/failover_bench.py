@@ -46,7 +46,14 @@ async def bench(tmp: Path, scenarios: list[str], runs: int, fast: bool) -> int:
     async with group(tmp, fast=fast, pace=0.005) as g:
         for name in scenarios:
             for k in range(runs):
-                r = await SCENARIOS[name](g)
+                try:
+                    r = await SCENARIOS[name](g)
+                except AssertionError as exc:  # a round that did not recover: say so, go on if it heals
+                    failed.append(f"{name} {k + 1}: {exc}")
+                    print(f"{name} {k + 1}/{runs}: FAILED {exc}", flush=True)
+                    g.net.heal_all()
+                    await g.all_in_sync(180)
+                    continue
                 rounds[name].append(r)
                 print(f"{name} {k + 1}/{runs}: {describe(r)}", flush=True)
             report = await check(g)  # everything acknowledged so far, read back once per scenario
@@ -78,13 +85,18 @@ def main() -> int:
     parser.add_argument(
         "--defaults", action="store_true", help="default timings (10 s lease) instead of short"
     )
+    parser.add_argument("--keep", type=Path, help="put the processes' stores and logs here, and keep them")
     args = parser.parse_args()
     why = netns_unavailable()
     if why is not None:
         print(f"failover bench: {why}", file=sys.stderr)
         return 2
+    scenarios = args.scenario or list(SCENARIOS)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=False)
+        return asyncio.run(bench(args.keep.resolve(), scenarios, args.runs, not args.defaults))
     with tempfile.TemporaryDirectory(prefix="failover-bench-") as tmp:
-        return asyncio.run(bench(Path(tmp), args.scenario or list(SCENARIOS), args.runs, not args.defaults))
+        return asyncio.run(bench(Path(tmp), scenarios, args.runs, not args.defaults))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 * Acknowledgements: every report of a slave that said who it is (the HA handshake,
   `protocol.formats.ha_frames`) is an ack of that replica. A replica counts as caught up at time T
-  when it acknowledged the master's log end as it was at T (`_mark`, re-taken every `_MARK_S`).
+  when it acknowledged the master's log end as it was at T. The master notes its log end every
+  `_MARK_S` (`_marks`, kept for `haMaxTimeSlaveNotCatchup`); an ack at offset O makes the replica
+  caught up as of the latest mark at or below O. (One shared mark would not do: a replica a
+  little slower than another never reaches the mark the faster one keeps moving.)
 * `wait_replicated(end)` (the send processor's `ReplicaWaiter`): with `allAckInSyncStateSet`,
   PUT_OK once every member of the SyncStateSet but the master holds the log up to `end`;
   FLUSH_SLAVE_TIMEOUT after `syncFlushTimeout` ms (the message is stored on the master all the
@@ -21,6 +24,7 @@ import heapq
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 from rocketlite.broker.config import BrokerConfig
@@ -61,7 +65,7 @@ class SyncStateKeeper:
         self.on_change = on_change
         now = time.monotonic()
         self.caught_up: dict[int, float] = dict.fromkeys(self.sync_set, now)
-        self._mark = (now, store.max_phy_offset)
+        self._marks: deque[tuple[float, int]] = deque([(now, store.max_phy_offset)])
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seq = itertools.count()
         self._task: asyncio.Task[None] | None = None
@@ -92,13 +96,21 @@ class SyncStateKeeper:
     def on_ack(self, conn: HAConnection, offset: int) -> None:
         if conn.replica_id is None:
             return
-        now = time.monotonic()
-        mark_time, mark_offset = self._mark
-        if offset >= mark_offset:
-            self.caught_up[conn.replica_id] = mark_time
-            if now - mark_time >= _MARK_S:
-                self._mark = (now, self.store.max_phy_offset)
+        self._take_mark(time.monotonic())
+        for mark_time, mark_offset in reversed(self._marks):
+            if mark_offset <= offset:
+                if mark_time > self.caught_up.get(conn.replica_id, -1.0):
+                    self.caught_up[conn.replica_id] = mark_time
+                break
         self._release()
+
+    def _take_mark(self, now: float) -> None:
+        if now - self._marks[-1][0] < _MARK_S:
+            return
+        self._marks.append((now, self.store.max_phy_offset))
+        keep = self.config.ha_max_time_slave_not_catchup / 1000 + 1
+        while len(self._marks) > 2 and self._marks[1][0] < now - keep:
+            self._marks.popleft()
 
     def _release(self) -> None:
         if not self._waiters:
