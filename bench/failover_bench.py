@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import statistics
 import sys
 import tempfile
@@ -43,6 +44,10 @@ async def bench(tmp: Path, scenarios: list[str], runs: int, fast: bool) -> int:
     failed: list[str] = []
     report = Report()
     began = time.monotonic()
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):  # stop the processes and remove the namespaces
+        asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     async with group(tmp, fast=fast, pace=0.005) as g:
         for name in scenarios:
             for k in range(runs):

@@ -247,6 +247,8 @@ class FailoverBroker:
         if info.master_broker_id == self.replica_id:
             if self.role != ("master", self.replica_id, info.master_epoch):
                 await self._become_master(info)
+            elif self.keeper is not None:
+                self.keeper.adopt(info.sync_state)
         elif info.master_broker_id == NO_MASTER:
             if self.role is not None and self.role[0] == "master":
                 log.warning("the controller names no master; this master stops serving")

@@ -171,6 +171,19 @@ class SyncStateKeeper:
         self.on_change(answer)
         self._release()
 
+    def adopt(self, current: SyncStateSet) -> None:
+        """The controller's SyncStateSet (from the broker's replica-info poll), when newer than
+        this one's: the controller applied a change whose answer never arrived (a timeout),
+        and every later request would be fenced by the stale syncStateSetEpoch."""
+        if current.sync_state_set_epoch <= self.sync_set_epoch:
+            return
+        self.sync_set = current.sync_state_set | {self.me}
+        self.sync_set_epoch = current.sync_state_set_epoch
+        log.warning("SyncStateSet %s (epoch %d) taken from the controller", sorted(self.sync_set),
+                    self.sync_set_epoch)  # fmt: skip
+        self.on_change(current)
+        self._release()
+
     def runtime_info(self) -> dict[str, str]:
         return {
             "syncStateSet": ",".join(str(i) for i in sorted(self.sync_set)),
