@@ -14,7 +14,9 @@
   is removed — through the controller FIRST, and only once the controller agreed do sends stop
   waiting for it (else the controller could elect a replica that lacks acknowledged messages);
   a connected replica that is caught up and holds this epoch's start is added — locally at once
-  (sends wait for it from now on, which is only stricter), then through the controller.
+  (sends wait for it from now on, which is only stricter), then through the controller, asked
+  again at every check until it agrees (`confirmed` is the controller's set, `sync_set` what
+  sends wait for).
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ class SyncStateKeeper:
         self.config = config
         self.me = me
         self.epoch_start = epoch_start
-        self.sync_set = current.sync_state_set | {me}
+        self.confirmed = current.sync_state_set | {me}  # the controller's SyncStateSet
+        self.sync_set = self.confirmed  # what sends wait for: confirmed + joining members
         self.sync_set_epoch = current.sync_state_set_epoch
         self.alter = alter
         self.on_change = on_change
@@ -151,21 +154,23 @@ class SyncStateKeeper:
     async def check_once(self) -> None:
         now = time.monotonic()
         limit = self.config.ha_max_time_slave_not_catchup / 1000
-        lagging = {i for i in self.sync_set - {self.me} if now - self.caught_up.get(i, 0.0) > limit}
+        lagging = {i for i in self.confirmed - {self.me} if now - self.caught_up.get(i, 0.0) > limit}
         connected = {c.replica_id for c in self.ha.accepted_slaves if c.replica_id is not None}
         joining = {
-            i for i in connected - self.sync_set
+            i for i in connected - self.confirmed
             if now - self.caught_up.get(i, -limit - 1) <= limit and self.acked(i) >= self.epoch_start
         }  # fmt: skip
+        # Joining members are waited for at once (only stricter); one the controller has not
+        # confirmed yet is asked for again at the next check, until it agrees or it lags.
+        self.sync_set = self.confirmed | joining
+        self._release()  # a pending member that lags again is no longer waited for
         if not lagging and not joining:
             return
-        wanted = frozenset((self.sync_set | joining) - lagging)
-        if joining:
-            self.sync_set = self.sync_set | joining  # stricter at once
+        wanted = frozenset((self.confirmed | joining) - lagging)
         answer = await self.alter(wanted, self.sync_set_epoch)
         if answer is None:
             return
-        self.sync_set = answer.sync_state_set | {self.me}
+        self.confirmed = self.sync_set = answer.sync_state_set | {self.me}
         self.sync_set_epoch = answer.sync_state_set_epoch
         log.info("SyncStateSet now %s (epoch %d)", sorted(self.sync_set), self.sync_set_epoch)
         self.on_change(answer)
@@ -177,7 +182,7 @@ class SyncStateKeeper:
         and every later request would be fenced by the stale syncStateSetEpoch."""
         if current.sync_state_set_epoch <= self.sync_set_epoch:
             return
-        self.sync_set = current.sync_state_set | {self.me}
+        self.confirmed = self.sync_set = current.sync_state_set | {self.me}
         self.sync_set_epoch = current.sync_state_set_epoch
         log.warning("SyncStateSet %s (epoch %d) taken from the controller", sorted(self.sync_set),
                     self.sync_set_epoch)  # fmt: skip
