@@ -260,7 +260,7 @@ bench-broker: $(STAMP)
 
 # Controller-mode failover figures (docs/benchmarks.md#failover): every crash and partition scenario
 # 20 times, each process in a network namespace of its own, then kill -9 of the master 20 times at
-# the default timings (needs root; about 40 minutes on 2 cores).
+# the default timings (needs root; about 20 minutes on 2 cores).
 bench-failover: $(STAMP) etcd faketime
 	unshare --net sh -c 'ip link set lo up && $(VPY) bench/failover_bench.py --runs 20 && \
 		$(VPY) bench/failover_bench.py --defaults --runs 20 --scenario kill-master'
