@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck docs bench bench-broker bench-failover demo clean install clients clean-clients java-clients go-clients rocketmq-peer etcd faketime
+.PHONY: run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -161,6 +161,31 @@ $(PEER_STAMP): $(PEER_POM)
 
 rocketmq-peer: $(PEER_STAMP)
 
+# RocketMQ's admin tool, mqadmin 5.3.3 (org.apache.rocketmq:rocketmq-tools and its jars), for
+# tests/peers/mqadmin/: tests/peers/mqadmin/pom.xml compiles our shell (many sub-commands in one
+# JVM) into .clients/mqadmin/build and copies the jars into .clients/mqadmin/lib, through the Java
+# clients' local repository (.clients/java/m2). Rebuilt when the pom or the shell changes. With
+# CI=true a failed build stops `make test`; elsewhere it warns and the mqadmin tests skip, saying why.
+MQADMIN_DIR := $(CLIENTS)/mqadmin
+MQADMIN_POM := tests/peers/mqadmin/pom.xml
+MQADMIN_STAMP := $(MQADMIN_DIR)/.shell.built
+MQADMIN_SOURCES := $(MQADMIN_POM) $(wildcard tests/peers/mqadmin/src/rocketlite/peers/*.java)
+MQADMIN_MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(MQADMIN_POM)
+
+$(MQADMIN_STAMP): $(MQADMIN_SOURCES)
+	@rm -rf $(MQADMIN_DIR)/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(MQADMIN_MVN) compile dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: mqadmin (Maven: rocketmq-tools 5.3.3) could not be built; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: mqadmin (Maven: rocketmq-tools 5.3.3) could not be built; tests/peers/mqadmin will skip" >&2; \
+	fi
+
+mqadmin: $(MQADMIN_STAMP)
+
 
 # The RocketMQ Go client, for tests/peers/go/: github.com/apache/rocketmq-client-go/v2 (pure Go),
 # pinned by our own module tests/peers/go/go.mod + go.sum and fetched from the Go module proxy by
@@ -233,7 +258,53 @@ $(FAKETIME_STAMP):
 
 faketime: $(FAKETIME_STAMP)
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(ETCD_STAMP) $(FAKETIME_STAMP)
+# The native load generator of bench/peers_bench.py (bench/peers/loadgen, Go: franz-go and
+# nats.go from the Go module proxy, pinned by its go.mod + go.sum), built into
+# .clients/peers/bin/peersgen with the Go client's caches. Part of `clients`: its smoke test
+# (tests/bench/) drives a rocketlite broker with it. With CI=true a failed build stops `make test`.
+PEERS_DIR := $(CLIENTS)/peers
+PEERSGEN := $(PEERS_DIR)/bin/peersgen
+PEERSGEN_DIR := bench/peers/loadgen
+
+$(PEERSGEN): $(PEERSGEN_DIR)/go.mod $(PEERSGEN_DIR)/go.sum $(wildcard $(PEERSGEN_DIR)/*.go)
+	@if command -v go >/dev/null && \
+	   (cd $(PEERSGEN_DIR) && $(GO_ENV) go build -o $(abspath $(PEERSGEN)) .); then \
+		:; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the load generator bench/peers/loadgen could not be built; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the load generator bench/peers/loadgen could not be built; its smoke test will skip" >&2; \
+	fi
+
+peersgen: $(PEERSGEN)
+
+# What bench/peers_bench.py runs beside rocketlite (not needed by `make test`): Kafka 4.4.0 and
+# Spark's Kafka source (Maven Central, bench/peers/kafka/pom.xml) into .clients/peers/{kafka,
+# spark-kafka}/lib; Debian's nats-server and redis-server (+ redis-tools, jemalloc, lzf) fetched
+# with `apt-get download` and unpacked with `dpkg-deb -x` into .clients/peers/root (no root
+# needed; `apt-get update` first on a fresh machine); RocketMQ's broker (`rocketmq-peer`).
+KAFKA_POM := bench/peers/kafka/pom.xml
+KAFKA_STAMP := $(PEERS_DIR)/.kafka.installed
+DEBS_STAMP := $(PEERS_DIR)/.debs.installed
+PEER_DEBS := nats-server redis-server redis-tools libjemalloc2 liblzf1
+KAFKA_MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(KAFKA_POM)
+
+$(KAFKA_STAMP): $(KAFKA_POM)
+	rm -rf $(PEERS_DIR)/kafka/lib $(PEERS_DIR)/spark-kafka/lib
+	$(KAFKA_MVN) -P kafka dependency:copy-dependencies
+	$(KAFKA_MVN) -P spark dependency:copy-dependencies
+	touch $@
+
+$(DEBS_STAMP):
+	mkdir -p $(PEERS_DIR)/debs $(PEERS_DIR)/root
+	cd $(PEERS_DIR)/debs && apt-get download $(PEER_DEBS)
+	for deb in $(PEERS_DIR)/debs/*.deb; do dpkg-deb -x $$deb $(PEERS_DIR)/root; done
+	touch $@
+
+bench-peers-deps: $(PEERSGEN) $(KAFKA_STAMP) $(DEBS_STAMP) $(PEER_STAMP)
+
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(MQADMIN_STAMP) $(PEERSGEN) $(ETCD_STAMP) $(FAKETIME_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)
@@ -264,6 +335,11 @@ bench-broker: $(STAMP)
 bench-failover: $(STAMP) etcd faketime
 	unshare --net sh -c 'ip link set lo up && $(VPY) bench/failover_bench.py --runs 20 && \
 		$(VPY) bench/failover_bench.py --defaults --runs 20 --scenario kill-master'
+
+# rocketlite beside RocketMQ 5.3.3, Kafka 4.4 (KRaft), NATS JetStream and Redis, one after the
+# other, driven by one native load generator (docs/benchmarks.md, "Peers"). Several minutes.
+bench-peers: $(STAMP) bench-peers-deps
+	$(VPY) bench/peers_bench.py
 
 # The Spark clickstream pipeline end to end on an embedded broker (needs Java 17+ on the PATH). Its
 # checkpoints and the Parquet table it prints stay in scratch/clickstream (git-ignored) until the

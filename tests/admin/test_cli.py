@@ -555,3 +555,22 @@ def test_plain_output_and_progress() -> None:
             advance(1)
     with ProgressReporter(False).task("Nothing", 3) as advance:
         advance(1)
+
+
+def test_the_broker_port_given_as_the_name_server(admin: Admin, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-n` with the broker's port: the verb says which address answered as a broker, not
+    `request type 206 not supported`; a real name server later in the list is still used."""
+    broker = admin.cluster.broker_addr
+    assert main(["admin", "topicList", "-n", broker]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"rocketlite: error: {broker} answered as a broker, not a name server "
+        "(GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206) not supported): point the name server address "
+        "at the name server's port (9876 by default), not the broker's\n"
+    )
+    assert main(["admin", "deleteTopic", "-c", CLUSTER, "-t", "TopicTest", "-n", broker]) == 2
+    assert "answered as a broker, not a name server (GET_BROKER_CLUSTER_INFO (106) not supported)" in (
+        capsys.readouterr().err
+    )
+    assert main(["admin", "topicList", "--json", "-n", f"{broker};{admin.cluster.namesrv_addr}"]) == 0
+    assert "TBW102" in json.loads(capsys.readouterr().out)["topics"]

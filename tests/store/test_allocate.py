@@ -111,15 +111,18 @@ def test_created_and_staged_segments_are_warmed_once(tmp_path: Path) -> None:
 
 
 def test_a_clean_shutdown_leaves_only_segments(open_store: StoreFactory, tmp_path: Path) -> None:
-    """The staged next segment is removed at a clean shutdown: RocketMQ's broker loads every file
-    of commitlog/ as a segment and refuses a store with any other name there
-    (tests/peers/rocketmq/test_store_exchange.py opens such a store with it)."""
+    """The next segment is staged beside commitlog/, never in it (RocketMQ's broker loads every
+    file of commitlog/ as a segment and refuses a store with any other name there;
+    tests/peers/rocketmq/test_store_exchange.py opens a crashed store with it), and the staged
+    file is removed at a clean shutdown."""
     store = open_store(tmp_path / "store")
     for i in range(40):
         assert store.put_message(message(body=bytes(4000), keys=f"k{i}")).status is PutMessageStatus.PUT_OK
     store.allocator.run_once()  # stage the next segment now
     commitlog = tmp_path / "store" / "commitlog"
-    assert any(p.name.endswith(".alloc") for p in commitlog.iterdir())
+    staged = tmp_path / "store" / "commitlog.alloc"
+    assert list(staged.iterdir()) and all(p.name.isdigit() for p in commitlog.iterdir())
     store.shutdown()
+    assert not staged.exists()
     assert all(p.name.isdigit() for p in commitlog.iterdir()), sorted(p.name for p in commitlog.iterdir())
     assert len(list(commitlog.iterdir())) >= 2  # rolled: 160 KB over 64 KiB segments

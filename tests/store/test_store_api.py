@@ -187,7 +187,7 @@ def test_a_slave_copies_the_log_verbatim_and_dispatches_it(open_store: StoreFact
     with slave_store(tmp_path / "slave") as slave:
         assert slave.log_is_empty and slave.log_segment_size == master.log_segment_size == SEGMENT
         slave.prestage_first_segment()
-        assert (tmp_path / "slave" / "commitlog" / "00000000000000000000.alloc").is_file()
+        assert (tmp_path / "slave" / "commitlog.alloc" / "00000000000000000000").is_file()
         end = 0
         while end < master.max_phy_offset:
             view = master.read_log_from(end)  # the rest of the segment holding `end`
@@ -220,7 +220,7 @@ def test_a_new_slave_may_start_at_the_masters_oldest_segment(
         assert master.put_message(mk(body=bytes(1500))).ok
     with slave_store(tmp_path / "slave") as slave:
         slave.prestage_first_segment()
-        staged = tmp_path / "slave" / "commitlog" / "00000000000000000000.alloc"
+        staged = tmp_path / "slave" / "commitlog.alloc" / "00000000000000000000"
         assert staged.is_file()
         with pytest.raises(ValueError, match="segment boundary"):
             slave.append_replicated(100, b"x", 0)

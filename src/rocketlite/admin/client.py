@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Any, Final, Protocol, TypeVar
 
 from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
-from rocketlite.protocol.codes import RequestCode, ResponseCode, response_label
+from rocketlite.protocol.codes import RequestCode, ResponseCode, not_a_namesrv, response_label
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.route import (
@@ -277,9 +277,14 @@ class AdminClient:
         failures: list[str] = []
         for addr in self.namesrv_addrs:
             try:
-                return await self.invoke(addr, cmd, role="name server")
+                response = await self.invoke(addr, cmd, role="name server")
             except AdminError as exc:
                 failures.append(str(exc))
+                continue
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                failures.append(not_a_namesrv(addr, cmd.code))  # a broker's port given as -n
+                continue
+            return response
         raise AdminError("; ".join(failures))
 
     async def each_namesrv(
@@ -289,7 +294,12 @@ class AdminClient:
         if not self.namesrv_addrs:
             raise NamesrvRequiredError
         for addr in self.namesrv_addrs:
-            await self.call(addr, code, ext, body, role="name server")
+            response = await self.request(addr, code, ext, body, role="name server")
+            if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                raise AdminError(not_a_namesrv(addr, code))
+            check_response(
+                response, (ResponseCode.SUCCESS,), code_name(code), signed=self.credentials is not None
+            )
         return list(self.namesrv_addrs)
 
     # -- name server queries ----------------------------------------------------------------

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.consumer_filter import ConsumerFilterManager
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
@@ -196,8 +197,10 @@ class ClientManager:
         clock: Clock,
         *,
         scan_interval_s: float = SCAN_INTERVAL_S,
+        filters: ConsumerFilterManager | None = None,
     ) -> None:
         self.broker = broker
+        self.filters = filters  # told of every registration and of groups that empty (SQL92)
         self.topics = topics
         self.groups = groups
         self.clock = clock
@@ -218,6 +221,20 @@ class ClientManager:
         """Live connections of a producer group (transaction check-back picks one)."""
         infos = self.producers.get(group, {})
         return [i.conn for i in infos.values() if not i.conn.closed]
+
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """The live connection of a client by its clientID (`ProducerManager.findChannel`, where a
+        reply is pushed): its producer registration first, as RocketMQ looks only there, then a
+        consumer one, so a client that only consumes can be answered too."""
+        for table in self.producers.values():
+            info = table.get(client_id)
+            if info is not None and not info.conn.closed:
+                return info.conn
+        for group_info in self.consumers.values():
+            info = group_info.channels.get(client_id)
+            if info is not None and not info.conn.closed:
+                return info.conn
+        return None
 
     def consumer_groups_of_topic(self, topic: str) -> set[str]:
         """Online groups subscribed to `topic` (`queryTopicConsumeByWho`)."""
@@ -248,6 +265,8 @@ class ClientManager:
         subs = [normalize_subscription(s) for s in data.subscription_data_set]
         subs_changed = group_info.update_subscription(subs, info.last_update)
         changed = channel_changed or subs_changed
+        if self.filters is not None:  # RocketMQ's REGISTER event, sent on every registration
+            self.filters.register_group(group, subs)
         if changed:
             log.info("consumer group %s changed: clients %s", group, list(group_info.channels))
             if notify:
@@ -283,6 +302,8 @@ class ClientManager:
         if not info.channels:
             del self.consumers[group]
             log.info("consumer group %s has no clients left", group)
+            if self.filters is not None:  # UNREGISTER: the group's SQL92 filters die
+                self.filters.unregister(group)
         return True
 
     def _remove_producer(self, group: str, client_id: str, conn: ClientChannel | None) -> bool:

@@ -24,29 +24,50 @@ from typing import Protocol
 
 from rocketlite import native
 from rocketlite.broker import acl
+from rocketlite.broker.auth.checks import AuthChecks, AuthSettings
+from rocketlite.broker.auth.guard import AuthRequestTable
+from rocketlite.broker.auth.manager import AuthMetadata, parse_user_json
+from rocketlite.broker.auth.migrate import migrate_plain_acl
+from rocketlite.broker.auth.processor import AuthAdminProcessor
+from rocketlite.broker.auth.store import AuthStore
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
+from rocketlite.broker.consumer_filter import ConsumerFilterManager
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.delay.timer import TimerMessageService
 from rocketlite.broker.grpc import GrpcEndpoint, unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
+from rocketlite.broker.ha.status import ha_runtime_info
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
-from rocketlite.broker.metrics import BrokerFigures, MetricsServer
+from rocketlite.broker.metrics import (
+    BrokerFigures,
+    BrokerView,
+    MetricsServer,
+    RocketliteCollector,
+    RocketMQCollector,
+    RpcLatency,
+    TpsSampler,
+)
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
+from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
+from rocketlite.broker.processors.admin_stats import AdminStatsProcessor
+from rocketlite.broker.processors.client_relay import ClientRelayProcessor, ResetOffsetGuard
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
+from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import ReplicaWaiter, SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.stats_items import BrokerStatsItems, StatsSampler
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
@@ -68,6 +89,7 @@ from rocketlite.protocol.wire.headers import (
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
+from rocketlite.remoting.tls import ServerTls, TlsConfig, client_context
 from rocketlite.runtime import wait_event
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
@@ -120,11 +142,17 @@ class BrokerParts:
     runtime_stats: RuntimeStatsSampler
     admin: AdminRequestProcessor
     live: LiveConfig
+    catalog: AdminCatalogProcessor
+    admin_stats: AdminStatsProcessor
+    relay: ClientRelayProcessor
+    resets: ResetOffsetGuard
+    stats_sampler: StatsSampler
     ha_master: HAMasterService | None
     ha_slave: HASlaveService | None
     slave_sync: SlaveSynchronize | None
     metrics: MetricsServer | None
     grpc: GrpcEndpoint | None = None
+    reply: ReplyMessageProcessor | None = None  # 324/325 (request-reply)
     timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
     sync_state: SyncStateReplica | None = None  # controller mode, on a master
 
@@ -138,6 +166,7 @@ class BrokerParts:
             "timer": self.timer,
             "transaction-check": self.transactions,
             "runtime-stats": self.runtime_stats,
+            "stats-items": self.stats_sampler,
             "ha-master": self.ha_master,
             "sync-state": self.sync_state,
             "ha-slave": self.ha_slave,
@@ -157,10 +186,13 @@ class BrokerController:
         clock: Clock = SYSTEM_CLOCK,
         replica_factory: ReplicaFactory | None = None,
         before_serving: BeforeServing | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.broker = broker
         self.replica_factory = replica_factory
         self.before_serving = before_serving
+        self.tls = tls or TlsConfig()
+        server_tls = ServerTls.of(self.tls)  # certificate files read (and checked) now
         self.store_config = store_config
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, master=not broker.is_slave)
@@ -172,7 +204,8 @@ class BrokerController:
             cfg_dir, clock, auto_create=broker.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsetTable(cfg_dir)
-        self.stats = BrokerStats()
+        self.filters = ConsumerFilterManager(cfg_dir, broker, clock)  # consumerFilter.json (SQL92)
+        self.stats = BrokerStats(items=BrokerStatsItems(broker.broker_cluster_name, clock))
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
         served = self.table
@@ -180,14 +213,33 @@ class BrokerController:
         if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
             self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
             served = acl.AclRequestTable(self.table, self.acl)
+        # ACL 2.0: the users and ACLs are always served (AUTH_* codes), checked only when enabled
+        self.auth_metadata = AuthMetadata(AuthStore(cfg_dir))
+        self.auth = AuthChecks(
+            self.auth_metadata,
+            AuthSettings.of(
+                broker.broker_cluster_name, broker.authentication_enabled, broker.authorization_enabled,
+                broker.authentication_whitelist, broker.authorization_whitelist,
+            ),
+        )  # fmt: skip
+        if broker.authentication_enabled or broker.authorization_enabled:
+            served = AuthRequestTable(self.table, self.auth)
+        # rocketmq_rpc_latency: every answered request timed (only when metrics are served)
+        self.rpc_latency = RpcLatency() if broker.metrics_endpoint is not None else None
+        if self.rpc_latency is not None:
+            served.observer = self.rpc_latency.observe
         self.server = RemotingServer(
             served,
             host=broker.listen_host,
             ports=ports,
             idle_seconds=float(broker.server_channel_max_idle_time_seconds),
             partial_frame_seconds=broker.server_partial_frame_timeout_millis / 1000,
+            tls=server_tls,
         )
-        self.outbound = RemotingClient(self.table)
+        # tls.enable: the broker's own connections (name servers, a slave's master) use TLS.
+        self.outbound = RemotingClient(
+            self.table, ssl_context=client_context(self.tls) if self.tls.enable else None
+        )
         self.parts: BrokerParts | None = None  # built by start(), once the store host is known
         self.services: dict[str, BrokerService] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -225,8 +277,9 @@ class BrokerController:
         out = [(b.listen_host, port) for port in self.server.requested_ports]
         if not b.is_slave:
             out.append((b.listen_host, ha_listen_port(b.ha_listen_port, b.listen_port, b.listen_port)))
-        if b.metrics_port:
-            out.append((b.metrics_host, b.metrics_port))
+        metrics = b.metrics_endpoint
+        if metrics is not None:
+            out.append(metrics)
         return out
 
     async def start(self) -> None:
@@ -251,6 +304,8 @@ class BrokerController:
         self.topics.start()
         self.groups.start()
         self.offsets.load()
+        self._init_auth()
+        self.filters.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
         parts = self._build(loop, store_host)
@@ -270,6 +325,12 @@ class BrokerController:
             schedule=parts.schedule,
             admin=parts.admin,
             live=parts.live,
+            catalog=parts.catalog,
+            admin_stats=parts.admin_stats,
+            relay=parts.relay,
+            resets=parts.resets,
+            auth=AuthAdminProcessor(self.auth_metadata),
+            reply=parts.reply,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -291,6 +352,20 @@ class BrokerController:
             self.store_config.store_path_root_dir,
         )
 
+    def _init_auth(self) -> None:
+        """ACL 2.0's first users, as RocketMQ creates them on start: `initAuthenticationUser` and
+        `innerClientAuthenticationCredentials` as super users if missing, then, with
+        `migrateAuthFromV1Enabled`, the accounts of plain_acl.yml (`aclConfigFile`)."""
+        b = self.broker
+        for text, key in (
+            (b.init_authentication_user, "initAuthenticationUser"),
+            (b.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"),
+        ):
+            if text and self.auth_metadata.init_user(*parse_user_json(text, key)):
+                log.info("%s: super user created", key)
+        if b.migrate_auth_from_v1_enabled:
+            migrate_plain_acl(acl.default_acl_path(b.acl_config_file), self.auth_metadata)
+
     # -- wiring -----------------------------------------------------------------------------
     def _build(self, loop: asyncio.AbstractEventLoop, store_host: HostAddress) -> BrokerParts:
         """Every processor and service, each with its collaborators; the store's arrival
@@ -298,8 +373,9 @@ class BrokerController:
         b, store, topics, groups, offsets, stats, clock = (
             self.broker, self.store, self.topics, self.groups, self.offsets, self.stats, self.clock
         )  # fmt: skip
-        clients = ClientManager(b, topics, groups, clock)
-        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop)
+        filters = self.filters
+        clients = ClientManager(b, topics, groups, clock, filters=filters)
+        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop, filters)
         store.add_arrival_listener(pull.hold.on_arrival)
         store.dispatch_on(loop)  # sends' dispatch rounds run on this loop
         schedule = ScheduleMessageService(
@@ -365,7 +441,17 @@ class BrokerController:
             b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
             extra_runtime_info,
         )  # fmt: skip
+        addr = f"{b.broker_ip1}:{store_host.port}"
+        admin_stats = AdminStatsProcessor(
+            b, store, topics, groups, offsets, clients, stats.items, addr,
+            lambda: ha_runtime_info(b, store.max_phy_offset, ha_master, ha_slave),
+        )  # fmt: skip
         return BrokerParts(
+            catalog=AdminCatalogProcessor(b, store, topics, groups, offsets, clients, addr),
+            admin_stats=admin_stats,
+            relay=ClientRelayProcessor(b, store, topics, groups, offsets, clients),
+            resets=ResetOffsetGuard(store, offsets),
+            stats_sampler=StatsSampler(stats.items),
             clients=clients,
             client_requests=ClientRequestProcessor(clients),
             send=send,
@@ -385,9 +471,27 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             sync_state=sync_state,
-            metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
+            metrics=self._metrics_server(figures, clients, send),
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
+            reply=ReplyMessageProcessor(
+                b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
+            ),
         )
+
+    def _metrics_server(
+        self, figures: BrokerFigures, clients: ClientManager, send: SendMessageProcessor
+    ) -> MetricsServer | None:
+        """GET /metrics (metricsExporterType=PROM, or rocketlite's metricsPort), or None."""
+        endpoint = self.broker.metrics_endpoint
+        if endpoint is None:
+            return None
+        view = BrokerView(
+            self.broker, self.store, self.stats, self.topics, self.groups, clients, self.offsets, self.clock,
+            rpc=self.rpc_latency, send_waiters=lambda: send.flush_waiters,
+        )  # fmt: skip
+        sampler = TpsSampler(self.store)
+        collectors = [RocketMQCollector(view), RocketliteCollector(figures, sampler)]
+        return MetricsServer(collectors, sampler, *endpoint)
 
     def _grpc_endpoint(
         self,
@@ -414,6 +518,7 @@ class BrokerController:
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,
             acl=self.acl,
+            auth=self.auth if b.authentication_enabled or b.authorization_enabled else None,
             transactions=transactions,
             clients=clients,
         )  # fmt: skip
@@ -515,8 +620,10 @@ class BrokerController:
                 log.exception("persisting consumer offsets failed")
 
     def _persist_configs(self) -> None:
-        """Consumer offsets every round; topics and groups when a write of theirs failed."""
+        """Consumer offsets every round; consumer filters when they changed; topics and groups
+        when a write of theirs failed."""
         self.offsets.persist()
+        self.filters.persist_if_changed()
         self.topics.persist_if_dirty()
         self.groups.persist_if_dirty()
 
@@ -544,5 +651,6 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         if persist:
             await loop.run_in_executor(None, self.offsets.persist)
+            await loop.run_in_executor(None, self.filters.persist_if_changed)
         await loop.run_in_executor(None, self.store.shutdown)
         log.info("broker %s stopped", self.broker.broker_name)

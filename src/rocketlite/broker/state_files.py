@@ -93,22 +93,57 @@ def _int_map(value: Any) -> dict[int, int]:
 
 
 class ConsumerOffsetTable(JsonConfigFile):
-    """Committed consumer offsets, keyed `topic@group` then queue id."""
+    """Committed consumer offsets, keyed `topic@group` then queue id.
+
+    `reset_table` holds the offsets an admin reset (INVOKE_BROKER_TO_RESET_OFFSET, served on the
+    broker as RocketMQ 5's `useServerSideResetOffset`) until the group's next pull of each queue
+    takes them (`take_reset`: the pull answers PULL_OFFSET_MOVED to the reset offset); meanwhile
+    `query` answers the reset offset and the group's offset updates are ignored (`has_reset`).
+    The reset table is not persisted, as RocketMQ's is not; the reset offset is also committed.
+    """
 
     file_name = "consumerOffset.json"
 
     def __init__(self, config_dir: Path) -> None:
         super().__init__(config_dir)
         self.offset_table: dict[str, dict[int, int]] = {}
+        self.reset_table: dict[str, dict[int, int]] = {}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self.lock:
             self.offset_table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed offset, or -1 when the group has none for that queue."""
+        """The committed offset (a pending reset's, if any), or -1 when the group has none."""
+        key = f"{topic}@{group}"
         with self.lock:
-            return self.offset_table.get(f"{topic}@{group}", {}).get(queue_id, -1)
+            reset = self.reset_table.get(key)
+            if reset is not None and queue_id in reset:
+                return reset[queue_id]
+            return self.offset_table.get(key, {}).get(queue_id, -1)
+
+    def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """`assignResetOffset`: the queue restarts at `offset` at the group's next pull."""
+        key = f"{topic}@{group}"
+        with self.lock:
+            self.reset_table.setdefault(key, {})[queue_id] = offset
+            self.offset_table.setdefault(key, {})[queue_id] = offset
+
+    def has_reset(self, group: str, topic: str, queue_id: int) -> bool:
+        with self.lock:
+            return queue_id in self.reset_table.get(f"{topic}@{group}", {})
+
+    def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """`queryThenEraseResetOffset`: the pending reset offset of the queue, now taken."""
+        key = f"{topic}@{group}"
+        with self.lock:
+            reset = self.reset_table.get(key)
+            if not reset or queue_id not in reset:
+                return None
+            offset = reset.pop(queue_id)
+            if not reset:
+                del self.reset_table[key]
+            return offset
 
     def query_all(self, group: str, topic: str) -> dict[int, int]:
         with self.lock:
@@ -120,13 +155,15 @@ class ConsumerOffsetTable(JsonConfigFile):
 
     def remove_group(self, group: str) -> None:
         with self.lock:
-            for key in [k for k in self.offset_table if k.endswith(f"@{group}")]:
-                del self.offset_table[key]
+            for table in (self.offset_table, self.reset_table):
+                for key in [k for k in table if k.endswith(f"@{group}")]:
+                    del table[key]
 
     def remove_topic(self, topic: str) -> None:
         with self.lock:
-            for key in [k for k in self.offset_table if k.startswith(f"{topic}@")]:
-                del self.offset_table[key]
+            for table in (self.offset_table, self.reset_table):
+                for key in [k for k in table if k.startswith(f"{topic}@")]:
+                    del table[key]
 
     def encode(self) -> str:
         return fastjson.dumps({"offsetTable": self.offset_table})

@@ -9,6 +9,7 @@ consume FIFO.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,12 @@ class SubscriptionGroupManager(JsonConfigFile):
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         self.table[cfg.group_name] = cfg
+        self._changed()
+
+    def update_many(self, cfgs: Iterable[SubscriptionGroupConfig]) -> None:
+        """`updateSubscriptionGroupConfigList`: a batch of groups, one write."""
+        for cfg in cfgs:
+            self.table[cfg.group_name] = cfg
         self._changed()
 
     def delete(self, group: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rocketlite.broker.config import BrokerConfig
@@ -65,7 +65,7 @@ class TopicConfigManager(JsonConfigFile):
             TopicConfig(reserved.BENCHMARK_TOPIC, 1024, 1024),
             TopicConfig(reserved.OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(reserved.SCHEDULE_TOPIC, self.delay_levels, self.delay_levels),
-            TopicConfig(f"{b.broker_cluster_name}_REPLY_TOPIC", 1, 1),
+            TopicConfig(reserved.reply_topic(b.broker_cluster_name), 1, 1),
         ]
         cluster_perm = perm.PERM_READ | perm.PERM_WRITE | perm.PERM_INHERIT
         system.append(
@@ -160,6 +160,13 @@ class TopicConfigManager(JsonConfigFile):
     def update(self, tc: TopicConfig) -> None:
         self.table[tc.topic_name] = tc
         log.info("topic %s updated: %s", tc.topic_name, tc)
+        self._changed()
+
+    def update_many(self, tcs: Iterable[TopicConfig]) -> None:
+        """`updateTopicConfigList`: every topic of a batch, one write and one registration."""
+        for tc in tcs:
+            self.table[tc.topic_name] = tc
+            log.info("topic %s updated: %s", tc.topic_name, tc)
         self._changed()
 
     def delete(self, topic: str) -> bool:

@@ -15,7 +15,7 @@ Quick start::
         result = producer.send(Message("TopicTest", b"hello", tags="TagA", keys="order-1"))
 
     consumer = PushConsumer("cg", "127.0.0.1:9876")
-    consumer.subscribe("TopicTest", "TagA || TagB")
+    consumer.subscribe("TopicTest", "TagA || TagB")  # or MessageSelector.by_sql("a > 5")
     consumer.register_message_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
     consumer.start()
 
@@ -54,6 +54,7 @@ from rocketlite.client.errors import (
     ServiceNotAvailableError,
     SubscriptionGroupNotExistError,
     SubscriptionNotExistError,
+    SubscriptionParseError,
     SystemBusyError,
     TopicNotExistError,
     for_code,
@@ -75,6 +76,8 @@ from rocketlite.client.producer import (
     select_random,
 )
 from rocketlite.client.rebalance import allocate_averagely, allocate_averagely_by_circle
+from rocketlite.client.request_reply import RequestTimeoutError, create_reply_message
+from rocketlite.client.selector import MessageSelector
 from rocketlite.client.sync import Producer, PullConsumer, PushConsumer, TransactionProducer
 from rocketlite.client.transaction import (
     AsyncTransactionProducer,
@@ -107,6 +110,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "MessageQueueSelector",
+    "MessageSelector",
     "NoPermissionError",
     "NoRouteError",
     "Producer",
@@ -118,11 +122,13 @@ __all__ = [
     "RemotingConnectError",
     "RemotingError",
     "RemotingTimeoutError",
+    "RequestTimeoutError",
     "SendResult",
     "SendStatus",
     "ServiceNotAvailableError",
     "SubscriptionGroupNotExistError",
     "SubscriptionNotExistError",
+    "SubscriptionParseError",
     "SystemBusyError",
     "TopicNotExistError",
     "TransactionListener",
@@ -130,6 +136,7 @@ __all__ = [
     "TransactionSendResult",
     "allocate_averagely",
     "allocate_averagely_by_circle",
+    "create_reply_message",
     "for_code",
     "select_by_hash",
     "select_by_sharding_key",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rocketlite.client.errors import ClientError, QueryNotFoundError, for_code, parse_answer
 from rocketlite.client.instance import MASTER_ID, ClientInstance
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, message_from_record
+from rocketlite.client.selector import MessageSelector, as_selector
 from rocketlite.protocol.bodies.heartbeat import SubscriptionData
 from rocketlite.protocol.bodies.lists import ConsumerListBody
 from rocketlite.protocol.bodies.message_queue import LockBatchRequestBody, LockBatchResponseBody
@@ -27,6 +28,7 @@ from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.requests import offsets
 from rocketlite.protocol.requests.pull import build_pull, parse_pull
 from rocketlite.protocol.subscription import SUB_ALL, build_subscription_data
+from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -36,10 +38,19 @@ from rocketlite.protocol.wire.headers import (
 log = logging.getLogger("rocketlite.client.api")
 
 
-def build_subscription(topic: str, expression: str | None, sub_version: int) -> SubscriptionData:
-    """`FilterAPI.buildSubscriptionData` for TAG expressions: `"*"`, or `"TagA || TagB"`.
+def build_subscription(
+    topic: str, expression: str | MessageSelector | None, sub_version: int
+) -> SubscriptionData:
+    """`FilterAPI.build`: a tag expression (`"*"`, `"TagA || TagB"`) or a `MessageSelector`.
 
-    The SDK refuses an expression that names no tag, where the broker would match nothing."""
+    The SDK refuses a tag expression that names no tag, where the broker would match nothing;
+    an SQL92 selector was compiled when it was made (`MessageSelector.by_sql`)."""
+    selector = as_selector(expression)
+    if not selector.is_tag:
+        return SubscriptionData(
+            topic, selector.expression, sub_version=sub_version, expression_type=selector.expression_type
+        )
+    expression = selector.expression
     if not expression or expression.strip() == SUB_ALL:
         return SubscriptionData(topic, SUB_ALL, sub_version=sub_version)
     try:
@@ -179,6 +190,22 @@ class BrokerApi:
             raise for_code(response.code, response.remark)
 
     # -- pull ------------------------------------------------------------------------------
+    async def check_client_config(self, group: str, sub: SubscriptionData) -> None:
+        """CHECK_CLIENT_CONFIG (46) to a broker of the topic, as the Java push consumer sends it
+        at start for a subscription that is not a tag expression: a broker that does not filter
+        SQL92 (SYSTEM_ERROR) or cannot parse it (SUBSCRIPTION_PARSE_FAILED) raises."""
+        addr = self.instance.any_broker_of_topic(sub.topic)
+        if addr is None:
+            await self.instance.update_topic_route(sub.topic)
+            addr = self.instance.any_broker_of_topic(sub.topic)
+        if addr is None:
+            raise ClientError(f"no broker serves {sub.topic}", retriable=True)
+        body = {"clientId": self.instance.client_id, "group": group, "subscriptionData": sub.to_json_obj()}
+        cmd = self.instance.command(RequestCode.CHECK_CLIENT_CONFIG, body=fastjson.dumps(body).encode())
+        answer = await self.instance.invoke(addr, cmd)
+        if answer.code != ResponseCode.SUCCESS:
+            raise for_code(answer.code, answer.remark)
+
     async def pull(
         self,
         group: str,

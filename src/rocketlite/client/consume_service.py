@@ -28,10 +28,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from rocketlite.client.consume_stats import ConsumerStats
 from rocketlite.client.message import MessageExt, MessageQueue
 from rocketlite.client.offset_store import OffsetStore
 from rocketlite.client.process_queue import ProcessQueue
 from rocketlite.protocol.bodies.heartbeat import MessageModel
+from rocketlite.protocol.bodies.running_info import CMResult, ConsumeMessageDirectlyResult
 from rocketlite.protocol.message import MessageConst
 
 log = logging.getLogger("rocketlite.client.consume")
@@ -86,6 +88,7 @@ class ConsumerCore(Protocol):
     consume_message_batch_max_size: int
     offset_store: OffsetStore
     executor: concurrent.futures.ThreadPoolExecutor
+    stats: ConsumerStats
 
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None: ...
 
@@ -137,6 +140,42 @@ async def _listen(
         return None
 
 
+_DIRECT_RESULTS: dict[object, CMResult] = {
+    ConsumeStatus.CONSUME_SUCCESS: CMResult.CR_SUCCESS,
+    ConsumeStatus.RECONSUME_LATER: CMResult.CR_LATER,
+    ConsumeOrderlyStatus.SUCCESS: CMResult.CR_SUCCESS,
+    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT: CMResult.CR_LATER,
+}
+
+
+async def consume_directly(
+    c: ConsumerCore,
+    concurrent: ConcurrentListener | None,
+    orderly: OrderlyListener | None,
+    msg: MessageExt,
+) -> ConsumeMessageDirectlyResult:
+    """`consumeMessageDirectly` (CONSUME_MESSAGE_DIRECTLY, an admin's "resend to this consumer"):
+    `msg` through the listener outside the pull loop. Nothing is sent back and no offset moves;
+    the verdict is reported: CR_SUCCESS / CR_LATER, CR_RETURN_NULL for no status, and
+    CR_THROW_EXCEPTION with the exception as remark."""
+    msgs = [msg]
+    c.reset_retry_topic(msgs)
+    ctx: ConsumeConcurrentlyContext | ConsumeOrderlyContext
+    ctx = ConsumeOrderlyContext(msg.queue) if orderly is not None else ConsumeConcurrentlyContext(msg.queue)
+    listener = orderly if orderly is not None else concurrent
+    begin = time.monotonic()
+    remark = None
+    try:
+        status = await call_listener(listener, msgs, ctx, c.executor) if listener is not None else None
+        result = _DIRECT_RESULTS.get(status, CMResult.CR_RETURN_NULL)
+    except Exception as exc:
+        log.warning("direct consumption of %s by %s failed", msg.msg_id, c.group, exc_info=True)
+        result, remark = CMResult.CR_THROW_EXCEPTION, f"{type(exc).__name__}: {exc}"
+    spent = int((time.monotonic() - begin) * 1000)
+    ordered = orderly is not None
+    return ConsumeMessageDirectlyResult(result, order=ordered, remark=remark, spent_time_mills=spent)
+
+
 class _TaskSet:
     def __init__(self) -> None:
         self.tasks: set[asyncio.Task[None]] = set()
@@ -181,11 +220,16 @@ class ConcurrentConsumeService:
                 return
             c = self.consumer
             ctx = ConsumeConcurrentlyContext(mq)
+            begin = time.monotonic()
             status = await _listen("listener", self.listener, c, msgs, ctx)
             if not isinstance(status, ConsumeStatus):
                 if status is not None:
                     log.warning("listener of %s returned %r; treating it as RECONSUME_LATER", c.group, status)
                 status = ConsumeStatus.RECONSUME_LATER
+            ok = 0
+            if status is ConsumeStatus.CONSUME_SUCCESS:
+                ok = len(msgs) if ctx.ack_index is None else min(max(ctx.ack_index + 1, 0), len(msgs))
+            c.stats.record_consume(mq.topic, (time.monotonic() - begin) * 1000, ok, len(msgs) - ok)
             if pq.dropped:
                 return
             await self._process_result(status, ctx, msgs, pq, mq)
@@ -280,9 +324,12 @@ class OrderlyConsumeService:
         """Consume one batch; the pause before the next one (0 = go on)."""
         c = self.consumer
         ctx = ConsumeOrderlyContext(mq)
+        begin = time.monotonic()
         status = await _listen("orderly listener", self.listener, c, msgs, ctx)
         if not isinstance(status, ConsumeOrderlyStatus):
             status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        ok = len(msgs) if status is ConsumeOrderlyStatus.SUCCESS else 0
+        c.stats.record_consume(mq.topic, (time.monotonic() - begin) * 1000, ok, len(msgs) - ok)
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT and await self._needs_retry(msgs):
             pq.rollback()
             ms = ctx.suspend_current_queue_time_millis

@@ -10,7 +10,8 @@ The application owns the queue assignment and the positions; nothing is rebalanc
 * consumer style: `assign`, `seek*`, `poll` (advances positions), `commit` (UPDATE_CONSUMER_OFFSET
   with the positions, i.e. the next offset to read), `committed`.
 
-Pulls carry their TAG expression (SUBSCRIPTION flag), so no heartbeat subscription is needed; the
+Pulls carry their expression (SUBSCRIPTION flag): a tag expression or a `MessageSelector`
+(`MessageSelector.by_sql("a > 5")` for an SQL92 one), so no heartbeat subscription is needed; the
 consumer still registers its group with the brokers (CONSUME_ACTIVELY) unless `heartbeat=False`,
 which lets many readers of one group share a process. A queue without a position starts from the
 group's committed offset, else per `consume_from_where` (LAST = max offset, FIRST = 0).
@@ -30,8 +31,10 @@ from rocketlite.client.errors import ClientError, ClientStateError, NoRouteError
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncConsumerBase
 from rocketlite.client.message import MessageExt, MessageQueue, PullResult, PullStatus
+from rocketlite.client.selector import MessageSelector, as_selector
 from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketlite.protocol.codes import PullSysFlag
+from rocketlite.protocol.subscription import TAG_EXPRESSION
 
 log = logging.getLogger("rocketlite.client.pull_consumer")
 
@@ -123,13 +126,18 @@ class AsyncPullConsumer(AsyncConsumerBase):
         offset: int,
         max_nums: int = 32,
         *,
-        expression: str = "*",
+        expression: str | MessageSelector = "*",
         suspend_timeout: float = 0.0,
     ) -> PullResult:
-        """One PULL_MESSAGE from `offset`; with `suspend_timeout` > 0 the broker may hold it that long."""
+        """One PULL_MESSAGE from `offset`; with `suspend_timeout` > 0 the broker may hold it that
+        long. `expression`: a tag expression or a `MessageSelector` (SQL92)."""
+        selector = as_selector(expression)
         sub = self._subs.get(queue.topic)
-        if sub is None or sub.sub_string != (expression or "*"):
-            sub = build_subscription(queue.topic, expression, 0)
+        if sub is None or (sub.sub_string, sub.expression_type) != (
+            selector.expression,
+            selector.expression_type,
+        ):
+            sub = build_subscription(queue.topic, selector, 0)
         flags = LITE_FLAGS | (PullSysFlag.SUSPEND if suspend_timeout > 0 else 0)
         raw = await self.api.pull(
             self.group, queue, sub, offset, max_nums,
@@ -151,8 +159,9 @@ class AsyncPullConsumer(AsyncConsumerBase):
         return await self.api.get_earliest_msg_store_time(queue)
 
     # -- assignment and positions ----------------------------------------------------------
-    def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
-        """Read exactly these queues from now on (positions of queues kept are kept)."""
+    def assign(self, queues: Iterable[MessageQueue], expression: str | MessageSelector = "*") -> None:
+        """Read exactly these queues from now on (positions of queues kept are kept), filtered by
+        a tag expression or a `MessageSelector`."""
         self._assigned = sorted(set(queues))
         now = int(time.time() * 1000)
         self._subs = {mq.topic: build_subscription(mq.topic, expression, now) for mq in self._assigned}
@@ -198,8 +207,9 @@ class AsyncPullConsumer(AsyncConsumerBase):
             offset = await self._start_position(queue)
             self._positions[queue] = offset
         sub = self._subs[queue.topic]
+        selector = MessageSelector(sub.expression_type or TAG_EXPRESSION, sub.sub_string)
         result = await self.fetch(
-            queue, offset, self.pull_batch_size, expression=sub.sub_string, suspend_timeout=suspend
+            queue, offset, self.pull_batch_size, expression=selector, suspend_timeout=suspend
         )
         if self._positions.get(queue) == offset:  # not re-seeked meanwhile
             if result.status is PullStatus.OFFSET_ILLEGAL:

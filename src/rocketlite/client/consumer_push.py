@@ -34,7 +34,9 @@ from rocketlite.client.consume_service import (
     ConcurrentListener,
     OrderlyConsumeService,
     OrderlyListener,
+    consume_directly,
 )
+from rocketlite.client.consume_stats import ConsumerStats
 from rocketlite.client.errors import ClientError, ClientStateError
 from rocketlite.client.lifecycle import AsyncConsumerBase
 from rocketlite.client.message import Message, MessageExt, MessageQueue, PullStatus
@@ -47,10 +49,13 @@ from rocketlite.client.offset_store import (
 from rocketlite.client.process_queue import ProcessQueue
 from rocketlite.client.producer import AsyncProducer
 from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer, allocate_averagely
+from rocketlite.client.selector import MessageSelector
 from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from rocketlite.protocol.bodies.running_info import ConsumeMessageDirectlyResult
 from rocketlite.protocol.codes import PullSysFlag
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from rocketlite.protocol.subscription import TAG_EXPRESSION
 from rocketlite.runtime import acquire_within, wait_event
 
 log = logging.getLogger("rocketlite.client.consumer")
@@ -138,10 +143,13 @@ class AsyncPushConsumer(AsyncConsumerBase):
         )
         self.offset_store: OffsetStore = _NoOffsets()
         self.api: BrokerApi | None = None
+        self.stats = ConsumerStats()
+        self.start_timestamp = 0  # epoch ms of the last start (ConsumerRunningInfo)
 
     # -- configuration ---------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe with a TAG expression (`"*"`, `"TagA || TagB"`); may be called while running."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Subscribe with a TAG expression (`"*"`, `"TagA || TagB"`) or a `MessageSelector`
+        (`MessageSelector.by_sql("a > 5")`, filtered by the broker); may be called while running."""
         self._subs[topic] = build_subscription(topic, expression, int(time.time() * 1000))
         self._subscriptions_changed(topic)
 
@@ -182,6 +190,38 @@ class AsyncPushConsumer(AsyncConsumerBase):
     def assigned_queues(self) -> list[MessageQueue]:
         return self._rebalancer.assigned() if self._rebalancer else []
 
+    def process_queues(self) -> dict[MessageQueue, ProcessQueue]:
+        """The queues held now, with what each has cached (ConsumerRunningInfo's mqTable)."""
+        return dict(self._rebalancer.process_queues) if self._rebalancer else {}
+
+    # -- what the broker relays from an admin (client/ops.py) ------------------------------
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (`MQClientInstance.resetOffset`): each held queue of
+        `topic` named in `offsets` is dropped (work in flight for it is discarded), its offset set
+        and committed to the broker, and the next rebalance takes it up again from there."""
+        async with self._rebalance_lock:
+            rebalancer = self._rebalancer
+            if rebalancer is None or not self._running:
+                return
+            for mq, pq in list(rebalancer.process_queues.items()):
+                if mq.topic != topic or mq not in offsets:
+                    continue
+                pq.dropped = True
+                pq.space.set()
+                if pq.pull_task is not None and not pq.pull_task.done():
+                    pq.pull_task.cancel()
+                self.offset_store.update(mq, offsets[mq])
+                await self.offset_store.persist([mq], oneway=False)
+                self.offset_store.remove(mq)
+                del rebalancer.process_queues[mq]
+                log.info("%s: offset of %s reset to %d", self.group, mq, offsets[mq])
+        self.instance.rebalance_immediately()
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: `msg` through the listener, outside the pull loop."""
+        msg.broker_name = broker_name
+        return await consume_directly(self, self._concurrent, self._orderly, msg)
+
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         if self._instance is not None:
@@ -213,6 +253,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
             self._service = ConcurrentConsumeService(self, self._concurrent, self.consume_thread_max)
         self._rebalancer = Rebalancer(self, instance, self.api, self.allocate_strategy, self.queue_listener)
         self._running = True
+        self.start_timestamp = int(time.time() * 1000)
         for topic in list(self._subs):
             try:
                 route = await instance.update_topic_route(topic)
@@ -221,6 +262,11 @@ class AsyncPushConsumer(AsyncConsumerBase):
             else:
                 if route is None:
                     await self._rebalancer.warn_no_route(topic)
+        try:
+            await self._check_client_config()
+        except ClientError:
+            await self.close()
+            raise
         await instance.send_heartbeat_to_all()
         if self._orderly is not None and self.message_model is MessageModel.CLUSTERING:
             self._lock_task = asyncio.get_running_loop().create_task(self._lock_loop())
@@ -231,6 +277,14 @@ class AsyncPushConsumer(AsyncConsumerBase):
             self.message_model.name,
             instance.client_id,
         )
+
+    async def _check_client_config(self) -> None:
+        """`checkClientInBroker`: a broker of each topic subscribed by an SQL92 selector must say
+        it can filter it (enablePropertyFilter, the expression parses); else start fails."""
+        assert self.api is not None
+        for sub in list(self._subs.values()):
+            if sub.expression_type and sub.expression_type != TAG_EXPRESSION:
+                await self.api.check_client_config(self.group, sub)
 
     async def close(self) -> None:
         instance = self._instance
@@ -426,7 +480,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
                     commit_offset, sys_flag = stored, sys_flag | PullSysFlag.COMMIT_OFFSET
             if self.post_subscription_when_pull:
                 sys_flag |= PullSysFlag.SUBSCRIPTION
-            pq.last_pull_time = time.monotonic()
+            pq.last_pull_time = began = time.monotonic()
             try:
                 raw = await self.api.pull(
                     self.group, mq, sub, offset, self.pull_batch_size,
@@ -445,6 +499,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
             if self.instance.broker_addr(mq.broker_name, raw.suggest_which_broker_id):
                 broker_id = raw.suggest_which_broker_id
             result = raw.result
+            self.stats.record_pull(mq.topic, (time.monotonic() - began) * 1000, len(result.messages))
             if result.status is PullStatus.FOUND:
                 offset = result.next_begin_offset
                 if result.messages:

@@ -38,6 +38,7 @@ __all__ = [
     "ServiceNotAvailableError",
     "SubscriptionGroupNotExistError",
     "SubscriptionNotExistError",
+    "SubscriptionParseError",
     "SystemBusyError",
     "TopicNotExistError",
     "for_code",
@@ -143,6 +144,13 @@ class SubscriptionNotExistError(BrokerError):
 
 class SubscriptionGroupNotExistError(BrokerError):
     default_code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+class SubscriptionParseError(BrokerError):
+    """SUBSCRIPTION_PARSE_FAILED (23): an expression that does not parse, refused by the broker
+    or, for SQL92, already by `MessageSelector.by_sql`; the message names the error."""
+
+    default_code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
 
 class _NoBuyerIdError(BrokerError):

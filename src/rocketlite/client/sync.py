@@ -29,6 +29,7 @@ from rocketlite.client.errors import ClientStateError
 from rocketlite.client.lifecycle import AsyncClientBase
 from rocketlite.client.message import Message, MessageQueue, SendResult
 from rocketlite.client.producer import AsyncProducer, MessageQueueSelector, SendCallback
+from rocketlite.client.selector import MessageSelector
 from rocketlite.client.transaction import AsyncTransactionProducer
 from rocketlite.runtime import LoopThread
 
@@ -160,6 +161,8 @@ class Producer(_Blocking[AsyncProducer]):
     send = _blocking(AsyncProducer.send)
     send_oneway = _blocking(AsyncProducer.send_oneway)
     send_batch = _blocking(AsyncProducer.send_batch)
+    request = _blocking(AsyncProducer.request)
+    reply = _blocking(AsyncProducer.reply)
     fetch_publish_queues = _blocking(AsyncProducer.fetch_publish_queues)
 
     def send_async(
@@ -234,7 +237,7 @@ class PullConsumer(_Blocking[AsyncPullConsumer]):
     committed = _blocking(AsyncPullConsumer.committed)
     poll = _blocking(AsyncPullConsumer.poll)
 
-    def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
+    def assign(self, queues: Iterable[MessageQueue], expression: str | MessageSelector = "*") -> None:
         _on_loop(self._async.assign, list(queues), expression)  # an iterator is read here, not there
 
     def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:

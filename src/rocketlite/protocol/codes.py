@@ -167,6 +167,18 @@ def request_label(code: int) -> str:
         return f"request {int(code)}"
 
 
+def not_a_namesrv(addr: str, code: int) -> str:
+    """What the SDK and the admin tool say when `addr` refused a name-server request as unknown.
+
+    Only a broker (or another non-name-server) answers REQUEST_CODE_NOT_SUPPORTED to route and
+    cluster queries; the usual cause is the broker's port given where the name server's belongs,
+    and `request type 105 not supported` alone does not tell a newcomer that."""
+    return (
+        f"{addr} answered as a broker, not a name server ({request_label(code)} not supported): "
+        "point the name server address at the name server's port (9876 by default), not the broker's"
+    )
+
+
 def response_label(code: int) -> str:
     """`TOPIC_NOT_EXIST, code 17`: how error texts name a server's response code (`code 999` when
     unknown). The name says what happened; the number is what RocketMQ's docs and logs use."""

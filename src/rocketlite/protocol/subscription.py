@@ -58,7 +58,13 @@ def build_subscription_data(
 
 def tag_codes(sub: SubscriptionData | None) -> frozenset[int] | None:
     """The CQ tag codes `sub` accepts, or None when it accepts everything
-    (`ExpressionMessageFilter.isMatchedByConsumeQueue`: no subscription, class filter, or `*`)."""
-    if sub is None or sub.class_filter_mode or sub.sub_string == SUB_ALL:
+    (`ExpressionMessageFilter.isMatchedByConsumeQueue`: no subscription, class filter, `*`, or an
+    expression that is not a tag expression, which is judged on the message's properties)."""
+    if (
+        sub is None
+        or sub.class_filter_mode
+        or sub.sub_string == SUB_ALL
+        or not is_tag_type(sub.expression_type)
+    ):
         return None
     return frozenset(sub.code_set)

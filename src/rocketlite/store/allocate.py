@@ -1,9 +1,10 @@
 """Prepares the next commit-log segment in the background, off the append path.
 
-When segment N is created, this service stages segment N+1 as `NAME.alloc` (`stage_reserved`:
-blocks reserved with `posix_fallocate`, a millisecond, and no disk bandwidth taken from the
-appends); `mapped_file.create_segment` then only renames it. Stale staging files are removed when
-the queue loads. A segment that exists has its full size and reads as zeros past its data.
+When segment N is created, this service stages segment N+1 as `DIR.alloc/NAME` beside the
+segment directory (`mapped_file.staging_dir`; `stage_reserved`: blocks reserved with
+`posix_fallocate`, a millisecond, and no disk bandwidth taken from the appends);
+`mapped_file.create_segment` then only renames it. Stale staging files are removed when the queue
+loads. A segment that exists has its full size and reads as zeros past its data.
 
 A put never waits for the staging of a segment other than the one it needs: the append path
 waits only when the service is staging exactly that segment, and otherwise makes it itself.

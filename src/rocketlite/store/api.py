@@ -14,13 +14,15 @@ The surface, by purpose:
   round may be shared with the next loop iterations'), `wait_durable`,
   `transient_store_pool_deficient`;
 - durability: `flush_to(end)` and the log's ends (`durable_end`, `committed_end`, `written_end`);
-- reading: `get_message` (a pull), `queue(topic, queue_id)` (a `QueueView`: bounds, units, the
+- reading: `get_message` (a pull, filtered by tag code and optionally by a `RecordFilter` on
+  each record's bytes), `queue(topic, queue_id)` (a `QueueView`: bounds, units, the
   records they point at), the offset lookups, records by commit-log offset or by key;
 - dispatch: `add_arrival_listener` / `remove_arrival_listener`, `dispatch_on(loop)`,
   `wait_dispatched`;
 - replication (HA): the log's bytes from a physical offset (`read_log`, `read_log_from`),
   `append_replicated`, `prestage_first_segment`, the segment size;
 - operation: `apply_live_settings(changes)` (UPDATE_BROKER_CONFIG), `delete_topics`,
+  `consume_queue_topics`, `clean_expired_consume_queues`,
   `run_clean_pass`, `disk_used_ratio`, `disk_full`, `runtime_info`, `stats`, `config`.
 """
 
@@ -35,6 +37,7 @@ from rocketlite.protocol.formats.record import MessageInner, StoredRecord
 from rocketlite.protocol.message import HostAddress
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.dispatch import ArrivalListener
+from rocketlite.store.queue_read import RecordFilter
 from rocketlite.store.queue_view import QueueView
 from rocketlite.store.results import (
     AppendResult,
@@ -45,7 +48,7 @@ from rocketlite.store.results import (
 )
 from rocketlite.store.stats import StoreStats
 
-__all__ = ["ArrivalListener", "MessageFilter", "StoreAPI"]
+__all__ = ["ArrivalListener", "MessageFilter", "RecordFilter", "StoreAPI"]
 
 # Tags code -> whether a pull takes the record.
 MessageFilter = Callable[[int], bool]
@@ -105,7 +108,10 @@ class StoreAPI(Protocol):
         *,
         max_transfer_count: int | None = None,
         max_transfer_bytes: int | None = None,
-    ) -> GetMessageResult: ...
+        record_filter: RecordFilter | None = None,
+    ) -> GetMessageResult:
+        """A pull: records whose tag code passes `message_filter` and, with `record_filter`
+        (a property filter, judged on each record's bytes after the tag code), that it takes."""
 
     def queue(self, topic: str, queue_id: int) -> QueueView | None: ...
 
@@ -165,6 +171,13 @@ class StoreAPI(Protocol):
     def apply_live_settings(self, changes: Mapping[str, Any]) -> StoreConfig: ...
 
     def delete_topics(self, topics: set[str]) -> None: ...
+
+    def consume_queue_topics(self) -> list[str]:
+        """Every topic with a consume queue (CLEAN_UNUSED_TOPIC)."""
+
+    def clean_expired_consume_queues(self, keep: Callable[[str], bool]) -> int:
+        """Delete the queues whose records are all gone, but those of topics `keep` names
+        (CLEAN_EXPIRED_CONSUMEQUEUE); the number deleted."""
 
     def run_clean_pass(self, *, force: bool = False) -> int: ...
 

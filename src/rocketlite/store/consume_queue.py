@@ -44,7 +44,7 @@ from rocketlite.store.mapped_file_queue import (
     MappedFileQueue,
     direct_allocator,
 )
-from rocketlite.store.queue_read import RecordSource, read_units
+from rocketlite.store.queue_read import RecordFilter, RecordSource, read_units, read_units_filtered
 from rocketlite.store.results import QueueRead
 
 log = logging.getLogger("rocketlite.store.consume_queue")
@@ -354,6 +354,7 @@ class ConsumeQueue:
         max_bytes: int,
         tag_filter: Callable[[int], bool] | None,
         records: RecordSource,
+        record_filter: RecordFilter | None = None,
     ) -> QueueRead | None:
         """The records of a pull: units from `offset` whose tag code passes `tag_filter`, at most
         `max_count` records and (after the first) `max_bytes` bytes, cut out of `records` as one
@@ -363,12 +364,17 @@ class ConsumeQueue:
         At most `max(MAX_FILTER_BYTES, max_count * 20)` bytes of units are scanned, within the
         file holding `offset`. Padding is skipped. A record the log no longer holds means its
         whole segment is gone: units pointing into that segment are skipped too. None if
-        `offset` is outside the queue or its file is gone (`get_units`).
+        `offset` is outside the queue or its file is gone (`get_units`). With `record_filter`
+        (a property filter) each record is judged by its bytes too (`read_units_filtered`).
         """
         units = self.get_units(offset, max(MAX_FILTER_BYTES, max_count * UNIT_SIZE) // UNIT_SIZE)
         if units is None:
             return None
         try:
+            if record_filter is not None:
+                return read_units_filtered(
+                    units, offset, max_count, max_bytes, tag_filter, record_filter, records
+                )
             return read_units(units, offset, max_count, max_bytes, tag_filter, records)
         finally:
             units.release()

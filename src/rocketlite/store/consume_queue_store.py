@@ -52,6 +52,8 @@ class ConsumeQueueStore:
                 continue
             for queue_dir in sorted(topic_dir.iterdir()):
                 name = queue_dir.name
+                if name.endswith(".alloc"):
+                    continue  # segments staged for the queue directory of that number
                 if not queue_dir.is_dir() or not name.isdigit() or str(int(name)) != name:
                     log.warning("ignoring %s: not a consume queue directory", queue_dir)
                     continue
@@ -129,6 +131,22 @@ class ConsumeQueueStore:
         if topic_dir.is_dir() and not any(topic_dir.iterdir()):
             topic_dir.rmdir()
         log.info("deleted the consume queues of topic %s", topic)
+        return True
+
+    def delete_queue(self, topic: str, queue_id: int) -> bool:
+        """Forget one queue and delete its files; the topic too when it was its last queue."""
+        with self._lock:
+            queues = self._table.get(topic)
+            cq = queues.pop(queue_id, None) if queues is not None else None
+            if queues is not None and not queues:
+                del self._table[topic]
+        if cq is None:
+            return False
+        cq.destroy()
+        topic_dir = self.root_dir / topic
+        if topic_dir.is_dir() and not any(topic_dir.iterdir()):
+            topic_dir.rmdir()
+        log.info("deleted expired consume queue %s-%d", topic, queue_id)
         return True
 
     def delete_expired(self, min_commit_log_offset: int) -> int:

@@ -477,7 +477,8 @@ def _unreadable_files(root: Path) -> list[str]:
     """`cannot read PATH: reason` for each store file that cannot be opened and read."""
     problems = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.name.endswith((".alloc", ".tmp")) or path.name == "lock":
+        staged = path.name.endswith(".alloc") or path.parent.name.endswith(".alloc")
+        if not path.is_file() or staged or path.name.endswith(".tmp") or path.name == "lock":
             continue
         try:
             with path.open("rb") as f:

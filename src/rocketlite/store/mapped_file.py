@@ -46,9 +46,35 @@ def segment_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def staging_dir(directory: Path) -> Path:
+    """Where the segments of `directory` are built: its sibling `NAME.alloc/` (`commitlog.alloc/`
+    beside `commitlog/`, `consumequeue/T/0.alloc/` beside `consumequeue/T/0/`).
+
+    Not inside `directory`: RocketMQ's broker loads every file of a segment directory as a
+    segment and refuses the whole store over any other name, and a crash can leave a staged
+    segment behind. A sibling on the same file system keeps the rename into place atomic, and
+    RocketMQ ignores it (it reads only the store's own directories, and skips a queue directory
+    whose name is not a number)."""
+    return directory.with_name(directory.name + ".alloc")
+
+
 def staging_path(path: Path) -> Path:
-    """Where a segment is built before it is renamed into place."""
-    return path.with_name(path.name + ".alloc")
+    """Where the segment `path` is built before it is renamed into place (see `staging_dir`)."""
+    return staging_dir(path.parent) / path.name
+
+
+def remove_staged(directory: Path) -> None:
+    """Drop the segments staged for `directory` (and any `NAME.alloc` inside it, where rocketlite
+    before 0.9 staged them): a staged file is only ever a copy of zeros, never data."""
+    staged = staging_dir(directory)
+    if staged.is_dir():
+        for tmp in staged.iterdir():
+            tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            staged.rmdir()
+    if directory.is_dir():
+        for tmp in directory.glob("*.alloc"):
+            tmp.unlink(missing_ok=True)
 
 
 # posix_fallocate failures that mean "not on this file system": the file stays sparse instead.
@@ -70,6 +96,7 @@ def _allocate_blocks(fd: int, size: int) -> None:
 def _new_file(tmp: Path) -> Iterator[int]:
     """A descriptor on a fresh `tmp`; if the body fails, `tmp` is removed: a half-built file on a
     full disk would only hold the space the next attempt needs."""
+    tmp.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         yield fd

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocketlite.store.mapped_file import MappedFile, fill_holes, segment_name
+from rocketlite.store.mapped_file import MappedFile, fill_holes, remove_staged, segment_name
 
 log = logging.getLogger("rocketlite.store.mapped_file_queue")
 
@@ -58,14 +58,13 @@ class MappedFileQueue:
     def load(self) -> None:
         """Open every segment in the directory; positions start at end-of-file (recovery fixes them).
 
-        Leftover `.alloc` temp files from an interrupted preallocation are removed; a segment of the
+        Segments staged before a crash (`mapped_file.staging_dir`) are removed; a segment of the
         wrong size is an error naming the file, never silently ignored.
         """
+        if not self.readonly:
+            remove_staged(self.directory)
         if not self.directory.exists():
             return
-        if not self.readonly:
-            for tmp in self.directory.glob("*.alloc"):
-                tmp.unlink(missing_ok=True)
         names = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
         if names and not self.readonly:
             fill_holes(names[-1])
@@ -233,19 +232,19 @@ class MappedFileQueue:
         return deleted
 
     def close(self) -> None:
-        """Close the segments. A writer also removes its staged next segment (`NAME.alloc`, see
-        store/allocate.py): nothing but segments may be left in the directory, because RocketMQ's
-        broker loads every file there as one and refuses the whole store over any other name."""
+        """Close the segments. A writer also removes its staged next segment (store/allocate.py),
+        so a cleanly stopped store holds only RocketMQ's own files."""
         for mf in self.files:
             mf.close()
-        if not self.readonly and self.directory.exists():
-            for tmp in self.directory.glob("*.alloc"):
-                tmp.unlink(missing_ok=True)
+        if not self.readonly:
+            remove_staged(self.directory)
 
     def destroy(self) -> None:
         for mf in list(self.files):
             mf.destroy()
         self.files.clear()
         self._starts.clear()
+        if not self.readonly:
+            remove_staged(self.directory)
         if self.directory.exists() and not any(self.directory.iterdir()):
             self.directory.rmdir()

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -45,7 +45,7 @@ from rocketlite.protocol.message import (
 )
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC
 from rocketlite.store.allocate import AllocateMappedFileService
-from rocketlite.store.api import MessageFilter
+from rocketlite.store.api import MessageFilter, RecordFilter
 from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.clean import RunningFlags, disk_used_ratio
 from rocketlite.store.commit_log import CommitLog
@@ -281,6 +281,15 @@ class MessageStore:
         msg.topic = SCHEDULE_TOPIC
         msg.queue_id = level - 1
 
+    def _free_write_buffers(self) -> int:
+        """`remainTransientStoreBufferNumbs`: write buffers not held by a segment; Java's
+        Integer.MAX_VALUE without transientStorePoolEnable."""
+        cfg = self.config
+        if not cfg.transient_store_pool_enable:
+            return 2**31 - 1
+        size = cfg.transient_store_pool_size
+        return max(size - sum(1 for mf in self.commit_log.queue.files[-size:] if mf.holds_write_buffer), 0)
+
     def transient_store_pool_deficient(self) -> bool:
         """`isTransientStorePoolDeficient`: every segment write buffer is taken (the commit
         service lags, the disk is slow), so the broker rejects sends with SYSTEM_BUSY instead of
@@ -464,8 +473,10 @@ class MessageStore:
         *,
         max_transfer_count: int | None = None,
         max_transfer_bytes: int | None = None,
+        record_filter: RecordFilter | None = None,
     ) -> GetMessageResult:
-        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices.
+        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices; with
+        `record_filter` (a property filter) only records whose bytes it takes.
 
         The statuses and corrected offsets are RocketMQ's (`DefaultMessageStore.getMessage`, 4.9.4+
         and 5.x): a queue that has no consume queue yet is NO_MESSAGE_IN_QUEUE (Java creates the
@@ -479,9 +490,12 @@ class MessageStore:
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
+        begin = time.perf_counter()
         result = pull_from(
-            cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct
-        )
+            cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct,
+            record_filter,
+        )  # fmt: skip
+        self.stats.record_get((time.perf_counter() - begin) * 1000)  # getMessageEntireTimeMax
         if result.status is GetMessageStatus.FOUND:
             self.stats.get_found += result.message_count
         elif result.found is not None:
@@ -568,6 +582,28 @@ class MessageStore:
                 result.messages.append(view)
         return result
 
+    def consume_queue_topics(self) -> list[str]:
+        """Every topic that has a consume queue (`getConsumeQueueTable().keySet()`)."""
+        return self.cq_store.topics()
+
+    def clean_expired_consume_queues(self, keep: Callable[[str], bool]) -> int:
+        """`ConsumeQueueStore.cleanExpired` (mqadmin cleanExpiredCQ): delete every queue whose last
+        record lies below the commit log's first offset, all its messages gone, except the queues of
+        topics `keep` names (RocketMQ keeps the system topics'); a topic left without queues is
+        forgotten. Returns the queues deleted."""
+        min_offset = self.commit_log.min_offset
+        deleted = 0
+        for cq in list(self.cq_store.queues()):
+            if keep(cq.topic):
+                continue
+            last = cq.last_unit()
+            if last is None or last[0] >= min_offset:
+                continue  # empty (just created) or still holding records
+            if self.cq_store.delete_queue(cq.topic, cq.queue_id):
+                self.commit_log.topic_queue_table.pop(f"{cq.topic}-{cq.queue_id}", None)
+                deleted += 1
+        return deleted
+
     def delete_topics(self, topics: set[str]) -> None:
         for topic in topics:
             self.cq_store.delete_topic(topic)
@@ -597,7 +633,8 @@ class MessageStore:
             "dispatchBehindBytes": str(self.commit_log.max_offset - self.dispatcher.reput_from_offset),
             "putMessageTimesTotal": str(self.stats.put_count),
             "putMessageSizeTotal": str(self.stats.put_bytes),
-            "putMessageEntireTimeMax": f"{self.stats.put_max_ms:.3f}",
+            "putMessageEntireTimeMax": str(int(self.stats.put_max_ms)),  # a long in Java
+            "remainTransientStoreBufferNumbs": str(self._free_write_buffers()),
             "diskFull": str(self.flags.disk_full).lower(),
         }
 

@@ -7,6 +7,12 @@ thousand Python steps and views; the per-record views are cut later, only for th
 want them (`QueueRead.messages`). A run that does not fit in its segment's readable part (a
 record past the written end, a segment gone) is read record by record, as every run once was,
 so the bytes and the removed-record rules are the same.
+
+A pull with a property filter (SQL92; `read_units_filtered`) also judges each record the tag codes
+let through by its bytes, after the units are chosen and before it is taken, as RocketMQ's
+`isMatchedByCommitLog` does: a record it turns down is skipped like a unit whose tag code does
+not match (it counts towards the units scanned, not towards the records taken), and the choice
+goes on after it with the counts actually taken.
 """
 
 from __future__ import annotations
@@ -15,10 +21,15 @@ from array import array
 from collections.abc import Callable
 from typing import Protocol
 
+from rocketlite.protocol.formats.consume_queue_unit import UNIT_SIZE
 from rocketlite.store.codec.speedups import select_units
 from rocketlite.store.results import QueueRead
 
-__all__ = ["RecordSource", "read_units"]
+__all__ = ["RecordFilter", "RecordSource", "read_units", "read_units_filtered"]
+
+# A stored record's bytes -> whether a pull takes it (a property filter; the record's tag code
+# has passed the tag filter already).
+RecordFilter = Callable[[memoryview], bool]
 
 
 class RecordSource(Protocol):
@@ -107,3 +118,57 @@ def read_units(
     if seg is not None:
         seg.release()
     return QueueRead(offset, parts, ends, picked, total, scanned, hit_removed)
+
+
+def read_units_filtered(
+    units: memoryview,
+    offset: int,
+    max_count: int,
+    max_bytes: int,
+    tag_filter: Callable[[int], bool] | None,
+    record_filter: RecordFilter,
+    records: RecordSource,
+) -> QueueRead:
+    """`read_units` with `record_filter` judging each record the tag codes let through.
+
+    The units are chosen natively as `read_units` chooses them; the records are then judged one
+    by one, and while some were turned down the choice goes on after the last unit looked at,
+    with the counts actually taken. One part per record taken (a filtered pull takes few).
+    """
+    parts: list[memoryview] = []
+    ends: list[int] = []
+    kept: array[int] = array("q")
+    hit_removed = False
+    skip_below = -1
+    start = taken = total = 0
+    n_units = len(units) // UNIT_SIZE
+    get_data = records.get_data
+    while start < n_units:
+        picked, _runs, scanned = select_units(
+            units, start, max_count, max_bytes, tag_filter, taken, total, skip_below
+        )
+        if scanned == start:  # full: nothing more was looked at
+            break
+        for k in range(0, len(picked), 3):
+            phy, size, index = picked[k], picked[k + 1], picked[k + 2]
+            if phy < skip_below:
+                continue
+            seg = get_data(phy) if phy >= 0 and size > 0 else None
+            if seg is None or size > len(seg):
+                if seg is not None:
+                    seg.release()
+                hit_removed = hit_removed or not taken
+                skip_below = records.roll_next_file(phy)
+                continue
+            view = seg[:size]
+            seg.release()
+            if not record_filter(view):
+                view.release()
+                continue
+            parts.append(view)
+            taken += 1
+            total += size
+            ends.append(taken)
+            kept.extend((phy, size, index))
+        start = scanned
+    return QueueRead(offset, parts, ends, kept, total, start, hit_removed)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from rocketlite.protocol.formats.consume_queue_unit import Unit, is_padding
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue import ConsumeQueue
+from rocketlite.store.queue_read import RecordFilter
 from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 __all__ = ["QueueView", "pull_from"]
@@ -58,6 +59,19 @@ class QueueView:
         None outside [min_offset, max_offset) or when its file is unreadable."""
         return self._cq.get_unit(offset)
 
+    def units(self, start: int, count: int) -> list[Unit] | None:
+        """Up to `count` units from queue offset `start`, padding as is (QUERY_CONSUME_QUEUE); None
+        when `start` lies outside [min_offset, max_offset) (Java's `iterateFrom` returns null)."""
+        if not self._cq.min_offset <= start < self._cq.max_offset:
+            return None
+        units: list[Unit] = []
+        for index in range(start, min(start + max(count, 0), self._cq.max_offset)):
+            unit = self._cq.get_unit(index)
+            if unit is None:
+                break
+            units.append(unit)
+        return units
+
     def read(self, offset: int) -> memoryview | None:
         """The stored bytes of the record the unit at queue `offset` points at (zero-copy: release
         the view promptly, it keeps the segment mapped); None for padding, outside the queue, or
@@ -79,12 +93,13 @@ def pull_from(
     max_bytes: int,
     message_filter: Callable[[int], bool] | None,
     correct: Callable[[int, int], int],
+    record_filter: RecordFilter | None = None,
 ) -> GetMessageResult:
     """A pull of `cq` from `offset`: at most `max_count` records and `max_bytes` bytes whose tag
-    code passes `message_filter`, as zero-copy slices of the log, with RocketMQ's status and next
-    offset. `correct(old, new)` is `nextOffsetCorrection` (a master moves the consumer to `new`,
-    a slave leaves it at `old`). `found` is set when the queue was read (FOUND, or nothing that
-    matched)."""
+    code passes `message_filter` (and whose bytes pass `record_filter`, a property filter), as
+    zero-copy slices of the log, with RocketMQ's status and next offset. `correct(old, new)` is
+    `nextOffsetCorrection` (a master moves the consumer to `new`, a slave leaves it at `old`).
+    `found` is set when the queue was read (FOUND, or nothing that matched)."""
     min_off, max_off = cq.min_offset, cq.max_offset
     result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_off, max_off)
     if max_off == 0:
@@ -100,7 +115,7 @@ def pull_from(
         result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
         result.next_begin_offset = correct(offset, max_off)
         return result
-    found = cq.read(offset, max_count, max_bytes, message_filter, commit_log)
+    found = cq.read(offset, max_count, max_bytes, message_filter, commit_log, record_filter)
     if found is None:
         result.status = GetMessageStatus.OFFSET_FOUND_NULL
         result.next_begin_offset = correct(offset, cq.roll_next_file(offset))

@@ -198,6 +198,27 @@ def test_forward_to_dead_letter_queue_moves_and_acks(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_receive_with_an_sql_filter(tmp_path: Path) -> None:
+    """A FilterExpression of type SQL filters by the messages' properties, as RocketMQ's proxy
+    pops with an SQL92 expression (served whatever enablePropertyFilter says, as there)."""
+    require_endpoint()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as broker:
+            for i in range(4):
+                sent = await broker.send("SqlT", f"s{i}".encode(), tags=f"Tag{i % 2}",
+                                         props={"n": str(i), "UNIQ_KEY": f"SQ{i}"})  # fmt: skip
+                assert sent.code == 0, sent.remark
+            channel, stub = raw_stub(broker)
+            async with channel:
+                request = _receive_request("SqlT", "G", sql=True, expression="n >= 1 AND TAGS = 'Tag1'")
+                status, messages, _ = await _receive(stub, request)
+                assert status.code == OK, status.message
+                assert sorted(m.body for m in messages) == [b"s1", b"s3"]
+
+    run(scenario())
+
+
 def test_bad_input_gets_its_code_on_the_stream(tmp_path: Path) -> None:
     require_endpoint()
     forged = "0 1700000000000 60000 0 0 broker-a 0 0"
@@ -219,10 +240,9 @@ def test_bad_input_gets_its_code_on_the_stream(tmp_path: Path) -> None:
                 assert status.code == pb.Code.TOPIC_NOT_FOUND and "NoSuchT" in status.message
                 status, _, _ = await _receive(stub, _receive_request("BadT", "NoSuchGroup"))
                 assert status.code == pb.Code.CONSUMER_GROUP_NOT_FOUND
-                status, _, _ = await _receive(
-                    stub, _receive_request("BadT", "G", sql=True, expression="a > 1")
-                )
-                assert status.code == pb.Code.UNSUPPORTED and "SQL92" in status.message
+                status, _, _ = await _receive(stub, _receive_request("BadT", "G", sql=True, expression="a >"))
+                assert status.code == pb.Code.ILLEGAL_FILTER_EXPRESSION
+                assert "invalid SQL92 expression" in status.message and "column 4" in status.message
                 status, _, _ = await _receive(stub, _receive_request("BadT", "G", invisible_s=1))
                 assert status.code == pb.Code.ILLEGAL_INVISIBLE_TIME
 

@@ -287,11 +287,6 @@ def test_tag_selector(cluster: EmbeddedCluster, go: GoClients) -> None:
     wait_committed(cluster, group, topic, {0: 7})
 
 
-@pytest.mark.skip(
-    reason="PULL_MESSAGE for the heartbeat-registered SQL92 subscription is answered SYSTEM_ERROR "
-    "'The broker does not support consumer to filter message by SQL92' (broker/processors/pull.py), "
-    "even with enablePropertyFilter=true; lands with SQL92 in the broker"
-)
 def test_sql92_selector(tmp_path: Path, go: GoClients) -> None:
     """The Go push consumer registers the SQL92 subscription by heartbeat only (v2.1.2 sends no
     CHECK_CLIENT_CONFIG; its subVersion is in nanoseconds), and its pulls carry no subscription:

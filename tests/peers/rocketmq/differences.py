@@ -144,6 +144,14 @@ ACCEPTED: Final[dict[str, Accepted]] = {
         "RocketMQ delivers the message a second time; rocketlite answers SUCCESS and delivers it "
         "once (the op queue already marks the half as ended), which is what a transaction promises",
     ),
+    "sql92-unparsable": Accepted(
+        "PULL_MESSAGE carrying an SQL92 expression that does not compile, or an expression type "
+        "other than TAG and SQL92",
+        "RocketMQ 5.3.3 delivers every message, unfiltered (its filter data is null when the "
+        "expression does not compile, an assert Java runs without, and a null filter matches "
+        "all); rocketlite refuses with SUBSCRIPTION_PARSE_FAILED naming the error, the answer "
+        "RocketMQ gives the same expression in CHECK_CLIENT_CONFIG and POP",
+    ),
 }
 
 GAPS: Final[dict[str, Gap]] = {
@@ -202,15 +210,6 @@ GAPS: Final[dict[str, Gap]] = {
         "answers SUCCESS again (it appends another ack; a client retrying an ack after a timeout "
         "gets SUCCESS)",
         'answers NO_MESSAGE "acked already or never popped"',
-    ),
-    "crash-staged-segment": Gap(
-        "a store rocketlite was writing when it crashed (SIGKILL, power loss), opened by RocketMQ",
-        "loads every file of commitlog/ as a segment and refuses the store (NumberFormatException "
-        "on the name) when there is any other file",
-        "stages its next segment as commitlog/NAME.alloc (renamed into place when needed, removed "
-        "at a clean shutdown and whenever rocketlite opens the store); after a crash the file is "
-        "left, so RocketMQ cannot open the store until it is removed. With it removed, RocketMQ "
-        "recovers every message (test_store_exchange.py)",
     ),
     "pop-born-time": Gap(
         "POP_MESSAGE whose bornTime is far in the past",

@@ -14,8 +14,10 @@ import time
 
 import pytest
 
+from rocketlite.protocol.bodies.heartbeat import SubscriptionData
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
+from rocketlite.protocol.message import java_string_hash
 from rocketlite.protocol.requests.offsets import (
     build_get_earliest_msg_store_time,
     build_get_max_offset,
@@ -25,6 +27,7 @@ from rocketlite.protocol.requests.offsets import (
     build_update_consumer_offset,
 )
 from rocketlite.protocol.requests.send import build_send_batch
+from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.pop import PopRequestCode
@@ -177,11 +180,8 @@ def test_pull_refusals(pair: Pair) -> None:
     )
 
 
-@pytest.mark.skip(
-    reason="SQL92 filtering is being built elsewhere (issue 22, item 4); rocketlite refuses SQL92"
-)
 def test_sql92_pull(pair: Pair) -> None:
-    topic, group = unique("DiffSql"), unique("diff_cg")
+    topic, group, broken = unique("DiffSql"), unique("diff_cg"), unique("diff_cg_bad")
 
     async def scenario(s: Side) -> None:
         await setup_topic(s, topic, 1)
@@ -202,12 +202,50 @@ def test_sql92_pull(pair: Pair) -> None:
         await s.call(
             "TAGS as a property", pull(group, topic, 0, expression="TAGS = 't'", expression_type="SQL92")
         )
+        await s.call("nothing matches", pull(group, topic, 0, expression="a > 100", expression_type="SQL92"))
+        await s.call(
+            "a number that is not one", pull(group, topic, 0, expression="color > 1", expression_type="SQL92")
+        )
         await s.call("malformed expression", pull(group, topic, 0, expression="a >", expression_type="SQL92"))
         await s.call("unknown expression type", pull(group, topic, 0, expression_type="FOO"))
         await s.call("heartbeat with SQL92", heartbeat(group, topic, "a > 3", expression_type="SQL92"))
         await s.call("pull by the heartbeat's SQL92", pull(group, topic, 0, sys_flag=0))
+        await s.call(
+            "heartbeat with a malformed SQL92", heartbeat(broken, topic, "a >", expression_type="SQL92")
+        )
+        await s.call("pull by the malformed heartbeat's", pull(broken, topic, 0, sys_flag=0))
+        for label, expression, kind in (
+            ("check a good SQL92", "a > 3", "SQL92"),
+            ("check a malformed SQL92", "a >", "SQL92"),
+            ("check an SQL92 with literal bounds out of order", "a BETWEEN 5 AND 1", "SQL92"),
+            ("check a tag expression", "TagA || TagB", "TAG"),
+        ):
+            await s.call(label, check_client_config(group, topic, expression, kind))
+        await s.call(
+            "pop with SQL92",
+            pop(unique("diff_pop"), topic, max_nums=8, exp="color = 'red'", exp_type="SQL92"),
+        )
+        await s.call(
+            "pop with a malformed SQL92", pop(unique("diff_pop"), topic, exp="color =", exp_type="SQL92")
+        )
 
-    pair.check("SQL92 pull", scenario)
+    pair.check(
+        "SQL92 pull",
+        scenario,
+        known={
+            "malformed expression": "sql92-unparsable",
+            "unknown expression type": "sql92-unparsable",
+            "pop with a malformed SQL92": "pop-answer-header",
+        },
+    )
+
+
+def check_client_config(group: str, topic: str, expression: str, kind: str) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG as the Java push consumer sends it at start."""
+    tags = tuple(t.strip() for t in expression.split("||")) if kind == "TAG" else ()
+    sub = SubscriptionData(topic, expression, tags, tuple(java_string_hash(t) for t in tags), 1, kind)
+    body = {"clientId": "diff@1", "group": group, "subscriptionData": sub.to_json_obj()}
+    return make_request(RequestCode.CHECK_CLIENT_CONFIG, body=fastjson.dumps(body).encode())
 
 
 def test_offset_refusals(pair: Pair) -> None:

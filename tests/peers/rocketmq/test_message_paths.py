@@ -233,6 +233,8 @@ def pop(
     queue_id: int = -1,
     poll_ms: int = 0,
     born_ms: int | None = None,
+    exp: str = "*",
+    exp_type: str = "TAG",
 ) -> RemotingCommand:
     """POP_MESSAGE; born now unless `born_ms` (RocketMQ refuses a request born long before it arrives)."""
     born = int(time.time() * 1000) if born_ms is None else born_ms
@@ -245,8 +247,8 @@ def pop(
         poll_time=poll_ms,
         born_time=born,
         init_mode=1,
-        exp_type="TAG",
-        exp="*",
+        exp_type=exp_type,
+        exp=exp,
         order=False,
     )
     return make_request(PopRequestCode.POP_MESSAGE, header.to_ext())

@@ -7,8 +7,7 @@ one store. Checked here with RocketMQ's own lock call (tests/peers/rocketmq/java
 run by the JVM) and with RocketMQ's broker:
 
 - rocketlite holds a store: Java's tryLock fails, and RocketMQ's broker started on it exits
-  without booting (it loads the store before it locks it: rocketlite's staged next segment,
-  `NNN.alloc`, already fails that load; either way it refuses), and rocketlite's messages stay whole;
+  without booting, and rocketlite's messages stay whole;
 - RocketMQ's broker (or a bare Java lock) holds a store: rocketlite refuses to open it, and opens
   it once the lock is let go.
 """

@@ -60,6 +60,7 @@ from rocketlite.protocol.wire.controller import (
 )
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.tls import TlsConfig
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
@@ -83,7 +84,7 @@ class ReplicaInfo:
 class FailoverBroker:
     """One controller-mode broker: `await start()`, `await close()` (the CLI's `Server`)."""
 
-    def __init__(self, broker: BrokerConfig, store: StoreConfig) -> None:
+    def __init__(self, broker: BrokerConfig, store: StoreConfig, *, tls: TlsConfig | None = None) -> None:
         if not broker.enable_controller_mode:
             raise ConfigError("FailoverBroker needs enableControllerMode=true")
         if broker.broker_id < 1:
@@ -93,6 +94,7 @@ class FailoverBroker:
             )
         self.base = broker
         self.store_config = store
+        self.tls = tls  # the remoting port's TLS, the same in either role
         self.replica_id = broker.broker_id
         self.epochs = EpochFile(epoch_file_path(broker.store_path_epoch_file, store.store_path_root_dir))
         # A controller that does not answer within a quarter of the lease is skipped for the next
@@ -331,7 +333,7 @@ class FailoverBroker:
             return self.keeper
 
         controller = BrokerController(
-            config, self.store_config, replica_factory=keeper, before_serving=before_serving
+            config, self.store_config, replica_factory=keeper, before_serving=before_serving, tls=self.tls
         )
         self.role = ("master", self.replica_id, epoch)
         try:
@@ -368,7 +370,7 @@ class FailoverBroker:
             self.base, broker_id=self.replica_id, broker_role=BrokerRole.SLAVE,
             ha_master_address=info.master_ha_address or None,
         )  # fmt: skip
-        controller = BrokerController(config, self.store_config)
+        controller = BrokerController(config, self.store_config, tls=self.tls)
         removed = controller.store.truncate_log_before_start(cut) if cut < _NO_CUT else 0
         if removed:
             log.warning("replica %d: %d bytes past offset %d were not the new master's (epoch %d): cut",

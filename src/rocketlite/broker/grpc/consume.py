@@ -10,9 +10,10 @@ shape around it:
 - ReceiveMessage pops across every readable queue of the topic (the queue a client names is only
   where it found this broker, as in Java); the long polling time is clamped to 5-20 s and to the
   call's deadline; `auto_renew` receives (push consumers, which send no invisible duration) get
-  60 s, others must ask for 10 s to 12 h; only TAG filter expressions are served (SQL92 answers
-  UNSUPPORTED). The stream is a `status`, then one `message` per message, then a
-  `delivery_timestamp`; nothing found is MESSAGE_NOT_FOUND. Errors are a status on the stream,
+  60 s, others must ask for 10 s to 12 h; TAG and SQL filter expressions are served as POP serves
+  them (a malformed one answers ILLEGAL_FILTER_EXPRESSION naming the error). The stream is a
+  `status`, then one `message` per message, then a `delivery_timestamp`; nothing found is
+  MESSAGE_NOT_FOUND. Errors are a status on the stream,
   never an aborted call.
 - Receipt handles are the POP `extraInfo` text (with the queue offset), opaque to clients. A
   malformed, forged, stale (acked, redelivered since) or expired handle answers
@@ -259,10 +260,8 @@ class ConsumerService:
             invisible_ms = _millis(request.invisible_duration)
             _check_invisible(invisible_ms, MIN_INVISIBLE_RECEIVE_MS)
         expression = request.filter_expression
-        if expression.type == self.kit.pb.FilterType.Value("SQL"):
-            raise RefusedError(
-                "UNSUPPORTED", "SQL92 filter expressions are not supported by this broker; use TAG"
-            )
+        # SQL expressions are POPped as SQL92 ones (a malformed one: ILLEGAL_FILTER_EXPRESSION)
+        sql = expression.type == self.kit.pb.FilterType.Value("SQL")
         if request.batch_size <= 0:
             raise RefusedError("BAD_REQUEST", f"batch_size {request.batch_size} is not positive")
         fifo = self._fifo(group)
@@ -276,7 +275,7 @@ class ConsumerService:
             poll_time=polling_ms,
             born_time=int(asyncio.get_running_loop().time() * 1000),
             init_mode=INIT_MODE_MAX,
-            exp_type="TAG",
+            exp_type="SQL92" if sql else "TAG",
             exp=expression.expression or "*",
             order=fifo or None,
             attempt_id=request.attempt_id or None,

@@ -3,9 +3,10 @@ CHANGE_MESSAGE_INVISIBLETIME (200053), the requests RocketMQ 5.x's proxy and rem
 consumers send.
 
 The rules live in `broker/pop/state.py`; this module checks the request the way a pull is checked
-(broker readable, group known and allowed to consume, topic readable, queue in range, TAG
-expression only), calls the service, waits until the POP log holds the change
-(`PopService.durable`), and answers with RocketMQ's headers:
+(broker readable, group known and allowed to consume, topic readable, queue in range, a TAG or
+SQL92 expression that parses, else SUBSCRIPTION_PARSE_FAILED naming the error; SQL92 is served
+whatever `enablePropertyFilter` says, as RocketMQ's POP serves it), calls the service, waits
+until the POP log holds the change (`PopService.durable`), and answers with RocketMQ's headers:
 
 - POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
   restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
@@ -36,6 +37,7 @@ import threading
 from typing import Final
 
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.consumer_filter import subscription_filters
 from rocketlite.broker.pop.state import PopBatch, PopService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
@@ -44,7 +46,6 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst, properties_to_string, string_to_properties
-from rocketlite.protocol.subscription import build_subscription_data, is_tag_type, tag_codes
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.pop import (
     POLLING_TIMEOUT,
@@ -59,7 +60,7 @@ from rocketlite.protocol.wire.pop import (
 )
 from rocketlite.remoting.connection import Connection
 from rocketlite.runtime import result_within, wait_event
-from rocketlite.store.api import StoreAPI
+from rocketlite.store.api import MessageFilter, RecordFilter, StoreAPI
 
 log = logging.getLogger("rocketlite.broker.pop")
 
@@ -191,17 +192,7 @@ class PopMessageProcessor:
             )
         if h.invisible_time <= 0:
             raise _refuse(ResponseCode.SYSTEM_ERROR, f"invisibleTime {h.invisible_time} ms is not positive")
-        if not is_tag_type(h.exp_type):
-            raise _refuse(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {h.exp_type}",
-            )
-        try:
-            codes = tag_codes(build_subscription_data(h.topic, h.exp or "*", h.exp_type))
-        except ValueError as exc:
-            raise _refuse(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
-            ) from exc
+        filters = subscription_filters(h.topic, h.exp, h.exp_type)  # TAG or SQL92; 23 if malformed
         queue_ids = [h.queue_id] if h.queue_id >= 0 else list(range(read_queues))
         loop = asyncio.get_running_loop()
         self._loop, self._loop_thread = loop, threading.get_ident()
@@ -212,7 +203,7 @@ class PopMessageProcessor:
         try:
             while True:
                 event.clear()
-                batch = await self._pop_once(h, queue_ids, max_times, codes)
+                batch = await self._pop_once(h, queue_ids, max_times, filters)
                 left = poll_until - loop.time()
                 if batch.messages or left <= 0:
                     break
@@ -235,15 +226,18 @@ class PopMessageProcessor:
         )
 
     async def _pop_once(
-        self, h: PopMessageRequestHeader, queue_ids: list[int], max_times: int, codes: frozenset[int] | None
+        self,
+        h: PopMessageRequestHeader,
+        queue_ids: list[int],
+        max_times: int,
+        filters: tuple[MessageFilter | None, RecordFilter | None],
     ) -> PopBatch:
         """One look at the queues; what goes to the DLQ is forgotten once its copy is durable."""
         dead: list[StoredRecord] = []
         batch = self.service.pop(
             h.consumer_group, h.topic, queue_ids, h.max_msg_nums, h.invisible_time, h.init_mode,
-            codes.__contains__ if codes is not None else None,
-            max_reconsume_times=max_times, dead_letter=dead.append, order=bool(h.order),
-            confirm_dead_letter=True,
+            filters[0], max_reconsume_times=max_times, dead_letter=dead.append, order=bool(h.order),
+            confirm_dead_letter=True, record_filter=filters[1],
         )  # fmt: skip
         for record in dead:
             if await self.dead_letter(h.consumer_group, record):

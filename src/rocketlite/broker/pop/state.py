@@ -55,7 +55,7 @@ from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import Clock
 from rocketlite.protocol.formats.record import SYSFLAG_POS, StoredRecord, decode_record, layout_for
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN, NORMAL_TOPIC, ReceiptHandle, StaleReceiptHandleError
-from rocketlite.store.api import MessageFilter, StoreAPI
+from rocketlite.store.api import MessageFilter, RecordFilter, StoreAPI
 from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
@@ -209,11 +209,13 @@ class PopService:
         dead_letter: Callable[[StoredRecord], None] | None = None,
         order: bool = False,
         confirm_dead_letter: bool = False,
+        record_filter: RecordFilter | None = None,
     ) -> PopBatch:
         """Up to `max_nums` messages from `queue_ids` in turn: due redeliveries of a queue first,
-        then new ones from its cursor (messages the tag filter refuses are passed over for good,
-        as a pull skips them). With `order`, a queue with messages in flight hands out only its
-        due ones, in offset order, and nothing new (FIFO).
+        then new ones from its cursor (messages the tag filter or the property filter, SQL92's
+        `record_filter`, refuses are passed over for good, as a pull skips them). With `order`,
+        a queue with messages in flight hands out only its due ones, in offset order, and
+        nothing new (FIFO).
 
         A due message already redelivered `max_reconsume_times` times is handed to `dead_letter`
         instead (the DLQ). It is forgotten at once, or, with `confirm_dead_letter`, hidden until
@@ -233,8 +235,9 @@ class PopService:
                     )  # fmt: skip
                     if not (order and state.in_flight):
                         taken += self._new(
-                            group, topic, queue_id, state, max_nums - len(taken), message_filter
-                        )
+                            group, topic, queue_id, state, max_nums - len(taken), message_filter,
+                            record_filter,
+                        )  # fmt: skip
                 rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
@@ -325,11 +328,12 @@ class PopService:
         state: QueuePopState,
         left: int,
         message_filter: MessageFilter | None,
+        record_filter: RecordFilter | None = None,
     ) -> list[Taken]:
         if left <= 0:
             return []
         found: GetMessageResult = self.store.get_message(
-            group, topic, queue_id, state.cursor, left, message_filter
+            group, topic, queue_id, state.cursor, left, message_filter, record_filter=record_filter
         )
         try:
             out: list[Taken] = [

@@ -7,10 +7,14 @@ What mqadmin / the dashboard send to a broker, answered as a 4.9.8 broker does:
   (215; config, consume queues and the topic's consumer offsets), GET_ALL_TOPIC_CONFIG (21),
   GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305), GET_TOPIC_STATS_INFO (202);
 - groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
-  DELETE_SUBSCRIPTIONGROUP (207, optionally with the group's offsets), GET_CONSUME_STATS (208),
+  DELETE_SUBSCRIPTIONGROUP (207, optionally with the group's offsets),
   QUERY_TOPIC_CONSUME_BY_WHO (300);
 - broker: GET_BROKER_RUNTIME_INFO (28), DELETE_EXPIRED_COMMITLOG (329). GET_BROKER_CONFIG (26) and
   UPDATE_BROKER_CONFIG (25) are live_config.py's.
+
+The 5.x admin requests are beside it: `admin_catalog` (topic and group batches and lookups,
+producers, cleaning), `admin_stats` (GET_CONSUME_STATS and the other consumption and traffic
+figures) and `client_relay` (the requests relayed to a consumer).
 
 `RuntimeStatsSampler` samples the store's counters every second, for the TPS figures of
 GET_BROKER_RUNTIME_INFO (10 s / 1 min / 10 min windows, as Java's StoreStatsService) and the
@@ -23,6 +27,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import os
 import shutil
 import time
 from collections import deque
@@ -39,13 +44,7 @@ from rocketlite.clock import Clock
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.bodies.json_body import expect_obj
 from rocketlite.protocol.bodies.lists import KVTable, TopicList
-from rocketlite.protocol.bodies.message_queue import (
-    ConsumeStats,
-    MessageQueue,
-    OffsetWrapper,
-    TopicOffset,
-    TopicStatsTable,
-)
+from rocketlite.protocol.bodies.message_queue import MessageQueue, TopicOffset, TopicStatsTable
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.wire import fastjson
@@ -54,13 +53,13 @@ from rocketlite.protocol.wire.custom_header import CustomHeader
 from rocketlite.protocol.wire.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
 from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
+from rocketlite.store.stats import DISTRIBUTE_BOUNDS_MS, DISTRIBUTE_LABELS
 
 log = logging.getLogger("rocketlite.broker.admin")
 
@@ -82,6 +81,11 @@ _POOL_FIGURES = {
     "EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": "100000",
     "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
     "queryThreadPoolQueueHeadWaitTimeMills": "0",
+    # 5.x's lite-pull and ack pools (clusterList prints the ack pool's figures)
+    "litePullThreadPoolQueueSize": "0", "litePullThreadPoolQueueCapacity": "100000",
+    "litePullThreadPoolQueueHeadWaitTimeMills": "0",
+    "ackThreadPoolQueueSize": "0", "ackThreadPoolQueueCapacity": "100000",
+    "ackThreadPoolQueueHeadWaitTimeMills": "0",
 }  # fmt: skip
 
 
@@ -105,8 +109,11 @@ def human_bytes(n: float) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteSubscriptionGroupRequestHeader(CustomHeader):
+    """`removeOffset` is 4.9's name of the flag, `cleanOffset` 5.x's (mqadmin 5.3 sends it)."""
+
     group_name: str
     remove_offset: bool = False
+    clean_offset: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +143,10 @@ class RuntimeStatsSampler:
         self.interval_s = interval_s
         self.samples: deque[_Sample] = deque(maxlen=int(self.WINDOWS_S[-1] / interval_s) + 2)
         self._day = self._today()
+        # StoreStatsService's putMessageDistributeTime: the last full minute's put latencies
+        self._minute_start = time.monotonic()
+        self._minute_base = list(store.stats.put_distribution)
+        self.last_minute_distribution = [0] * len(self._minute_base)
         first = self.sample()
         self.today_morning = (first.put, first.get_found)
         self.yesterday_morning = (0, 0)
@@ -152,6 +163,10 @@ class RuntimeStatsSampler:
         """Record one sample (the loop's job); roll the day totals over at local midnight."""
         snap = self.current()
         self.samples.append(snap)
+        if snap.at - self._minute_start >= 60:
+            now = list(self.store.stats.put_distribution)
+            self.last_minute_distribution = [a - b for a, b in zip(now, self._minute_base, strict=True)]
+            self._minute_base, self._minute_start = now, snap.at
         day = self._today()
         if day != self._day:
             self._day = day
@@ -180,6 +195,35 @@ class RuntimeStatsSampler:
     async def close(self) -> None:
         task, self._task = self._task, None
         await cancel_tasks(task)
+
+
+def _used_ratio(path: Path, fallback: Path) -> float:
+    """`UtilAll.getDiskPartitionSpaceUsedPercent` of `path` (else `fallback`): used / (used +
+    available to us), as df's Use%; -1 when neither can be read."""
+    for p in (path, fallback):
+        try:
+            st = os.statvfs(p)
+        except OSError:
+            continue
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        entire = used + st.f_bavail * st.f_frsize
+        return used / entire if entire else 0.0
+    return -1.0
+
+
+def percentile(distribution: list[int], px: float) -> float:
+    """`StoreStatsService.findPutMessageEntireTimePX` over the 13 buckets: the bucket reaching `px`
+    of the puts, interpolated linearly within it (ms)."""
+    total = sum(distribution)
+    target = int(total * px)
+    passed = 0
+    lower = 0.0
+    for upper, count in zip((0, *DISTRIBUTE_BOUNDS_MS, DISTRIBUTE_BOUNDS_MS[-1]), distribution, strict=True):
+        if count and target <= passed + count:
+            return lower + (upper - lower) * (target - passed) / count
+        passed += count
+        lower = float(upper)
+    return 0.0
 
 
 def _runtime_text(ms: int) -> str:
@@ -289,7 +333,7 @@ class AdminRequestProcessor:
         b = self.broker
         names = [reserved.SELF_TEST_TOPIC, reserved.DEFAULT_TOPIC, reserved.BENCHMARK_TOPIC,
                  b.broker_cluster_name, b.broker_name, reserved.OFFSET_MOVED_EVENT, reserved.SCHEDULE_TOPIC,
-                 b.msg_trace_topic_name, f"{b.broker_cluster_name}_REPLY_TOPIC"]  # fmt: skip
+                 b.msg_trace_topic_name, reserved.reply_topic(b.broker_cluster_name)]  # fmt: skip
         present = tuple(n for n in names if self.topics.select(n) is not None)
         return self._ok(request, TopicList(present).to_bytes())
 
@@ -328,39 +372,9 @@ class AdminRequestProcessor:
         header = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields)
         log.info("subscription group %s deleted by %s", header.group_name, conn.remote_address)
         self.groups.delete(header.group_name)
-        if header.remove_offset:
+        if header.remove_offset or header.clean_offset:
             self.offsets.remove_group(header.group_name)
         return self._ok(request)
-
-    def _topics_of_group(self, group: str) -> set[str]:
-        """`ConsumerOffsetManager.whichTopicByConsumer`."""
-        with self.offsets.lock:
-            keys = list(self.offsets.offset_table)
-        return {topic for topic, _, g in (k.partition("@") for k in keys) if g == group}
-
-    def get_consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
-        header = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
-        group = header.consumer_group
-        topics = {header.topic} if header.topic else self._topics_of_group(group)
-        table: dict[MessageQueue, OffsetWrapper] = {}
-        for topic in sorted(topics):
-            tc = self.topics.select(topic)
-            if tc is None:
-                log.warning("consumeStats: topic config of %s does not exist", topic)
-                continue
-            online = self.clients.consumer_group(group) is not None
-            if online and self.clients.find_subscription(group, topic) is None:
-                continue  # an online group that does not subscribe to the topic (Java skips it)
-            for qid in range(tc.read_queue_nums):
-                broker_offset = max(self.store.get_max_offset_in_queue(topic, qid), 0)
-                consumer_offset = max(self.offsets.query(group, topic, qid), 0)
-                last = 0
-                if consumer_offset > 0:
-                    last = max(self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1), 0)
-                mq = MessageQueue(topic, self.broker.broker_name, qid)
-                table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
-        return self._ok(request, ConsumeStats(table).to_bytes())
 
     def query_topic_consume_by_who(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
@@ -384,6 +398,9 @@ class AdminRequestProcessor:
             earliest = first.store_timestamp
         info.update(
             {
+                # `isSpecialServiceRunning`: the schedule and transaction-check services run on
+                # a master only (clusterList's ACTIVATED)
+                "brokerActive": str(store.master).lower(),
                 "brokerVersion": str(BROKER_VERSION),
                 "brokerVersionDesc": BROKER_VERSION_DESC,
                 "msgPutTotalYesterdayMorning": str(sampler.yesterday_morning[0]),
@@ -396,17 +413,29 @@ class AdminRequestProcessor:
                 "getFoundTps": sampler.tps(lambda s: s.get_found),
                 "getMissTps": sampler.tps(lambda s: s.get_miss),
                 "getTotalTps": sampler.tps(lambda s: s.get_found + s.get_miss),
-                "getTransferedTps": sampler.tps(lambda s: s.get_found),
+                "getTransferedTps": sampler.tps(lambda s: s.get_found),  # 4.x's spelling
+                "getTransferredTps": sampler.tps(lambda s: s.get_found),  # 5.x's (mqadmin exportMetrics)
                 "bootTimestamp": str(stats.started_ms),
                 "runtime": _runtime_text(now - stats.started_ms),
                 "earliestMessageTimeStamp": str(earliest),
                 "startAcceptSendRequestTimeStamp": "0",
                 "pageCacheLockTimeMills": "0",
                 "remainHowManyDataToFlush": human_bytes(max(store.max_phy_offset - store.durable_end, 0)),
+                # the StoreStatsService keys rocketmq-exporter parses (BrokerRuntimeStats)
+                "putMessageDistributeTime": "".join(
+                    f"{label}:{n} "
+                    for label, n in zip(DISTRIBUTE_LABELS, sampler.last_minute_distribution, strict=True)
+                ),
+                "putMessageAverageSize": repr(stats.put_bytes / max(stats.put_count, 1)),
+                "dispatchMaxBuffer": "0",  # Java's StoreStatsService never raises it from 0
+                "getMessageEntireTimeMax": str(int(stats.get_max_ms)),
+                "putLatency99": f"{percentile(sampler.last_minute_distribution, 0.99):.2f}",
+                "putLatency999": f"{percentile(sampler.last_minute_distribution, 0.999):.2f}",
             }
         )
         info.update(_POOL_FIGURES)
         info.update(self.extra_info())
+        info["consumeQueueDiskRatio"] = f"{_used_ratio(Path(root) / 'consumequeue', Path(root)):.2f}"
         with contextlib.suppress(OSError):
             usage = shutil.disk_usage(Path(root))
             # The disk guard's figure (df's Use%), so clusterList's SPACE is the number that acts.

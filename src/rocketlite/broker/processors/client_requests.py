@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from rocketlite.broker.client_manager import ClientManager
+from rocketlite.broker.consumer_filter import compile_expression
 from rocketlite.protocol.bodies.heartbeat import HeartbeatData, SubscriptionData
 from rocketlite.protocol.bodies.json_body import expect_obj
 from rocketlite.protocol.bodies.lists import ConsumerListBody
@@ -88,8 +89,10 @@ class ClientRequestProcessor:
         return make_response(request, ResponseCode.SUCCESS, body=fastjson.dumps(body).encode("utf-8"))
 
     def handle_check_client_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """CHECK_CLIENT_CONFIG (46): TAG subscriptions pass; SQL92 is refused as by a Java broker
-        without `enablePropertyFilter` (this broker has no SQL92 evaluator)."""
+        """CHECK_CLIENT_CONFIG (46), which the Java push consumer sends at start for a subscription
+        that is not a tag expression: TAG passes; SQL92 is refused without `enablePropertyFilter`
+        (SYSTEM_ERROR) and must compile (SUBSCRIPTION_PARSE_FAILED, the remark naming the error),
+        as `ClientManageProcessor.checkClientConfig` does."""
         del conn
         if request.body:
             obj = expect_obj(fastjson.loads(request.body), "CheckClientRequestBody")
@@ -97,7 +100,13 @@ class ClientRequestProcessor:
             if raw_sub is not None:
                 sub = SubscriptionData.from_json_obj(expect_obj(raw_sub, "subscriptionData"))
                 if not is_tag_type(sub.expression_type):
-                    raise RocketliteError(
-                        f"The broker does not support consumer to filter message by {sub.expression_type}"
-                    )
+                    if not self.clients.broker.enable_property_filter:
+                        raise RocketliteError(
+                            f"The broker does not support consumer to filter message by {sub.expression_type}"
+                        )
+                    try:
+                        compile_expression(sub.expression_type, sub.sub_string)
+                    except RocketliteError as exc:
+                        log.warning("client %s of %s: %s", obj.get("clientId"), obj.get("group"), exc.remark)
+                        return make_response(request, exc.code, exc.remark)
         return make_response(request, ResponseCode.SUCCESS)

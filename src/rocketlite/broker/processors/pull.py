@@ -5,15 +5,27 @@ unknown and not auto-created (SUBSCRIPTION_GROUP_NOT_EXIST), group consumeEnable
 (NO_PERMISSION), topic unknown (TOPIC_NOT_EXIST), topic not readable (NO_PERMISSION), queueId out
 of range (SYSTEM_ERROR), then the subscription: from the request when the SUBSCRIPTION sysFlag is
 set (pull consumers, ali-ons), otherwise from the group's heartbeat (SUBSCRIPTION_NOT_EXIST /
-SUBSCRIPTION_NOT_LATEST). SQL92 expressions are refused: there is no property filter here.
+SUBSCRIPTION_NOT_LATEST).
 
-The store read filters consume-queue units by tag code, and its status maps to a response code
+SQL92 subscriptions (docs/sql92.md): one carried in the request is compiled here (once per
+group, topic, expression and version); a heartbeat's is the group's `ConsumerFilterData`
+(`consumer_filter.py`; none: FILTER_DATA_NOT_EXIST, an older version than the pull's:
+FILTER_DATA_NOT_LATEST). Without `enablePropertyFilter` either is refused with SYSTEM_ERROR "The
+broker does not support consumer to filter message by SQL92", as RocketMQ refuses it. An empty or
+malformed expression, or an expression type other than TAG and SQL92, in the request is
+SUBSCRIPTION_PARSE_FAILED; the remark names the error. (RocketMQ 5.3.3 answers these with every
+message, unfiltered: its filter data is null when the expression does not compile, and a null
+filter matches everything. docs/internals/differential.md lists the difference.)
+
+The store read filters consume-queue units by tag code and, for SQL92, each record the tag codes
+let through by its properties (the store's `RecordFilter`); its status maps to a response code
 (table below). Every status answer carries all four header fields (the Java client unboxes them,
 ali-ons calls `.toString()` on them); the remark is the status name. A FOUND body goes out as the
 store's zero-copy slices through `Connection.send_parts`.
 
 A 19 with the SUSPEND flag on the first execution is parked in `PullRequestHoldService` (see
-`pull_hold.py`); a re-run there never parks again and always answers, on the original opaque.
+`pull_hold.py`; an SQL92 pull is woken only by a message its expression takes, or its timeout);
+a re-run there never parks again and always answers, on the original opaque.
 The re-run runs every check again but reuses what cannot have changed: the decoded header, and
 the subscription parsed from it (parsed subscriptions are kept by expression, since a consumer
 sends the same one on every pull, so a long-polling consumer parses it once, not twice a message).
@@ -32,10 +44,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import Final
 
 from rocketlite.broker.client_manager import FAQ_SUFFIX, ClientManager
 from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.consumer_filter import (
+    ConsumerFilterManager,
+    compile_expression,
+    record_matcher,
+    retry_group,
+    retry_matcher,
+)
 from rocketlite.broker.processors.pull_hold import HeldPull, PullRequestHoldService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
@@ -53,7 +73,7 @@ from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.protocol.wire.speedups import decode_pull_header
 from rocketlite.remoting.connection import Connection, error_response
-from rocketlite.store.api import StoreAPI
+from rocketlite.store.api import MessageFilter, RecordFilter, StoreAPI
 from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pull")
@@ -78,9 +98,12 @@ _MASTER: Final = str(MASTER_ID)
 _SUCCESS: Final = int(ResponseCode.SUCCESS)
 _PULL_NOT_FOUND: Final = int(ResponseCode.PULL_NOT_FOUND)
 _PULL_OFFSET_MOVED: Final = int(ResponseCode.PULL_OFFSET_MOVED)
-# Subscriptions parsed from requests, by (topic, expression, type, version): a consumer sends the
-# same one on every pull, and `SubscriptionData` is frozen. Cleared when it grows past this size.
+# Subscriptions parsed from requests (with the compiled SQL92 filter, if any), by (group, topic,
+# expression, type, version): a consumer sends the same one on every pull, and `SubscriptionData`
+# is frozen. Cleared when it grows past this size.
 _PARSED_SUBSCRIPTIONS: Final = 4096
+_ParsedKey = tuple[str, str, str | None, str | None, int]
+_Parsed = tuple[SubscriptionData, RecordFilter | None]
 
 
 def _code_for(status: GetMessageStatus, request_offset: int) -> ResponseCode:
@@ -112,15 +135,17 @@ class PullMessageProcessor:
         offsets: ConsumerOffsetTable,
         stats: BrokerStats,
         loop: asyncio.AbstractEventLoop,
+        filters: ConsumerFilterManager,
     ) -> None:
         self.broker = broker
+        self.filters = filters
         self.store = store
         self.topics = topics
         self.groups = groups
         self.clients = clients
         self.offsets = offsets
         self.stats = stats
-        self._parsed: dict[tuple[str, str | None, str | None, int], SubscriptionData] = {}
+        self._parsed: dict[_ParsedKey, _Parsed] = {}
         interval_ms = (
             broker.long_polling_check_interval_ms
             if broker.long_polling_enable
@@ -190,50 +215,115 @@ class PullMessageProcessor:
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{remote}]",
             )
 
-    def _subscription(
-        self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig
-    ) -> SubscriptionData:
-        """From the request (SUBSCRIPTION flag) or from the group's heartbeat."""
+    def _subscription(self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig) -> _Parsed:
+        """From the request (SUBSCRIPTION flag) or from the group's heartbeat, with the SQL92
+        filter of a subscription that is not a tag expression."""
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
-            key = (header.topic, header.subscription, header.expression_type, header.sub_version)
-            sub = self._parsed.get(key)
-            if sub is None:
-                try:
-                    sub = build_subscription_data(*key)
-                except ValueError as exc:
-                    log.warning("cannot parse subscription %r: %s", header.subscription, exc)
-                    raise _refuse(
-                        ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
-                    ) from exc
-                if len(self._parsed) >= _PARSED_SUBSCRIPTIONS:
-                    self._parsed.clear()
-                self._parsed[key] = sub
+            sub, flt = self._from_request(header)
         else:
-            group = header.consumer_group
-            info = self.clients.consumer_group(group)
-            if info is None:
-                raise _refuse(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ_SUFFIX}"
-                )
-            if not cfg.consume_broadcast_enable and info.message_model is MessageModel.BROADCASTING:
-                raise _refuse(
-                    ResponseCode.NO_PERMISSION,
-                    f"the consumer group[{group}] can not consume by broadcast way",
-                )
-            found = info.subscription_table.get(header.topic)
-            if found is None:
-                raise _refuse(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ_SUFFIX}"
-                )
-            if found.sub_version < header.sub_version:
-                raise _refuse(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-            sub = found
+            sub, flt = self._registered(header, cfg)
+        if flt is not None and self.broker.filter_support_retry:
+            group = retry_group(header.topic)
+            if group is not None:
+                flt = retry_matcher(self.filters, group)
+        return sub, flt
+
+    def _from_request(self, header: PullMessageRequestHeader) -> _Parsed:
+        key = (
+            header.consumer_group, header.topic, header.subscription, header.expression_type,
+            header.sub_version,
+        )  # fmt: skip
+        parsed = self._parsed.get(key)
+        if parsed is not None:
+            if parsed[1] is not None:
+                self._check_property_filter(parsed[0])
+            return parsed
+        expression, kind = header.subscription, header.expression_type
+        try:
+            sub = build_subscription_data(header.topic, expression, kind, header.sub_version)
+            if not is_tag_type(kind) and not expression:
+                raise ValueError(f"Expression can't be null! {kind}")
+        except ValueError as exc:
+            log.warning("cannot parse subscription %r: %s", expression, exc)
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+            ) from exc
+        flt: RecordFilter | None = None
         if not is_tag_type(sub.expression_type):
+            self._check_property_filter(sub)
+            try:
+                flt = record_matcher(compile_expression(sub.expression_type, sub.sub_string))
+            except RocketliteError as exc:
+                log.warning("group %s: %s", header.consumer_group, exc)
+                raise _refuse(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"parse the consumer's subscription failed: {exc}",
+                ) from exc
+        if len(self._parsed) >= _PARSED_SUBSCRIPTIONS:
+            self._parsed.clear()
+        parsed = self._parsed[key] = (sub, flt)
+        return parsed
+
+    def _registered(self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig) -> _Parsed:
+        group = header.consumer_group
+        info = self.clients.consumer_group(group)
+        if info is None:
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ_SUFFIX}"
+            )
+        if not cfg.consume_broadcast_enable and info.message_model is MessageModel.BROADCASTING:
+            raise _refuse(
+                ResponseCode.NO_PERMISSION,
+                f"the consumer group[{group}] can not consume by broadcast way",
+            )
+        sub = info.subscription_table.get(header.topic)
+        if sub is None:
+            raise _refuse(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ_SUFFIX}"
+            )
+        if sub.sub_version < header.sub_version:
+            raise _refuse(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        if is_tag_type(sub.expression_type):
+            return sub, None
+        data = self.filters.get(header.topic, group)
+        if data is None:
+            raise _refuse(
+                ResponseCode.FILTER_DATA_NOT_EXIST,
+                "The broker's consumer filter data is not exist!Your expression may be wrong!",
+            )
+        if data.client_version < header.sub_version:
+            raise _refuse(
+                ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest"
+            )
+        self._check_property_filter(sub)
+        return sub, data.matcher
+
+    def _check_property_filter(self, sub: SubscriptionData) -> None:
+        if not self.broker.enable_property_filter:
             raise _refuse(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {sub.expression_type}",
             )
-        return sub
+
+    def _probe(
+        self, header: PullMessageRequestHeader, tags: MessageFilter | None, flt: RecordFilter
+    ) -> Callable[[int, int], bool]:
+        """Whether queue offsets [start, end) hold a message the held SQL92 pull takes."""
+        store, group, topic, queue_id = self.store, header.consumer_group, header.topic, header.queue_id
+
+        def probe(start: int, end: int) -> bool:
+            while start < end:
+                r = store.get_message(group, topic, queue_id, start, 1, tags, record_filter=flt)
+                found = r.status is _FOUND
+                r.release()
+                if found:
+                    return True
+                if r.next_begin_offset <= start:
+                    return False
+                start = r.next_begin_offset
+            return False
+
+        return probe
 
     def _suggest_broker(self, cfg: SubscriptionGroupConfig, result: GetMessageResult) -> int:
         """Which broker of the group the client should pull from next (see the module doc)."""
@@ -263,12 +353,12 @@ class PullMessageProcessor:
             header = decode_pull_header(request.ext_fields)  # compiled; PullMessageRequestHeader's rules
         cfg = self._check_group(header.consumer_group)
         self._check_topic(header, conn.remote_address)
-        sub = self._subscription(header, cfg)
+        sub, record_filter = self._subscription(header, cfg)
         codes = tag_codes(sub) if not header.sys_flag & PullSysFlag.CLASS_FILTER else None
         message_filter = codes.__contains__ if codes is not None else None
         result = self.store.get_message(
             header.consumer_group, header.topic, header.queue_id, header.queue_offset,
-            header.max_msg_nums, message_filter,
+            header.max_msg_nums, message_filter, record_filter=record_filter,
         )  # fmt: skip
         status = result.status
         if status is _FOUND:  # the common answer, without the status tables
@@ -297,6 +387,7 @@ class PullMessageProcessor:
             held = HeldPull(
                 conn, request, header.topic, header.queue_id, header.queue_offset, codes,
                 seen_max=max(result.max_offset, header.queue_offset), header=header,
+                probe=self._probe(header, message_filter, record_filter) if record_filter else None,
             )  # fmt: skip
             self.hold.suspend(held, timeout_ms / 1000)
             return None
@@ -311,7 +402,10 @@ class PullMessageProcessor:
         }
         response = make_response(request, code, status.name, ext)
         if code == _SUCCESS:
-            self.stats.record_get(header.consumer_group, result.message_count)
+            self.stats.record_get(
+                header.consumer_group, result.message_count, header.topic, header.queue_id, next_begin,
+                result.buffer_total_size,
+            )  # fmt: skip
             conn.send_parts(response, result.parts)  # a slice per run of back-to-back records
             return None
         self.stats.record_get(header.consumer_group, 0)

@@ -19,6 +19,11 @@ at once and spins. A parked pull is re-run (without suspend) and answered when:
   than the rest of the parking. A granule's timer is left pending when its pulls are all woken
   early (it then finds nothing): at most one timer per 10 ms of the longest suspend timeout.
 
+A held SQL92 pull carries a `probe`: the new units are read through its filter and the pull is
+woken only when one of them matches (the tag code alone cannot tell), on an arrival and on the
+periodic check alike; otherwise it waits on for the next arrival or its deadline. (RocketMQ wakes
+it at its periodic check whatever arrived, and the re-run answers PULL_RETRY_IMMEDIATELY.)
+
 The dispatcher reports one tag code per queue per batch (the last unit's). Each held pull
 remembers the max offset it has already seen: when a report covers more than one new unit, the
 earlier units' tags are unknown and the report matches, so a wanted message is never sat on.
@@ -61,7 +66,8 @@ class MaxOffsetSource(Protocol):
 class HeldPull:
     """A parked PULL_MESSAGE. `codes` None accepts every tag; `seen_max` is the queue's max
     offset as of the last report this pull looked at; `header` is the request's, decoded once
-    (the re-run skips decoding it again)."""
+    (the re-run skips decoding it again); `probe(start, end)`, for an SQL92 pull, tells whether
+    queue offsets [start, end) hold a message it takes."""
 
     conn: Connection
     request: RemotingCommand
@@ -72,9 +78,19 @@ class HeldPull:
     seen_max: int
     granule: int | None = None  # the deadline granule it waits in (None once unparked)
     header: PullMessageRequestHeader | None = None
+    probe: Callable[[int, int], bool] | None = None
 
     def matches(self, tags_code: int | None) -> bool:
         return self.codes is None or tags_code is None or tags_code in self.codes
+
+
+def _probe(probe: Callable[[int, int], bool], start: int, end: int) -> bool:
+    """The probe's answer; True when it fails (the re-run then answers, with the error)."""
+    try:
+        return probe(start, end)
+    except Exception:
+        log.exception("probing offsets %d..%d for a held SQL92 pull failed", start, end)
+        return True
 
 
 class PullRequestHoldService:
@@ -202,10 +218,14 @@ class PullRequestHoldService:
                 newest, known = self.store.get_max_offset_in_queue(topic, queue_id), None
             if newest <= held.offset:
                 continue
-            if newest - max(held.seen_max, held.offset) > 1:
+            since = max(held.seen_max, held.offset)
+            if newest - since > 1:
                 known = None  # several new units, only the last one's tag was reported
             held.seen_max = max(held.seen_max, newest)
-            if held.matches(known):
+            if held.probe is not None:
+                if newest > since and _probe(held.probe, since, newest):
+                    woken.append(held)
+            elif held.matches(known):
                 woken.append(held)
         # The answers of one round go out at its end, one write per connection, not a loop
         # turn later through each connection's deferred flush.

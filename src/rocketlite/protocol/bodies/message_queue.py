@@ -83,15 +83,20 @@ class TopicStatsTable(JsonBody):
 
 @dataclass(frozen=True, slots=True)
 class OffsetWrapper(JsonBody):
+    """One queue of a ConsumeStats. `pull_offset` (5.x) is how far the group has pulled; mqadmin
+    5.x prints `pullOffset - consumerOffset` as the queue's in-flight messages."""
+
     broker_offset: int = 0
     consumer_offset: int = 0
     last_timestamp: int = 0
+    pull_offset: int = 0
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
             "brokerOffset": self.broker_offset,
             "consumerOffset": self.consumer_offset,
             "lastTimestamp": self.last_timestamp,
+            "pullOffset": self.pull_offset,
         }
 
     @classmethod
@@ -100,6 +105,7 @@ class OffsetWrapper(JsonBody):
             broker_offset=get_int(obj, "brokerOffset", 0),
             consumer_offset=get_int(obj, "consumerOffset", 0),
             last_timestamp=get_int(obj, "lastTimestamp", 0),
+            pull_offset=get_int(obj, "pullOffset", 0),
         )
 
 

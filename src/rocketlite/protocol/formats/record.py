@@ -499,6 +499,28 @@ def decode_records(buf: bytes | bytearray | memoryview) -> list[StoredRecord]:
     return out
 
 
+def record_properties(buf: bytes | bytearray | memoryview) -> str:
+    """The PROPERTIES string of the one record in `buf`, without decoding the rest (what a
+    property filter reads per message, as `MessageDecoder.decodeProperties` does: the SYSFLAG
+    gives the hosts' sizes, BODYLEN and TOPICLEN lead to PROPLEN). `RecordFormatError` if the
+    lengths do not fit in `buf`."""
+    sys_flag = INT.unpack_from(buf, SYSFLAG_POS)[0]
+    layout = layout_for(sys_flag)
+    p = layout.head.size + INT.unpack_from(buf, layout.body_len_pos)[0]
+    if p < layout.head.size or p + 1 > len(buf):
+        raise RecordFormatError("body length inconsistent with size", 0)
+    p += 1 + buf[p]
+    if p + 2 > len(buf):
+        raise RecordFormatError("topic length inconsistent with size", 0)
+    props_len = SHORT.unpack_from(buf, p)[0]
+    p += 2
+    if props_len <= 0:
+        return ""
+    if p + props_len > len(buf):
+        raise RecordFormatError(f"properties length {props_len} inconsistent with size", 0)
+    return str(buf[p : p + props_len], "utf-8", "replace")
+
+
 # -- what the hot-path codecs produce (reference: `record_ref`) -------------------------------
 # One record encoded as (header, tail, STORETIMESTAMP position in the header, SYSFLAG): the header
 # (TOTALSIZE..BODYLEN) complete but for QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP (zero), which

@@ -396,8 +396,11 @@ class GetTopicStatsInfoRequestHeader(CustomHeader):
 
 @_header
 class GetConsumeStatsRequestHeader(CustomHeader):
+    """GET_CONSUME_STATS (208); `topic_list` (5.x) names several topics, ";"-separated."""
+
     consumer_group: str
     topic: str | None = None
+    topic_list: str | None = None
 
 
 @_header

@@ -19,7 +19,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  * Scenarios of the RocketMQ 5.3.3 remoting client (rocketmq-client 5.x, not the gRPC one), as
  * {@link Scenarios} does for 4.9.8: {@code Scenarios5 <scenario> <namesrv> key=value...}.
  * timer: Message.setDeliverTimeMs (5.x timer messages); pop: a push consumer with
- * setClientRebalance(false), which asks the broker for its queues (QUERY_ASSIGNMENT) and POPs.
+ * setClientRebalance(false), which asks the broker for its queues (QUERY_ASSIGNMENT) and POPs;
+ * ops: a push consumer left running for an operator's requests the broker relays to it.
  */
 public final class Scenarios5 {
     private final String namesrv;
@@ -43,6 +44,7 @@ public final class Scenarios5 {
         switch (scenario) {
             case "timer": timer(); break;
             case "pop": pop(); break;
+            case "ops": ops(); break;
             default: throw new IllegalArgumentException("unknown scenario " + scenario);
         }
     }
@@ -75,6 +77,31 @@ public final class Scenarios5 {
         }
         p.shutdown();
         consume(true, n);
+    }
+
+    /**
+     * A push consumer (instance name {@code instance}) that runs until the test writes a line:
+     * "ready" with its clientId once started, a "recv" event per message. What the broker relays
+     * to it from an operator (RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO,
+     * CONSUME_MESSAGE_DIRECTLY) is answered by the client library itself; a message consumed
+     * directly is a "recv" event too.
+     */
+    private void ops() throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(args.get("group"));
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName(args.getOrDefault("instance", "ops"));
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(args.get("topic"), "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                Out.emit("recv", "message", Received.message(m));
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        Out.emit("ready", "clientId", c.buildMQClientId());
+        Out.await("stop");
+        c.shutdown();
     }
 
     private DefaultMQProducer producer() throws Exception {

@@ -1,43 +1,6 @@
-"""ACL matrix: which credentials may do what on which topic, checked end to end with real clients.
-
-One broker (module-scoped, `aclEnable=true`) with this `plain_acl.yml`:
-
-* `aclNormalUser`: not admin, `defaultTopicPerm: DENY`, `defaultGroupPerm: DENY`, topics
-  T_DENY=DENY, T_PUB=PUB, T_SUB=SUB, T_PUBSUB=PUB|SUB (T_OTHER is not listed: the default applies),
-  groups G_SUB=SUB, G_DENY=DENY (and one SUB group per real-client consumer run);
-* `aclAdminUser`: `admin: true`, no topic or group perms (so everything is allowed);
-* `aclWhiteUser`: `whiteRemoteAddress: 127.0.0.1`, so its requests from 127.0.0.1 skip the
-  signature and permission checks (its secret is never needed);
-* `globalWhiteRemoteAddresses: [127.0.0.2]`: requests from 127.0.0.2 need no keys at all.
-
-Credentials (rows of the matrix): the normal account with the right keys, with a wrong secret,
-an unknown access key, no keys, the admin account, the white-listed account (wrong secret, from
-127.0.0.1), and no keys from the globally white-listed 127.0.0.2.
-
-`test_sdk_resource_matrix` drives rocketlite.client (AsyncProducer.send, AsyncPullConsumer.fetch)
-for every credentials row × {send, pull as G_SUB, pull as G_DENY} × the five topics, and
-`test_sdk_admin_matrix` sends the admin-only UPDATE_AND_CREATE_TOPIC (17) and
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) through the SDK's client instance. Each row's clients
-get its keys the SDK's way (`access_key=` / `secret_key=` on the producer and consumer, or in
-`ClientConfig`), and the SDK signs every request as Java's `AclClientRPCHook` does; they run as
-client instance `acl-<row>`. Only the 127.0.0.2 row needs a test-side hook (`bind_global_white`):
-its instance's sockets are bound to that address. An allowed send is read back with the admin
-keys (same body at the offset the send returned); an allowed pull returns the body the admin
-seeded; a refused one raises NoPermissionError with code 16 and the broker's remark, matched
-whole (see `reason()`).
-
-`test_real_producer` / `test_real_consumer` run the unmodified ali-ons and C++ (rocketmq==0.4.4)
-clients with the right and a wrong secret on a subset (producers: T_PUB, T_SUB, T_DENY; consumers:
-T_SUB, T_PUB, T_DENY). The clients do not print the broker's remark for a refused send (ali-ons
-says "Send [4] times, still failed", the C++ client "No route info of this topic"), so the
-broker's verdicts are recorded (the validator is wrapped, nothing else changes) and the test
-waits for the refusal of that client's request, with its remark. A consumer is refused at its
-HEART_BEAT (the subscription needs SUB on the topic, and the signature must check); not
-registered, neither client ever pulls (ali-ons gives up with "no consumer for this group", the
-C++ client idles), and nothing is received.
-
-The expected outcomes are the literal tables RESOURCE_MATRIX and ADMIN_MATRIX below.
-"""
+"""The ACL matrix's broker, accounts and expected outcomes, shared by its two test modules
+(test_sdk.py: rocketlite.client over the full matrix; test_real_clients.py: ali-ons and the C++
+client on a subset). The package docstring says what the matrix is."""
 
 from __future__ import annotations
 
@@ -50,34 +13,27 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rocketlite.broker.acl import AclError, AclValidator
-from rocketlite.broker.subscription_group import SubscriptionGroupConfig
 from rocketlite.client import (
     AsyncProducer,
     AsyncPullConsumer,
     ClientConfig,
     Message,
     MessageQueue,
-    NoPermissionError,
     PullStatus,
 )
 from rocketlite.client.instance import ClientInstance, ProducerFactory
 from rocketlite.embedded import EmbeddedCluster, embedded
-from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.wire.acl_signature import ACCESS_KEY
 from rocketlite.protocol.wire.command import RemotingCommand
-from rocketlite.protocol.wire.headers import CreateTopicRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection
-from tests.support.foreign_clients.real import ClientProc, Clients, Event, msg_spec, require
 from tests.support.topics import create_topic
-
-pytestmark = pytest.mark.timeout(120)
 
 # -- the accounts ---------------------------------------------------------------------------------
 NORMAL = ("aclNormalUser", "aclNormalSecret")
@@ -341,7 +297,7 @@ class BoundRemotingClient(RemotingClient):
             return protocol
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def bind_global_white() -> Iterator[None]:
     """The global white-list row's client instance connects from 127.0.0.2 (nothing else changes)."""
     orig_init = ClientInstance.__init__
@@ -431,7 +387,7 @@ class AclCluster:
     seeds: dict[str, tuple[MessageQueue, int, bytes]]  # topic -> (queue 0, offset, body) sent by admin
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def acl_cluster(tmp_path_factory: pytest.TempPathFactory, bind_global_white: None) -> Iterator[AclCluster]:
     del bind_global_white
     root = tmp_path_factory.mktemp("acl_matrix")
@@ -455,199 +411,3 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory, bind_global_white: Non
             return out
 
         yield AclCluster(cluster, verdicts, asyncio.run(seed()))
-
-
-# -- rocketlite.client: the full matrix ----------------------------------------------------------------
-def expect_refusal(exc: NoPermissionError, pattern: str) -> None:
-    assert exc.response_code == NO_PERMISSION
-    remark = str(exc).removeprefix("NO_PERMISSION (16): ")
-    assert re.fullmatch(pattern, remark), f"remark {remark!r} does not match {pattern!r}"
-
-
-@pytest.mark.parametrize(("creds_name", "op", "topic", "outcome"), resource_cases())
-def test_sdk_resource_matrix(
-    acl_cluster: AclCluster, creds_name: str, op: str, topic: str, outcome: str
-) -> None:
-    cluster = acl_cluster.cluster
-    creds = CREDS[creds_name]
-    group = G_DENY if op == "pull G_DENY" else G_SUB
-    pattern = (
-        "" if outcome == OK else reason(outcome, topic=topic, group=group, access_key=creds.access_key or "")
-    )
-
-    async def scenario() -> None:
-        if op == "send":
-            body = body_of(f"{creds_name}-{topic}")
-            async with sdk_producer(cluster, creds) as producer:
-                if outcome != OK:
-                    with pytest.raises(NoPermissionError) as info:
-                        await producer.send(Message(topic, body))
-                    expect_refusal(info.value, pattern)
-                    return
-                result = await producer.send(Message(topic, body))
-            assert await read_back(cluster, result.queue, result.queue_offset) == body
-            return
-        queue, offset, seeded = acl_cluster.seeds[topic]
-        async with sdk_puller(cluster, creds, group) as consumer:
-            if outcome != OK:
-                with pytest.raises(NoPermissionError) as info:
-                    await consumer.fetch(queue, offset, 1)
-                expect_refusal(info.value, pattern)
-                return
-            pulled = await consumer.fetch(queue, offset, 1)
-        assert pulled.status is PullStatus.FOUND, pulled
-        assert [m.body for m in pulled.messages] == [seeded]
-
-    asyncio.run(scenario())
-
-
-@pytest.mark.parametrize(("creds_name", "op", "outcome"), admin_cases())
-def test_sdk_admin_matrix(acl_cluster: AclCluster, creds_name: str, op: str, outcome: str) -> None:
-    cluster = acl_cluster.cluster
-    creds = CREDS[creds_name]
-    code = ADMIN_OPS[op]
-    name = f"NEW_{creds_name.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
-    if code == RequestCode.UPDATE_AND_CREATE_TOPIC:
-        ext = CreateTopicRequestHeader(
-            topic=name, default_topic="TBW102", read_queue_nums=4, write_queue_nums=4, perm=6,
-            topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False,
-        ).to_ext()  # fmt: skip
-        body = None
-    else:
-        ext = {}
-        body = json.dumps(SubscriptionGroupConfig(name).to_json_obj()).encode()
-
-    async def scenario() -> RemotingCommand:
-        config = ClientConfig(
-            cluster.namesrv_addr, instance_name=creds.instance_name,
-            access_key=creds.access_key, secret_key=creds.secret_key,
-        )  # fmt: skip
-        instance = await ClientInstance.acquire(config)
-        try:
-            return await instance.invoke(cluster.broker_addr, instance.command(code, ext, body))
-        finally:
-            await instance.release()
-
-    response = asyncio.run(scenario())
-    broker = cluster.broker
-    created = (
-        broker.topics.select(name)
-        if code == RequestCode.UPDATE_AND_CREATE_TOPIC
-        else broker.groups.table.get(name)
-    )
-    if outcome == OK:
-        assert response.code == ResponseCode.SUCCESS, response
-        assert created is not None
-        return
-    assert response.code == NO_PERMISSION, response
-    pattern = reason(outcome, code=code, access_key=creds.access_key or "")
-    assert re.fullmatch(pattern, response.remark or ""), f"remark {response.remark!r} != {pattern!r}"
-    assert created is None
-
-
-# -- the real clients: a representative subset ------------------------------------------------------------
-@pytest.fixture
-def real(tmp_path: Path) -> Iterator[Clients]:
-    c = Clients(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-def keys_for(keys: str) -> tuple[str, str]:
-    return NORMAL if keys == "right" else (NORMAL[0], WRONG_SECRET)
-
-
-def finish(cp: ClientProc) -> list[Event]:
-    """Kill the client and read every line it printed (a "fatal" line is kept, not raised)."""
-    cp.kill()
-    while True:
-        try:
-            if cp.next_event(time.monotonic()) is None:
-                return cp.events
-        except AssertionError:
-            continue
-
-
-REAL_PRODUCER_TOPICS = ("T_PUB", "T_SUB", "T_DENY")
-REAL_PRODUCER_MATRIX = {"right": (OK, TOPIC, TOPIC), "wrong": row(SIG)[:3]}
-
-
-@pytest.mark.parametrize("keys", ["right", "wrong"])
-@pytest.mark.parametrize("kind", REAL_KINDS)
-def test_real_producer(acl_cluster: AclCluster, real: Clients, kind: str, keys: str) -> None:
-    """One producer run sends one message to each of T_PUB, T_SUB, T_DENY."""
-    require(kind)
-    cluster, verdicts = acl_cluster.cluster, acl_cluster.verdicts
-    ak, sk = keys_for(keys)
-    bodies = [body_of(f"{kind}-{keys}-{t}").decode() for t in REAL_PRODUCER_TOPICS]
-    spec = json.dumps(
-        {"messages": [msg_spec(kind, t, b) for t, b in zip(REAL_PRODUCER_TOPICS, bodies, strict=True)]}
-    )
-    argv = ["--namesrv", cluster.namesrv_addr, "--group", f"PG_REAL_{kind}_{keys}", "--spec", spec,
-            "--access-key", ak, "--secret-key", sk]  # fmt: skip
-    argv += ["--timeout-ms", "30000"] if kind == "ons" else ["--timeout-s", "30"]
-    since = verdicts.mark()
-    cp = real._spawn(kind, "producer", argv)
-    cp.drain(40)
-    events = {int(e["i"]): e for e in cp.events if e.get("event") in ("sent", "send_error")}
-    assert sorted(events) == [0, 1, 2], f"{cp.events}\n{cp.diagnostics()}"
-    for i, (topic, outcome) in enumerate(zip(REAL_PRODUCER_TOPICS, REAL_PRODUCER_MATRIX[keys], strict=True)):
-        if outcome == OK:
-            assert events[i]["event"] == "sent", events[i]
-            assert asyncio.run(find_bodies(cluster, topic)).count(bodies[i].encode()) == 1
-            continue
-        assert events[i]["event"] == "send_error", events[i]
-        pattern = reason(outcome, topic=topic, access_key=ak)
-        verdicts.wait_for(
-            refused(ak, pattern, codes=SEND_CODES, topic=topic), since, 10, f"{kind}'s send to {topic}"
-        )
-        assert bodies[i].encode() not in asyncio.run(find_bodies(cluster, topic))
-    assert cp.proc.wait(timeout=10) != 0  # some send failed in every run
-
-
-REAL_CONSUMER_MATRIX = {("right", "T_SUB"): OK, ("right", "T_PUB"): TOPIC, ("right", "T_DENY"): TOPIC,
-                        ("wrong", "T_SUB"): SIG}  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("keys", "topic"), REAL_CONSUMER_RUNS, ids=[f"{k}-{t}" for k, t in REAL_CONSUMER_RUNS]
-)
-@pytest.mark.parametrize("kind", REAL_KINDS)
-def test_real_consumer(acl_cluster: AclCluster, real: Clients, kind: str, keys: str, topic: str) -> None:
-    """A push consumer of `topic`; the admin sends it a fresh message first."""
-    require(kind)
-    cluster, verdicts = acl_cluster.cluster, acl_cluster.verdicts
-    ak, sk = keys_for(keys)
-    group = real_group(kind, keys, topic)
-    body = body_of(f"{kind}-consumer-{keys}-{topic}")
-
-    async def send() -> None:
-        async with sdk_producer(cluster, SDK_ADMIN) as producer:
-            await producer.send(Message(topic, body))
-
-    asyncio.run(send())
-    if kind == "cpp":  # a new C++ group starts at the max offset: start from the head instead
-        for queue_id in range(4):
-            cluster.broker.offsets.commit(group, topic, queue_id, 0)
-    argv = ["--namesrv", cluster.namesrv_addr, "--group", group, "--topic", topic,
-            "--access-key", ak, "--secret-key", sk]  # fmt: skip
-    argv += ["--timeout-ms", "60000"] if kind == "ons" else ["--timeout-s", "60"]
-    since = verdicts.mark()
-    cp = real._spawn(kind, "consumer", argv)
-    outcome = REAL_CONSUMER_MATRIX[(keys, topic)]
-    if outcome == OK:
-        got = cp.collect(
-            lambda evs: any(e["body"] == body.decode() for e in evs), 30, f"the message on {topic}"
-        )
-        assert [e["topic"] for e in got if e["body"] == body.decode()] == [topic]
-        finish(cp)
-        return
-    pattern = reason(outcome, topic=topic, access_key=ak)
-    heartbeat = frozenset({RequestCode.HEART_BEAT})
-    verdicts.wait_for(
-        refused(ak, pattern, codes=heartbeat), since, 30, f"{kind} consumer of {topic} with {keys} keys"
-    )
-    events = finish(cp)
-    assert not [e for e in events if e.get("event") == "recv"], events
