@@ -20,6 +20,7 @@ import yaml
 
 from rocketlite.broker.config import broker_config_keys
 from rocketlite.namesrv.config import namesrv_config_keys
+from rocketlite.remoting.tls import tls_config_keys
 from rocketlite.store.config import store_config_keys
 from tests.support.doc_blocks import (
     check_expected,
@@ -71,6 +72,8 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "haConnections": [r"SEND_OK", r"commitLogMaxOffset\s+[1-9]"],
     "--access-key rocketmq2": [r"create topic to 127\.0\.0\.1:10931 success"],
+    "metricsExporterType=PROM": [r"^rocketmq_storage_flush_behind_bytes\{", r"^rocketmq_topic_number\{"],
+    "tls.server.mode=enforcing": [r"^SEND_OK$"],
 }
 
 
@@ -123,7 +126,7 @@ def test_expected_outputs_name_existing_blocks() -> None:
 
 def test_every_config_key_is_documented() -> None:
     text = (DOCS / "configuration.md").read_text(encoding="utf-8")
-    keys = broker_config_keys() | store_config_keys() | namesrv_config_keys()
+    keys = broker_config_keys() | store_config_keys() | namesrv_config_keys() | tls_config_keys()
     missing = sorted(k for k in keys if f"`{k}`" not in text)
     assert not missing, f"config keys the servers accept but docs/configuration.md does not name: {missing}"
 

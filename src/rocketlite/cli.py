@@ -16,11 +16,15 @@ from typing import Any, Protocol
 from rocketlite import __version__
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
+from rocketlite.broker.failover.node import FailoverBroker
 from rocketlite.config import build_config, config_keys, load_properties, warn_unknown_keys
+from rocketlite.controller.config import ControllerConfig
+from rocketlite.controller.service import ControllerService
 from rocketlite.logs import configure_logging
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.server import NameServer
 from rocketlite.protocol.errors import RocketliteError
+from rocketlite.remoting.tls import TlsConfig, load_tls_config, tls_config_keys
 from rocketlite.runtime import new_event_loop
 from rocketlite.store.config import StoreConfig
 
@@ -79,32 +83,61 @@ def _run(coro: Coroutine[Any, Any, None]) -> None:
 
 
 def load_namesrv_config(path: Path | None, **overrides: Any) -> NamesrvConfig:
+    return load_namesrv_configs(path, **overrides)[0]
+
+
+def load_namesrv_configs(path: Path | None, **overrides: Any) -> tuple[NamesrvConfig, TlsConfig]:
+    """The name server's config and its `tls.*` keys, from one namesrv.conf."""
     props = load_properties(path) if path is not None else {}
-    warn_unknown_keys(props, config_keys(NamesrvConfig), str(path))
-    return build_config(NamesrvConfig, props, **overrides)
+    warn_unknown_keys(props, config_keys(NamesrvConfig) | tls_config_keys(), str(path))
+    return build_config(NamesrvConfig, props, **overrides), load_tls_config(props)
 
 
 def load_broker_config(path: Path) -> tuple[BrokerConfig, StoreConfig]:
     """Both configs from one broker.conf (RocketMQ keeps broker and store keys in one file)."""
+    broker, store, _tls = load_broker_configs(path)
+    return broker, store
+
+
+def load_broker_configs(path: Path) -> tuple[BrokerConfig, StoreConfig, TlsConfig]:
+    """The broker's, the store's and the `tls.*` configs, all from one broker.conf."""
     props = load_properties(path)
-    warn_unknown_keys(props, config_keys(BrokerConfig) | config_keys(StoreConfig), str(path))
-    return build_config(BrokerConfig, props), build_config(StoreConfig, props)
+    warn_unknown_keys(props, _broker_file_keys(), str(path))
+    return build_config(BrokerConfig, props), build_config(StoreConfig, props), load_tls_config(props)
+
+
+def _broker_file_keys() -> set[str]:
+    return config_keys(BrokerConfig) | config_keys(StoreConfig) | tls_config_keys()
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.port is not None:
         overrides["listen_port"] = args.port
-    config = load_namesrv_config(Path(args.config) if args.config else None, **overrides)
-    _run(_serve_until_signal(NameServer(config)))
+    config, tls = load_namesrv_configs(Path(args.config) if args.config else None, **overrides)
+    _run(_serve_until_signal(NameServer(config, tls=tls)))
     return 0
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    broker, store = load_broker_config(Path(args.config))
+    broker, store, tls = load_broker_configs(Path(args.config))
     if args.namesrv:
         broker = dataclasses.replace(broker, namesrv_addr=args.namesrv)
-    _run(_serve_until_signal(BrokerController(broker, store)))
+    if broker.enable_controller_mode:  # the controller decides the role (broker/failover/)
+        _run(_serve_until_signal(FailoverBroker(broker, store, tls=tls)))
+    else:
+        _run(_serve_until_signal(BrokerController(broker, store, tls=tls)))
+    return 0
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    path = Path(args.config) if args.config else None
+    props = load_properties(path) if path is not None else {}
+    warn_unknown_keys(props, config_keys(ControllerConfig), str(path))
+    overrides: dict[str, Any] = {}
+    if args.port is not None:
+        overrides["listen_port"] = args.port
+    _run(_serve_until_signal(ControllerService(build_config(ControllerConfig, props, **overrides))))
     return 0
 
 
@@ -142,7 +175,7 @@ def dev_configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig, 
     if args.config:
         source = str(args.config)
         props = load_properties(Path(args.config))
-        warn_unknown_keys(props, config_keys(BrokerConfig) | config_keys(StoreConfig), source)
+        warn_unknown_keys(props, _broker_file_keys(), source)
         if props.get("namesrvAddr"):
             log.warning("%s: namesrvAddr ignored: rocketlite dev registers with its own name server", source)
     host = args.host if args.host is not None else props.get("listenHost", DEV_HOST).strip() or DEV_HOST
@@ -169,8 +202,11 @@ def dev_configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig, 
 class DevServer:
     """A name server, then a broker registered with it; logs the addresses really bound."""
 
-    def __init__(self, namesrv: NamesrvConfig, broker: BrokerConfig, store: StoreConfig) -> None:
-        self.namesrv = NameServer(namesrv)
+    def __init__(
+        self, namesrv: NamesrvConfig, broker: BrokerConfig, store: StoreConfig, tls: TlsConfig | None = None
+    ) -> None:
+        self.tls = tls or TlsConfig()
+        self.namesrv = NameServer(namesrv, tls=self.tls)
         self.broker_config = broker
         self.store_config = store
         self.broker: BrokerController | None = None
@@ -180,7 +216,9 @@ class DevServer:
         host = self.broker_config.listen_host
         namesrv_addr = _addr(_reachable(host), self.namesrv.port)
         broker = BrokerController(
-            dataclasses.replace(self.broker_config, namesrv_addr=namesrv_addr), self.store_config
+            dataclasses.replace(self.broker_config, namesrv_addr=namesrv_addr),
+            self.store_config,
+            tls=self.tls,
         )
         try:
             await broker.start()
@@ -217,7 +255,8 @@ class DevServer:
 
 def cmd_dev(args: argparse.Namespace) -> int:
     """Name server + broker in one process, on 127.0.0.1 unless --host says otherwise."""
-    _run(_serve_until_signal(DevServer(*dev_configs(args))))
+    tls = load_tls_config(load_properties(Path(args.config))) if args.config else TlsConfig()
+    _run(_serve_until_signal(DevServer(*dev_configs(args), tls=tls)))
     return 0
 
 
@@ -331,6 +370,11 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("-c", "--config", required=True, help="broker.conf (RocketMQ properties)")
     br.add_argument("-n", "--namesrv", help="override namesrvAddr (host:port;host:port)")
     br.set_defaults(func=cmd_broker)
+
+    ctl = sub.add_parser("controller", help="run a controller (controller mode; its state lives in etcd)")
+    ctl.add_argument("-c", "--config", help="controller.conf (listenPort, etcdEndpoints, ...)")
+    ctl.add_argument("-p", "--port", type=int, default=None, help="override listenPort")
+    ctl.set_defaults(func=cmd_controller)
 
     from rocketlite.admin.cli import add_admin_parser  # noqa: PLC0415
 

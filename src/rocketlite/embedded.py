@@ -24,6 +24,7 @@ from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.server import NameServer
+from rocketlite.remoting.tls import TlsConfig
 from rocketlite.runtime import LoopThread
 from rocketlite.store.config import StoreConfig
 
@@ -55,8 +56,12 @@ def _split(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def embedded(store_dir: Path | None = None, **overrides: Any) -> Iterator[EmbeddedCluster]:
-    """Start name server + broker on 127.0.0.1 free ports; stop them (and remove a temp store) after."""
+def embedded(
+    store_dir: Path | None = None, *, tls: TlsConfig | None = None, **overrides: Any
+) -> Iterator[EmbeddedCluster]:
+    """Start name server + broker on 127.0.0.1 free ports; stop them (and remove a temp store) after.
+
+    `tls` (the `tls.*` keys) applies to both servers' ports and to the broker's registration."""
     broker_kw, store_kw = _split(overrides)
     with contextlib.ExitStack() as stack:
         if store_dir is None:
@@ -71,7 +76,8 @@ def embedded(store_dir: Path | None = None, **overrides: Any) -> Iterator[Embedd
         namesrv = NameServer(
             NamesrvConfig(
                 listen_port=0, listen_host="127.0.0.1", kv_config_path=store_dir / "namesrv" / "kvConfig.json"
-            )
+            ),
+            tls=tls,
         )
         runner.call(namesrv.start())
         stack.callback(lambda: runner.call(namesrv.close()))
@@ -79,7 +85,7 @@ def embedded(store_dir: Path | None = None, **overrides: Any) -> Iterator[Embedd
         broker_kw.setdefault("broker_ip1", "127.0.0.1")
         broker_kw["namesrv_addr"] = f"127.0.0.1:{namesrv.port}"
         broker_kw["listen_port"] = broker_kw.get("listen_port", 0)
-        broker = BrokerController(BrokerConfig(**broker_kw), store_cfg)
+        broker = BrokerController(BrokerConfig(**broker_kw), store_cfg, tls=tls)
         runner.call(broker.start())
         stack.callback(lambda: runner.call(broker.close()))
         yield EmbeddedCluster(namesrv, broker, runner, store_dir)

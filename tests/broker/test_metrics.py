@@ -8,7 +8,9 @@ import struct
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from rocketlite.broker.config import MetricsExporterType
 from rocketlite.broker.processors.send import SYSTEM_BUSY_REMARK
 from rocketlite.protocol.bodies.lists import KVTable
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -21,7 +23,8 @@ from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test
 from tests.support.ports import free_port
 
-LABELS = 'cluster="DefaultCluster",broker="broker-a"'
+LABELS = 'cluster="DefaultCluster",node_type="broker",node_id="broker-a"'
+LEGACY = 'cluster="DefaultCluster",broker="broker-a"'
 
 
 async def http_get(port: int, path: str) -> tuple[str, dict[str, str], str]:
@@ -38,44 +41,79 @@ async def http_get(port: int, path: str) -> tuple[str, dict[str, str], str]:
 
 
 def samples(text: str) -> dict[str, float]:
+    """Sample -> value, each sample written `name{k="v",...}` with its labels sorted by name."""
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
     return out
 
 
+def key(name: str, *labels: str) -> str:
+    """A sample's key in `samples`: `labels` are `k="v"` pieces (comma-joined groups too)."""
+    pieces = sorted(p for group in labels for p in group.split(",") if p)
+    return f"{name}{{{','.join(pieces)}}}"
+
+
 def test_metrics_endpoint(tmp_path: Path) -> None:
+    """RocketMQ 5's families with RocketMQ's labels after sends and a pull, and rocketlite's own
+    families where RocketMQ has none; exposition by prometheus_client."""
+
     async def scenario() -> None:
         port = free_port()
-        async with broker_under_test(tmp_path, metrics_port=port) as b:
+        async with broker_under_test(
+            tmp_path, metrics_exporter_type=MetricsExporterType.PROM, metrics_prom_exporter_port=port,
+            metrics_label="env:test",
+        ) as b:  # fmt: skip
             for _ in range(3):
-                assert (await b.send("MT", b"x" * 100)).code == ResponseCode.SUCCESS
+                r = await b.send("MT", b"x" * 100)
+                assert r.code == ResponseCode.SUCCESS
             header = UpdateConsumerOffsetRequestHeader(
                 consumer_group="MG", topic="MT", queue_id=0, commit_offset=1
             )
             assert (await b.call(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())).code == 0
-            b.controller.store.wait_dispatched()  # the lag counts dispatched queue entries
+            b.controller.store.wait_dispatched()
+            pull = PullMessageRequestHeader(
+                consumer_group="MG", topic="MT", queue_id=0, queue_offset=0, max_msg_nums=32, sys_flag=4,
+                commit_offset=0, suspend_timeout_millis=0, subscription="*", sub_version=0,
+            ).to_ext()  # fmt: skip
+            pulled = await b.call(RequestCode.PULL_MESSAGE, pull)
+            assert pulled.code == ResponseCode.SUCCESS
+            view = b.controller.store.queue("MT", 0)
+            assert view is not None
+            sizes = [unit[1] for unit in (view.unit(i) for i in range(3)) if unit is not None]
+            assert len(sizes) == 3
             status, headers, body = await http_get(port, "/metrics")
             assert status == "HTTP/1.1 200 OK"
-            assert headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
-            assert "# TYPE rocketlite_put_messages_total counter" in body
+            assert headers["content-type"].startswith("text/plain; version=")
+            assert "# TYPE rocketmq_messages_in_total counter" in body
             m = samples(body)
-            store = b.controller.store
-            assert m[f"rocketlite_put_messages_total{{{LABELS}}}"] == 3
-            assert m[f"rocketlite_put_bytes_total{{{LABELS}}}"] == 300
-            assert m[f"rocketlite_store_put_messages_total{{{LABELS}}}"] == 3
-            assert m[f'rocketlite_topic_put_messages_total{{{LABELS},topic="MT"}}'] == 3
-            assert m[f'rocketlite_consumer_lag_messages{{{LABELS},group="MG",topic="MT"}}'] == 2
-            assert m[f"rocketlite_commitlog_max_offset{{{LABELS}}}"] == store.commit_log.max_offset > 0
-            assert m[f"rocketlite_commitlog_min_offset{{{LABELS}}}"] == 0
-            assert f"rocketlite_dispatch_behind_bytes{{{LABELS}}}" in m
-            assert 0 < m[f"rocketlite_disk_used_ratio{{{LABELS}}}"] <= 1
+            base = f'env="test",{LABELS}'
+            topic = 'topic="MT",message_type="normal",is_system="false"'
+            assert m[key("rocketmq_messages_in_total", base, topic)] == 3
+            assert m[key("rocketmq_throughput_in_total", base, topic)] == sum(sizes)
+            assert m[key("rocketmq_message_size_bucket", base, topic, 'le="1024.0"')] == 3
+            assert m[key("rocketmq_message_size_count", base, topic)] == 3
+            out = 'topic="MT",consumer_group="MG",is_system="false"'
+            assert m[key("rocketmq_messages_out_total", base, out)] == 3
+            assert m[key("rocketmq_throughput_out_total", base, out)] == len(pulled.body or b"")
+            assert m[key("rocketmq_topic_number", base)] == len(b.controller.topics.table)
+            assert m[key("rocketmq_broker_permission", base)] == 6
+            assert m[key("rocketmq_processor_watermark", base, 'processor="send"')] == 0
+            rpc = 'protocol_type="remoting",request_code="pull_message",response_code="success",'
+            rpc += 'is_long_polling="false",result="success"'
+            assert m[key("rocketmq_rpc_latency_count", base, rpc)] == 1
+            storage = f'{base},storage_type="local",storage_medium="disk"'
+            assert key("rocketmq_storage_dispatch_behind_bytes", storage) in m
+            assert m[key("rocketmq_storage_size", storage)] > 0
+            # rocketlite's own families stay where RocketMQ has no equivalent
+            assert m[key("rocketlite_store_put_messages_total", LEGACY)] == 3
+            assert m[key("rocketlite_commitlog_max_offset", LEGACY)] == b.controller.store.max_phy_offset > 0
+            assert 0 < m[key("rocketlite_disk_used_ratio", LEGACY)] <= 1
             buckets = [v for k, v in m.items() if k.startswith("rocketlite_store_put_latency_total{")]
             assert len(buckets) == 5 and sum(buckets) == 3
-            assert m[f"rocketlite_put_tps{{{LABELS}}}"] >= 0
-            assert m[f"rocketlite_client_connections{{{LABELS}}}"] == 0  # no heartbeats sent
+            assert not any(k.startswith("rocketlite_topic_put_messages_total") for k in m)  # RocketMQ's now
             assert (await http_get(port, "/other"))[0] == "HTTP/1.1 404 Not Found"
             # The same figures in GET_BROKER_RUNTIME_INFO (rocketlite admin brokerStatus).
             r = await b.call(RequestCode.GET_BROKER_RUNTIME_INFO)

@@ -180,7 +180,7 @@ class LogPositions:
 
 _GAUGES = {
     "rocketlite_commitlog_flushed_offset": "flushed",
-    "rocketlite_commitlog_unflushed_bytes": "unflushed",
+    "rocketmq_storage_flush_behind_bytes": "unflushed",  # RocketMQ 5's name
     "rocketlite_commitlog_uncommitted_bytes": "uncommitted",
     "rocketlite_store_put_bytes_total": "put_bytes",
     "rocketlite_store_put_messages_total": "put_count",

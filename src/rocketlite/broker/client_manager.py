@@ -222,6 +222,20 @@ class ClientManager:
         infos = self.producers.get(group, {})
         return [i.conn for i in infos.values() if not i.conn.closed]
 
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """The live connection of a client by its clientID (`ProducerManager.findChannel`, where a
+        reply is pushed): its producer registration first, as RocketMQ looks only there, then a
+        consumer one, so a client that only consumes can be answered too."""
+        for table in self.producers.values():
+            info = table.get(client_id)
+            if info is not None and not info.conn.closed:
+                return info.conn
+        for group_info in self.consumers.values():
+            info = group_info.channels.get(client_id)
+            if info is not None and not info.conn.closed:
+                return info.conn
+        return None
+
     def consumer_groups_of_topic(self, topic: str) -> set[str]:
         """Online groups subscribed to `topic` (`queryTopicConsumeByWho`)."""
         return {g for g, info in self.consumers.items() if topic in info.subscription_table}

@@ -16,6 +16,7 @@ import enum
 from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Final
 
+from rocketlite.broker.auth.manager import parse_user_json
 from rocketlite.config import config_keys, require
 
 # BrokerConfig field names that may change at run time (read on every use, or pushed on change).
@@ -47,8 +48,18 @@ LIVE_BROKER_FIELDS: Final = frozenset(
         "access_message_in_memory_max_ratio",
         "enable_property_filter",
         "filter_support_retry",
+        "store_reply_message_enable",
     }
 )
+
+
+class MetricsExporterType(enum.Enum):
+    """RocketMQ 5's `metricsExporterType`; rocketlite serves DISABLE and PROM."""
+
+    DISABLE = "DISABLE"
+    OTLP_GRPC = "OTLP_GRPC"
+    PROM = "PROM"
+    LOG = "LOG"
 
 
 class BrokerRole(enum.Enum):
@@ -106,19 +117,43 @@ class BrokerConfig:
     use_server_side_reset_offset: bool = True  # false: a reset is relayed to consumers (220)
     acl_enable: bool = False
     acl_config_file: str | None = None  # plain_acl.yml; default $ROCKETMQ_HOME/conf/plain_acl.yml
+    # ACL 2.0 (RocketMQ 5.3's AuthConfig keys; broker/auth/): users and ACLs in config/auth.json
+    authentication_enabled: bool = False
+    authorization_enabled: bool = False
+    authentication_whitelist: str | None = None  # remoting codes / gRPC request types, comma-separated
+    authorization_whitelist: str | None = None
+    init_authentication_user: str | None = None  # {"username":..,"password":..}: the first super user
+    inner_client_authentication_credentials: str | None = None  # {"accessKey":..,"secretKey":..}
+    migrate_auth_from_v1_enabled: bool = False  # import plain_acl.yml (aclConfigFile) on start
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    store_reply_message_enable: bool = True  # replies (324/325) stored in <cluster>_REPLY_TOPIC too
     slow_put_warning_ms: int = 500
     enable_property_filter: bool = False  # SQL92 filters served (PULL, POP, gRPC); off: refused
     filter_support_retry: bool = False  # a retry topic's messages filtered by their topic's SQL92
     filter_data_clean_time_span: int = 24 * 3600 * 1000  # a dead consumer filter is kept this long
     expect_consumer_num_use_filter: int = 32  # bloom filter size of consumerFilter.json entries
     max_error_rate_of_bloom_filter: int = 20  # ... and its error rate in percent (1..99)
-    metrics_port: int = 0  # Prometheus text endpoint (GET /metrics); 0 = off
+    # GET /metrics (broker/metrics/): RocketMQ 5's keys; the host "" is brokerIP1, as in Java
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5557
+    metrics_label: str = ""  # "k1:v1,k2:v2": extra labels on every RocketMQ sample
+    metrics_port: int = 0  # rocketlite's older key for the same endpoint; 0 = off
     metrics_host: str = "127.0.0.1"
     max_sync_flush_waiters: int = 10_000  # SYNC_FLUSH sends awaiting the group commit; more: SYSTEM_BUSY
     server_channel_max_idle_time_seconds: int = 120  # a connection silent this long is closed
     server_partial_frame_timeout_millis: int = 30_000  # a frame begun but not finished this long: closed
+    # Controller mode (RocketMQ 5.x RIP-44; broker/failover/): the controller decides the role.
+    enable_controller_mode: bool = False
+    controller_addr: str | None = None  # the controllers' host:port, ';'-separated
+    broker_heartbeat_interval: int = 1000  # ms between heartbeats (and replica-info polls)
+    controller_heart_beat_timeout_mills: int = 10_000  # lease TTL; a master this long unheard fences
+    sync_broker_metadata_period: int = 5000
+    check_sync_state_set_period: int = 5000
+    ha_max_time_slave_not_catchup: int = 15_000  # SyncStateSet shrink: not caught up this long
+    all_ack_in_sync_state_set: bool = False  # a SYNC send waits for every SyncStateSet member
+    store_path_epoch_file: str | None = None  # default storePathRootDir/epochFileCheckpoint
 
     def __post_init__(self) -> None:
         require(1 <= self.listen_port <= 65535 or self.listen_port == 0, "listenPort must be 0..65535")
@@ -137,6 +172,16 @@ class BrokerConfig:
         require(self.register_name_server_period > 0, "registerNameServerPeriod must be positive")
         require(0 <= self.ha_listen_port <= 65535, "haListenPort must be 0..65535")
         require(0 <= self.metrics_port <= 65535, "metricsPort must be 0..65535")
+        require(
+            self.metrics_exporter_type in (MetricsExporterType.DISABLE, MetricsExporterType.PROM),
+            f"metricsExporterType {self.metrics_exporter_type.value} is not served by rocketlite: "
+            "use PROM (Prometheus, GET /metrics) or DISABLE",
+        )
+        require(0 <= self.metrics_prom_exporter_port <= 65535, "metricsPromExporterPort must be 0..65535")
+        require(
+            not (self.metrics_port and self.metrics_exporter_type is MetricsExporterType.PROM),
+            "metricsPort and metricsExporterType=PROM both serve GET /metrics: set one of them",
+        )
         require(0 <= self.grpc_server_port <= 65535, "grpcServerPort must be 0..65535 (0: off)")
         require(
             bool(self.tls_cert_path) == bool(self.tls_key_path),
@@ -159,9 +204,31 @@ class BrokerConfig:
             0 <= self.access_message_in_memory_max_ratio <= 100,
             "accessMessageInMemoryMaxRatio must be in 0..100",
         )
+        require(
+            not (self.acl_enable and (self.authentication_enabled or self.authorization_enabled)),
+            "aclEnable (ACL 1.0, plain_acl.yml) and authenticationEnabled/authorizationEnabled (ACL 2.0)"
+            " exclude each other: turn aclEnable off (migrateAuthFromV1Enabled=true imports"
+            " plain_acl.yml into ACL 2.0)",
+        )
+        if self.init_authentication_user:
+            parse_user_json(self.init_authentication_user, "initAuthenticationUser")
+        if self.inner_client_authentication_credentials:
+            parse_user_json(
+                self.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"
+            )
         require(1 <= self.max_error_rate_of_bloom_filter < 100, "maxErrorRateOfBloomFilter must be in 1..99")
         require(self.expect_consumer_num_use_filter > 0, "expectConsumerNumUseFilter must be positive")
         require(self.filter_data_clean_time_span >= 0, "filterDataCleanTimeSpan must not be negative")
+        require(self.broker_heartbeat_interval > 0, "brokerHeartbeatInterval must be positive (ms)")
+        require(
+            self.controller_heart_beat_timeout_mills >= 1000,
+            "controllerHeartBeatTimeoutMills must be at least 1000 (ms; etcd leases count whole seconds)",
+        )
+        require(self.check_sync_state_set_period > 0, "checkSyncStateSetPeriod must be positive (ms)")
+        require(self.sync_broker_metadata_period > 0, "syncBrokerMetadataPeriod must be positive (ms)")
+        require(self.ha_max_time_slave_not_catchup > 0, "haMaxTimeSlaveNotCatchup must be positive (ms)")
+        if self.enable_controller_mode:
+            require(bool(self.controller_addrs), "enableControllerMode needs controllerAddr (host:port;...)")
         if self.ha_master_address:
             host, _, port = self.ha_master_address.strip().rpartition(":")
             require(bool(host) and port.isdigit(), "haMasterAddress must be host:port")
@@ -173,8 +240,21 @@ class BrokerConfig:
         super(BrokerConfig, self).__setattr__(name, value)
 
     @property
+    def metrics_endpoint(self) -> tuple[str, int] | None:
+        """(host, port) of GET /metrics, or None when metrics are off."""
+        if self.metrics_exporter_type is MetricsExporterType.PROM:
+            return (self.metrics_prom_exporter_host or self.broker_ip1, self.metrics_prom_exporter_port)
+        if self.metrics_port:
+            return (self.metrics_host, self.metrics_port)
+        return None
+
+    @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        return [a.strip() for a in (self.controller_addr or "").split(";") if a.strip()]
 
     @property
     def is_slave(self) -> bool:

@@ -18,11 +18,18 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from rocketlite import native
 from rocketlite.broker import acl
+from rocketlite.broker.auth.checks import AuthChecks, AuthSettings
+from rocketlite.broker.auth.guard import AuthRequestTable
+from rocketlite.broker.auth.manager import AuthMetadata, parse_user_json
+from rocketlite.broker.auth.migrate import migrate_plain_acl
+from rocketlite.broker.auth.processor import AuthAdminProcessor
+from rocketlite.broker.auth.store import AuthStore
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.consumer_filter import ConsumerFilterManager
@@ -34,7 +41,15 @@ from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.status import ha_runtime_info
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
-from rocketlite.broker.metrics import BrokerFigures, MetricsServer
+from rocketlite.broker.metrics import (
+    BrokerFigures,
+    BrokerView,
+    MetricsServer,
+    RocketliteCollector,
+    RocketMQCollector,
+    RpcLatency,
+    TpsSampler,
+)
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
@@ -46,7 +61,8 @@ from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
-from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.processors.reply import ReplyMessageProcessor
+from rocketlite.broker.processors.send import ReplicaWaiter, SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
 from rocketlite.broker.state_files import ConsumerOffsetTable
@@ -73,7 +89,9 @@ from rocketlite.protocol.wire.headers import (
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
+from rocketlite.remoting.tls import ServerTls, TlsConfig, client_context
 from rocketlite.runtime import wait_event
+from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
@@ -88,6 +106,17 @@ class BrokerService(Protocol):
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class SyncStateReplica(ReplicaWaiter, BrokerService, Protocol):
+    """Controller mode: what a master's SYNC sends wait on instead of the HA service (the
+    SyncStateSet keeper, broker/failover/sync_state.py), a service of the broker as well."""
+
+
+# Controller mode's hooks (broker/failover/node.py): the keeper of a master's SyncStateSet, built
+# over its HA service; and a call made once the store is recovered, before anything is served.
+ReplicaFactory = Callable[[HAMasterService, StoreAPI], SyncStateReplica]
+BeforeServing = Callable[[StoreAPI], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +152,9 @@ class BrokerParts:
     slave_sync: SlaveSynchronize | None
     metrics: MetricsServer | None
     grpc: GrpcEndpoint | None = None
+    reply: ReplyMessageProcessor | None = None  # 324/325 (request-reply)
     timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
+    sync_state: SyncStateReplica | None = None  # controller mode, on a master
 
     def services(self) -> dict[str, BrokerService]:
         """The background services by name, in start order (closed in reverse)."""
@@ -137,6 +168,7 @@ class BrokerParts:
             "runtime-stats": self.runtime_stats,
             "stats-items": self.stats_sampler,
             "ha-master": self.ha_master,
+            "sync-state": self.sync_state,
             "ha-slave": self.ha_slave,
             "slave-sync": self.slave_sync,
             "metrics": self.metrics,
@@ -147,9 +179,20 @@ class BrokerParts:
 
 class BrokerController:
     def __init__(
-        self, broker: BrokerConfig, store_config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        broker: BrokerConfig,
+        store_config: StoreConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        replica_factory: ReplicaFactory | None = None,
+        before_serving: BeforeServing | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.broker = broker
+        self.replica_factory = replica_factory
+        self.before_serving = before_serving
+        self.tls = tls or TlsConfig()
+        server_tls = ServerTls.of(self.tls)  # certificate files read (and checked) now
         self.store_config = store_config
         self.clock = clock
         self.store = MessageStore(store_config, clock=clock, master=not broker.is_slave)
@@ -170,14 +213,33 @@ class BrokerController:
         if broker.acl_enable:  # plain ACL in front of every handler (clients' connections only)
             self.acl = acl.AclValidator(acl.default_acl_path(broker.acl_config_file))
             served = acl.AclRequestTable(self.table, self.acl)
+        # ACL 2.0: the users and ACLs are always served (AUTH_* codes), checked only when enabled
+        self.auth_metadata = AuthMetadata(AuthStore(cfg_dir))
+        self.auth = AuthChecks(
+            self.auth_metadata,
+            AuthSettings.of(
+                broker.broker_cluster_name, broker.authentication_enabled, broker.authorization_enabled,
+                broker.authentication_whitelist, broker.authorization_whitelist,
+            ),
+        )  # fmt: skip
+        if broker.authentication_enabled or broker.authorization_enabled:
+            served = AuthRequestTable(self.table, self.auth)
+        # rocketmq_rpc_latency: every answered request timed (only when metrics are served)
+        self.rpc_latency = RpcLatency() if broker.metrics_endpoint is not None else None
+        if self.rpc_latency is not None:
+            served.observer = self.rpc_latency.observe
         self.server = RemotingServer(
             served,
             host=broker.listen_host,
             ports=ports,
             idle_seconds=float(broker.server_channel_max_idle_time_seconds),
             partial_frame_seconds=broker.server_partial_frame_timeout_millis / 1000,
+            tls=server_tls,
         )
-        self.outbound = RemotingClient(self.table)
+        # tls.enable: the broker's own connections (name servers, a slave's master) use TLS.
+        self.outbound = RemotingClient(
+            self.table, ssl_context=client_context(self.tls) if self.tls.enable else None
+        )
         self.parts: BrokerParts | None = None  # built by start(), once the store host is known
         self.services: dict[str, BrokerService] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -215,8 +277,9 @@ class BrokerController:
         out = [(b.listen_host, port) for port in self.server.requested_ports]
         if not b.is_slave:
             out.append((b.listen_host, ha_listen_port(b.ha_listen_port, b.listen_port, b.listen_port)))
-        if b.metrics_port:
-            out.append((b.metrics_host, b.metrics_port))
+        metrics = b.metrics_endpoint
+        if metrics is not None:
+            out.append(metrics)
         return out
 
     async def start(self) -> None:
@@ -236,9 +299,12 @@ class BrokerController:
             raise
 
     async def _start_after_store(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.before_serving is not None:
+            self.before_serving(self.store)
         self.topics.start()
         self.groups.start()
         self.offsets.load()
+        self._init_auth()
         self.filters.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
@@ -263,6 +329,8 @@ class BrokerController:
             admin_stats=parts.admin_stats,
             relay=parts.relay,
             resets=parts.resets,
+            auth=AuthAdminProcessor(self.auth_metadata),
+            reply=parts.reply,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -283,6 +351,20 @@ class BrokerController:
             self.server.ports,
             self.store_config.store_path_root_dir,
         )
+
+    def _init_auth(self) -> None:
+        """ACL 2.0's first users, as RocketMQ creates them on start: `initAuthenticationUser` and
+        `innerClientAuthenticationCredentials` as super users if missing, then, with
+        `migrateAuthFromV1Enabled`, the accounts of plain_acl.yml (`aclConfigFile`)."""
+        b = self.broker
+        for text, key in (
+            (b.init_authentication_user, "initAuthenticationUser"),
+            (b.inner_client_authentication_credentials, "innerClientAuthenticationCredentials"),
+        ):
+            if text and self.auth_metadata.init_user(*parse_user_json(text, key)):
+                log.info("%s: super user created", key)
+        if b.migrate_auth_from_v1_enabled:
+            migrate_plain_acl(acl.default_acl_path(b.acl_config_file), self.auth_metadata)
 
     # -- wiring -----------------------------------------------------------------------------
     def _build(self, loop: asyncio.AbstractEventLoop, store_host: HostAddress) -> BrokerParts:
@@ -336,6 +418,11 @@ class BrokerController:
             port = ha_listen_port(b.ha_listen_port, b.listen_port, store_host.port)
             ha_master = HAMasterService(store, b, bind_ha_socket(b.listen_host, port), loop)
             store.add_arrival_listener(ha_master.on_dispatch)
+        replica: ReplicaWaiter | None = ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None
+        sync_state: SyncStateReplica | None = None
+        if ha_master is not None and self.replica_factory is not None:
+            sync_state = self.replica_factory(ha_master, store)
+            replica = sync_state
         live = LiveConfig(
             b, store, topics, groups, clock, self.request_register,
             listeners=(ha_slave.on_config_change,) if ha_slave is not None else (),
@@ -344,7 +431,7 @@ class BrokerController:
             b, store, topics, groups, stats, clock, store_host,
             half_message_hook=transactions.to_half_message,
             timer_hook=timer.park if timer is not None else None,
-            replica=ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None,
+            replica=replica,
         )  # fmt: skip
         figures = BrokerFigures(b, store, stats, offsets, clients)
         runtime_stats = RuntimeStatsSampler(store, clock)
@@ -386,9 +473,28 @@ class BrokerController:
             ha_master=ha_master,
             ha_slave=ha_slave,
             slave_sync=slave_sync,
-            metrics=MetricsServer(figures, b.metrics_host, b.metrics_port) if b.metrics_port else None,
+            sync_state=sync_state,
+            metrics=self._metrics_server(figures, clients, send),
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
+            reply=ReplyMessageProcessor(
+                b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
+            ),
         )
+
+    def _metrics_server(
+        self, figures: BrokerFigures, clients: ClientManager, send: SendMessageProcessor
+    ) -> MetricsServer | None:
+        """GET /metrics (metricsExporterType=PROM, or rocketlite's metricsPort), or None."""
+        endpoint = self.broker.metrics_endpoint
+        if endpoint is None:
+            return None
+        view = BrokerView(
+            self.broker, self.store, self.stats, self.topics, self.groups, clients, self.offsets, self.clock,
+            rpc=self.rpc_latency, send_waiters=lambda: send.flush_waiters,
+        )  # fmt: skip
+        sampler = TpsSampler(self.store)
+        collectors = [RocketMQCollector(view), RocketliteCollector(figures, sampler)]
+        return MetricsServer(collectors, sampler, *endpoint)
 
     def _grpc_endpoint(
         self,
@@ -415,6 +521,7 @@ class BrokerController:
             port=b.grpc_server_port if b.listen_port else 0,
             max_body_size=self.store_config.max_message_size,
             acl=self.acl,
+            auth=self.auth if b.authentication_enabled or b.authorization_enabled else None,
             transactions=transactions,
             clients=clients,
         )  # fmt: skip

@@ -8,6 +8,7 @@ layer. REGISTER_BROKER and the other name-server codes go the other way (the bro
 
 from __future__ import annotations
 
+from rocketlite.broker.auth.processor import AuthAdminProcessor
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.pop.processor import PopMessageProcessor
@@ -20,6 +21,7 @@ from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
+from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.transaction import TransactionalMessageService
@@ -48,6 +50,8 @@ def register_requests(
     admin_stats: AdminStatsProcessor,
     relay: ClientRelayProcessor,
     resets: ResetOffsetGuard,
+    auth: AuthAdminProcessor,
+    reply: ReplyMessageProcessor | None = None,
 ) -> None:
     """Register every request code the broker answers on `table`."""
     handlers: dict[int, Handler] = {
@@ -116,6 +120,11 @@ def register_requests(
         # what a slave copies from its master (broker/ha/sync.py)
         C.GET_ALL_CONSUMER_OFFSET: offsets.handle_all,
         C.GET_ALL_DELAY_OFFSET: schedule.handle_get_all_delay_offset,
+        # ACL 2.0: users and ACLs (AUTH_* 3001-3010)
+        **auth.handlers(),
     }
+    if reply is not None:  # request-reply: the replier's send, pushed to the requester
+        handlers[C.SEND_REPLY_MESSAGE] = reply.handle
+        handlers[C.SEND_REPLY_MESSAGE_V2] = reply.handle
     for code, handler in handlers.items():
         table.register(code, handler)

@@ -1,17 +1,65 @@
-"""Counters the broker reports in GET_BROKER_RUNTIME_INFO (RocketMQ's `BrokerStatsManager`, small).
+"""Counters the broker reports in GET_BROKER_RUNTIME_INFO (RocketMQ's `BrokerStatsManager`, small)
+and the traffic RocketMQ 5's metrics count (broker/metrics/rocketmq.py reads them).
 
 `record_put` runs once per send on the event loop: plain int adds on slots, and the per-topic
-count in a plain dict (`dict.get` costs half of a `Counter`'s `__missing__`-backed `+=`).
-`items` holds the same counts by RocketMQ's statistic names and keys, with their minute, hour
-and day windows (`stats_items`), for VIEW_BROKER_STATS_DATA and the consume TPS figures.
+and per-(topic, message type) figures in plain dicts (`dict.get` costs half of a `Counter`'s
+`__missing__`-backed `+=`). `items` holds the same counts by RocketMQ's statistic names and keys,
+with their minute, hour and day windows (`stats_items`), for VIEW_BROKER_STATS_DATA and the
+consume TPS figures.
+
+RocketMQ 5 (`SendMessageProcessor`, `DefaultPullMessageResultHandler`) counts
+`rocketmq_messages_in_total` / `rocketmq_throughput_in_total` / `rocketmq_message_size` by topic
+and message type, and `rocketmq_messages_out_total` / `rocketmq_throughput_out_total` by topic and
+consumer group, leaving out retry and DLQ topics; sizes are the stored records' bytes
+(`AppendMessageResult.getWroteBytes`) and the pulled buffers' bytes. The pull offsets
+(`ConsumerOffsetManager.commitPullOffset`: where each group's last pull of a queue ended) give
+the in-flight and ready figures of the lag gauges.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Final
 
 from rocketlite.broker.stats_items import BrokerStatsItems
+from rocketlite.protocol import reserved
+
+# rocketmq_message_size's buckets (BrokerMetricsManager.registerMetricsView): 1 KB .. 4 MB.
+MESSAGE_SIZE_BUCKETS: Final = (1024, 4 * 1024, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+NORMAL: Final = "normal"  # TopicMessageType.NORMAL.getMetricsValue()
+
+
+# What marks a non-normal message (BrokerMetricsManager.getMessageType): a prepared transaction,
+# a sharding key (FIFO), a delay level or a timer property (DELAY).
+_SHARDING_KEY: Final = "__SHARDINGKEY"
+_DELAY_MARKS: Final = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "__STARTDELIVERTIME")
+
+
+def message_type(properties: str, prepared: bool, delay: str | None) -> str:
+    """`TopicMessageType.getMetricsValue` of a send: transaction, fifo, delay or normal."""
+    if prepared:
+        return "transaction"
+    if _SHARDING_KEY in properties:
+        return "fifo"
+    if delay is not None or any(mark in properties for mark in _DELAY_MARKS):
+        return "delay"
+    return NORMAL
+
+
+def counted_topic(topic: str) -> bool:
+    """RocketMQ's metrics leave retry and DLQ topics out (`BrokerMetricsManager.isRetryOrDlqTopic`)."""
+    return not topic.startswith((reserved.RETRY_GROUP_TOPIC_PREFIX, reserved.DLQ_GROUP_TOPIC_PREFIX))
+
+
+@dataclass(slots=True)
+class TrafficIn:
+    """Messages and bytes stored for one (topic, message type), and the message-size histogram."""
+
+    messages: int = 0
+    size: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(MESSAGE_SIZE_BUCKETS) + 1))
+    size_sum: int = 0
 
 
 @dataclass(slots=True)
@@ -24,23 +72,66 @@ class BrokerStats:
     send_back_nums: int = 0
     group_get_nums: Counter[str] = field(default_factory=Counter)
     topic_put_nums: dict[str, int] = field(default_factory=dict)  # messages stored, by topic
+    traffic_in: dict[tuple[str, str], TrafficIn] = field(default_factory=dict)  # (topic, type)
+    traffic_out: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (topic, group): [n, bytes]
+    send_to_dlq: dict[tuple[str, str], int] = field(default_factory=dict)  # (topic, group)
+    pull_offsets: dict[tuple[str, str, int], int] = field(default_factory=dict)  # (group, topic, queue)
     items: BrokerStatsItems = field(default_factory=lambda: BrokerStatsItems("DefaultCluster"))
 
-    def record_put(self, topic: str, n: int, size: int) -> None:
+    def record_put(self, topic: str, n: int, size: int, message_type: str = NORMAL) -> None:
+        """`n` messages of `size` stored bytes (body bytes where the record size is not known)."""
         self.put_nums += n
         self.put_size += size
         nums = self.topic_put_nums
         nums[topic] = nums.get(topic, 0) + n
         self.items.put(topic, n, size)
+        if not counted_topic(topic):
+            return
+        key = (topic, message_type)
+        traffic = self.traffic_in.get(key)
+        if traffic is None:
+            traffic = self.traffic_in[key] = TrafficIn()
+        traffic.messages += n
+        traffic.size += size
+        each = size // n if n else 0
+        index = 0
+        for bound in MESSAGE_SIZE_BUCKETS:
+            if each <= bound:
+                break
+            index += 1
+        traffic.buckets[index] += 1  # one observation per request (Java records wroteBytes / msgNum once)
+        traffic.size_sum += each
 
-    def record_get(self, group: str, found: int, topic: str = "", size: int = 0) -> None:
+    def record_get(
+        self,
+        group: str,
+        found: int,
+        topic: str | None = None,
+        queue_id: int = -1,
+        next_offset: int = -1,
+        size: int = 0,
+    ) -> None:
         if found:
             self.get_found_nums += found
             self.group_get_nums[group] += found
             if topic:
                 self.items.get(topic, group, found, size)
+            if topic is not None and counted_topic(topic):
+                out = self.traffic_out.get((topic, group))
+                if out is None:
+                    out = self.traffic_out[(topic, group)] = [0, 0]
+                out[0] += found
+                out[1] += size
         else:
             self.get_miss_nums += 1
+        if topic is not None and next_offset >= 0:
+            self.pull_offsets[(group, topic, queue_id)] = next_offset
+
+    def record_dlq(self, topic: str, group: str) -> None:
+        """A message moved to the group's DLQ (`rocketmq_send_to_dlq_messages_total`, labelled with
+        the topic the consumer sent it back from)."""
+        key = (topic, group)
+        self.send_to_dlq[key] = self.send_to_dlq.get(key, 0) + 1
 
     def record_send_back(self, topic: str, group: str) -> None:
         self.send_back_nums += 1

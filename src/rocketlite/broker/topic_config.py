@@ -66,7 +66,7 @@ class TopicConfigManager(JsonConfigFile):
             TopicConfig(reserved.BENCHMARK_TOPIC, 1024, 1024),
             TopicConfig(reserved.OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(reserved.SCHEDULE_TOPIC, self.delay_levels, self.delay_levels),
-            TopicConfig(f"{b.broker_cluster_name}_REPLY_TOPIC", 1, 1),
+            TopicConfig(reserved.reply_topic(b.broker_cluster_name), 1, 1),
         ]
         cluster_perm = perm.PERM_READ | perm.PERM_WRITE | perm.PERM_INHERIT
         system.append(

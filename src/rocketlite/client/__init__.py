@@ -76,6 +76,7 @@ from rocketlite.client.producer import (
     select_random,
 )
 from rocketlite.client.rebalance import allocate_averagely, allocate_averagely_by_circle
+from rocketlite.client.request_reply import RequestTimeoutError, create_reply_message
 from rocketlite.client.selector import MessageSelector
 from rocketlite.client.sync import Producer, PullConsumer, PushConsumer, TransactionProducer
 from rocketlite.client.transaction import (
@@ -121,6 +122,7 @@ __all__ = [
     "RemotingConnectError",
     "RemotingError",
     "RemotingTimeoutError",
+    "RequestTimeoutError",
     "SendResult",
     "SendStatus",
     "ServiceNotAvailableError",
@@ -134,6 +136,7 @@ __all__ = [
     "TransactionSendResult",
     "allocate_averagely",
     "allocate_averagely_by_circle",
+    "create_reply_message",
     "for_code",
     "select_by_hash",
     "select_by_sharding_key",

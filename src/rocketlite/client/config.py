@@ -7,6 +7,11 @@ secret is left out of the repr. Producers and consumers take the same keys as ke
 (`AsyncProducer("pg", ns, access_key=..., secret_key=...)`), which `make_config` turns into a
 config.
 
+`use_tls` is Java's `ClientConfig.setUseTLS(true)`: every connection (name servers and brokers)
+uses TLS, set up by `tls` (the `tls.client.*` keys and `tls.test.mode.enable` of
+`rocketlite.remoting.tls.TlsConfig`; by default Java's test mode: the server is not verified and no
+client certificate is sent).
+
 `clock` is the instance's time: the milliseconds in the message ids (UNIQ_KEY) its producers make
 and the interval of its consumers' warnings. Tests pass a `ManualClock` to set it to any instant.
 """
@@ -20,6 +25,7 @@ from typing import TypedDict
 from rocketlite.client.errors import ClientStateError
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.wire.acl_signature import SessionCredentials
+from rocketlite.remoting.tls import TlsConfig
 
 __all__ = ["ClientConfig", "ClientOptions", "check_namesrv_addr", "make_config"]
 
@@ -64,10 +70,15 @@ class ClientConfig:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
+    # TLS (Java's setUseTLS and the tls.client.* system properties)
+    use_tls: bool = False
+    tls: TlsConfig | None = None
     clock: Clock = field(default=SYSTEM_CLOCK, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_namesrv_addr(self.namesrv_addr)
+        if self.tls is not None and not self.use_tls:
+            raise ClientStateError("tls= sets up TLS connections: pass use_tls=True with it")
         if (self.access_key is None) != (self.secret_key is None):
             raise ClientStateError("access_key and secret_key must be given together")
         if self.security_token is not None and self.access_key is None:
@@ -99,6 +110,8 @@ class ClientOptions(TypedDict, total=False):
     access_key: str | None
     secret_key: str | None
     security_token: str | None
+    use_tls: bool
+    tls: TlsConfig | None
     clock: Clock
 
 
@@ -110,6 +123,8 @@ def make_config(
     access_key: str | None = None,
     secret_key: str | None = None,
     security_token: str | None = None,
+    use_tls: bool = False,
+    tls: TlsConfig | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> ClientConfig:
     """A producer's or consumer's `ClientConfig`: `config`, else one built from the arguments."""
@@ -118,6 +133,8 @@ def make_config(
             raise ClientStateError("pass the ACL keys in config= or as access_key=/secret_key=, not both")
         if clock is not SYSTEM_CLOCK:
             raise ClientStateError("pass the clock in config= or as clock=, not both")
+        if use_tls or tls is not None:
+            raise ClientStateError("pass use_tls/tls in config= or as keywords, not both")
         return config
     if not namesrv_addr:
         raise ClientStateError("namesrv_addr is required")
@@ -127,5 +144,7 @@ def make_config(
         access_key=access_key,
         secret_key=secret_key,
         security_token=security_token,
+        use_tls=use_tls,
+        tls=tls,
         clock=clock,
     )

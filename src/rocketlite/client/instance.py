@@ -16,6 +16,7 @@ list and instance name) and lives while some producer or consumer holds it. Its 
 
 Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
 the rebalance, CHECK_TRANSACTION_STATE goes to the transaction producer of the message's PGROUP,
+PUSH_REPLY_MESSAGE_TO_CLIENT completes a producer's waiting `request` (`request_reply.ReplyTable`),
 and what brokers relay from operators (offset resets, running info, direct consumption) is
 `ops.py`'s.
 Every request goes through `invoke` / `invoke_oneway`, which turn timeouts and broken connections
@@ -49,9 +50,9 @@ from rocketlite.client.errors import (
     transport_reason,
 )
 from rocketlite.client.message import Message, SendResult, UniqIdGenerator
-from rocketlite.client.route import TopicPublishInfo, publish_info_of, subscribe_info_of
+from rocketlite.client.request_reply import ReplyTable
+from rocketlite.client.route import RouteTable
 from rocketlite.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, ProducerData
-from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.bodies.route import ClusterInfo, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode, not_a_namesrv, request_label
 from rocketlite.protocol.errors import RocketliteError
@@ -71,6 +72,7 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_request
 from rocketlite.protocol.wire.headers import CheckTransactionStateRequestHeader
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import Connection, RequestTable, not_supported
+from rocketlite.remoting.tls import TlsConfig, client_context
 from rocketlite.runtime import wait_event
 
 __all__ = [
@@ -142,7 +144,7 @@ class ConsumerMember(Protocol):
     async def persist_offsets(self) -> None: ...
 
 
-class ClientInstance:
+class ClientInstance(RouteTable):
     """One per (event loop, name servers, instance name); see the module docstring."""
 
     _instances: ClassVar[dict[tuple[int, str, str], ClientInstance]] = {}
@@ -164,13 +166,15 @@ class ClientInstance:
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
         ops.register(table, self)  # what brokers relay from operators: resets, running info, resends
-        self.remoting = RemotingClient(table, connect_timeout=config.request_timeout)
+        self.replies = ReplyTable()  # requests of our producers waiting for their reply
+        table.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.on_push)
+        tls = client_context(config.tls or TlsConfig()) if config.use_tls else None
+        self.remoting = RemotingClient(table, connect_timeout=config.request_timeout, ssl_context=tls)
         self.namesrv_addrs = config.namesrv_addrs
         if not self.namesrv_addrs:
             raise ClientStateError("no name server address given")
         self._ns_index = random.randrange(len(self.namesrv_addrs))
-        self.routes: dict[str, TopicRouteData] = {}
-        self.broker_addrs: dict[str, dict[int, str]] = {}
+        RouteTable.__init__(self)
         self.broker_versions: dict[str, int] = {}
         self.producers: dict[str, ProducerMember] = {}
         self.consumers: dict[str, ConsumerMember] = {}
@@ -432,13 +436,7 @@ class ClientInstance:
                 route = replace(base, queue_datas=queue_datas)
         except TopicNotExistError:
             return None
-        self.routes[topic] = route
-        new_broker = False
-        for bd in route.broker_datas:
-            addrs = dict(bd.broker_addrs)
-            new_broker = new_broker or self.broker_addrs.get(bd.broker_name) != addrs
-            self.broker_addrs[bd.broker_name] = addrs
-        if new_broker and not self.closed:
+        if self.install_route(topic, route) and not self.closed:
             # Java waits for the 30 s heartbeat; telling a new broker about us at once lets it
             # route transaction checks and count our consumers straight away.
             self.spawn(self.send_heartbeat_to_all(), "heartbeat")
@@ -471,41 +469,7 @@ class ClientInstance:
                 await self.update_topic_route(topic)
             except ClientError as exc:
                 log.warning("route refresh for %s failed: %s", topic, exc)
-        self._clean_offline_brokers()
-
-    def _clean_offline_brokers(self) -> None:
-        """Forget broker addresses no route mentions any more (`cleanOfflineBroker`)."""
-        live = {
-            (bd.broker_name, addr)
-            for route in self.routes.values()
-            for bd in route.broker_datas
-            for addr in bd.broker_addrs.values()
-        }
-        for name in list(self.broker_addrs):
-            addrs = {i: a for i, a in self.broker_addrs[name].items() if (name, a) in live}
-            if addrs:
-                self.broker_addrs[name] = addrs
-            else:
-                del self.broker_addrs[name]
-
-    def publish_info(self, topic: str) -> TopicPublishInfo | None:
-        route = self.routes.get(topic)
-        return None if route is None else publish_info_of(topic, route)
-
-    def subscribe_info(self, topic: str) -> list[MessageQueue] | None:
-        route = self.routes.get(topic)
-        return None if route is None else subscribe_info_of(topic, route)
-
-    def master_addr(self, broker_name: str) -> str | None:
-        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
-
-    def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
-        """`findBrokerAddressInSubscribe`: that id if known, else the master, else any address."""
-        addrs = self.broker_addrs.get(broker_name, {})
-        addr = addrs.get(broker_id) or addrs.get(MASTER_ID)
-        if addr is None and addrs:
-            addr = addrs[min(addrs)]
-        return addr
+        self.clean_offline_brokers()
 
     async def require_master(self, broker_name: str, topic: str) -> str:
         """The master of `broker_name`, refreshing `topic`'s route once if it is unknown."""
@@ -516,14 +480,6 @@ class ClientInstance:
         if addr is None:
             raise ClientError(f"broker {broker_name} has no known master address", retriable=True)
         return addr
-
-    def any_broker_of_topic(self, topic: str) -> str | None:
-        """`findBrokerAddrByTopic`: a random broker of the route, its master if it has one."""
-        route = self.routes.get(topic)
-        if route is None or not route.broker_datas:
-            return None
-        bd = random.choice(route.broker_datas)
-        return bd.master_addr or next(iter(bd.broker_addrs.values()), None)
 
     # -- heartbeat -------------------------------------------------------------------------
     def heartbeat_data(self) -> HeartbeatData:

@@ -35,12 +35,14 @@ from rocketlite.client.errors import (
 )
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.lifecycle import AsyncClientBase
-from rocketlite.client.message import Message, MessageQueue, SendResult
+from rocketlite.client.message import Message, MessageExt, MessageQueue, SendResult
+from rocketlite.client.request_reply import create_reply_message, send_request
 from rocketlite.client.route import TopicPublishInfo
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.formats.batch import ENTRY_OVERHEAD, BatchEntry, encode_batch
 from rocketlite.protocol.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
 from rocketlite.protocol.perm import TOPIC_MAX_LENGTH, TOPIC_NAME_RE
+from rocketlite.protocol.requests.reply import build_send_reply, is_reply
 from rocketlite.protocol.requests.send import SendResponse, build_send, build_send_batch, parse_send
 from rocketlite.protocol.reserved import DEFAULT_TOPIC, NOT_ALLOWED_SEND_TOPICS
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
@@ -283,6 +285,23 @@ class AsyncProducer(AsyncClientBase):
         task.add_done_callback(done)
         return task
 
+    async def request(self, msg: Message, timeout: float = 3.0) -> MessageExt:
+        """Send `msg` as a request and return its reply (`DefaultMQProducer.request`): the message
+        gets CORRELATION_ID, REPLY_TO_CLIENT and TTL; a consumer answers it with `reply` (or
+        `send(create_reply_message(msg, body))`). Raises `RequestTimeoutError` (naming the topic
+        and the correlation id) when no reply comes within `timeout` seconds."""
+        return await send_request(self, msg, timeout)
+
+    async def reply(self, request: Message, body: bytes | str, *, timeout: float | None = None) -> SendResult:
+        """Answer a received request message: `create_reply_message(request, body)` sent with
+        SEND_REPLY_MESSAGE_V2, once. The broker pushes it to the requester; a requester that is
+        gone raises `BrokerSystemError` naming it."""
+        # One attempt: the broker stores a reply even when it cannot push it, so a retry of an
+        # undeliverable reply would only store it again.
+        result = await self._send(create_reply_message(request, body), None, None, None, timeout, 0)
+        assert result is not None
+        return result
+
     async def send_oneway(
         self,
         msg: Message,
@@ -398,21 +417,29 @@ class AsyncProducer(AsyncClientBase):
         instance = self.instance
         addr = await self._master_addr(mq)
         reconsume_times, max_reconsume_times = self._retry_counts(msg.topic, msg.properties)
-        cmd = build_send(
-            group=self.group,
-            topic=msg.topic,
-            queue_id=mq.queue_id,
-            body=body,
-            properties=_props_string(msg.properties),
-            born_timestamp=int(time.time() * 1000),
-            sys_flag=sys_flag,
-            flag=msg.flag,
-            reconsume_times=reconsume_times,
-            max_reconsume_times=max_reconsume_times,
-            default_topic=self.create_topic_key,
-            default_topic_queue_nums=self.default_topic_queue_nums,
-            broker_name=mq.broker_name,
-        )
+        if is_reply(msg.properties):  # MSG_TYPE=reply: SEND_REPLY_MESSAGE_V2, as Java's sendKernelImpl
+            cmd = build_send_reply(
+                group=self.group, topic=msg.topic, queue_id=mq.queue_id, body=body,
+                properties=_props_string(msg.properties), born_timestamp=int(time.time() * 1000),
+                sys_flag=sys_flag, flag=msg.flag, default_topic=self.create_topic_key,
+                default_topic_queue_nums=self.default_topic_queue_nums, broker_name=mq.broker_name,
+            )  # fmt: skip
+        else:
+            cmd = build_send(
+                group=self.group,
+                topic=msg.topic,
+                queue_id=mq.queue_id,
+                body=body,
+                properties=_props_string(msg.properties),
+                born_timestamp=int(time.time() * 1000),
+                sys_flag=sys_flag,
+                flag=msg.flag,
+                reconsume_times=reconsume_times,
+                max_reconsume_times=max_reconsume_times,
+                default_topic=self.create_topic_key,
+                default_topic_queue_nums=self.default_topic_queue_nums,
+                broker_name=mq.broker_name,
+            )
         if oneway:
             await instance.invoke_oneway(addr, cmd)
             return None

@@ -161,6 +161,8 @@ class Producer(_Blocking[AsyncProducer]):
     send = _blocking(AsyncProducer.send)
     send_oneway = _blocking(AsyncProducer.send_oneway)
     send_batch = _blocking(AsyncProducer.send_batch)
+    request = _blocking(AsyncProducer.request)
+    reply = _blocking(AsyncProducer.reply)
     fetch_publish_queues = _blocking(AsyncProducer.fetch_publish_queues)
 
     def send_async(

@@ -8,7 +8,8 @@ default 120 s). A closed connection removes the brokers registered over it at on
 
 Lifecycle: `await start()` loads the KV file and binds (`listenPort` 0 picks a free port; `.port`
 tells which), `await close()` stops everything and may be called any number of times. Also an
-async context manager. Time comes from the injected `Clock`, so tests drive expiry with a
+async context manager. `tls` (remoting/tls.py: `tls.server.mode` and the certificate keys)
+puts TLS on its port. Time comes from the injected `Clock`, so tests drive expiry with a
 `ManualClock` and call `route_info.scan_not_active_brokers()` instead of sleeping.
 
 `clusterTest` is accepted but its cross-environment route lookup (`ClusterTestRequestProcessor`)
@@ -29,6 +30,7 @@ from rocketlite.namesrv.processor import NamesrvProcessor
 from rocketlite.namesrv.route_info import RouteInfoManager
 from rocketlite.remoting.connection import Connection
 from rocketlite.remoting.server import RemotingServer
+from rocketlite.remoting.tls import ServerTls, TlsConfig
 
 log = logging.getLogger("rocketlite.namesrv.server")
 
@@ -36,9 +38,13 @@ log = logging.getLogger("rocketlite.namesrv.server")
 class NameServer:
     """One name server; construct, `await start()`, `await close()`."""
 
-    def __init__(self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK, *, tls: TlsConfig | None = None
+    ) -> None:
         self.config = config
         self.clock = clock
+        self.tls = tls or TlsConfig()
+        self._server_tls = ServerTls.of(self.tls)  # certificate files read (and checked) now
         self.route_info = RouteInfoManager(clock, broker_expired_ms=config.broker_expired_ms)
         self.kv_config = KVConfigManager(config.kv_config_path)
         self.processor = NamesrvProcessor(config, self.route_info, self.kv_config)
@@ -70,6 +76,7 @@ class NameServer:
             idle_seconds=float(self.config.server_channel_max_idle_time_seconds),
             partial_frame_seconds=self.config.server_partial_frame_timeout_millis / 1000,
             on_connection_closed=self._on_connection_closed,
+            tls=self._server_tls,
         )
         self.remoting = remoting
         await remoting.start()

@@ -44,6 +44,13 @@ class MessageConst:
     TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
     CLUSTER = "CLUSTER"
+    # request-reply (RIP-16): set on a request by `DefaultMQProducer.request`, copied to its reply
+    CORRELATION_ID = "CORRELATION_ID"
+    MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    MESSAGE_TTL = "TTL"
+    MESSAGE_TYPE = "MSG_TYPE"  # "reply" on a reply (`MixAll.REPLY_MESSAGE_FLAG`)
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"  # added by the broker when it pushes a reply
+    REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"  # added by the requester's client on arrival
     TRANSACTION_ID = "__transactionId__"
     SHARDING_KEY = "__SHARDINGKEY"  # a FIFO message's group (5.x `message_group`)
     # 5.x timer messages: the delivery time a producer asks for (absolute ms, or relative), and

@@ -32,6 +32,14 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
 to (a message sent straight into the timer topic would be delivered wherever its REAL_TOPIC says)."""
 
 
+REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+
+
+def reply_topic(cluster: str) -> str:
+    """`MixAll.getReplyTopic`: where a cluster's request-reply answers go (`<cluster>_REPLY_TOPIC`)."""
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
+
+
 def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
 

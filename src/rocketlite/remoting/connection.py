@@ -42,6 +42,7 @@ JOIN_LIMIT: Final = 1 << 20
 # Plain ints of the flag bits: tested once per frame, where an IntFlag operation costs more.
 _RESPONSE: Final = int(CommandFlag.RESPONSE)
 _ONEWAY: Final = int(CommandFlag.ONEWAY)
+_SUCCESS: Final = int(ResponseCode.SUCCESS)
 # Flow control: above this many bytes buffered for a peer, stop reading its requests until drained.
 WRITE_HIGH_WATER: Final = 16 * 1024 * 1024
 
@@ -53,12 +54,22 @@ WireResult = HandlerResult | bytes
 Handler = Callable[["Connection", RemotingCommand], WireResult]
 
 
+# Told of every request answered (RocketMQ 5's rpc latency): request code, response code (None for
+# a one-way request), milliseconds from the request's arrival to its answer being queued.
+RequestObserver = Callable[[int, int | None, float], None]
+
+
 class RequestTable:
-    """Request code -> handler; `default` answers codes nobody registered (None = stay silent)."""
+    """Request code -> handler; `default` answers codes nobody registered (None = stay silent).
+
+    With an `observer` each request's handling time is reported to it: answers returned by the
+    handler (at once or awaited) and answers a handler sends itself while it runs (a pull with
+    messages). A request held for later (a long-polling pull) is not reported."""
 
     def __init__(self, default: Handler | None = None) -> None:
         self.handlers: dict[int, Handler] = {}
         self.default = default
+        self.observer: RequestObserver | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         self.handlers[int(code)] = handler
@@ -120,6 +131,8 @@ class Connection(asyncio.Protocol):
         self.write_high_water = WRITE_HIGH_WATER
         self.reading_paused = False
         self.pause_count = 0  # times reading was paused for a slow reader (tests, diagnostics)
+        self.lost = False  # connection_lost has run: the transport is gone (TLS shutdown done)
+        self.answered_code: int | None = None  # the code of an answer a handler sent itself
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -197,6 +210,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.lost = True
         self._later = None
         for fut in self.pending.values():
             if not fut.done():
@@ -212,6 +226,9 @@ class Connection(asyncio.Protocol):
     def _handle_request(self, request: RemotingCommand) -> None:
         handler = self.table.lookup(request.code)
         if handler is None:
+            return
+        if self.table.observer is not None:
+            self._handle_observed(request, handler, self.table.observer)
             return
         try:
             result = handler(self, request)
@@ -240,6 +257,45 @@ class Connection(asyncio.Protocol):
             return
         task = asyncio.ensure_future(cast(Awaitable[RemotingCommand | None], result))
         task.add_done_callback(lambda t: self._finish(request, t))
+
+    def _handle_observed(self, request: RemotingCommand, handler: Handler, observer: RequestObserver) -> None:
+        """`_handle_request` with the handling time reported to `observer`."""
+        start = time.perf_counter()
+        self.answered_code = None
+        try:
+            result = handler(self, request)
+        except Exception as exc:
+            self._log_failure(request, exc)
+            if not request.flag & _ONEWAY:
+                answer = error_response(request, exc)
+                self.send(answer)
+                observer(request.code, answer.code, (time.perf_counter() - start) * 1000)
+            return
+        oneway = bool(request.flag & _ONEWAY)
+        if type(result) is bytes or isinstance(result, RemotingCommand):
+            code = None if oneway else (result.code if isinstance(result, RemotingCommand) else _SUCCESS)
+            if not oneway:
+                if isinstance(result, RemotingCommand):
+                    self.send(result)
+                else:
+                    self.send_raw(result)
+            observer(request.code, code, (time.perf_counter() - start) * 1000)
+            return
+        if result is None:
+            if oneway or self.answered_code is not None:
+                observer(request.code, self.answered_code, (time.perf_counter() - start) * 1000)
+            return
+        task = asyncio.ensure_future(cast(Awaitable[RemotingCommand | None], result))
+
+        def done(t: asyncio.Future[RemotingCommand | None]) -> None:
+            self._finish(request, t)
+            if not t.cancelled() and t.exception() is None:
+                answer = t.result()
+                code = answer.code if answer is not None and not request.is_oneway else None
+                if answer is not None or request.is_oneway:
+                    observer(request.code, code, (time.perf_counter() - start) * 1000)
+
+        task.add_done_callback(done)
 
     def _finish(self, request: RemotingCommand, task: asyncio.Future[RemotingCommand | None]) -> None:
         if task.cancelled():
@@ -301,6 +357,7 @@ class Connection(asyncio.Protocol):
         """Send `cmd` with a body made of `parts` (pull responses): header and parts are joined
         into one buffer, the parts' only copy (the views are released when this returns)."""
         cmd.body = b""
+        self.answered_code = cmd.code
         if self.closed or self.transport is None:
             return
         head = encode_command(cmd)

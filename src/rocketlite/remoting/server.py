@@ -8,12 +8,16 @@ after `idle_seconds` (RocketMQ's 120 s), and those holding an incomplete frame f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from rocketlite.remoting.connection import Connection, RequestTable
+from rocketlite.remoting.tls import TLS_HANDSHAKE_RECORD, ServerTls, TlsMode
+from rocketlite.runtime import cancel_tasks
 
 log = logging.getLogger("rocketlite.remoting.server")
 
@@ -36,6 +40,19 @@ def check_ports_free(endpoints: Iterable[tuple[str, int]]) -> None:
                 raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
 
 
+def _set_once(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _peer(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+    except OSError:
+        return "?"
+    return f"{host}:{port}"
+
+
 class RemotingServer:
     def __init__(
         self,
@@ -46,8 +63,10 @@ class RemotingServer:
         idle_seconds: float = 120.0,
         partial_frame_seconds: float = 30.0,
         on_connection_closed: Callable[[Connection], None] | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.table = table
+        self.tls = tls if tls is not None and tls.context is not None else None
         self.host = host
         self.requested_ports = ports
         self.idle_seconds = idle_seconds
@@ -58,6 +77,7 @@ class RemotingServer:
         self._sockets: list[socket.socket] = []
         self.ports: list[int] = []
         self._idle_task: asyncio.Task[None] | None = None
+        self._accept_tasks: set[asyncio.Task[None]] = set()
 
     def _make_connection(self) -> Connection:
         conn = Connection(self.table, on_close=self._closed)
@@ -102,10 +122,71 @@ class RemotingServer:
         self.bind()
         loop = asyncio.get_running_loop()
         for sock in self._sockets:
-            server = await loop.create_server(self._make_connection, sock=sock)
-            self._servers.append(server)
+            if self.tls is None:
+                server = await loop.create_server(self._make_connection, sock=sock)
+                self._servers.append(server)
+            else:
+                self._spawn(self._accept_loop(sock), "remoting-accept")
         self._idle_task = asyncio.create_task(self._close_idle(), name="remoting-idle")
-        log.info("listening on %s ports %s", self.host, self.ports)
+        tls = f", TLS {self.tls.mode.value}" if self.tls is not None else ""
+        log.info("listening on %s ports %s%s", self.host, self.ports, tls)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
+        self._accept_tasks.add(task)
+        task.add_done_callback(self._accept_tasks.discard)
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn_sock, _addr = await loop.sock_accept(sock)
+            except OSError as exc:
+                log.warning("accept failed on port %s: %s", sock.getsockname()[1], exc)
+                await asyncio.sleep(0.1)
+                continue
+            conn_sock.setblocking(False)
+            self._spawn(self._start_connection(conn_sock), "remoting-tls-sniff")
+
+    async def _start_connection(self, sock: socket.socket) -> None:
+        """Peek at the first byte; start the connection with TLS or plaintext, or close it."""
+        tls = self.tls
+        assert tls is not None
+        loop = asyncio.get_running_loop()
+        peer = _peer(sock)
+        readable: asyncio.Future[None] = loop.create_future()
+        fd = sock.fileno()
+        loop.add_reader(fd, _set_once, readable)
+        try:
+            async with asyncio.timeout(self.partial_frame_seconds):
+                await readable
+            first = sock.recv(1, socket.MSG_PEEK)
+        except (TimeoutError, OSError, asyncio.CancelledError) as exc:
+            sock.close()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        finally:
+            loop.remove_reader(fd)
+        if not first:
+            sock.close()
+            return
+        is_tls = first[0] == TLS_HANDSHAKE_RECORD
+        if not is_tls and tls.mode is TlsMode.ENFORCING:
+            log.warning("closing %s: a plaintext connection, while TLS is enforcing", peer)
+            sock.close()
+            return
+        try:
+            await loop.connect_accepted_socket(
+                self._make_connection,
+                sock,
+                ssl=tls.context if is_tls else None,
+                ssl_handshake_timeout=self.partial_frame_seconds if is_tls else None,
+            )
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+            log.warning("closing %s: TLS handshake failed: %s", peer, exc or type(exc).__name__)
+            with contextlib.suppress(OSError):
+                sock.close()
 
     async def _close_idle(self) -> None:
         """Close connections idle for `idle_seconds`, and those whose started frame has not
@@ -133,6 +214,7 @@ class RemotingServer:
             self._idle_task = None
         for server in self._servers:
             server.close()
+        await cancel_tasks(*self._accept_tasks)
         for conn in list(self.connections):
             conn.close()
         for server in self._servers:

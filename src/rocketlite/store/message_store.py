@@ -27,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.errors import ConfigError, SegmentCreateError
+from rocketlite.protocol.errors import ConfigError, SegmentCreateError, StoreError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import (
@@ -69,6 +69,7 @@ from rocketlite.store.results import (
 from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.store_lock import lock_store, unlock_store
+from rocketlite.store.truncation import cut_commit_log
 
 log = logging.getLogger("rocketlite.store")
 
@@ -148,6 +149,13 @@ class MessageStore:
         self._start_services()
         self.stats.started_ms = self.clock.now_ms()
         self.started = True
+
+    def truncate_log_before_start(self, offset: int) -> int:
+        """Cut the commit log at `offset` before `start` (controller mode: `truncation.py`); the
+        bytes zeroed or deleted."""
+        if self.started:
+            raise StoreError("truncate_log_before_start: the store is running")
+        return cut_commit_log(self.config.commit_log_dir, offset)
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None
@@ -272,6 +280,15 @@ class MessageStore:
         msg.properties_string = properties_to_string(props)
         msg.topic = SCHEDULE_TOPIC
         msg.queue_id = level - 1
+
+    def _free_write_buffers(self) -> int:
+        """`remainTransientStoreBufferNumbs`: write buffers not held by a segment; Java's
+        Integer.MAX_VALUE without transientStorePoolEnable."""
+        cfg = self.config
+        if not cfg.transient_store_pool_enable:
+            return 2**31 - 1
+        size = cfg.transient_store_pool_size
+        return max(size - sum(1 for mf in self.commit_log.queue.files[-size:] if mf.holds_write_buffer), 0)
 
     def transient_store_pool_deficient(self) -> bool:
         """`isTransientStorePoolDeficient`: every segment write buffer is taken (the commit
@@ -473,10 +490,12 @@ class MessageStore:
         max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
+        begin = time.perf_counter()
         result = pull_from(
             cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct,
             record_filter,
         )  # fmt: skip
+        self.stats.record_get((time.perf_counter() - begin) * 1000)  # getMessageEntireTimeMax
         if result.status is GetMessageStatus.FOUND:
             self.stats.get_found += result.message_count
         elif result.found is not None:
@@ -614,7 +633,8 @@ class MessageStore:
             "dispatchBehindBytes": str(self.commit_log.max_offset - self.dispatcher.reput_from_offset),
             "putMessageTimesTotal": str(self.stats.put_count),
             "putMessageSizeTotal": str(self.stats.put_bytes),
-            "putMessageEntireTimeMax": f"{self.stats.put_max_ms:.3f}",
+            "putMessageEntireTimeMax": str(int(self.stats.put_max_ms)),  # a long in Java
+            "remainTransientStoreBufferNumbs": str(self._free_write_buffers()),
             "diskFull": str(self.flags.disk_full).lower(),
         }
 

@@ -31,13 +31,16 @@ QUEUES = 4
 
 
 async def caught_up(raw: Raw, master: Proc, slave: Proc, timeout: float = 30.0) -> int:
-    """Wait until the slave holds the master's whole log (and dispatched it); returns the offset."""
+    """Wait until the slave holds the master's whole log (and dispatched it), and the master has
+    its acknowledgement of it (the slave reports its end after it wrote it, so the master learns
+    it a moment after the slave's own figures show it); returns the offset."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         m = await raw.runtime(master.addr)
         s = await raw.runtime(slave.addr)
         end = int(m["commitLogMaxOffset"])
-        if int(s["commitLogMaxOffset"]) == end and s["dispatchBehindBytes"] == "0":
+        acked = int(m.get("haPush2SlaveMaxOffset", end))
+        if int(s["commitLogMaxOffset"]) == end and s["dispatchBehindBytes"] == "0" and acked == end:
             return end
         await asyncio.sleep(0.1)
     raise AssertionError(f"slave never caught up\n{master.log_tail()}\n{slave.log_tail()}")

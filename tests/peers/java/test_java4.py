@@ -18,6 +18,7 @@ import pytest
 
 from rocketlite.admin.client import AdminClient
 from rocketlite.admin.messages import query_msg_by_key
+from rocketlite.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.codes import RequestCode, ResponseCode
@@ -26,7 +27,7 @@ from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from tests.support import processes
 from tests.support.aio import run
-from tests.support.foreign_clients.java import JavaClients, answer, events, finish, received
+from tests.support.foreign_clients.java import REQUEST_REPLY, JavaClients, answer, events, finish, received
 from tests.support.foreign_clients.real import BROKER_OVERRIDES, consumer_ids, stored
 from tests.support.ha_harness import HaCluster, Proc, ha_cluster
 from tests.support.names import unique
@@ -37,6 +38,7 @@ from tests.support.wire import raw_request
 pytestmark = pytest.mark.timeout(120)
 
 LINE = "client4"
+REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 # Delay levels of 1 s (level 2: 3 s), and transaction checks after 1 s instead of 6 s / 60 s.
 OVERRIDES: dict[str, Any] = {
@@ -449,12 +451,65 @@ def is_routed_at(namesrv_addr: str, topic: str) -> bool:
     return resp.code == ResponseCode.SUCCESS
 
 
-@pytest.mark.skip(
-    reason="SEND_REPLY_MESSAGE(_V2) answer REQUEST_CODE_NOT_SUPPORTED; lands with request-reply (issue 22, 5)"
-)
 def test_request_reply(cluster: EmbeddedCluster, java: JavaClients) -> None:
+    """DefaultMQProducer.request answered by MessageUtil.createReplyMessage + send (SEND_REPLY_MESSAGE_V2),
+    both in one JVM; the replies are also stored in the reply topic (storeReplyMessageEnable)."""
     topic = unique("JReq")
     create_topic(cluster, topic)
     cp = java.run(LINE, "request_reply", cluster.namesrv_addr, topic=topic, group=unique("jrr"))
     assert [e["body"] for e in events(cp, "reply")] == ["re: question 0", "re: question 1"]
+    assert {e["topic"] for e in events(cp, "reply")} == {REPLY_TOPIC}
     assert [e["status"] for e in events(cp, "replied")] == ["SEND_OK", "SEND_OK"]
+    replies = [r for r in stored(cluster, REPLY_TOPIC) if r.body.startswith(b"re: question")]
+    assert sorted(r.body for r in replies) == [b"re: question 0", b"re: question 1"]
+    assert all(r.get_property(MessageConst.MESSAGE_TYPE) == "reply" for r in replies)
+
+
+def test_java_request_answered_by_our_sdk(cluster: EmbeddedCluster, java: JavaClients) -> None:
+    """The Java requester's properties as our consumer gets them, our SDK's reply (325) pushed back
+    and matched by the Java client's CORRELATION_ID."""
+    topic = unique("JReqPy")
+    create_topic(cluster, topic)
+    seen: list[MessageExt] = []
+    with Producer(unique("pyr"), cluster.namesrv_addr, instance_name="py-replier") as replier:
+
+        def answer_it(msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
+            for m in msgs:
+                seen.append(m)
+                replier.reply(m, b"re: " + m.body)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(unique("pyc"), cluster.namesrv_addr, instance_name="py-replier",
+                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)  # fmt: skip
+        consumer.subscribe(topic)
+        consumer.register_message_listener(answer_it)
+        with consumer:
+            cp = java.run(LINE, "request", cluster.namesrv_addr, main=REQUEST_REPLY, topic=topic,
+                          group=unique("jq"), n=2)  # fmt: skip
+    replies = events(cp, "reply")
+    assert [e["body"] for e in replies] == ["re: question 0", "re: question 1"], cp.events
+    assert all(e["topic"] == REPLY_TOPIC and e["correlationId"] == e["requestCorrelationId"] for e in replies)
+    assert [m.properties[MessageConst.CORRELATION_ID] for m in seen] == [e["correlationId"] for e in replies]
+    assert all(m.properties[MessageConst.MESSAGE_REPLY_TO_CLIENT].endswith("@requester") for m in seen)
+    assert {m.properties[MessageConst.MESSAGE_TTL] for m in seen} == {"10000"}
+
+
+def test_our_sdk_request_answered_by_java(cluster: EmbeddedCluster, java: JavaClients) -> None:
+    """Our Producer.request answered by the Java client's createReplyMessage + send."""
+    topic = unique("PyReqJ")
+    create_topic(cluster, topic)
+    cp = java.start(LINE, "reply", cluster.namesrv_addr, main=REQUEST_REPLY, topic=topic, group=unique("jr"),
+                    n=2, timeoutMs=60_000)  # fmt: skip
+    with Producer(unique("pyq"), cluster.namesrv_addr, instance_name="py-requester") as requester:
+        replies = [requester.request(Message(topic, f"question {i}".encode()), 30) for i in range(2)]
+    finish(cp)
+    assert [r.body for r in replies] == [b"re: question 0", b"re: question 1"]
+    answered = events(cp, "replied")
+    assert [e["status"] for e in answered] == ["SEND_OK", "SEND_OK"]
+    assert [e["correlationId"] for e in answered] == [
+        r.properties[MessageConst.CORRELATION_ID] for r in replies
+    ]
+    assert {e["replyTo"] for e in answered} == {
+        r.properties[MessageConst.MESSAGE_REPLY_TO_CLIENT] for r in replies
+    }
+    assert {e["ttl"] for e in answered} == {"30000"}

@@ -3,7 +3,8 @@
 `make test` builds them (the `java-clients` target): tests/peers/java/pom.xml compiles our drivers
 against each client line and copies its jars under `.clients/java/<line>/`:
 
-- `client4`: org.apache.rocketmq:rocketmq-client 4.9.8 + rocketmq-acl, main `rocketlite.peers.Scenarios`;
+- `client4`: org.apache.rocketmq:rocketmq-client 4.9.8 + rocketmq-acl, main `rocketlite.peers.Scenarios`
+  (and `rocketlite.peers.RequestReply`: either half of request-reply alone, `main=REQUEST_REPLY`);
 - `client5`: org.apache.rocketmq:rocketmq-client 5.3.3, main `rocketlite.peers.Scenarios5`;
 - `grpc5`: org.apache.rocketmq:rocketmq-client-java 5.2.0 (the 5.x gRPC client), main
   `rocketlite.peers.Scenarios5Grpc`; its second argument is the gRPC endpoint, not a name server.
@@ -40,6 +41,7 @@ MAINS = {
     "client5": "rocketlite.peers.Scenarios5",
     "grpc5": "rocketlite.peers.Scenarios5Grpc",
 }
+REQUEST_REPLY = "rocketlite.peers.RequestReply"  # a second driver of client4
 VERSIONS = {
     "client4": "rocketmq-client 4.9.8",
     "client5": "rocketmq-client 5.3.3",
@@ -83,7 +85,10 @@ class JavaClients:
     tmp: Path
     procs: list[ClientProc]
 
-    def start(self, line: str, scenario: str, namesrv: str, **args: object) -> ClientProc:
+    def start(
+        self, line: str, scenario: str, namesrv: str, *, main: str | None = None, **args: object
+    ) -> ClientProc:
+        """Start `scenario` of the line's driver (or of the driver class `main`, another of the line)."""
         require(line)
         label = f"{line}-{scenario}-{len(self.procs) + 1}"
         home = self.tmp / label  # the clients keep logs and local (broadcast) offsets under user.home
@@ -98,7 +103,7 @@ class JavaClients:
             f"-Drocketmq.log.root={home / 'logs'}",
             "-cp",
             classpath,
-            MAINS[line],
+            main or MAINS[line],
             scenario,
             namesrv,
             *(f"{k}={v}" for k, v in args.items()),
@@ -113,10 +118,17 @@ class JavaClients:
         return cp
 
     def run(
-        self, line: str, scenario: str, namesrv: str, *, timeout: float = 90, **args: object
+        self,
+        line: str,
+        scenario: str,
+        namesrv: str,
+        *,
+        timeout: float = 90,
+        main: str | None = None,
+        **args: object,
     ) -> ClientProc:
         """Run a scenario to its end; fails (with the driver's stderr and log) unless it printed "done"."""
-        cp = self.start(line, scenario, namesrv, timeoutMs=int(timeout * 1000) - 5000, **args)
+        cp = self.start(line, scenario, namesrv, main=main, timeoutMs=int(timeout * 1000) - 5000, **args)
         finish(cp, timeout)
         return cp
 

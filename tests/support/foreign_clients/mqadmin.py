@@ -6,7 +6,8 @@
 one JVM (a JVM costs about a second to start, and there are 89 sub-commands): each line written
 to its stdin is one command line (JSON), each line it prints is that command's result,
 with what the command printed (`Result.out`, `Result.err`) and the exception it ended with, if
-any (`Result.error`). A command runs as `mqadmin` runs it, with no RPC hook (no ACL keys).
+any (`Result.error`). A command runs as `mqadmin` runs it: signed with the keys of
+`<work>/conf/tools.yml` (`MqAdmin.use_keys`), unsigned without that file.
 
 Everything the tool writes (its log under `user.home`, consumerStatus's files under the working
 directory) stays in the test's temp directory. Without `java` or the jars the tests skip saying
@@ -168,6 +169,16 @@ class MqAdmin:
         result = self.run(verb, *args, namesrv=namesrv)
         assert result.ok, result.describe()
         return result
+
+    def use_keys(self, access_key: str | None, secret_key: str | None = None) -> None:
+        """Sign the next commands with these keys (ACL 2.0: a user's name and password), written to
+        `conf/tools.yml` as mqadmin reads them; None: unsigned."""
+        tools = self.home / "conf" / "tools.yml"
+        if access_key is None:
+            tools.unlink(missing_ok=True)
+            return
+        tools.parent.mkdir(parents=True, exist_ok=True)
+        tools.write_text(f"accessKey: {json.dumps(access_key)}\nsecretKey: {json.dumps(secret_key)}\n")
 
     def close(self) -> None:
         if self.popen.poll() is None:

@@ -216,7 +216,8 @@ class ScheduleMessageService:
             )  # fmt: skip
             return result.status
         self.delivered += 1
-        self.stats.record_put(topic, 1, len(msg.body))
+        wrote = result.append.wrote_bytes if result.append is not None else len(msg.body)
+        self.stats.record_put(topic, 1, wrote, "delay")  # ScheduleMessageService: type DELAY
         return None
 
     # -- the task ---------------------------------------------------------------------------

@@ -35,9 +35,13 @@ import hmac
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from rocketlite.broker.acl import ANY, PUB, SUB, Account, AclValidator, check_permission, remote_ip
+from rocketlite.broker.auth import model as auth2
+from rocketlite.broker.auth.checks import AuthChecks
+from rocketlite.broker.auth.contexts import ContextError, grpc_needs
 from rocketlite.broker.grpc import names
 from rocketlite.broker.grpc.kit import ProtoKit, metadata, peer_address
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
@@ -130,13 +134,27 @@ def _perm_name(perm: int) -> str:
     return {PUB: "PUB", SUB: "SUB", ANY: "PUB or SUB"}.get(perm, str(perm))
 
 
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An ACL 2.0 caller: the user it signed as (None when authentication is off and it sent no
+    credentials) and its IP."""
+
+    user: str | None
+    ip: str
+
+
+Principal = Account | Caller | None
+
+
 class GrpcGuard:
     """Wraps each RPC handler of the servicer (`wrap`). `validator` is the broker's plain ACL (None
-    when aclEnable is off: only namespaces are applied)."""
+    when aclEnable is off), `auth` ACL 2.0's checks (None when neither authenticationEnabled nor
+    authorizationEnabled is on); with neither only namespaces are applied."""
 
-    def __init__(self, kit: ProtoKit, validator: AclValidator | None) -> None:
+    def __init__(self, kit: ProtoKit, validator: AclValidator | None, auth: AuthChecks | None = None) -> None:
         self.kit = kit
         self.validator = validator
+        self.auth = auth
         self.methods = kit.spb.DESCRIPTOR.services_by_name["MessagingService"].methods_by_name
 
     # -- checks ----------------------------------------------------------------------------
@@ -191,15 +209,24 @@ class GrpcGuard:
             elif not check_permission(perm, owned[key]):
                 raise AuthError("FORBIDDEN", f"{denied} {resource.name!r}")
 
-    def admit(self, rpc: str, request: Any, account: Account | None) -> str:
+    def admit(self, rpc: str, request: Any, principal: Principal) -> str:
         """Namespaces applied, then permissions checked; returns the request's namespace ("")."""
         wanted = needs(rpc, request)
         namespace = ""
         for resource, _, _ in wanted:
             namespace = names.wrap_resource(resource) or namespace
-        if account is not None:
-            self.authorize(account, wanted)
+        if isinstance(principal, Account):
+            self.authorize(account=principal, wanted=wanted)
+        elif isinstance(principal, Caller) and self.auth is not None:
+            try:
+                contexts = grpc_needs(rpc, request)
+                self.auth.authorize(principal.user, contexts, principal.ip, self._type_name(rpc))
+            except (auth2.AuthError, ContextError) as exc:
+                raise _unauthorized(str(exc)) from None
         return namespace
+
+    def _type_name(self, rpc: str) -> str:
+        return str(self.methods[rpc].input_type.full_name)
 
     # -- handlers --------------------------------------------------------------------------
 
@@ -208,7 +235,13 @@ class GrpcGuard:
         log.debug("gRPC %s refused: %s", rpc, error)
         return getattr(self.kit.spb, method.output_type.name)(status=self.kit.status(error.code, str(error)))
 
-    def _account(self, context: Any) -> Account | None:
+    def _account(self, rpc: str, context: Any) -> Principal:
+        if self.auth is not None:
+            ip = remote_ip(peer_address(context.peer()))
+            try:
+                return Caller(self.auth.authenticate_grpc(self._type_name(rpc), metadata(context)), ip)
+            except auth2.AuthError as exc:
+                raise _unauthorized(str(exc)) from None
         if self.validator is None:
             return None
         return self.authenticate(metadata(context), context.peer())
@@ -225,7 +258,7 @@ class GrpcGuard:
     def _wrap_unary(self, rpc: str, handler: Callable[..., Any]) -> Callable[..., Any]:
         async def guarded(request: Any, context: Any) -> Any:
             try:
-                namespace = self.admit(rpc, request, self._account(context))
+                namespace = self.admit(rpc, request, self._account(rpc, context))
             except AuthError as error:
                 return self._refusal(rpc, error)
             answer = await handler(request, context)
@@ -238,7 +271,7 @@ class GrpcGuard:
     def _wrap_stream(self, rpc: str, handler: Callable[..., Any]) -> Callable[..., Any]:
         async def guarded(request: Any, context: Any) -> AsyncIterator[Any]:
             try:
-                namespace = self.admit(rpc, request, self._account(context))
+                namespace = self.admit(rpc, request, self._account(rpc, context))
             except AuthError as error:
                 yield self._refusal(rpc, error)
                 return
@@ -261,9 +294,9 @@ class GrpcGuard:
         async def guarded(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
             refused: list[AuthError] = []
             namespace = metadata(context).get(NAMESPACE, "")
-            account = None
+            account: Principal = None
             try:
-                account = self._account(context)
+                account = self._account(rpc, context)
             except AuthError as error:
                 refused.append(error)
 

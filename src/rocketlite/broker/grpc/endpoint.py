@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlite.broker.acl import AclValidator
+from rocketlite.broker.auth.checks import AuthChecks
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.auth import GrpcGuard
@@ -54,12 +55,13 @@ class GrpcEndpoint:
         port: int,
         max_body_size: int,
         acl: AclValidator | None = None,
+        auth: AuthChecks | None = None,
         transactions: TransactionalMessageService | None = None,
         clients: ClientManager | None = None,
     ) -> None:
         self.kit = kit = ProtoKit()
         self.clients = GrpcClients(clients, pop.service.clock)  # 5.x clients in the client manager
-        self.guard = GrpcGuard(kit, acl)
+        self.guard = GrpcGuard(kit, acl, auth)
         self.broker = broker
         self.credentials: Any = None  # TLS server credentials, read by start()
         self.host = host

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import os
 import shutil
 import time
 from collections import deque
@@ -61,6 +62,7 @@ from rocketlite.remoting.connection import Connection, HandlerResult
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
+from rocketlite.store.stats import DISTRIBUTE_BOUNDS_MS, DISTRIBUTE_LABELS
 
 log = logging.getLogger("rocketlite.broker.admin")
 
@@ -144,6 +146,10 @@ class RuntimeStatsSampler:
         self.interval_s = interval_s
         self.samples: deque[_Sample] = deque(maxlen=int(self.WINDOWS_S[-1] / interval_s) + 2)
         self._day = self._today()
+        # StoreStatsService's putMessageDistributeTime: the last full minute's put latencies
+        self._minute_start = time.monotonic()
+        self._minute_base = list(store.stats.put_distribution)
+        self.last_minute_distribution = [0] * len(self._minute_base)
         first = self.sample()
         self.today_morning = (first.put, first.get_found)
         self.yesterday_morning = (0, 0)
@@ -160,6 +166,10 @@ class RuntimeStatsSampler:
         """Record one sample (the loop's job); roll the day totals over at local midnight."""
         snap = self.current()
         self.samples.append(snap)
+        if snap.at - self._minute_start >= 60:
+            now = list(self.store.stats.put_distribution)
+            self.last_minute_distribution = [a - b for a, b in zip(now, self._minute_base, strict=True)]
+            self._minute_base, self._minute_start = now, snap.at
         day = self._today()
         if day != self._day:
             self._day = day
@@ -188,6 +198,35 @@ class RuntimeStatsSampler:
     async def close(self) -> None:
         task, self._task = self._task, None
         await cancel_tasks(task)
+
+
+def _used_ratio(path: Path, fallback: Path) -> float:
+    """`UtilAll.getDiskPartitionSpaceUsedPercent` of `path` (else `fallback`): used / (used +
+    available to us), as df's Use%; -1 when neither can be read."""
+    for p in (path, fallback):
+        try:
+            st = os.statvfs(p)
+        except OSError:
+            continue
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        entire = used + st.f_bavail * st.f_frsize
+        return used / entire if entire else 0.0
+    return -1.0
+
+
+def percentile(distribution: list[int], px: float) -> float:
+    """`StoreStatsService.findPutMessageEntireTimePX` over the 13 buckets: the bucket reaching `px`
+    of the puts, interpolated linearly within it (ms)."""
+    total = sum(distribution)
+    target = int(total * px)
+    passed = 0
+    lower = 0.0
+    for upper, count in zip((0, *DISTRIBUTE_BOUNDS_MS, DISTRIBUTE_BOUNDS_MS[-1]), distribution, strict=True):
+        if count and target <= passed + count:
+            return lower + (upper - lower) * (target - passed) / count
+        passed += count
+        lower = float(upper)
+    return 0.0
 
 
 def _runtime_text(ms: int) -> str:
@@ -304,7 +343,7 @@ class AdminRequestProcessor:
         b = self.broker
         names = [reserved.SELF_TEST_TOPIC, reserved.DEFAULT_TOPIC, reserved.BENCHMARK_TOPIC,
                  b.broker_cluster_name, b.broker_name, reserved.OFFSET_MOVED_EVENT, reserved.SCHEDULE_TOPIC,
-                 b.msg_trace_topic_name, f"{b.broker_cluster_name}_REPLY_TOPIC"]  # fmt: skip
+                 b.msg_trace_topic_name, reserved.reply_topic(b.broker_cluster_name)]  # fmt: skip
         present = tuple(n for n in names if self.topics.select(n) is not None)
         return self._ok(request, TopicList(present).to_bytes())
 
@@ -392,10 +431,21 @@ class AdminRequestProcessor:
                 "startAcceptSendRequestTimeStamp": "0",
                 "pageCacheLockTimeMills": "0",
                 "remainHowManyDataToFlush": human_bytes(max(store.max_phy_offset - store.durable_end, 0)),
+                # the StoreStatsService keys rocketmq-exporter parses (BrokerRuntimeStats)
+                "putMessageDistributeTime": "".join(
+                    f"{label}:{n} "
+                    for label, n in zip(DISTRIBUTE_LABELS, sampler.last_minute_distribution, strict=True)
+                ),
+                "putMessageAverageSize": repr(stats.put_bytes / max(stats.put_count, 1)),
+                "dispatchMaxBuffer": "0",  # Java's StoreStatsService never raises it from 0
+                "getMessageEntireTimeMax": str(int(stats.get_max_ms)),
+                "putLatency99": f"{percentile(sampler.last_minute_distribution, 0.99):.2f}",
+                "putLatency999": f"{percentile(sampler.last_minute_distribution, 0.999):.2f}",
             }
         )
         info.update(_POOL_FIGURES)
         info.update(self.extra_info())
+        info["consumeQueueDiskRatio"] = f"{_used_ratio(Path(root) / 'consumequeue', Path(root)):.2f}"
         with contextlib.suppress(OSError):
             usage = shutil.disk_usage(Path(root))
             # The disk guard's figure (df's Use%), so clusterList's SPACE is the number that acts.

@@ -175,6 +175,8 @@ class ConsumerSendBackProcessor:
                 return make_response(request, ResponseCode.SYSTEM_ERROR, result.status.name)
             self.stats.record_send_back(back_topic, group)
             self.stats.record_put(target, 1, len(msg.body))
+            if target.startswith(reserved.DLQ_GROUP_TOPIC_PREFIX):
+                self.stats.record_dlq(back_topic, group)
             log.debug("sent back %s message of group %s to %s", back_topic, group, target)
             return make_response(request, ResponseCode.SUCCESS)
 

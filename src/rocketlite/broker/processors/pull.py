@@ -408,8 +408,10 @@ class PullMessageProcessor:
         }
         response = make_response(request, code, status.name, ext)
         if code == _SUCCESS:
-            size = result.buffer_total_size
-            self.stats.record_get(header.consumer_group, result.message_count, header.topic, size)
+            self.stats.record_get(
+                header.consumer_group, result.message_count, header.topic, header.queue_id, next_begin,
+                result.buffer_total_size,
+            )  # fmt: skip
             conn.send_parts(response, result.parts)  # a slice per run of back-to-back records
             return None
         self.stats.record_get(header.consumer_group, 0)

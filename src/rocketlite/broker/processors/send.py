@@ -31,7 +31,7 @@ from typing import Protocol
 
 from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.delay.timer.park import asks_for_timer
-from rocketlite.broker.stats import BrokerStats
+from rocketlite.broker.stats import NORMAL, BrokerStats, message_type
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
@@ -347,17 +347,20 @@ class SendMessageProcessor:
                     ResponseCode.SYSTEM_ERROR,
                     "accurate timer message is not enabled, timerWheelEnable is false",
                 )
+        kind = message_type(properties, sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED, delay)
         put = self.store.put_message_async(msg, paced=paced)
         if type(put) is AppendResult:  # stored, nothing to wait for (ASYNC_FLUSH)
             if self.replica is None:  # the common answer, as `_response`'s
-                self.stats.record_put(header.topic, 1, len(body))
+                # msg.topic: where it was stored (SCHEDULE_TOPIC_XXXX, the half or the timer topic
+                # when a hook or the store moved it), the topic Java's metrics count it under
+                self.stats.record_put(msg.topic, 1, put.wrote_bytes, kind)
                 return (encode_send_ok if wire else send_ok_command)(
                     request.opaque, request.serialize_type, put.msg_id, queue_id, put.logics_offset,
                     broker.region_id, "true" if broker.trace_on else "false", uniq_key,
                 )  # fmt: skip
             put = PendingPut(PutMessageResult(_PUT_OK, put))
         assert isinstance(put, PendingPut)
-        return self._respond(request, put, header.topic, queue_id, 1, len(body), uniq_key)
+        return self._respond(request, put, msg.topic, queue_id, 1, len(body), uniq_key, kind)
 
     def _send_batch(
         self,
@@ -406,7 +409,7 @@ class SendMessageProcessor:
             and pending.flush_future is None
             and self.replica is None
         ):  # the common answer, as `_response` builds it, encoded at once
-            self.stats.record_put(header.topic, count, len(body))
+            self.stats.record_put(header.topic, count, append.wrote_bytes)
             broker = self.broker
             return encode_send_ok(
                 request.opaque, request.serialize_type, append.msg_id, queue_id, append.logics_offset,
@@ -423,12 +426,13 @@ class SendMessageProcessor:
         n: int,
         size: int,
         transaction_id: str | None,
+        kind: str = NORMAL,
     ) -> HandlerResult:
         fut = pending.flush_future
         replicate = self.replica is not None and pending.result.ok and pending.result.append is not None
         if fut is None and not replicate:
-            return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
-        return self._await_flush(request, pending, fut, topic, queue_id, n, size, transaction_id)
+            return self._response(request, pending.result, topic, queue_id, n, size, transaction_id, kind)
+        return self._await_flush(request, pending, fut, topic, queue_id, n, size, transaction_id, kind)
 
     async def _await_flush(
         self,
@@ -440,6 +444,7 @@ class SendMessageProcessor:
         n: int,
         size: int,
         transaction_id: str | None,
+        kind: str = NORMAL,
     ) -> RemotingCommand:
         if fut is not None:
             self.flush_waiters += 1
@@ -459,7 +464,7 @@ class SendMessageProcessor:
             status = await self.replica.wait_replicated(append.end_offset)  # HA: SYNC_MASTER
             if status is not PutMessageStatus.PUT_OK:
                 pending.result.status = status
-        return self._response(request, pending.result, topic, queue_id, n, size, transaction_id)
+        return self._response(request, pending.result, topic, queue_id, n, size, transaction_id, kind)
 
     def _response(
         self,
@@ -470,10 +475,15 @@ class SendMessageProcessor:
         n: int,
         size: int,
         transaction_id: str | None,
+        kind: str = NORMAL,
     ) -> RemotingCommand:
+        """The answer to a send; `size` (the bodies' bytes) is counted where the store gave no
+        record size, `kind` is the message type the metrics count it under."""
         append = result.append
+        if append is not None and append.wrote_bytes:
+            size = append.wrote_bytes
         if result.status is PutMessageStatus.PUT_OK and append is not None:  # the common answer
-            self.stats.record_put(topic, n, size)
+            self.stats.record_put(topic, n, size, kind)
             broker = self.broker
             return send_ok_command(
                 request.opaque, request.serialize_type, append.msg_id, queue_id, append.logics_offset,
@@ -487,7 +497,7 @@ class SendMessageProcessor:
         if append is None or not result.ok:
             self.stats.put_failures += 1
             return make_response(request, code, remark)
-        self.stats.record_put(topic, n, size)
+        self.stats.record_put(topic, n, size, kind)
         return make_response(request, code, remark, self._ok_ext(append, queue_id, transaction_id))
 
     def _ok_ext(self, append: AppendResult, queue_id: int, transaction_id: str | None) -> dict[str, str]:

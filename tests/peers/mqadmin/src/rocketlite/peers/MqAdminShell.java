@@ -21,6 +21,7 @@ import org.apache.commons.cli.CommandLine;
 import org.apache.commons.cli.DefaultParser;
 import org.apache.commons.cli.Options;
 import org.apache.commons.cli.ParseException;
+import org.apache.rocketmq.acl.common.AclUtils;
 import org.apache.rocketmq.common.MQVersion;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
@@ -36,7 +37,8 @@ import org.apache.rocketmq.tools.command.SubCommand;
  * haStatus -i) "stopAfterMs": their thread is interrupted after that long, as Ctrl-C ends them.
  * Each command runs as `MQAdminStartup.main0` runs it:
  * the sub-command's options on top of ServerUtil's common ones (-h, -n), the name server address
- * set as the `rocketmq.namesrv.addr` property, then `SubCommand.execute` with no RPC hook. The
+ * set as the `rocketmq.namesrv.addr` property, then `SubCommand.execute` with the RPC hook of
+ * `$ROCKETMQ_HOME/conf/tools.yml` (accessKey, secretKey; none without that file), as main0. The
  * one difference: the command line is parsed here, because `ServerUtil.parseCmdLine` calls
  * System.exit on a parse error. What the command prints to System.out and System.err is captured
  * and written back as one JSON line: {"event": "result", "id": n, "args": [...], "out": "...",
@@ -223,7 +225,10 @@ public final class MqAdminShell extends MQAdminStartup {
         if (line.hasOption('n')) {
             System.setProperty(MixAll.NAMESRV_ADDR_PROPERTY, line.getOptionValue('n'));
         }
-        cmd.execute(line, options, null);
+        // as main0: the ACL keys of $ROCKETMQ_HOME/conf/tools.yml, when that file holds them (null
+        // otherwise); read for each command, so a test may switch users between commands
+        String home = System.getProperty(MixAll.ROCKETMQ_HOME_PROPERTY, System.getenv(MixAll.ROCKETMQ_HOME_ENV));
+        cmd.execute(line, options, AclUtils.getAclRPCHook(home + MixAll.ACL_CONF_TOOLS_FILE));
     }
 
     private static SubCommand find(String name) {
