@@ -16,25 +16,20 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
-import os
-import queue
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.support.foreign_clients import process
+from tests.support.foreign_clients.process import SMALL_JVM, JsonLinesDriver
 from tests.support.foreign_clients.real import CLIENTS
 
 VERSION = "5.3.3"
 DASHBOARD_DIR = CLIENTS / "dashboard"
 MAIN = "rocketlite.peers.DashboardDriver"
 MAIN_CLASS = DASHBOARD_DIR / "build" / "classes" / "rocketlite" / "peers" / "DashboardDriver.class"
-JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8"]
 CALL_TIMEOUT_S = 60.0
 
 
@@ -49,12 +44,7 @@ def probe() -> str | None:
 
 
 def require() -> None:
-    why = probe()
-    if why is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{why} (CI=true: `make test` builds the dashboard driver)")
-    pytest.skip(why)
+    process.require(probe(), "builds the dashboard driver")
 
 
 class DriverError(AssertionError):
@@ -72,46 +62,20 @@ class DriverError(AssertionError):
         return int(code) if code is not None else None
 
 
-class Dashboard:
+class Dashboard(JsonLinesDriver):
     """The driver JVM: `call` sends one service call and waits for its answer."""
 
     def __init__(self, popen: subprocess.Popen[str], home: Path) -> None:
-        self.popen = popen
+        super().__init__("dashboard driver", popen, home / "stderr.txt")
         self.home = home
         self.calls: list[str] = []
         self.timings: dict[str, int] = {}
-        self._events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._ids = itertools.count(1)
-        self._pump_thread = threading.Thread(target=self._pump, name="dashboard-stdout", daemon=True)
-        self._pump_thread.start()
-
-    def _pump(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            if line.startswith("{"):
-                self._events.put(json.loads(line))
-        self._events.put(None)
-
-    def next_event(self, timeout: float) -> dict[str, Any]:
-        try:
-            event = self._events.get(timeout=timeout)
-        except queue.Empty:
-            silent = f"dashboard driver gave no answer within {timeout:.0f}s"
-            raise AssertionError(f"{silent}\n{self.stderr()}") from None
-        if event is None:
-            raise AssertionError(f"dashboard driver exited ({self.popen.poll()})\n{self.stderr()}")
-        return event
-
-    def stderr(self) -> str:
-        path = self.home / "stderr.txt"
-        return path.read_text(errors="replace")[-4000:] if path.is_file() else ""
 
     def call(self, name: str, **args: Any) -> Any:
         """One dashboard service call (a name of `calls`) with its arguments; its result."""
         ident = next(self._ids)
-        assert self.popen.stdin is not None
-        self.popen.stdin.write(json.dumps({"id": ident, "call": name, "args": args}) + "\n")
-        self.popen.stdin.flush()
+        self.send({"id": ident, "call": name, "args": args})
         event = self.next_event(CALL_TIMEOUT_S)
         assert event["event"] == "result" and event["id"] == ident, event
         self.timings[name] = max(self.timings.get(name, 0), int(event["ms"]))
@@ -119,38 +83,17 @@ class Dashboard:
             raise DriverError(name, event["error"])
         return event["result"]
 
-    def close(self) -> None:
-        if self.popen.poll() is None:
-            assert self.popen.stdin is not None
-            with contextlib.suppress(OSError):
-                self.popen.stdin.close()
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(10)
-        self._pump_thread.join(10)
-        if self.popen.stdout is not None:
-            self.popen.stdout.close()
-
 
 @contextlib.contextmanager
 def dashboard_driver(work: Path, namesrv: str) -> Iterator[Dashboard]:
     """A running driver JVM with its admin client started against `namesrv`; its files under `work`."""
     require()
     work.mkdir(parents=True, exist_ok=True)
-    classpath = os.pathsep.join([str(DASHBOARD_DIR / "build" / "classes"), str(DASHBOARD_DIR / "lib" / "*")])
-    cmd = ["java", *JVM_FLAGS, f"-Duser.home={work}", "-cp", classpath, MAIN, namesrv]
-    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "NAMESRV_ADDR")}
-    with (work / "stderr.txt").open("w") as err:
-        popen = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=work, env=env
-        )
-    driver = Dashboard(popen, work)
+    cmd = ["java", *SMALL_JVM, f"-Duser.home={work}", "-cp", process.classpath(DASHBOARD_DIR), MAIN, namesrv]
+    env = process.env_without("ROCKETMQ_HOME", "NAMESRV_ADDR")
+    driver = Dashboard(process.spawn(cmd, work, work / "stderr.txt", env), work)
     try:
-        ready = driver.next_event(120)
-        assert ready["event"] == "ready", ready
-        driver.calls = list(ready["calls"])
+        driver.calls = list(driver.wait_ready()["calls"])
         yield driver
     finally:
         driver.close()
