@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck docs bench bench-broker bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin
+.PHONY: run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime dashboard
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -186,6 +186,33 @@ $(MQADMIN_STAMP): $(MQADMIN_SOURCES)
 
 mqadmin: $(MQADMIN_STAMP)
 
+# The admin requests of rocketmq-dashboard's services, through RocketMQ 5.3.3's MQAdminExt
+# (org.apache.rocketmq:rocketmq-tools), for tests/peers/dashboard/: Maven Central has no dashboard
+# jar to run (docs/operations/dashboard.md), so tests/peers/dashboard/pom.xml compiles our driver
+# (one call of a dashboard service per stdin line) into .clients/dashboard/build and copies the
+# jars into .clients/dashboard/lib, through the Java clients' local repository (.clients/java/m2).
+# Rebuilt when the pom or the driver changes. With CI=true a failed build stops `make test`;
+# elsewhere it warns and the dashboard tests skip, saying why.
+DASHBOARD_DIR := $(CLIENTS)/dashboard
+DASHBOARD_POM := tests/peers/dashboard/pom.xml
+DASHBOARD_STAMP := $(DASHBOARD_DIR)/.driver.built
+DASHBOARD_SOURCES := $(DASHBOARD_POM) $(wildcard tests/peers/dashboard/src/rocketlite/peers/*.java)
+DASHBOARD_MVN := mvn -q -B -Dstyle.color=never -Dmaven.repo.local=$(abspath $(JAVA_CLIENTS))/m2 -f $(DASHBOARD_POM)
+
+$(DASHBOARD_STAMP): $(DASHBOARD_SOURCES)
+	@rm -rf $(DASHBOARD_DIR)/lib
+	@if command -v java >/dev/null && command -v mvn >/dev/null && \
+	   $(DASHBOARD_MVN) compile dependency:copy-dependencies; then \
+		touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: the dashboard driver (Maven: rocketmq-tools 5.3.3) could not be built; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: the dashboard driver (Maven: rocketmq-tools 5.3.3) could not be built; tests/peers/dashboard will skip" >&2; \
+	fi
+
+dashboard: $(DASHBOARD_STAMP)
+
 
 # The RocketMQ Go client, for tests/peers/go/: github.com/apache/rocketmq-client-go/v2 (pure Go),
 # pinned by our own module tests/peers/go/go.mod + go.sum and fetched from the Go module proxy by
@@ -212,6 +239,51 @@ $(GO_STAMP): $(GO_DIR)/go.mod $(GO_DIR)/go.sum $(wildcard $(GO_DIR)/*.go)
 	fi
 
 go-clients: $(GO_STAMP)
+
+# etcd, the consensus engine of controller mode (tests/controller/, tests/failover/): Debian's
+# etcd-server package, fetched with `apt-get download` (no root needed) and unpacked with
+# `dpkg-deb -x` into .clients/etcd (the binary is .clients/etcd/usr/bin/etcd). With CI=true a
+# failed fetch stops `make test`; elsewhere it warns and the etcd tests skip, saying why.
+ETCD_VERSION := 3.4.23
+ETCD_DIR := $(CLIENTS)/etcd
+ETCD_STAMP := $(ETCD_DIR)/.etcd-$(ETCD_VERSION).installed
+
+$(ETCD_STAMP):
+	@rm -rf $(ETCD_DIR)/usr $(ETCD_DIR)/deb && mkdir -p $(ETCD_DIR)/deb
+	@if (cd $(ETCD_DIR)/deb && apt-get download -q etcd-server >/dev/null 2>&1) && \
+	   dpkg-deb -x $(ETCD_DIR)/deb/etcd-server_$(ETCD_VERSION)*.deb $(ETCD_DIR) && \
+	   $(ETCD_DIR)/usr/bin/etcd --version >/dev/null; then \
+		rm -rf $(ETCD_DIR)/deb; touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: etcd (Debian etcd-server $(ETCD_VERSION)) could not be fetched; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: etcd (Debian etcd-server $(ETCD_VERSION)) could not be fetched; the controller-mode tests will skip" >&2; \
+	fi
+
+etcd: $(ETCD_STAMP)
+
+# libfaketime, for the clock-skew scenario of the partition suite (bench/failover_bench.py): Debian's
+# libfaketime package, fetched and unpacked like etcd into .clients/faketime (LD_PRELOAD of one
+# broker). Without it that scenario skips (fails with CI=true).
+FAKETIME_VERSION := 0.9.10
+FAKETIME_DIR := $(CLIENTS)/faketime
+FAKETIME_STAMP := $(FAKETIME_DIR)/.faketime-$(FAKETIME_VERSION).installed
+
+$(FAKETIME_STAMP):
+	@mkdir -p $(FAKETIME_DIR)/deb
+	@if (cd $(FAKETIME_DIR)/deb && apt-get download -q libfaketime >/dev/null 2>&1) && \
+	   dpkg-deb -x $(FAKETIME_DIR)/deb/libfaketime_$(FAKETIME_VERSION)*.deb $(FAKETIME_DIR) && \
+	   [ -f $(FAKETIME_DIR)/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]; then \
+		rm -rf $(FAKETIME_DIR)/deb; touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: libfaketime (Debian $(FAKETIME_VERSION)) could not be fetched; CI=true requires it" >&2; \
+		exit 1; \
+	else \
+		echo "warning: libfaketime could not be fetched; the clock-skew scenario will skip" >&2; \
+	fi
+
+faketime: $(FAKETIME_STAMP)
 
 # The native load generator of bench/peers_bench.py (bench/peers/loadgen, Go: franz-go and
 # nats.go from the Go module proxy, pinned by its go.mod + go.sum), built into
@@ -259,7 +331,7 @@ $(DEBS_STAMP):
 
 bench-peers-deps: $(PEERSGEN) $(KAFKA_STAMP) $(DEBS_STAMP) $(PEER_STAMP)
 
-clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(MQADMIN_STAMP) $(PEERSGEN)
+clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(MQADMIN_STAMP) $(PEERSGEN) $(ETCD_STAMP) $(FAKETIME_STAMP) $(DASHBOARD_STAMP)
 
 clean-clients:
 	rm -rf $(CLIENTS)
@@ -283,6 +355,13 @@ bench: $(STAMP)
 # Broker vs Redis Streams over loopback (needs Debian's redis-server: apt-get install -y redis-server).
 bench-broker: $(STAMP)
 	$(VPY) bench/broker_bench.py
+
+# Controller-mode failover figures (docs/benchmarks.md#failover): every crash and partition scenario
+# 20 times, each process in a network namespace of its own, then kill -9 of the master 20 times at
+# the default timings (needs root; about 20 minutes on 2 cores).
+bench-failover: $(STAMP) etcd faketime
+	unshare --net sh -c 'ip link set lo up && $(VPY) bench/failover_bench.py --runs 20 && \
+		$(VPY) bench/failover_bench.py --defaults --runs 20 --scenario kill-master'
 
 # rocketlite beside RocketMQ 5.3.3, Kafka 4.4 (KRaft), NATS JetStream and Redis, one after the
 # other, driven by one native load generator (docs/benchmarks.md, "Peers"). Several minutes.

@@ -16,7 +16,10 @@ from typing import Any, Protocol
 from rocketlite import __version__
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
+from rocketlite.broker.failover.node import FailoverBroker
 from rocketlite.config import build_config, config_keys, load_properties, warn_unknown_keys
+from rocketlite.controller.config import ControllerConfig
+from rocketlite.controller.service import ControllerService
 from rocketlite.logs import configure_logging
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.server import NameServer
@@ -120,7 +123,21 @@ def cmd_broker(args: argparse.Namespace) -> int:
     broker, store, tls = load_broker_configs(Path(args.config))
     if args.namesrv:
         broker = dataclasses.replace(broker, namesrv_addr=args.namesrv)
-    _run(_serve_until_signal(BrokerController(broker, store, tls=tls)))
+    if broker.enable_controller_mode:  # the controller decides the role (broker/failover/)
+        _run(_serve_until_signal(FailoverBroker(broker, store, tls=tls)))
+    else:
+        _run(_serve_until_signal(BrokerController(broker, store, tls=tls)))
+    return 0
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    path = Path(args.config) if args.config else None
+    props = load_properties(path) if path is not None else {}
+    warn_unknown_keys(props, config_keys(ControllerConfig), str(path))
+    overrides: dict[str, Any] = {}
+    if args.port is not None:
+        overrides["listen_port"] = args.port
+    _run(_serve_until_signal(ControllerService(build_config(ControllerConfig, props, **overrides))))
     return 0
 
 
@@ -353,6 +370,11 @@ def build_parser() -> argparse.ArgumentParser:
     br.add_argument("-c", "--config", required=True, help="broker.conf (RocketMQ properties)")
     br.add_argument("-n", "--namesrv", help="override namesrvAddr (host:port;host:port)")
     br.set_defaults(func=cmd_broker)
+
+    ctl = sub.add_parser("controller", help="run a controller (controller mode; its state lives in etcd)")
+    ctl.add_argument("-c", "--config", help="controller.conf (listenPort, etcdEndpoints, ...)")
+    ctl.add_argument("-p", "--port", type=int, default=None, help="override listenPort")
+    ctl.set_defaults(func=cmd_controller)
 
     from rocketlite.admin.cli import add_admin_parser  # noqa: PLC0415
 

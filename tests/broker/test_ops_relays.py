@@ -11,13 +11,14 @@ after 10 s, as RocketMQ does for a silent client) and ignores 220; the broker-si
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rocketlite.client import ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from rocketlite.client import ClientConfig, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.bodies.admin import ResetOffsetBody
 from rocketlite.protocol.bodies.message_queue import MessageQueue
@@ -107,6 +108,45 @@ def test_reset_rewinds_a_running_sdk_consumer(cluster: EmbeddedCluster) -> None:
         answer = reset_offset(cluster, group, topic, -1)
         table = ResetOffsetBody.from_json(answer.body or b"").offset_table
         assert sum(table.values()) == N
+    finally:
+        consumer.close()
+
+
+def test_a_held_pull_meets_the_reset_first(tmp_path: Path) -> None:
+    """A consumer that has read everything waits in held pulls (long polling). After a reset, new
+    messages wake those pulls; each is answered PULL_OFFSET_MOVED, not the new message, as RocketMQ
+    re-runs its whole pull processor on a wake-up: so the consumer gets every old message once
+    more and each new one exactly once (answering the new one first got it twice). Broker-side
+    resets only (RocketMQ 5's default): relayed ones are the client's to apply."""
+    with embedded(tmp_path / "store") as cluster:
+        _held_pull_scenario(cluster)
+
+
+def _held_pull_scenario(cluster: EmbeddedCluster) -> None:
+    topic, group = unique("OpsHeld"), unique("cg_held")
+    create_topic(cluster, topic)
+    _produce(cluster, topic)
+    seen = Seen()
+    config = ClientConfig(
+        cluster.namesrv_addr, instance_name=unique("ops"), persist_consumer_offset_interval=0.2
+    )
+    consumer = PushConsumer(group, config=config)
+    consumer.subscribe(topic, "*")
+    consumer.register_message_listener(seen)
+    consumer.start()
+    try:
+        wait_until(lambda: sum(_committed(cluster, group, topic).values()) == N, 30, "offsets committed")
+        assert reset_offset(cluster, group, topic, 0).code == ResponseCode.SUCCESS
+        with Producer(unique("pg"), cluster.namesrv_addr) as p:
+            for i in range(4):  # one a queue: round robin
+                p.send(Message(topic, f"new{i}".encode()))
+        wait_until(lambda: seen.count() >= 2 * N + 4, 30, "the old messages again and the new ones")
+        wait_until(lambda: sum(_committed(cluster, group, topic).values()) == N + 4, 30, "offsets at the end")
+        counts = Counter(m.body for m in seen.messages)
+        assert counts == {
+            **{f"m{i}".encode(): 2 for i in range(N)},
+            **{f"new{i}".encode(): 1 for i in range(4)},
+        }
     finally:
         consumer.close()
 

@@ -37,10 +37,11 @@ class Proc:
     port: int
     store: Path | None = None
     conf: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -63,16 +64,23 @@ class HaCluster:
         self.tmp = tmp
         self.procs: list[Proc] = []
 
-    def _spawn(self, name: str, args: list[str], port: int) -> Proc:
+    def _spawn(self, name: str, args: list[str], port: int, env: dict[str, str] | None = None) -> Proc:
         log_path = self.tmp / f"{name}.log"
-        proc = Proc(name, processes.spawn(args, log_path), log_path, port)
+        host, prefix = self.where(name)
+        proc = Proc(name, processes.spawn(args, log_path, env=env, prefix=prefix), log_path, port, host=host)
         self.procs.append(proc)
         self.wait_listening(proc)
         return proc
 
+    def where(self, name: str) -> tuple[str, list[str]]:
+        """The host process `name` listens on and the argv prefix that starts it there (a
+        subclass puts each process in a network namespace of its own)."""
+        del name
+        return "127.0.0.1", []
+
     def wait_listening(self, proc: Proc, timeout: float = 30.0) -> None:
         try:
-            processes.wait_listening(proc.popen, proc.port, proc.name, timeout)
+            processes.wait_listening(proc.popen, proc.port, proc.name, timeout, host=proc.host)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{proc.log_tail()}") from None
 
@@ -82,7 +90,8 @@ class HaCluster:
         conf = processes.write_conf(self.tmp / "namesrv.conf", props)
         return self._spawn("namesrv", ["namesrv", "-c", str(conf)], port)
 
-    def broker(self, name: str, role: str, *, namesrv: Proc | None = None, **extra: str) -> Proc:
+    def broker(self, name: str, role: str, *, namesrv: Proc | None = None, env: dict[str, str] | None = None,
+               **extra: str) -> Proc:  # fmt: skip
         port = int(extra.pop("listenPort", 0)) or broker_port()
         store = self.tmp / name
         props = {
@@ -107,13 +116,13 @@ class HaCluster:
             props["namesrvAddr"] = namesrv.addr
         props.update(extra)
         conf = processes.write_conf(self.tmp / f"{name}.conf", props)
-        proc = self._spawn(name, ["broker", "-c", str(conf)], port)
+        proc = self._spawn(name, ["broker", "-c", str(conf)], port, env)
         proc.store, proc.conf = store, props
         return proc
 
-    def restart(self, proc: Proc) -> Proc:
+    def restart(self, proc: Proc, env: dict[str, str] | None = None) -> Proc:
         conf = self.tmp / f"{proc.name}.conf"
-        new = self._spawn(proc.name, ["broker", "-c", str(conf)], proc.port)
+        new = self._spawn(proc.name, ["broker", "-c", str(conf)], proc.port, env)
         new.store, new.conf = proc.store, proc.conf
         return new
 

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -37,25 +37,27 @@ def write_conf(path: Path, props: Mapping[str, str]) -> Path:
     return path
 
 
-def spawn(args: list[str], log_path: Path, *, log_level: str = "INFO",
-          env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
-    """`rocketlite --log-level LEVEL ARGS`, stdout and stderr appended to `log_path`."""
+def spawn(args: list[str], log_path: Path, *, log_level: str = "INFO", env: Mapping[str, str] | None = None,
+          prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:  # fmt: skip
+    """`rocketlite --log-level LEVEL ARGS`, stdout and stderr appended to `log_path`; `prefix` runs
+    it through another command (`ip netns exec NS`, which execs it: the pid is rocketlite's)."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [*ROCKETLITE, "--log-level", log_level, *args],
+            [*prefix, *ROCKETLITE, "--log-level", log_level, *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=child_env(env),
         )
 
 
-def wait_listening(popen: subprocess.Popen[bytes], port: int, what: str, timeout: float = 30.0) -> None:
-    """Until something accepts on 127.0.0.1:`port`; fails at once if the process exits."""
+def wait_listening(popen: subprocess.Popen[bytes], port: int, what: str, timeout: float = 30.0,
+                   host: str = "127.0.0.1") -> None:  # fmt: skip
+    """Until something accepts on `host`:`port`; fails at once if the process exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if popen.poll() is not None:
             raise AssertionError(f"{what} exited with {popen.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        with contextlib.suppress(OSError), socket.create_connection((host, port), 0.5):
             return
         time.sleep(0.05)
     raise AssertionError(f"{what} not listening on {port} after {timeout:.0f}s")

@@ -225,8 +225,7 @@ func kafkaE2E(p Params) (*Result, error) {
 		return nil, err
 	}
 	time.Sleep(time.Second)
-	var acks, nacks atomic.Int64
-	var firstErr atomic.Value
+	var answers tally
 	var win Window
 	win.Start(p.ServerPID)
 	sent := paced(p.Rate, p.Seconds, func(int64) {
@@ -234,26 +233,14 @@ func kafkaE2E(p Params) (*Result, error) {
 		binary.BigEndian.PutUint64(v, uint64(nowNs()))
 		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Value: v}, func(_ *kgo.Record, err error) {
 			if err != nil {
-				nacks.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
+				answers.fail(err.Error())
 			} else {
-				acks.Add(1)
+				answers.ok.Add(1)
 			}
 		})
 	})
 	win.Stop()
-	grace := time.Now().Add(time.Duration(max(3, p.Seconds) * float64(time.Second)))
-	for log.received.Load() < sent && time.Now().Before(grace) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	log.await(sent, p.Seconds)
 	stop.Store(true)
-	res := &Result{Sent: sent, Messages: log.received.Load(), Requests: acks.Load(), Errors: nacks.Load()}
-	if e, ok := firstErr.Load().(string); ok {
-		res.FirstError = e
-	}
-	win.fill(res)
-	log.mu.Lock()
-	percentiles(res, log.us)
-	log.mu.Unlock()
-	return res, nil
+	return log.result(sent, &answers, &win), nil
 }

@@ -144,8 +144,7 @@ func natsSetup(p Params) error {
 // fetching 32 at a time, one connection per subject.
 func natsConsume(p Params) (*Result, error) {
 	var total atomic.Int64
-	var firstErr atomic.Value
-	var nerr atomic.Int64
+	var failures tally
 	type sub struct {
 		nc   *nats.Conn
 		s    *nats.Subscription
@@ -182,8 +181,7 @@ func natsConsume(p Params) (*Result, error) {
 				msgs, err := s.s.Fetch(32, nats.MaxWait(2*time.Second))
 				got += uint64(len(msgs))
 				if err != nil && !errors.Is(err, nats.ErrTimeout) {
-					nerr.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
+					failures.fail(err.Error())
 					return
 				}
 			}
@@ -192,12 +190,7 @@ func natsConsume(p Params) (*Result, error) {
 	}
 	wg.Wait()
 	win.Stop()
-	res := &Result{Messages: total.Load(), Requests: total.Load(), Errors: nerr.Load()}
-	if e, ok := firstErr.Load().(string); ok {
-		res.FirstError = e
-	}
-	win.fill(res)
-	return res, nil
+	return countResult(total.Load(), &failures, &win), nil
 }
 
 // natsE2E: raw PUBs paced at `rate` over `conns` connections (acks read back), a push consumer
@@ -219,61 +212,6 @@ func natsE2E(p Params) (*Result, error) {
 	}
 	pp := p
 	pp.Topic = topic
-	conns := make([]net.Conn, p.Conns)
-	codecs := make([]*natsCodec, p.Conns)
-	var acks, nacks atomic.Int64
-	var firstErr atomic.Value
-	for i := range conns {
-		c, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		conns[i], codecs[i] = c, newNatsPub(pp, i)
-		if err := natsHello(c, i, true); err != nil {
-			return nil, err
-		}
-		go func(c net.Conn, cc *natsCodec) {
-			buf := make([]byte, 1<<20)
-			have := 0
-			for {
-				n, err := c.Read(buf[have:])
-				if err != nil {
-					return
-				}
-				have += n
-				used, _ := cc.Parse(buf[:have], c, func(_ int64, ok bool, why string) {
-					if ok {
-						acks.Add(1)
-					} else {
-						nacks.Add(1)
-						firstErr.CompareAndSwap(nil, why)
-					}
-				})
-				copy(buf, buf[used:have])
-				have -= used
-			}
-		}(c, codecs[i])
-	}
-	time.Sleep(300 * time.Millisecond)
-	var win Window
-	win.Start(p.ServerPID)
-	sent := paced(p.Rate, p.Seconds, func(k int64) {
-		i := int(k % int64(p.Conns))
-		_, _ = conns[i].Write(codecs[i].FrameAt(uint32(k), nowNs()))
-	})
-	win.Stop()
-	grace := time.Now().Add(time.Duration(max(3, p.Seconds) * float64(time.Second)))
-	for log.received.Load() < sent && time.Now().Before(grace) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	res := &Result{Sent: sent, Messages: log.received.Load(), Requests: acks.Load(), Errors: nacks.Load()}
-	if e, ok := firstErr.Load().(string); ok {
-		res.FirstError = e
-	}
-	win.fill(res)
-	log.mu.Lock()
-	percentiles(res, log.us)
-	log.mu.Unlock()
-	return res, nil
+	return e2eSends(p, log, nil, func(i int) *natsCodec { return newNatsPub(pp, i) },
+		func(cc *natsCodec, k int64) []byte { return cc.FrameAt(uint32(k), nowNs()) })
 }

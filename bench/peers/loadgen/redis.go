@@ -139,8 +139,8 @@ func entries(list []any, fn func(v []byte)) string {
 // redisConsume reads every stream <topic>:<q> from the start with XRANGE ... COUNT 32, one in
 // flight per stream (one connection each).
 func redisConsume(p Params) (*Result, error) {
-	var total, nerr atomic.Int64
-	var firstErr atomic.Value
+	var total atomic.Int64
+	var failures tally
 	deadline := time.Now().Add(time.Duration(p.Seconds * float64(time.Second)))
 	var win Window
 	win.Start(p.ServerPID)
@@ -151,8 +151,7 @@ func redisConsume(p Params) (*Result, error) {
 			defer wg.Done()
 			c, err := net.Dial("tcp", p.Addr)
 			if err != nil {
-				nerr.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
+				failures.fail(err.Error())
 				return
 			}
 			defer c.Close()
@@ -170,8 +169,7 @@ func redisConsume(p Params) (*Result, error) {
 				}
 				list, ok := r.([]any)
 				if !ok {
-					nerr.Add(1)
-					firstErr.CompareAndSwap(nil, fmt.Sprint(r))
+					failures.fail(fmt.Sprint(r))
 					return
 				}
 				if len(list) == 0 {
@@ -184,12 +182,7 @@ func redisConsume(p Params) (*Result, error) {
 	}
 	wg.Wait()
 	win.Stop()
-	res := &Result{Messages: total.Load(), Requests: total.Load(), Errors: nerr.Load()}
-	if e, ok := firstErr.Load().(string); ok {
-		res.FirstError = e
-	}
-	win.fill(res)
-	return res, nil
+	return countResult(total.Load(), &failures, &win), nil
 }
 
 // redisE2E: XADDs paced at `rate` over `conns` connections, an XREAD BLOCK consumer per stream;
@@ -228,59 +221,6 @@ func redisE2E(p Params) (*Result, error) {
 	}
 	pp := p
 	pp.Topic = topic
-	conns := make([]net.Conn, p.Conns)
-	codecs := make([]*redisCodec, p.Conns)
-	var acks, nacks atomic.Int64
-	var firstErr atomic.Value
-	for i := range conns {
-		c, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		conns[i], codecs[i] = c, newRedisXadd(pp, i)
-		go func(c net.Conn, cc *redisCodec) {
-			buf := make([]byte, 1<<20)
-			have := 0
-			for {
-				n, err := c.Read(buf[have:])
-				if err != nil {
-					return
-				}
-				have += n
-				used, _ := cc.Parse(buf[:have], c, func(_ int64, ok bool, why string) {
-					if ok {
-						acks.Add(1)
-					} else {
-						nacks.Add(1)
-						firstErr.CompareAndSwap(nil, why)
-					}
-				})
-				copy(buf, buf[used:have])
-				have -= used
-			}
-		}(c, codecs[i])
-	}
-	time.Sleep(300 * time.Millisecond)
-	var win Window
-	win.Start(p.ServerPID)
-	sent := paced(p.Rate, p.Seconds, func(k int64) {
-		i := int(k % int64(p.Conns))
-		_, _ = conns[i].Write(codecs[i].FrameAt(nowNs()))
-	})
-	win.Stop()
-	grace := time.Now().Add(time.Duration(max(3, p.Seconds) * float64(time.Second)))
-	for log.received.Load() < sent && time.Now().Before(grace) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop.Store(true)
-	res := &Result{Sent: sent, Messages: log.received.Load(), Requests: acks.Load(), Errors: nacks.Load()}
-	if e, ok := firstErr.Load().(string); ok {
-		res.FirstError = e
-	}
-	win.fill(res)
-	log.mu.Lock()
-	percentiles(res, log.us)
-	log.mu.Unlock()
-	return res, nil
+	return e2eSends(p, log, &stop, func(i int) *redisCodec { return newRedisXadd(pp, i) },
+		func(cc *redisCodec, _ int64) []byte { return cc.FrameAt(nowNs()) })
 }

@@ -298,44 +298,6 @@ func remotingConsume(p Params) (*Result, error) {
 	return res, nil
 }
 
-// latencyLog collects receive - send times (µs) of bodies whose first 8 bytes are a send time.
-type latencyLog struct {
-	mu       sync.Mutex
-	us       []uint32
-	received atomic.Int64
-}
-
-func (l *latencyLog) add(head []byte, now int64) {
-	if len(head) < 8 {
-		return
-	}
-	sent := int64(binary.BigEndian.Uint64(head))
-	if sent <= 0 || sent > now {
-		return
-	}
-	l.received.Add(1)
-	l.mu.Lock()
-	l.us = append(l.us, uint32((now-sent)/1000))
-	l.mu.Unlock()
-}
-
-// paced calls send(k) `rate` times a second for `seconds`, on a 1 ms tick; returns how many.
-func paced(rate, seconds float64, send func(k int64)) int64 {
-	t0 := time.Now()
-	var k int64
-	for {
-		el := time.Since(t0).Seconds()
-		if el >= seconds {
-			return k
-		}
-		due := int64(el*rate) + 1
-		for ; k < due; k++ {
-			send(k)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // remotingE2E: single sends paced at `rate` over `conns` connections (send time in the body),
 // consumers long-polling (PULL_MESSAGE with SUSPEND) each queue; latency = receive - send.
 func remotingE2E(p Params) (*Result, error) {
@@ -357,65 +319,6 @@ func remotingE2E(p Params) (*Result, error) {
 			})
 		}(t)
 	}
-	conns := make([]net.Conn, p.Conns)
-	codecs := make([]*remotingCodec, p.Conns)
-	var acks, nacks atomic.Int64
-	var firstErr atomic.Value
-	var rwg sync.WaitGroup
-	for i := range conns {
-		c, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			return nil, err
-		}
-		conns[i], codecs[i] = c, newRemoting(fs.Frames[i%len(fs.Frames)])
-		rwg.Add(1)
-		go func(c net.Conn, cc *remotingCodec) {
-			defer rwg.Done()
-			buf := make([]byte, 1<<20)
-			have := 0
-			for {
-				n, err := c.Read(buf[have:])
-				if err != nil {
-					return
-				}
-				have += n
-				used, _ := cc.Parse(buf[:have], c, func(_ int64, ok bool, why string) {
-					if ok {
-						acks.Add(1)
-					} else {
-						nacks.Add(1)
-						firstErr.CompareAndSwap(nil, why)
-					}
-				})
-				copy(buf, buf[used:have])
-				have -= used
-			}
-		}(c, codecs[i])
-	}
-	time.Sleep(300 * time.Millisecond) // consumers parked
-	var win Window
-	win.Start(p.ServerPID)
-	sent := paced(p.Rate, p.Seconds, func(k int64) {
-		i := int(k % int64(p.Conns))
-		_, _ = conns[i].Write(codecs[i].FrameAt(uint32(k), nowNs()))
-	})
-	win.Stop()
-	grace := time.Now().Add(time.Duration(max(3, p.Seconds) * float64(time.Second)))
-	for log.received.Load() < sent && time.Now().Before(grace) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop.Store(true)
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	rwg.Wait()
-	res := &Result{Sent: sent, Messages: log.received.Load(), Requests: acks.Load(), Errors: nacks.Load()}
-	if e, ok := firstErr.Load().(string); ok {
-		res.FirstError = e
-	}
-	win.fill(res)
-	log.mu.Lock()
-	percentiles(res, log.us)
-	log.mu.Unlock()
-	return res, nil
+	return e2eSends(p, log, &stop, func(i int) *remotingCodec { return newRemoting(fs.Frames[i%len(fs.Frames)]) },
+		func(cc *remotingCodec, k int64) []byte { return cc.FrameAt(uint32(k), nowNs()) })
 }

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rocketlite.admin import cluster, groups, messages, render, topics, transfer
+from rocketlite.admin import cluster, controller_mode, groups, messages, render, topics, transfer
 from rocketlite.admin.client import (
     DEFAULT_TIMEOUT_S,
     AdminClient,
@@ -322,6 +322,27 @@ def _reset_timestamp(args: argparse.Namespace) -> int:
         raise UsageError(f"argument -s/--timestamp: {exc}") from None
 
 
+def _controller(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--controllerAddress", dest="controller", type=address, required=True,
+                   help="a controller, host:port")  # fmt: skip
+
+
+def _cfg_sync_state(p: argparse.ArgumentParser) -> None:
+    _controller(p)
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True, help="the broker group")
+
+
+def _cfg_elect(p: argparse.ArgumentParser) -> None:
+    _cfg_sync_state(p)
+    p.add_argument("-c", "--clusterName", dest="cluster", required=True, help="its cluster")
+    p.add_argument("-i", "--brokerId", dest="broker_id", type=positive, required=True,
+                   help="the replica to make master (a SyncStateSet member)")  # fmt: skip
+
+
+def _cfg_epoch(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True, help="the broker group")
+
+
 VERBS: tuple[Verb, ...] = (
     Verb("updateTopic", "Update or create topic", _cfg_update_topic,
          lambda a, ns: topics.update_topic(
@@ -399,6 +420,20 @@ VERBS: tuple[Verb, ...] = (
              a, topic=ns.topic, charset=ns.charset, expression=ns.expression, begin=ns.begin, end=ns.end,
              print_body=ns.print_body),
          render.print_msg),
+    Verb("getControllerMetaData", "Get the controller's metadata (controller mode)", _controller,
+         lambda a, ns: controller_mode.get_controller_metadata(a, controller=ns.controller), render.pairs),
+    Verb("getSyncStateSet", "Get a broker group's master, epochs and SyncStateSet (controller mode)",
+         _cfg_sync_state,
+         lambda a, ns: controller_mode.get_sync_state_set(
+             a, controller=ns.controller, broker_name=ns.broker_name),
+         render.pairs),
+    Verb("electMaster", "Make a SyncStateSet member the master (controller mode)", _cfg_elect,
+         lambda a, ns: controller_mode.elect_master(
+             a, controller=ns.controller, cluster=ns.cluster, broker_name=ns.broker_name,
+             broker_id=ns.broker_id),
+         render.pairs),
+    Verb("getBrokerEpoch", "Get the epoch entries of a broker group's replicas (controller mode)", _cfg_epoch,
+         lambda a, ns: controller_mode.get_broker_epoch(a, broker_name=ns.broker_name), render.pairs),
 )  # fmt: skip
 
 

@@ -8,6 +8,7 @@ follow mqadmin's, without its `#` prefixes; times are local, as mqadmin prints t
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import datetime
 from typing import Any
 
@@ -240,6 +241,12 @@ def broker_status(out: Output, data: dict[str, Any], args: argparse.Namespace) -
     del args
     for addr, table in data["brokers"].items():
         out.pairs(table.items(), title=addr)
+
+
+def pairs(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:
+    """Key: value lines; nested values as compact JSON (controller-mode verbs)."""
+    del args
+    out.pairs((k, v if isinstance(v, str | int | bool) else json.dumps(v)) for k, v in data.items())
 
 
 def update_broker_config(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:

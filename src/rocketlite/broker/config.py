@@ -144,6 +144,16 @@ class BrokerConfig:
     max_sync_flush_waiters: int = 10_000  # SYNC_FLUSH sends awaiting the group commit; more: SYSTEM_BUSY
     server_channel_max_idle_time_seconds: int = 120  # a connection silent this long is closed
     server_partial_frame_timeout_millis: int = 30_000  # a frame begun but not finished this long: closed
+    # Controller mode (RocketMQ 5.x RIP-44; broker/failover/): the controller decides the role.
+    enable_controller_mode: bool = False
+    controller_addr: str | None = None  # the controllers' host:port, ';'-separated
+    broker_heartbeat_interval: int = 1000  # ms between heartbeats (and replica-info polls)
+    controller_heart_beat_timeout_mills: int = 10_000  # lease TTL; a master this long unheard fences
+    sync_broker_metadata_period: int = 5000
+    check_sync_state_set_period: int = 5000
+    ha_max_time_slave_not_catchup: int = 15_000  # SyncStateSet shrink: not caught up this long
+    all_ack_in_sync_state_set: bool = False  # a SYNC send waits for every SyncStateSet member
+    store_path_epoch_file: str | None = None  # default storePathRootDir/epochFileCheckpoint
 
     def __post_init__(self) -> None:
         require(1 <= self.listen_port <= 65535 or self.listen_port == 0, "listenPort must be 0..65535")
@@ -209,6 +219,16 @@ class BrokerConfig:
         require(1 <= self.max_error_rate_of_bloom_filter < 100, "maxErrorRateOfBloomFilter must be in 1..99")
         require(self.expect_consumer_num_use_filter > 0, "expectConsumerNumUseFilter must be positive")
         require(self.filter_data_clean_time_span >= 0, "filterDataCleanTimeSpan must not be negative")
+        require(self.broker_heartbeat_interval > 0, "brokerHeartbeatInterval must be positive (ms)")
+        require(
+            self.controller_heart_beat_timeout_mills >= 1000,
+            "controllerHeartBeatTimeoutMills must be at least 1000 (ms; etcd leases count whole seconds)",
+        )
+        require(self.check_sync_state_set_period > 0, "checkSyncStateSetPeriod must be positive (ms)")
+        require(self.sync_broker_metadata_period > 0, "syncBrokerMetadataPeriod must be positive (ms)")
+        require(self.ha_max_time_slave_not_catchup > 0, "haMaxTimeSlaveNotCatchup must be positive (ms)")
+        if self.enable_controller_mode:
+            require(bool(self.controller_addrs), "enableControllerMode needs controllerAddr (host:port;...)")
         if self.ha_master_address:
             host, _, port = self.ha_master_address.strip().rpartition(":")
             require(bool(host) and port.isdigit(), "haMasterAddress must be host:port")
@@ -231,6 +251,10 @@ class BrokerConfig:
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        return [a.strip() for a in (self.controller_addr or "").split(";") if a.strip()]
 
     @property
     def is_slave(self) -> bool:

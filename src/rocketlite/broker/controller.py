@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -61,7 +62,7 @@ from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProc
 from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.reply import ReplyMessageProcessor
-from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.processors.send import ReplicaWaiter, SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.requests import register_requests
 from rocketlite.broker.state_files import ConsumerOffsetTable
@@ -90,6 +91,7 @@ from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
 from rocketlite.remoting.tls import ServerTls, TlsConfig, client_context
 from rocketlite.runtime import wait_event
+from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
 
@@ -107,6 +109,17 @@ class BrokerService(Protocol):
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class SyncStateReplica(ReplicaWaiter, BrokerService, Protocol):
+    """Controller mode: what a master's SYNC sends wait on instead of the HA service (the
+    SyncStateSet keeper, broker/failover/sync_state.py), a service of the broker as well."""
+
+
+# Controller mode's hooks (broker/failover/node.py): the keeper of a master's SyncStateSet, built
+# over its HA service; and a call made once the store is recovered, before anything is served.
+ReplicaFactory = Callable[[HAMasterService, StoreAPI], SyncStateReplica]
+BeforeServing = Callable[[StoreAPI], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +157,7 @@ class BrokerParts:
     grpc: GrpcEndpoint | None = None
     reply: ReplyMessageProcessor | None = None  # 324/325 (request-reply)
     timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
+    sync_state: SyncStateReplica | None = None  # controller mode, on a master
 
     def services(self) -> dict[str, BrokerService]:
         """The background services by name, in start order (closed in reverse)."""
@@ -157,6 +171,7 @@ class BrokerParts:
             "runtime-stats": self.runtime_stats,
             "stats-items": self.stats_sampler,
             "ha-master": self.ha_master,
+            "sync-state": self.sync_state,
             "ha-slave": self.ha_slave,
             "slave-sync": self.slave_sync,
             "metrics": self.metrics,
@@ -172,9 +187,13 @@ class BrokerController:
         store_config: StoreConfig,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        replica_factory: ReplicaFactory | None = None,
+        before_serving: BeforeServing | None = None,
         tls: TlsConfig | None = None,
     ) -> None:
         self.broker = broker
+        self.replica_factory = replica_factory
+        self.before_serving = before_serving
         self.tls = tls or TlsConfig()
         server_tls = ServerTls.of(self.tls)  # certificate files read (and checked) now
         self.store_config = store_config
@@ -283,6 +302,8 @@ class BrokerController:
             raise
 
     async def _start_after_store(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.before_serving is not None:
+            self.before_serving(self.store)
         self.topics.start()
         self.groups.start()
         self.offsets.load()
@@ -357,7 +378,10 @@ class BrokerController:
         )  # fmt: skip
         filters = self.filters
         clients = ClientManager(b, topics, groups, clock, filters=filters)
-        pull = PullMessageProcessor(b, store, topics, groups, clients, offsets, stats, loop, filters)
+        resets = ResetOffsetGuard(store, offsets)
+        pull = PullMessageProcessor(
+            b, store, topics, groups, clients, offsets, stats, loop, filters, resets.answer_reset
+        )
         store.add_arrival_listener(pull.hold.on_arrival)
         store.dispatch_on(loop)  # sends' dispatch rounds run on this loop
         schedule = ScheduleMessageService(
@@ -397,6 +421,11 @@ class BrokerController:
             port = ha_listen_port(b.ha_listen_port, b.listen_port, store_host.port)
             ha_master = HAMasterService(store, b, bind_ha_socket(b.listen_host, port), loop)
             store.add_arrival_listener(ha_master.on_dispatch)
+        replica: ReplicaWaiter | None = ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None
+        sync_state: SyncStateReplica | None = None
+        if ha_master is not None and self.replica_factory is not None:
+            sync_state = self.replica_factory(ha_master, store)
+            replica = sync_state
         live = LiveConfig(
             b, store, topics, groups, clock, self.request_register,
             listeners=(ha_slave.on_config_change,) if ha_slave is not None else (),
@@ -405,7 +434,7 @@ class BrokerController:
             b, store, topics, groups, stats, clock, store_host,
             half_message_hook=transactions.to_half_message,
             timer_hook=timer.park if timer is not None else None,
-            replica=ha_master if b.broker_role is BrokerRole.SYNC_MASTER else None,
+            replica=replica,
         )  # fmt: skip
         figures = BrokerFigures(b, store, stats, offsets, clients)
         runtime_stats = RuntimeStatsSampler(store, clock)
@@ -427,7 +456,7 @@ class BrokerController:
             catalog=AdminCatalogProcessor(b, store, topics, groups, offsets, clients, addr),
             admin_stats=admin_stats,
             relay=ClientRelayProcessor(b, store, topics, groups, offsets, clients),
-            resets=ResetOffsetGuard(store, offsets),
+            resets=resets,
             stats_sampler=StatsSampler(stats.items),
             clients=clients,
             client_requests=ClientRequestProcessor(clients),
@@ -447,6 +476,7 @@ class BrokerController:
             ha_master=ha_master,
             ha_slave=ha_slave,
             slave_sync=slave_sync,
+            sync_state=sync_state,
             metrics=self._metrics_server(figures, clients, send),
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
             reply=ReplyMessageProcessor(

@@ -10,15 +10,16 @@ with the name servers at once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.state_files import JsonConfigFile
 from rocketlite.clock import Clock
-from rocketlite.protocol import perm, reserved
+from rocketlite.protocol import perm, reserved, topic_attributes
 from rocketlite.protocol.bodies.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from rocketlite.protocol.wire import fastjson
 
@@ -157,17 +158,32 @@ class TopicConfigManager(JsonConfigFile):
         self._changed()
         return tc
 
-    def update(self, tc: TopicConfig) -> None:
+    def update(self, tc: TopicConfig, changes: Mapping[str, str] | None = None) -> None:
+        """Store `tc`. With `changes` (an admin request's signed attribute changes, "+key" /
+        "-key"), its attributes are the topic's current ones with the changes applied, as
+        `updateTopicConfig` does: no changes keep them. A refused change raises
+        `TopicAttributeError` and changes nothing."""
+        if changes is not None:
+            tc = self._with_attributes(tc, changes)
         self.table[tc.topic_name] = tc
         log.info("topic %s updated: %s", tc.topic_name, tc)
         self._changed()
 
     def update_many(self, tcs: Iterable[TopicConfig]) -> None:
-        """`updateTopicConfigList`: every topic of a batch, one write and one registration."""
-        for tc in tcs:
+        """`updateTopicConfigList`: every topic of a batch, one write and one registration. Each
+        config's attributes are signed changes, as in a request; all are checked first."""
+        done = [self._with_attributes(tc, tc.attributes) for tc in tcs]
+        for tc in done:
             self.table[tc.topic_name] = tc
             log.info("topic %s updated: %s", tc.topic_name, tc)
         self._changed()
+
+    def _with_attributes(self, tc: TopicConfig, changes: Mapping[str, str]) -> TopicConfig:
+        current = self.table.get(tc.topic_name)
+        attributes = topic_attributes.alter(
+            current is None, current.attributes if current is not None else {}, changes
+        )
+        return dataclasses.replace(tc, attributes=attributes)
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:

@@ -27,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol.errors import ConfigError, SegmentCreateError
+from rocketlite.protocol.errors import ConfigError, SegmentCreateError, StoreError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
 from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import (
@@ -69,6 +69,7 @@ from rocketlite.store.results import (
 from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.store_lock import lock_store, unlock_store
+from rocketlite.store.truncation import cut_commit_log
 
 log = logging.getLogger("rocketlite.store")
 
@@ -148,6 +149,13 @@ class MessageStore:
         self._start_services()
         self.stats.started_ms = self.clock.now_ms()
         self.started = True
+
+    def truncate_log_before_start(self, offset: int) -> int:
+        """Cut the commit log at `offset` before `start` (controller mode: `truncation.py`); the
+        bytes zeroed or deleted."""
+        if self.started:
+            raise StoreError("truncate_log_before_start: the store is running")
+        return cut_commit_log(self.config.commit_log_dir, offset)
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None

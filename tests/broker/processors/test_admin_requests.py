@@ -20,6 +20,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.admin import INVALID_PARAMETER, AdminRequestCode
 from rocketlite.protocol.wire.command import RemotingCommand, make_request, make_response
 from rocketlite.protocol.wire.headers import (
     CreateTopicRequestHeader,
@@ -66,11 +67,16 @@ class FakeNameServer:
 
 
 def create_topic_ext(
-    topic: str, *, queues: int = 4, perm: int = 6, filter_type: str = "SINGLE_TAG"
+    topic: str,
+    *,
+    queues: int = 4,
+    perm: int = 6,
+    filter_type: str = "SINGLE_TAG",
+    attributes: str | None = None,
 ) -> dict[str, str]:
     return CreateTopicRequestHeader(
         topic=topic, default_topic="TBW102", read_queue_nums=queues, write_queue_nums=queues, perm=perm,
-        topic_filter_type=filter_type, topic_sys_flag=0, order=False,
+        topic_filter_type=filter_type, topic_sys_flag=0, order=False, attributes=attributes,
     ).to_ext()  # fmt: skip
 
 
@@ -140,6 +146,73 @@ def test_topic_create_list_delete_and_registration(tmp_path: Path) -> None:
                 assert "AdminT" not in system
         finally:
             await ns.server.close()
+
+    run(scenario())
+
+
+def test_topic_attributes(tmp_path: Path) -> None:
+    """5.x's topic attributes (what the dashboard's topic dialogs set and show: `message.type`):
+    set on creation, changed and kept by later updates, served by GET_TOPIC_CONFIG and
+    GET_ALL_TOPIC_CONFIG, written to topics.json and read back after a restart; refusals answered
+    with RocketMQ's codes and texts, the topic unchanged."""
+
+    async def attributes(b: BrokerUnderTest, topic: str) -> dict[str, str]:
+        r = await b.call(AdminRequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        body = json.loads(r.body or b"")
+        assert body["attributes"] == dict((await all_topics(b)).topic_config_table[topic].attributes)
+        return dict(body["attributes"])
+
+    async def create(b: BrokerUnderTest, topic: str, attrs: str | None, perm: int = 6) -> RemotingCommand:
+        return await b.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic_ext(topic, perm=perm, attributes=attrs)
+        )
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            assert (await create(b, "Fifo", "+message.type=FIFO")).code == ResponseCode.SUCCESS
+            assert await attributes(b, "Fifo") == {"message.type": "FIFO"}
+            assert (await create(b, "Fifo", None, perm=4)).code == ResponseCode.SUCCESS  # no change: kept
+            assert await attributes(b, "Fifo") == {"message.type": "FIFO"}
+            assert b.controller.topics.select("Fifo").perm == 4  # type: ignore[union-attr]
+            assert (await create(b, "Fifo", "+message.type=TRANSACTION")).code == ResponseCode.SUCCESS
+            assert await attributes(b, "Fifo") == {"message.type": "TRANSACTION"}
+            assert await attributes(b, "SELF_TEST_TOPIC") == {}
+
+            refusals = [
+                ("Fifo", "+message.type=MIXED", INVALID_PARAMETER, "MIXED message type is not supported."),
+                ("Fifo", "+queue.type=BatchCQ", ResponseCode.SYSTEM_ERROR,
+                 "attempt to update an unchangeable attribute. key: queue.type"),
+                ("Fifo", "message.type=FIFO", ResponseCode.SYSTEM_ERROR,
+                 "add/alter attribute format is wrong: message.type"),
+                ("New", "-message.type", ResponseCode.SYSTEM_ERROR,
+                 "only add attribute is supported while creating topic. key: message.type"),
+                ("New", "+color=red", ResponseCode.SYSTEM_ERROR, "unsupported key: color"),
+            ]  # fmt: skip
+            for topic, attrs, code, why in refusals:
+                r = await create(b, topic, attrs)
+                assert (r.code, r.remark) == (code, why), attrs
+            assert b.controller.topics.select("New") is None
+            assert await attributes(b, "Fifo") == {"message.type": "TRANSACTION"}
+            assert (
+                '"attributes":{"message.type":"TRANSACTION"}'
+                in (tmp_path / "config" / "topics.json").read_text()
+            )
+
+            def batch(attrs: dict[str, str]) -> bytes:  # UPDATE_AND_CREATE_TOPIC_LIST: signed, as a map
+                return json.dumps(
+                    {"topicConfigList": [{"topicName": "Delayed", "attributes": attrs}]}
+                ).encode()
+
+            list_code = AdminRequestCode.UPDATE_AND_CREATE_TOPIC_LIST
+            r = await b.call(list_code, body=batch({"+message.type": "DELAY"}))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert await attributes(b, "Delayed") == {"message.type": "DELAY"}
+            r = await b.call(list_code, body=batch({"+color": "red"}))
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "unsupported key: color")
+
+        async with broker_under_test(tmp_path) as b:
+            assert await attributes(b, "Fifo") == {"message.type": "TRANSACTION"}
 
     run(scenario())
 

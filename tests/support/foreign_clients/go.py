@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from tests.support.foreign_clients import process
 from tests.support.foreign_clients.real import CLIENTS, ClientProc, finish
 
 VERSION = "rocketmq-client-go/v2 v2.1.2"
@@ -36,12 +34,7 @@ def probe() -> str | None:
 
 
 def require() -> None:
-    why = probe()
-    if why is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{why} (CI=true: `make test` builds the Go client)")
-    pytest.skip(why)
+    process.require(probe(), "builds the Go client")
 
 
 @dataclass
@@ -65,11 +58,7 @@ class GoClients:
             "ROCKETMQ_GO_LOG_LEVEL": os.environ.get("ROCKETMQ_GO_LOG_LEVEL", "warn"),
         }
         stderr_path = home / "stderr.txt"
-        with stderr_path.open("w") as err:
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=home, env=env
-            )
-        cp = ClientProc(label, proc, stderr_path, None)
+        cp = ClientProc(label, process.spawn(cmd, home, stderr_path, env), stderr_path, None)
         self.procs.append(cp)
         return cp
 

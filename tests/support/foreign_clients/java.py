@@ -22,15 +22,13 @@ skip saying why; with CI=true they fail instead (`make test` must have built the
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from tests.support.foreign_clients import process
+from tests.support.foreign_clients.process import SMALL_JVM
 from tests.support.foreign_clients.real import CLIENTS, ClientProc, answer, events, finish, received
 
 __all__ = ["JavaClients", "answer", "events", "finish", "java_clients", "probe", "received", "require"]
@@ -47,8 +45,6 @@ VERSIONS = {
     "client5": "rocketmq-client 5.3.3",
     "grpc5": "rocketmq-client-java 5.2.0",
 }
-# Small, quick JVMs: 2 shared cores, one client per process.
-JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8"]
 
 _why: dict[str, str | None] = {}
 
@@ -70,12 +66,7 @@ def probe(line: str) -> str | None:
 
 
 def require(line: str) -> None:
-    why = probe(line)
-    if why is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{why} (CI=true: `make test` builds the Java clients)")
-    pytest.skip(why)
+    process.require(probe(line), "builds the Java clients")
 
 
 @dataclass
@@ -93,27 +84,21 @@ class JavaClients:
         label = f"{line}-{scenario}-{len(self.procs) + 1}"
         home = self.tmp / label  # the clients keep logs and local (broadcast) offsets under user.home
         home.mkdir()
-        base = JAVA_CLIENTS / line
-        classpath = os.pathsep.join([str(base / "build" / "classes"), str(base / "lib" / "*")])
         cmd = [
             "java",
-            *JVM_FLAGS,
+            *SMALL_JVM,  # one client per JVM
             f"-Duser.home={home}",
             f"-Drocketmq.client.logRoot={home / 'logs'}",
             f"-Drocketmq.log.root={home / 'logs'}",
             "-cp",
-            classpath,
+            process.classpath(JAVA_CLIENTS / line),
             main or MAINS[line],
             scenario,
             namesrv,
             *(f"{k}={v}" for k, v in args.items()),
         ]
         stderr_path = home / "stderr.txt"
-        with stderr_path.open("w") as err:
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=home
-            )
-        cp = ClientProc(label, proc, stderr_path, home / "logs")
+        cp = ClientProc(label, process.spawn(cmd, home, stderr_path), stderr_path, home / "logs")
         self.procs.append(cp)
         return cp
 

@@ -19,25 +19,21 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
-import queue
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.support.foreign_clients import process
+from tests.support.foreign_clients.process import SMALL_JVM, JsonLinesDriver
 from tests.support.foreign_clients.real import CLIENTS
 
 VERSION = "5.3.3"
 MQADMIN_DIR = CLIENTS / "mqadmin"
 MAIN = "rocketlite.peers.MqAdminShell"
 MAIN_CLASS = MQADMIN_DIR / "build" / "classes" / "rocketlite" / "peers" / "MqAdminShell.class"
-JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dfile.encoding=UTF-8"]
 COMMAND_TIMEOUT_S = 60.0
 
 
@@ -51,12 +47,7 @@ def probe() -> str | None:
 
 
 def require() -> None:
-    why = probe()
-    if why is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{why} (CI=true: `make test` builds mqadmin)")
-    pytest.skip(why)
+    process.require(probe(), "builds mqadmin")
 
 
 @dataclass(frozen=True)
@@ -96,41 +87,17 @@ class Result:
         return f"{head}\n--- out:\n{self.out}\n--- err:\n{self.err}"
 
 
-@dataclass
-class MqAdmin:
+class MqAdmin(JsonLinesDriver):
     """One shell JVM; `run` sends it a command line and waits for the result, `run_all` sends
     several at once (the shell runs them in order) and waits for all."""
 
-    popen: subprocess.Popen[str]
-    home: Path
-    namesrv: str
-    commands: list[str] = field(default_factory=list)
-    _events: queue.Queue[dict[str, Any] | None] = field(default_factory=queue.Queue)
-    _done: dict[int, Result] = field(default_factory=dict)
-    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _pump_thread: threading.Thread | None = None
-
-    def _pump(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            if line.startswith("{"):
-                self._events.put(json.loads(line))
-        self._events.put(None)
-
-    def _next(self, timeout: float) -> dict[str, Any]:
-        try:
-            event = self._events.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(
-                f"mqadmin shell gave no answer within {timeout:.0f}s\n{self.stderr()}"
-            ) from None
-        if event is None:
-            raise AssertionError(f"mqadmin shell exited ({self.popen.poll()})\n{self.stderr()}")
-        return event
-
-    def stderr(self) -> str:
-        path = self.home / "stderr.txt"
-        return path.read_text(errors="replace")[-4000:] if path.is_file() else ""
+    def __init__(self, popen: subprocess.Popen[str], home: Path, namesrv: str) -> None:
+        super().__init__("mqadmin shell", popen, home / "stderr.txt")
+        self.home = home
+        self.namesrv = namesrv
+        self.commands: list[str] = []
+        self._done: dict[int, Result] = {}
+        self._ids = itertools.count(1)
 
     def argv(self, verb: str, *args: object, namesrv: bool = True) -> list[str]:
         """`verb args... -n <namesrv>` (no -n when `namesrv` is False)."""
@@ -139,15 +106,12 @@ class MqAdmin:
 
     def _send(self, argv: list[str], stop_after: float = 0.0) -> int:
         ident = next(self._ids)
-        assert self.popen.stdin is not None
-        line = {"id": ident, "args": argv, "stopAfterMs": int(stop_after * 1000)}
-        self.popen.stdin.write(json.dumps(line) + "\n")
-        self.popen.stdin.flush()
+        self.send({"id": ident, "args": argv, "stopAfterMs": int(stop_after * 1000)})
         return ident
 
     def _wait(self, ident: int) -> Result:
         while ident not in self._done:
-            event = self._next(COMMAND_TIMEOUT_S + 30)
+            event = self.next_event(COMMAND_TIMEOUT_S + 30)
             assert event["event"] == "result", event
             self._done[event["id"]] = Result(
                 event["args"], event.get("out", ""), event.get("err", ""), event.get("error"), event["ms"]
@@ -180,51 +144,27 @@ class MqAdmin:
         tools.parent.mkdir(parents=True, exist_ok=True)
         tools.write_text(f"accessKey: {json.dumps(access_key)}\nsecretKey: {json.dumps(secret_key)}\n")
 
-    def close(self) -> None:
-        if self.popen.poll() is None:
-            assert self.popen.stdin is not None
-            with contextlib.suppress(OSError):
-                self.popen.stdin.close()
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(10)
-        if self._pump_thread is not None:
-            self._pump_thread.join(10)  # it ends at the pipe's end of file
-        if self.popen.stdout is not None:
-            self.popen.stdout.close()
-
 
 @contextlib.contextmanager
 def mqadmin_shell(work: Path, namesrv: str) -> Iterator[MqAdmin]:
     """A running shell JVM pointed at `namesrv`; its files (log, consumerStatus's output) under `work`."""
     require()
     work.mkdir(parents=True, exist_ok=True)
-    classpath = os.pathsep.join([str(MQADMIN_DIR / "build" / "classes"), str(MQADMIN_DIR / "lib" / "*")])
     cmd = [
         "java",
-        *JVM_FLAGS,
+        *SMALL_JVM,
         f"-Drocketmq.home.dir={work}",
         f"-Duser.home={work}",
         "-Drmq.logback.configurationFile=rmq.tools.logback.xml",
         "-cp",
-        classpath,
+        process.classpath(MQADMIN_DIR),
         MAIN,
         str(int(COMMAND_TIMEOUT_S * 1000)),
     ]
-    env = {k: v for k, v in os.environ.items() if k not in ("ROCKETMQ_HOME", "NAMESRV_ADDR")}
-    with (work / "stderr.txt").open("w") as err:
-        popen = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=work, env=env
-        )
-    shell = MqAdmin(popen, work, namesrv)
-    shell._pump_thread = threading.Thread(target=shell._pump, name="mqadmin-stdout", daemon=True)
-    shell._pump_thread.start()
+    env = process.env_without("ROCKETMQ_HOME", "NAMESRV_ADDR")
+    shell = MqAdmin(process.spawn(cmd, work, work / "stderr.txt", env), work, namesrv)
     try:
-        ready = shell._next(120)
-        assert ready["event"] == "ready", ready
-        shell.commands = list(ready["commands"])
+        shell.commands = list(shell.wait_ready()["commands"])
         yield shell
     finally:
         shell.close()

@@ -23,7 +23,6 @@ Without `java` or the jars the tests skip saying why; with CI=true they fail ins
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -32,8 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
-
+from tests.support.foreign_clients import process
 from tests.support.foreign_clients.real import CLIENTS
 from tests.support.ports import broker_port, free_port
 
@@ -107,12 +105,7 @@ def probe() -> str | None:
 
 
 def require() -> None:
-    why = probe()
-    if why is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{why} (CI=true: `make test` fetches the RocketMQ peer)")
-    pytest.skip(why)
+    process.require(probe(), "fetches the RocketMQ peer")
 
 
 def _props(path: Path, props: Mapping[str, object]) -> Path:
@@ -190,7 +183,7 @@ def _java(
         main,
         *args,
     ]
-    env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
+    env = process.env_without("ROCKETMQ_HOME")
     with console.open("wb") as out:
         popen = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=work, env=env)
     return JavaServer(what, popen, console, home, port)
@@ -200,17 +193,24 @@ def start_namesrv(work: Path) -> JavaServer:
     """RocketMQ's name server on a free loopback port; returns once it booted."""
     port = free_port()
     conf = _props(_mk(work) / "namesrv.conf", {"listenPort": port, "bindAddress": "127.0.0.1"})
-    server = _java(
-        "RocketMQ namesrv",
-        work,
-        NAMESRV_MAIN,
-        NAMESRV_HEAP,
-        "rmq.namesrv.logback.xml",
-        ["-c", str(conf)],
-        port,
+    return _booted(
+        "The Name Server boot success",
+        _java(
+            "RocketMQ namesrv",
+            work,
+            NAMESRV_MAIN,
+            NAMESRV_HEAP,
+            "rmq.namesrv.logback.xml",
+            ["-c", str(conf)],
+            port,
+        ),
     )
+
+
+def _booted(marker: str, server: JavaServer) -> JavaServer:
+    """`server` once it printed `marker`; killed if it does not."""
     try:
-        server.wait_booted("The Name Server boot success")
+        server.wait_booted(marker)
     except BaseException:
         server.kill9()
         raise
@@ -277,12 +277,7 @@ def start_broker(
 ) -> JavaServer:
     """RocketMQ's broker on `store_root`; returns once it booted (and registered, with a name server)."""
     server = launch_broker(work, store_root, namesrv_addr, broker_name=broker_name, overrides=overrides)
-    try:
-        server.wait_booted("boot success")
-    except BaseException:
-        server.kill9()
-        raise
-    return server
+    return _booted("boot success", server)
 
 
 @dataclass

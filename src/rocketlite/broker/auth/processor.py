@@ -16,7 +16,9 @@ NO_PERMISSION with its reason; an unreadable body is SYSTEM_ERROR naming the cau
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 
 from rocketlite.broker.auth.manager import AuthMetadata, acl_info, user_info
 from rocketlite.broker.auth.model import AuthenticationError, AuthError, UserType
@@ -37,6 +39,36 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.remoting.connection import Connection, Handler
 
 log = logging.getLogger("rocketlite.broker.auth")
+
+
+class _RefusedError(Exception):
+    """A write refused with a code of its own (not the manager's NO_PERMISSION) and a remark."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+_Write = Callable[["AuthAdminProcessor", RemotingCommand], None]
+
+
+def _write(fn: _Write) -> Callable[[AuthAdminProcessor, Connection, RemotingCommand], RemotingCommand]:
+    """A write handler from `fn`: SUCCESS with no body once it returns, else the refusal it raised
+    (`_RefusedError`, or what `AuthAdminProcessor._answer` words)."""
+
+    @functools.wraps(fn)
+    def handler(self: AuthAdminProcessor, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        del conn
+        try:
+            fn(self, request)
+        except _RefusedError as exc:
+            return make_response(request, exc.code, exc.remark)
+        except (AuthError, ProtocolError, OSError) as exc:
+            return self._answer(request, exc)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    return handler
 
 
 class AuthAdminProcessor:
@@ -78,58 +110,39 @@ class AuthAdminProcessor:
         return make_response(request, ResponseCode.SYSTEM_ERROR, f"writing the users and ACLs failed: {exc}")
 
     # -- users ---------------------------------------------------------------------------------
-    def _user_body(self, request: RemotingCommand) -> tuple[str | None, UserInfo]:
+    def _user_body(self, request: RemotingCommand, verb: str) -> tuple[str, UserInfo]:
+        """The user a create or update writes; a blank name or a super user written by a user that
+        is not super is refused."""
         name = UserRequestHeader.from_ext(request.ext_fields).username
         info = UserInfo.from_json(request.body or b"{}")
+        if not name:
+            raise _RefusedError(INVALID_PARAMETER, "The username is blank")
+        if UserType.by_name(info.user_type) is UserType.SUPER and self._not_super(request):
+            raise _RefusedError(ResponseCode.SYSTEM_ERROR, f"The super user can only be {verb} by super user")
         return name, UserInfo(name, info.password, info.user_type, info.user_status)
 
-    def create_user(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
-        try:
-            name, info = self._user_body(request)
-            if not name:
-                return make_response(request, INVALID_PARAMETER, "The username is blank")
-            if UserType.by_name(info.user_type) is UserType.SUPER and self._not_super(request):
-                return make_response(
-                    request, ResponseCode.SYSTEM_ERROR, "The super user can only be create by super user"
-                )
-            self.metadata.create_user(info)
-        except (AuthError, ProtocolError, OSError) as exc:
-            return self._answer(request, exc)
-        return make_response(request, ResponseCode.SUCCESS)
+    @_write
+    def create_user(self, request: RemotingCommand) -> None:
+        self.metadata.create_user(self._user_body(request, "create")[1])
 
-    def update_user(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
-        try:
-            name, info = self._user_body(request)
-            if not name:
-                return make_response(request, INVALID_PARAMETER, "The username is blank")
-            if UserType.by_name(info.user_type) is UserType.SUPER and self._not_super(request):
-                return make_response(
-                    request, ResponseCode.SYSTEM_ERROR, "The super user can only be update by super user"
-                )
-            old = self.metadata.get_user(name)
-            if old is None:
-                raise AuthenticationError("The user is not exist")
-            if old.is_super and self._not_super(request):
+    @_write
+    def update_user(self, request: RemotingCommand) -> None:
+        name, info = self._user_body(request, "update")
+        old = self.metadata.get_user(name)
+        if old is None:
+            raise AuthenticationError("The user is not exist")
+        if old.is_super and self._not_super(request):
+            raise AuthenticationError("The super user can only be update by super user")
+        self.metadata.update_user(info)
+
+    @_write
+    def delete_user(self, request: RemotingCommand) -> None:
+        name = UserRequestHeader.from_ext(request.ext_fields).username or ""
+        user = self.metadata.get_user(name)
+        if user is not None:
+            if user.is_super and self._not_super(request):
                 raise AuthenticationError("The super user can only be update by super user")
-            self.metadata.update_user(info)
-        except (AuthError, ProtocolError, OSError) as exc:
-            return self._answer(request, exc)
-        return make_response(request, ResponseCode.SUCCESS)
-
-    def delete_user(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
-        try:
-            name = UserRequestHeader.from_ext(request.ext_fields).username or ""
-            user = self.metadata.get_user(name)
-            if user is not None:
-                if user.is_super and self._not_super(request):
-                    raise AuthenticationError("The super user can only be update by super user")
-                self.metadata.delete_user(name)
-        except (AuthError, ProtocolError, OSError) as exc:
-            return self._answer(request, exc)
-        return make_response(request, ResponseCode.SUCCESS)
+            self.metadata.delete_user(name)
 
     def get_user(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn
@@ -147,27 +160,19 @@ class AuthAdminProcessor:
         return make_response(request, ResponseCode.SUCCESS, body=body)
 
     # -- ACLs ----------------------------------------------------------------------------------
-    def put_acl(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    @_write
+    def put_acl(self, request: RemotingCommand) -> None:
         """AUTH_CREATE_ACL and AUTH_UPDATE_ACL: Java serves both alike (merge into the ACL)."""
-        del conn
-        try:
-            subject = AclRequestHeader.from_ext(request.ext_fields).subject
-            info = AclInfo.from_json(request.body) if request.body else None
-            if info is None or not info.policies:
-                raise AuthError("The body of acl is null")
-            self.metadata.put_acl(info, subject)
-        except (AuthError, ProtocolError, OSError) as exc:
-            return self._answer(request, exc)
-        return make_response(request, ResponseCode.SUCCESS)
+        subject = AclRequestHeader.from_ext(request.ext_fields).subject
+        info = AclInfo.from_json(request.body) if request.body else None
+        if info is None or not info.policies:
+            raise AuthError("The body of acl is null")
+        self.metadata.put_acl(info, subject)
 
-    def delete_acl(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        del conn
-        try:
-            header = DeleteAclRequestHeader.from_ext(request.ext_fields)
-            self.metadata.delete_acl(header.subject, header.policy_type, header.resource)
-        except (AuthError, ProtocolError, OSError) as exc:
-            return self._answer(request, exc)
-        return make_response(request, ResponseCode.SUCCESS)
+    @_write
+    def delete_acl(self, request: RemotingCommand) -> None:
+        header = DeleteAclRequestHeader.from_ext(request.ext_fields)
+        self.metadata.delete_acl(header.subject, header.policy_type, header.resource)
 
     def get_acl(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         del conn

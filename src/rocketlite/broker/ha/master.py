@@ -27,9 +27,10 @@ import itertools
 import logging
 import socket
 import time
+from collections.abc import Callable
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.protocol.formats.ha_frames import HEADER, REFUSED_OFFSET, REPORT
+from rocketlite.protocol.formats.ha_frames import HANDSHAKE_MARK, HEADER, REFUSED_OFFSET, REPORT
 from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
@@ -116,6 +117,7 @@ class HAConnection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.accepted = False
+        self.replica_id: int | None = None  # controller mode: the slave's brokerId (handshake)
         self.acked_offset = -1
         self.next_offset = -1
         self.data_ready = asyncio.Event()
@@ -131,6 +133,15 @@ class HAConnection:
             log.warning("HA: slave %s sent no offset; closing", self.peer)
             return
         slave_offset = REPORT.unpack(first)[0]
+        if slave_offset == HANDSHAKE_MARK:
+            try:
+                hello = await result_within(
+                    self.reader.readexactly(2 * REPORT.size), cfg.ha_housekeeping_interval / 1000
+                )
+            except (asyncio.IncompleteReadError, TimeoutError, OSError):
+                log.warning("HA: slave %s sent a handshake but no offset; closing", self.peer)
+                return
+            self.replica_id, slave_offset = REPORT.unpack_from(hello)[0], REPORT.unpack_from(hello, 8)[0]
         verdict = transfer_start(self.service.store, slave_offset)
         if isinstance(verdict, str):
             log.error("HA: refusing slave %s: %s", self.peer, verdict)
@@ -235,6 +246,12 @@ class HAMasterService:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake_scheduled = False
         self._closing = False
+        self._ack_listeners: list[Callable[[HAConnection, int], None]] = []
+
+    def add_ack_listener(self, listener: Callable[[HAConnection, int], None]) -> None:
+        """`listener(conn, offset)` on every report of an accepted slave (controller mode's
+        SyncStateSet keeper counts acknowledgements per replica)."""
+        self._ack_listeners.append(listener)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -296,6 +313,8 @@ class HAMasterService:
     def on_report(self, conn: HAConnection, offset: int) -> None:
         """A slave holds everything before `offset`: complete the waits it covers."""
         conn.acked_offset = max(conn.acked_offset, offset)
+        for listener in self._ack_listeners:
+            listener(conn, conn.acked_offset)
         if offset <= self.push2slave_max_offset:
             return
         self.push2slave_max_offset = offset

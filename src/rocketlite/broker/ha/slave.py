@@ -34,6 +34,7 @@ from collections.abc import Callable
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.formats.ha_frames import (
+    HANDSHAKE_MARK,
     HEADER,
     MAX_BODY_SIZE,
     REFUSED_OFFSET,
@@ -183,6 +184,8 @@ class HASlaveService:
         file_size = store.log_segment_size
         end = store.written_end
         pending = bytearray()  # received bytes after `end` that do not make a whole record yet
+        if self.config.enable_controller_mode:  # say which replica this is (ha_frames)
+            sock.sendall(REPORT.pack(HANDSHAKE_MARK) + REPORT.pack(self.config.broker_id))
         self._report(sock, end)
         self.connected = True
         self._failures = 0

@@ -21,6 +21,7 @@ can still be pulled from the slave. The next round replaces it with the master's
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -174,9 +175,8 @@ class TopicLearner:
             n = max(self.default_queue_nums, queue_id + 1)
             tc = TopicConfig(topic, n, n, perm.PERM_READ | perm.PERM_WRITE)
         else:
-            tc = TopicConfig(
-                topic, queue_id + 1, max(tc.write_queue_nums, queue_id + 1), tc.perm,
-                tc.topic_filter_type, tc.topic_sys_flag, tc.order,
-            )  # fmt: skip
+            queues = queue_id + 1
+            write = max(tc.write_queue_nums, queues)
+            tc = dataclasses.replace(tc, read_queue_nums=queues, write_queue_nums=write)
         log.info("slave: topic %s learned from the replicated log (%d queues)", topic, tc.read_queue_nums)
         self.topics.update(tc)

@@ -29,7 +29,7 @@ from rocketlite.broker.processors.admin_requests import is_system_topic
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
-from rocketlite.protocol import perm
+from rocketlite.protocol import perm, topic_attributes
 from rocketlite.protocol.bodies.admin import (
     CreateTopicListRequestBody,
     ProducerInfo,
@@ -87,7 +87,10 @@ class AdminCatalogProcessor:
         names = ";".join(tc.topic_name for tc in body.topic_config_list)
         log.info("topics %s created/updated by %s", names, conn.remote_address)
         if body.topic_config_list:
-            self.topics.update_many(body.topic_config_list)  # persists and asks for a registration
+            try:
+                self.topics.update_many(body.topic_config_list)  # persists and asks for a registration
+            except topic_attributes.TopicAttributeError as exc:
+                return make_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
         return make_response(request, ResponseCode.SUCCESS)
 
     def get_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -99,7 +102,7 @@ class AdminCatalogProcessor:
                 request, ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {header.topic}"
             )
         # TopicConfigAndQueueMapping: the topic's fields, its (5.x) attributes, no mapping detail.
-        body = fastjson.dumps({**tc.to_json_obj(), "attributes": {}})
+        body = fastjson.dumps({"attributes": dict(tc.attributes), **tc.to_json_obj()})
         return make_response(request, ResponseCode.SUCCESS, body=body.encode("utf-8"))
 
     # -- groups -----------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 What mqadmin / the dashboard send to a broker, answered as a 4.9.8 broker does:
 
 - topics: UPDATE_AND_CREATE_TOPIC (17; illegal names and system topics refused with SYSTEM_ERROR,
-  success persists topics.json and re-registers with the name servers), DELETE_TOPIC_IN_BROKER
+  success persists topics.json and re-registers with the name servers; 5.x's `attributes` changes
+  applied as `protocol.topic_attributes` says, a refused one answered SYSTEM_ERROR with RocketMQ's
+  text, message.type MIXED INVALID_PARAMETER as with enableMixedMessageType=false), DELETE_TOPIC_IN_BROKER
   (215; config, consume queues and the topic's consumer offsets), GET_ALL_TOPIC_CONFIG (21),
   GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305), GET_TOPIC_STATS_INFO (202);
 - groups: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
@@ -41,13 +43,14 @@ from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
-from rocketlite.protocol import perm, reserved
+from rocketlite.protocol import perm, reserved, topic_attributes
 from rocketlite.protocol.bodies.json_body import expect_obj
 from rocketlite.protocol.bodies.lists import KVTable, TopicList
 from rocketlite.protocol.bodies.message_queue import MessageQueue, TopicOffset, TopicStatsTable
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.admin import INVALID_PARAMETER
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.custom_header import CustomHeader
 from rocketlite.protocol.wire.headers import (
@@ -275,7 +278,7 @@ class AdminRequestProcessor:
 
     @staticmethod
     def _error(
-        request: RemotingCommand, remark: str, code: ResponseCode = ResponseCode.SYSTEM_ERROR
+        request: RemotingCommand, remark: str, code: int = ResponseCode.SYSTEM_ERROR
     ) -> RemotingCommand:
         return make_response(request, code, remark)
 
@@ -308,8 +311,15 @@ class AdminRequestProcessor:
             header.topic_sys_flag or 0,
             header.order,
         )
-        log.info("topic %s created/updated by %s: %s", header.topic, conn.remote_address, tc)
-        self.topics.update(tc)  # persists and asks for a name-server registration
+        try:
+            changes = topic_attributes.parse_modification(header.attributes)
+            if changes.get(f"+{topic_attributes.MESSAGE_TYPE}") == "MIXED":  # enableMixedMessageType=false
+                mixed = "MIXED message type is not supported."
+                return self._error(request, mixed, INVALID_PARAMETER)
+            log.info("topic %s created/updated by %s: %s %s", header.topic, conn.remote_address, tc, changes)
+            self.topics.update(tc, changes)  # persists and asks for a name-server registration
+        except topic_attributes.TopicAttributeError as exc:
+            return self._error(request, str(exc))
         return self._ok(request)
 
     def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

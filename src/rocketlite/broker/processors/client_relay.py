@@ -253,21 +253,28 @@ class ResetOffsetGuard:
         except (KeyError, ValueError):
             return None  # the wrapped handler answers the malformed request
 
+    def answer_reset(self, request: RemotingCommand) -> RemotingCommand | None:
+        """PULL_OFFSET_MOVED to the pending reset of the pulled queue (taken), else None. Also
+        asked by a held pull when it is re-run, as RocketMQ re-runs the whole processor: a pull
+        parked before the reset must not answer the messages after the old offset."""
+        key = self._pending(request)
+        offset = self.offsets.take_reset(*key) if key is not None else None
+        if key is None or offset is None:
+            return None
+        group, topic, qid = key
+        log.info("pull of %s by %s on queue %d: offset reset to %d", topic, group, qid, offset)
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(offset),
+            "minOffset": str(max(self.store.get_min_offset_in_queue(topic, qid), 0)),
+            "maxOffset": str(self.store.get_max_offset_in_queue(topic, qid)),
+        }
+        return make_response(request, ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", ext)
+
     def guard_pull(self, pull: Handler) -> Handler:
         def handle(conn: Connection, request: RemotingCommand) -> WireResult:
-            key = self._pending(request)
-            offset = self.offsets.take_reset(*key) if key is not None else None
-            if key is None or offset is None:
-                return pull(conn, request)
-            group, topic, qid = key
-            log.info("pull of %s by %s on queue %d: offset reset to %d", topic, group, qid, offset)
-            ext = {
-                "suggestWhichBrokerId": "0",
-                "nextBeginOffset": str(offset),
-                "minOffset": str(max(self.store.get_min_offset_in_queue(topic, qid), 0)),
-                "maxOffset": str(self.store.get_max_offset_in_queue(topic, qid)),
-            }
-            return make_response(request, ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", ext)
+            moved = self.answer_reset(request)
+            return moved if moved is not None else pull(conn, request)
 
         return handle
 

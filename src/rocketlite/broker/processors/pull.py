@@ -136,8 +136,12 @@ class PullMessageProcessor:
         stats: BrokerStats,
         loop: asyncio.AbstractEventLoop,
         filters: ConsumerFilterManager,
+        answer_reset: Callable[[RemotingCommand], RemotingCommand | None] | None = None,
     ) -> None:
         self.broker = broker
+        # a server-side offset reset pending on the queue answers a re-run held pull first
+        # (`ResetOffsetGuard.answer_reset`; a first execution meets the same guard at dispatch)
+        self.answer_reset = answer_reset
         self.filters = filters
         self.store = store
         self.topics = topics
@@ -171,7 +175,9 @@ class PullMessageProcessor:
         if conn.closed:
             return
         try:
-            response = self.process(conn, request, allow_suspend=False, header=held.header)
+            response = self.answer_reset(request) if self.answer_reset is not None else None
+            if response is None:
+                response = self.process(conn, request, allow_suspend=False, header=held.header)
         except Exception as exc:
             if not isinstance(exc, RocketliteError):
                 log.exception("re-running a held pull failed")

@@ -179,7 +179,12 @@ class ClusterInfo(JsonBody):
 
 @dataclass(frozen=True, slots=True)
 class TopicConfig(JsonBody):
-    """A broker's topic; defaults are Java's (16/16 queues, RW, SINGLE_TAG)."""
+    """A broker's topic; defaults are Java's (16/16 queues, RW, SINGLE_TAG).
+
+    `attributes` are RocketMQ 5's topic attributes, unsigned ({"message.type": "FIFO"}; see
+    `protocol.topic_attributes`). A topic without any is written as 4.x writes it (no
+    "attributes" key, 5 text fields); one with some as 5.x does (the key first, fastjson's
+    alphabetical order, and the map as JSON in a sixth text field)."""
 
     topic_name: str
     read_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
@@ -188,9 +193,12 @@ class TopicConfig(JsonBody):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def to_json_obj(self) -> dict[str, Any]:
+        head: dict[str, Any] = {"attributes": dict(self.attributes)} if self.attributes else {}
         return {
+            **head,
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -202,6 +210,7 @@ class TopicConfig(JsonBody):
 
     @classmethod
     def from_json_obj(cls, obj: Mapping[Any, Any]) -> Self:
+        attributes = obj.get("attributes")
         return cls(
             topic_name=get_str(obj, "topicName"),
             read_queue_nums=get_int(obj, "readQueueNums", DEFAULT_TOPIC_QUEUE_NUMS),
@@ -210,26 +219,42 @@ class TopicConfig(JsonBody):
             topic_filter_type=get_str(obj, "topicFilterType", "SINGLE_TAG"),
             topic_sys_flag=get_int(obj, "topicSysFlag", 0),
             order=get_bool(obj, "order"),
+            attributes=_str_map(attributes, "attributes") if attributes else {},
         )
 
     def encode_text(self) -> str:
-        """`TopicConfig.encode()`: "name readQ writeQ perm FILTERTYPE" (compressed REGISTER_BROKER)."""
+        """`TopicConfig.encode()`: "name readQ writeQ perm FILTERTYPE[ {attributes}]" (compressed
+        REGISTER_BROKER)."""
         queues = f"{self.read_queue_nums} {self.write_queue_nums}"
-        return f"{self.topic_name} {queues} {self.perm} {self.topic_filter_type}"
+        text = f"{self.topic_name} {queues} {self.perm} {self.topic_filter_type}"
+        return f"{text} {fastjson.dumps(dict(self.attributes))}" if self.attributes else text
 
     @classmethod
     def decode_text(cls, text: str) -> Self:
+        """`TopicConfig.decode`: 5 fields, and 5.x's attributes as a sixth, ignored (as Java does)
+        when it is not a JSON map (a space in a key or value splits it)."""
         parts = text.split(" ")
-        if len(parts) != 5:
+        if len(parts) < 5:
             raise BodyError(f"topic config text needs 5 fields: {text[:80]!r}")
-        name, read, write, perm, filter_type = parts
+        name, read, write, perm, filter_type = parts[:5]
+        attributes: Mapping[str, str] = {}
+        if len(parts) > 5:
+            try:
+                attributes = _str_map(fastjson.loads(parts[5]), "attributes")
+            except (BodyError, fastjson.JsonDecodeError):
+                attributes = {}
         return cls(
             name,
             to_int(read, "readQueueNums"),
             to_int(write, "writeQueueNums"),
             to_int(perm, "perm"),
             filter_type,
+            attributes=attributes,
         )
+
+
+def _str_map(value: Any, what: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in expect_obj(value, what).items()}
 
 
 @dataclass(frozen=True, slots=True)

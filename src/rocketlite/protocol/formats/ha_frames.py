@@ -18,7 +18,8 @@ rocketlite's one extension: a master that will not serve a slave sends one heade
 cannot be a prefix of the master's (`broker/ha/master.py` `transfer_start`): the slave is ahead,
 its offset is older than the master's oldest segment, or the master has no record starting at it.
 A Java slave reads the refusal as an offset mismatch and reconnects; a rocketlite slave stops
-serving (see `broker/ha/slave.py`).
+serving (see `broker/ha/slave.py`). In controller mode a slave opens with `HANDSHAKE_MARK` and its
+broker id (two 8-byte reports) before its offset.
 
 Sans-IO: the layouts and `whole_records` only; the sockets are in `broker/ha/`.
 """
@@ -43,6 +44,10 @@ from rocketlite.protocol.formats.record import (
 REPORT: Final = struct.Struct(">q")  # slave -> master: max offset held
 HEADER: Final = struct.Struct(">qi")  # master -> slave: physical offset, body size
 REFUSED_OFFSET: Final = -1
+# Controller mode: a slave's first report is this mark, then its replica id (brokerId), then its
+# offset, so the master knows which SyncStateSet member each connection is. A 4.x master reads
+# the mark as a negative offset and refuses the slave, saying so.
+HANDSHAKE_MARK: Final = -2
 MAX_BODY_SIZE: Final = 64 * 1024 * 1024  # no sane transfer is larger (haTransferBatchSize bound)
 
 

@@ -380,6 +380,7 @@ class CreateTopicRequestHeader(CustomHeader):
     topic_filter_type: str
     topic_sys_flag: int | None = None
     order: bool
+    attributes: str | None = None  # 5.x: signed changes, "+message.type=FIFO,-key" (topic_attributes)
 
 
 @_header
