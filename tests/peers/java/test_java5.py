@@ -40,7 +40,8 @@ def test_timer_message_deliver_time(cluster: EmbeddedCluster, java: JavaClients)
     assert timed["msgId"] == sent["timed"]["msgId"] and timed["topic"] == topic
     assert timed["storeTimestamp"] >= sent["timed"]["deliverAt"], timed
     assert timed["receivedAt"] >= sent["timed"]["deliverAt"]
-    assert got["now"]["receivedAt"] < timed["receivedAt"]
+    # not after it: a consumer that starts late gets both in one pull, in the same millisecond
+    assert got["now"]["receivedAt"] <= timed["receivedAt"]
     assert timed["properties"]["TIMER_DELIVER_MS"] == str(sent["timed"]["deliverAt"])
     parked = [r for q in range(4) for r in stored(cluster, TIMER_TOPIC, q)]
     uniq = [r.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for r in parked]
