@@ -135,7 +135,12 @@ def test_send_back_goes_to_retry_topic_after_the_delay(tmp_path: Path) -> None:
             assert retry.body == b"payload" and retry.reconsume_times == 1
             assert props["RETRY_TOPIC"] == "SB" and props["ORIGIN_MESSAGE_ID"] == "U1"
             assert props["TAGS"] == "TagA" and props["UNIQ_KEY"] == "U1"
-            assert not {"DELAY", "REAL_TOPIC", "REAL_QID"} & props.keys()
+            # RocketMQ's copy keeps what the parked message had (messageTimeup writes the
+            # properties string before it clears DELAY / REAL_* from the map), WAIT=false too.
+            assert (props["DELAY"], props["REAL_TOPIC"], props["REAL_QID"], props["WAIT"]) == (
+                "3", "%RETRY%G1", "0", "false",
+            )  # fmt: skip
+            assert store.get_max_offset_in_queue(SCHEDULE, 2) == 1  # delivered, not parked again
             assert retry.born_timestamp == original.born_timestamp and retry.sys_flag == original.sys_flag
             assert retry.store_timestamp >= parked.store_timestamp + 1000  # never early
             assert retry.store_timestamp <= parked.store_timestamp + 1000 + LATE_SLACK_MS
@@ -212,7 +217,9 @@ def test_delayed_messages_arrive_on_time_and_offsets_survive_restart(tmp_path: P
                 due = parked[delivered.body].store_timestamp + delay
                 assert due <= delivered.store_timestamp <= due + LATE_SLACK_MS
                 props = props_of(delivered)
-                assert not {"DELAY", "REAL_TOPIC", "REAL_QID"} & props.keys()
+                assert (props["DELAY"], props["REAL_TOPIC"], props["REAL_QID"]) == (
+                    str(delay // 1000), "DelayT", "1",
+                )  # fmt: skip
             assert props_of(first)["TAGS"] == "T" and props_of(first)["UNIQ_KEY"] == "D1"
             r = await b.call(RequestCode.GET_ALL_DELAY_OFFSET)
             assert r.code == ResponseCode.SUCCESS and (r.body or b"").decode() == '{"offsetTable":{1:1,2:1}}'
@@ -224,6 +231,31 @@ def test_delayed_messages_arrive_on_time_and_offsets_survive_restart(tmp_path: P
             assert (service.offset_of(1), service.offset_of(2)) == (1, 1)
             assert service.deliver_due() is None  # nothing left to deliver
             assert b.controller.store.get_max_offset_in_queue("DelayT", 1) == 2
+
+    run(scenario())
+
+
+def test_a_delivered_copy_keeps_its_delay_level_and_is_delivered_once(tmp_path: Path) -> None:
+    """The delivered copy of a level-2 message still says DELAY=2 (as RocketMQ's does), yet the
+    store puts it in its real queue instead of parking it again: one unit in the level's queue,
+    one message in the real queue, nothing left for the schedule service to deliver."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path, store_message_delay_level="1s 1s") as b:
+            store = b.controller.store
+            arrivals = Arrivals(store)
+            await b.send("Once", b"once", props={"DELAY": "2", "UNIQ_KEY": "O2"})
+            await arrivals.wait("Once", 0)
+            await dispatched(store)
+            (copy,) = read_queue(store, "Once", 0)
+            props = props_of(copy)
+            assert (props["DELAY"], props["REAL_TOPIC"], copy.body) == ("2", "Once", b"once")
+            assert store.get_max_offset_in_queue(SCHEDULE, 1) == 1  # the original only
+            service = next(s for s in b.controller.services.values() if isinstance(s, ScheduleMessageService))
+            assert service.deliver_due() is None and service.offset_of(2) == 1
+            await dispatched(store)
+            assert store.get_max_offset_in_queue("Once", 0) == 1
+            assert store.get_max_offset_in_queue(SCHEDULE, 1) == 1
 
     run(scenario())
 
@@ -322,7 +354,8 @@ def test_transaction_commit_rollback_and_checks(tmp_path: Path) -> None:
                 and committed.prepared_transaction_offset == parked.physical_offset
             )
             assert committed.body == b"TX1" and cprops["UNIQ_KEY"] == "TX1" and cprops["PGROUP"] == "pg"
-            assert not {"REAL_TOPIC", "REAL_QID", "TRAN_MSG"} & cprops.keys()
+            # endMessageTransaction writes the properties string before it clears REAL_*.
+            assert (cprops["REAL_TOPIC"], cprops["REAL_QID"], cprops["TRAN_MSG"]) == ("TxT", "1", "true")
             await arrivals.wait(OP, 0)
             (op,) = read_queue(store, OP, 0)
             assert op.tags == "d" and op.body == half.ext_fields["queueOffset"].encode()

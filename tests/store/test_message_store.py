@@ -164,6 +164,15 @@ def test_delay_and_transactions(open_store: StoreFactory) -> None:
     assert unit is not None and unit[2] == rec.store_timestamp + 10_000  # tagsCode = delivery time
     got.release()
     assert len(store.query_message("T", "tx", 10, 0, 2**62).messages) == 1  # prepared is indexed
+    served = mk(body=b"served", DELAY="3", REAL_TOPIC="T", REAL_QID="0")
+    served.delay_served = True  # a parked message's delivered copy: DELAY kept, not parked again
+    assert store.put_message(served).ok and store.wait_dispatched()
+    assert store.get_max_offset_in_queue("T", 0) == 1
+    assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 2) == 1
+    got = store.get_message("g", "T", 0, 0, 32)
+    (copy,) = decode_records(got.body())
+    got.release()
+    assert (copy.topic, copy.body, copy.get_property("DELAY")) == ("T", b"served", "3")
 
 
 def test_size_and_topic_limits(open_store: StoreFactory) -> None:

@@ -8,7 +8,8 @@
    parked in the schedule topic instead).
 2. **END_TRANSACTION** (usually one-way). The half is looked up by commitLogOffset and must match
    the header (PGROUP, queue offset, commit-log offset). COMMIT re-puts it to the real topic with
-   sysFlag COMMIT and preparedTransactionOffset = the half's offset (REAL_*, TRAN_MSG removed);
+   sysFlag COMMIT and preparedTransactionOffset = the half's offset, every property kept (REAL_*,
+   TRAN_MSG, PGROUP: RocketMQ writes the copy's properties string before it clears REAL_*);
    ROLLBACK stores nothing for consumers. Both then write an op message (tag "d", body = the
    half's queue offset) to RMQ_SYS_TRANS_OP_HALF_TOPIC, the durable record that the half is done.
    An end for a half already known to be done is acknowledged and ignored, so a late answer to a
@@ -81,7 +82,6 @@ SYS_TRANS_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: owner of the 
 RESOLVED_WINDOW = 65_536  # done halves remembered below the cursor (late duplicate ends)
 HALF_PLACES_MAX = 65_536  # halves whose place is remembered by UNIQ_KEY (5.x transaction ids)
 MAX_SCAN_PER_PASS = 5_000  # half-queue units one check pass looks at (keeps the loop responsive)
-_COMMIT_DROPS = (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID, MessageConst.TRANSACTION_PREPARED)
 
 
 ProducerChannels = Callable[[str], Sequence[Peer]]
@@ -216,7 +216,7 @@ class TransactionalMessageService:
             log.info("transaction %s rolled back (%s): %s", header.transaction_id, source, remark or "")
             self._write_op(half)
             return OK
-        final = message_for_real_topic(half, self.store_host, drop=_COMMIT_DROPS)
+        final = message_for_real_topic(half, self.store_host)  # every property kept, REAL_* too
         if final is None:
             return Outcome(ResponseCode.SYSTEM_ERROR, "The half message has no real topic")
         final.sys_flag = (final.sys_flag & ~MessageSysFlag.TRANSACTION_MASK) | (

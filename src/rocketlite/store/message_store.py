@@ -263,8 +263,9 @@ class MessageStore:
         return None
 
     def _apply_delay(self, msg: MessageInner) -> None:
-        """Delayed messages go to SCHEDULE_TOPIC_XXXX queue level-1, the real topic in properties."""
-        if _DELAY_NEEDLE not in msg.properties_string:
+        """Delayed messages go to SCHEDULE_TOPIC_XXXX queue level-1, the real topic in properties.
+        A delivered copy (`delay_served`) keeps its DELAY property but is not parked again."""
+        if msg.delay_served or _DELAY_NEEDLE not in msg.properties_string:
             return
         if not enters_consume_queue(msg.sys_flag):  # a transaction half or rollback is not delayed
             return
@@ -323,7 +324,7 @@ class MessageStore:
             bad = self._check_put(msg.topic)
             if bad is not None:
                 return PendingPut(bad)
-        if _DELAY_NEEDLE in msg.properties_string:
+        if _DELAY_NEEDLE in msg.properties_string and not msg.delay_served:
             self._apply_delay(msg)
         untimed = self._untimed_puts
         if untimed and self.group_commit is None:

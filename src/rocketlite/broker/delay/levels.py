@@ -13,9 +13,11 @@ units in the schedule topic, with a safety tick in case a wake-up is ever missed
 never delivered before its due time (checked against the wall clock after every wake-up) and
 normally within a few milliseconds after.
 
-Delivery (`messageTimeup`): the stored record is re-put to REAL_TOPIC / REAL_QID with DELAY,
-REAL_TOPIC and REAL_QID removed and everything else kept (body as stored, flags, born host and
-time, reconsume times, UNIQ_KEY, RETRY_TOPIC...). Puts are synchronous appends, fine on the loop.
+Delivery (`messageTimeup`): the stored record is re-put to REAL_TOPIC / REAL_QID with every
+property kept (body as stored, flags, born host and time, reconsume times, UNIQ_KEY, RETRY_TOPIC,
+and DELAY, REAL_TOPIC and REAL_QID too: RocketMQ writes the copy's properties string before it
+clears those from the copy's map). The copy is marked `delay_served`, so the store does not park
+it again for its DELAY (Java's map no longer has one). Puts are synchronous appends, fine on the loop.
 A put refused for a transient reason (disk full, shutting down) is retried after
 `FAILURE_BACKOFF_S` from the same cursor; a message the store will never take (too large) is
 logged and skipped, so one bad record cannot stall its level forever.
@@ -53,15 +55,19 @@ SCHEDULE_TOPIC = reserved.SCHEDULE_TOPIC
 PERSIST_INTERVAL_S = 10.0  # flushDelayOffsetInterval
 BATCH_PER_PASS = 256  # messages delivered (all levels together) before yielding to the event loop
 _PERMANENT_FAILURES = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
-_MOVED_PROPERTIES = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
 
 
 def message_for_real_topic(
-    record: StoredRecord, store_host: HostAddress, *, drop: tuple[str, ...] = _MOVED_PROPERTIES
+    record: StoredRecord,
+    store_host: HostAddress,
+    *,
+    drop: tuple[str, ...] = (),
+    delay_served: bool = False,
 ) -> MessageInner | None:
-    """A copy of a parked record (schedule or half topic) addressed to its REAL_TOPIC / REAL_QID.
+    """A copy of a parked record (schedule, timer or half topic) addressed to its REAL_TOPIC / REAL_QID.
 
     `drop` names the properties to remove; None if the record carries no usable real address.
+    `delay_served`: the copy keeps its DELAY property but the store does not park it again.
     The store host is this broker's current one, so the new msgId points at a reachable broker.
     """
     props = string_to_properties(record.properties_string)
@@ -73,7 +79,7 @@ def message_for_real_topic(
         props.pop(name, None)
     return record.reposted(
         topic, int(qid_text), store_host, properties_to_string(props),
-        tags_code=tags_code(props.get(MessageConst.TAGS)),
+        tags_code=tags_code(props.get(MessageConst.TAGS)), delay_served=delay_served,
     )  # fmt: skip
 
 
@@ -203,7 +209,7 @@ class ScheduleMessageService:
             return None
         finally:
             view.release()
-        msg = message_for_real_topic(record, self.store_host)
+        msg = message_for_real_topic(record, self.store_host, delay_served=True)
         if msg is None:
             log.error("scheduled message %s has no REAL_TOPIC/REAL_QID; skipped", record.msg_id)
             return None

@@ -10,7 +10,8 @@ maximum, or the client asks with delayLevel < 0, it goes to `%DLQ%group` instead
 
 The copy keeps the stored body (compressed or not) and sysFlag, the born host and time, gets
 reconsumeTimes + 1, `RETRY_TOPIC` = the original topic (kept when already set, so retries of
-retries still name the user's topic) and `ORIGIN_MESSAGE_ID`. Differences from Java, on purpose:
+retries still name the user's topic), `ORIGIN_MESSAGE_ID` and `WAIT=false` (which the retry
+delivered later keeps, as RocketMQ's does). Differences from Java, on purpose:
 the copy's store host is this broker's current address (its msgId must be reachable even if the
 port changed since the original was stored), `ORIGIN_MESSAGE_ID` falls back to the header's
 originMsgId / the UNIQ_KEY before the offsetMsgId, and a flush or replication timeout counts as
@@ -112,7 +113,7 @@ class ConsumerSendBackProcessor:
 
         props = string_to_properties(original.properties_string)
         props.setdefault(MessageConst.RETRY_TOPIC, original.topic)
-        props.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        props[MessageConst.WAIT_STORE_MSG_OK] = "false"  # Java's msgExt.setWaitStoreMsgOK(false)
         max_times = cfg.retry_max_times
         if version >= V3_4_9 and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times

@@ -227,6 +227,9 @@ class MessageInner:
 
     The store fills `store_timestamp`, `queue_offset` and `commit_log_offset` when it appends.
     `tags_code` is the CQ tag code chosen by the caller (hash of TAGS, or a delivery time).
+    `delay_served`: a parked message's delivered copy, whose properties still name its DELAY
+    level (RocketMQ writes the copy's properties string before it clears DELAY from the map);
+    the store puts it where it is addressed instead of parking it again.
     """
 
     topic: str
@@ -245,6 +248,7 @@ class MessageInner:
     queue_offset: int = 0
     commit_log_offset: int = 0
     _encoded_tail: bytes | None = field(default=None, repr=False)
+    delay_served: bool = False
 
     def effective_sys_flag(self) -> int:
         flag = self.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
@@ -414,10 +418,12 @@ class StoredRecord:
         reconsume_times: int | None = None,
         keep_transaction_offset: bool = True,
         tags_code: int = 0,
+        delay_served: bool = False,
     ) -> MessageInner:
         """This record as a new message to put again: a parked message delivered to its real
         topic, a timer rolled over, a copy for a DLQ or retry topic. Body, born host and time,
-        flag and sys flag stay; the caller names the new place, the store host and properties."""
+        flag and sys flag stay; the caller names the new place, the store host and properties.
+        `delay_served`: the copy's DELAY (if any) is already served; the store does not park it."""
         return MessageInner(
             topic=topic,
             body=self.body,
@@ -431,6 +437,7 @@ class StoredRecord:
             prepared_transaction_offset=self.prepared_transaction_offset if keep_transaction_offset else 0,
             properties_string=properties_string,
             tags_code=tags_code,
+            delay_served=delay_served,
         )
 
 
