@@ -196,11 +196,6 @@ def test_transaction_check_back(cluster: EmbeddedCluster, java: JavaClients) -> 
     assert {sent[b]["msgId"] for b in sent} <= set(halves)
 
 
-@pytest.mark.skip(
-    reason="rocketlite drops DELAY/REAL_TOPIC/REAL_QID (broker/schedule.py _MOVED_PROPERTIES) and "
-    "REAL_TOPIC/REAL_QID/TRAN_MSG (broker/transaction.py _COMMIT_DROPS) from the re-put record; "
-    "RocketMQ keeps them in the stored properties string (tests/broker/test_messages.py pins the drop)"
-)
 def test_delivered_records_keep_their_parking_properties(cluster: EmbeddedCluster, java: JavaClients) -> None:
     """RocketMQ's messageTimeup and endMessageTransaction build the stored properties string before
     they clear DELAY / REAL_TOPIC / REAL_QID from the property map, so the record a consumer gets

@@ -164,14 +164,6 @@ GAPS: Final[dict[str, Gap]] = {
         "stores neither (RocketMQ 4.9.8 stored them only with a send hook registered); the send "
         "answer carries both as header fields, as RocketMQ's does",
     ),
-    "repost-properties": Gap(
-        "properties of a delivered delayed message, a retry, and a committed transaction message",
-        "the copy it delivers to the real topic keeps the parked message's DELAY, REAL_TOPIC and "
-        "REAL_QID, plus WAIT=false after a send-back and TRAN_MSG=true after a commit: the copy's "
-        "properties string is written before those are cleared from its property map",
-        "removes them from the copy. Keeping DELAY needs more than a one-line change: rocketlite's "
-        "put path reads DELAY from the properties string and would park the copy again",
-    ),
     "transaction-id-property": Gap(
         "__transactionId__ property of a half message (and of the committed message)",
         "stores __transactionId__=<UNIQ_KEY> in the half message, which the committed copy keeps",

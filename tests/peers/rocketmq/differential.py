@@ -59,9 +59,6 @@ ROCKETLITE: Final = "rocketlite"
 # Properties RocketMQ 5 adds to every message it stores from a send (differences.GAPS
 # "send-context-properties").
 SEND_CONTEXT_PROPERTIES: Final = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
-# Properties RocketMQ leaves in the copy of a parked message it delivers ("repost-properties").
-REPOST_PROPERTIES: Final = ("DELAY", "REAL_TOPIC", "REAL_QID", "WAIT", "TRAN_MSG")
-PARKING_TOPICS: Final = frozenset({"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC"})
 TRANSACTION_ID: Final = "__transactionId__"  # "transaction-id-property"
 HEARTBEAT_V2_FIELDS: Final = frozenset({"IS_SUPPORT_HEART_BEAT_V2", "IS_SUB_CHANGE"})  # "heartbeat-v2"
 SEND_CODES: Final = frozenset(
@@ -289,9 +286,6 @@ def record_view(side: Side, rec: StoredRecord) -> dict[str, Any]:
         for name, value in SEND_CONTEXT_PROPERTIES.items():
             if props.get(name) == value:
                 del props[name]
-    if "repost-properties" not in side.strict and rec.topic not in PARKING_TOPICS:
-        for name in REPOST_PROPERTIES:
-            props.pop(name, None)
     if "transaction-id-property" not in side.strict:
         props.pop(TRANSACTION_ID, None)
     origin = props.get("ORIGIN_MESSAGE_ID")

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlite.protocol.message import parse_msg_id
-from tests.peers.rocketmq.differential import Scenario, Side
+from tests.peers.rocketmq.differential import Side
 from tests.peers.rocketmq.runner import Pair
 from tests.peers.rocketmq.steps import heartbeat, pull, send, setup_topic
-from tests.peers.rocketmq.test_message_paths import COMMIT, TRANSACTION_PREPARED, end, send_back
+from tests.peers.rocketmq.test_message_paths import commit_scenario
 from tests.support.names import unique
 
 pytestmark = pytest.mark.timeout(600)
@@ -30,70 +29,6 @@ def test_send_context_properties(pair: Pair) -> None:
         await s.call("pull", pull(group, topic, 0))
 
     pair.check("gap: MSG_REGION and TRACE_ON stored", scenario, strict=frozenset({"send-context-properties"}))
-
-
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['repost-properties']")
-def test_repost_properties(pair: Pair) -> None:
-    topic, group = unique("DiffGapRepost"), unique("diff_cg")
-
-    async def scenario(s: Side) -> None:
-        await setup_topic(s, topic, 1)
-        await s.call("send DELAY=1", send(topic, b"later", uniq="G2", extra={"DELAY": "1"}), record=False)
-        await s.wait_messages(topic, 0, 1)
-        await s.call("pull the delivered message", pull(group, topic, 0))
-
-    pair.check(
-        "gap: properties of a delivered delayed message", scenario, strict=frozenset({"repost-properties"})
-    )
-
-
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['repost-properties']")
-def test_retry_properties(pair: Pair) -> None:
-    topic, group = unique("DiffGapRetry"), unique("diff_cg")
-    retry = f"%RETRY%{group}"
-
-    async def scenario(s: Side) -> None:
-        await setup_topic(s, topic, 1)
-        sent = s.expect(await s.call("send", send(topic, b"again", uniq="G3"), record=False))
-        offset = parse_msg_id(sent.ext_fields["msgId"]).offset
-        await s.call("heartbeat", heartbeat(group, topic), record=False)
-        await s.call("send back", send_back(offset, group, 0, origin_topic=topic), record=False)
-        await s.wait_messages(retry, 0, 1)
-        await s.call("pull the retry", pull(group, retry, 0))
-
-    pair.check("gap: properties of a retry", scenario, strict=frozenset({"repost-properties"}))
-
-
-def commit_scenario(topic: str, group: str, tx_group: str) -> Scenario:
-    async def scenario(s: Side) -> None:
-        await setup_topic(s, topic, 1)
-        half = await s.call(
-            "half",
-            send(
-                topic,
-                b"tx",
-                uniq="G4",
-                sys_flag=TRANSACTION_PREPARED,
-                group=tx_group,
-                extra={"TRAN_MSG": "true", "PGROUP": tx_group},
-            ),
-            record=False,
-        )
-        await s.call("commit", end(tx_group, half, COMMIT))
-        await s.wait_messages(topic, 0, 1)
-        await s.call("pull the committed message", pull(group, topic, 0))
-
-    return scenario
-
-
-@pytest.mark.xfail(strict=True, reason="differences.GAPS['repost-properties']")
-def test_committed_transaction_properties(pair: Pair) -> None:
-    scenario = commit_scenario(unique("DiffGapTx"), unique("diff_cg"), unique("diff_txpg"))
-    pair.check(
-        "gap: properties of a committed transaction message",
-        scenario,
-        strict=frozenset({"repost-properties"}),
-    )
 
 
 @pytest.mark.xfail(strict=True, reason="differences.GAPS['transaction-id-property']")

@@ -27,7 +27,7 @@ from rocketlite.protocol.wire.pop import (
     ReceiptHandle,
     parse_offset_info,
 )
-from tests.peers.rocketmq.differential import Side, record_view
+from tests.peers.rocketmq.differential import Scenario, Side, record_view
 from tests.peers.rocketmq.runner import Pair
 from tests.peers.rocketmq.steps import CLIENT_ID, PG, heartbeat, pull, send, setup_topic
 from tests.support.names import unique
@@ -324,3 +324,64 @@ def test_pop_ack_and_change_invisible_time(pair: Pair) -> None:
             "pop, all in flight": "pop-answer-header",
         },
     )
+
+
+# -- the properties of a delivered copy ------------------------------------------------------------
+# RocketMQ writes the properties string of the copy it delivers (messageTimeup, endMessageTransaction,
+# a send-back's retry) before it clears DELAY / REAL_TOPIC / REAL_QID from the copy's map, so the
+# copy keeps them (and TRAN_MSG after a commit, WAIT=false after a send-back).
+
+
+def test_repost_properties(pair: Pair) -> None:
+    topic, group = unique("DiffRepost"), unique("diff_cg")
+
+    async def scenario(s: Side) -> None:
+        await setup_topic(s, topic, 1)
+        await s.call("send DELAY=1", send(topic, b"later", uniq="G2", extra={"DELAY": "1"}), record=False)
+        await s.wait_messages(topic, 0, 1)
+        await s.call("pull the delivered message", pull(group, topic, 0))
+
+    pair.check("properties of a delivered delayed message", scenario)
+
+
+def test_retry_properties(pair: Pair) -> None:
+    topic, group = unique("DiffRetryProps"), unique("diff_cg")
+    retry = f"%RETRY%{group}"
+
+    async def scenario(s: Side) -> None:
+        await setup_topic(s, topic, 1)
+        sent = s.expect(await s.call("send", send(topic, b"again", uniq="G3"), record=False))
+        offset = parse_msg_id(sent.ext_fields["msgId"]).offset
+        await s.call("heartbeat", heartbeat(group, topic), record=False)
+        await s.call("send back", send_back(offset, group, 0, origin_topic=topic), record=False)
+        await s.wait_messages(retry, 0, 1)
+        await s.call("pull the retry", pull(group, retry, 0))
+
+    pair.check("properties of a delivered retry", scenario)
+
+
+def commit_scenario(topic: str, group: str, tx_group: str) -> Scenario:
+    async def scenario(s: Side) -> None:
+        await setup_topic(s, topic, 1)
+        half = await s.call(
+            "half",
+            send(
+                topic,
+                b"tx",
+                uniq="G4",
+                sys_flag=TRANSACTION_PREPARED,
+                group=tx_group,
+                extra={"TRAN_MSG": "true", "PGROUP": tx_group},
+            ),
+            record=False,
+        )
+        await s.call("commit", end(tx_group, half, COMMIT))
+        await s.wait_messages(topic, 0, 1)
+        await s.call("pull the committed message", pull(group, topic, 0))
+
+    return scenario
+
+
+def test_committed_transaction_properties(pair: Pair) -> None:
+    scenario = commit_scenario(unique("DiffTxProps"), unique("diff_cg"), unique("diff_txpg"))
+    pair.check("properties of a committed transaction message", scenario)
