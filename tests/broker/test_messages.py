@@ -160,7 +160,9 @@ def test_send_back_dead_letters_and_refusals(tmp_path: Path) -> None:
             await dispatched(store)
             dead = read_queue(store, "%DLQ%G2", 0)
             assert len(dead) == 1 and dead[0].reconsume_times == 3 and dead[0].body == b"x"
-            assert props_of(dead[0])["ORIGIN_MESSAGE_ID"] == "O1" and "DELAY" not in props_of(dead[0])
+            dead_props = props_of(dead[0])
+            assert (dead_props["ORIGIN_MESSAGE_ID"], dead_props["DELAY"]) == ("O1", "0")
+            assert dead_props["WAIT"] == "false"
             dlq = b.controller.topics.select("%DLQ%G2")
             assert dlq is not None and (dlq.read_queue_nums, dlq.perm) == (1, 6)
 

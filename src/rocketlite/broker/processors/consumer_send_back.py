@@ -6,7 +6,8 @@ the failed message is looked up **by its commit-log offset** — the C++ 1.x cli
 else (no originMsgId, no originTopic). A copy goes to the retry topic with `DELAY` = 3 +
 reconsumeTimes (or the level asked for), so the store parks it in SCHEDULE_TOPIC_XXXX and the
 schedule service delivers it later; once reconsumeTimes reaches the group's (or the header's)
-maximum, or the client asks with delayLevel < 0, it goes to `%DLQ%group` instead, undelayed.
+maximum, or the client asks with delayLevel < 0, it goes to `%DLQ%group` instead, undelayed
+(`DELAY=0`, as RocketMQ 5 stores it).
 
 The copy keeps the stored body (compressed or not) and sysFlag, the born host and time, gets
 reconsumeTimes + 1, `RETRY_TOPIC` = the original topic (kept when already set, so retries of
@@ -122,7 +123,7 @@ class ConsumerSendBackProcessor:
             new_topic = reserved.dlq_topic(group)
             queue_id = self.rng.randrange(DLQ_NUMS_PER_GROUP)
             self.topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP, perm.PERM_READ | perm.PERM_WRITE)
-            props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+            props[MessageConst.DELAY_TIME_LEVEL] = "0"  # RocketMQ 5 stores it: msgExt.setDelayTimeLevel(0)
             log.info(
                 "message at %d of group %s goes to %s after %d reconsumes",
                 header.offset, group, new_topic, original.reconsume_times,
