@@ -1,5 +1,5 @@
 """Failover figures of controller mode (docs/benchmarks.md#failover): the crash and partition
-scenarios of tests/support/partitions.py, each run again and again on one set-up.
+scenarios of tests/support/controller_mode/partitions.py, each run again and again on one set-up.
 
 The set-up: 3 etcd members, 2 controllers, a name server and 3 broker replicas, each process in a
 network namespace of its own, and two writers in this process sending SYNC messages with unique
@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.netns import netns_unavailable
-from tests.support.partitions import SCENARIOS, Report, Round, check, describe, group
+from tests.support.controller_mode.netns import netns_unavailable
+from tests.support.controller_mode.partitions import SCENARIOS, Report, Round, check, describe, group
 
 
 def _p50_worst(xs: list[float]) -> str:

@@ -25,7 +25,7 @@ from rocketlite.protocol.wire.controller import (
 )
 from rocketlite.remoting.client import RemotingClient
 from tests.support.aio import run
-from tests.support.failover import EtcdCluster
+from tests.support.controller_mode.cluster import EtcdCluster
 
 NAME = "broker-svc"
 MINUTE_MS = 60_000

@@ -1,5 +1,5 @@
 """Controller mode end to end: 3 etcd members, 2 controllers, a name server and 3 broker replicas
-as processes on loopback (tests.support.failover).
+as processes on loopback (tests.support.controller_mode.cluster).
 
 The writer sends SYNC messages with unique bodies to whichever broker the controller names
 master, recording every SUCCESS; the master is killed with SIGKILL mid-stream; after the old
@@ -21,7 +21,7 @@ from rocketlite.protocol.formats.epoch_file import decode as decode_epochs
 from rocketlite.protocol.wire.controller import ControllerRequestCode, EpochEntryCache
 from tests.support import processes
 from tests.support.aio import run
-from tests.support.failover import (
+from tests.support.controller_mode.cluster import (
     BROKER_NAME,
     FailoverCluster,
     Writer,

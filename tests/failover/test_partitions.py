@@ -1,4 +1,4 @@
-"""The short profile of the partition suite (tests/support/partitions.py): every process in a
+"""The short profile of the partition suite (tests/support/controller_mode/partitions.py): every process in a
 network namespace of its own, two writers sending SYNC messages with unique keys.
 
 Two scenarios on one set-up: kill -9 the master, and cut the master from the controllers only
@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from tests.support.failover import etcd_binary
-from tests.support.partitions import (
+from tests.support.controller_mode.cluster import etcd_binary
+from tests.support.controller_mode.partitions import (
     Group,
     Round,
     check,

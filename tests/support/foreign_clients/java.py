@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,9 +77,17 @@ class JavaClients:
     procs: list[ClientProc]
 
     def start(
-        self, line: str, scenario: str, namesrv: str, *, main: str | None = None, **args: object
+        self,
+        line: str,
+        scenario: str,
+        namesrv: str,
+        *,
+        main: str | None = None,
+        jvm: Mapping[str, object] | None = None,
+        **args: object,
     ) -> ClientProc:
-        """Start `scenario` of the line's driver (or of the driver class `main`, another of the line)."""
+        """Start `scenario` of the line's driver (or of the driver class `main`, another of the line);
+        `jvm` adds system properties (`-Dkey=value`), e.g. the client's `tls.*` settings."""
         require(line)
         label = f"{line}-{scenario}-{len(self.procs) + 1}"
         home = self.tmp / label  # the clients keep logs and local (broadcast) offsets under user.home
@@ -90,6 +98,7 @@ class JavaClients:
             f"-Duser.home={home}",
             f"-Drocketmq.client.logRoot={home / 'logs'}",
             f"-Drocketmq.log.root={home / 'logs'}",
+            *(f"-D{k}={v}" for k, v in (jvm or {}).items()),
             "-cp",
             process.classpath(JAVA_CLIENTS / line),
             main or MAINS[line],
@@ -110,10 +119,13 @@ class JavaClients:
         *,
         timeout: float = 90,
         main: str | None = None,
+        jvm: Mapping[str, object] | None = None,
         **args: object,
     ) -> ClientProc:
         """Run a scenario to its end; fails (with the driver's stderr and log) unless it printed "done"."""
-        cp = self.start(line, scenario, namesrv, main=main, timeoutMs=int(timeout * 1000) - 5000, **args)
+        cp = self.start(
+            line, scenario, namesrv, main=main, jvm=jvm, timeoutMs=int(timeout * 1000) - 5000, **args
+        )
         finish(cp, timeout)
         return cp
 

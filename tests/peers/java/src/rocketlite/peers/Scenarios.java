@@ -49,7 +49,8 @@ import org.apache.rocketmq.remoting.RPCHook;
  * lines (sent, send_error, recv, check, trace, wait, done; fatal on an exception) and exits; the
  * pytest module tests/peers/java/test_java4.py asserts on those lines and on the broker's state.
  * A scenario that needs the test to act in between (kill a name server, look at the broker)
- * prints {"event":"wait"} and reads a line from stdin.
+ * prints {"event":"wait"} and reads a line from stdin. Any scenario takes {@code tls=true} (the
+ * producers and push consumers call setUseTLS).
  */
 public final class Scenarios {
     private final String namesrv;
@@ -667,6 +668,7 @@ public final class Scenarios {
         DefaultMQProducer p = new DefaultMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance); // one client instance (and so one RPC hook) per name
+        p.setUseTLS(useTls()); // name server and broker connections alike
         p.start();
         return p;
     }
@@ -677,6 +679,7 @@ public final class Scenarios {
             new org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely());
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instance);
+        c.setUseTLS(useTls());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         // shutdown() waits for the listener calls in flight, so their offsets are persisted too
         c.setAwaitTerminationMillisWhenShutdown(10_000);
@@ -736,6 +739,15 @@ public final class Scenarios {
         if (!latch.await(Math.max(0, left), TimeUnit.MILLISECONDS)) {
             throw new IllegalStateException("timed out waiting for " + what + " (" + latch.getCount() + " missing)");
         }
+    }
+
+    /**
+     * {@code tls=true}: the clients connect with TLS ({@code setUseTLS}); otherwise the JVM's
+     * {@code tls.enable} property decides, as ClientConfig's default does. How the server is
+     * trusted and which certificate is sent come from the other {@code tls.*} properties.
+     */
+    private boolean useTls() {
+        return Boolean.parseBoolean(args.getOrDefault("tls", System.getProperty("tls.enable", "false")));
     }
 
     private int intArg(String key, int def) {

@@ -41,7 +41,7 @@ from rocketlite.protocol.formats.epoch_file import EpochEntry
 from rocketlite.protocol.formats.epoch_file import decode as decode_epochs
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.controller import ControllerRequestCode, ElectMasterRequestHeader
-from tests.support.failover import (
+from tests.support.controller_mode.cluster import (
     BROKER_NAME,
     ROOT,
     Ack,
@@ -52,8 +52,8 @@ from tests.support.failover import (
     sync_state,
     wait_sync_state,
 )
+from tests.support.controller_mode.netns import Net, netns_unavailable
 from tests.support.ha_harness import Proc, Raw
-from tests.support.netns import Net, netns_unavailable
 
 FAKETIME_LIB = (
     ROOT / ".clients" / "faketime" / "usr" / "lib" / "x86_64-linux-gnu" / "faketime" / "libfaketimeMT.so.1"

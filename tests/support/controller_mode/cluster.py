@@ -25,12 +25,12 @@ from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.controller import ControllerRequestCode
 from tests.support import processes
+from tests.support.controller_mode.netns import Net
 from tests.support.ha_harness import HaCluster, Proc, Raw, msg_offset
-from tests.support.netns import Net
 from tests.support.ports import broker_port, free_port
 from tests.support.wire import send_command
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ETCD = ROOT / ".clients" / "etcd" / "usr" / "bin" / "etcd"
 BROKER_NAME = "broker-fo"
 TOPIC = "FailoverTopic"
