@@ -239,7 +239,7 @@ func grpcProduce(p Params) (*Result, error) {
 
 // grpcConsume: per queue, ReceiveMessage (server streaming, the prebuilt request's batch) and one
 // AckMessage with every message it returned, until a receive finds nothing or `seconds` pass.
-// Latency samples are the receive+ack round trips; the rate runs from the start to the last ack.
+// Latency samples are the receive+ack round trips; the window (rate, CPU) closes at the last ack.
 func grpcConsume(p Params) (*Result, error) {
 	f, _, recvs, ackPrefix, err := loadGrpcFrames(p.Frames)
 	if err != nil {
@@ -327,9 +327,38 @@ func grpcConsume(p Params) (*Result, error) {
 		}(q)
 	}
 	timer := time.AfterFunc(time.Duration(p.Seconds*float64(time.Second)), func() { stop.Store(true) })
+	// The window closes at the last ack, not after the empty long polls (5 s at least) that end
+	// each receiver: every 20 ms after an ack, the CPU counters are read again and kept.
+	var cut Window
+	cut.Start(p.ServerPID)
+	cut.t0, cut.srv0, cut.gen0, cut.mach0 = win.t0, win.srv0, win.gen0, win.mach0
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		seen := int64(0)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if a := lastAck.Load(); a != seen {
+					seen = a
+					cut.Stop()
+				}
+			}
+		}
+	}()
 	wg.Wait()
+	close(done)
+	<-sampled
 	timer.Stop()
 	win.Stop()
+	if cut.finished {
+		win = cut
+	}
 	res := &Result{}
 	var lat []uint32
 	for q := range stats {
@@ -342,10 +371,6 @@ func grpcConsume(p Params) (*Result, error) {
 		lat = append(lat, stats[q].lat...)
 	}
 	win.fill(res)
-	// the rate runs to the last ack, not to the empty long polls that ended each receiver
-	if t0 := win.t0.Sub(base).Nanoseconds(); lastAck.Load() > t0 {
-		res.Rate = float64(res.Messages) / (float64(lastAck.Load()-t0) / 1e9)
-	}
 	percentiles(res, lat)
 	return res, nil
 }
