@@ -220,17 +220,7 @@ func grpcProduce(p Params) (*Result, error) {
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	res := &Result{}
-	var lat []uint32
-	for i := range stats {
-		s := &stats[i]
-		res.Requests += s.requests
-		res.Errors += s.errors
-		if res.FirstError == "" {
-			res.FirstError = s.firstErr
-		}
-		lat = append(lat, s.lat...)
-	}
+	res, lat := collect(stats)
 	res.Messages = res.Requests
 	win.fill(res)
 	percentiles(res, lat)
@@ -359,16 +349,9 @@ func grpcConsume(p Params) (*Result, error) {
 	if cut.finished {
 		win = cut
 	}
-	res := &Result{}
-	var lat []uint32
-	for q := range stats {
-		res.Messages += msgs[q]
-		res.Requests += stats[q].requests
-		res.Errors += stats[q].errors
-		if res.FirstError == "" {
-			res.FirstError = stats[q].firstErr
-		}
-		lat = append(lat, stats[q].lat...)
+	res, lat := collect(stats)
+	for _, n := range msgs {
+		res.Messages += n
 	}
 	win.fill(res)
 	percentiles(res, lat)
