@@ -49,8 +49,9 @@ from rocketlite.client.offset_store import (
 )
 from rocketlite.client.process_queue import ProcessQueue
 from rocketlite.client.producer import AsyncProducer
-from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer, allocate_averagely
+from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer
 from rocketlite.client.selector import MessageSelector
+from rocketlite.protocol.allocate import allocate_averagely
 from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketlite.protocol.bodies.running_info import ConsumeMessageDirectlyResult
 from rocketlite.protocol.codes import PullSysFlag
