@@ -54,6 +54,7 @@ from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
 from rocketlite.broker.processors.admin_stats import AdminStatsProcessor
+from rocketlite.broker.processors.assignment import MessageRequestModes, QueryAssignmentProcessor
 from rocketlite.broker.processors.client_relay import ClientRelayProcessor, ResetOffsetGuard
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
@@ -140,6 +141,7 @@ class BrokerParts:
     metrics: MetricsServer | None
     grpc: GrpcEndpoint | None = None
     reply: ReplyMessageProcessor | None = None  # 324/325 (request-reply)
+    assignment: QueryAssignmentProcessor | None = None  # 400/401 (server-side assignment)
     timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
     sync_state: SyncStateReplica | None = None  # controller mode, on a master
 
@@ -192,6 +194,7 @@ class BrokerController:
         )
         self.offsets = ConsumerOffsetTable(cfg_dir)
         self.filters = ConsumerFilterManager(cfg_dir, broker, clock)  # consumerFilter.json (SQL92)
+        self.request_modes = MessageRequestModes(cfg_dir)  # messageRequestMode.json (401)
         self.stats = BrokerStats(items=BrokerStatsItems(broker.broker_cluster_name, clock))
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
@@ -294,6 +297,7 @@ class BrokerController:
         self.offsets.load()
         self._init_auth()
         self.filters.load()
+        self.request_modes.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
         parts = self._build(loop, store_host)
@@ -319,6 +323,7 @@ class BrokerController:
             resets=parts.resets,
             auth=AuthAdminProcessor(self.auth_metadata),
             reply=parts.reply,
+            assignment=parts.assignment,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -466,6 +471,13 @@ class BrokerController:
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
             reply=ReplyMessageProcessor(
                 b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
+            ),
+            assignment=QueryAssignmentProcessor(
+                b,
+                topics,
+                clients,
+                self.request_modes,
+                self.registrar.route_of if b.namesrv_addrs else None,
             ),
         )
 

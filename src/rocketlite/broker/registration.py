@@ -25,9 +25,12 @@ from rocketlite.protocol import perm
 from rocketlite.protocol.bodies.route import (
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
+    TopicRouteData,
     register_body_crc32,
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from rocketlite.protocol.requests.response import ResponseError
+from rocketlite.protocol.requests.route import build_get_route, parse_route
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.headers import (
     RegisterBrokerRequestHeader,
@@ -41,6 +44,7 @@ log = logging.getLogger("rocketlite.broker")
 
 REGISTER_RETRY_S = 3.0  # after a failed registration
 UNREGISTER_TIMEOUT_S = 3.0
+ROUTE_TIMEOUT_S = 3.0
 
 
 class NameServerRegistrar:
@@ -114,6 +118,18 @@ class NameServerRegistrar:
             if self.on_result is not None:
                 self.on_result(RegisterBrokerResponseHeader.from_ext(response.ext_fields))
         return ok
+
+    async def route_of(self, topic: str) -> TopicRouteData | None:
+        """The topic's route from the first name server that answers; None when it does not know
+        the topic (QUERY_ASSIGNMENT's view of a topic's queues over every broker)."""
+        failure: Exception = OSError("no name server configured")
+        for addr in self.broker.namesrv_addrs:
+            try:
+                response = await self.outbound.invoke(addr, build_get_route(topic), ROUTE_TIMEOUT_S)
+                return parse_route(response)
+            except (OSError, TimeoutError, ResponseError) as exc:
+                failure = exc
+        raise OSError(f"no name server gave the route of {topic}: {failure}")
 
     async def start(self) -> None:
         """The first registration, then the periodic loop (nothing without name servers)."""
