@@ -228,6 +228,19 @@ def test_groups(cluster: EmbeddedCluster, mq: MqAdmin, tmp_path: Path) -> None:
     assert f"submit batch of group config to {cluster.broker_addr} success" in out.out
     assert [cluster.broker.groups.table[g].retry_max_times for g in batch] == [3, 3]
 
+    # setConsumeMode (401), to the broker by address
+    topic = unique("MqaMode")
+    create_topic(cluster, topic, queues=2)
+    out = mq.ok(
+        "setConsumeMode", "-b", cluster.broker_addr, "-t", topic, "-g", group, "-m", "POP", "-q", 1,
+        namesrv=False,
+    )  # fmt: skip
+    assert f"set consume mode to {cluster.broker_addr} success." in out.out
+    assert f"topic[{topic}] group[{group}] consume mode[POP] popShareQueueNum[1]" in out.out
+    saved = json.loads((cluster.broker.store_config.config_dir / "messageRequestMode.json").read_text())
+    assert saved["messageRequestModeMap"][topic][group]["mode"] == "POP"
+    assert saved["messageRequestModeMap"][topic][group]["popShareQueueNum"] == 1
+
     cluster.broker.offsets.commit(group, "SomeTopic", 0, 7)
     out = mq.ok("deleteSubGroup", "-b", cluster.broker_addr, "-g", group, "-r", "true")
     assert f"delete subscription group [{group}] from broker [{cluster.broker_addr}] success." in out.out
