@@ -606,8 +606,10 @@ DOCS_ROW = re.compile(r"^\| [^|]+ \| `([a-z]+\.[A-Za-z]+)` \(")
 
 def test_every_call_is_run_and_documented(dash: Dashboard) -> None:
     """Each dashboard service call the driver offers was made by a test above (this one runs
-    last), and docs/operations/dashboard.md has one row for each."""
-    assert sorted(dash.timings) == sorted(dash.calls), set(dash.calls) - set(dash.timings)
+    last; the ACL page's by test_dashboard_acl.py, against a cluster with ACL 2.0), and
+    docs/operations/dashboard.md has one row for each."""
+    here = [c for c in dash.calls if not c.startswith("acl.")]
+    assert sorted(dash.timings) == sorted(here), set(here) - set(dash.timings)
     rows = [
         m.group(1) for line in DOCS.read_text(encoding="utf-8").splitlines() if (m := DOCS_ROW.match(line))
     ]

@@ -85,11 +85,14 @@ class Dashboard(JsonLinesDriver):
 
 
 @contextlib.contextmanager
-def dashboard_driver(work: Path, namesrv: str) -> Iterator[Dashboard]:
-    """A running driver JVM with its admin client started against `namesrv`; its files under `work`."""
+def dashboard_driver(work: Path, namesrv: str, keys: tuple[str, str] | None = None) -> Iterator[Dashboard]:
+    """A running driver JVM with its admin client started against `namesrv`; its files under `work`.
+    With `keys` (access key, secret key) the admin client signs every request with them, as the
+    dashboard's does when `rocketmq.config.accessKey` / `secretKey` are set (ACL 2.0: a user)."""
     require()
     work.mkdir(parents=True, exist_ok=True)
     cmd = ["java", *SMALL_JVM, f"-Duser.home={work}", "-cp", process.classpath(DASHBOARD_DIR), MAIN, namesrv]
+    cmd += list(keys or ())
     env = process.env_without("ROCKETMQ_HOME", "NAMESRV_ADDR")
     driver = Dashboard(process.spawn(cmd, work, work / "stderr.txt", env), work)
     try:

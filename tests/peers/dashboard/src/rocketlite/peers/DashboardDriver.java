@@ -15,6 +15,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.PullResult;
@@ -36,6 +38,7 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.stats.Stats;
 import org.apache.rocketmq.common.topic.TopicValidator;
+import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.admin.ConsumeStats;
@@ -90,12 +93,14 @@ public final class DashboardDriver {
 
     private final DefaultMQAdminExt admin;
     private final String namesrv;
+    private final AclPage aclPage;
     private DefaultMQProducer systemTopicProducer;
     private DefaultMQPullConsumer toolsConsumer;
 
     private DashboardDriver(DefaultMQAdminExt admin, String namesrv) {
         this.admin = admin;
         this.namesrv = namesrv;
+        this.aclPage = new AclPage(admin);
     }
 
     private static final List<String> CALLS = List.of(
@@ -108,20 +113,24 @@ public final class DashboardDriver {
         "producer.connection",
         "message.byTopic", "message.byKey", "message.view", "message.resend",
         "trace.query",
-        "dlq.query", "dlq.batchResend");
+        "dlq.query", "dlq.batchResend",
+        "acl.listUsers", "acl.listAcls", "acl.createUser", "acl.updateUser", "acl.deleteUser",
+        "acl.createAcl", "acl.updateAcl", "acl.deleteAcl");
 
     public static void main(String[] argv) {
         try {
-            run(argv[0]);
+            run(argv[0], argv.length > 2 ? new AclClientRPCHook(new SessionCredentials(argv[1], argv[2])) : null);
         } catch (Exception e) {
             e.printStackTrace();
             System.exit(1);
         }
     }
 
-    private static void run(String namesrv) throws Exception {
+    /** With an access key and a secret key (argv 1 and 2) the admin client signs its requests, as the
+     * dashboard's does when `rocketmq.config.accessKey` and `secretKey` are set. */
+    private static void run(String namesrv, RPCHook rpcHook) throws Exception {
         System.setProperty(RemotingCommand.REMOTING_VERSION_KEY, Integer.toString(MQVersion.CURRENT_VERSION));
-        DefaultMQAdminExt admin = new DefaultMQAdminExt((org.apache.rocketmq.remoting.RPCHook) null);
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(rpcHook);
         admin.setAdminExtGroup(admin.getAdminExtGroup() + "_0");
         admin.setVipChannelEnabled(true);
         admin.setUseTLS(false);
@@ -189,7 +198,11 @@ public final class DashboardDriver {
             case "trace.query": return traceQuery(a.getString("topic"), a.getString("msgId"));
             case "dlq.query": return dlqQuery(a.getString("group"), a.getLongValue("begin"), a.getLongValue("end"));
             case "dlq.batchResend": return batchResend(a.getJSONArray("messages"));
-            default: throw new IllegalArgumentException("unknown call " + call);
+            default:
+                if (call.startsWith("acl.")) {
+                    return aclPage.dispatch(call, a);
+                }
+                throw new IllegalArgumentException("unknown call " + call);
         }
     }
 
@@ -831,7 +844,7 @@ public final class DashboardDriver {
     }
 
     /** The dashboard's changeToBrokerNameSet: the brokers of the named clusters, plus the named brokers. */
-    private static Set<String> brokerNames(ClusterInfo info, List<String> clusters, List<String> brokers) {
+    static Set<String> brokerNames(ClusterInfo info, List<String> clusters, List<String> brokers) {
         Set<String> out = new LinkedHashSet<>();
         for (String c : clusters) {
             Set<String> names = info.getClusterAddrTable().get(c);
@@ -843,7 +856,7 @@ public final class DashboardDriver {
         return out;
     }
 
-    private static List<String> strings(JSONObject a, String key) {
+    static List<String> strings(JSONObject a, String key) {
         JSONArray arr = a.getJSONArray(key);
         return arr == null ? List.of() : arr.toJavaList(String.class);
     }
@@ -883,7 +896,7 @@ public final class DashboardDriver {
         return r;
     }
 
-    private static Map<String, Object> map(Object... kv) {
+    static Map<String, Object> map(Object... kv) {
         Map<String, Object> m = new LinkedHashMap<>();
         for (int i = 0; i + 1 < kv.length; i += 2) {
             m.put((String) kv[i], kv[i + 1]);
