@@ -35,6 +35,7 @@ from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.consumer_filter import ConsumerFilterManager
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.delay.timer import TimerMessageService
+from rocketlite.broker.failover.epochs import EpochFile, epoch_file_path
 from rocketlite.broker.grpc import unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
@@ -44,6 +45,8 @@ from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import (
     BrokerFigures,
     BrokerView,
+    FeatureCollector,
+    FeatureView,
     MetricsServer,
     RocketliteCollector,
     RocketMQCollector,
@@ -477,15 +480,29 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             sync_state=sync_state,
-            metrics=self._metrics_server(figures, clients, send),
+            metrics=self._metrics_server(
+                figures, clients, send, FeatureView(b, timer, pop_service, transactions, self._epoch_reader())
+            ),
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
             reply=ReplyMessageProcessor(
                 b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
             ),
         )
 
+    def _epoch_reader(self) -> Callable[[], int] | None:
+        """In controller mode, what `rocketlite_broker_epoch` reads: the epoch file's last epoch."""
+        if not self.broker.enable_controller_mode:
+            return None
+        path = epoch_file_path(self.broker.store_path_epoch_file, self.store_config.store_path_root_dir)
+
+        return lambda: EpochFile(path).last_epoch
+
     def _metrics_server(
-        self, figures: BrokerFigures, clients: ClientManager, send: SendMessageProcessor
+        self,
+        figures: BrokerFigures,
+        clients: ClientManager,
+        send: SendMessageProcessor,
+        features: FeatureView,
     ) -> MetricsServer | None:
         """GET /metrics (metricsExporterType=PROM, or rocketlite's metricsPort), or None."""
         endpoint = self.broker.metrics_endpoint
@@ -496,7 +513,11 @@ class BrokerController:
             rpc=self.rpc_latency, send_waiters=lambda: send.flush_waiters,
         )  # fmt: skip
         sampler = TpsSampler(self.store)
-        collectors = [RocketMQCollector(view), RocketliteCollector(figures, sampler)]
+        collectors = [
+            RocketMQCollector(view),
+            FeatureCollector(features),
+            RocketliteCollector(figures, sampler),
+        ]
         return MetricsServer(collectors, sampler, *endpoint)
 
     def _grpc_endpoint(
