@@ -83,6 +83,7 @@ from rocketlite.protocol.bodies.route import (
 )
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.wire.acl_signature import SessionCredentials
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.headers import (
     RegisterBrokerRequestHeader,
@@ -418,6 +419,7 @@ class BrokerController:
             slave_sync = SlaveSynchronize(
                 self.outbound, topics, groups, offsets, self.store_config.config_dir,
                 lambda: slave.master_addr, on_topics_changed=self.request_register,
+                credentials=self._inner_credentials(),
             )  # fmt: skip
             store.add_arrival_listener(TopicLearner(topics, b.default_topic_queue_nums))
         else:
@@ -488,6 +490,14 @@ class BrokerController:
                 b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
             ),
         )
+
+    def _inner_credentials(self) -> SessionCredentials | None:
+        """innerClientAuthenticationCredentials: what the broker signs its own requests to other
+        brokers with (a slave's sync from its master)."""
+        text = self.broker.inner_client_authentication_credentials
+        if not text:
+            return None
+        return SessionCredentials(*parse_user_json(text, "innerClientAuthenticationCredentials"))
 
     def _epoch_reader(self) -> Callable[[], int] | None:
         """In controller mode, what `rocketlite_broker_epoch` reads: the epoch file's last epoch."""
