@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from rocketlite.broker.config import MetricsExporterType
+from rocketlite.broker.failover.epochs import EpochFile, epoch_file_path
 from rocketlite.client import (
     AsyncProducer,
     AsyncPullConsumer,
@@ -18,10 +22,12 @@ from rocketlite.client import (
     Message,
 )
 from rocketlite.protocol.codes import PullSysFlag, ResponseCode
+from rocketlite.protocol.formats.epoch_file import EpochEntry
 from rocketlite.protocol.requests.pull import build_pull, parse_pull
 from rocketlite.remoting.client import RemotingClient
 from tests.broker.test_metrics_traffic import Samples, metrics_cluster, scrape, value
 from tests.support.aio import run
+from tests.support.broker_harness import broker_under_test
 from tests.support.names import unique
 from tests.support.pop_client import ack, handles, pop
 from tests.support.sdk import wait_messages
@@ -165,3 +171,29 @@ def test_a_held_pull_is_timed_as_long_polling(metrics_cluster: tuple[Any, int]) 
         samples, "rocketmq_rpc_latency_count", request_code="pull_message", response_code="success",
         is_long_polling="true", result="success",
     ) == 1  # fmt: skip
+
+
+def test_controller_mode_role_and_epoch(tmp_path: Path) -> None:
+    """In controller mode the epoch file's last epoch is `rocketlite_broker_epoch`; the role and
+    `rocketmq_broker_permission` follow the broker's config (read-only here: 4)."""
+
+    async def scenario() -> str:
+        root = tmp_path / "store"
+        root.mkdir(parents=True)
+        EpochFile(epoch_file_path(None, root)).save([EpochEntry(1, 0), EpochEntry(3, 4096)])
+        async with broker_under_test(
+            root, enable_controller_mode=True, controller_addr="127.0.0.1:9", broker_permission=4,
+            metrics_exporter_type=MetricsExporterType.PROM, metrics_prom_exporter_host="127.0.0.1",
+            metrics_prom_exporter_port=0,
+        ) as b:  # fmt: skip
+            parts = b.controller.parts
+            assert parts is not None and parts.metrics is not None
+            return parts.metrics.exposition().decode()
+
+    families = {f.name: f for f in text_string_to_metric_families(run(scenario()))}
+    [epoch] = families["rocketlite_broker_epoch"].samples
+    assert epoch.value == 3
+    [role] = families["rocketlite_broker_role"].samples
+    assert (role.labels["role"], role.value) == ("ASYNC_MASTER", 1)
+    [permission] = families["rocketmq_broker_permission"].samples
+    assert permission.value == 4
