@@ -190,8 +190,10 @@ class BrokerController:
         replica_factory: ReplicaFactory | None = None,
         before_serving: BeforeServing | None = None,
         tls: TlsConfig | None = None,
+        runtime_info: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.broker = broker
+        self.runtime_info = runtime_info  # more GET_BROKER_RUNTIME_INFO fields (controller mode)
         self.replica_factory = replica_factory
         self.before_serving = before_serving
         self.tls = tls or TlsConfig()
@@ -441,7 +443,8 @@ class BrokerController:
         ha = ha_master or ha_slave
 
         def extra_runtime_info() -> dict[str, str]:
-            return {**(ha.runtime_info() if ha is not None else {}), **figures.runtime_figures()}
+            more = self.runtime_info() if self.runtime_info is not None else {}
+            return {**(ha.runtime_info() if ha is not None else {}), **figures.runtime_figures(), **more}
 
         admin = AdminRequestProcessor(
             b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
