@@ -112,6 +112,7 @@ class FailoverBroker:
         self.cut_messages = 0  # what epoch truncation removed since this process started
         self.cut_bytes = 0
         self.last_cut = ""
+        self.last_cut_offset = -1  # the commit-log offset of the last cut (-1: none)
         self._controller_index = 0
         self._role_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -355,6 +356,7 @@ class FailoverBroker:
         self.cut_messages += cut.messages
         self.cut_bytes += cut.record_bytes
         self.last_cut = f"epoch {epoch}: {cut.describe()}"
+        self.last_cut_offset = cut.offset
         if cut.messages:
             log.warning("replica %d: cut %s, not held by the new master of epoch %d (lost unless "
                         "replicated elsewhere)", self.replica_id, cut.describe(), epoch)  # fmt: skip
@@ -371,6 +373,7 @@ class FailoverBroker:
             "controllerModeTruncatedMessages": str(self.cut_messages),
             "controllerModeTruncatedBytes": str(self.cut_bytes),
             "controllerModeLastTruncation": self.last_cut,
+            "controllerModeLastTruncationOffset": str(self.last_cut_offset),
         }
         if self.keeper is not None and self.role is not None and self.role[0] == "master":
             info.update(self.keeper.runtime_info())
