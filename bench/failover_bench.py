@@ -79,7 +79,7 @@ async def _run(
     return report
 
 
-async def bench(tmp: Path, scenarios: list[str], runs: int, fast: bool) -> int:
+async def bench(tmp: Path, scenarios: list[str], runs: int, fast: bool, pace: float) -> int:
     rounds: dict[str, list[Round]] = {name: [] for name in scenarios}
     failed: list[str] = []
     began = time.monotonic()
@@ -92,11 +92,11 @@ async def bench(tmp: Path, scenarios: list[str], runs: int, fast: bool) -> int:
         (tmp / sub).mkdir(exist_ok=True)
     sync = [n for n in scenarios if n in SCENARIOS]
     if sync:
-        async with group(tmp / "sync", fast=fast, pace=0.005) as g:
+        async with group(tmp / "sync", fast=fast, pace=pace) as g:
             reports.append(await _run(g, sync, runs, rounds, failed))
     asynchronous = [n for n in scenarios if n in ASYNC_SCENARIOS]
     if asynchronous:  # a group of its own: its brokers acknowledge before replicating
-        async with group(tmp / "async", fast=fast, pace=0.005, broker=ASYNC) as g:
+        async with group(tmp / "async", fast=fast, pace=pace, broker=ASYNC) as g:
             reports.append(await _run(g, asynchronous, runs, rounds, failed))
     print(f"\n{sum(map(len, rounds.values()))} rounds in {time.monotonic() - began:.0f} s; "
           f"{'default' if not fast else 'short'} timings; {'; '.join(map(str, reports))}")  # fmt: skip
@@ -129,6 +129,9 @@ def main() -> int:
     parser.add_argument(
         "--defaults", action="store_true", help="default timings (10 s lease) instead of short"
     )
+    parser.add_argument(
+        "--pace", type=float, default=0.005, help="seconds each writer waits between sends (0: none)"
+    )
     parser.add_argument("--keep", type=Path, help="put the processes' stores and logs here, and keep them")
     args = parser.parse_args()
     why = netns_unavailable()
@@ -138,9 +141,9 @@ def main() -> int:
     scenarios = args.scenario or list(ALL)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=False)
-        return asyncio.run(bench(args.keep.resolve(), scenarios, args.runs, not args.defaults))
+        return asyncio.run(bench(args.keep.resolve(), scenarios, args.runs, not args.defaults, args.pace))
     with tempfile.TemporaryDirectory(prefix="failover-bench-") as tmp:
-        return asyncio.run(bench(Path(tmp), scenarios, args.runs, not args.defaults))
+        return asyncio.run(bench(Path(tmp), scenarios, args.runs, not args.defaults, args.pace))
 
 
 if __name__ == "__main__":
