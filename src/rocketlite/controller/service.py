@@ -104,11 +104,12 @@ class ControllerService:
         self._last_offsets: dict[tuple[str, int], int] = {}
         self._gone: set[asyncio.Task[None]] = set()
         self._scan_task: asyncio.Task[None] | None = None
+        self._embedded_port: int | None = None  # inside a name server: its port
         self.elections = 0
 
     @property
     def port(self) -> int:
-        return self.server.ports[0]
+        return self._embedded_port if self._embedded_port is not None else self.server.ports[0]
 
     @property
     def address(self) -> str:
@@ -120,11 +121,22 @@ class ControllerService:
         self._scan_task = asyncio.create_task(self._scan_loop(), name="controller-scan")
         log.info("controller serving on %s, etcd %s", self.address, ",".join(self.etcd.endpoints))
 
+    async def start_embedded(self, port: int) -> None:
+        """Serve through a name server's port (`enableControllerInNamesrv`): it answers `table`'s
+        codes and reports closed connections (`connection_closed`); no server of its own."""
+        self._embedded_port = port
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="controller-scan")
+        log.info("controller in the name server on %s, etcd %s", self.address, ",".join(self.etcd.endpoints))
+
     async def close(self) -> None:
         await cancel_tasks(self._scan_task, *self._gone)
         self._scan_task = None
         self._heartbeats.clear()
-        await self.server.close()
+        if self._embedded_port is None:
+            await self.server.close()
+
+    def connection_closed(self, conn: Connection) -> None:
+        self._connection_closed(conn)
 
     # -- etcd helpers -----------------------------------------------------------------------
     def _key(self, broker_name: str, *rest: str) -> bytes:
