@@ -18,15 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.controller_mode.cluster import etcd_binary
 from tests.support.controller_mode.partitions import (
     ASYNC,
     Group,
     async_unreplicated_tail,
     check,
     describe,
-    group,
-    require_netns,
+    group_in_loop,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,16 +32,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[asyncio.AbstractEventLoop, Group]]:
-    require_netns()
-    etcd_binary()
-    loop = asyncio.new_event_loop()
-    setup = group(tmp_path, broker=ASYNC)
-    g = loop.run_until_complete(setup.__aenter__())
-    try:
-        yield loop, g
-    finally:
-        loop.run_until_complete(setup.__aexit__(None, None, None))
-        loop.close()
+    with group_in_loop(tmp_path, broker=ASYNC) as w:
+        yield w
 
 
 def test_an_async_masters_unreplicated_acks_are_lost_and_reported(

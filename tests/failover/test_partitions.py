@@ -22,16 +22,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.controller_mode.cluster import etcd_binary
 from tests.support.controller_mode.partitions import (
     Group,
     Round,
     check,
     cut_master_from_controllers,
     describe,
-    group,
+    group_in_loop,
     kill_master,
-    require_netns,
 )
 from tests.support.foreign_clients.java import KEEP_SENDING, answer, events, finish, java_clients, require
 
@@ -42,16 +40,8 @@ World = tuple[asyncio.AbstractEventLoop, Group]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    require_netns()
-    etcd_binary()
-    loop = asyncio.new_event_loop()
-    setup = group(tmp_path_factory.mktemp("partitions"))
-    g = loop.run_until_complete(setup.__aenter__())
-    try:
-        yield loop, g
-    finally:
-        loop.run_until_complete(setup.__aexit__(None, None, None))
-        loop.close()
+    with group_in_loop(tmp_path_factory.mktemp("partitions")) as w:
+        yield w
 
 
 def _round(world: World, scenario: Callable[[Group], Awaitable[Round]]) -> Round:

@@ -29,7 +29,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from tests.support.controller_mode.cluster import (
     Ack,
     FailoverCluster,
     Writer,
+    etcd_binary,
     in_sync_ids,
     read_queue,
     sync_state,
@@ -213,6 +214,22 @@ class Group:
         self.replicas[replica_id] = await asyncio.to_thread(self.c.restart, self.replicas[replica_id], env)
 
 
+@contextlib.contextmanager
+def group_in_loop(tmp: Path, **kw: Any) -> Iterator[tuple[asyncio.AbstractEventLoop, Group]]:
+    """`group` for synchronous tests (a pytest fixture): on an event loop of its own, which the
+    tests drive with `run_until_complete`. Skips without namespaces or etcd (fails under CI)."""
+    require_netns()
+    etcd_binary()
+    loop = asyncio.new_event_loop()
+    setup = group(tmp, **kw)
+    g = loop.run_until_complete(setup.__aenter__())
+    try:
+        yield loop, g
+    finally:
+        loop.run_until_complete(setup.__aexit__(None, None, None))
+        loop.close()
+
+
 @contextlib.asynccontextmanager
 async def group(
     tmp: Path, *, fast: bool = True, pace: float = 0.0, broker: dict[str, str] | None = None
@@ -349,13 +366,20 @@ def _log_size(g: Group, replica_id: int) -> int:
 
 async def kill_master(g: Group) -> Round:
     """kill -9 the master; restart it (it comes back as a slave of the new master)."""
-    old, _ = await _steady(g)
-    r = Round("kill-master", old)
+    return await _kill(g, "kill-master")
+
+
+async def _kill(g: Group, scenario: str, *, report_cut: bool = False) -> Round:
+    since = time.monotonic()
+    old, addr = await _steady(g)
+    r = Round(scenario, old)
     fault = time.monotonic()
     g.replicas[old].kill9()
     await _failover(g, r, fault)
     await g.restart(old)
     await g.all_in_sync()
+    if report_cut:
+        await _rejoined(g, r, old, addr, since)
     r.longest_gap_s = g.longest_gap(fault)
     return r
 
@@ -549,17 +573,7 @@ async def _rejoined(g: Group, r: Round, old: int, old_addr: str, since: float) -
 async def kill_master_async(g: Group) -> Round:
     """kill -9 an ASYNC master under load: the new master may lack the last messages the old one
     acknowledged; the old one, back as a slave, cuts them and says so (`_rejoined`)."""
-    since = time.monotonic()
-    old, addr = await _steady(g)
-    r = Round("kill-master-async", old)
-    fault = time.monotonic()
-    g.replicas[old].kill9()
-    await _failover(g, r, fault)
-    await g.restart(old)
-    await g.all_in_sync()
-    await _rejoined(g, r, old, addr, since)
-    r.longest_gap_s = g.longest_gap(fault)
-    return r
+    return await _kill(g, "kill-master-async", report_cut=True)
 
 
 async def async_unreplicated_tail(g: Group, n: int = 50) -> Round:
