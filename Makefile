@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime dashboard
+.PHONY: run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps bench-spark-kafka bench-spark-kafka-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime dashboard
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -330,6 +330,24 @@ $(DEBS_STAMP):
 	touch $@
 
 bench-peers-deps: $(PEERSGEN) $(KAFKA_STAMP) $(DEBS_STAMP) $(PEER_STAMP)
+
+# Spark's Kafka source is published up to 4.2.0 (not for the project's PySpark 4.3), so
+# bench/spark_kafka_bench.py runs on PySpark 4.2.0 in a venv of its own (PyPI), with rocketlite
+# from the tree on its path (rocketlite's runtime dependencies, pyarrow; pytest for tests.support).
+SPARK42_VENV := $(PEERS_DIR)/pyspark-4.2
+SPARK42_STAMP := $(SPARK42_VENV)/.installed
+
+$(SPARK42_STAMP):
+	rm -rf $(SPARK42_VENV)
+	python3 -m venv $(SPARK42_VENV)
+	$(SPARK42_VENV)/bin/python -m pip install -q "pyspark==4.2.0" "pyarrow>=18" "numpy>=1.26" \
+		"pyyaml>=6" "prometheus-client>=0.20" "uvloop>=0.19" pytest
+	touch $@
+
+bench-spark-kafka-deps: $(SPARK42_STAMP) $(PEERSGEN) $(KAFKA_STAMP)
+
+bench-spark-kafka: $(STAMP) bench-spark-kafka-deps
+	unshare --net sh -c 'ip link set lo up && $(VPY) bench/spark_kafka_bench.py'
 
 clients: $(ONS_STAMP) $(CPP_STAMP) $(PY5_STAMP) $(NODE5_STAMP) $(JAVA_STAMP) $(GO_STAMP) $(PEER_STAMP) $(MQADMIN_STAMP) $(PEERSGEN) $(ETCD_STAMP) $(FAKETIME_STAMP) $(DASHBOARD_STAMP)
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/grpc5_bench.py            # full run (about a minute)
     .venv/bin/python bench/grpc5_bench.py --quick    # small run (the smoke test)
+    .venv/bin/python bench/grpc5_bench.py --native   # both sides from the native Go generator
 
 One broker process (ASYNC_FLUSH, 16 queues per topic, its gRPC endpoint on a free port) serves
 both sides, one phase at a time (bench/grpc5/runner.py): produce, consume (4.x pull vs 5.x
@@ -11,6 +12,11 @@ requests serialized once (bench/grpc5/workers.py), as an unmodified 5.x client w
 (one message per SendMessage, receive batches of 32, one AckMessage per batch). Every phase
 reports the broker's CPU per message from /proc, the generators' CPU, and which processes were
 saturated (>= 85% of a core).
+
+`--native` runs the same comparison with an independent generator instead (bench/grpc5/native.py):
+bench/peers/loadgen's gRPC mode (google.golang.org/grpc, prebuilt protobuf bytes) for 5.x and its
+prebuilt remoting frames for 4.x, so neither side is bounded by a Python client
+(`make peersgen` builds it).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench` and `tes
 
 from bench.broker.config import out
 from bench.broker.servers import stop_all_children
+from bench.grpc5 import native
 from bench.grpc5.runner import PHASES, Settings, describe_machine, run, table
 from rocketlite.protocol.proto import available
 
@@ -42,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(PHASES),
         help="after produce: consume,latency",
     )
+    parser.add_argument("--native", action="store_true", help="the native Go generator on both sides")
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="where the temporary store goes")
     args = parser.parse_args(argv)
     why = available()
@@ -49,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the 5.x endpoint cannot run: {why}", file=sys.stderr)
         return 2
     quick = args.quick
+    if args.native:
+        return run_native(args)
     with tempfile.TemporaryDirectory(prefix="grpc5-bench-", dir=args.dir) as tmp:
         s = Settings(
             work=Path(tmp),
@@ -67,6 +77,29 @@ def main(argv: list[str] | None = None) -> int:
             stop_all_children()
     out()
     for line in table(res):
+        out(line)
+    return 0
+
+
+def run_native(args: argparse.Namespace) -> int:
+    if not native.GENERATOR.exists():
+        print(f"the native generator is missing ({native.GENERATOR}): run `make peersgen`", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="grpc5-native-", dir=args.dir) as tmp:
+        s = native.Native(
+            work=Path(tmp),
+            seconds=1.0 if args.quick else 5.0,
+            warmup=0.3 if args.quick else 1.0,
+            window=args.window,
+            consume="consume" in args.phases,
+        )
+        out(f"5.x gRPC vs 4.x remoting, native generator, one broker, 1 KiB bodies, {describe_machine()}")
+        try:
+            rows = asyncio.run(native.run(s))
+        finally:
+            stop_all_children()
+    out()
+    for line in native.table(rows):
         out(line)
     return 0
 

@@ -375,11 +375,10 @@ class Latency:
         start_ns = time.perf_counter_ns()
         rate, seconds = self.job.rate, self.job.seconds
         sent = 0
-        while True:
+        total = round(seconds * rate)  # a late last tick still sends its share: exact counts
+        while sent < total:
             elapsed = time.perf_counter() - res.start
-            if elapsed >= seconds:
-                break
-            due = int(elapsed * rate) + 1
+            due = min(total, int(elapsed * rate) + 1)
             while sent < due:
                 self._send(sent, start_ns + int(sent * 1e9 / rate))
                 sent += 1

@@ -21,9 +21,10 @@ class GrpcLoadGen:
         self.server = server
         self.pipes: list[Pipe] = []
         self.procs: list[BaseProcess] = []
+        self.tally = ctx.Array("q", 3)  # the workers' shared counts (workers.Tally), per job
         for _ in range(procs):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=worker_main, args=(child, endpoint), daemon=True)
+            proc = ctx.Process(target=worker_main, args=(child, endpoint, self.tally, procs), daemon=True)
             proc.start()
             child.close()
             self.pipes.append(parent)
@@ -39,6 +40,7 @@ class GrpcLoadGen:
             cap=-(-job.cap // n) if job.cap else 0,
             rate=job.rate / n,
         )
+        self.tally[:] = [0, 0, 0]
         for pipe in self.pipes:
             pipe.send(share)
         for pipe in self.pipes:

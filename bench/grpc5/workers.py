@@ -13,6 +13,13 @@ phase). Jobs:
   ends at the last ack;
 * `latency`: SendMessage paced at `rate` (CLOCK_MONOTONIC send time in the body's first 8 bytes)
   and `window` long-polling receivers in the same process, so both times come from one clock.
+  Exactly `rate` x `seconds` messages are sent (a pacing tick late at the end still sends its
+  share). All workers' receivers share one consumer group, so a worker receives the others'
+  messages too: the workers count sent and received messages in one shared `Tally`, and every
+  worker keeps receiving until all of them have finished sending and everything sent was
+  received (or the grace ran out). A worker that stopped on its own count cancelled its
+  receive streams with the others' messages in them: those stayed invisible (60 s), and the
+  phase reported them "not received".
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import traceback
 import zlib
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection as Pipe
+from multiprocessing.sharedctypes import SynchronizedArray
 from typing import Any, Final
 
 from rocketlite.runtime import new_event_loop
@@ -62,6 +70,25 @@ class JobResult:
     error: str = ""
 
 
+class Tally:
+    """The workers' shared counts of a latency job: [sent, received, workers done sending]."""
+
+    SENT, RECEIVED, DONE = 0, 1, 2
+
+    def __init__(self, shared: SynchronizedArray[int], workers: int) -> None:
+        self.shared, self.workers = shared, workers
+
+    def add(self, slot: int, n: int = 1) -> None:
+        with self.shared.get_lock():
+            self.shared[slot] += n
+
+    def settled(self) -> bool:
+        """Every worker has sent all it will, and every message sent was received."""
+        with self.shared.get_lock():
+            sent, received, done = self.shared[:]
+        return done >= self.workers and received >= sent
+
+
 class Calls:
     """Raw-bytes callables for the RPCs used, on `channels` channels taken in turn."""
 
@@ -83,7 +110,7 @@ class Calls:
 
 
 class Worker:
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, tally: Tally) -> None:
         import grpc  # noqa: PLC0415
 
         from rocketlite.protocol.proto.v2 import definition_pb2, service_pb2  # noqa: PLC0415
@@ -93,6 +120,7 @@ class Worker:
         self.prefix = f"01{os.getpid() & 0xFFFFFFFF:08X}"
         self.calls = Calls(grpc, endpoint, f"bench@{os.getpid()}@0@{self.prefix}")
         self.serial = itertools.count()
+        self.tally = tally
 
     # -- requests -------------------------------------------------------------------------------
     def message(self, topic: str, body: bytes) -> Any:
@@ -195,6 +223,7 @@ class Worker:
                 if latency and len(system.message_id) == MESSAGE_ID_LENGTH:  # not a 4.x warm-up
                     (sent_ns,) = SEND_NS.unpack_from(item.message.body)
                     res.latencies_ms.append((now - sent_ns) / 1e6)
+                    self.tally.add(Tally.RECEIVED)
             if not entries:
                 if latency:
                     continue
@@ -225,9 +254,9 @@ class Worker:
         ]
         calls, spb = self.calls, self.spb
         pending: set[asyncio.Future[Any]] = set()
-        due = 0.0
-        while (now := time.monotonic()) < stop_sending:
-            owed = int((now - go) * job.rate) - res.sent
+        total = round(job.seconds * job.rate)  # the last tick may come late: its share still goes
+        while res.sent < total:
+            owed = min(total, int((time.monotonic() - go) * job.rate)) - res.sent
             for _ in range(owed):
                 body = SEND_NS.pack(time.monotonic_ns()) + body_pad
                 message = self.message(job.topic, body)
@@ -237,14 +266,15 @@ class Worker:
                 pending.add(call)
                 call.add_done_callback(pending.discard)
                 res.sent += 1
-            due += PACE_TICK
+                self.tally.add(Tally.SENT)
             await asyncio.sleep(PACE_TICK)
         if pending:
             for answer in await asyncio.gather(*pending):
                 self.check_send(answer)
-        deadline = time.monotonic() + job.grace
-        while len(res.latencies_ms) < res.sent and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        self.tally.add(Tally.DONE)
+        deadline = max(time.monotonic(), stop_sending) + job.grace
+        while not self.tally.settled() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         for receiver in receivers:
             receiver.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
@@ -253,10 +283,10 @@ class Worker:
         return res
 
 
-def worker_main(pipe: Pipe, endpoint: str) -> None:
-    """The worker process: jobs from the pipe until None."""
+def worker_main(pipe: Pipe, endpoint: str, shared: SynchronizedArray[int], workers: int) -> None:
+    """The worker process: jobs from the pipe until None; `shared` is the workers' `Tally`."""
     loop = new_event_loop()
-    worker = loop.run_until_complete(_make(endpoint))
+    worker = loop.run_until_complete(_make(endpoint, Tally(shared, workers)))
     try:
         while (job := pipe.recv()) is not None:
             pipe.send("ready")
@@ -277,5 +307,5 @@ def worker_main(pipe: Pipe, endpoint: str) -> None:
         loop.close()
 
 
-async def _make(endpoint: str) -> Worker:
-    return Worker(endpoint)
+async def _make(endpoint: str, tally: Tally) -> Worker:
+    return Worker(endpoint, tally)

@@ -36,7 +36,8 @@ DEBS_ROOT: Final = PEERS / "root"
 NATS_SERVER: Final = DEBS_ROOT / "usr" / "sbin" / "nats-server"
 REDIS_SERVER: Final = DEBS_ROOT / "usr" / "bin" / "redis-server"
 KAFKA_LIB: Final = PEERS / "kafka" / "lib"
-GENERATOR: Final = PEERS / "bin" / "peersgen"
+# PEERSGEN: another build of bench/peers/loadgen (a work tree's own), else the Makefile's.
+GENERATOR: Final = Path(os.environ.get("PEERSGEN") or PEERS / "bin" / "peersgen")
 SETUP_HINT: Final = "run `make bench-peers-deps`"
 # RocketMQ's runbroker.sh / Kafka's kafka-server-start.sh, with the 1 GiB heap both suggest for a small box.
 RMQ_JVM: Final = [

@@ -1,7 +1,8 @@
 """The native load generator of bench/peers_bench.py works: against a real rocketlite broker it
 sends exactly what it was asked to, with prebuilt frames, and reads back exactly that many.
 
-Not a speed test (no figure is judged): the counts are. `make test` builds the generator
+Not a speed test (no figure is judged): the counts are. The same for its 5.x gRPC mode against
+the broker's gRPC endpoint. `make test` builds the generator
 (`clients` → .clients/peers/bin/peersgen); without it the test skips, with CI=true it fails.
 """
 
@@ -17,9 +18,12 @@ from typing import Any
 
 import pytest
 from bench.broker.config import BATCH, CONNECTIONS
-from bench.broker.servers import stop_all_children
+from bench.broker.servers import start_broker, stop_all_children
+from bench.grpc5.native import write_grpc_frames
 from bench.peers.frames import write_frames
-from bench.peers.servers import GENERATOR, Server, start_rocketlite
+from bench.peers.servers import GENERATOR, Server, start_rocketlite, wait_port
+
+from tests.support.ports import free_port
 
 TOPIC = "PeersSmoke"
 
@@ -43,7 +47,7 @@ def peersgen(server: Server, mode: str, *args: str) -> dict[str, Any]:
         str(GENERATOR),
         mode,
         "-proto",
-        "remoting",
+        server.proto,
         "-addr",
         server.addr,
         "-server-pid",
@@ -101,3 +105,31 @@ def test_a_refused_request_is_counted_as_an_error(broker: Server, tmp_path: Path
     res = peersgen(broker, "produce", "-frames", str(bad), "-count", str(CONNECTIONS))
     assert (res["requests"], res["errors"]) == (CONNECTIONS, CONNECTIONS)
     assert res["first_error"].startswith("code 3:"), res["first_error"]
+
+
+def test_grpc_mode_sends_and_receives_exact_counts(tmp_path: Path) -> None:
+    """`-proto grpc` (google.golang.org/grpc, protobuf bytes serialized here) against the broker's
+    5.x endpoint: exactly the SendMessage calls asked for succeed, and ReceiveMessage + AckMessage
+    read every one of them back."""
+    if not GENERATOR.exists():
+        why = f"the load generator {GENERATOR} is not built (`make peersgen`)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    grpc_port = free_port()
+    child, port = start_broker(tmp_path, False, {grpc_port}, extra={"grpcServerPort": str(grpc_port)})
+    try:
+        wait_port(child, port)
+        wait_port(child, grpc_port)
+        server = Server("rocketlite", "this commit", "grpc", child, grpc_port)
+        frames = write_grpc_frames(tmp_path / "grpc.json", "PeersSmoke5", "PeersSmoke5Group", 1024)
+        count = CONNECTIONS * 4 * 3
+        sent = peersgen(server, "produce", "-frames", str(frames), "-count", str(count), "-window", "4")
+        assert (sent["requests"], sent["errors"]) == (count, 0), sent.get("first_error")
+        assert 0 < sent["p50_ms"] <= sent["p99_ms"]
+
+        read = peersgen(server, "consume", "-frames", str(frames), "-seconds", "30")
+        assert read["errors"] == 0, read.get("first_error")
+        assert read["messages"] == count
+    finally:
+        stop_all_children()

@@ -3,12 +3,19 @@
 A broker listens on more than its port: the VIP channel at port - 2 and HA at port + 1 (unless
 configured), so `broker_port` also checks those neighbours. There is a race between probing and
 the server binding; tests and benchmarks accept it (the window is tiny on loopback).
+
+Ports are drawn below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), never from
+it. A test that restarts a broker on the ports it had (the crash tests) would otherwise meet the
+kernel handing one of them to an outgoing connection in between, as a source port: that socket has
+no SO_REUSEADDR, so the restarted broker's bind fails with "Address already in use".
 """
 
 from __future__ import annotations
 
+import random
 import socket
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 VIP_OFFSET = -2  # the broker's VIP channel listens on listenPort - 2
 HA_OFFSET = 1  # ... and the HA service on listenPort + 1 unless haListenPort says otherwise
@@ -24,17 +31,30 @@ def bindable(port: int) -> bool:
     return True
 
 
+LOWEST = 12000  # above the fixed ports of a dev cluster (9876, 10909-10912) and their neighbours
+_draw = random.Random()  # its own generator: a test framework reseeding `random` does not repeat ours
+
+
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default is 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(avoid: Collection[int] = (), *, neighbours: Sequence[int] = ()) -> int:
-    """A port the kernel hands out, not in `avoid`, with `port + d` free too for each d in `neighbours`."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if not 1030 < port < 65000 or port in avoid or any(port + d in avoid for d in neighbours):
+    """A free port below the ephemeral range, not in `avoid`, with `port + d` free too for each d
+    in `neighbours`."""
+    high = ephemeral_low() - max((*neighbours, 0)) - 1
+    low = LOWEST - min((*neighbours, 0))
+    for _ in range(500):
+        port = _draw.randrange(low, high)
+        if port in avoid or any(port + d in avoid for d in neighbours):
             continue
-        if all(bindable(port + d) for d in neighbours):
+        if bindable(port) and all(bindable(port + d) for d in neighbours):
             return port
-    raise RuntimeError("no free port (block) found on 127.0.0.1")
+    raise RuntimeError(f"no free port (block) found on 127.0.0.1 in {low}..{high}")
 
 
 def broker_port(avoid: Collection[int] = ()) -> int:

@@ -93,6 +93,15 @@ func produce(p Params) (*Result, error) {
 		}
 		wg.Wait()
 	}
+	res, lat := collect(stats)
+	res.Messages = res.Requests * int64(batch)
+	win.fill(res)
+	percentiles(res, lat)
+	return res, nil
+}
+
+// collect sums the connections' counts into a Result and gathers their latencies.
+func collect(stats []connStats) (*Result, []uint32) {
 	res := &Result{}
 	var lat []uint32
 	for i := range stats {
@@ -104,10 +113,7 @@ func produce(p Params) (*Result, error) {
 		}
 		lat = append(lat, s.lat...)
 	}
-	res.Messages = res.Requests * int64(batch)
-	win.fill(res)
-	percentiles(res, lat)
-	return res, nil
+	return res, lat
 }
 
 func driveConn(c net.Conn, cc ConnCodec, p Params, st *connStats, measuring, stopping *atomic.Bool) {

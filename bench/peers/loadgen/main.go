@@ -147,7 +147,7 @@ func main() {
 	mode := os.Args[1]
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	p := Params{}
-	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | kafka | nats | redis")
+	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | grpc | kafka | nats | redis")
 	fs.StringVar(&p.Addr, "addr", "127.0.0.1:10911", "server address")
 	fs.IntVar(&p.Conns, "conns", 16, "connections (one queue / partition / subject / stream each)")
 	fs.IntVar(&p.Window, "window", 32, "requests in flight per connection")
@@ -158,21 +158,25 @@ func main() {
 	fs.Float64Var(&p.Warmup, "warmup", 1, "unmeasured seconds before the window")
 	fs.Float64Var(&p.Rate, "rate", 20000, "e2e: messages per second, all connections together")
 	fs.StringVar(&p.Topic, "topic", "bench", "topic / stream / key prefix")
-	fs.StringVar(&p.Frames, "frames", "", "remoting: JSON file of prebuilt frames")
+	fs.StringVar(&p.Frames, "frames", "", "remoting, grpc: JSON file of prebuilt frames / protobuf requests")
 	fs.IntVar(&p.ServerPID, "server-pid", 0, "server process whose CPU is measured")
 	fs.IntVar(&p.Count, "count", 0, "produce: send this many requests in all, then stop (no warm-up; 0: timed)")
 	_ = fs.Parse(os.Args[2:])
 
 	var res *Result
 	var err error
-	switch mode {
-	case "produce":
+	switch {
+	case mode == "produce" && p.Proto == "grpc":
+		res, err = grpcProduce(p)
+	case mode == "consume" && p.Proto == "grpc":
+		res, err = grpcConsume(p)
+	case mode == "produce":
 		res, err = produce(p)
-	case "consume":
+	case mode == "consume":
 		res, err = consume(p)
-	case "e2e":
+	case mode == "e2e":
 		res, err = e2e(p)
-	case "setup":
+	case mode == "setup":
 		err = setup(p)
 		res = &Result{Mode: "setup", Proto: p.Proto}
 	default:

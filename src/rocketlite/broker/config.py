@@ -18,6 +18,7 @@ from typing import Final
 
 from rocketlite.broker.auth.manager import parse_user_json
 from rocketlite.config import config_keys, require
+from rocketlite.protocol.bodies.assignment import MessageRequestMode
 
 # BrokerConfig field names that may change at run time (read on every use, or pushed on change).
 LIVE_BROKER_FIELDS: Final = frozenset(
@@ -111,6 +112,10 @@ class BrokerConfig:
     transaction_check_interval: int = 60_000
     reject_transaction_message: bool = False
     lite_pull_message_enable: bool = True  # false: LITE_PULL_MESSAGE (361) answers NO_PERMISSION
+    # QUERY_ASSIGNMENT (400): the broker balances; false: every client gets every queue
+    server_load_balancer_enable: bool = True
+    default_message_request_mode: MessageRequestMode = MessageRequestMode.PULL  # a group with no 401 mode
+    default_pop_share_queue_num: int = -1  # POP: <= 0 every client POPs every queue
     flush_consumer_offset_interval: int = 5000
     channel_expired_timeout: int = 120_000
     notify_consumer_ids_changed_enable: bool = True

@@ -9,14 +9,13 @@ start the background services by name, serve, and register with every name serve
 `registerNameServerPeriod`). Close runs it backwards and is idempotent.
 
 The controller is the one supervisor: it owns the services (`services`, by name, started in order
-and closed in reverse) and its own two tasks, `broker-register` and `broker-persist`.
+and closed in reverse), the name-server registration (`registration.NameServerRegistrar`, whose
+task is `broker-register`) and its own task, `broker-persist`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +57,7 @@ from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor, RuntimeStatsSampler
 from rocketlite.broker.processors.admin_stats import AdminStatsProcessor
+from rocketlite.broker.processors.assignment import MessageRequestModes, QueryAssignmentProcessor
 from rocketlite.broker.processors.client_relay import ClientRelayProcessor, ResetOffsetGuard
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
@@ -67,6 +67,7 @@ from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import ReplicaWaiter, SendMessageProcessor
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
+from rocketlite.broker.registration import NameServerRegistrar
 from rocketlite.broker.requests import register_requests
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
@@ -75,26 +76,12 @@ from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
-from rocketlite.protocol import perm
-from rocketlite.protocol.bodies.route import (
-    RegisterBrokerBody,
-    TopicConfigSerializeWrapper,
-    register_body_crc32,
-)
-from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.wire.acl_signature import SessionCredentials
-from rocketlite.protocol.wire.command import make_request
-from rocketlite.protocol.wire.headers import (
-    RegisterBrokerRequestHeader,
-    RegisterBrokerResponseHeader,
-    UnregisterBrokerRequestHeader,
-)
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
 from rocketlite.remoting.tls import ServerTls, TlsConfig, client_context
-from rocketlite.runtime import wait_event
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
@@ -103,8 +90,6 @@ if TYPE_CHECKING:
     from rocketlite.broker.grpc.endpoint import GrpcEndpoint
 
 log = logging.getLogger("rocketlite.broker")
-
-REGISTER_RETRY_S = 3.0  # after a failed registration
 
 
 class BrokerService(Protocol):
@@ -160,6 +145,7 @@ class BrokerParts:
     metrics: MetricsServer | None
     grpc: GrpcEndpoint | None = None
     reply: ReplyMessageProcessor | None = None  # 324/325 (request-reply)
+    assignment: QueryAssignmentProcessor | None = None  # 400/401 (server-side assignment)
     timer: TimerMessageService | None = None  # 5.x timer messages; None with timerWheelEnable=false
     sync_state: SyncStateReplica | None = None  # controller mode, on a master
 
@@ -194,8 +180,10 @@ class BrokerController:
         replica_factory: ReplicaFactory | None = None,
         before_serving: BeforeServing | None = None,
         tls: TlsConfig | None = None,
+        runtime_info: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.broker = broker
+        self.runtime_info = runtime_info  # more GET_BROKER_RUNTIME_INFO fields (controller mode)
         self.replica_factory = replica_factory
         self.before_serving = before_serving
         self.tls = tls or TlsConfig()
@@ -212,6 +200,7 @@ class BrokerController:
         )
         self.offsets = ConsumerOffsetTable(cfg_dir)
         self.filters = ConsumerFilterManager(cfg_dir, broker, clock)  # consumerFilter.json (SQL92)
+        self.request_modes = MessageRequestModes(cfg_dir)  # messageRequestMode.json (401)
         self.stats = BrokerStats(items=BrokerStatsItems(broker.broker_cluster_name, clock))
         self.table = RequestTable(default=not_supported)
         ports = (broker.listen_port, broker.listen_port - 2) if broker.listen_port else (0, 0)
@@ -250,9 +239,10 @@ class BrokerController:
         self.parts: BrokerParts | None = None  # built by start(), once the store host is known
         self.services: dict[str, BrokerService] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._register_task: asyncio.Task[None] | None = None
+        self.registrar = NameServerRegistrar(
+            broker, self.topics, self.outbound, lambda: self.address, lambda: self.ha_address
+        )
         self._persist_task: asyncio.Task[None] | None = None
-        self._register_soon = asyncio.Event()
         self.started = False
         self.closed = False
 
@@ -313,6 +303,7 @@ class BrokerController:
         self.offsets.load()
         self._init_auth()
         self.filters.load()
+        self.request_modes.load()
         self.server.bind()
         store_host = HostAddress.of(self.broker.broker_ip1, self.port)
         parts = self._build(loop, store_host)
@@ -338,6 +329,7 @@ class BrokerController:
             resets=parts.resets,
             auth=AuthAdminProcessor(self.auth_metadata),
             reply=parts.reply,
+            assignment=parts.assignment,
         )
         self.services = parts.services()
         for name, svc in self.services.items():
@@ -345,9 +337,9 @@ class BrokerController:
             await svc.start()
         await self.server.start()
         self.started = True
-        if self.broker.namesrv_addrs:
-            registered = await self.register_all()
-            self._register_task = asyncio.create_task(self._register_loop(registered), name="broker-register")
+        if parts.ha_slave is not None:  # HA: a slave learns its master's addresses from each answer
+            self.registrar.on_result = parts.ha_slave.on_register_result
+        await self.registrar.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="broker-persist")
         log.info(
             "broker %s (%s, id %d) serving on %s, ports %s, store %s",
@@ -446,7 +438,8 @@ class BrokerController:
         ha = ha_master or ha_slave
 
         def extra_runtime_info() -> dict[str, str]:
-            return {**(ha.runtime_info() if ha is not None else {}), **figures.runtime_figures()}
+            more = self.runtime_info() if self.runtime_info is not None else {}
+            return {**(ha.runtime_info() if ha is not None else {}), **figures.runtime_figures(), **more}
 
         admin = AdminRequestProcessor(
             b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
@@ -488,6 +481,13 @@ class BrokerController:
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
             reply=ReplyMessageProcessor(
                 b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
+            ),
+            assignment=QueryAssignmentProcessor(
+                b,
+                topics,
+                clients,
+                self.request_modes,
+                self.registrar.route_of if b.namesrv_addrs else None,
             ),
         )
 
@@ -571,83 +571,9 @@ class BrokerController:
                 parts.live.set_broker_permission, 0, f"diverged from the master: {reason}"
             )
 
-    # -- name server registration -----------------------------------------------------------
     def request_register(self) -> None:
         """Called when topics change: register with the name servers at once (from any thread)."""
-        loop = self._loop
-        if loop is not None and not self.closed:
-            loop.call_soon_threadsafe(self._register_soon.set)
-
-    def _register_request(self) -> tuple[RegisterBrokerRequestHeader, bytes]:
-        wrapper = self.topics.wrapper()
-        broker_perm = self.broker.broker_permission
-        if not (perm.is_readable(broker_perm) and perm.is_writeable(broker_perm)):
-            # Java's registerBrokerAll: topic permissions are masked by brokerPermission.
-            wrapper = TopicConfigSerializeWrapper(
-                {name: dataclasses.replace(tc, perm=tc.perm & broker_perm)
-                 for name, tc in wrapper.topic_config_table.items()},
-                wrapper.data_version,
-            )  # fmt: skip
-        body = RegisterBrokerBody(wrapper).encode()
-        header = RegisterBrokerRequestHeader(
-            broker_name=self.broker.broker_name,
-            broker_addr=self.address,
-            cluster_name=self.broker.broker_cluster_name,
-            ha_server_addr=self.ha_address,
-            broker_id=self.broker.broker_id,
-            compressed=False,
-            body_crc32=register_body_crc32(body),
-        )
-        return header, body
-
-    async def register_all(self) -> bool:
-        """Register with every name server; True if all accepted."""
-        header, body = self._register_request()
-        ok = True
-        timeout = self.broker.register_broker_timeout_mills / 1000
-        for addr in self.broker.namesrv_addrs:
-            request = make_request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
-            try:
-                response = await self.outbound.invoke(addr, request, timeout)
-            except (OSError, TimeoutError) as exc:
-                log.warning("register to name server %s failed: %s", addr, exc)
-                ok = False
-                continue
-            if response.code != ResponseCode.SUCCESS:
-                log.warning("name server %s refused registration: %s", addr, response.remark)
-                ok = False
-                continue
-            slave = self.parts.ha_slave if self.parts is not None else None
-            if slave is not None:  # HA: a slave learns its master's addresses here
-                slave.on_register_result(RegisterBrokerResponseHeader.from_ext(response.ext_fields))
-        return ok
-
-    async def _register_loop(self, registered: bool) -> None:
-        period = self.broker.effective_register_period_ms / 1000
-        while True:
-            # A failed registration is retried soon, not a whole period later: a slave learns
-            # its master's address only once the master is registered (HA).
-            wait = period if registered else min(period, REGISTER_RETRY_S)
-            await wait_event(self._register_soon, wait)
-            self._register_soon.clear()
-            try:
-                registered = await self.register_all()
-            except Exception:
-                registered = False
-                log.exception("registration failed")
-
-    async def _unregister_all(self) -> None:
-        header = UnregisterBrokerRequestHeader(
-            broker_name=self.broker.broker_name,
-            broker_addr=self.address,
-            cluster_name=self.broker.broker_cluster_name,
-            broker_id=self.broker.broker_id,
-        )
-        for addr in self.broker.namesrv_addrs:
-            with contextlib.suppress(OSError, TimeoutError):
-                await self.outbound.invoke(
-                    addr, make_request(RequestCode.UNREGISTER_BROKER, header.to_ext()), 3
-                )
+        self.registrar.request_register()
 
     async def _persist_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -674,11 +600,11 @@ class BrokerController:
         if self.closed:
             return
         self.closed = True
-        for task in (self._register_task, self._persist_task):
-            if task is not None:
-                task.cancel()
-        if self.started and self.broker.namesrv_addrs:
-            await self._unregister_all()
+        self.registrar.cancel()
+        if self._persist_task is not None:
+            self._persist_task.cancel()
+        if self.started:
+            await self.registrar.unregister_all()
         # Services first, while connections are open: held pulls get their answers.
         for name, svc in reversed(self.services.items()):
             try:

@@ -15,6 +15,7 @@ from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
 from rocketlite.broker.processors.admin_requests import AdminRequestProcessor
 from rocketlite.broker.processors.admin_stats import AdminStatsProcessor
+from rocketlite.broker.processors.assignment import QueryAssignmentProcessor
 from rocketlite.broker.processors.client_relay import ClientRelayProcessor, ResetOffsetGuard
 from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
@@ -52,6 +53,7 @@ def register_requests(
     resets: ResetOffsetGuard,
     auth: AuthAdminProcessor,
     reply: ReplyMessageProcessor | None = None,
+    assignment: QueryAssignmentProcessor | None = None,
 ) -> None:
     """Register every request code the broker answers on `table`."""
     handlers: dict[int, Handler] = {
@@ -123,6 +125,9 @@ def register_requests(
         # ACL 2.0: users and ACLs (AUTH_* 3001-3010)
         **auth.handlers(),
     }
+    if assignment is not None:  # 5.x server-side assignment
+        handlers[C.QUERY_ASSIGNMENT] = assignment.handle_query
+        handlers[C.SET_MESSAGE_REQUEST_MODE] = assignment.handle_set_mode
     if reply is not None:  # request-reply: the replier's send, pushed to the requester
         handlers[C.SEND_REPLY_MESSAGE] = reply.handle
         handlers[C.SEND_REPLY_MESSAGE_V2] = reply.handle

@@ -75,7 +75,6 @@ from rocketlite.client.producer import (
     select_by_sharding_key,
     select_random,
 )
-from rocketlite.client.rebalance import allocate_averagely, allocate_averagely_by_circle
 from rocketlite.client.request_reply import RequestTimeoutError, create_reply_message
 from rocketlite.client.selector import MessageSelector
 from rocketlite.client.sync import Producer, PullConsumer, PushConsumer, TransactionProducer
@@ -85,6 +84,7 @@ from rocketlite.client.transaction import (
     TransactionListener,
     TransactionSendResult,
 )
+from rocketlite.protocol.allocate import allocate_averagely, allocate_averagely_by_circle
 from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, MessageModel
 
 __all__ = [

@@ -45,11 +45,13 @@ from rocketlite.client.offset_store import (
     OffsetStore,
     ReadOffsetType,
     RemoteBrokerOffsetStore,
+    UnstartedOffsetStore,
 )
 from rocketlite.client.process_queue import ProcessQueue
 from rocketlite.client.producer import AsyncProducer
-from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer, allocate_averagely
+from rocketlite.client.rebalance import AllocateStrategy, QueueListener, Rebalancer
 from rocketlite.client.selector import MessageSelector
+from rocketlite.protocol.allocate import allocate_averagely
 from rocketlite.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketlite.protocol.bodies.running_info import ConsumeMessageDirectlyResult
 from rocketlite.protocol.codes import PullSysFlag
@@ -141,7 +143,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
         self.executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=consume_thread_max, thread_name_prefix=f"rocketlite-consume-{group}"
         )
-        self.offset_store: OffsetStore = _NoOffsets()
+        self.offset_store: OffsetStore = UnstartedOffsetStore()
         self.api: BrokerApi | None = None
         self.stats = ConsumerStats()
         self.start_timestamp = 0  # epoch ms of the last start (ConsumerRunningInfo)
@@ -585,26 +587,3 @@ def new_inner_producer(group: str, config: ClientConfig) -> AsyncProducer:
 def _log_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("pull loop %s crashed", task.get_name(), exc_info=task.exception())
-
-
-class _NoOffsets:
-    """Placeholder before start()."""
-
-    async def load(self) -> None:
-        return None
-
-    def update(self, mq: MessageQueue, offset: int, *, increase_only: bool = False) -> None:
-        del mq, offset, increase_only
-
-    async def read(self, mq: MessageQueue, how: ReadOffsetType) -> int:
-        del mq, how
-        return -1
-
-    async def persist(self, mqs: object, *, oneway: bool = True) -> None:
-        del mqs, oneway
-
-    def remove(self, mq: MessageQueue) -> None:
-        del mq
-
-    def offsets(self) -> dict[MessageQueue, int]:
-        return {}

@@ -169,3 +169,28 @@ class LocalFileOffsetStore(_MemoryTable):
         table = {mq: off for mq, off in self.table.items() if mq in wanted and off >= 0}
         if table:
             await asyncio.to_thread(self._write, table)
+
+
+class UnstartedOffsetStore:
+    """A consumer's offset store before start(): it knows no offsets and keeps none, so what
+    asks before start (a rebalance view, an admin relay) gets "nothing committed" instead of an
+    AttributeError; start() replaces it with the remote or local store of the message model."""
+
+    async def load(self) -> None:
+        return None
+
+    def update(self, mq: MessageQueue, offset: int, *, increase_only: bool = False) -> None:
+        del mq, offset, increase_only
+
+    async def read(self, mq: MessageQueue, how: ReadOffsetType) -> int:
+        del mq, how
+        return -1
+
+    async def persist(self, mqs: object, *, oneway: bool = True) -> None:
+        del mqs, oneway
+
+    def remove(self, mq: MessageQueue) -> None:
+        del mq
+
+    def offsets(self) -> dict[MessageQueue, int]:
+        return {}

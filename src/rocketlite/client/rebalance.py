@@ -26,6 +26,7 @@ from rocketlite.client.errors import ClientError
 from rocketlite.client.instance import ClientInstance
 from rocketlite.client.message import MessageQueue
 from rocketlite.client.process_queue import ProcessQueue
+from rocketlite.protocol.allocate import allocate_averagely
 from rocketlite.protocol.bodies.heartbeat import MessageModel, SubscriptionData
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 
@@ -33,38 +34,6 @@ log = logging.getLogger("rocketlite.client.rebalance")
 
 AllocateStrategy = Callable[[str, str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
 QueueListener = Callable[[str, list[MessageQueue], list[MessageQueue]], None]
-
-
-def allocate_averagely(
-    group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
-) -> list[MessageQueue]:
-    """`AllocateMessageQueueAveragely`: contiguous blocks; the first `len(mq) % len(cid)` get one more."""
-    del group
-    if current_cid not in cid_all or not mq_all:
-        return []
-    index = list(cid_all).index(current_cid)
-    n_mq, n_cid = len(mq_all), len(cid_all)
-    mod = n_mq % n_cid
-    if n_mq <= n_cid:
-        average = 1
-    elif mod > 0 and index < mod:
-        average = n_mq // n_cid + 1
-    else:
-        average = n_mq // n_cid
-    start = index * average if mod > 0 and index < mod else index * average + mod
-    size = min(average, n_mq - start)
-    return [mq_all[(start + i) % n_mq] for i in range(max(0, size))]
-
-
-def allocate_averagely_by_circle(
-    group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
-) -> list[MessageQueue]:
-    """`AllocateMessageQueueAveragelyByCircle`: queue i goes to client i % n."""
-    del group
-    if current_cid not in cid_all:
-        return []
-    index = list(cid_all).index(current_cid)
-    return [mq for i, mq in enumerate(mq_all) if i % len(cid_all) == index]
 
 
 REPEAT_LOG_S = 60

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 
 from rocketlite.protocol.bodies.message_queue import MessageQueue
-from rocketlite.protocol.bodies.route import TopicRouteData
+from rocketlite.protocol.bodies.route import TopicRouteData, subscribe_info_of
 from rocketlite.protocol.reserved import MASTER_ID
 
 PERM_READ = 4
@@ -46,16 +46,6 @@ def publish_info_of(topic: str, route: TopicRouteData) -> TopicPublishInfo:
         for i in range(qd.write_queue_nums)
     ]
     return TopicPublishInfo(tuple(queues))
-
-
-def subscribe_info_of(topic: str, route: TopicRouteData) -> list[MessageQueue]:
-    """`topicRouteData2TopicSubscribeInfo`: readQueueNums queues of every readable queue data."""
-    return sorted(
-        MessageQueue(topic, qd.broker_name, i)
-        for qd in route.queue_datas
-        if qd.perm & PERM_READ
-        for i in range(qd.read_queue_nums)
-    )
 
 
 class RouteTable:

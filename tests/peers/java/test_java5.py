@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rocketlite.embedded import EmbeddedCluster, embedded
+from rocketlite.protocol.bodies.assignment import MessageRequestMode
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import TIMER_TOPIC
 from tests.support.foreign_clients.java import JavaClients, events, received
@@ -48,15 +49,11 @@ def test_timer_message_deliver_time(cluster: EmbeddedCluster, java: JavaClients)
     assert sent["timed"]["msgId"] in uniq
 
 
-@pytest.mark.skip(
-    reason="QUERY_ASSIGNMENT (400) answers REQUEST_CODE_NOT_SUPPORTED: setClientRebalance(false) gets no "
-    "queues (RebalanceImpl.getRebalanceResultFromBroker), so nothing is popped"
-)
 def test_pop_with_broker_rebalance(tmp_path: Path, java: JavaClients) -> None:
     """DefaultMQPushConsumer.setClientRebalance(false): the broker assigns the queues (QUERY_ASSIGNMENT),
     in POP mode (defaultMessageRequestMode=POP) every client pops every queue (queueId -1); each
     message arrives once and carries the POP_CK handle."""
-    with embedded(tmp_path / "store", default_message_request_mode="POP") as c:
+    with embedded(tmp_path / "store", default_message_request_mode=MessageRequestMode.POP) as c:
         topic = unique("J5Pop")
         create_topic(c, topic)
         cp = java.run(LINE, "pop", c.namesrv_addr, topic=topic, group=unique("j5p"), n=4)

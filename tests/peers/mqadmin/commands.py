@@ -32,6 +32,7 @@ RUN_BY: Final[dict[str, str]] = {
     "updateOrderConf": "test_name_server",
     # groups
     "updateSubGroup": "test_groups",
+    "setConsumeMode": "test_groups",
     "updateSubGroupList": "test_groups",
     "getConsumerConfig": "test_groups",
     "deleteSubGroup": "test_groups",
@@ -93,10 +94,6 @@ RUN_BY: Final[dict[str, str]] = {
 }
 
 LEFT_OUT: Final[dict[str, str]] = {
-    "setConsumeMode": (
-        "sets the POP/PULL mode the broker hands out through QUERY_ASSIGNMENT (400), which is not "
-        "served: clients assign queues themselves here, so the mode would change nothing"
-    ),
     "updateNamesrvConfig": (
         "refused on purpose (NO_PERMISSION): the name server never rewrites its config remotely "
         "(CVE-2023-37582)"

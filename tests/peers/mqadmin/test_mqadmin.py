@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,13 +25,23 @@ from typing import Any
 
 import pytest
 
-from rocketlite.client import ClientConfig, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from rocketlite.client import Message, Producer
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.bodies.route import TopicConfig, TopicRouteData
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.message import parse_msg_id
 from rocketlite.protocol.reserved import OFFSET_MOVED_EVENT
 from tests.peers.mqadmin.commands import LEFT_OUT, RUN_BY
+from tests.peers.mqadmin.consumer_checks import (
+    Listener,
+    check_connections,
+    check_offsets,
+    check_progress,
+    client_id_of,
+    committed,
+    max_offsets,
+    start_consumer,
+)
 from tests.support.foreign_clients.mqadmin import MqAdmin, Result, mqadmin_shell
 from tests.support.foreign_clients.real import consumer_ids
 from tests.support.names import unique
@@ -124,12 +133,12 @@ def monitored(cluster: EmbeddedCluster, mq: MqAdmin) -> Iterator[Monitored]:
     topic, group = unique("MqaMon"), unique("MqaMonG")
     create_topic(cluster, topic, queues=2)
     listener = Listener()
-    consumer = _start_consumer(cluster, group, topic, listener)
+    consumer = start_consumer(cluster, group, topic, listener)
     try:
-        _client_id(cluster, group)
+        client_id_of(cluster, group)
         # a group's consume stats list the topics it has committed offsets for: one message a queue
         _produce(cluster, topic, 2)
-        wait_until(lambda: _committed(cluster, group, topic, 2) == [1, 1], 15, "the first commits")
+        wait_until(lambda: committed(cluster, group, topic, 2) == [1, 1], 15, "the first commits")
         listener.release.clear()  # what comes now stays in flight, not consumed
         _produce(cluster, topic, UNDONE)
         wait_until(lambda: listener.waiting > 0, 15, "a message in flight")
@@ -218,6 +227,19 @@ def test_groups(cluster: EmbeddedCluster, mq: MqAdmin, tmp_path: Path) -> None:
     out = mq.ok("updateSubGroupList", "-b", cluster.broker_addr, "-f", spec)
     assert f"submit batch of group config to {cluster.broker_addr} success" in out.out
     assert [cluster.broker.groups.table[g].retry_max_times for g in batch] == [3, 3]
+
+    # setConsumeMode (401), to the broker by address
+    topic = unique("MqaMode")
+    create_topic(cluster, topic, queues=2)
+    out = mq.ok(
+        "setConsumeMode", "-b", cluster.broker_addr, "-t", topic, "-g", group, "-m", "POP", "-q", 1,
+        namesrv=False,
+    )  # fmt: skip
+    assert f"set consume mode to {cluster.broker_addr} success." in out.out
+    assert f"topic[{topic}] group[{group}] consume mode[POP] popShareQueueNum[1]" in out.out
+    saved = json.loads((cluster.broker.store_config.config_dir / "messageRequestMode.json").read_text())
+    assert saved["messageRequestModeMap"][topic][group]["mode"] == "POP"
+    assert saved["messageRequestModeMap"][topic][group]["popShareQueueNum"] == 1
 
     cluster.broker.offsets.commit(group, "SomeTopic", 0, 7)
     out = mq.ok("deleteSubGroup", "-b", cluster.broker_addr, "-g", group, "-r", "true")
@@ -382,61 +404,7 @@ def test_message_trace(cluster: EmbeddedCluster, mq: MqAdmin) -> None:
     assert missing.error is not None and missing.error.get("responseCode") == 208  # QUERY_NOT_FOUND
 
 
-# -- consumers, producers, offsets --------------------------------------------------------------
-class Listener:
-    """Records what the consumer gets; `hold` makes it wait (the messages stay in flight)."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.lock = threading.Lock()
-        self.release = threading.Event()
-        self.release.set()
-        self.waiting = 0
-
-    def __call__(self, msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
-        if not self.release.is_set():
-            with self.lock:
-                self.waiting += 1
-        self.release.wait(60)
-        with self.lock:
-            self.bodies.extend(m.body for m in msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.bodies)
-
-
-def _start_consumer(cluster: EmbeddedCluster, group: str, topic: str, listener: Listener) -> PushConsumer:
-    config = ClientConfig(
-        cluster.namesrv_addr, instance_name=unique("mqa"), persist_consumer_offset_interval=0.2
-    )
-    consumer = PushConsumer(group, config=config)
-    consumer.subscribe(topic, "*")
-    consumer.register_message_listener(listener)
-    consumer.start()
-    return consumer
-
-
-def _committed(cluster: EmbeddedCluster, group: str, topic: str, queues: int) -> list[int]:
-    return [cluster.broker.offsets.query(group, topic, q) for q in range(queues)]
-
-
-def _max_offsets(cluster: EmbeddedCluster, topic: str, queues: int) -> list[int]:
-    return [cluster.broker.store.get_max_offset_in_queue(topic, q) for q in range(queues)]
-
-
-def _client_id(cluster: EmbeddedCluster, group: str) -> str:
-    ids: list[str] = []
-
-    def online() -> bool:
-        ids[:] = consumer_ids(cluster, group)
-        return len(ids) == 1
-
-    wait_until(online, 15, f"one consumer of {group}")
-    return ids[0]
-
-
+# -- consumers, producers, offsets -----------------------------------------------------------------
 def test_consumers(cluster: EmbeddedCluster, mq: MqAdmin) -> None:
     topic, group, pgroup = unique("MqaCons"), unique("MqaCG"), unique("MqaPG")
     create_topic(cluster, topic, queues=2)
@@ -444,118 +412,20 @@ def test_consumers(cluster: EmbeddedCluster, mq: MqAdmin) -> None:
     with Producer(pgroup, cluster.namesrv_addr) as producer:
         for i in range(8):
             producer.send(Message(topic, f"c-{i}".encode()))
-        consumer = _start_consumer(cluster, group, topic, listener)
+        consumer = start_consumer(cluster, group, topic, listener)
         try:
             wait_until(lambda: listener.count() == 8, 30, "8 messages consumed")
             wait_until(
-                lambda: _committed(cluster, group, topic, 2) == _max_offsets(cluster, topic, 2), 15, "commits"
+                lambda: committed(cluster, group, topic, 2) == max_offsets(cluster, topic, 2),
+                15,
+                "commits",
             )
-            client_id = _client_id(cluster, group)
-            _connections(cluster, mq, topic, group, pgroup, client_id)
-            _progress(cluster, mq, topic, group, client_id)
-            _offsets(cluster, mq, topic, group, listener)
+            client_id = client_id_of(cluster, group)
+            check_connections(cluster, mq, topic, group, pgroup, client_id)
+            check_progress(cluster, mq, topic, group, client_id)
+            check_offsets(cluster, mq, topic, group, listener)
         finally:
             consumer.shutdown()
-
-
-def _connections(
-    cluster: EmbeddedCluster, mq: MqAdmin, topic: str, group: str, pgroup: str, cid: str
-) -> None:
-    out = mq.ok("consumerConnection", "-g", group)
-    rows = out.table("#ClientId")
-    assert [r[:3] for r in rows] == [[cid, rows[0][1], "PYTHON"]]
-    subs = {r[0]: r[1] for r in out.table("#Topic")}
-    assert subs == {topic: "*", f"%RETRY%{group}": "*"}
-    assert "ConsumeType: CONSUME_PASSIVELY" in out.out and "MessageModel: CLUSTERING" in out.out
-
-    producers = mq.ok("producerConnection", "-g", pgroup, "-t", topic).lines()
-    assert len(producers) == 1 and producers[0].split()[:2] == ["0001", producers[0].split()[1]]
-    producer_cid = producers[0].split()[1]
-    assert producers[0].split()[3] == "PYTHON"
-    listed = mq.ok("producer", "-b", cluster.broker_addr).out
-    assert f"producer group ({pgroup}) instance : clientId={producer_cid}," in listed
-
-    allocated = json.loads(mq.ok("allocateMQ", "-t", topic, "-i", "10.0.0.1,10.0.0.2").out)["result"]
-    assert sorted(allocated) == ["10.0.0.1", "10.0.0.2"]
-    queues = sorted(q["queueId"] for qs in allocated.values() for q in qs)
-    assert queues == [0, 1] and all(len(qs) == 1 for qs in allocated.values())
-
-
-def _progress(cluster: EmbeddedCluster, mq: MqAdmin, topic: str, group: str, cid: str) -> None:
-    expected = [
-        (
-            topic,
-            BROKER,
-            q,
-            cluster.broker.store.get_max_offset_in_queue(topic, q),
-            cluster.broker.offsets.query(group, topic, q),
-        )
-        for q in (0, 1)
-    ]
-    rows = mq.ok("consumerProgress", "-g", group, "-t", topic).table("#Topic")
-    assert [(r[0], r[1], int(r[2]), int(r[3]), int(r[4])) for r in rows] == expected
-    assert all(r[5] == "0" for r in rows)  # diff
-    with_ip = mq.ok("consumerProgress", "-g", group, "-s", "true").table("#Topic")  # asks the client (307)
-    by_queue = {(r[0], int(r[2])): r[5] for r in with_ip}
-    assert by_queue[(topic, 0)] == by_queue[(topic, 1)] == cid.split("@", 1)[0]
-    groups = {r[0]: r for r in mq.ok("consumerProgress").table("#Group")}
-    assert (
-        groups[group][1] == "1" and groups[group][3:5] == ["PUSH", "CLUSTERING"] and groups[group][-1] == "0"
-    )
-
-    status = mq.ok("consumerStatus", "-g", group)
-    row = status.table("#Index")[0]
-    assert row[1] == cid
-    info_file = mq.home / row[3]
-    assert info_file.is_file(), status.describe()
-    assert topic in info_file.read_text()
-    assert "Rebalance OK" in status.out
-    one = mq.ok("consumerStatus", "-g", group, "-i", cid).out
-    assert "#Consumer Subscription#" in one and f"{topic}" in one
-
-    stats = mq.ok("brokerConsumeStats", "-b", cluster.broker_addr).table("#Topic")
-    mine = [(r[0], r[1], r[2], int(r[3]), int(r[4]), int(r[5])) for r in stats if r[1] == group]
-    assert mine == [(t, group, b, q, broker, consumer) for t, b, q, broker, consumer in expected]
-
-    all_stats = mq.ok("statsAll", "-t", topic).table("#Topic")
-    assert len(all_stats) == 1 and all_stats[0][:3] == [topic, group, "0"]
-    assert all_stats[0][-2:] == ["8", "8"]  # in and out in 24 hours
-
-
-def _offsets(cluster: EmbeddedCluster, mq: MqAdmin, topic: str, group: str, listener: Listener) -> None:
-    twin = unique("MqaTwin")
-    done = mq.ok("cloneGroupOffset", "-s", group, "-d", twin, "-t", topic).out
-    assert done == f"clone group offset success. srcGroup[{group}], destGroup=[{twin}], topic[{topic}]"
-    assert _committed(cluster, twin, topic, 2) == _committed(cluster, group, topic, 2)
-
-    # back to the start: the running consumer takes the reset at its next pull (as in RocketMQ, a
-    # pull held on an empty queue answers first; a message on each queue ends both holds) and gets
-    # all 8 again, then the 2 new ones
-    reset = mq.ok("resetOffsetByTime", "-g", group, "-t", topic, "-s", 0)
-    assert sorted((r[0], int(r[1]), int(r[2])) for r in reset.table("#brokerName")) == [
-        (BROKER, 0, 0),
-        (BROKER, 1, 0),
-    ]
-    with Producer(unique("MqaPG"), cluster.namesrv_addr) as producer:
-        for i in range(2):
-            producer.send(Message(topic, f"more-{i}".encode()))
-    wanted = {f"c-{i}".encode() for i in range(8)} | {b"more-0", b"more-1"}
-    wait_until(
-        lambda: wanted <= set(listener.bodies[8:]), 30, "the 8 messages consumed again, and 2 new ones"
-    )
-
-    # the offline twin: skip what piled up, then one queue to a chosen offset
-    ends = _max_offsets(cluster, topic, 2)
-    assert _committed(cluster, twin, topic, 2) != ends
-    mq.ok("updateSubGroup", "-b", cluster.broker_addr, "-g", twin)  # a reset needs the group's config
-    skipped = mq.ok("skipAccumulatedMessage", "-g", twin, "-t", topic).table("#brokerName")
-    assert sorted((r[0], int(r[1]), int(r[2])) for r in skipped) == [(BROKER, q, ends[q]) for q in (0, 1)]
-    assert _committed(cluster, twin, topic, 2) == ends
-    one = mq.ok(
-        "resetOffsetByTime", "-g", twin, "-t", topic, "-s", "now", "-b", cluster.broker_addr, "-q", 0, "-o", 1
-    )
-    assert "reset consumer offset to 1" in one.out
-    assert _committed(cluster, twin, topic, 2) == [1, ends[1]]
 
 
 # -- broker -------------------------------------------------------------------------------------
@@ -689,7 +559,9 @@ def test_every_sub_command_is_run_or_left_out(mq: MqAdmin) -> None:
     assert len(mq.commands) == 89
     assert set(RUN_BY) | set(LEFT_OUT) == set(mq.commands)
     assert not set(RUN_BY) & set(LEFT_OUT)
-    source = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
+    # the tests and their checks, not commands.py (which names every sub-command)
+    checks = [p for p in Path(__file__).parent.glob("*.py") if p.name != "commands.py"]
+    source = "".join(p.read_text() for p in checks)
     for command, test in RUN_BY.items():
         assert f"def {test}(" in source, (command, test)
         assert f'"{command}"' in source, f"{command} is not run by any test"

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
+from rocketlite.protocol import perm
 from rocketlite.protocol.bodies.json_body import (
     BodyError,
     JsonBody,
@@ -30,6 +31,7 @@ from rocketlite.protocol.bodies.json_body import (
     get_str,
     to_int,
 )
+from rocketlite.protocol.bodies.message_queue import MessageQueue
 from rocketlite.protocol.wire import fastjson
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 16  # TopicConfig defaults (`defaultReadQueueNums`)
@@ -381,3 +383,13 @@ class RegisterBrokerBody(JsonBody):
             TopicConfigSerializeWrapper({c.topic_name: c for c in configs}, version),
             tuple(str(s) for s in servers) if isinstance(servers, list) else (),
         )
+
+
+def subscribe_info_of(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """`topicRouteData2TopicSubscribeInfo`: readQueueNums queues of every readable queue data."""
+    return sorted(
+        MessageQueue(topic, qd.broker_name, i)
+        for qd in route.queue_datas
+        if perm.is_readable(qd.perm)
+        for i in range(qd.read_queue_nums)
+    )

@@ -1,0 +1,191 @@
+"""5.x SendMessage / ReceiveMessage+Ack beside 4.x SEND_MESSAGE_V2 / PULL_MESSAGE, on one broker in
+one run, both driven by the native generator (bench/peers/loadgen, `-proto grpc` and
+`-proto remoting`), so neither side is limited by a Python client.
+
+The 5.x requests are serialized here once with rocketlite's generated stubs (one 1 KiB NORMAL
+message per SendMessageRequest, a distinct message id per connection; a ReceiveMessageRequest of
+32 for any queue of the topic, as the 5.x clients' POP receive asks) and handed to the generator
+as bytes; it sends them through google.golang.org/grpc with a pass-through codec. The 4.x frames
+are bench/peers/frames.py's. Both sides: 16 connections (HTTP/2 connections on the 5.x side);
+4.x keeps 32 requests in flight per connection, 5.x `window` calls.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.support.ports import free_port
+
+from bench.broker.config import CONNECTIONS, WINDOW, out
+from bench.broker.loadgen import close_all, latency_body, open_broker
+from bench.broker.runner import settle, warm_up
+from bench.broker.servers import Child, start_broker, wait_listening
+from bench.peers.frames import write_frames
+from bench.peers.servers import GENERATOR
+
+__all__ = ["GENERATOR", "Native", "run", "table", "write_grpc_frames"]
+
+SATURATED = 0.85  # share of one core
+TOPIC4, TOPIC5, GROUP5 = "Native4", "Native5", "Native5Group"
+METADATA = {"x-mq-client-id": "peersgen@1@0@native", "x-mq-language": "GOLANG", "x-mq-protocol": "v2"}
+
+
+@dataclass(slots=True)
+class Native:
+    work: Path
+    seconds: float = 5.0
+    warmup: float = 1.0
+    size: int = 1024
+    window: int = 32  # 5.x calls in flight per connection
+    consume: bool = True
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def write_grpc_frames(path: Path, topic: str, group: str, size: int) -> Path:
+    """The generator's `-frames` file for `-proto grpc` (bench/peers/loadgen/grpcgen.go)."""
+    from rocketlite.protocol.proto.v2 import definition_pb2 as pb  # noqa: PLC0415
+    from rocketlite.protocol.proto.v2 import service_pb2 as spb  # noqa: PLC0415
+
+    body = bytes(size)
+    digest = pb.Digest(type=pb.DigestType.CRC32, checksum=f"{zlib.crc32(body):08X}")
+
+    def send(n: int) -> bytes:
+        system = pb.SystemProperties(
+            tag="TagA",
+            message_id=f"01{os.getpid() & 0xFFFFFFFF:08X}{n:024X}",
+            body_digest=digest,
+            body_encoding=pb.Encoding.IDENTITY,
+            message_type=pb.MessageType.NORMAL,
+        )
+        message = pb.Message(topic=pb.Resource(name=topic), system_properties=system, body=body)
+        raw: bytes = spb.SendMessageRequest(messages=[message]).SerializeToString()
+        return raw
+
+    receive = spb.ReceiveMessageRequest(
+        group=pb.Resource(name=group),
+        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+        filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+        batch_size=32,
+        invisible_duration={"seconds": 60},
+        long_polling_timeout={"seconds": 1},
+    ).SerializeToString()
+    ack = spb.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic))
+
+    def b64(raw: bytes) -> str:
+        return base64.b64encode(raw).decode()
+
+    doc = {
+        "send": [b64(send(n)) for n in range(CONNECTIONS)],
+        "receive": [b64(receive)] * CONNECTIONS,
+        "ack_prefix": b64(ack.SerializeToString()),
+        "metadata": METADATA,
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def generate(mode: str, proto: str, addr: str, pid: int, *args: str) -> dict[str, Any]:
+    argv = [str(GENERATOR), mode, "-proto", proto, "-addr", addr, "-server-pid", str(pid),
+            "-conns", str(CONNECTIONS), *args]  # fmt: skip
+    proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"peersgen {mode} -proto {proto} failed:\n{proc.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def cores(r: dict[str, Any], key: str) -> float:
+    return float(r.get(key, 0.0)) / r["seconds"] if r.get("seconds") else 0.0
+
+
+def saturated(r: dict[str, Any]) -> str:
+    srv, gen, mach = cores(r, "server_cpu_s"), cores(r, "gen_cpu_s"), cores(r, "machine_busy_s")
+    if mach >= 2 * 0.92:
+        return f"2 cores (broker {srv:.2f}, generator {gen:.2f})"
+    return " + ".join(n for n, c in (("broker", srv), ("generator", gen)) if c >= SATURATED) or "none"
+
+
+def us_per_msg(r: dict[str, Any]) -> float:
+    return float(r["server_cpu_s"]) / r["messages"] * 1e6 if r.get("messages") else float("nan")
+
+
+def line(name: str, r: dict[str, Any]) -> str:
+    lat = f"p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms  " if r.get("samples") else ""
+    text = (
+        f"  {name:32s} {r['rate']:>10,.0f} msg/s  {us_per_msg(r):6.1f} us/msg broker CPU  {lat}"
+        f"broker {cores(r, 'server_cpu_s'):.2f} / generator {cores(r, 'gen_cpu_s'):.2f} / "
+        f"machine {cores(r, 'machine_busy_s'):.2f} cores  saturated: {saturated(r)}"
+    )
+    if r.get("errors"):
+        text += f"  [{r['errors']} errors: {r.get('first_error', '')[:160]}]"
+    return text
+
+
+async def run(s: Native) -> dict[str, dict[str, Any]]:
+    grpc_port = free_port()
+    broker, port = start_broker(s.work, False, {grpc_port}, extra={"grpcServerPort": str(grpc_port)})
+    conns = []
+    try:
+        await wait_listening(broker, port)
+        await wait_listening(broker, grpc_port)
+        conns = await open_broker(port, CONNECTIONS)
+        for topic in (TOPIC4, TOPIC5):  # the topics and their 16 queues exist before any window
+            await warm_up(conns, topic, latency_body(s.size)())
+        frames4 = write_frames(s.work / "frames4.json", TOPIC4, s.size, batch=False)
+        frames5 = write_grpc_frames(s.work / "frames5.json", TOPIC5, GROUP5, s.size)
+        timed = ["-seconds", str(s.seconds), "-warmup", str(s.warmup), "-size", str(s.size)]
+        await phase(s, broker, "4.x SEND_MESSAGE_V2", "send4", "produce", "remoting", port,
+                    *timed, "-window", str(WINDOW), "-frames", str(frames4))  # fmt: skip
+        await phase(s, broker, "5.x SendMessage", "send5", "produce", "grpc", grpc_port,
+                    *timed, "-window", str(s.window), "-frames", str(frames5))  # fmt: skip
+        if s.consume:
+            cap = ["-seconds", str(max(10.0, 4 * s.seconds))]
+            await phase(s, broker, "4.x PULL_MESSAGE of 32", "consume4", "consume", "remoting", port,
+                        *cap, "-frames", str(frames4))  # fmt: skip
+            await phase(s, broker, "5.x ReceiveMessage of 32 + Ack", "consume5", "consume", "grpc",
+                        grpc_port, *cap, "-frames", str(frames5))  # fmt: skip
+    finally:
+        close_all(conns)
+        broker.stop()
+    return s.rows
+
+
+async def phase(
+    s: Native, broker: Child, name: str, key: str, mode: str, proto: str, port: int, *args: str
+) -> None:
+    await settle()
+    r = generate(mode, proto, f"127.0.0.1:{port}", broker.pid, *args)
+    s.rows[key] = r
+    out(line(name, r))
+
+
+def table(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """4.x and 5.x side by side, the native generator on both."""
+    lines = [
+        "| figure (native generator) | 4.x remoting | 5.x gRPC | 5.x / 4.x | broker CPU/msg 4.x / 5.x "
+        "| p50 / p99 4.x | p50 / p99 5.x | saturated 4.x / 5.x |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+
+    def lat(r: dict[str, Any]) -> str:
+        return f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms" if r.get("samples") else "-"
+
+    for a_key, b_key, label in (("send4", "send5", "produce, 1 msg/request"),
+                                ("consume4", "consume5", "consume (pull / receive+ack)")):  # fmt: skip
+        a, b = rows.get(a_key), rows.get(b_key)
+        if a is None or b is None:
+            continue
+        ratio = f"{b['rate'] / a['rate']:.2f}x" if a["rate"] else "n/a"
+        lines.append(
+            f"| {label} | {a['rate']:,.0f} msg/s | {b['rate']:,.0f} msg/s | {ratio} | "
+            f"{us_per_msg(a):.1f} / {us_per_msg(b):.1f} µs | {lat(a)} | {lat(b)} | "
+            f"{saturated(a)} / {saturated(b)} |"
+        )
+    return lines
