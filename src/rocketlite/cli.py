@@ -110,12 +110,26 @@ def _broker_file_keys() -> set[str]:
     return config_keys(BrokerConfig) | config_keys(StoreConfig) | tls_config_keys()
 
 
+def build_name_server(path: Path | None, **overrides: Any) -> NameServer:
+    """The name server of a namesrv.conf; with `enableControllerInNamesrv=true`, with controller
+    mode's controller on its port, configured by the same file's controller keys (etcdEndpoints,
+    etcdKeyPrefix, ...), as RocketMQ's name server reads its ControllerConfig from its own file."""
+    props = load_properties(path) if path is not None else {}
+    warn_unknown_keys(props, config_keys(NamesrvConfig) | tls_config_keys() | config_keys(ControllerConfig),
+                      str(path))  # fmt: skip
+    config = build_config(NamesrvConfig, props, **overrides)
+    controller = None
+    if config.enable_controller_in_namesrv:
+        controller_props = {k: v for k, v in props.items() if k in config_keys(ControllerConfig)}
+        controller = ControllerService(build_config(ControllerConfig, controller_props))
+    return NameServer(config, tls=load_tls_config(props), embedded=controller)
+
+
 def cmd_namesrv(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.port is not None:
         overrides["listen_port"] = args.port
-    config, tls = load_namesrv_configs(Path(args.config) if args.config else None, **overrides)
-    _run(_serve_until_signal(NameServer(config, tls=tls)))
+    _run(_serve_until_signal(build_name_server(Path(args.config) if args.config else None, **overrides)))
     return 0
 
 

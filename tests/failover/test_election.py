@@ -17,12 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.formats.epoch_file import decode as decode_epochs
+from rocketlite.protocol.wire import fastjson
 from rocketlite.protocol.wire.controller import ControllerRequestCode, EpochEntryCache
 from tests.support import processes
 from tests.support.aio import run
 from tests.support.controller_mode.cluster import (
     BROKER_NAME,
+    TOPIC,
     FailoverCluster,
     Writer,
     failover_cluster,
@@ -106,6 +109,53 @@ def test_kill_the_master_nothing_acknowledged_is_lost(tmp_path: Path) -> None:
                 assert [e["epoch"] for e in broker["epochs"]] == [1, 2], epochs
             print(f"failover: longest gap between acks {failover_s:.2f} s; acked {len(writer.acked)}, "
                   f"failed sends {writer.failed}")  # fmt: skip
+        finally:
+            await raw.close()
+
+    with failover_cluster(tmp_path) as c:
+        run(scenario(c))
+
+
+def test_the_controller_inside_the_name_server(tmp_path: Path) -> None:
+    """`enableControllerInNamesrv=true`: the name server's port is the controller too (the
+    replicas' controllerAddr and namesrvAddr are one address). Kill -9 the master of two: the
+    other takes over, the name server's route names it brokerId 0, nothing acknowledged is lost."""
+
+    async def scenario(c: FailoverCluster) -> None:
+        raw = Raw()
+        try:
+            ns = c.namesrv_with_controller()
+            replicas = {i: c.replica(i, ns) for i in (1, 2)}
+            state = await wait_sync_state(raw, ns, lambda s: in_sync_ids(s) == {1, 2}, what="both in sync")
+            first = int(state["masterBrokerId"])
+            writer = Writer(raw, ns)
+            task = asyncio.create_task(writer.run())
+            while len(writer.acked) < 100:
+                await asyncio.sleep(0.05)
+            killed_at = time.monotonic()
+            replicas[first].kill9()
+            state = await wait_sync_state(
+                raw, ns, lambda s: s["masterBrokerId"] not in (first, -1), 30, "a new master"
+            )
+            acked_before = len(writer.acked)
+            while len(writer.acked) < acked_before + 100:
+                await asyncio.sleep(0.05)
+                assert time.monotonic() - killed_at < 60, "no writes through the new master"
+            writer.stop.set()
+            await task
+            read = await read_queue(raw, state["masterAddress"])
+            lost = sorted(set(writer.acked) - set(read))
+            assert not lost, f"acknowledged and lost: {lost[:10]} ({len(lost)})"
+            deadline = time.monotonic() + 30
+            while True:  # the new master registered itself as brokerId 0 of the group
+                r = await raw.call(ns.addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+                route = fastjson.loads(r.body or b"{}") if r.code == ResponseCode.SUCCESS else {}
+                assert isinstance(route, dict)
+                addrs = [b["brokerAddrs"] for b in route.get("brokerDatas", [])]
+                if addrs and addrs[0].get("0") == state["masterAddress"]:
+                    break
+                assert time.monotonic() < deadline, f"the route never named the new master: {route}"
+                await asyncio.sleep(0.1)
         finally:
             await raw.close()
 

@@ -1,6 +1,7 @@
 """Cutting the commit log at an epoch start (controller mode), on real files: what lies past the
 cut is gone after restart — records, consume-queue units and index keys — and what lies before
-it is untouched, also when the cut falls in the middle of a segment and later segments exist."""
+it is untouched, also when the cut falls in the middle of a segment and later segments exist;
+and what was cut is reported, message by message counted, before it goes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from rocketlite.protocol.errors import StoreError
 from rocketlite.store.message_store import MessageStore
-from rocketlite.store.truncation import cut_commit_log
+from rocketlite.store.truncation import cut_commit_log, tail_records
 from tests.support.store import message, small_config
 
 BODY = b"x" * 700  # ~ 100 records per 64 KiB segment: 250 records span three segments
@@ -32,7 +33,12 @@ def test_cut_in_a_middle_segment_drops_records_units_and_keys_past_it(tmp_path: 
     assert segments[1] < cut < segments[2]
 
     store = MessageStore(config)
-    assert store.truncate_log_before_start(cut) == segments[2] - cut + size * (len(segments) - 2)
+    cut_report = store.truncate_log_before_start(cut)
+    assert cut_report.cut_bytes == segments[2] - cut + size * (len(segments) - 2)
+    # What was cut is reported: the 100 records past it, their queue offsets and bytes.
+    assert (cut_report.messages, cut_report.queues) == (100, {("T", 0): (150, 249)})
+    assert (cut_report.offset, cut_report.end) == (cut, end)
+    assert "100 messages" in cut_report.describe() and "T/0 queue offsets 150..249" in cut_report.describe()
     store.start()
     try:
         assert store.max_phy_offset == cut
@@ -60,3 +66,5 @@ def test_nothing_past_the_offset_is_nothing_cut(tmp_path: Path) -> None:
     size = config.maped_file_size_commit_log
     assert cut_commit_log(config.commit_log_dir, size) == 0
     assert cut_commit_log(config.commit_log_dir, end) == size - end  # zeroes past the end
+    assert tail_records(config.commit_log_dir, end).messages == 0
+    assert tail_records(config.commit_log_dir, 0).messages == 1

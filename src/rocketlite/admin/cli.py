@@ -28,12 +28,10 @@ import os
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rocketlite.admin import cluster, controller_mode, groups, messages, render, topics, transfer
+from rocketlite.admin import auth_verbs, cluster, controller_mode, groups, messages, render, topics, transfer
 from rocketlite.admin.client import (
     DEFAULT_TIMEOUT_S,
     AdminClient,
@@ -44,9 +42,8 @@ from rocketlite.admin.client import (
 )
 from rocketlite.admin.credentials import resolve_credentials
 from rocketlite.admin.output import Output, ProgressReporter
-
-Run = Callable[[AdminClient, argparse.Namespace], Awaitable[dict[str, Any]]]
-Render = Callable[[Output, dict[str, Any], argparse.Namespace], None]
+from rocketlite.admin.verb import Verb, address
+from rocketlite.admin.verb import broker_or_cluster as _broker_or_cluster
 
 _TRUE = ("true", "1", "yes", "y", "on")
 _FALSE = ("false", "0", "no", "n", "off")
@@ -86,14 +83,6 @@ def timestamp(text: str) -> int:
         ) from None
 
 
-def address(text: str) -> str:
-    """host:port (the broker address of `-b` in updateTopic and friends)."""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"expected host:port, got {text!r}")
-    return text.strip()
-
-
 def namesrv_list(text: str) -> str:
     """One or more host:port separated by `;`."""
     parts = split_addresses(text)
@@ -129,21 +118,6 @@ def positive(text: str) -> int:
 
 
 # -- verbs ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Verb:
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Run
-    render: Render
-
-
-def _broker_or_cluster(p: argparse.ArgumentParser, what: str) -> None:
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("-b", "--brokerAddr", dest="broker_addr", type=address, help=f"{what} on this broker")
-    target.add_argument("-c", "--clusterName", dest="cluster", help=f"{what} on every master of this cluster")
 
 
 def _topic(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -434,6 +408,7 @@ VERBS: tuple[Verb, ...] = (
          render.pairs),
     Verb("getBrokerEpoch", "Get the epoch entries of a broker group's replicas (controller mode)", _cfg_epoch,
          lambda a, ns: controller_mode.get_broker_epoch(a, broker_name=ns.broker_name), render.pairs),
+    *auth_verbs.AUTH_VERBS,
 )  # fmt: skip
 
 

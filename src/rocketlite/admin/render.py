@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -341,3 +342,57 @@ def print_msg(out: Output, data: dict[str, Any], args: argparse.Namespace) -> No
         if q["messages"]:
             messages = [{**m, "brokerName": q["brokerName"]} for m in q["messages"]]
             out.table(MESSAGE_COLUMNS, _message_rows(messages, True), numeric=("QID", "Offset"))
+
+
+# -- ACL 2.0 (mqadmin's command/auth output) ---------------------------------------------------------
+
+USER_COLUMNS = ("#UserName", "#Password", "#UserType")
+ACL_COLUMNS = ("#Subject", "#PolicyType", "#Resource", "#Actions", "#SourceIp", "#Decision")
+
+
+def _java_list(values: list[str]) -> str:
+    return "[" + ", ".join(values) + "]"
+
+
+def auth_written(verb: str, preposition: str) -> Callable[[Output, dict[str, Any], argparse.Namespace], None]:
+    """`<verb> <what> to ADDR success.` per broker written, as mqadmin prints it."""
+
+    def draw(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:
+        del args
+        for addr in data["brokers"]:
+            out.line(f"{verb} {preposition} {addr} success.")
+
+    return draw
+
+
+def _users(out: Output, users: list[dict[str, Any]]) -> None:
+    if users:
+        out.table(USER_COLUMNS, [(u["username"], u["password"], u["userType"]) for u in users])
+
+
+def get_user(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:
+    del args
+    _users(out, data["users"])
+
+
+def list_user(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:
+    del args
+    for users in data["brokers"].values():
+        _users(out, users)
+
+
+def acls(out: Output, data: dict[str, Any], args: argparse.Namespace) -> None:
+    """getAcl / listAcl: a row per policy entry (a subject with no policies: one empty row)."""
+    del args
+    for found in data["brokers"].values():
+        rows: list[tuple[str, ...]] = []
+        for acl in found:
+            if not acl["policies"]:
+                rows.append((acl["subject"], "", "", "", "", ""))
+            for policy in acl["policies"]:
+                for e in policy["entries"]:
+                    kind = policy["policyType"] or ""
+                    actions, ips = _java_list(e["actions"]), _java_list(e["sourceIps"])
+                    rows.append((acl["subject"], kind, e["resource"], actions, ips, e["decision"]))
+        if rows:
+            out.table(ACL_COLUMNS, rows)

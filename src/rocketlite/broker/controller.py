@@ -34,6 +34,7 @@ from rocketlite.broker.config import BrokerConfig, BrokerRole
 from rocketlite.broker.consumer_filter import ConsumerFilterManager
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.delay.timer import TimerMessageService
+from rocketlite.broker.failover.epochs import EpochFile, epoch_file_path
 from rocketlite.broker.grpc import unavailable_reason
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
@@ -43,6 +44,8 @@ from rocketlite.broker.live_config import LiveConfig
 from rocketlite.broker.metrics import (
     BrokerFigures,
     BrokerView,
+    FeatureCollector,
+    FeatureView,
     MetricsServer,
     RocketliteCollector,
     RocketMQCollector,
@@ -74,6 +77,7 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.message import HostAddress
+from rocketlite.protocol.wire.acl_signature import SessionCredentials
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
@@ -176,8 +180,10 @@ class BrokerController:
         replica_factory: ReplicaFactory | None = None,
         before_serving: BeforeServing | None = None,
         tls: TlsConfig | None = None,
+        runtime_info: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.broker = broker
+        self.runtime_info = runtime_info  # more GET_BROKER_RUNTIME_INFO fields (controller mode)
         self.replica_factory = replica_factory
         self.before_serving = before_serving
         self.tls = tls or TlsConfig()
@@ -405,6 +411,7 @@ class BrokerController:
             slave_sync = SlaveSynchronize(
                 self.outbound, topics, groups, offsets, self.store_config.config_dir,
                 lambda: slave.master_addr, on_topics_changed=self.request_register,
+                credentials=self._inner_credentials(),
             )  # fmt: skip
             store.add_arrival_listener(TopicLearner(topics, b.default_topic_queue_nums))
         else:
@@ -431,7 +438,8 @@ class BrokerController:
         ha = ha_master or ha_slave
 
         def extra_runtime_info() -> dict[str, str]:
-            return {**(ha.runtime_info() if ha is not None else {}), **figures.runtime_figures()}
+            more = self.runtime_info() if self.runtime_info is not None else {}
+            return {**(ha.runtime_info() if ha is not None else {}), **figures.runtime_figures(), **more}
 
         admin = AdminRequestProcessor(
             b, self.store_config, store, topics, groups, offsets, clock, runtime_stats, clients,
@@ -467,7 +475,9 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             sync_state=sync_state,
-            metrics=self._metrics_server(figures, clients, send),
+            metrics=self._metrics_server(
+                figures, clients, send, FeatureView(b, timer, pop_service, transactions, self._epoch_reader())
+            ),
             grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
             reply=ReplyMessageProcessor(
                 b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
@@ -481,8 +491,28 @@ class BrokerController:
             ),
         )
 
+    def _inner_credentials(self) -> SessionCredentials | None:
+        """innerClientAuthenticationCredentials: what the broker signs its own requests to other
+        brokers with (a slave's sync from its master)."""
+        text = self.broker.inner_client_authentication_credentials
+        if not text:
+            return None
+        return SessionCredentials(*parse_user_json(text, "innerClientAuthenticationCredentials"))
+
+    def _epoch_reader(self) -> Callable[[], int] | None:
+        """In controller mode, what `rocketlite_broker_epoch` reads: the epoch file's last epoch."""
+        if not self.broker.enable_controller_mode:
+            return None
+        path = epoch_file_path(self.broker.store_path_epoch_file, self.store_config.store_path_root_dir)
+
+        return lambda: EpochFile(path).last_epoch
+
     def _metrics_server(
-        self, figures: BrokerFigures, clients: ClientManager, send: SendMessageProcessor
+        self,
+        figures: BrokerFigures,
+        clients: ClientManager,
+        send: SendMessageProcessor,
+        features: FeatureView,
     ) -> MetricsServer | None:
         """GET /metrics (metricsExporterType=PROM, or rocketlite's metricsPort), or None."""
         endpoint = self.broker.metrics_endpoint
@@ -493,7 +523,11 @@ class BrokerController:
             rpc=self.rpc_latency, send_waiters=lambda: send.flush_waiters,
         )  # fmt: skip
         sampler = TpsSampler(self.store)
-        collectors = [RocketMQCollector(view), RocketliteCollector(figures, sampler)]
+        collectors = [
+            RocketMQCollector(view),
+            FeatureCollector(features),
+            RocketliteCollector(figures, sampler),
+        ]
         return MetricsServer(collectors, sampler, *endpoint)
 
     def _grpc_endpoint(

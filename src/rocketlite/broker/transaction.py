@@ -42,11 +42,13 @@ import dataclasses
 import logging
 import random
 import struct
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.delay.levels import message_for_real_topic
+from rocketlite.broker.histogram import Histogram
 from rocketlite.broker.processors.outcome import OK, Outcome, after_flush, command_later
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.broker.stats import BrokerStats
@@ -81,6 +83,7 @@ REMOVE_TAG = "d"
 SYS_TRANS_GROUP = "CID_RMQ_SYS_TRANS"  # MixAll.CID_SYS_RMQ_TRANS: owner of the two cursors
 RESOLVED_WINDOW = 65_536  # done halves remembered below the cursor (late duplicate ends)
 HALF_PLACES_MAX = 65_536  # halves whose place is remembered by UNIQ_KEY (5.x transaction ids)
+FINISH_LATENCY_BUCKETS_S = (5.0, 60.0, 600.0, 3600.0, 43200.0, 86400.0)  # BrokerMetricsManager's view
 MAX_SCAN_PER_PASS = 5_000  # half-queue units one check pass looks at (keeps the loop responsive)
 
 
@@ -146,6 +149,13 @@ class TransactionalMessageService:
         self.producer_channels = producer_channels
         self.rng = rng or random.Random()
         self.checks_sent = 0
+        # RocketMQ 5's transaction metrics, by real topic (BrokerMetricsManager): commits,
+        # rollbacks, halves not ended yet (counted from this start: halves stored before a
+        # restart are not), and how long after its birth a transaction ended (seconds)
+        self.commits: Counter[str] = Counter()
+        self.rollbacks: Counter[str] = Counter()
+        self.half_counts: Counter[str] = Counter()
+        self.finish_latency: dict[str, Histogram] = {}
         # half queue offset -> op queue offset of the op that ended it
         self._resolved: dict[int, int] = {}
         self._check_counts: dict[int, int] = {}
@@ -170,9 +180,27 @@ class TransactionalMessageService:
         props.pop(MessageConst.DELAY_TIME_LEVEL, None)
         msg.properties_string = properties_to_string(props)
         msg.sys_flag &= ~MessageSysFlag.TRANSACTION_MASK
+        self.half_counts[msg.topic] += 1
         msg.topic = HALF_TOPIC
         msg.queue_id = HALF_QUEUE_ID
         self._ensure_topic(HALF_TOPIC)
+
+    def _half_ended(self, topic: str) -> None:
+        left = self.half_counts[topic] - 1
+        if left > 0:
+            self.half_counts[topic] = left
+        else:
+            self.half_counts.pop(topic, None)
+
+    def _count_end(self, half: StoredRecord, committed: bool) -> None:
+        topic = half.get_property(MessageConst.REAL_TOPIC) or ""
+        self._half_ended(topic)
+        (self.commits if committed else self.rollbacks)[topic] += 1
+        if committed:
+            hist = self.finish_latency.get(topic)
+            if hist is None:
+                hist = self.finish_latency[topic] = Histogram(FINISH_LATENCY_BUCKETS_S)
+            hist.observe(max(self.clock.now_ms() - half.born_timestamp, 0) // 1000)
 
     # -- END_TRANSACTION (37) ---------------------------------------------------------------
     def handle_end_transaction(self, conn: Connection, request: RemotingCommand) -> HandlerResult:
@@ -215,6 +243,7 @@ class TransactionalMessageService:
         if kind == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE:
             log.info("transaction %s rolled back (%s): %s", header.transaction_id, source, remark or "")
             self._write_op(half)
+            self._count_end(half, committed=False)
             return OK
         final = message_for_real_topic(half, self.store_host)  # every property kept, REAL_* too
         if final is None:
@@ -235,6 +264,7 @@ class TransactionalMessageService:
                 return Outcome(code, why)
             self.stats.record_put(target, 1, len(final.body))
             self._write_op(half)
+            self._count_end(half, committed=True)
             return OK
 
         return after_flush(self.store, pending, build)
@@ -455,6 +485,7 @@ class TransactionalMessageService:
             log.error("half %s not moved to %s: %s", rec.msg_id, CHECK_MAX_TOPIC, result.status.name)
             return False
         log.warning("half message %s checked too often; moved to %s", rec.msg_id, CHECK_MAX_TOPIC)
+        self._half_ended(rec.get_property(MessageConst.REAL_TOPIC) or "")
         return self._write_op(rec)
 
     def _forget_below(self, progress: int) -> None:

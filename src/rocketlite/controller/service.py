@@ -100,13 +100,16 @@ class ControllerService:
         )
         self._leases: dict[bytes, int] = {}
         self._heartbeats: dict[Connection, tuple[str, int, int]] = {}  # conn -> name, id, lease
+        # The log end each broker last reported to this controller: name, id -> offset
+        self._last_offsets: dict[tuple[str, int], int] = {}
         self._gone: set[asyncio.Task[None]] = set()
         self._scan_task: asyncio.Task[None] | None = None
+        self._embedded_port: int | None = None  # inside a name server: its port
         self.elections = 0
 
     @property
     def port(self) -> int:
-        return self.server.ports[0]
+        return self._embedded_port if self._embedded_port is not None else self.server.ports[0]
 
     @property
     def address(self) -> str:
@@ -118,11 +121,22 @@ class ControllerService:
         self._scan_task = asyncio.create_task(self._scan_loop(), name="controller-scan")
         log.info("controller serving on %s, etcd %s", self.address, ",".join(self.etcd.endpoints))
 
+    async def start_embedded(self, port: int) -> None:
+        """Serve through a name server's port (`enableControllerInNamesrv`): it answers `table`'s
+        codes and reports closed connections (`connection_closed`); no server of its own."""
+        self._embedded_port = port
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="controller-scan")
+        log.info("controller in the name server on %s, etcd %s", self.address, ",".join(self.etcd.endpoints))
+
     async def close(self) -> None:
         await cancel_tasks(self._scan_task, *self._gone)
         self._scan_task = None
         self._heartbeats.clear()
-        await self.server.close()
+        if self._embedded_port is None:
+            await self.server.close()
+
+    def connection_closed(self, conn: Connection) -> None:
+        self._connection_closed(conn)
 
     # -- etcd helpers -----------------------------------------------------------------------
     def _key(self, broker_name: str, *rest: str) -> bytes:
@@ -208,6 +222,7 @@ class ControllerService:
                 h.broker_id, h.broker_addr, h.ha_address or "", h.epoch or 0, h.max_offset or 0
             )
             lease = self._beat(h.broker_name, info, self._ttl(h.heartbeat_timeout_mills))
+            self._last_offsets[h.broker_name, h.broker_id] = info.max_offset
             if not conn.closed:
                 self._heartbeats[conn] = (h.broker_name, h.broker_id, lease)
             return make_response(request, ResponseCode.SUCCESS)
@@ -423,7 +438,23 @@ class ControllerService:
         self.elections += 1
         log.info("%s: master %d gone; broker %d elected, epoch %d", state.broker_name,
                  state.master_broker_id, new.master_broker_id, new.master_epoch)  # fmt: skip
+        self._report_shorter_log(state, new)
         return True
+
+    def _report_shorter_log(self, old: GroupState, new: GroupState) -> None:
+        """Warn when the new master's log is shorter than the old master's last reported one: what
+        lies between was stored by the old master and never replicated — with ASYNC replication
+        (allAckInSyncStateSet=false) possibly acknowledged. The old master cuts it, and says exactly
+        which messages, when it rejoins (`broker.failover.node`). Only the heartbeats this
+        controller received are known here, so it is a lower bound and may be missing."""
+        name = old.broker_name
+        before = self._last_offsets.get((name, old.master_broker_id))
+        after = self._last_offsets.get((name, new.master_broker_id))
+        if before is not None and after is not None and before > after:
+            log.warning("%s: new master %d (epoch %d) holds the log up to offset %d, %d bytes short of "
+                        "the %d the old master %d last reported: messages stored there are lost unless "
+                        "replicated elsewhere", name, new.master_broker_id, new.master_epoch, after,
+                        before - after, before, old.master_broker_id)  # fmt: skip
 
 
 def group_view(state: GroupState, alive: dict[int, AliveBroker]) -> dict[str, Any]:

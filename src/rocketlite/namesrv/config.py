@@ -43,6 +43,9 @@ class NamesrvConfig:
     kv_config_path: Path = field(default_factory=default_kv_config_path)
     server_channel_max_idle_time_seconds: int = 120
     server_partial_frame_timeout_millis: int = 30_000
+    # Controller mode's controller in this process, on this port (the CLI adds it; its keys, e.g.
+    # etcdEndpoints, come from the same file): brokers set controllerAddr to this name server.
+    enable_controller_in_namesrv: bool = False
 
     def __post_init__(self) -> None:
         require(0 <= self.listen_port <= 65535, f"listenPort must be within 0..65535, got {self.listen_port}")

@@ -12,6 +12,10 @@ async context manager. `tls` (remoting/tls.py: `tls.server.mode` and the certifi
 puts TLS on its port. Time comes from the injected `Clock`, so tests drive expiry with a
 `ManualClock` and call `route_info.scan_not_active_brokers()` instead of sleeping.
 
+`embedded`: a service answering more request codes on the name server's own port — controller
+mode's controller with `enableControllerInNamesrv=true`, as RocketMQ's name server hosts it. It is
+told of every closed connection too (a broker's closed connection makes it inactive at once).
+
 `clusterTest` is accepted but its cross-environment route lookup (`ClusterTestRequestProcessor`)
 is not implemented; the name server logs a warning and serves its own routes.
 """
@@ -21,27 +25,45 @@ from __future__ import annotations
 import asyncio
 import logging
 from types import TracebackType
-from typing import Self
+from typing import Protocol, Self
 
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.namesrv.config import NamesrvConfig
 from rocketlite.namesrv.kv_config import KVConfigManager
 from rocketlite.namesrv.processor import NamesrvProcessor
 from rocketlite.namesrv.route_info import RouteInfoManager
-from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.connection import Connection, RequestTable
 from rocketlite.remoting.server import RemotingServer
 from rocketlite.remoting.tls import ServerTls, TlsConfig
 
 log = logging.getLogger("rocketlite.namesrv.server")
 
 
+class EmbeddedService(Protocol):
+    """A service served on the name server's port (`NameServer(embedded=...)`)."""
+
+    table: RequestTable
+
+    def connection_closed(self, conn: Connection) -> None: ...
+
+    async def start_embedded(self, port: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 class NameServer:
     """One name server; construct, `await start()`, `await close()`."""
 
     def __init__(
-        self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK, *, tls: TlsConfig | None = None
+        self,
+        config: NamesrvConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        tls: TlsConfig | None = None,
+        embedded: EmbeddedService | None = None,
     ) -> None:
         self.config = config
+        self.embedded = embedded
         self.clock = clock
         self.tls = tls or TlsConfig()
         self._server_tls = ServerTls.of(self.tls)  # certificate files read (and checked) now
@@ -69,8 +91,14 @@ class NameServer:
             log.warning(
                 "clusterTest=true: cross-environment route lookup is not supported; serving local routes"
             )
+        table = self.processor.request_table()
+        if self.embedded is not None:
+            for code, handler in self.embedded.table.handlers.items():
+                if code in table.handlers:
+                    raise RuntimeError(f"request code {code} is the name server's and the embedded service's")
+                table.register(code, handler)
         remoting = RemotingServer(
-            self.processor.request_table(),
+            table,
             host=self.config.listen_host,
             ports=(self.config.listen_port,),
             idle_seconds=float(self.config.server_channel_max_idle_time_seconds),
@@ -81,10 +109,14 @@ class NameServer:
         self.remoting = remoting
         await remoting.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan-not-active-broker")
+        if self.embedded is not None:
+            await self.embedded.start_embedded(self.port)
         log.info("name server listening on %s:%d", self.config.listen_host, self.port)
 
     def _on_connection_closed(self, conn: Connection) -> None:
         self.route_info.on_connection_closed(conn)
+        if self.embedded is not None:
+            self.embedded.connection_closed(conn)
 
     async def _scan_loop(self) -> None:
         interval = self.config.scan_not_active_broker_interval / 1000.0
@@ -104,6 +136,8 @@ class NameServer:
         if task is not None:
             task.cancel()
             await asyncio.wait([task])  # unlike `await task`, never swallows our own cancellation
+        if self.embedded is not None:
+            await self.embedded.close()
         if self.remoting is not None:
             await self.remoting.close()
         log.info("name server closed")

@@ -56,8 +56,15 @@ Handler = Callable[["Connection", RemotingCommand], WireResult]
 
 
 # Told of every request answered (RocketMQ 5's rpc latency): request code, response code (None for
-# a one-way request), milliseconds from the request's arrival to its answer being queued.
-RequestObserver = Callable[[int, int | None, float], None]
+# a one-way request that got no answer), milliseconds from the request's arrival to its answer
+# being queued, whether it was held for long polling, and RocketMQ's `result`: "success" (written),
+# "oneway" (an answer a one-way request does not get), "write_channel_failed" (the connection was
+# gone), "cancelled".
+RequestObserver = Callable[[int, int | None, float, bool, str], None]
+RESULT_SUCCESS = "success"
+RESULT_ONEWAY = "oneway"
+RESULT_WRITE_FAILED = "write_channel_failed"
+RESULT_CANCELLED = "cancelled"
 
 
 class RequestTable:
@@ -65,7 +72,8 @@ class RequestTable:
 
     With an `observer` each request's handling time is reported to it: answers returned by the
     handler (at once or awaited) and answers a handler sends itself while it runs (a pull with
-    messages). A request held for later (a long-polling pull) is not reported."""
+    messages). A request held for later (a long-polling pull) is reported by whoever answers it
+    (`is_long_polling` true)."""
 
     def __init__(self, default: Handler | None = None) -> None:
         self.handlers: dict[int, Handler] = {}
@@ -268,38 +276,49 @@ class Connection(asyncio.Protocol):
         """`_handle_request` with the handling time reported to `observer`."""
         start = time.perf_counter()
         self.answered_code = None
+        oneway = bool(request.flag & _ONEWAY)
+
+        def report(code: int | None, result: str | None = None) -> None:
+            if result is None:
+                result = RESULT_ONEWAY if oneway else (RESULT_WRITE_FAILED if self.closed else RESULT_SUCCESS)
+            observer(request.code, code, (time.perf_counter() - start) * 1000, False, result)
+
         try:
             result = handler(self, request)
         except Exception as exc:
             self._log_failure(request, exc)
-            if not request.flag & _ONEWAY:
-                answer = error_response(request, exc)
+            answer = error_response(request, exc)
+            if not oneway:
                 self.send(answer)
-                observer(request.code, answer.code, (time.perf_counter() - start) * 1000)
+            report(answer.code)
             return
-        oneway = bool(request.flag & _ONEWAY)
         if type(result) is bytes or isinstance(result, RemotingCommand):
-            code = None if oneway else (result.code if isinstance(result, RemotingCommand) else _SUCCESS)
+            code = result.code if isinstance(result, RemotingCommand) else _SUCCESS
             if not oneway:
                 if isinstance(result, RemotingCommand):
                     self.send(result)
                 else:
                     self.send_raw(result)
-            observer(request.code, code, (time.perf_counter() - start) * 1000)
+            report(code)
             return
         if result is None:
-            if oneway or self.answered_code is not None:
-                observer(request.code, self.answered_code, (time.perf_counter() - start) * 1000)
+            if self.answered_code is not None:
+                report(self.answered_code)
             return
         task = asyncio.ensure_future(cast(Awaitable[RemotingCommand | None], result))
 
         def done(t: asyncio.Future[RemotingCommand | None]) -> None:
             self._finish(request, t)
-            if not t.cancelled() and t.exception() is None:
-                answer = t.result()
-                code = answer.code if answer is not None and not request.is_oneway else None
-                if answer is not None or request.is_oneway:
-                    observer(request.code, code, (time.perf_counter() - start) * 1000)
+            if t.cancelled():
+                report(None, RESULT_CANCELLED)
+                return
+            exc = t.exception()
+            if exc is not None:
+                report(error_response(request, exc).code)
+                return
+            answer = t.result()
+            if answer is not None:
+                report(answer.code)
 
         task.add_done_callback(done)
 

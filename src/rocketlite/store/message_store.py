@@ -69,7 +69,7 @@ from rocketlite.store.results import (
 from rocketlite.store.services import StoreServices
 from rocketlite.store.stats import SLOW_PUT_MS, StoreStats
 from rocketlite.store.store_lock import lock_store, unlock_store
-from rocketlite.store.truncation import cut_commit_log
+from rocketlite.store.truncation import TailReport, cut_commit_log, tail_records
 
 log = logging.getLogger("rocketlite.store")
 
@@ -150,12 +150,14 @@ class MessageStore:
         self.stats.started_ms = self.clock.now_ms()
         self.started = True
 
-    def truncate_log_before_start(self, offset: int) -> int:
-        """Cut the commit log at `offset` before `start` (controller mode: `truncation.py`); the
-        bytes zeroed or deleted."""
+    def truncate_log_before_start(self, offset: int) -> TailReport:
+        """Cut the commit log at `offset` before `start` (controller mode: `truncation.py`): the
+        messages that were past it, and the bytes zeroed or deleted (`cut_bytes`)."""
         if self.started:
             raise StoreError("truncate_log_before_start: the store is running")
-        return cut_commit_log(self.config.commit_log_dir, offset)
+        report = tail_records(self.config.commit_log_dir, offset)
+        report.cut_bytes = cut_commit_log(self.config.commit_log_dir, offset)
+        return report
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None

@@ -181,6 +181,21 @@ class FailoverCluster(HaCluster):
         conf = processes.write_conf(self.tmp / "namesrv.conf", props)
         return self._spawn("namesrv", ["namesrv", "-c", str(conf)], port)
 
+    def namesrv_with_controller(self) -> Proc:
+        """A name server hosting the controller (`enableControllerInNamesrv=true`, loopback): it
+        counts as this cluster's controller, so replicas name it in their controllerAddr."""
+        port = broker_port()
+        props = {
+            "listenPort": str(port), "listenHost": "127.0.0.1",
+            "kvConfigPath": str(self.tmp / "kvConfig.json"), "enableControllerInNamesrv": "true",
+            "etcdEndpoints": ";".join(self.etcd.endpoints),
+            "scanNotActiveBrokerInterval": "300",
+        }  # fmt: skip
+        conf = processes.write_conf(self.tmp / "namesrv.conf", props)
+        proc = self._spawn("namesrv", ["namesrv", "-c", str(conf)], port)
+        self.controllers.append(proc)
+        return proc
+
     def replica(
         self, replica_id: int, namesrv: Proc, env: dict[str, str] | None = None, **extra: str
     ) -> Proc:

@@ -29,7 +29,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from tests.support.controller_mode.cluster import (
     Ack,
     FailoverCluster,
     Writer,
+    etcd_binary,
     in_sync_ids,
     read_queue,
     sync_state,
@@ -94,7 +95,8 @@ class Round:
 @dataclass
 class Report:
     acked: int = 0
-    lost: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # acknowledged, gone, and not reported: never
+    reported_lost: int = 0  # acknowledged, gone, and reported cut by a deposed master (ASYNC only)
     duplicated: int = 0
     reordered: int = 0
     overlapping: list[str] = field(default_factory=list)
@@ -106,7 +108,8 @@ class Report:
 
     def __str__(self) -> str:
         return (
-            f"acknowledged {self.acked}, lost {len(self.lost)} {self.lost[:5]}, duplicated "
+            f"acknowledged {self.acked}, lost {len(self.lost)} {self.lost[:5]} (and {self.reported_lost} "
+            f"lost as reported by a truncation), duplicated "
             f"{self.duplicated}, reordered {self.reordered}, overlapping {self.overlapping[:5]}, "
             f"epochs {self.epoch_problems[:5]}"
         )
@@ -124,6 +127,9 @@ class Group:
         self._tasks: list[asyncio.Task[None]] = []
         self._probe_count = itertools.count()
         self._asking: list[Proc] = list(c.controllers)  # the order to ask them in (`sync_state`)
+        # Acknowledged messages a deposed master reported cutting (ASYNC scenarios): `check`
+        # counts them apart; any other loss is a silent one.
+        self.reported_cut: set[str] = set()
 
     @property
     def controllers(self) -> list[Proc]:
@@ -208,11 +214,30 @@ class Group:
         self.replicas[replica_id] = await asyncio.to_thread(self.c.restart, self.replicas[replica_id], env)
 
 
+@contextlib.contextmanager
+def group_in_loop(tmp: Path, **kw: Any) -> Iterator[tuple[asyncio.AbstractEventLoop, Group]]:
+    """`group` for synchronous tests (a pytest fixture): on an event loop of its own, which the
+    tests drive with `run_until_complete`. Skips without namespaces or etcd (fails under CI)."""
+    require_netns()
+    etcd_binary()
+    loop = asyncio.new_event_loop()
+    setup = group(tmp, **kw)
+    g = loop.run_until_complete(setup.__aenter__())
+    try:
+        yield loop, g
+    finally:
+        loop.run_until_complete(setup.__aexit__(None, None, None))
+        loop.close()
+
+
 @contextlib.asynccontextmanager
-async def group(tmp: Path, *, fast: bool = True, pace: float = 0.0) -> AsyncIterator[Group]:
+async def group(
+    tmp: Path, *, fast: bool = True, pace: float = 0.0, broker: dict[str, str] | None = None
+) -> AsyncIterator[Group]:
     """The whole set-up in namespaces; removed (processes stopped, namespaces deleted) at the end.
     `fast=False`: the brokers' and controllers' default timings (a 10 s lease, 1 s heartbeats);
-    `pace`: seconds each writer waits between sends (0: as fast as acknowledgements come)."""
+    `pace`: seconds each writer waits between sends (0: as fast as acknowledgements come);
+    `broker`: more broker settings (`ASYNC`)."""
     require_netns()
     net = Net()
     raw = Raw()
@@ -224,7 +249,7 @@ async def group(tmp: Path, *, fast: bool = True, pace: float = 0.0) -> AsyncIter
         ns = await asyncio.to_thread(c.namesrv)
         replicas = {}
         for i in (1, 2, 3):
-            replicas[i] = await asyncio.to_thread(c.replica, i, ns)
+            replicas[i] = await asyncio.to_thread(c.replica, i, ns, None, **(broker or {}))
         g = Group(c, net, raw, ns, replicas, pace)
         await g.all_in_sync()
         g.resume()
@@ -260,6 +285,7 @@ async def check(g: Group) -> Report:
         report = Report()
         acks = g.acks()
         report.acked = len(acks)
+        missing: set[str] = set()
         for queue_id, writers in (
             (q, [w for w in [*g.writers, *g.probes] if w.queue_id == q]) for q in (*QUEUES, 2)
         ):
@@ -269,7 +295,11 @@ async def check(g: Group) -> Report:
             where = {b: i for i, b in enumerate(read)}
             report.duplicated += len(read) - len(where)
             for w in writers:
-                report.lost += [a.body for a in w.acks if a.body not in where]
+                gone = [a.body for a in w.acks if a.body not in where]
+                silent = [b for b in gone if b not in g.reported_cut]
+                report.lost += silent
+                report.reported_lost += len(gone) - len(silent)
+                missing.update(gone)
                 positions = [where[a.body] for a in w.acks if a.body in where]
                 report.reordered += sum(1 for a, b in itertools.pairwise(positions) if b < a)
         entries = _epoch_file(g.replicas[master])
@@ -279,6 +309,8 @@ async def check(g: Group) -> Report:
         highest = 0
         by_epoch: dict[int, set[str]] = {}
         for a in acks:
+            if a.body in missing:
+                continue  # its offset now holds another message (or nothing): no epoch to check
             epoch = _epoch_of(entries, a.offset)
             by_epoch.setdefault(epoch, set()).add(a.addr)
             if epoch < highest:
@@ -334,13 +366,20 @@ def _log_size(g: Group, replica_id: int) -> int:
 
 async def kill_master(g: Group) -> Round:
     """kill -9 the master; restart it (it comes back as a slave of the new master)."""
-    old, _ = await _steady(g)
-    r = Round("kill-master", old)
+    return await _kill(g, "kill-master")
+
+
+async def _kill(g: Group, scenario: str, *, report_cut: bool = False) -> Round:
+    since = time.monotonic()
+    old, addr = await _steady(g)
+    r = Round(scenario, old)
     fault = time.monotonic()
     g.replicas[old].kill9()
     await _failover(g, r, fault)
     await g.restart(old)
     await g.all_in_sync()
+    if report_cut:
+        await _rejoined(g, r, old, addr, since)
     r.longest_gap_s = g.longest_gap(fault)
     return r
 
@@ -509,6 +548,63 @@ def _alive(state: dict[str, Any], replica_id: int) -> bool:
     members = [*state.get("inSyncReplicas", []), *state.get("notInSyncReplicas", [])]
     return any(m["brokerId"] == replica_id and m["alive"] for m in members)
 
+
+# -- ASYNC replication (allAckInSyncStateSet=false): losses bounded and reported ------------------
+ASYNC = {"allAckInSyncStateSet": "false"}  # the group's brokers: ASYNC_MASTER, acks before replicas
+
+
+async def _rejoined(g: Group, r: Round, old: int, old_addr: str, since: float) -> None:
+    """The deposed master `old` is back as a slave: what it reports cutting (its runtime info), and
+    the acknowledged sends that covers — its acks since `since` at or past the cut offset (also
+    those that arrived after the kill: answers already on their way). Those are the ones `check`
+    may find missing without calling them silent (`g.reported_cut`)."""
+    info = await g.raw.runtime(g.replicas[old].addr)
+    offset = int(info.get("controllerModeLastTruncationOffset", "-1"))
+    covered = [
+        a.body for a in g.acks()
+        if offset >= 0 and a.addr == old_addr and a.at >= since and a.offset >= offset
+    ]  # fmt: skip
+    g.reported_cut.update(covered)
+    r.notes["cut messages"] = int(info.get("controllerModeTruncatedMessages", "0"))
+    r.notes["acknowledged past the cut"] = len(covered)
+    r.notes["cut offset"] = offset
+
+
+async def kill_master_async(g: Group) -> Round:
+    """kill -9 an ASYNC master under load: the new master may lack the last messages the old one
+    acknowledged; the old one, back as a slave, cuts them and says so (`_rejoined`)."""
+    return await _kill(g, "kill-master-async", report_cut=True)
+
+
+async def async_unreplicated_tail(g: Group, n: int = 50) -> Round:
+    """An ASYNC master cut from its replicas (not from the controllers or clients) acknowledges `n`
+    more sends no replica receives, then is killed: those are lost by design, and must be
+    reported — the new master is elected with a shorter log, and the old one cuts them when it
+    rejoins. (The cut stays until the new master serves, so no retransmission of the dead
+    master's sockets reaches a replica late.)"""
+    since = time.monotonic()
+    old, addr = await _steady(g)
+    r = Round("async-unreplicated-tail", old)
+    others = [g.node(i) for i in g.replicas if i != old]
+    g.net.cut(g.node(old), others)
+    try:
+        await g.wait_acks(n, after=time.monotonic(), via=addr)
+        fault = time.monotonic()
+        g.replicas[old].kill9()
+        await _failover(g, r, fault)
+    finally:
+        g.net.uncut(g.node(old), others)
+    await g.restart(old)
+    await g.all_in_sync()
+    await _rejoined(g, r, old, addr, since)
+    r.longest_gap_s = g.longest_gap(fault)
+    return r
+
+
+ASYNC_SCENARIOS: dict[str, Callable[[Group], Awaitable[Round]]] = {
+    "kill-master-async": kill_master_async,
+    "async-unreplicated-tail": async_unreplicated_tail,
+}
 
 SCENARIOS: dict[str, Callable[[Group], Awaitable[Round]]] = {
     "kill-master": kill_master,

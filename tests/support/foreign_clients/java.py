@@ -4,7 +4,8 @@
 against each client line and copies its jars under `.clients/java/<line>/`:
 
 - `client4`: org.apache.rocketmq:rocketmq-client 4.9.8 + rocketmq-acl, main `rocketlite.peers.Scenarios`
-  (and `rocketlite.peers.RequestReply`: either half of request-reply alone, `main=REQUEST_REPLY`);
+  (and `rocketlite.peers.RequestReply`: either half of request-reply alone, `main=REQUEST_REPLY`;
+  `rocketlite.peers.KeepSending`: a producer that sends until told to stop, `main=KEEP_SENDING`);
 - `client5`: org.apache.rocketmq:rocketmq-client 5.3.3, main `rocketlite.peers.Scenarios5`;
 - `grpc5`: org.apache.rocketmq:rocketmq-client-java 5.2.0 (the 5.x gRPC client), main
   `rocketlite.peers.Scenarios5Grpc`; its second argument is the gRPC endpoint, not a name server.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ MAINS = {
     "grpc5": "rocketlite.peers.Scenarios5Grpc",
 }
 REQUEST_REPLY = "rocketlite.peers.RequestReply"  # a second driver of client4
+KEEP_SENDING = "rocketlite.peers.KeepSending"  # client4: sends through a failover (tests/failover)
 VERSIONS = {
     "client4": "rocketmq-client 4.9.8",
     "client5": "rocketmq-client 5.3.3",
@@ -84,15 +86,18 @@ class JavaClients:
         *,
         main: str | None = None,
         jvm: Mapping[str, object] | None = None,
+        prefix: Sequence[str] = (),
         **args: object,
     ) -> ClientProc:
         """Start `scenario` of the line's driver (or of the driver class `main`, another of the line);
-        `jvm` adds system properties (`-Dkey=value`), e.g. the client's `tls.*` settings."""
+        `jvm` adds system properties (`-Dkey=value`), e.g. the client's `tls.*` settings; `prefix`
+        goes before `java` (`ip netns exec NS`: the client in a network namespace)."""
         require(line)
         label = f"{line}-{scenario}-{len(self.procs) + 1}"
         home = self.tmp / label  # the clients keep logs and local (broadcast) offsets under user.home
         home.mkdir()
         cmd = [
+            *prefix,
             "java",
             *SMALL_JVM,  # one client per JVM
             f"-Duser.home={home}",
@@ -124,7 +129,14 @@ class JavaClients:
     ) -> ClientProc:
         """Run a scenario to its end; fails (with the driver's stderr and log) unless it printed "done"."""
         cp = self.start(
-            line, scenario, namesrv, main=main, jvm=jvm, timeoutMs=int(timeout * 1000) - 5000, **args
+            line,
+            scenario,
+            namesrv,
+            main=main,
+            jvm=jvm,
+            prefix=(),
+            timeoutMs=int(timeout * 1000) - 5000,
+            **args,
         )
         finish(cp, timeout)
         return cp

@@ -64,6 +64,7 @@ from rocketlite.remoting.tls import TlsConfig
 from rocketlite.runtime import cancel_tasks
 from rocketlite.store.api import StoreAPI
 from rocketlite.store.config import StoreConfig
+from rocketlite.store.truncation import TailReport
 
 log = logging.getLogger("rocketlite.broker.failover")
 
@@ -108,6 +109,10 @@ class FailoverBroker:
         self.registered = False
         self.lease_until = time.monotonic()  # a master serves only before this (monotonic s)
         self.role_changes = 0
+        self.cut_messages = 0  # what epoch truncation removed since this process started
+        self.cut_bytes = 0
+        self.last_cut = ""
+        self.last_cut_offset = -1  # the commit-log offset of the last cut (-1: none)
         self._controller_index = 0
         self._role_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -333,14 +338,46 @@ class FailoverBroker:
             return self.keeper
 
         controller = BrokerController(
-            config, self.store_config, replica_factory=keeper, before_serving=before_serving, tls=self.tls
-        )
+            config, self.store_config, replica_factory=keeper, before_serving=before_serving, tls=self.tls,
+            runtime_info=self.runtime_info,
+        )  # fmt: skip
         self.role = ("master", self.replica_id, epoch)
         try:
             await self._start_as(config, controller)
         except BaseException:
             self.role = None
             raise
+
+    def _note_cut(self, cut: TailReport, epoch: int) -> None:
+        """Say what the cut removed: messages this replica stored (as a deposed master, acknowledged
+        to their senders with ASYNC replication) that the new master never received."""
+        if not cut.messages and not cut.cut_bytes:
+            return
+        self.cut_messages += cut.messages
+        self.cut_bytes += cut.record_bytes
+        self.last_cut = f"epoch {epoch}: {cut.describe()}"
+        self.last_cut_offset = cut.offset
+        if cut.messages:
+            log.warning("replica %d: cut %s, not held by the new master of epoch %d (lost unless "
+                        "replicated elsewhere)", self.replica_id, cut.describe(), epoch)  # fmt: skip
+        else:
+            log.info("replica %d: log cut at offset %d for epoch %d (no messages past it)",
+                     self.replica_id, cut.offset, epoch)  # fmt: skip
+
+    def runtime_info(self) -> dict[str, str]:
+        """Controller mode's part of GET_BROKER_RUNTIME_INFO: the epoch, the master's SyncStateSet,
+        and what epoch truncation cut since this process started (rocketlite's own keys)."""
+        info = {
+            "controllerModeReplicaId": str(self.replica_id),
+            "controllerModeEpoch": str(self.epochs.last_epoch),
+            "controllerModeTruncatedMessages": str(self.cut_messages),
+            "controllerModeTruncatedBytes": str(self.cut_bytes),
+            "controllerModeLastTruncation": self.last_cut,
+            "controllerModeLastTruncationOffset": str(self.last_cut_offset),
+        }
+        if self.keeper is not None and self.role is not None and self.role[0] == "master":
+            info.update(self.keeper.runtime_info())
+        return info
 
     async def _master_epochs(self, info: ReplicaInfo) -> EpochEntryCache | None:
         try:
@@ -370,11 +407,9 @@ class FailoverBroker:
             self.base, broker_id=self.replica_id, broker_role=BrokerRole.SLAVE,
             ha_master_address=info.master_ha_address or None,
         )  # fmt: skip
-        controller = BrokerController(config, self.store_config, tls=self.tls)
-        removed = controller.store.truncate_log_before_start(cut) if cut < _NO_CUT else 0
-        if removed:
-            log.warning("replica %d: %d bytes past offset %d were not the new master's (epoch %d): cut",
-                        self.replica_id, removed, cut, info.master_epoch)  # fmt: skip
+        controller = BrokerController(config, self.store_config, tls=self.tls, runtime_info=self.runtime_info)
+        if cut < _NO_CUT:
+            self._note_cut(controller.store.truncate_log_before_start(cut), info.master_epoch)
         self.epochs.save(theirs)
         self.role = ("slave", info.master_broker_id, info.master_epoch)
         try:

@@ -9,6 +9,10 @@ Every `interval_s` (RocketMQ: 10 s), from the master's broker address (the name 
 * GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) -> subscriptionGroup.json, replaced whole when its data
   version differs.
 
+With `innerClientAuthenticationCredentials` set, each request is signed with them (AccessKey +
+Signature, as RocketMQ's broker signs its own requests), so a master with ACL 2.0's
+authentication on answers them: the key makes that user a super user on every broker of the group.
+
 So a slave answers route, offset and group questions as its master would, and keeps doing so after
 the master is gone. A failed step is logged and retried on the next round.
 
@@ -35,6 +39,7 @@ from rocketlite.protocol.bodies.route import DataVersion, TopicConfig, TopicConf
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.wire import fastjson
+from rocketlite.protocol.wire.acl_signature import SessionCredentials
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.runtime import cancel_tasks
@@ -59,8 +64,10 @@ class SlaveSynchronize:
         *,
         on_topics_changed: Callable[[], None] = lambda: None,
         interval_s: float = SYNC_INTERVAL_S,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.outbound = outbound
+        self.credentials = credentials  # innerClientAuthenticationCredentials: a master with ACL 2.0
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -100,7 +107,10 @@ class SlaveSynchronize:
         return ok
 
     async def _fetch(self, addr: str, code: RequestCode) -> bytes:
-        response = await self.outbound.invoke(addr, make_request(code), _TIMEOUT_S)
+        request = make_request(code)
+        if self.credentials is not None:
+            self.credentials.sign_request(request)
+        response = await self.outbound.invoke(addr, request, _TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
             raise ProtocolError(f"{code.name}: code {response.code} {response.remark or ''}".strip())
         return response.body or b""

@@ -121,18 +121,20 @@ class _Lag:
     ready: int = 0
 
 
-class RocketMQCollector(Collector):
-    """The families of RocketMQ 5's broker, built at each scrape from `view`."""
+class LabelledCollector(Collector):
+    """A collector whose every sample carries RocketMQ's base labels (`cluster`, `node_type`,
+    `node_id` and the `metricsLabel` pairs)."""
 
-    def __init__(self, view: BrokerView) -> None:
-        self.view = view
-        broker = view.broker
+    def __init__(self, broker: BrokerConfig) -> None:
         self.base = {
             **parse_metrics_label(broker.metrics_label),
             "cluster": broker.broker_cluster_name,
             "node_type": "broker",
             "node_id": broker.broker_name,
         }
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(())
 
     def _gauge(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, doc, labels=[*self.base, *labels])
@@ -145,6 +147,14 @@ class RocketMQCollector(Collector):
 
     def _values(self, *values: str) -> list[str]:
         return [*self.base.values(), *values]
+
+
+class RocketMQCollector(LabelledCollector):
+    """The families of RocketMQ 5's broker, built at each scrape from `view`."""
+
+    def __init__(self, view: BrokerView) -> None:
+        super().__init__(view.broker)
+        self.view = view
 
     def collect(self) -> Iterator[Metric]:
         yield from self._stats()
@@ -186,7 +196,7 @@ class RocketMQCollector(Collector):
             cumulative, buckets = 0, []
             for bound, count in zip((*MESSAGE_SIZE_BUCKETS, float("inf")), t.buckets, strict=True):
                 cumulative += count
-                buckets.append((_le(bound), cumulative))
+                buckets.append((le(bound), cumulative))
             size.add_metric(values, buckets, t.size_sum)
         out_labels = ("topic", "consumer_group", "is_system")
         msgs_out = self._counter(
@@ -308,13 +318,13 @@ class RocketMQCollector(Collector):
         )  # fmt: skip
         rpc = self.view.rpc
         if rpc is not None:
-            for (req, resp), hist in sorted(rpc.histograms.items()):
+            for (req, resp, long_polling, result), hist in sorted(rpc.histograms.items()):
                 cumulative, buckets = 0, []
                 for bound, count in zip((*RPC_LATENCY_BUCKETS_MS, float("inf")), hist.counts, strict=True):
                     cumulative += count
-                    buckets.append((_le(bound), cumulative))
+                    buckets.append((le(bound), cumulative))
                 values = self._values(
-                    "remoting", request_code_desc(req), response_code_desc(resp), "false", "success"
+                    "remoting", request_code_desc(req), response_code_desc(resp), _bool(long_polling), result
                 )
                 fam.add_metric(values, buckets, hist.total_ms)
         yield fam
@@ -347,5 +357,5 @@ class RocketMQCollector(Collector):
             yield fam
 
 
-def _le(bound: float) -> str:
+def le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else f"{float(bound)}"

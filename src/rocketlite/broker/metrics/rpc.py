@@ -2,11 +2,18 @@
 `RemotingMetricsManager`, recorded in `NettyRemotingAbstract.writeResponse`).
 
 The broker's request table reports every answered request here (`RequestTable.observer`); the
-histogram is kept per (request code, response code), each named as RocketMQ labels them: the
-`RequestCode` / `ResponseCode` field name lower-cased (`send_message_v2`, `success`), the number
-for a code without a name. Buckets in milliseconds: 1, 3, 5, 7, 10, 100, 1000, 2000, 3000 (the
-view RocketMQ registers). One-way requests (no answer) and pulls held for long polling are not
-recorded (Java records those when it writes their answers).
+histogram is kept per (request code, response code, is_long_polling, result), the codes named as
+RocketMQ labels them: the `RequestCode` / `ResponseCode` field name lower-cased
+(`send_message_v2`, `success`), the number for a code without a name. Buckets in milliseconds:
+1, 3, 5, 7, 10, 100, 1000, 2000, 3000 (the view RocketMQ registers).
+
+`is_long_polling` is "true" for a pull answered after it was held (`request.isSuspended()` in
+Java: the time counts the hold). `result` takes RocketMQ's `RemotingMetricsConstant` values:
+`success` (answer written), `oneway` (a one-way request whose handler made an answer, not sent),
+`write_channel_failed` (the connection was closed when the answer was due), `cancelled`. Java's
+fifth value, `process_request_failed`, is for a request its thread pool refused; the event loop
+has no such pool, so it never occurs here. A one-way request with no answer is not recorded (Java
+records nothing for a null response either).
 """
 
 from __future__ import annotations
@@ -40,15 +47,18 @@ class LatencyHistogram:
 
 
 class RpcLatency:
-    """Per (request code, response code) latency histograms, fed by `observe`."""
+    """Per (request code, response code, long polling, result) latency histograms, fed by
+    `observe` (a `RequestObserver`)."""
 
     def __init__(self) -> None:
-        self.histograms: dict[tuple[int, int], LatencyHistogram] = {}
+        self.histograms: dict[tuple[int, int, bool, str], LatencyHistogram] = {}
 
-    def observe(self, request_code: int, response_code: int | None, elapsed_ms: float) -> None:
+    def observe(
+        self, request_code: int, response_code: int | None, elapsed_ms: float, long_polling: bool, result: str
+    ) -> None:
         if response_code is None:
             return
-        key = (request_code, response_code)
+        key = (request_code, response_code, long_polling, result)
         hist = self.histograms.get(key)
         if hist is None:
             hist = self.histograms[key] = LatencyHistogram()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +148,13 @@ class PopService:
         self.broker_name = broker_name
         self.table = PopStateTable(config_dir, compact_min_bytes=compact_min_bytes)
         self._dead: set[tuple[QueueKey, int]] = set()  # on their way to the DLQ, unconfirmed
+        # RocketMQ 5's POP metrics (PopMetricsManager) over this design, by (group, topic[, type]):
+        # checkpoints (POP records) and acks written to the POP log, RocketMQ's revive "in"; due
+        # checkpoints taken back by a pop (redelivered or dead-lettered), its revive "out" of CKs;
+        # redeliveries, its puts to the retry topic (here the message comes back in place)
+        self.revive_in: Counter[tuple[str, str, str]] = Counter()
+        self.revive_out: Counter[tuple[str, str, str]] = Counter()
+        self.retried: Counter[tuple[str, str]] = Counter()
 
     def load(self) -> None:
         self.table.load()
@@ -254,6 +262,7 @@ class PopService:
                 for i in range(0, len(entries), MAX_BATCH):
                     chunk = entries[i : i + MAX_BATCH]
                     self.table.log.append(pop_record(key, cursor, pop_time, pop_time + invisible_time, chunk))
+                    self.revive_in[(group, topic, "CK")] += 1
             for queue_id in queue_ids:
                 self._commit(group, topic, queue_id)
         return PopBatch(pop_time, invisible_time, [m for _, m, _ in taken], starts, rest)
@@ -305,6 +314,9 @@ class PopService:
             finally:
                 found.release()
             out.append((state, Popped(queue_id, offset, record, entry.attempts + 1), entry))
+            self.retried[(group, topic)] += 1
+        if out or gone:
+            self.revive_out[(group, topic, "CK")] += len(out) + len(gone)
         if gone:
             self.table.log.append(ack_record(key, gone))
         return out
@@ -386,6 +398,7 @@ class PopService:
             key = (group, topic, queue_id)
             del self.table.queues[key].in_flight[offset]
             self.table.log.append(ack_record(key, [offset]))
+            self.revive_in[(group, topic, "ACK")] += 1
             self._commit(group, topic, queue_id)
 
     def change_invisible_time(
@@ -411,6 +424,20 @@ class PopService:
                 for f in state.in_flight.values()
             ]
         return min(deadlines, default=None)
+
+    def revive_behind(self) -> tuple[int, int]:
+        """Messages whose invisible time is over and that no pop has taken back yet, and how long
+        (ms) the oldest has waited: RocketMQ's revive lag and latency (its revive service takes
+        a due checkpoint back on its own; here the next pop of the queue does)."""
+        now = self.clock.now_ms()
+        count, oldest = 0, now
+        with self.table.lock:
+            for key, state in self.table.queues.items():
+                for offset, entry in state.in_flight.items():
+                    if entry.deadline <= now and (key, offset) not in self._dead:
+                        count += 1
+                        oldest = min(oldest, entry.deadline)
+        return count, now - oldest
 
     def in_flight(self, group: str, topic: str, queue_id: int) -> dict[int, InFlight]:
         """A copy of a queue's in-flight messages (for tests and admin)."""

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Final
 
@@ -72,7 +73,7 @@ from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.protocol.wire.pop import PopRequestCode
 from rocketlite.protocol.wire.speedups import decode_pull_header
-from rocketlite.remoting.connection import Connection, error_response
+from rocketlite.remoting.connection import RESULT_SUCCESS, RESULT_WRITE_FAILED, Connection, error_response
 from rocketlite.store.api import MessageFilter, RecordFilter, StoreAPI
 from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
@@ -174,6 +175,7 @@ class PullMessageProcessor:
         conn, request = held.conn, held.request
         if conn.closed:
             return
+        conn.answered_code = None
         try:
             response = self.answer_reset(request) if self.answer_reset is not None else None
             if response is None:
@@ -184,6 +186,11 @@ class PullMessageProcessor:
             response = error_response(request, exc)
         if response is not None:
             conn.send(response)
+        observer = conn.table.observer
+        code = response.code if response is not None else conn.answered_code
+        if observer is not None and code is not None:
+            result = RESULT_WRITE_FAILED if conn.closed else RESULT_SUCCESS
+            observer(request.code, code, (time.perf_counter() - held.held_at) * 1000, True, result)
 
     # -- the request ------------------------------------------------------------------------
     def _check_group(self, group: str) -> SubscriptionGroupConfig:

@@ -38,8 +38,9 @@ import contextlib
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from rocketlite.protocol.wire.command import RemotingCommand
@@ -79,6 +80,7 @@ class HeldPull:
     granule: int | None = None  # the deadline granule it waits in (None once unparked)
     header: PullMessageRequestHeader | None = None
     probe: Callable[[int, int], bool] | None = None
+    held_at: float = field(default_factory=time.perf_counter)  # for rocketmq_rpc_latency
 
     def matches(self, tags_code: int | None) -> bool:
         return self.codes is None or tags_code is None or tags_code in self.codes

@@ -39,12 +39,15 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+from collections import Counter
 from pathlib import Path
+from typing import Final
 
 from rocketlite.broker.delay.due import FAILURE_BACKOFF_S, DueDelivery
 from rocketlite.broker.delay.levels import message_for_real_topic
 from rocketlite.broker.delay.timer.park import TIMER_QUEUE_ID, TIMER_TOPIC, park_timer_message
 from rocketlite.broker.delay.timer.progress import TimerProgressFile
+from rocketlite.broker.histogram import Histogram
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.clock import Clock
@@ -64,6 +67,8 @@ _SHIFT = 48
 _MASK = (1 << _SHIFT) - 1
 _DELIVERY_DROPS = (MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
 _PERMANENT_FAILURES = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
+TIMER_DIST_S: Final = (5, 60, 300, 900, 3600, 14400, 28800, 86400)  # TimerMetrics.timerDist
+DELAY_LATENCY_BUCKETS_S: Final = (60.0, 600.0, 3600.0, 43200.0, 86400.0, 259200.0)  # the store's view
 
 
 class TimerMessageService:
@@ -93,6 +98,12 @@ class TimerMessageService:
         self.progress = TimerProgressFile(config_dir)
         self.delivered = 0
         self.rolled = 0
+        # RocketMQ 5's timer metrics (DefaultStoreMetricsManager), by real topic: timers read
+        # from the timer queue, delivered, and pending; the delay asked for (deliver - born, s)
+        self.enqueued: Counter[str] = Counter()
+        self.dequeued: Counter[str] = Counter()
+        self.timing: Counter[str] = Counter()
+        self.delay_latency: dict[str, Histogram] = {}
         self._heap: list[int] = []
         self._stale = 0  # heap entries of rolled timers, dropped when popped
         self._cursor = 0  # every unit below is done
@@ -224,9 +235,74 @@ class TimerMessageService:
                     self._mark_done(off)
                 else:
                     heapq.heappush(self._heap, (max(int(text), 0) << _SHIFT) | off)
+                    self._count_enqueued(rec, max(int(text), 0))
             off += 1
         self._read = off
         return off < cq.max_offset  # the batch limit stopped the reading
+
+    def _count_enqueued(self, rec: StoredRecord | None, due: int) -> None:
+        topic = (rec.get_property(MessageConst.REAL_TOPIC) if rec is not None else None) or ""
+        self.enqueued[topic] += 1
+        self.timing[topic] += 1
+        if rec is not None:
+            hist = self.delay_latency.get(topic)
+            if hist is None:
+                hist = self.delay_latency[topic] = Histogram(DELAY_LATENCY_BUCKETS_S)
+            hist.observe(max(due - rec.born_timestamp, 0) // 1000)
+
+    def _count_done(self, topic: str, delivered: bool) -> None:
+        left = self.timing[topic] - 1
+        if left > 0:
+            self.timing[topic] = left
+        else:
+            self.timing.pop(topic, None)
+        if delivered:
+            self.dequeued[topic] += 1
+
+    # -- what RocketMQ's timer gauges read ---------------------------------------------------
+    def enqueue_behind(self) -> tuple[int, int]:
+        """Units in the timer queue not read into the heap yet, and the age (ms) of the oldest:
+        RocketMQ's enqueue lag and latency."""
+        cq = self.store.queue(TIMER_TOPIC, TIMER_QUEUE_ID)
+        if cq is None or self._read >= cq.max_offset:
+            return 0, 0
+        first = self.store.get_message_store_timestamp(TIMER_TOPIC, TIMER_QUEUE_ID, self._read)
+        return cq.max_offset - self._read, (self.clock.now_ms() - first if first > 0 else 0)
+
+    def dequeue_behind(self) -> tuple[int, int]:
+        """Timers due and not delivered yet, and how long (ms) the oldest of them is overdue:
+        RocketMQ's dequeue lag and latency. Walks only the part of the heap that is due."""
+        now = self.clock.now_ms()
+        heap, count, oldest = self._heap, 0, now
+        stack = [0] if heap else []
+        while stack:
+            i = stack.pop()
+            key = heap[i]
+            due = key >> _SHIFT
+            if due > now:
+                continue  # nothing below it is due either (heap order)
+            off = key & _MASK
+            if off >= self._cursor and off not in self._done:
+                count += 1
+                oldest = min(oldest, due)
+            stack.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(heap))
+        return count, now - oldest
+
+    def snapshot(self) -> list[tuple[int, int]]:
+        """(bound in seconds, pending timers due within (previous bound, bound] from now), for
+        RocketMQ's `timer_bound_s` buckets; timers more than 24 h ahead are not counted."""
+        now = self.clock.now_ms()
+        counts = [0] * len(TIMER_DIST_S)
+        for key in self._heap:
+            off = key & _MASK
+            if off < self._cursor or off in self._done:
+                continue
+            ahead = max((key >> _SHIFT) - now, 0)
+            for i, bound in enumerate(TIMER_DIST_S):
+                if ahead < bound * 1000:
+                    counts[i] += 1
+                    break
+        return list(zip(TIMER_DIST_S, counts, strict=True))
 
     def _deliver_due(self) -> float | None:
         now = self.clock.now_ms()
@@ -257,6 +333,9 @@ class TimerMessageService:
         msg = message_for_real_topic(rec, self.store_host, drop=_DELIVERY_DROPS) if rec is not None else None
         if rec is None or msg is None:
             log.error("timer message at queue offset %d is gone or has no REAL_TOPIC/REAL_QID; dropped", off)
+            self._count_done(
+                (rec.get_property(MessageConst.REAL_TOPIC) if rec is not None else None) or "", False
+            )
             self._mark_done(off)
             return True
         props = string_to_properties(msg.properties_string)
@@ -274,6 +353,7 @@ class TimerMessageService:
         else:
             self.delivered += 1
             self.stats.record_put(msg.topic, 1, len(msg.body))
+        self._count_done(msg.topic, result.ok)
         self._mark_done(off)
         return True
 
@@ -323,6 +403,7 @@ class TimerMessageService:
             log.error("timer message %s not rolled: %s", rec.msg_id, result.status.name)
             return False
         self.rolled += 1
+        self._count_done(rec.get_property(MessageConst.REAL_TOPIC) or "", False)  # counted again when read
         return True
 
     # -- the task ---------------------------------------------------------------------------
