@@ -361,6 +361,8 @@ def test_topic_page_send_message(cluster: EmbeddedCluster, dash: Dashboard, traf
 
 # -- Consumer page ------------------------------------------------------------------------------------
 def test_consumer_page_browse(cluster: EmbeddedCluster, dash: Dashboard, traffic: Traffic) -> None:
+    # every message of the topic consumed and committed, those the other pages' tests sent too
+    _all_consumed(cluster, traffic.group, traffic.topic)
     groups = dash.call("consumer.groupList")
     assert set(groups) == set(cluster.broker.groups.table)
     ours = groups[traffic.group]
