@@ -35,23 +35,13 @@ from rocketlite.broker.consumer_filter import ConsumerFilterManager
 from rocketlite.broker.delay.levels import ScheduleMessageService
 from rocketlite.broker.delay.timer import TimerMessageService
 from rocketlite.broker.failover.epochs import EpochFile, epoch_file_path
-from rocketlite.broker.grpc import unavailable_reason
+from rocketlite.broker.front_doors import grpc_endpoint, metrics_server
 from rocketlite.broker.ha.master import HAMasterService, bind_ha_socket, ha_listen_port
 from rocketlite.broker.ha.slave import HASlaveService
 from rocketlite.broker.ha.status import ha_runtime_info
 from rocketlite.broker.ha.sync import SlaveSynchronize, TopicLearner
 from rocketlite.broker.live_config import LiveConfig
-from rocketlite.broker.metrics import (
-    BrokerFigures,
-    BrokerView,
-    FeatureCollector,
-    FeatureView,
-    MetricsServer,
-    RocketliteCollector,
-    RocketMQCollector,
-    RpcLatency,
-    TpsSampler,
-)
+from rocketlite.broker.metrics import BrokerFigures, BrokerView, FeatureView, MetricsServer, RpcLatency
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.pop.state import PopService
 from rocketlite.broker.processors.admin_catalog import AdminCatalogProcessor
@@ -475,10 +465,34 @@ class BrokerController:
             ha_slave=ha_slave,
             slave_sync=slave_sync,
             sync_state=sync_state,
-            metrics=self._metrics_server(
-                figures, clients, send, FeatureView(b, timer, pop_service, transactions, self._epoch_reader())
+            metrics=metrics_server(
+                BrokerView(
+                    b,
+                    store,
+                    stats,
+                    topics,
+                    groups,
+                    clients,
+                    offsets,
+                    clock,
+                    rpc=self.rpc_latency,
+                    send_waiters=lambda: send.flush_waiters,
+                ),
+                FeatureView(b, timer, pop_service, transactions, self._epoch_reader()),
+                figures,
             ),
-            grpc=self._grpc_endpoint(topics, groups, send, pop, transactions, clients),
+            grpc=grpc_endpoint(
+                b,
+                self.store_config,
+                topics,
+                groups,
+                send,
+                pop,
+                transactions,
+                clients,
+                acl=self.acl,
+                auth=self.auth if b.authentication_enabled or b.authorization_enabled else None,
+            ),
             reply=ReplyMessageProcessor(
                 b, store, stats, clock, store_host, msg_check=send.msg_check, find_client=clients.find_channel
             ),
@@ -506,61 +520,6 @@ class BrokerController:
         path = epoch_file_path(self.broker.store_path_epoch_file, self.store_config.store_path_root_dir)
 
         return lambda: EpochFile(path).last_epoch
-
-    def _metrics_server(
-        self,
-        figures: BrokerFigures,
-        clients: ClientManager,
-        send: SendMessageProcessor,
-        features: FeatureView,
-    ) -> MetricsServer | None:
-        """GET /metrics (metricsExporterType=PROM, or rocketlite's metricsPort), or None."""
-        endpoint = self.broker.metrics_endpoint
-        if endpoint is None:
-            return None
-        view = BrokerView(
-            self.broker, self.store, self.stats, self.topics, self.groups, clients, self.offsets, self.clock,
-            rpc=self.rpc_latency, send_waiters=lambda: send.flush_waiters,
-        )  # fmt: skip
-        sampler = TpsSampler(self.store)
-        collectors = [
-            RocketMQCollector(view),
-            FeatureCollector(features),
-            RocketliteCollector(figures, sampler),
-        ]
-        return MetricsServer(collectors, sampler, *endpoint)
-
-    def _grpc_endpoint(
-        self,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        send: SendMessageProcessor,
-        pop: PopMessageProcessor,
-        transactions: TransactionalMessageService,
-        clients: ClientManager,
-    ) -> GrpcEndpoint | None:
-        """The 5.x gRPC endpoint, on masters only (5.x clients use master queues only): off with
-        grpcServerPort 0 or without grpcio (said once); an ephemeral port when listenPort is 0. With
-        aclEnable every RPC is checked against the same plain ACL as the remoting port."""
-        b = self.broker
-        if b.grpc_server_port == 0 or b.is_slave:
-            return None
-        reason = unavailable_reason()
-        if reason is not None:
-            log.warning("5.x gRPC endpoint off: %s", reason)
-            return None
-        from rocketlite.broker.grpc.endpoint import GrpcEndpoint  # noqa: PLC0415 (needs the grpc extra)
-
-        return GrpcEndpoint(
-            b, topics, groups, send, pop,
-            host=b.listen_host,
-            port=b.grpc_server_port if b.listen_port else 0,
-            max_body_size=self.store_config.max_message_size,
-            acl=self.acl,
-            auth=self.auth if b.authentication_enabled or b.authorization_enabled else None,
-            transactions=transactions,
-            clients=clients,
-        )  # fmt: skip
 
     def _refused_by_master(self, reason: str) -> None:
         """The HA slave's master refused it (its log diverged; called from the replication thread):
