@@ -131,6 +131,20 @@ class BrokerStatsItems:
         self._topic_put_size.add(topic, size)
         self._broker_put.add(self.cluster, nums)
 
+    def put_items(self, topic: str) -> tuple[StatsItem, StatsItem, StatsItem]:
+        """The three items a send to `topic` adds to (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, the
+        cluster's BROKER_PUT_NUMS), made now if not yet counted: `BrokerStats` keeps them per
+        topic and adds to them itself (no item is ever removed, so the references stay live)."""
+        found = []
+        for stats, key in (
+            (self._topic_put_nums, topic), (self._topic_put_size, topic), (self._broker_put, self.cluster)
+        ):  # fmt: skip
+            item = stats.items.get(key)
+            if item is None:
+                item = stats.items[key] = StatsItem(self.clock.now_ms())
+            found.append(item)
+        return found[0], found[1], found[2]
+
     def get(self, topic: str, group: str, nums: int, size: int) -> None:
         """A pull of `group` found `nums` messages of `size` bytes in `topic`."""
         key = stats_key(topic, group)

@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import inspect
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from rocketlite.broker.processors.send import PutOutcome, SendMessageProcessor, SendRequest
-from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
 from rocketlite.protocol.message import HostAddress, MessageSysFlag, properties_to_string
+from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.speedups import decode_frames
+from rocketlite.remoting.connection import Connection
 from rocketlite.store.config import FlushDiskType
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
@@ -146,5 +152,72 @@ def test_a_sync_flush_put_completes_once_durable(tmp_path: Path) -> None:
             assert outcome.code == ResponseCode.SUCCESS and outcome.msg_id
             record = b.controller.store.look_message_by_offset(outcome.commit_log_offset)
             assert record is not None and record.body == b"durable"
+
+    run(scenario())
+
+
+def test_the_remoting_answer_is_the_reference_answer_of_what_the_core_stored(tmp_path: Path) -> None:
+    """`handle_wire` answers a single message stored at once with the frame `_put` encodes itself
+    (`speedups.encode_send_ok`, no `PutOutcome` between); it must be the reference answer, the
+    `_command` of the outcome of what was stored, byte for byte, and the record it stored must be
+    the one the typed core (`put`) stores for the same header and body (but for where it lies and
+    when). Answers off that path (a bad DELAY, a retry to the DLQ, a refusal by the checks) come
+    from the same `_command` as before."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path, auto_create_topic_enable=False) as b:
+            send, caller = processor(b), Caller("10.1.2.3:40000")
+            store = b.controller.store
+            peer = cast(Connection, caller)  # `handle_wire` uses its connection only as the Peer
+            b.controller.topics.create_in_send_back("DiffT", 4, 6)
+            cases: list[tuple[SendMessageRequestHeader, bytes]] = [
+                (header("DiffT", queue_id=1, UNIQ_KEY="D1", KEYS="k1"), b"one"),
+                (header("DiffT", queue_id=2, UNIQ_KEY="D2"), bytes(range(256)) * 8),
+                (header("DiffT", queue_id=-1), b"no uniq key, any queue"),
+            ]
+            for opaque, (h, body) in enumerate(cases, 1):
+                request = make_request(RequestCode.SEND_MESSAGE_V2, h.to_ext_v2(), body, opaque)
+                answer = send.handle_wire(peer, request)
+                assert type(answer) is bytes
+                (decoded,), _ = decode_frames(answer, 1 << 20)
+                ext = decoded.ext_fields
+                offset = int(ext["msgId"][-16:], 16)
+                stored = store.look_message_by_offset(offset)
+                assert stored is not None and stored.msg_id == ext["msgId"]
+                uniq = stored.get_property("UNIQ_KEY")
+                outcome = PutOutcome(
+                    ResponseCode.SUCCESS,
+                    None,
+                    stored.msg_id,
+                    stored.queue_id,
+                    stored.queue_offset,
+                    offset,
+                    uniq,
+                )
+                assert answer == encode_command(send._command(request, outcome))  # the reference answer
+                reference = send.put(SendRequest(h, body), caller)
+                assert isinstance(reference, PutOutcome) and reference.code == ResponseCode.SUCCESS
+                again = store.look_message_by_offset(reference.commit_log_offset)
+                assert again is not None and again.body == body
+                if h.queue_id < 0:  # a random queue each: the same record but for it
+                    again.queue_id = stored.queue_id
+                assert replace(again, queue_offset=0, physical_offset=0, store_timestamp=0) == replace(
+                    stored, queue_offset=0, physical_offset=0, store_timestamp=0
+                )
+            off_path: list[tuple[SendMessageRequestHeader, bytes]] = [
+                (header("DiffT", DELAY="soon"), b"bad delay"),  # MESSAGE_ILLEGAL after the checks
+                (header("NoSuchDiffT"), b"refused by msg_check"),
+            ]
+            for h, body in off_path:
+                request = make_request(RequestCode.SEND_MESSAGE_V2, h.to_ext_v2(), body, 99)
+                try:
+                    answer = send.handle_wire(peer, request)
+                except RocketliteError as exc:  # the connection answers a raised refusal
+                    assert exc.code == ResponseCode.TOPIC_NOT_EXIST
+                    continue
+                assert isinstance(answer, RemotingCommand)
+                reference = send.put(SendRequest(h, body), caller)
+                assert isinstance(reference, PutOutcome) and reference.code == ResponseCode.MESSAGE_ILLEGAL
+                assert encode_command(answer) == encode_command(send._command(request, reference))
 
     run(scenario())

@@ -312,7 +312,9 @@ class SendMessageProcessor:
         wait for (ASYNC_FLUSH, no slave to wait on), else once the flush (and the slave) is done.
         `paced`: this message's dispatch round may be shared with the next requests' (the 5.x
         endpoint's sends, which arrive one RPC at a time; see `store/dispatch.py`)."""
-        return self._put(request.header, request.body, request.batch, request.version, peer, paced)
+        outcome = self._put(request.header, request.body, request.batch, request.version, peer, paced, None)
+        assert not isinstance(outcome, bytes)  # only for a `wire` request
+        return outcome
 
     def _put(
         self,
@@ -322,9 +324,14 @@ class SendMessageProcessor:
         version: int,
         peer: Peer,
         paced: bool,
-    ) -> PutOutcome | Awaitable[PutOutcome]:
+        wire: RemotingCommand | None,
+    ) -> PutOutcome | Awaitable[PutOutcome] | bytes:
         """`put` on the request's fields: the remoting adapter calls it without building the
-        `SendRequest` around them (one object less per message on the broker's hottest path)."""
+        `SendRequest` around them (one object less per message on the broker's hottest path).
+        `wire`: the remoting request, whose common answer (a single message stored, nothing to
+        wait for) is then returned as its encoded frame (`speedups.encode_send_ok`) rather than
+        as a `PutOutcome` that `handle_wire` would take apart again; every other answer is the
+        same `PutOutcome` either port gets."""
         if self.start_accept_send_ms and self.clock.now_ms() < self.start_accept_send_ms:
             return PutOutcome(
                 ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {self.start_accept_send_ms}"
@@ -392,6 +399,11 @@ class SendMessageProcessor:
                 # msg.topic: where it was stored (SCHEDULE_TOPIC_XXXX, the half or the timer topic
                 # when a hook or the store moved it), the topic Java's metrics count it under
                 self.stats.record_put(msg.topic, 1, put.wrote_bytes, kind)
+                if wire is not None:
+                    return encode_send_ok(
+                        wire.opaque, wire.serialize_type, put.msg_id, queue_id, put.logics_offset,
+                        broker.region_id, "true" if broker.trace_on else "false", uniq_key,
+                    )  # fmt: skip
                 return PutOutcome(
                     _SUCCESS, None, put.msg_id, queue_id, put.logics_offset, put.wrote_offset, uniq_key
                 )
@@ -517,7 +529,8 @@ class SendMessageProcessor:
         """SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE on the remoting port: the frame
         decoded into the request's fields (the header letters a..n by the compiled fill when
         built), the core (`_put`), and the outcome encoded. A stored send's answer is written as
-        its whole frame from the outcome's values (`speedups.encode_send_ok`), which the
+        its whole frame from the outcome's values (`speedups.encode_send_ok`; a single message
+        stored at once is encoded so by `_put` itself, with no `PutOutcome` between), which the
         connection writes as is; an answer that waits for the disk or the slave completes later."""
         code = request.code
         if code in _V2_CODES:
@@ -525,8 +538,10 @@ class SendMessageProcessor:
         else:
             header = SendMessageRequestHeader.from_ext(request.ext_fields, code)
         outcome = self._put(
-            header, request.body or b"", code == _BATCH or header.batch, request.version, conn, False
+            header, request.body or b"", code == _BATCH or header.batch, request.version, conn, False, request
         )
+        if isinstance(outcome, bytes):  # the common answer, encoded by `_put`
+            return outcome
         if not isinstance(outcome, PutOutcome):
             return self._encode_later(request, outcome)
         if outcome.code == _SUCCESS and outcome.msg_id:  # the common answer, encoded at once
