@@ -11,7 +11,8 @@ sends (a send given up on may still have been stored: at-least-once).
 - ali-ons 3.12.0: `pollNameServerInteval` (the option's own spelling) 1 s, its default retries
   (retryTimesWhenSendFailed 3, within sendMsgTimeout 3 s + 1 s).
 - rocketmq==0.4.4 (rocketmq-client-cpp 1.0.1): its C API sets neither the retries nor the route
-  poll interval; it reads routes every 30 s (fixed), so its recovery is bounded by that.
+  poll interval; it reads routes 3 s after start, then every 30 s (fixed), never because a send
+  failed, so its wait after a failover is bounded by that schedule, not by the brokers.
 
 Needs root and `ip netns` (skips elsewhere; fails under CI=true), etcd (`make etcd`) and the
 clients (`make clients`).
