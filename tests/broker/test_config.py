@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from rocketlite.broker.config import LIVE_BROKER_FIELDS, BrokerConfig, BrokerRole
 from rocketlite.broker.live_config import LIVE_KEYS
+from rocketlite.cli import load_broker_config
 from rocketlite.config import key_of
 from rocketlite.protocol.errors import ConfigError
 
@@ -31,3 +33,13 @@ def test_every_live_field_is_a_field_and_a_live_key() -> None:
     fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
     assert fields.keys() >= LIVE_BROKER_FIELDS
     assert {key_of(fields[name]) for name in LIVE_BROKER_FIELDS} <= LIVE_KEYS
+
+
+def test_min_in_sync_replicas_and_async_learner_are_read_by_rocketmqs_names(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\nbrokerId=1\nbrokerRole=SLAVE\nminInSyncReplicas=2\nasyncLearner=true\n")
+    broker, _ = load_broker_config(conf)
+    assert (broker.min_in_sync_replicas, broker.async_learner) == (2, True)
+    conf.write_text("brokerName=b\nminInSyncReplicas=0\n")
+    with pytest.raises(ConfigError, match="minInSyncReplicas"):
+        load_broker_config(conf)

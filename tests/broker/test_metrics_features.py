@@ -197,3 +197,5 @@ def test_controller_mode_role_and_epoch(tmp_path: Path) -> None:
     assert (role.labels["role"], role.value) == ("ASYNC_MASTER", 1)
     [permission] = families["rocketmq_broker_permission"].samples
     assert permission.value == 4
+    # the truncation counters are the controller-mode process's (FailoverBroker; test_async_loss)
+    assert "rocketlite_broker_truncated_messages" not in families

@@ -7,16 +7,20 @@ replica receives, and is killed with SIGKILL. The new master is elected with a s
 master, restarted, rejoins as a slave and cuts its unreplicated tail. The test asserts the report:
 the messages it says it cut (runtime info and log) are exactly where the acknowledged-and-lost
 ones were, every lost one is covered by it, and nothing else is lost, duplicated or reordered.
+The same counts are Prometheus counters on the old master's GET /metrics
+(`rocketlite_broker_truncated_messages_total` / `_bytes_total`).
 Needs root and `ip netns` (skips elsewhere; fails under CI=true) and etcd (`make etcd`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.controller_mode.partitions import (
     ASYNC,
@@ -32,7 +36,8 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[asyncio.AbstractEventLoop, Group]]:
-    with group_in_loop(tmp_path, broker=ASYNC) as w:
+    # each broker also serves GET /metrics on its own address (its namespace's), port 5557
+    with group_in_loop(tmp_path, broker={**ASYNC, "metricsExporterType": "PROM"}) as w:
         yield w
 
 
@@ -55,3 +60,10 @@ def test_an_async_masters_unreplicated_acks_are_lost_and_reported(
     assert report.ok, report
     old_log = g.replicas[r.old_master].log_path.read_text(errors="replace")
     assert f"cut {r.notes['cut messages']} messages" in old_log
+    # The counts as Prometheus counters, beside the runtime-info keys: the same numbers.
+    host = g.replicas[r.old_master].addr.rsplit(":", 1)[0]
+    with urllib.request.urlopen(f"http://{host}:5557/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    samples = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples["rocketlite_broker_truncated_messages_total"] == r.notes["cut messages"], samples
+    assert samples["rocketlite_broker_truncated_bytes_total"] == r.notes["cut bytes"] > 0, r.notes

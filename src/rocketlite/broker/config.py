@@ -158,6 +158,8 @@ class BrokerConfig:
     check_sync_state_set_period: int = 5000
     ha_max_time_slave_not_catchup: int = 15_000  # SyncStateSet shrink: not caught up this long
     all_ack_in_sync_state_set: bool = False  # a SYNC send waits for every SyncStateSet member
+    min_in_sync_replicas: int = 1  # a SYNC send is refused while the SyncStateSet is smaller
+    async_learner: bool = False  # this replica replicates but never joins the SyncStateSet
     store_path_epoch_file: str | None = None  # default storePathRootDir/epochFileCheckpoint
 
     def __post_init__(self) -> None:
@@ -230,6 +232,7 @@ class BrokerConfig:
             "controllerHeartBeatTimeoutMills must be at least 1000 (ms; etcd leases count whole seconds)",
         )
         require(self.check_sync_state_set_period > 0, "checkSyncStateSetPeriod must be positive (ms)")
+        require(self.min_in_sync_replicas >= 1, "minInSyncReplicas must be 1 or more (the master counts)")
         require(self.sync_broker_metadata_period > 0, "syncBrokerMetadataPeriod must be positive (ms)")
         require(self.ha_max_time_slave_not_catchup > 0, "haMaxTimeSlaveNotCatchup must be positive (ms)")
         if self.enable_controller_mode:

@@ -171,9 +171,11 @@ class BrokerController:
         before_serving: BeforeServing | None = None,
         tls: TlsConfig | None = None,
         runtime_info: Callable[[], dict[str, str]] | None = None,
+        truncated: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.broker = broker
         self.runtime_info = runtime_info  # more GET_BROKER_RUNTIME_INFO fields (controller mode)
+        self.truncated = truncated  # controller mode: (messages, bytes) epoch truncation cut
         self.replica_factory = replica_factory
         self.before_serving = before_serving
         self.tls = tls or TlsConfig()
@@ -478,7 +480,7 @@ class BrokerController:
                     rpc=self.rpc_latency,
                     send_waiters=lambda: send.flush_waiters,
                 ),
-                FeatureView(b, timer, pop_service, transactions, self._epoch_reader()),
+                FeatureView(b, timer, pop_service, transactions, self._epoch_reader(), self.truncated),
                 figures,
             ),
             grpc=grpc_endpoint(

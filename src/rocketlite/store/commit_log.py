@@ -286,6 +286,16 @@ class CommitLog:
         sys_flag = INT.unpack_from(view, SYSFLAG_POS)[0]
         return int(LONG.unpack_from(view, layout_for(sys_flag).store_timestamp_pos)[0])
 
+    def forget_queues(self, topic: str, queue_id: int | None = None) -> None:
+        """Drop the next queue offsets of a deleted topic (or one deleted queue of it), so a
+        topic created again under the name starts its queues at 0, as RocketMQ's does."""
+        if queue_id is not None:
+            self.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+            return
+        prefix = f"{topic}-"
+        for key in [k for k in self.topic_queue_table if k.startswith(prefix)]:
+            del self.topic_queue_table[key]
+
     def roll_next_file(self, offset: int) -> int:
         """Start of the segment after the one holding `offset`."""
         return offset + self.file_size - offset % self.file_size

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rocketlite.store.consume_queue import ConsumeQueue
@@ -148,6 +148,19 @@ class ConsumeQueueStore:
             topic_dir.rmdir()
         log.info("deleted expired consume queue %s-%d", topic, queue_id)
         return True
+
+    def expired_queues(self, min_commit_log_offset: int, keep: Callable[[str], bool]) -> list[ConsumeQueue]:
+        """`cleanExpired`'s choice: the queues whose last record lies below the commit log's first
+        offset (all their messages gone), except those of topics `keep` names. An empty queue
+        (just created) is not expired."""
+        expired = []
+        for cq in list(self.queues()):
+            if keep(cq.topic):
+                continue
+            last = cq.last_unit()
+            if last is not None and last[0] < min_commit_log_offset:
+                expired.append(cq)
+        return expired
 
     def delete_expired(self, min_commit_log_offset: int) -> int:
         """Delete queue files that only point below `min_commit_log_offset`; returns files deleted."""

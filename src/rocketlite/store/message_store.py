@@ -590,29 +590,20 @@ class MessageStore:
         return self.cq_store.topics()
 
     def clean_expired_consume_queues(self, keep: Callable[[str], bool]) -> int:
-        """`ConsumeQueueStore.cleanExpired` (mqadmin cleanExpiredCQ): delete every queue whose last
-        record lies below the commit log's first offset, all its messages gone, except the queues of
-        topics `keep` names (RocketMQ keeps the system topics'); a topic left without queues is
-        forgotten. Returns the queues deleted."""
-        min_offset = self.commit_log.min_offset
+        """`ConsumeQueueStore.cleanExpired` (mqadmin cleanExpiredCQ): delete every queue whose
+        messages are all gone, except the queues of topics `keep` names (RocketMQ keeps the system
+        topics'); a topic left without queues is forgotten. Returns the queues deleted."""
         deleted = 0
-        for cq in list(self.cq_store.queues()):
-            if keep(cq.topic):
-                continue
-            last = cq.last_unit()
-            if last is None or last[0] >= min_offset:
-                continue  # empty (just created) or still holding records
+        for cq in self.cq_store.expired_queues(self.commit_log.min_offset, keep):
             if self.cq_store.delete_queue(cq.topic, cq.queue_id):
-                self.commit_log.topic_queue_table.pop(f"{cq.topic}-{cq.queue_id}", None)
+                self.commit_log.forget_queues(cq.topic, cq.queue_id)
                 deleted += 1
         return deleted
 
     def delete_topics(self, topics: set[str]) -> None:
         for topic in topics:
             self.cq_store.delete_topic(topic)
-            prefix = f"{topic}-"
-            for key in [k for k in self.commit_log.topic_queue_table if k.startswith(prefix)]:
-                del self.commit_log.topic_queue_table[key]
+            self.commit_log.forget_queues(topic)
 
     def run_clean_pass(self, *, force: bool = False) -> int:
         """Run one retention / disk check now (admin DELETE_EXPIRED_COMMITLOG, tests)."""

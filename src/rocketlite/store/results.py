@@ -35,6 +35,7 @@ class PutMessageStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"  # refused before the append
 
     @property
     def ok(self) -> bool:

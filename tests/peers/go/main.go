@@ -517,8 +517,44 @@ func retry() {
 	check(p.Shutdown(), "producer shutdown")
 }
 
+// keepSending: SYNC sends with unique keys and bodies (keyPrefix-i) to `topic`, one at a time
+// paceMs apart, until a line arrives on stdin (or the deadline), as an application would through a
+// failover: every send that returns is printed, "sent" or "send_error" (after the client's own
+// retries), and the loop goes on. The client reads the topic's route again every 30 s (its fixed
+// _PullNameServerInterval), which is when it learns a new master's address.
+func keepSending() {
+	topic, prefix, pace := arg("topic"), args["keyPrefix"], intArg("paceMs", 10)
+	p := newProducer(arg("group"))
+	stop := make(chan struct{})
+	go func() {
+		await("a line to stop")
+		close(stop)
+	}()
+	for i := 0; time.Now().Before(deadline); i++ {
+		select {
+		case <-stop:
+			check(p.Shutdown(), "producer shutdown")
+			return
+		default:
+		}
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		began := time.Now()
+		r, err := p.SendSync(context.Background(), msg(topic, "F", key, key))
+		ms := time.Since(began).Milliseconds()
+		if err != nil {
+			emit("send_error", "key", key, "error", err.Error(), "ms", ms)
+		} else {
+			sent([]interface{}{"key", key, "ms", ms}, r)
+		}
+		time.Sleep(time.Duration(pace) * time.Millisecond)
+	}
+	check(p.Shutdown(), "producer shutdown")
+}
+
 func run(scenario string) {
 	switch scenario {
+	case "keepSending":
+		keepSending()
 	case "produce":
 		produce()
 	case "batch":

@@ -566,6 +566,7 @@ async def _rejoined(g: Group, r: Round, old: int, old_addr: str, since: float) -
     ]  # fmt: skip
     g.reported_cut.update(covered)
     r.notes["cut messages"] = int(info.get("controllerModeTruncatedMessages", "0"))
+    r.notes["cut bytes"] = int(info.get("controllerModeTruncatedBytes", "0"))
     r.notes["acknowledged past the cut"] = len(covered)
     r.notes["cut offset"] = offset
 

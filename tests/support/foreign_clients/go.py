@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,12 +44,20 @@ class GoClients:
     tmp: Path
     procs: list[ClientProc]
 
-    def start(self, scenario: str, namesrv: str, *, timeout: float = 60, **args: object) -> ClientProc:
+    def start(
+        self, scenario: str, namesrv: str, *, timeout: float = 60, prefix: Sequence[str] = (), **args: object
+    ) -> ClientProc:
+        """Start `scenario`; `prefix` goes before the driver (`ip netns exec NS`: in a namespace)."""
+        return self._start(scenario, namesrv, timeout, prefix, args)
+
+    def _start(
+        self, scenario: str, namesrv: str, timeout: float, prefix: Sequence[str], args: dict[str, object]
+    ) -> ClientProc:
         require()
         label = f"go-{scenario}-{len(self.procs) + 1}"
         home = self.tmp / label
         home.mkdir()
-        cmd = [str(DRIVER), scenario, namesrv, f"timeoutMs={int(timeout * 1000) - 5000}"]
+        cmd = [*prefix, str(DRIVER), scenario, namesrv, f"timeoutMs={int(timeout * 1000) - 5000}"]
         cmd += [f"{k}={v}" for k, v in args.items()]
         # The client keeps nothing on disk in clustering mode; HOME still points at the test's folder.
         env = {
@@ -64,7 +72,7 @@ class GoClients:
 
     def run(self, scenario: str, namesrv: str, *, timeout: float = 60, **args: object) -> ClientProc:
         """Run a scenario to its end; fails (with the driver's stderr) unless it printed "done"."""
-        cp = self.start(scenario, namesrv, timeout=timeout, **args)
+        cp = self._start(scenario, namesrv, timeout, (), args)
         finish(cp, timeout)
         return cp
 

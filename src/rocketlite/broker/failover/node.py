@@ -339,7 +339,7 @@ class FailoverBroker:
 
         controller = BrokerController(
             config, self.store_config, replica_factory=keeper, before_serving=before_serving, tls=self.tls,
-            runtime_info=self.runtime_info,
+            runtime_info=self.runtime_info, truncated=self.truncated,
         )  # fmt: skip
         self.role = ("master", self.replica_id, epoch)
         try:
@@ -363,6 +363,10 @@ class FailoverBroker:
         else:
             log.info("replica %d: log cut at offset %d for epoch %d (no messages past it)",
                      self.replica_id, cut.offset, epoch)  # fmt: skip
+
+    def truncated(self) -> tuple[int, int]:
+        """What `rocketlite_broker_truncated_messages_total` / `_bytes_total` read."""
+        return self.cut_messages, self.cut_bytes
 
     def runtime_info(self) -> dict[str, str]:
         """Controller mode's part of GET_BROKER_RUNTIME_INFO: the epoch, the master's SyncStateSet,
@@ -407,7 +411,9 @@ class FailoverBroker:
             self.base, broker_id=self.replica_id, broker_role=BrokerRole.SLAVE,
             ha_master_address=info.master_ha_address or None,
         )  # fmt: skip
-        controller = BrokerController(config, self.store_config, tls=self.tls, runtime_info=self.runtime_info)
+        controller = BrokerController(
+            config, self.store_config, tls=self.tls, runtime_info=self.runtime_info, truncated=self.truncated
+        )
         if cut < _NO_CUT:
             self._note_cut(controller.store.truncate_log_before_start(cut), info.master_epoch)
         self.epochs.save(theirs)

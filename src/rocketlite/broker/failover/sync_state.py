@@ -17,6 +17,12 @@
   (sends wait for it from now on, which is only stricter), then through the controller, asked
   again at every check until it agrees (`confirmed` is the controller's set, `sync_set` what
   sends wait for).
+* `accepts_put` (`minInSyncReplicas`): a SYNC send is refused before it is stored while the
+  controller's SyncStateSet, the master included, has fewer members (RocketMQ's CommitLog answers
+  IN_SYNC_REPLICAS_NOT_ENOUGH, which the send processor turns into SYSTEM_ERROR
+  "in-sync replicas not enough").
+* `asyncLearner` replicas (their HA handshake says so) are streamed the log and acknowledge it, but
+  are never added to the set, and are removed from it should one reconnect as a learner.
 """
 
 from __future__ import annotations
@@ -96,8 +102,11 @@ class SyncStateKeeper:
             return self.store.max_phy_offset
         return min(self.acked(i) for i in others)
 
+    def accepts_put(self) -> bool:
+        return len(self.confirmed) >= self.config.min_in_sync_replicas
+
     def on_ack(self, conn: HAConnection, offset: int) -> None:
-        if conn.replica_id is None:
+        if conn.replica_id is None or conn.async_learner:
             return
         self._take_mark(time.monotonic())
         for mark_time, mark_offset in reversed(self._marks):
@@ -154,8 +163,14 @@ class SyncStateKeeper:
     async def check_once(self) -> None:
         now = time.monotonic()
         limit = self.config.ha_max_time_slave_not_catchup / 1000
+        learners = {
+            c.replica_id for c in self.ha.accepted_slaves if c.async_learner and c.replica_id is not None
+        }
         lagging = {i for i in self.confirmed - {self.me} if now - self.caught_up.get(i, 0.0) > limit}
-        connected = {c.replica_id for c in self.ha.accepted_slaves if c.replica_id is not None}
+        lagging |= learners & self.confirmed
+        connected = {
+            c.replica_id for c in self.ha.accepted_slaves if c.replica_id is not None and not c.async_learner
+        }
         joining = {
             i for i in connected - self.confirmed
             if now - self.caught_up.get(i, -limit - 1) <= limit and self.acked(i) >= self.epoch_start

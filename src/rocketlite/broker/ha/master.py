@@ -30,7 +30,13 @@ import time
 from collections.abc import Callable
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.protocol.formats.ha_frames import HANDSHAKE_MARK, HEADER, REFUSED_OFFSET, REPORT
+from rocketlite.protocol.formats.ha_frames import (
+    HANDSHAKE_MARK,
+    HEADER,
+    LEARNER_HANDSHAKE_MARK,
+    REFUSED_OFFSET,
+    REPORT,
+)
 from rocketlite.protocol.formats.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
@@ -118,6 +124,7 @@ class HAConnection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.accepted = False
         self.replica_id: int | None = None  # controller mode: the slave's brokerId (handshake)
+        self.async_learner = False  # controller mode: a replica that never joins the SyncStateSet
         self.acked_offset = -1
         self.next_offset = -1
         self.data_ready = asyncio.Event()
@@ -133,7 +140,8 @@ class HAConnection:
             log.warning("HA: slave %s sent no offset; closing", self.peer)
             return
         slave_offset = REPORT.unpack(first)[0]
-        if slave_offset == HANDSHAKE_MARK:
+        if slave_offset in (HANDSHAKE_MARK, LEARNER_HANDSHAKE_MARK):
+            self.async_learner = slave_offset == LEARNER_HANDSHAKE_MARK
             try:
                 hello = await result_within(
                     self.reader.readexactly(2 * REPORT.size), cfg.ha_housekeeping_interval / 1000
@@ -341,6 +349,10 @@ class HAMasterService:
         self.wake()
 
     # -- SYNC_MASTER ------------------------------------------------------------------------
+    def accepts_put(self) -> bool:
+        """A plain SYNC_MASTER takes every put (minInSyncReplicas is controller mode's)."""
+        return True
+
     async def wait_replicated(self, end_offset: int) -> PutMessageStatus:
         """Wait until a slave holds the log up to `end_offset` (or say why not)."""
         if self.push2slave_max_offset >= end_offset and self.accepted_slaves:

@@ -36,6 +36,7 @@ from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.formats.ha_frames import (
     HANDSHAKE_MARK,
     HEADER,
+    LEARNER_HANDSHAKE_MARK,
     MAX_BODY_SIZE,
     REFUSED_OFFSET,
     REPORT,
@@ -185,7 +186,8 @@ class HASlaveService:
         end = store.written_end
         pending = bytearray()  # received bytes after `end` that do not make a whole record yet
         if self.config.enable_controller_mode:  # say which replica this is (ha_frames)
-            sock.sendall(REPORT.pack(HANDSHAKE_MARK) + REPORT.pack(self.config.broker_id))
+            mark = LEARNER_HANDSHAKE_MARK if self.config.async_learner else HANDSHAKE_MARK
+            sock.sendall(REPORT.pack(mark) + REPORT.pack(self.config.broker_id))
         self._report(sock, end)
         self.connected = True
         self._failures = 0

@@ -33,7 +33,10 @@ Names and labels are RocketMQ 5.3's (`DefaultStoreMetricsConstant`, `PopMetricsC
 - controller mode (broker/failover), rocketlite's own names (RocketMQ 5.3's broker exports
   neither): `rocketlite_broker_role` {role}: 1 for this broker's role (SYNC_MASTER, ASYNC_MASTER
   or SLAVE), always; `rocketlite_broker_epoch`: the last master epoch in the epoch file, with
-  enableControllerMode.
+  enableControllerMode; `rocketlite_broker_truncated_messages_total` / `_bytes_total`: what epoch
+  truncation cut from this replica's log since the process started (the runtime-info keys
+  controllerModeTruncatedMessages / Bytes), with enableControllerMode under a controller-mode
+  process (`FailoverBroker`, which keeps them across its role changes).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class FeatureView:
     pop: PopService
     transactions: TransactionalMessageService
     epoch: Callable[[], int] | None = None
+    truncated: Callable[[], tuple[int, int]] | None = None  # (messages, bytes) cut since start
 
 
 class FeatureCollector(LabelledCollector):
@@ -186,3 +190,13 @@ class FeatureCollector(LabelledCollector):
             epoch = self._gauge("rocketlite_broker_epoch", "The last master epoch in the epoch file")
             epoch.add_metric(self._values(), self.view.epoch())
             yield epoch
+        if self.view.truncated is not None:
+            messages, cut_bytes = self.view.truncated()
+            for name, what, value in (
+                ("rocketlite_broker_truncated_messages", "Messages", messages),
+                ("rocketlite_broker_truncated_bytes", "Bytes", cut_bytes),
+            ):
+                doc = f"{what} epoch truncation cut from this replica's log since the process started"
+                counter = self._counter(name, doc)
+                counter.add_metric(self._values(), value)
+                yield counter

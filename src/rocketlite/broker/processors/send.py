@@ -96,6 +96,8 @@ _STATUS_RESPONSES: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
         "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
     ),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+    # RocketMQ 5 has no response code of its own for it: SYSTEM_ERROR with this remark
+    PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough"),
 }
 
 SYSTEM_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while"
@@ -132,7 +134,11 @@ _TIMER_NEEDLE = "TIMER_"  # in every timer property name: nothing more is looked
 
 
 class ReplicaWaiter(Protocol):
-    """A SYNC_MASTER's HA service: PUT_OK once a slave holds the log up to `end_offset`."""
+    """A SYNC_MASTER's HA service: PUT_OK once a slave holds the log up to `end_offset`;
+    `accepts_put`: False refuses a put before it is stored (IN_SYNC_REPLICAS_NOT_ENOUGH: in
+    controller mode, a SyncStateSet smaller than `minInSyncReplicas`)."""
+
+    def accepts_put(self) -> bool: ...
 
     async def wait_replicated(self, end_offset: int) -> PutMessageStatus: ...
 
@@ -342,6 +348,9 @@ class SendMessageProcessor:
         if self.reject_request():
             return PutOutcome(ResponseCode.SYSTEM_BUSY, SYSTEM_BUSY_REMARK)
         tc = self.msg_check(header, peer.remote_address)
+        if self.replica is not None and not self.replica.accepts_put():  # before the append, as RocketMQ
+            code, remark = _STATUS_RESPONSES[PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH]
+            return PutOutcome(code, remark)
         queue_id = (
             header.queue_id if header.queue_id >= 0 else self.rng.randrange(max(tc.write_queue_nums, 1))
         )

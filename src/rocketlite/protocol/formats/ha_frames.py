@@ -19,7 +19,9 @@ cannot be a prefix of the master's (`broker/ha/master.py` `transfer_start`): the
 its offset is older than the master's oldest segment, or the master has no record starting at it.
 A Java slave reads the refusal as an offset mismatch and reconnects; a rocketlite slave stops
 serving (see `broker/ha/slave.py`). In controller mode a slave opens with `HANDSHAKE_MARK` and its
-broker id (two 8-byte reports) before its offset.
+broker id (two 8-byte reports) before its offset; an `asyncLearner` opens with `LEARNER_HANDSHAKE_MARK`
+instead (RocketMQ's AutoSwitch handshake carries it as its isAsyncLearner flag): it is streamed the
+log like any slave but never joins the SyncStateSet.
 
 Sans-IO: the layouts and `whole_records` only; the sockets are in `broker/ha/`.
 """
@@ -48,6 +50,7 @@ REFUSED_OFFSET: Final = -1
 # offset, so the master knows which SyncStateSet member each connection is. A 4.x master reads
 # the mark as a negative offset and refuses the slave, saying so.
 HANDSHAKE_MARK: Final = -2
+LEARNER_HANDSHAKE_MARK: Final = -3  # the same, from a replica with asyncLearner=true
 MAX_BODY_SIZE: Final = 64 * 1024 * 1024  # no sane transfer is larger (haTransferBatchSize bound)
 
 
