@@ -91,7 +91,7 @@ def test_the_java_client_keeps_sending_through_a_kill(world: World, tmp_path: Pa
         _through_a_kill(
             world, "java 4.9.8", JAVA_TOPIC, lambda ev: ev.get("status") == "SEND_OK",
             lambda ns: java.start(
-                "client4", "send", ns, main=KEEP_SENDING, prefix=world[1].net.exec_args("javaclient"),
+                "client4", "send", ns, main=KEEP_SENDING, exec_prefix=world[1].net.exec_args("javaclient"),
                 topic=JAVA_TOPIC, keyPrefix="j", paceMs=10, pollNameServerInterval=1000, timeoutMs=50_000,
             ),
         )  # fmt: skip
@@ -111,7 +111,7 @@ def test_the_go_client_keeps_sending_through_a_kill(world: World, tmp_path: Path
         _through_a_kill(
             world, "go v2.1.2", GO_TOPIC, lambda ev: ev.get("status") == 0,  # primitive.SendOK
             lambda ns: go.start(
-                "keepSending", ns, timeout=90, prefix=world[1].net.exec_args("goclient"), topic=GO_TOPIC,
+                "keepSending", ns, timeout=90, exec_prefix=world[1].net.exec_args("goclient"), topic=GO_TOPIC,
                 group="go_fo_pg", keyPrefix="g", paceMs=10,
             ),
         )  # fmt: skip

@@ -45,19 +45,25 @@ class GoClients:
     procs: list[ClientProc]
 
     def start(
-        self, scenario: str, namesrv: str, *, timeout: float = 60, prefix: Sequence[str] = (), **args: object
+        self,
+        scenario: str,
+        namesrv: str,
+        *,
+        timeout: float = 60,
+        exec_prefix: Sequence[str] = (),
+        **args: object,
     ) -> ClientProc:
-        """Start `scenario`; `prefix` goes before the driver (`ip netns exec NS`: in a namespace)."""
-        return self._start(scenario, namesrv, timeout, prefix, args)
+        """Start `scenario`; `exec_prefix` goes before the driver (`ip netns exec NS`: in a namespace)."""
+        return self._start(scenario, namesrv, timeout, exec_prefix, args)
 
     def _start(
-        self, scenario: str, namesrv: str, timeout: float, prefix: Sequence[str], args: dict[str, object]
+        self, scenario: str, namesrv: str, timeout: float, exec_prefix: Sequence[str], args: dict[str, object]
     ) -> ClientProc:
         require()
         label = f"go-{scenario}-{len(self.procs) + 1}"
         home = self.tmp / label
         home.mkdir()
-        cmd = [*prefix, str(DRIVER), scenario, namesrv, f"timeoutMs={int(timeout * 1000) - 5000}"]
+        cmd = [*exec_prefix, str(DRIVER), scenario, namesrv, f"timeoutMs={int(timeout * 1000) - 5000}"]
         cmd += [f"{k}={v}" for k, v in args.items()]
         # The client keeps nothing on disk in clustering mode; HOME still points at the test's folder.
         env = {

@@ -86,18 +86,18 @@ class JavaClients:
         *,
         main: str | None = None,
         jvm: Mapping[str, object] | None = None,
-        prefix: Sequence[str] = (),
+        exec_prefix: Sequence[str] = (),
         **args: object,
     ) -> ClientProc:
         """Start `scenario` of the line's driver (or of the driver class `main`, another of the line);
-        `jvm` adds system properties (`-Dkey=value`), e.g. the client's `tls.*` settings; `prefix`
-        goes before `java` (`ip netns exec NS`: the client in a network namespace)."""
+        `jvm` adds system properties (`-Dkey=value`), e.g. the client's `tls.*` settings;
+        `exec_prefix` goes before `java` (`ip netns exec NS`: the client in a network namespace)."""
         require(line)
         label = f"{line}-{scenario}-{len(self.procs) + 1}"
         home = self.tmp / label  # the clients keep logs and local (broadcast) offsets under user.home
         home.mkdir()
         cmd = [
-            *prefix,
+            *exec_prefix,
             "java",
             *SMALL_JVM,  # one client per JVM
             f"-Duser.home={home}",
@@ -134,7 +134,7 @@ class JavaClients:
             namesrv,
             main=main,
             jvm=jvm,
-            prefix=(),
+            exec_prefix=(),  # a run's scenario arguments may include the driver's own `prefix`
             timeoutMs=int(timeout * 1000) - 5000,
             **args,
         )
