@@ -53,7 +53,6 @@ from prometheus_client.registry import Collector
 from rocketlite.broker.client_manager import ClientManager
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.metrics.rpc import (
-    RPC_LATENCY_BUCKETS_MS,
     RpcLatency,
     request_code_desc,
     response_code_desc,
@@ -319,14 +318,11 @@ class RocketMQCollector(LabelledCollector):
         rpc = self.view.rpc
         if rpc is not None:
             for (req, resp, long_polling, result), hist in sorted(rpc.histograms.items()):
-                cumulative, buckets = 0, []
-                for bound, count in zip((*RPC_LATENCY_BUCKETS_MS, float("inf")), hist.counts, strict=True):
-                    cumulative += count
-                    buckets.append((le(bound), cumulative))
+                buckets = [(le(bound), n) for bound, n in hist.cumulative()]
                 values = self._values(
                     "remoting", request_code_desc(req), response_code_desc(resp), _bool(long_polling), result
                 )
-                fam.add_metric(values, buckets, hist.total_ms)
+                fam.add_metric(values, buckets, hist.total)
         yield fam
 
     # -- store -------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ records nothing for a null response either).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Final
 
+from rocketlite.broker.histogram import Histogram
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 
 RPC_LATENCY_BUCKETS_MS: Final = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
@@ -40,18 +40,12 @@ def response_code_desc(code: int) -> str:
         return str(code)
 
 
-@dataclass(slots=True)
-class LatencyHistogram:
-    counts: list[int] = field(default_factory=lambda: [0] * (len(RPC_LATENCY_BUCKETS_MS) + 1))
-    total_ms: float = 0.0
-
-
 class RpcLatency:
     """Per (request code, response code, long polling, result) latency histograms, fed by
     `observe` (a `RequestObserver`)."""
 
     def __init__(self) -> None:
-        self.histograms: dict[tuple[int, int, bool, str], LatencyHistogram] = {}
+        self.histograms: dict[tuple[int, int, bool, str], Histogram] = {}  # in milliseconds
 
     def observe(
         self, request_code: int, response_code: int | None, elapsed_ms: float, long_polling: bool, result: str
@@ -61,11 +55,5 @@ class RpcLatency:
         key = (request_code, response_code, long_polling, result)
         hist = self.histograms.get(key)
         if hist is None:
-            hist = self.histograms[key] = LatencyHistogram()
-        index = 0
-        for bound in RPC_LATENCY_BUCKETS_MS:
-            if elapsed_ms <= bound:
-                break
-            index += 1
-        hist.counts[index] += 1
-        hist.total_ms += elapsed_ms
+            hist = self.histograms[key] = Histogram(RPC_LATENCY_BUCKETS_MS)
+        hist.observe(elapsed_ms)
