@@ -110,10 +110,14 @@ class AllocateMappedFileService(ServiceThread):
                 self.warmed_bytes += warm_pages(path, self._stopped)
 
     def _stage_pending(self) -> None:
+        """Stage every pending segment. A caller that finds nothing pending while the service
+        thread is still staging one waits for that staging to end, so whoever calls `run_once`
+        (a test, a shutdown) sees every staged file in place when it returns."""
         while True:
             with self._lock:
                 if not self._pending:
-                    return
+                    in_flight = self._busy is not None
+                    break
                 path, size = self._pending.pop(0)
                 self._busy = path
             try:
@@ -135,3 +139,6 @@ class AllocateMappedFileService(ServiceThread):
             staged = staging_path(path)  # or, renamed into use meanwhile, the segment itself
             self.warmed_bytes += warm_pages(staged, self._stopped) or warm_pages(path, self._stopped)
             self._warmed.add(path)
+        if in_flight:
+            with self._staging:
+                pass
