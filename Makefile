@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps bench-spark-kafka bench-spark-kafka-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime dashboard
+.PHONY: nghttp2 run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps bench-spark-kafka bench-spark-kafka-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime dashboard
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -47,8 +47,33 @@ NATIVE_SOURCES := setup.py $(wildcard src/rocketlite/*/_native/*.pyx src/rocketl
 	$(wildcard src/rocketlite/*/*/_native/*.pyx src/rocketlite/*/*/_native/*.pxi) \
 	$(wildcard src/rocketlite/protocol/proto/apache/rocketmq/v2/*.proto)
 
+# libnghttp2's headers, for the compiled HTTP/2 core of the 5.x gRPC endpoint
+# (src/rocketlite/remoting/h2/_native/_h2.pyx): Debian's libnghttp2-dev matching the installed
+# runtime libnghttp2-14, fetched with `apt-get download` and unpacked with `dpkg-deb -x` into
+# .clients/nghttp2 (no root); setup.py compiles against its headers and links the system's
+# libnghttp2.so.14. Without them the build goes on without that extension and the broker serves
+# 5.x on grpc.aio (said once); with CI=true a failed fetch stops the build.
+NGHTTP2_DIR := $(CLIENTS)/nghttp2
+NGHTTP2_STAMP := $(NGHTTP2_DIR)/.nghttp2-dev.installed
+
+$(NGHTTP2_STAMP):
+	@rm -rf $(NGHTTP2_DIR)/usr $(NGHTTP2_DIR)/deb && mkdir -p $(NGHTTP2_DIR)/deb
+	@if (cd $(NGHTTP2_DIR)/deb && apt-get download -q libnghttp2-dev >/dev/null 2>&1) && \
+	   dpkg-deb -x $(NGHTTP2_DIR)/deb/libnghttp2-dev_*.deb $(NGHTTP2_DIR) && \
+	   [ -f $(NGHTTP2_DIR)/usr/include/nghttp2/nghttp2.h ]; then \
+		rm -rf $(NGHTTP2_DIR)/deb; touch $@; \
+	elif [ "$(CI)" = true ]; then \
+		echo "error: libnghttp2-dev could not be fetched; CI=true requires the compiled HTTP/2 core" >&2; \
+		exit 1; \
+	else \
+		rm -rf $(NGHTTP2_DIR)/deb; \
+		echo "warning: libnghttp2-dev could not be fetched; the 5.x endpoint will run on grpc.aio" >&2; \
+	fi
+
+nghttp2: $(NGHTTP2_STAMP)
+
 # pip install -e builds the compiled data plane in place (src/rocketlite/**/_native/*.so, beside each .pyx).
-$(STAMP): $(VPY) pyproject.toml $(NATIVE_SOURCES)
+$(STAMP): $(VPY) pyproject.toml $(NATIVE_SOURCES) | $(NGHTTP2_STAMP)
 	$(VPY) -m pip install -q -e '.[fast,cli,test,lint,spark,grpc,docs]'
 	touch $(STAMP)
 

@@ -1,6 +1,8 @@
-"""The gRPC server: a `grpc.aio` server on the broker's own event loop, started and stopped by the
-controller, and the servicer that hands each RPC of `apache.rocketmq.v2.MessagingService` to the
-module serving it (route, telemetry, send, consume). An RPC no module serves answers UNIMPLEMENTED.
+"""The gRPC server: a `grpc.aio` server on the broker's own event loop (or, with
+`grpcServerImpl=nghttp2`, the compiled HTTP/2 core of `h2door`, on that loop without grpc's poller
+thread), started and stopped by the controller, and the servicer that hands each RPC of
+`apache.rocketmq.v2.MessagingService` to the module serving it (route, telemetry, send,
+consume). An RPC no module serves answers UNIMPLEMENTED.
 Every RPC passes `auth.GrpcGuard` first (namespaces; the signature and permissions with aclEnable);
 with `tlsCertPath` and `tlsKeyPath` the port serves TLS only.
 """
@@ -14,7 +16,8 @@ from typing import Any
 from rocketlite.broker.acl import AclValidator
 from rocketlite.broker.auth.checks import AuthChecks
 from rocketlite.broker.client_manager import ClientManager
-from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.config import BrokerConfig, GrpcServerImpl
+from rocketlite.broker.grpc import h2door
 from rocketlite.broker.grpc.auth import GrpcGuard
 from rocketlite.broker.grpc.clients import GrpcClients
 from rocketlite.broker.grpc.consume import ConsumerService
@@ -32,6 +35,7 @@ from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.remoting.server import check_ports_free
 
 log = logging.getLogger("rocketlite.broker.grpc")
+MAX_MESSAGE = 4 * 1024 * 1024  # a request's protobuf bytes at most: grpc's default receive limit
 
 
 class GrpcEndpoint:
@@ -70,15 +74,25 @@ class GrpcEndpoint:
             kit, send, topics, max_body_size=max_body_size, transactions=transactions
         )
         self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route, self.clients)
-        # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
-        self.server: Any = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        kit.stubs.add_MessagingServiceServicer_to_server(self._servicer(), self.server)
+        self.impl = broker.grpc_server_impl
+        if self.impl is GrpcServerImpl.NGHTTP2 and (reason := h2door.unavailable_reason()):
+            log.warning("grpcServerImpl=nghttp2 is not available, serving 5.x on grpcio: %s", reason)
+            self.impl = GrpcServerImpl.GRPCIO
+        self.server: Any = None
+        self.h2: Any = None
+        if self.impl is GrpcServerImpl.NGHTTP2:
+            self.h2 = h2door.h2_server(self._servicer(), kit.spb, max_message=MAX_MESSAGE)
+        else:
+            # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
+            self.server = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            kit.stubs.add_MessagingServiceServicer_to_server(self._servicer(), self.server)
 
     async def start(self) -> None:
         """Bind and serve. A port already taken leaves the endpoint off with an error logged, and
         the broker serves its remoting clients anyway (`port` stays 0). Unreadable TLS files stop
         the broker (ConfigError)."""
-        self.credentials = _tls_credentials(self.kit, self.broker)
+        pem = _tls_pem(self.broker)
+        self.credentials = pem and self.kit.grpc.ssl_server_credentials([(pem[1], pem[0])])
         try:
             # Checked here first: grpc's C core would print its own error line for a taken port,
             # straight to stderr, outside our logging (see docs/operations/logging.md).
@@ -89,6 +103,9 @@ class GrpcEndpoint:
                 "port, or 0 to turn the endpoint off",
                 self.requested_port, exc.strerror,
             )  # fmt: skip
+            return
+        if self.h2 is not None:
+            await self._start_h2(pem is not None)
             return
         try:
             address = f"{self.host}:{self.requested_port}"
@@ -104,9 +121,26 @@ class GrpcEndpoint:
         await self.server.start()
         log.info("5.x gRPC endpoint on %s:%d%s", self.host, self.port, " (TLS)" if self.credentials else "")
 
+    async def _start_h2(self, tls: bool) -> None:
+        context = None
+        if tls:
+            assert self.broker.tls_cert_path and self.broker.tls_key_path
+            context = h2door.tls_context(self.broker.tls_cert_path, self.broker.tls_key_path)
+        try:
+            self.port = await self.h2.start(self.host, self.requested_port, context)
+        except OSError as exc:
+            log.error(
+                "5.x gRPC endpoint off: grpcServerPort %s on %s: %s", self.requested_port, self.host, exc
+            )
+            return
+        log.info("5.x gRPC endpoint on %s:%d%s (nghttp2)", self.host, self.port, " (TLS)" if tls else "")
+
     async def close(self) -> None:
         self.consumer.renewals.close()
-        await self.server.stop(grace=1.0)
+        if self.h2 is not None:
+            await self.h2.close()
+        else:
+            await self.server.stop(grace=1.0)
 
     async def heartbeat(self, request: spb.HeartbeatRequest, context: Any) -> spb.HeartbeatResponse:
         """The client's liveness: registered again from its settings (none yet: nothing to do)."""
@@ -151,9 +185,10 @@ class GrpcEndpoint:
         return type("Servicer", (base,), methods)()
 
 
-def _tls_credentials(kit: ProtoKit, broker: BrokerConfig) -> Any:
-    """Server credentials from `tlsCertPath` and `tlsKeyPath` (PEM), or None for plaintext. A file
-    that cannot be read, or is not PEM, stops the broker with the key and the path named."""
+def _tls_pem(broker: BrokerConfig) -> tuple[bytes, bytes] | None:
+    """The certificate chain and key of `tlsCertPath` and `tlsKeyPath` (PEM), or None for
+    plaintext. A file that cannot be read, or is not PEM, stops the broker with the key and the
+    path named."""
     if not broker.tls_cert_path or not broker.tls_key_path:
         return None
     pem: dict[str, bytes] = {}
@@ -167,4 +202,4 @@ def _tls_credentials(kit: ProtoKit, broker: BrokerConfig) -> Any:
             raise ConfigError(f"{key} {path}: cannot read: {exc.strerror or exc}") from exc
         if marker not in pem[key]:
             raise ConfigError(f"{key} {path}: not a PEM {what}")
-    return kit.grpc.ssl_server_credentials([(pem["tlsKeyPath"], pem["tlsCertPath"])])
+    return pem["tlsCertPath"], pem["tlsKeyPath"]

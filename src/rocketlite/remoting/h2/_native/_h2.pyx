@@ -1,0 +1,479 @@
+# cython: language_level=3
+"""A gRPC server connection's HTTP/2 state: libnghttp2's server session, fed with bytes and drained
+of bytes (`nghttp2_session_mem_recv` / `nghttp2_session_mem_send`: no socket in C), so the
+connection's asyncio protocol owns all I/O. HPACK, flow control, SETTINGS, PING, GOAWAY and the
+validation of the HTTP/2 messaging rules are nghttp2's; this module adds gRPC's framing on top.
+
+`receive(data)` returns the events of that read, in order, as tuples `(kind, stream_id, value)`:
+
+- `HEADERS`: a request opened; value is its header list `[(name, value), ...]` (bytes);
+- `MESSAGE`: one whole gRPC message of that stream (its protobuf bytes);
+- `END`: the client half-closed the stream (END_STREAM);
+- `CLOSED`: the stream is gone (value: the HTTP/2 error code, 0 on a clean close, 8 CANCEL...);
+- `BAD`: the stream's gRPC framing is unusable (value says why: a compressed message, or one
+  larger than `max_message`); the caller finishes the stream with an error status.
+
+A protocol error raises `H2Error`; the session has then queued GOAWAY, which `send()` returns.
+
+A gRPC message frame, in both directions (the DATA payload of a stream is a sequence of them, split
+across DATA frames anyhow):
+
+    offset 0  u8      compressed flag (0: not compressed; 1 needs grpc-encoding, not served here)
+    offset 1  u32 BE  length N of the message
+    offset 5  N bytes the serialized protobuf message
+
+A response is HEADERS (`:status 200`, `content-type application/grpc`), then its messages as DATA,
+then trailers: a HEADERS frame with END_STREAM carrying `grpc-status` (the decimal status code, 0
+OK) and, when there is one, `grpc-message` (percent-encoded UTF-8). A call that ends before any
+message is answered "trailers only": one HEADERS frame with `:status`, `content-type` and the
+`grpc-status`/`grpc-message` pair, and END_STREAM.
+
+Messages are written with `send_message` into the stream's buffer, which nghttp2 drains through a
+data provider as flow control allows; an empty buffer answers NGHTTP2_ERR_DEFERRED and the next
+`send_message` or `finish` resumes the stream.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from libc.stdint cimport int32_t, uint8_t, uint32_t
+from libc.string cimport memcpy
+
+cdef extern from "nghttp2/nghttp2.h":
+    ctypedef struct nghttp2_session:
+        pass
+    ctypedef struct nghttp2_session_callbacks:
+        pass
+    ctypedef struct nghttp2_nv:
+        uint8_t *name
+        uint8_t *value
+        size_t namelen
+        size_t valuelen
+        uint8_t flags
+    ctypedef struct nghttp2_frame_hd:
+        size_t length
+        int32_t stream_id
+        uint8_t type
+        uint8_t flags
+    ctypedef enum nghttp2_headers_category:
+        NGHTTP2_HCAT_REQUEST
+    ctypedef struct nghttp2_headers:
+        nghttp2_frame_hd hd
+        nghttp2_headers_category cat
+    ctypedef union nghttp2_frame:
+        nghttp2_frame_hd hd
+        nghttp2_headers headers
+    ctypedef union nghttp2_data_source:
+        int fd
+        void *ptr
+    ctypedef ssize_t (*nghttp2_data_source_read_callback)(
+        nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+        uint32_t *data_flags, nghttp2_data_source *source, void *user_data) noexcept
+    ctypedef struct nghttp2_data_provider:
+        nghttp2_data_source source
+        nghttp2_data_source_read_callback read_callback
+    ctypedef struct nghttp2_settings_entry:
+        int32_t settings_id
+        uint32_t value
+
+    ctypedef int (*begin_headers_cb)(nghttp2_session *, const nghttp2_frame *, void *) noexcept
+    ctypedef int (*header_cb)(nghttp2_session *, const nghttp2_frame *, const uint8_t *, size_t,
+                              const uint8_t *, size_t, uint8_t, void *) noexcept
+    ctypedef int (*frame_recv_cb)(nghttp2_session *, const nghttp2_frame *, void *) noexcept
+    ctypedef int (*data_chunk_cb)(nghttp2_session *, uint8_t, int32_t, const uint8_t *, size_t,
+                                  void *) noexcept
+    ctypedef int (*stream_close_cb)(nghttp2_session *, int32_t, uint32_t, void *) noexcept
+
+    int nghttp2_session_callbacks_new(nghttp2_session_callbacks **callbacks_ptr)
+    void nghttp2_session_callbacks_del(nghttp2_session_callbacks *callbacks)
+    void nghttp2_session_callbacks_set_on_begin_headers_callback(nghttp2_session_callbacks *, begin_headers_cb)
+    void nghttp2_session_callbacks_set_on_header_callback(nghttp2_session_callbacks *, header_cb)
+    void nghttp2_session_callbacks_set_on_frame_recv_callback(nghttp2_session_callbacks *, frame_recv_cb)
+    void nghttp2_session_callbacks_set_on_data_chunk_recv_callback(nghttp2_session_callbacks *, data_chunk_cb)
+    void nghttp2_session_callbacks_set_on_stream_close_callback(nghttp2_session_callbacks *, stream_close_cb)
+    int nghttp2_session_server_new(nghttp2_session **session_ptr, const nghttp2_session_callbacks *callbacks,
+                                   void *user_data)
+    void nghttp2_session_del(nghttp2_session *session)
+    int nghttp2_submit_settings(nghttp2_session *session, uint8_t flags, const nghttp2_settings_entry *iv,
+                                size_t niv)
+    int nghttp2_session_set_local_window_size(nghttp2_session *session, uint8_t flags, int32_t stream_id,
+                                              int32_t window_size)
+    ssize_t nghttp2_session_mem_recv(nghttp2_session *session, const uint8_t *data, size_t inlen)
+    ssize_t nghttp2_session_mem_send(nghttp2_session *session, const uint8_t **data_ptr)
+    int nghttp2_submit_response(nghttp2_session *session, int32_t stream_id, const nghttp2_nv *nva,
+                                size_t nvlen, const nghttp2_data_provider *data_prd)
+    int nghttp2_submit_trailer(nghttp2_session *session, int32_t stream_id, const nghttp2_nv *nva, size_t nvlen)
+    int nghttp2_session_resume_data(nghttp2_session *session, int32_t stream_id)
+    int nghttp2_submit_rst_stream(nghttp2_session *session, uint8_t flags, int32_t stream_id, uint32_t error_code)
+    int nghttp2_session_terminate_session(nghttp2_session *session, uint32_t error_code)
+    int nghttp2_session_want_read(nghttp2_session *session)
+    int nghttp2_session_want_write(nghttp2_session *session)
+    const char *nghttp2_strerror(int lib_error_code)
+
+    enum:
+        NGHTTP2_DATA
+        NGHTTP2_HEADERS
+        NGHTTP2_FLAG_NONE
+        NGHTTP2_FLAG_END_STREAM
+        NGHTTP2_FLAG_END_HEADERS
+        NGHTTP2_ERR_DEFERRED
+        NGHTTP2_ERR_CALLBACK_FAILURE
+        NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
+        NGHTTP2_DATA_FLAG_EOF
+        NGHTTP2_DATA_FLAG_NO_END_STREAM
+        NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS
+        NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE
+        NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE
+        NGHTTP2_NV_FLAG_NONE
+        NGHTTP2_NO_ERROR
+        NGHTTP2_PROTOCOL_ERROR
+        NGHTTP2_INTERNAL_ERROR
+        NGHTTP2_CANCEL
+
+HEADERS = 1
+MESSAGE = 2
+END = 3
+CLOSED = 4
+BAD = 5
+
+NO_ERROR = NGHTTP2_NO_ERROR
+PROTOCOL_ERROR = NGHTTP2_PROTOCOL_ERROR
+INTERNAL_ERROR = NGHTTP2_INTERNAL_ERROR
+CANCEL = NGHTTP2_CANCEL
+
+DEF WINDOW = 1 << 24  # per stream and per connection: a broker reads whatever a client sends
+DEF MAX_STREAMS = 1000
+DEF MAX_HEADER_LIST = 16384
+
+
+class H2Error(Exception):
+    """The peer broke HTTP/2 (nghttp2's reason); the session has queued GOAWAY."""
+
+
+cdef class _Stream:
+    cdef list headers
+    cdef bytearray inbuf  # DATA received, not yet a whole gRPC message
+    cdef bytearray out  # gRPC frames written, not yet taken by nghttp2
+    cdef Py_ssize_t off  # how much of `out` nghttp2 has taken
+    cdef bint started  # response HEADERS submitted
+    cdef bint finished  # trailers given: sent once `out` is drained
+    cdef bint bad  # framing refused: later DATA is dropped
+    cdef list trailers
+
+    def __cinit__(self):
+        self.headers = []
+        self.inbuf = bytearray()
+        self.out = bytearray()
+        self.off = 0
+        self.started = False
+        self.finished = False
+        self.bad = False
+        self.trailers = None
+
+
+cdef list RESPONSE = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+
+
+cdef class H2Session:
+    """One server connection. Not thread-safe: the connection's event loop calls it."""
+
+    cdef nghttp2_session *session
+    cdef dict streams
+    cdef list events
+    cdef object error  # an exception raised inside a callback, re-raised by receive()
+    cdef Py_ssize_t max_message
+    cdef nghttp2_data_provider provider
+
+    def __cinit__(self, Py_ssize_t max_message=4 * 1024 * 1024 + 1024):
+        cdef nghttp2_session_callbacks *callbacks
+        cdef nghttp2_settings_entry iv[3]
+        self.session = NULL
+        self.streams = {}
+        self.events = []
+        self.error = None
+        self.max_message = max_message
+        self.provider.source.ptr = NULL
+        self.provider.read_callback = _read_out
+        if nghttp2_session_callbacks_new(&callbacks) != 0:
+            raise MemoryError()
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, _on_begin_headers)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, _on_header)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, _on_frame_recv)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, _on_data_chunk)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, _on_stream_close)
+        rv = nghttp2_session_server_new(&self.session, callbacks, <void *>self)
+        nghttp2_session_callbacks_del(callbacks)
+        if rv != 0:
+            raise MemoryError()
+        iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS
+        iv[0].value = MAX_STREAMS
+        iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE
+        iv[1].value = WINDOW
+        iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE
+        iv[2].value = MAX_HEADER_LIST
+        nghttp2_submit_settings(self.session, NGHTTP2_FLAG_NONE, iv, 3)
+        nghttp2_session_set_local_window_size(self.session, NGHTTP2_FLAG_NONE, 0, WINDOW)
+
+    def __dealloc__(self):
+        if self.session != NULL:
+            nghttp2_session_del(self.session)
+            self.session = NULL
+
+    def receive(self, const unsigned char[:] data not None):
+        """Feed bytes read from the connection; the events they complete (see the module doc)."""
+        cdef ssize_t rv
+        self.events = []
+        if data.shape[0]:
+            rv = nghttp2_session_mem_recv(self.session, &data[0], data.shape[0])
+        else:
+            rv = 0
+        if self.error is not None:
+            error, self.error = self.error, None
+            nghttp2_session_terminate_session(self.session, NGHTTP2_INTERNAL_ERROR)
+            raise error
+        if rv < 0:
+            nghttp2_session_terminate_session(self.session, NGHTTP2_PROTOCOL_ERROR)
+            raise H2Error(nghttp2_strerror(<int>rv).decode())
+        events, self.events = self.events, []
+        return events
+
+    def send(self):
+        """Everything nghttp2 has to write now (b"" when nothing)."""
+        cdef const uint8_t *chunk
+        cdef ssize_t n
+        parts = []
+        while True:
+            n = nghttp2_session_mem_send(self.session, &chunk)
+            if n < 0:
+                raise H2Error(nghttp2_strerror(<int>n).decode())
+            if n == 0:
+                break
+            parts.append((<const char *>chunk)[:n])
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return b"".join(parts)
+
+    def send_message(self, int32_t stream_id, bytes payload not None):
+        """Queue one gRPC message on the stream (the response headers go first, once). False when
+        the stream is gone."""
+        cdef _Stream stream = self.streams.get(stream_id)
+        cdef Py_ssize_t n = len(payload)
+        if stream is None or stream.finished:
+            return False
+        out = stream.out
+        out.append(0)
+        out += n.to_bytes(4, "big")
+        out += payload
+        if not stream.started:
+            stream.started = True
+            if not self._respond(stream_id, RESPONSE, True):
+                return False
+        else:
+            nghttp2_session_resume_data(self.session, stream_id)
+        return True
+
+    def finish(self, int32_t stream_id, int status, str message=""):
+        """End the stream with `grpc-status` (and `grpc-message`), after the queued messages."""
+        cdef _Stream stream = self.streams.get(stream_id)
+        if stream is None or stream.finished:
+            return False
+        trailers = [(b"grpc-status", str(status).encode())]
+        if message:
+            trailers.append((b"grpc-message", _percent_encode(message)))
+        stream.finished = True
+        if not stream.started:  # trailers only
+            stream.started = True
+            return self._respond(stream_id, RESPONSE + trailers, False)
+        stream.trailers = trailers
+        nghttp2_session_resume_data(self.session, stream_id)
+        return True
+
+    def reset(self, int32_t stream_id, uint32_t error_code=NGHTTP2_CANCEL):
+        """RST_STREAM (the stream's CLOSED event follows)."""
+        nghttp2_submit_rst_stream(self.session, NGHTTP2_FLAG_NONE, stream_id, error_code)
+
+    def terminate(self, uint32_t error_code=NGHTTP2_NO_ERROR):
+        """GOAWAY: no new streams; `send()` returns it."""
+        nghttp2_session_terminate_session(self.session, error_code)
+
+    @property
+    def open(self):
+        """False once the session wants neither to read nor to write: close the connection."""
+        return bool(nghttp2_session_want_read(self.session) or nghttp2_session_want_write(self.session))
+
+    @property
+    def stream_count(self):
+        return len(self.streams)
+
+    cdef bint _respond(self, int32_t stream_id, list headers, bint with_data):
+        cdef Py_ssize_t i, n = len(headers)
+        cdef nghttp2_nv nva[8]
+        cdef bytes name, value
+        if n > 8:
+            raise ValueError("too many response headers")
+        for i in range(n):
+            name, value = headers[i]
+            nva[i].name = <uint8_t *><char *>name
+            nva[i].namelen = len(name)
+            nva[i].value = <uint8_t *><char *>value
+            nva[i].valuelen = len(value)
+            nva[i].flags = NGHTTP2_NV_FLAG_NONE
+        return nghttp2_submit_response(
+            self.session, stream_id, nva, n, &self.provider if with_data else NULL) == 0
+
+    cdef int _submit_trailer(self, int32_t stream_id, list trailers):
+        cdef Py_ssize_t i, n = len(trailers)
+        cdef nghttp2_nv nva[2]
+        cdef bytes name, value
+        for i in range(n):
+            name, value = trailers[i]
+            nva[i].name = <uint8_t *><char *>name
+            nva[i].namelen = len(name)
+            nva[i].value = <uint8_t *><char *>value
+            nva[i].valuelen = len(value)
+            nva[i].flags = NGHTTP2_NV_FLAG_NONE
+        return nghttp2_submit_trailer(self.session, stream_id, nva, n)
+
+    cdef int _data(self, int32_t stream_id, const uint8_t *data, size_t length) except -1:
+        cdef _Stream stream = self.streams.get(stream_id)
+        cdef const unsigned char *p
+        cdef Py_ssize_t size, at, n
+        if stream is None or stream.bad:
+            return 0
+        inbuf = stream.inbuf
+        inbuf += (<const char *>data)[:length]
+        at = 0
+        size = PyByteArray_GET_SIZE(inbuf)
+        p = <const unsigned char *>PyByteArray_AS_STRING(inbuf)
+        while size - at >= 5:
+            n = (<Py_ssize_t>p[at + 1] << 24) | (p[at + 2] << 16) | (p[at + 3] << 8) | p[at + 4]
+            if p[at] != 0:
+                stream.bad = True
+                self.events.append((BAD, stream_id, "compressed messages are not served (no grpc-encoding)"))
+                break
+            if n > self.max_message:
+                stream.bad = True
+                self.events.append((BAD, stream_id, f"message of {n} bytes exceeds the limit of {self.max_message}"))
+                break
+            if size - at - 5 < n:
+                break
+            self.events.append((MESSAGE, stream_id, bytes(inbuf[at + 5:at + 5 + n])))
+            at += 5 + n
+        if stream.bad:
+            inbuf.clear()
+        elif at:
+            del inbuf[:at]
+        return 0
+
+
+cdef _percent_encode(str message):
+    """grpc-message: printable ASCII but '%' as is, every other byte %XX (of the UTF-8)."""
+    out = bytearray()
+    for b in message.encode("utf-8", "replace"):
+        if 0x20 <= b <= 0x7E and b != 0x25:
+            out.append(b)
+        else:
+            out += b"%%%02X" % b
+    return bytes(out)
+
+
+cdef int _on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) noexcept:
+    cdef H2Session self = <H2Session>user_data
+    if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
+        try:
+            self.streams[frame.hd.stream_id] = _Stream()
+        except BaseException as exc:
+            self.error = exc
+            return NGHTTP2_ERR_CALLBACK_FAILURE
+    return 0
+
+
+cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                    const uint8_t *value, size_t valuelen, uint8_t flags, void *user_data) noexcept:
+    cdef H2Session self = <H2Session>user_data
+    cdef _Stream stream
+    if frame.hd.type != NGHTTP2_HEADERS or frame.headers.cat != NGHTTP2_HCAT_REQUEST:
+        return 0  # request trailers: nothing in gRPC needs them
+    try:
+        stream = self.streams.get(frame.hd.stream_id)
+        if stream is not None:
+            stream.headers.append(((<const char *>name)[:namelen], (<const char *>value)[:valuelen]))
+    except BaseException as exc:
+        self.error = exc
+        return NGHTTP2_ERR_CALLBACK_FAILURE
+    return 0
+
+
+cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) noexcept:
+    cdef H2Session self = <H2Session>user_data
+    cdef _Stream stream
+    cdef int32_t sid = frame.hd.stream_id
+    try:
+        if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
+            stream = self.streams.get(sid)
+            if stream is not None:
+                self.events.append((HEADERS, sid, stream.headers))
+                stream.headers = []
+        if (frame.hd.type == NGHTTP2_HEADERS or frame.hd.type == NGHTTP2_DATA) and (
+            frame.hd.flags & NGHTTP2_FLAG_END_STREAM
+        ):
+            if sid in self.streams:
+                self.events.append((END, sid, None))
+    except BaseException as exc:
+        self.error = exc
+        return NGHTTP2_ERR_CALLBACK_FAILURE
+    return 0
+
+
+cdef int _on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
+                        size_t length, void *user_data) noexcept:
+    cdef H2Session self = <H2Session>user_data
+    try:
+        self._data(stream_id, data, length)
+    except BaseException as exc:
+        self.error = exc
+        return NGHTTP2_ERR_CALLBACK_FAILURE
+    return 0
+
+
+cdef int _on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
+                          void *user_data) noexcept:
+    cdef H2Session self = <H2Session>user_data
+    try:
+        if self.streams.pop(stream_id, None) is not None:
+            self.events.append((CLOSED, stream_id, error_code))
+    except BaseException as exc:
+        self.error = exc
+        return NGHTTP2_ERR_CALLBACK_FAILURE
+    return 0
+
+
+cdef ssize_t _read_out(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                       uint32_t *data_flags, nghttp2_data_source *source, void *user_data) noexcept:
+    cdef H2Session self = <H2Session>user_data
+    cdef _Stream stream
+    cdef Py_ssize_t left, n
+    try:
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            data_flags[0] |= NGHTTP2_DATA_FLAG_EOF
+            return 0
+        out = stream.out
+        left = PyByteArray_GET_SIZE(out) - stream.off
+        n = left if <size_t>left < length else <Py_ssize_t>length
+        if n:
+            memcpy(buf, PyByteArray_AS_STRING(out) + stream.off, n)
+            stream.off += n
+            if stream.off == PyByteArray_GET_SIZE(out):
+                out.clear()
+                stream.off = 0
+        if stream.off == 0 and PyByteArray_GET_SIZE(out) == 0:
+            if stream.finished:
+                data_flags[0] |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM
+                if self._submit_trailer(stream_id, stream.trailers) != 0:
+                    data_flags[0] &= ~NGHTTP2_DATA_FLAG_NO_END_STREAM
+            elif n == 0:
+                return NGHTTP2_ERR_DEFERRED
+        return n
+    except BaseException as exc:
+        self.error = exc
+        return NGHTTP2_ERR_CALLBACK_FAILURE

@@ -1,0 +1,416 @@
+"""A gRPC server on the caller's event loop over the compiled HTTP/2 core (`_native/_h2.pyx`,
+libnghttp2): no thread of its own, no hop per call. Each connection is an asyncio Protocol that
+feeds what it reads to its `H2Session`, starts a task per request, and writes what the session has
+to send once per read batch (and once per loop turn for answers completed in between).
+
+A method is served by path (`/package.Service/Method`) as one of three shapes, the ones grpc.aio's
+handlers have: unary (`handler(request, context)` returns the answer), server streaming (an async
+generator of answers) and bidirectional (`handler(requests, context)`, requests an async
+iterator). The handler's `context` is a `CallContext`: `peer()`, `invocation_metadata()`,
+`abort(code, details)` and `time_remaining()` (the `grpc-timeout` header), as grpc.aio's.
+
+An error in a handler answers UNKNOWN with the exception named, as grpc does; a client that resets
+its stream or drops the connection cancels the call's task; garbage on the connection ends it with
+GOAWAY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import re
+import ssl
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from rocketlite.remoting.h2._native._h2 import (
+    BAD,
+    CLOSED,
+    END,
+    HEADERS,
+    MESSAGE,
+    H2Error,
+    H2Session,
+)
+
+log = logging.getLogger("rocketlite.remoting.h2")
+
+Shape = Literal["unary", "server_stream", "bidi"]
+OK: Final = 0
+CANCELLED: Final = 1
+UNKNOWN: Final = 2
+INVALID_ARGUMENT: Final = 3
+DEADLINE_EXCEEDED: Final = 4
+RESOURCE_EXHAUSTED: Final = 8
+UNIMPLEMENTED: Final = 12
+INTERNAL: Final = 13
+TIMEOUT_UNITS: Final = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
+TIMEOUT = re.compile(rb"(\d{1,8})([HMSmun])")
+NOT_METADATA: Final = frozenset(
+    {b"content-type", b"te", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One served RPC: its shape, the request parser, the answer serializer, the handler."""
+
+    shape: Shape
+    decode: Callable[[bytes], Any]
+    encode: Callable[[Any], bytes]
+    handler: Callable[..., Any]
+
+
+class AbortError(Exception):
+    """Raised by `CallContext.abort`: the call ends with this status."""
+
+    def __init__(self, code: int, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+def status_value(code: Any) -> int:
+    """A grpc `StatusCode` (its value is `(int, name)`) or a plain int."""
+    value = getattr(code, "value", code)
+    return int(value[0] if isinstance(value, tuple) else value)
+
+
+class CallContext:
+    """What a handler may ask of its call (the subset of grpc.aio's ServicerContext rocketlite
+    uses)."""
+
+    __slots__ = ("_deadline", "_loop", "_metadata", "_peer")
+
+    def __init__(
+        self,
+        peer: str,
+        metadata: tuple[tuple[str, str | bytes], ...],
+        deadline: float | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._peer = peer
+        self._metadata = metadata
+        self._deadline = deadline
+        self._loop = loop
+
+    def peer(self) -> str:
+        return self._peer
+
+    def invocation_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+        return self._metadata
+
+    def time_remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - self._loop.time())
+
+    async def abort(self, code: Any, details: str = "") -> None:
+        raise AbortError(status_value(code), details)
+
+
+class _Call:
+    __slots__ = ("done", "method", "requests", "task", "timer")
+
+    def __init__(self, method: Method) -> None:
+        self.method = method
+        self.requests: asyncio.Queue[Any] | None = None  # bidi: decoded requests, None at the end
+        self.task: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None  # the deadline's
+        self.done = False
+
+    def end(self) -> None:
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+class _Unary:
+    """A unary or server-streaming request being read: its one message, then END."""
+
+    __slots__ = ("context", "message", "method")
+
+    def __init__(self, method: Method, context: CallContext) -> None:
+        self.method = method
+        self.context = context
+        self.message: bytes | None = None
+
+
+class GrpcConnection(asyncio.Protocol):
+    """One client connection; `server.methods` serves its calls."""
+
+    def __init__(self, methods: dict[bytes, Method], max_message: int) -> None:
+        self.methods = methods
+        self.session = H2Session(max_message)
+        self.transport: Any = None
+        self.peer = ""
+        self.loop = asyncio.get_running_loop()
+        self.calls: dict[int, _Call] = {}
+        self.pending: dict[int, _Unary] = {}
+        self.flush_scheduled = False
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        address = transport.get_extra_info("peername")
+        if isinstance(address, tuple):
+            host = address[0]
+            self.peer = f"ipv6:[{host}]:{address[1]}" if ":" in host else f"ipv4:{host}:{address[1]}"
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            events = self.session.receive(data)
+        except H2Error as exc:
+            log.debug("gRPC connection %s: HTTP/2 error, closing: %s", self.peer, exc)
+            self.flush()
+            self.transport.close()
+            return
+        for kind, stream_id, value in events:
+            if kind == MESSAGE:
+                self._message(stream_id, value)
+            elif kind == HEADERS:
+                self._headers(stream_id, value)
+            elif kind == END:
+                self._end(stream_id)
+            elif kind == CLOSED:
+                self._closed(stream_id)
+            elif kind == BAD:
+                self._fail(stream_id, RESOURCE_EXHAUSTED if "exceeds" in value else UNIMPLEMENTED, value)
+        self.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for call in self.calls.values():
+            call.end()
+            if call.task is not None and not call.task.done():
+                call.task.cancel()
+        self.calls.clear()
+        self.pending.clear()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _headers(self, stream_id: int, headers: list[tuple[bytes, bytes]]) -> None:
+        path = b""
+        deadline: float | None = None
+        metadata: list[tuple[str, str | bytes]] = []
+        for name, value in headers:
+            if name[:1] == b":":
+                if name == b":path":
+                    path = value
+            elif name == b"grpc-timeout":
+                match = TIMEOUT.fullmatch(value)
+                if match:
+                    deadline = self.loop.time() + int(match[1]) * TIMEOUT_UNITS[match[2]]
+            elif name not in NOT_METADATA:
+                key = name.decode("latin-1")
+                if key.endswith("-bin"):
+                    with contextlib.suppress(ValueError):
+                        metadata.append((key, base64.b64decode(value + b"==")))
+                else:
+                    metadata.append((key, value.decode("latin-1")))
+        method = self.methods.get(path)
+        if method is None:
+            self.session.finish(stream_id, UNIMPLEMENTED, f"Method not found: {path.decode('latin-1')}")
+            return
+        context = CallContext(self.peer, tuple(metadata), deadline, self.loop)
+        call = self.calls[stream_id] = _Call(method)
+        if method.shape == "bidi":
+            call.requests = asyncio.Queue()
+            call.task = self.loop.create_task(self._bidi(stream_id, call, context))
+        else:
+            self.pending[stream_id] = _Unary(method, context)
+        if deadline is not None:
+            call.timer = self.loop.call_at(deadline, self._expire, stream_id, call)
+
+    def _message(self, stream_id: int, payload: bytes) -> None:
+        call = self.calls.get(stream_id)
+        if call is None:
+            return
+        if call.requests is not None:
+            try:
+                call.requests.put_nowait(call.method.decode(payload))
+            except Exception as exc:  # an undecodable request ends the call
+                self._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
+            return
+        unary = self.pending.get(stream_id)
+        if unary is not None:
+            if unary.message is not None:
+                self._fail(stream_id, UNIMPLEMENTED, "more than one request message on a unary call")
+            else:
+                unary.message = payload
+
+    def _end(self, stream_id: int) -> None:
+        call = self.calls.get(stream_id)
+        if call is None:
+            return
+        if call.requests is not None:
+            call.requests.put_nowait(None)
+            return
+        unary = self.pending.pop(stream_id, None)
+        if unary is None:
+            return
+        if unary.message is None:
+            self._fail(stream_id, UNIMPLEMENTED, "no request message on a unary call")
+            return
+        try:
+            request = unary.method.decode(unary.message)
+        except Exception as exc:
+            self._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
+            return
+        if unary.method.shape == "unary":
+            call.task = self.loop.create_task(self._unary(stream_id, call, request, unary.context))
+        else:
+            call.task = self.loop.create_task(self._stream(stream_id, call, request, unary.context))
+
+    def _closed(self, stream_id: int) -> None:
+        """The stream is gone (answered, or reset by the client): a running call is cancelled."""
+        self.pending.pop(stream_id, None)
+        call = self.calls.pop(stream_id, None)
+        if call is not None:
+            running = not call.done
+            call.end()
+            if running and call.task is not None:
+                call.task.cancel()
+
+    def _expire(self, stream_id: int, call: _Call) -> None:
+        if self.calls.get(stream_id) is call and not call.done:
+            self._fail(stream_id, DEADLINE_EXCEEDED, "Deadline Exceeded")
+            self.schedule_flush()
+
+    def _fail(self, stream_id: int, status: int, message: str) -> None:
+        call = self.calls.get(stream_id)
+        self.pending.pop(stream_id, None)
+        if call is not None:
+            call.end()
+            if call.task is not None and not call.task.done():
+                call.task.cancel()
+        self.session.finish(stream_id, status, message)
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def _answer(self, stream_id: int, call: _Call, answer: Any) -> None:
+        if not call.done:
+            self.session.send_message(stream_id, call.method.encode(answer))
+            self.schedule_flush()
+
+    def _finish(self, stream_id: int, call: _Call, status: int, message: str = "") -> None:
+        if not call.done:
+            call.end()
+            self.session.finish(stream_id, status, message)
+            self.schedule_flush()
+
+    async def _run(self, stream_id: int, call: _Call, body: Any) -> None:
+        try:
+            await body
+        except AbortError as exc:
+            self._finish(stream_id, call, exc.code, exc.details)
+        except asyncio.CancelledError:
+            call.end()
+            raise
+        except Exception as exc:
+            log.exception("gRPC call %s failed", stream_id)
+            self._finish(stream_id, call, UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
+        else:
+            self._finish(stream_id, call, OK)
+
+    async def _unary(self, stream_id: int, call: _Call, request: Any, context: CallContext) -> None:
+        async def body() -> None:
+            answer = await call.method.handler(request, context)
+            if answer is not None:
+                self._answer(stream_id, call, answer)
+
+        await self._run(stream_id, call, body())
+
+    async def _stream(self, stream_id: int, call: _Call, request: Any, context: CallContext) -> None:
+        async def body() -> None:
+            async for answer in call.method.handler(request, context):
+                self._answer(stream_id, call, answer)
+
+        await self._run(stream_id, call, body())
+
+    async def _bidi(self, stream_id: int, call: _Call, context: CallContext) -> None:
+        queue = call.requests
+        assert queue is not None
+
+        async def requests() -> AsyncIterator[Any]:
+            while (request := await queue.get()) is not None:
+                yield request
+
+        async def body() -> None:
+            async for answer in call.method.handler(requests(), context):
+                self._answer(stream_id, call, answer)
+
+        await self._run(stream_id, call, body())
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def schedule_flush(self) -> None:
+        """Answers completed within one loop turn go out in one write."""
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            out = self.session.send()
+        except H2Error as exc:
+            log.debug("gRPC connection %s: %s", self.peer, exc)
+            transport.close()
+            return
+        if out:
+            transport.write(out)
+        if not self.session.open:
+            transport.close()
+
+
+class H2GrpcServer:
+    """Listens on `host:port` (0: a free port, see `port`) and serves `methods` by path; TLS when
+    given an `ssl.SSLContext` (ALPN h2)."""
+
+    def __init__(self, methods: dict[str, Method], *, max_message: int) -> None:
+        self.methods = {path.encode(): method for path, method in methods.items()}
+        self.max_message = max_message
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self.connections: set[GrpcConnection] = set()
+
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        loop = asyncio.get_running_loop()
+        if tls is not None:
+            tls.set_alpn_protocols(["h2"])
+        self.server = await loop.create_server(self._connection, host, port, ssl=tls, reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self.port
+
+    def _connection(self) -> GrpcConnection:
+        return _TrackedConnection(self.methods, self.max_message, self.connections)
+
+    async def close(self) -> None:
+        if self.server is None:
+            return
+        self.server.close()
+        for connection in list(self.connections):
+            connection.session.terminate()
+            connection.flush()
+            if connection.transport is not None:
+                connection.transport.close()
+        await self.server.wait_closed()
+        self.server = None
+
+
+class _TrackedConnection(GrpcConnection):
+    def __init__(self, methods: dict[bytes, Method], max_message: int, into: set[GrpcConnection]) -> None:
+        super().__init__(methods, max_message)
+        self._into = into
+        into.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._into.discard(self)
+        super().connection_lost(exc)
