@@ -13,11 +13,15 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from rocketlite.protocol import reserved
 from rocketlite.protocol.message import string_to_properties
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
 from tests.support.foreign_clients.grpc5 import (
+    DOORS,
+    door,
     endpoint_address,
     require_node5,
     require_python5,
@@ -105,11 +109,12 @@ async def _check(broker: BrokerUnderTest, topic: str, lines: list[str]) -> None:
     assert int(delivered[1]["TIMER_DEQUEUE_MS"]) >= stored_at  # not before its time
 
 
-def test_python_producer_fifo_and_delay(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_python_producer_fifo_and_delay(tmp_path: Path, impl: str) -> None:
     require_python5()
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path / "store") as broker:
+        async with broker_under_test(tmp_path / "store", **door(impl)) as broker:
             await broker.send("PyFifoT")  # the topic exists before the producer asks for its route
             done = await run_python5(
                 PYTHON_PRODUCER, endpoint_address(broker), "PyFifoT", home=tmp_path / "home"

@@ -9,9 +9,18 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test
-from tests.support.foreign_clients.grpc5 import check_stored, endpoint_address, require_node5, run_node5
+from tests.support.foreign_clients.grpc5 import (
+    DOORS,
+    check_stored,
+    door,
+    endpoint_address,
+    require_node5,
+    run_node5,
+)
 
 PRODUCER = """
 const [mod, endpoint, topic, count] = process.argv.slice(1);
@@ -31,11 +40,12 @@ const { Producer } = require(mod);
 """
 
 
-def test_node_producer_sends_normal_messages(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_node_producer_sends_normal_messages(tmp_path: Path, impl: str) -> None:
     require_node5()
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path / "store") as broker:
+        async with broker_under_test(tmp_path / "store", **door(impl)) as broker:
             await broker.send("Node5T")  # the topic exists before the producer asks for its route
             done = await run_node5(PRODUCER, endpoint_address(broker), "Node5T", "3", home=tmp_path / "home")
             receipts = [line.split(" ") for line in done.out.splitlines() if line]

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.aio import run
 from tests.support.broker_harness import broker_under_test
-from tests.support.foreign_clients.grpc5 import check_stored, endpoint_address, require_python5, run_python5
+from tests.support.foreign_clients.grpc5 import (
+    DOORS,
+    check_stored,
+    door,
+    endpoint_address,
+    require_python5,
+    run_python5,
+)
 
 PRODUCER = """
 import sys
@@ -34,11 +43,12 @@ finally:
 """
 
 
-def test_official_python_producer_sends_normal_messages(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_official_python_producer_sends_normal_messages(tmp_path: Path, impl: str) -> None:
     require_python5()
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path / "store") as broker:
+        async with broker_under_test(tmp_path / "store", **door(impl)) as broker:
             await broker.send("Py5T")  # the topic exists before the producer asks for its route
             done = await run_python5(PRODUCER, endpoint_address(broker), "Py5T", "3", home=tmp_path / "home")
             ids = done.out.split()

@@ -9,9 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.foreign_clients.grpc5 import (
+    DOORS,
+    door,
     endpoint_address,
     require_node5,
     require_python5,
@@ -98,11 +102,14 @@ def _steps(out: str) -> dict[str, Any]:
     return {row["step"]: row for row in rows}
 
 
-def test_python_simple_consumer_receives_acks_and_changes_invisible_duration(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_python_simple_consumer_receives_acks_and_changes_invisible_duration(
+    tmp_path: Path, impl: str
+) -> None:
     require_python5()
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path / "store") as broker:
+        async with broker_under_test(tmp_path / "store", **door(impl)) as broker:
             await _two_messages(broker, "PySimpleT")
             result = await run_python5(
                 PYTHON_SIMPLE, endpoint_address(broker), "PySimpleT", "PyGroup", home=tmp_path / "home"
@@ -125,11 +132,12 @@ def test_python_simple_consumer_receives_acks_and_changes_invisible_duration(tmp
     run(scenario())
 
 
-def test_node_simple_consumer_receives_and_acks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_node_simple_consumer_receives_and_acks(tmp_path: Path, impl: str) -> None:
     require_node5()
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path / "store") as broker:
+        async with broker_under_test(tmp_path / "store", **door(impl)) as broker:
             await _two_messages(broker, "NodeSimpleT")
             result = await run_node5(
                 NODE_SIMPLE, endpoint_address(broker), "NodeSimpleT", "NodeGroup", home=tmp_path / "home"

@@ -21,8 +21,8 @@ from rocketlite.protocol.errors import ConfigError
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
+from tests.support.foreign_clients.grpc5 import DOORS, PYTHON5, door
 from tests.support.foreign_clients.grpc5 import NODE5_MODULE as NODE5
-from tests.support.foreign_clients.grpc5 import PYTHON5
 
 if available() is not None and os.environ.get("CI") == "true":
     raise RuntimeError(f"CI=true needs the gRPC endpoint: {available()}")
@@ -78,12 +78,15 @@ def _send_request(topic: str) -> Any:
     )
 
 
-def test_tls_port_serves_a_client_that_trusts_the_certificate_and_refuses_plaintext(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_tls_port_serves_a_client_that_trusts_the_certificate_and_refuses_plaintext(
+    tmp_path: Path, impl: str
+) -> None:
     cert, key = self_signed(tmp_path)
 
     async def scenario() -> None:
         async with broker_under_test(
-            tmp_path / "store", tls_cert_path=str(cert), tls_key_path=str(key)
+            tmp_path / "store", tls_cert_path=str(cert), tls_key_path=str(key), **door(impl)
         ) as broker:
             target = f"127.0.0.1:{_port(broker)}"
             stubs: Any = service_pb2_grpc
@@ -156,7 +159,8 @@ def _require(why: str | None) -> None:
     pytest.skip(why)
 
 
-def test_official_clients_send_over_tls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_official_clients_send_over_tls(tmp_path: Path, impl: str) -> None:
     why = None if PYTHON5.is_file() else f"{PYTHON5} is missing (run `make clients`)"
     if why is None and (shutil.which("node") is None or not (NODE5 / "package.json").is_file()):
         why = f"node or rocketmq-client-nodejs in {NODE5} is missing (run `make clients`)"
@@ -178,7 +182,7 @@ def test_official_clients_send_over_tls(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         async with broker_under_test(
-            tmp_path / "store", tls_cert_path=str(cert), tls_key_path=str(key)
+            tmp_path / "store", tls_cert_path=str(cert), tls_key_path=str(key), **door(impl)
         ) as broker:
             await broker.send("TlsT")  # the topic exists before the producers ask for its route
             endpoint = f"127.0.0.1:{_port(broker)}"

@@ -25,6 +25,7 @@ from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import MessageConst
 from rocketlite.protocol.reserved import TIMER_TOPIC
+from tests.support.foreign_clients.grpc5 import DOORS, door
 from tests.support.foreign_clients.java import JavaClients, answer, events, finish, received
 from tests.support.foreign_clients.real import stored
 from tests.support.names import unique
@@ -38,8 +39,9 @@ OVERRIDES: dict[str, Any] = {"transaction_timeout": 1000, "transaction_check_int
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
-    with embedded(tmp_path / "store", **OVERRIDES) as c:
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[EmbeddedCluster]:
+    """The broker on grpc.aio, or on the door a test is parametrized with (`indirect`)."""
+    with embedded(tmp_path / "store", **OVERRIDES, **door(getattr(request, "param", "grpcio"))) as c:
         yield c
 
 
@@ -62,6 +64,7 @@ def receipts(cp: Any, **match: Any) -> list[dict[str, Any]]:
 
 
 # -- producers -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cluster", DOORS, indirect=True)
 def test_normal_messages(cluster: EmbeddedCluster, java: JavaClients) -> None:
     """NORMAL sends: the store holds each body, tag, keys and user property under the client's
     message id, at the offset its receipt gives. (The queue is the broker's choice, as with Java's
@@ -80,6 +83,7 @@ def test_normal_messages(cluster: EmbeddedCluster, java: JavaClients) -> None:
         assert props == {"TAGS": "TagA", "KEYS": f"key{i}", "color": "red"}
 
 
+@pytest.mark.parametrize("cluster", DOORS, indirect=True)
 def test_fifo_messages_in_group_order(cluster: EmbeddedCluster, java: JavaClients) -> None:
     """FIFO sends over three message groups: each group in one queue, stored and received (by a
     SimpleConsumer of a consumeMessageOrderly group) in the order sent, each with its group."""
@@ -142,6 +146,7 @@ def test_transactions_commit_rollback_and_check(cluster: EmbeddedCluster, java: 
 
 
 # -- consumers -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cluster", DOORS, indirect=True)
 def test_simple_consumer_ack_and_invisible_time(cluster: EmbeddedCluster, java: JavaClients) -> None:
     """SimpleConsumer (TagA): receives the two TagA messages, acks one, shortens the other's
     invisible time to 2 s: it comes back after 2 s with delivery attempt 2, once; then nothing.
@@ -232,13 +237,14 @@ def test_acl_credentials(tmp_path: Path, java: JavaClients) -> None:
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl command makes the test certificate")
-def test_tls(tmp_path: Path, java: JavaClients) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_tls(tmp_path: Path, java: JavaClients, impl: str) -> None:
     """With tlsCertPath / tlsKeyPath the port speaks TLS only; the client with TLS on (its
     default) sends over it."""
     from tests.broker.grpc.test_tls import self_signed  # noqa: PLC0415
 
     cert, key = self_signed(tmp_path)
-    with embedded(tmp_path / "store", tls_cert_path=str(cert), tls_key_path=str(key)) as c:
+    with embedded(tmp_path / "store", tls_cert_path=str(cert), tls_key_path=str(key), **door(impl)) as c:
         topic = unique("J5Tls")
         create_topic(c, topic)
         cp = java.run(LINE, "normal", endpoint(c), topic=topic, n=1, tls="true")

@@ -48,6 +48,24 @@ def require_endpoint() -> None:
     _skip_or_fail(available())
 
 
+DOORS = ("grpcio", "nghttp2")
+"""The 5.x endpoint's two servers (`grpcServerImpl`): the scenarios that run on both take one."""
+
+
+def door(name: str) -> dict[str, Any]:
+    """Broker overrides serving the endpoint on `name`; the compiled core, when not built, skips
+    the test (fails under CI=true, where the build must have it)."""
+    from rocketlite.broker.config import GrpcServerImpl  # noqa: PLC0415
+    from rocketlite.broker.grpc import h2door  # noqa: PLC0415
+
+    impl = GrpcServerImpl(name)
+    if impl is GrpcServerImpl.NGHTTP2 and (why := h2door.unavailable_reason()):
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{why} (CI=true: the compiled HTTP/2 core is required)")
+        pytest.skip(why)
+    return {"grpc_server_impl": impl}
+
+
 def require_python5() -> None:
     why = available()
     if why is None and not PYTHON5.is_file():
