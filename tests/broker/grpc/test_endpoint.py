@@ -21,6 +21,7 @@ from rocketlite.protocol.message import string_to_properties
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.foreign_clients.grpc5 import DOORS, door
 from tests.support.ports import broker_port, free_port
 from tests.support.wire import pull_until_end
 
@@ -66,7 +67,8 @@ def _message(topic: str, body: bytes, digest: Any, *, tag: str = "TagA", message
     )
 
 
-def test_send_is_stored_and_pulled_back_with_each_digest_spelling(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_send_is_stored_and_pulled_back_with_each_digest_spelling(tmp_path: Path, impl: str) -> None:
     body = b"hello over grpc"
     crc = zlib.crc32(body) & 0xFFFFFFFF
     digests = [
@@ -76,7 +78,7 @@ def test_send_is_stored_and_pulled_back_with_each_digest_spelling(tmp_path: Path
     ]
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path) as broker:
+        async with broker_under_test(tmp_path, **door(impl)) as broker:
             channel, stub = _stub(broker)
             async with channel:
                 for i, digest in enumerate(digests):
@@ -111,9 +113,10 @@ def test_send_is_stored_and_pulled_back_with_each_digest_spelling(tmp_path: Path
     run(scenario())
 
 
-def test_route_lists_queues_with_message_types_and_the_grpc_endpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_route_lists_queues_with_message_types_and_the_grpc_endpoint(tmp_path: Path, impl: str) -> None:
     async def scenario() -> None:
-        async with broker_under_test(tmp_path) as broker:
+        async with broker_under_test(tmp_path, **door(impl)) as broker:
             await broker.send("RouteT")  # auto-created over remoting
             tc = broker.controller.topics.select("RouteT")
             assert tc is not None
@@ -143,7 +146,8 @@ def test_route_lists_queues_with_message_types_and_the_grpc_endpoint(tmp_path: P
     run(scenario())
 
 
-def test_every_settings_gets_an_ok_settings_reply(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_every_settings_gets_an_ok_settings_reply(tmp_path: Path, impl: str) -> None:
     producer = pb.Settings(
         client_type=pb.ClientType.PRODUCER,
         publishing=pb.Publishing(topics=[pb.Resource(name="T")]),
@@ -158,7 +162,7 @@ def test_every_settings_gets_an_ok_settings_reply(tmp_path: Path) -> None:
             yield spb.TelemetryCommand(settings=settings)
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path) as broker:
+        async with broker_under_test(tmp_path, **door(impl)) as broker:
             channel, stub = _stub(broker)
             async with channel:
                 replies = [reply async for reply in stub.Telemetry(commands(), metadata=METADATA, timeout=5)]
@@ -174,11 +178,12 @@ def test_every_settings_gets_an_ok_settings_reply(tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_bad_input_gets_its_code(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_bad_input_gets_its_code(tmp_path: Path, impl: str) -> None:
     body = b"payload"
 
     async def scenario() -> None:
-        async with broker_under_test(tmp_path, auto_create_topic_enable=False) as broker:
+        async with broker_under_test(tmp_path, auto_create_topic_enable=False, **door(impl)) as broker:
             channel, stub = _stub(broker)
             good = pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(body).hexdigest())
             bad = pb.Digest(type=pb.DigestType.CRC32, checksum="DEADBEEF")
@@ -201,12 +206,15 @@ def test_bad_input_gets_its_code(tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_endpoint_is_served_with_acl_and_refuses_unsigned_calls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl", DOORS)
+def test_endpoint_is_served_with_acl_and_refuses_unsigned_calls(tmp_path: Path, impl: str) -> None:
     (tmp_path / "plain_acl.yml").write_text("globalWhiteRemoteAddresses: []\naccounts: []\n")
 
     async def scenario() -> None:
         acl_file = str(tmp_path / "plain_acl.yml")
-        async with broker_under_test(tmp_path / "store", acl_enable=True, acl_config_file=acl_file) as broker:
+        async with broker_under_test(
+            tmp_path / "store", acl_enable=True, acl_config_file=acl_file, **door(impl)
+        ) as broker:
             channel, stub = _stub(broker)
             async with channel:
                 route = await stub.QueryRoute(

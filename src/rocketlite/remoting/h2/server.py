@@ -366,6 +366,9 @@ class GrpcConnection(asyncio.Protocol):
             return
         if out:
             transport.write(out)
+        for kind, stream_id, _ in self.session.take_events():
+            if kind == CLOSED:  # answered: the stream closed as its end went out
+                self._closed(stream_id)
         if not self.session.open:
             transport.close()
 

@@ -4,7 +4,8 @@ of bytes (`nghttp2_session_mem_recv` / `nghttp2_session_mem_send`: no socket in 
 connection's asyncio protocol owns all I/O. HPACK, flow control, SETTINGS, PING, GOAWAY and the
 validation of the HTTP/2 messaging rules are nghttp2's; this module adds gRPC's framing on top.
 
-`receive(data)` returns the events of that read, in order, as tuples `(kind, stream_id, value)`:
+`receive(data)` returns the events of that read (and any `send()` raised before), in order, as
+tuples `(kind, stream_id, value)`:
 
 - `HEADERS`: a request opened; value is its header list `[(name, value), ...]` (bytes);
 - `MESSAGE`: one whole gRPC message of that stream (its protobuf bytes);
@@ -220,7 +221,6 @@ cdef class H2Session:
     def receive(self, const unsigned char[:] data not None):
         """Feed bytes read from the connection; the events they complete (see the module doc)."""
         cdef ssize_t rv
-        self.events = []
         if data.shape[0]:
             rv = nghttp2_session_mem_recv(self.session, &data[0], data.shape[0])
         else:
@@ -235,8 +235,14 @@ cdef class H2Session:
         events, self.events = self.events, []
         return events
 
+    def take_events(self):
+        """The events that came up while sending (streams that closed once their end went out),
+        which `receive` would otherwise return with its own."""
+        events, self.events = self.events, []
+        return events
+
     def send(self):
-        """Everything nghttp2 has to write now (b"" when nothing)."""
+        """Everything nghttp2 has to write now (b"" when nothing); see `take_events`."""
         cdef const uint8_t *chunk
         cdef ssize_t n
         parts = []

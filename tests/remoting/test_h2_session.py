@@ -1,0 +1,200 @@
+"""The compiled HTTP/2 core (`remoting/h2/_native/_h2.pyx`, libnghttp2's server session) fed bytes
+directly, no socket: a gRPC request's events, the answer's framing, and the fuzz target of its
+input path (random bytes and random frames never crash it; a protocol error queues GOAWAY and the
+session wants to close).
+
+The requests are built here from the frame layout of RFC 9113 and HPACK's plainest form (literal
+fields, no Huffman: RFC 7541 6.2.2), so nothing but the session under test speaks HTTP/2.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+try:
+    from rocketlite.remoting.h2._native import _h2
+except ImportError as exc:  # the extension needs libnghttp2's headers at build time
+    if os.environ.get("CI", "").lower() == "true":
+        raise
+    pytest.skip(f"the compiled HTTP/2 core is not built: {exc}", allow_module_level=True)
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+
+
+def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream_id) + payload
+
+
+def literal(name: bytes, value: bytes) -> bytes:
+    """One header field, literal without indexing, new name, no Huffman (lengths < 127)."""
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def request_headers(path: bytes = b"/pkg.Svc/Call", *extra: tuple[bytes, bytes]) -> bytes:
+    fields = [
+        (b":method", b"POST"), (b":scheme", b"http"), (b":path", path), (b":authority", b"broker"),
+        (b"content-type", b"application/grpc"), (b"te", b"trailers"), *extra,
+    ]  # fmt: skip
+    return b"".join(literal(n, v) for n, v in fields)
+
+
+def grpc_message(payload: bytes, compressed: int = 0) -> bytes:
+    return bytes([compressed]) + struct.pack(">I", len(payload)) + payload
+
+
+def frames(out: bytes) -> list[tuple[int, int, int, bytes]]:
+    """(type, flags, stream id, payload) of every frame the session wrote."""
+    found = []
+    while len(out) >= 9:
+        length = int.from_bytes(out[:3], "big")
+        kind, flags = out[3], out[4]
+        stream_id = int.from_bytes(out[5:9], "big") & 0x7FFFFFFF
+        found.append((kind, flags, stream_id, out[9 : 9 + length]))
+        out = out[9 + length :]
+    assert out == b"", "a partial frame at the end"
+    return found
+
+
+def opened() -> _h2.H2Session:
+    session = _h2.H2Session(max_message=1024)
+    assert frames(session.send())[0][0] == SETTINGS  # the server's SETTINGS first
+    assert session.receive(PREFACE + frame(SETTINGS, 0, 0)) == []
+    return session
+
+
+def test_a_unary_call_is_headers_one_message_and_end_and_its_answer_ends_with_trailers() -> None:
+    session = opened()
+    message = grpc_message(b"hello, broker")
+    events = session.receive(
+        frame(HEADERS, END_HEADERS, 1, request_headers(b"/pkg.Svc/Call", (b"x-mq-client-id", b"c1")))
+        + frame(DATA, 0, 1, message[:3])  # a message split across DATA frames
+        + frame(DATA, END_STREAM, 1, message[3:])
+    )
+    kinds = [(kind, stream_id) for kind, stream_id, _ in events]
+    assert kinds == [(_h2.HEADERS, 1), (_h2.MESSAGE, 1), (_h2.END, 1)]
+    assert (b":path", b"/pkg.Svc/Call") in events[0][2]
+    assert (b"x-mq-client-id", b"c1") in events[0][2]
+    assert events[1][2] == b"hello, broker"
+    assert session.send_message(1, b"answer")
+    assert session.finish(1, 0)
+    written = frames(session.send())
+    data = [f for f in written if f[0] == DATA and f[2] == 1]
+    assert b"".join(f[3] for f in data) == grpc_message(b"answer")
+    assert not any(f[1] & END_STREAM for f in data)  # the trailers end the stream, not DATA
+    headers = [f for f in written if f[0] == HEADERS and f[2] == 1]
+    assert len(headers) == 2 and headers[-1][1] & END_STREAM  # response headers, then trailers
+    assert [e[:2] for e in session.take_events()] == [(_h2.CLOSED, 1)]
+    assert session.stream_count == 0
+
+
+def test_an_error_before_any_message_is_one_trailers_only_headers_frame() -> None:
+    session = opened()
+    session.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_headers()))
+    assert session.finish(1, 12, "not served: 100% sure")
+    written = [f for f in frames(session.send()) if f[2] == 1]
+    assert [(kind, flags & END_STREAM) for kind, flags, _, _ in written] == [(HEADERS, END_STREAM)]
+    assert not session.send_message(1, b"too late")  # finished: nothing more on the stream
+
+
+def test_a_stream_answers_as_it_goes_and_deferred_data_resumes() -> None:
+    session = opened()
+    session.receive(frame(HEADERS, END_HEADERS, 1, request_headers()))
+    session.send_message(1, b"first")
+    first = b"".join(f[3] for f in frames(session.send()) if f[0] == DATA)
+    assert first == grpc_message(b"first")
+    assert frames(session.send()) == []  # nothing queued: the data provider deferred
+    session.send_message(1, b"second")
+    second = b"".join(f[3] for f in frames(session.send()) if f[0] == DATA)
+    assert second == grpc_message(b"second")
+
+
+def test_compressed_and_oversized_messages_are_refused_on_their_stream_only() -> None:
+    session = opened()
+    events = session.receive(
+        frame(HEADERS, END_HEADERS, 1, request_headers())
+        + frame(DATA, 0, 1, grpc_message(b"x", compressed=1))
+        + frame(HEADERS, END_HEADERS, 3, request_headers())
+        + frame(DATA, 0, 3, struct.pack(">BI", 0, 4096))
+        + frame(HEADERS, END_HEADERS, 5, request_headers())
+        + frame(DATA, END_STREAM, 5, grpc_message(b"fine"))
+    )
+    bad = {stream_id: why for kind, stream_id, why in events if kind == _h2.BAD}
+    assert "compressed" in bad[1] and "exceeds the limit of 1024" in bad[3]
+    assert (_h2.MESSAGE, 5, b"fine") in events
+
+
+def test_a_reset_stream_closes_with_cancel() -> None:
+    session = opened()
+    session.receive(frame(HEADERS, END_HEADERS, 1, request_headers()))
+    events = session.receive(frame(RST_STREAM, 0, 1, struct.pack(">I", _h2.CANCEL)))
+    assert events == [(_h2.CLOSED, 1, _h2.CANCEL)]
+    assert not session.send_message(1, b"gone")
+
+
+def test_garbage_instead_of_the_preface_is_goaway() -> None:
+    session = _h2.H2Session()
+    session.send()
+    with pytest.raises(_h2.H2Error):
+        session.receive(b"GET / HTTP/1.1\r\nHost: broker\r\n\r\n")
+    assert [f[0] for f in frames(session.send())] == [GOAWAY]
+    assert not session.open
+
+
+def _fed(session: _h2.H2Session, data: bytes) -> None:
+    """Feed `data`; an H2Error must leave GOAWAY to send and the session wanting to close."""
+    try:
+        session.receive(data)
+    except _h2.H2Error:
+        assert GOAWAY in [f[0] for f in frames(session.send())]
+        assert not session.open
+        return
+    session.send()  # whatever it answers (SETTINGS ACK, PING ACK, RST_STREAM...) is well framed
+
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(st.binary(max_size=512))
+def test_fuzz_random_bytes_after_the_preface(data: bytes) -> None:
+    session = opened()
+    _fed(session, data)
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 12),  # frame types, and some past the defined ones
+            st.integers(0, 255),
+            st.sampled_from([0, 1, 2, 3, 5, 0x7FFFFFFF]),
+            st.one_of(
+                st.binary(max_size=64),
+                st.just(request_headers()),
+                st.just(grpc_message(b"m")),
+                st.just(struct.pack(">I", 8)),
+            ),
+        ),
+        max_size=12,
+    ),
+    st.integers(1, 50),
+)
+def test_fuzz_random_frames_in_random_chunks(parts: list[tuple[int, int, int, bytes]], chunk: int) -> None:
+    session = opened()
+    data = b"".join(frame(kind, flags, stream_id, payload) for kind, flags, stream_id, payload in parts)
+    for at in range(0, len(data), chunk):
+        if not session.open:
+            break
+        _fed(session, data[at : at + chunk])
+        for stream_id in range(1, 6, 2):  # answer whatever was opened, as the server would
+            session.send_message(stream_id, b"answer")
+            session.finish(stream_id, 0)
+        session.send()
+        session.take_events()
