@@ -4,6 +4,9 @@
     .venv/bin/python bench/grpc5_bench.py --quick    # small run (the smoke test)
     .venv/bin/python bench/grpc5_bench.py --native   # both sides from the native Go generator
 
+`--impl` picks the 5.x endpoint's server (`grpcServerImpl`): by default both, grpc.aio then the
+compiled nghttp2 core, each on a broker of its own, in the same run.
+
 One broker process (ASYNC_FLUSH, 16 queues per topic, its gRPC endpoint on a free port) serves
 both sides, one phase at a time (bench/grpc5/runner.py): produce, consume (4.x pull vs 5.x
 receive + ack), and end-to-end latency at a fixed rate. The 4.x side is driven by
@@ -50,15 +53,27 @@ def main(argv: list[str] | None = None) -> int:
         help="after produce: consume,latency",
     )
     parser.add_argument("--native", action="store_true", help="the native Go generator on both sides")
+    parser.add_argument(
+        "--impl",
+        default="grpcio,nghttp2",
+        help="grpcServerImpl values, one broker each in this run (grpcio: grpc.aio; nghttp2: compiled core)",
+    )
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="where the temporary store goes")
     args = parser.parse_args(argv)
     why = available()
     if why is not None:
         print(f"the 5.x endpoint cannot run: {why}", file=sys.stderr)
         return 2
-    quick = args.quick
+    impls = [i for i in args.impl.split(",") if i]
     if args.native:
-        return run_native(args)
+        return max(run_native(args, impl) for impl in impls)
+    for impl in impls:
+        run_python_side(args, impl)
+    return 0
+
+
+def run_python_side(args: argparse.Namespace, impl: str) -> None:
+    quick = args.quick
     with tempfile.TemporaryDirectory(prefix="grpc5-bench-", dir=args.dir) as tmp:
         s = Settings(
             work=Path(tmp),
@@ -69,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             latency_rate=args.latency_rate,
             cap=20_000 if quick else 200_000,
             phases=tuple(p for p in args.phases.split(",") if p),
+            impl=impl,
         )
-        out(f"5.x gRPC vs 4.x remoting, one broker, 1 KiB bodies, {describe_machine()}")
+        out(f"5.x gRPC ({impl}) vs 4.x remoting, one broker, 1 KiB bodies, {describe_machine()}")
         try:
             res = asyncio.run(run(s))
         finally:
@@ -78,10 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     out()
     for line in table(res):
         out(line)
-    return 0
 
 
-def run_native(args: argparse.Namespace) -> int:
+def run_native(args: argparse.Namespace, impl: str) -> int:
     if not native.GENERATOR.exists():
         print(f"the native generator is missing ({native.GENERATOR}): run `make peersgen`", file=sys.stderr)
         return 2
@@ -92,8 +107,10 @@ def run_native(args: argparse.Namespace) -> int:
             warmup=0.3 if args.quick else 1.0,
             window=args.window,
             consume="consume" in args.phases,
+            impl=impl,
         )
-        out(f"5.x gRPC vs 4.x remoting, native generator, one broker, 1 KiB bodies, {describe_machine()}")
+        machine = describe_machine()
+        out(f"5.x gRPC ({impl}) vs 4.x remoting, native generator, one broker, 1 KiB bodies, {machine}")
         try:
             rows = asyncio.run(native.run(s))
         finally:

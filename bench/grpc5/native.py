@@ -46,6 +46,7 @@ class Native:
     window: int = 32  # 5.x calls in flight per connection
     consume: bool = True
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    impl: str = "grpcio"  # grpcServerImpl: the 5.x endpoint's server (grpcio | nghttp2)
 
 
 def write_grpc_frames(path: Path, topic: str, group: str, size: int) -> Path:
@@ -130,7 +131,8 @@ def line(name: str, r: dict[str, Any]) -> str:
 
 async def run(s: Native) -> dict[str, dict[str, Any]]:
     grpc_port = free_port()
-    broker, port = start_broker(s.work, False, {grpc_port}, extra={"grpcServerPort": str(grpc_port)})
+    extra = {"grpcServerPort": str(grpc_port), "grpcServerImpl": s.impl}
+    broker, port = start_broker(s.work, False, {grpc_port}, extra=extra)
     conns = []
     try:
         await wait_listening(broker, port)

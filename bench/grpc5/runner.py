@@ -44,6 +44,7 @@ class Settings:
     latency_seconds: float = 5.0
     cap: int = 200_000  # messages per produce phase and side (bounds the disk)
     phases: tuple[str, ...] = PHASES
+    impl: str = "grpcio"  # grpcServerImpl: the 5.x endpoint's server (grpcio | nghttp2)
 
 
 @dataclass(slots=True)
@@ -55,7 +56,8 @@ class Results:
 async def run(s: Settings) -> Results:
     res = Results()
     grpc_port = free_port()
-    broker, port = start_broker(s.work, False, {grpc_port}, extra={"grpcServerPort": str(grpc_port)})
+    extra = {"grpcServerPort": str(grpc_port), "grpcServerImpl": s.impl}
+    broker, port = start_broker(s.work, False, {grpc_port}, extra=extra)
     gen4: LoadGen | None = None
     gen5: GrpcLoadGen | None = None
     conns = []
