@@ -64,8 +64,9 @@ class MetricsExporterType(enum.Enum):
 
 
 class GrpcServerImpl(enum.Enum):
-    """The 5.x endpoint's HTTP/2 server (rocketlite's own key, `grpcServerImpl`): grpcio's
-    `grpc.aio` (the reference) or the compiled core over libnghttp2 on the broker's loop."""
+    """The 5.x endpoint's HTTP/2 server (rocketlite's own key, `grpcServerImpl`): the compiled
+    core over libnghttp2 on the broker's loop (the default; grpc.aio where it is not built), or
+    grpcio's `grpc.aio`, the reference."""
 
     GRPCIO = "grpcio"
     NGHTTP2 = "nghttp2"
@@ -90,8 +91,8 @@ class BrokerConfig:
     ha_listen_port: int = 0  # 0: listenPort + 1 (an ephemeral port when listenPort is 0)
     # The 5.x gRPC endpoint (broker/grpc/); 0: off; an ephemeral port when listenPort is 0.
     grpc_server_port: int = 8081
-    # Which server serves it: grpc.aio (the reference) or the compiled HTTP/2 core (remoting/h2).
-    grpc_server_impl: GrpcServerImpl = GrpcServerImpl.GRPCIO
+    # Which server serves it: the compiled HTTP/2 core (remoting/h2) or grpc.aio (the reference).
+    grpc_server_impl: GrpcServerImpl = GrpcServerImpl.NGHTTP2
     # TLS on the gRPC endpoint (RocketMQ proxy's key names): both PEM paths set, TLS only; else plaintext.
     tls_cert_path: str | None = None
     tls_key_path: str | None = None

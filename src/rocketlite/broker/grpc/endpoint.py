@@ -1,7 +1,8 @@
-"""The gRPC server: a `grpc.aio` server on the broker's own event loop (or, with
-`grpcServerImpl=nghttp2`, the compiled HTTP/2 core of `h2door`, on that loop without grpc's poller
-thread), started and stopped by the controller, and the servicer that hands each RPC of
-`apache.rocketmq.v2.MessagingService` to the module serving it (route, telemetry, send,
+"""The gRPC server: the compiled HTTP/2 core of `h2door` on the broker's own event loop
+(`grpcServerImpl=nghttp2`, the default), or grpc's `grpc.aio` server on that loop with its poller
+thread (`grpcServerImpl=grpcio`: the reference, the fallback where the core is not built, and
+the door under ROCKETLITE_NATIVE=0), started and stopped by the controller, and the servicer that
+hands each RPC of `apache.rocketmq.v2.MessagingService` to the module serving it (route, telemetry, send,
 consume). An RPC no module serves answers UNIMPLEMENTED.
 Every RPC passes `auth.GrpcGuard` first (namespaces; the signature and permissions with aclEnable);
 with `tlsCertPath` and `tlsKeyPath` the port serves TLS only.
@@ -13,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from rocketlite import native
 from rocketlite.broker.acl import AclValidator
 from rocketlite.broker.auth.checks import AuthChecks
 from rocketlite.broker.client_manager import ClientManager
@@ -75,7 +77,12 @@ class GrpcEndpoint:
         )
         self.consumer = ConsumerService(kit, broker, topics, groups, pop, self.route, self.clients)
         self.impl = broker.grpc_server_impl
+        if self.impl is GrpcServerImpl.NGHTTP2 and native.REFERENCE_ONLY:
+            log.info("ROCKETLITE_NATIVE=0: the 5.x endpoint is served by grpcio, the reference")
+            self.impl = GrpcServerImpl.GRPCIO
         if self.impl is GrpcServerImpl.NGHTTP2 and (reason := h2door.unavailable_reason()):
+            if native.REQUIRED:  # ROCKETLITE_NATIVE=1 (CI): a missing build must not pass as grpc.aio
+                raise ImportError(f"grpcServerImpl=nghttp2 with ROCKETLITE_NATIVE=1: {reason}")
             log.warning("grpcServerImpl=nghttp2 is not available, serving 5.x on grpcio: %s", reason)
             self.impl = GrpcServerImpl.GRPCIO
         self.server: Any = None
