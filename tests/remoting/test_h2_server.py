@@ -1,0 +1,119 @@
+"""`remoting.h2.server.H2GrpcServer` with methods of its own (bytes in, bytes out), called by a real
+gRPC client (grpc.aio) over 127.0.0.1: the three call shapes, status codes from `abort` and from
+a failing handler, `grpc-timeout` as `time_remaining()` and as a deadline that cancels the
+handler, and metadata as the handler sees it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.support.aio import run
+
+try:
+    from rocketlite.remoting.h2.server import H2GrpcServer, Method
+except ImportError as exc:
+    if os.environ.get("CI", "").lower() == "true":
+        raise
+    pytest.skip(f"the compiled HTTP/2 core is not built: {exc}", allow_module_level=True)
+
+grpc = pytest.importorskip("grpc")
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+class Served:
+    """The handlers, and what they saw."""
+
+    def __init__(self) -> None:
+        self.remaining: float | None = None
+        self.metadata: dict[str, Any] = {}
+        self.hung_cancelled = asyncio.Event()
+
+    async def echo(self, request: bytes, context: Any) -> bytes:
+        self.remaining = context.time_remaining()
+        self.metadata = dict(context.invocation_metadata())
+        return request.upper()
+
+    async def count(self, request: bytes, context: Any) -> AsyncIterator[bytes]:
+        for i in range(int(request)):
+            yield str(i).encode()
+
+    async def chat(self, requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield b"re: " + request
+
+    async def refuse(self, request: bytes, context: Any) -> bytes:
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not you, né")
+        return b""
+
+    async def fail(self, request: bytes, context: Any) -> bytes:
+        raise ValueError("broken handler")
+
+    async def hang(self, request: bytes, context: Any) -> bytes:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.hung_cancelled.set()
+        return b""
+
+    def methods(self) -> dict[str, Method]:
+        def unary(handler: Any) -> Method:
+            return Method("unary", _same, _same, handler)
+
+        return {
+            "/t.S/Echo": unary(self.echo),
+            "/t.S/Count": Method("server_stream", _same, _same, self.count),
+            "/t.S/Chat": Method("bidi", _same, _same, self.chat),
+            "/t.S/Refuse": unary(self.refuse),
+            "/t.S/Fail": unary(self.fail),
+            "/t.S/Hang": unary(self.hang),
+        }
+
+
+def test_every_call_shape_status_deadline_and_metadata() -> None:
+    async def scenario() -> None:
+        served = Served()
+        server = H2GrpcServer(served.methods(), max_message=1 << 20)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                echo = channel.unary_unary("/t.S/Echo")
+                assert await echo(b"hello", metadata=(("x-mq-client-id", "c1"),), timeout=30) == b"HELLO"
+                assert served.metadata["x-mq-client-id"] == "c1"
+                assert served.remaining is not None and 25 < served.remaining <= 30
+                assert await echo(b"x" * 200_000, timeout=5) == b"X" * 200_000  # past one DATA frame
+
+                counted = [r async for r in channel.unary_stream("/t.S/Count")(b"5", timeout=5)]
+                assert counted == [b"0", b"1", b"2", b"3", b"4"]
+
+                chat = channel.stream_stream("/t.S/Chat")(timeout=5)
+                for word in (b"a", b"b"):
+                    await chat.write(word)
+                    assert await chat.read() == b"re: " + word
+                await chat.done_writing()
+                assert await chat.read() is grpc.aio.EOF
+
+                for path, code, details in (
+                    ("/t.S/Refuse", grpc.StatusCode.PERMISSION_DENIED, "not you, né"),
+                    ("/t.S/Fail", grpc.StatusCode.UNKNOWN, "Unexpected ValueError: broken handler"),
+                    ("/t.S/Nope", grpc.StatusCode.UNIMPLEMENTED, "Method not found: /t.S/Nope"),
+                ):
+                    with pytest.raises(grpc.aio.AioRpcError) as raised:
+                        await channel.unary_unary(path)(b"", timeout=5)
+                    assert (raised.value.code(), raised.value.details()) == (code, details)
+
+                with pytest.raises(grpc.aio.AioRpcError) as late:
+                    await channel.unary_unary("/t.S/Hang")(b"", timeout=0.3)
+                assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                await asyncio.wait_for(served.hung_cancelled.wait(), 5)  # the broker gave up too
+        finally:
+            await server.close()
+
+    run(scenario())
