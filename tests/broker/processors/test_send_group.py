@@ -116,7 +116,7 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 
 async def serve(
-    root: Path, data: list[bytes], lane: bool
+    root: Path, data: list[bytes], lane: bool, observed: list[int] | None = None
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane count)."""
     store_cfg = StoreConfig(
@@ -139,6 +139,8 @@ async def serve(
         assert isinstance(lane_obj, SendGroupLane)
         if not lane:
             lanes.clear()
+        if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
+            controller.table.observer = lambda code, answer, ms, held, result: observed.append(code)
         conn = Connection(controller.table)
         transport = KeptTransport()
         conn.connection_made(transport)  # type: ignore[arg-type]
@@ -171,20 +173,32 @@ def test_the_lane_stores_and_answers_what_the_per_message_path_does(data: list[b
 def test_a_run_of_common_sends_is_taken_by_the_lane_and_rolls_segments() -> None:
     """The differential test above cannot fail by the lane never running: here a read of 40
     common sends of 1 KiB goes through it (as one group split at each segment roll)."""
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        fast = asyncio.run(serve(Path(a), common_sends(40), lane=True))
+        slow = asyncio.run(serve(Path(b), common_sends(40), lane=False))
+    assert fast[3] == 39
+    assert len(fast[1]) >= 3  # 39 KiB over 16 KiB segments
+    assert fast[:3] == slow[:3]
+
+
+def common_sends(n: int) -> list[bytes]:
     frames = []
-    for i in range(40):
+    for i in range(n):
         header = SendMessageRequestHeader(
             producer_group="pg", topic="GroupT", default_topic="TBW102", default_topic_queue_nums=4,
             queue_id=i % 4, sys_flag=0, born_timestamp=1_700_000_000_000, flag=0,
             properties=properties_to_string({"UNIQ_KEY": f"R{i}"}),
         )  # fmt: skip
-        frames.append(
-            encode_command(make_request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), b"x" * 1024, i + 1))
-        )
-    first = frames[0]  # the topic is created (and found legal) by the handler first
+        request = make_request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), b"x" * 1024, i + 1)
+        frames.append(encode_command(request))
+    return [frames[0], b"".join(frames[1:])]  # the topic is created (and found legal) by the handler first
+
+
+def test_a_table_with_an_observer_times_every_send_on_its_own() -> None:
+    """With a request observer (metrics served) each send is timed by the handler: no lane."""
+    observed: list[int] = []
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        fast = asyncio.run(serve(Path(a), [first, b"".join(frames[1:])], lane=True))
-        slow = asyncio.run(serve(Path(b), [first, b"".join(frames[1:])], lane=False))
-    assert fast[3] == 39
-    assert len(fast[1]) >= 3  # 39 KiB over 16 KiB segments
-    assert fast[:3] == slow[:3]
+        timed = asyncio.run(serve(Path(a), common_sends(10), lane=True, observed=observed))
+        plain = asyncio.run(serve(Path(b), common_sends(10), lane=False))
+    assert timed[3] == 0 and observed == [int(RequestCode.SEND_MESSAGE_V2)] * 10
+    assert timed[:3] == plain[:3]
