@@ -16,9 +16,9 @@ import random
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
+from bench.send_path import StubTransport
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,32 +49,6 @@ PROPS: Sequence[dict[str, str]] = (
     {"TIMER_DELAY_SEC": "3"},
     {"__SHARDINGKEY": "s"},
 )
-
-
-class KeptTransport:
-    """What `Connection` needs of a transport; the written bytes are kept."""
-
-    def __init__(self) -> None:
-        self.kept = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.kept += data
-
-    def writelines(self, parts: list[bytes]) -> None:
-        for p in parts:
-            self.kept += p
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("10.0.0.7", 40123), "sockname": ("127.0.0.1", 10911)}.get(name, default)
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        del high, low
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
 
 
 @st.composite
@@ -142,14 +116,14 @@ async def serve(
         if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
             controller.table.observer = lambda code, answer, ms, held, result: observed.append(code)
         conn = Connection(controller.table)
-        transport = KeptTransport()
+        transport = StubTransport(keep=True)  # the in-process bench's: peer 127.0.0.1:50000
         conn.connection_made(transport)  # type: ignore[arg-type]
         for chunk in data:
             conn.data_received(chunk)
         await asyncio.sleep(0)
         assert await asyncio.to_thread(controller.store.wait_dispatched, 10.0)
         return (
-            bytes(transport.kept),
+            b"".join(transport.kept or []),
             files_under(root / "commitlog"),
             files_under(root / "consumequeue"),
             lane_obj.taken,
