@@ -211,7 +211,8 @@ class CommitLog:
         were they appended one by one: the group is split where a record does not fit what is
         left of the segment (which then gets its blank, as `append` rolls it), and each part is
         stamped (`speedups.stamp_group`) and copied in one piece. A failed roll stops it there: the
-        records before are placed, the rest are not (the caller answers them with the failure).
+        records before are placed, the rest are not (the caller answers them with the failure);
+        so does a record that no segment can hold.
         Only for messages that enter their consume queue (no transaction type) and whose records
         are within the limits (checked by the caller): this is the coalescing lane of the send
         processor, which runs only where `stamp_group` is compiled."""
@@ -234,6 +235,8 @@ class CommitLog:
                 while j < n and end - pos + sizes[j] <= room:
                     end += sizes[j]
                     j += 1
+                if j == i:  # a record larger than a segment: left to `append`, which refuses it
+                    break
                 part: list[int] = []
                 for key in keys[i:j]:
                     qoff = table.get(key, 0)

@@ -38,7 +38,7 @@ from rocketlite.broker.processors.send import SendMessageProcessor, born_host_of
 from rocketlite.broker.stats import message_type
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import CommandFlag, RequestCode
-from rocketlite.protocol.formats.record import MAX_PROPERTIES_LENGTH, V4_BODY_POS
+from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import GroupEntry, encode_group, send_properties
 from rocketlite.protocol.message import MessageSysFlag
 from rocketlite.protocol.wire.command import RemotingCommand
@@ -84,7 +84,9 @@ class SendGroupLane:
         store_host = p.store_host
         born = born_host_of(conn)
         head = V4_BODY_POS + (12 if len(born.ip) == 16 else 0) + (12 if len(store_host.ip) == 16 else 0) + 3
-        max_size = p.store.config.max_message_size
+        config = p.store.config
+        # over maxMessageSize, or more than a segment holds: the per-message path refuses it
+        max_size = min(config.max_message_size, config.maped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH)
         cluster = p.broker.broker_cluster_name
         legal = p._legal_topics
         select = p.topics.select
