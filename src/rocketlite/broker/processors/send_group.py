@@ -152,9 +152,11 @@ class SendGroupLane:
         if not entries:
             return 0
         assert encode_group is not None
-        ids, qoffs = p.store.put_group_nowait(
-            encode_group(entries, born, store_host), sizes, keys, store_host
-        )
+        try:
+            buf = encode_group(entries, born, store_host)
+        except (TypeError, ValueError, OverflowError):  # not expected after the checks; nothing placed
+            return 0  # the handler serves them one by one
+        ids, qoffs = p.store.put_group_nowait(buf, sizes, keys, store_host)
         broker = p.broker
         region = broker.region_id
         trace_on = "true" if broker.trace_on else "false"
