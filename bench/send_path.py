@@ -16,7 +16,10 @@ machine: other processes do not count in it) and the handling alone (wall time i
 the segment warming the allocation service does is paid at its steady rate; the dispatch must
 have caught up at the end of each run (a run whose dispatch lagged would leave it out).
 
-    .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--sizes 1024,128]
+    .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--sizes 1024,128] [--lane on|off]
+
+`--lane off` takes the coalescing lane of single sends away (`broker/processors/send_group.py`):
+every SEND_MESSAGE_V2 then goes through the per-message handler, the path before the lane.
 """
 
 from __future__ import annotations
@@ -154,6 +157,10 @@ async def main() -> None:
     ap.add_argument("--size", type=int, help="one body size (instead of --sizes)")
     ap.add_argument("--phases", default="single,batch")
     ap.add_argument("--segment-mib", type=int, default=64)
+    ap.add_argument(
+        "--lane", choices=("on", "off"), default="on",
+        help="off: no coalescing lane for single sends (the per-message path, as before it)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"codecs: {speedups.CHOSEN.name}")
     with tempfile.TemporaryDirectory(prefix="send_path_") as tmp:
@@ -166,6 +173,9 @@ async def main() -> None:
         )  # fmt: skip
         controller = BrokerController(broker, store_cfg)
         await controller.start()
+        if args.lane == "off":
+            controller.table.groups.clear()
+        print(f"coalescing lane: {'on' if controller.table.groups else 'off'}")
         try:
             sizes = [args.size] if args.size else [int(x) for x in args.sizes.split(",")]
             for size in sizes:

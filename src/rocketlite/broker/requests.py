@@ -24,9 +24,11 @@ from rocketlite.broker.processors.pull import PullMessageProcessor
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.processors.send_group import SendGroupLane
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.codes import RequestCode as C
+from rocketlite.protocol.formats.speedups import encode_group
 from rocketlite.protocol.wire.admin import AdminRequestCode as A
 from rocketlite.protocol.wire.pop import PopRequestCode as P
 from rocketlite.remoting.connection import Handler, RequestTable
@@ -133,3 +135,5 @@ def register_requests(
         handlers[C.SEND_REPLY_MESSAGE_V2] = reply.handle
     for code, handler in handlers.items():
         table.register(code, handler)
+    if encode_group is not None:  # the coalescing lane of single sends (compiled only)
+        table.groups[C.SEND_MESSAGE_V2] = SendGroupLane(send)

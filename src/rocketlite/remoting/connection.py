@@ -53,6 +53,10 @@ WRITE_HIGH_WATER: Final = 16 * 1024 * 1024
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 WireResult = HandlerResult | bytes
 Handler = Callable[["Connection", RemotingCommand], WireResult]
+# A group handler (`RequestTable.groups`): given the requests of one read and where a run of its
+# code starts, it serves the leading ones it can as one (the send processor's coalescing lane),
+# sends their answers in order, and says how many it served; 0 leaves the first to the handler.
+GroupHandler = Callable[["Connection", list[RemotingCommand], int], int]
 
 
 # Told of every request answered (RocketMQ 5's rpc latency): request code, response code (None for
@@ -73,12 +77,18 @@ class RequestTable:
     With an `observer` each request's handling time is reported to it: answers returned by the
     handler (at once or awaited) and answers a handler sends itself while it runs (a pull with
     messages). A request held for later (a long-polling pull) is reported by whoever answers it
-    (`is_long_polling` true)."""
+    (`is_long_polling` true).
+
+    `groups`: request code -> a handler that serves several requests of one read at once
+    (`GroupHandler`), tried first for a request of that code when there is no observer. A table
+    that wraps another (ACL, auth) has none of its own, so every request there goes through the
+    wrapped handler."""
 
     def __init__(self, default: Handler | None = None) -> None:
         self.handlers: dict[int, Handler] = {}
         self.default = default
         self.observer: RequestObserver | None = None
+        self.groups: dict[int, GroupHandler] = {}
 
     def register(self, code: int, handler: Handler) -> None:
         self.handlers[int(code)] = handler
@@ -194,18 +204,44 @@ class Connection(asyncio.Protocol):
         out = self._later or []  # frames still waiting for `_flush_later` go first
         self._later = None
         self._out = out
+        groups = self.table.groups if self.table.observer is None else None
         try:
-            for cmd in commands:
-                if cmd.flag & _RESPONSE:
-                    fut = self.pending.pop(cmd.opaque, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(cmd)
-                else:
-                    self._handle_request(cmd)
+            if groups:
+                self._handle_grouped(commands, groups)
+            else:
+                for cmd in commands:
+                    if cmd.flag & _RESPONSE:
+                        self._resolve(cmd)
+                    else:
+                        self._handle_request(cmd)
         finally:
             self._out = None
         if out and self.transport is not None and not self.closed:
             self._write_all(self.transport, out)
+
+    def _resolve(self, response: RemotingCommand) -> None:
+        fut = self.pending.pop(response.opaque, None)
+        if fut is not None and not fut.done():
+            fut.set_result(response)
+
+    def _handle_grouped(self, commands: list[RemotingCommand], groups: dict[int, GroupHandler]) -> None:
+        """The loop of `data_received` with group handlers: a request whose code has one is
+        offered to it with the rest of the read; what it does not serve goes one by one."""
+        i, n = 0, len(commands)
+        while i < n:
+            cmd = commands[i]
+            if cmd.flag & _RESPONSE:
+                self._resolve(cmd)
+                i += 1
+                continue
+            group = groups.get(cmd.code)
+            if group is not None and not self.closed:
+                taken = group(self, commands, i)
+                if taken:
+                    i += taken
+                    continue
+            self._handle_request(cmd)
+            i += 1
 
     @staticmethod
     def _write_all(transport: asyncio.Transport, out: list[bytes]) -> None:

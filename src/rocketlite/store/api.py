@@ -80,6 +80,17 @@ class StoreAPI(Protocol):
         self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress, *, paced: bool = False
     ) -> PendingPut: ...
 
+    def takes_group(self) -> bool:
+        """Whether `put_group_nowait` serves now: the group codecs are compiled, ASYNC_FLUSH,
+        and the store takes puts."""
+
+    def put_group_nowait(
+        self, buf: bytearray, sizes: list[int], keys: list[str], host: HostAddress
+    ) -> tuple[list[str], list[int]]:
+        """Single messages of different queues, encoded back to back (`speedups.encode_group`),
+        appended in one go (`CommitLog.append_group`): (msg ids, queue offsets) of those placed,
+        fewer than asked only when a segment could not be created."""
+
     def wait_durable(self, pending: PendingPut) -> PutMessageResult: ...
 
     def transient_store_pool_deficient(self) -> bool: ...

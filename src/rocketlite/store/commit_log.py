@@ -34,7 +34,7 @@ from rocketlite.protocol.formats.record import (
     blank_record,
     layout_for,
 )
-from rocketlite.protocol.formats.speedups import encode_record, stamp_batch
+from rocketlite.protocol.formats.speedups import encode_record, stamp_batch, stamp_group
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import MappedFile, segment_name, stage_reserved, staging_path
@@ -200,6 +200,55 @@ class CommitLog:
             if advances:
                 self.topic_queue_table[key] = qoff0 + count
         return AppendResult(_APPEND_OK, base, total, msg_ids, now, qoff0, count)
+
+    def append_group(
+        self, buf: bytearray, sizes: list[int], keys: list[str], store_host: HostAddress
+    ) -> tuple[list[str], list[int], int, SegmentCreateError | None]:
+        """Append several single messages of different queues, their records encoded back to
+        back in `buf` (`speedups.encode_group`; record k is `sizes[k]` bytes, for queue `keys[k]`,
+        "topic-queueId"), under one lock and one clock read: (msg ids, queue offsets, store time,
+        the segment failure that stopped it). Each record goes where `append` would have put it
+        were they appended one by one: the group is split where a record does not fit what is
+        left of the segment (which then gets its blank, as `append` rolls it), and each part is
+        stamped (`speedups.stamp_group`) and copied in one piece. A failed roll stops it there: the
+        records before are placed, the rest are not (the caller answers them with the failure);
+        so does a record that no segment can hold.
+        Only for messages that enter their consume queue (no transaction type) and whose records
+        are within the limits (checked by the caller): this is the coalescing lane of the send
+        processor, which runs only where `stamp_group` is compiled."""
+        assert stamp_group is not None
+        prefix = self._msg_id_prefix(store_host)
+        table = self.topic_queue_table
+        ids: list[str] = []
+        qoffs: list[int] = []
+        n = len(sizes)
+        i = pos = 0
+        with self._lock, memoryview(buf) as view:
+            now = self.clock.now_ms()
+            while i < n:
+                try:
+                    mf = self._segment_for(sizes[i])
+                except SegmentCreateError as exc:
+                    return ids, qoffs, now, exc
+                room = mf.file_size - mf.wrote_position - END_FILE_MIN_BLANK_LENGTH
+                j, end = i, pos
+                while j < n and end - pos + sizes[j] <= room:
+                    end += sizes[j]
+                    j += 1
+                if j == i:  # a record larger than a segment: left to `append`, which refuses it
+                    break
+                part: list[int] = []
+                for key in keys[i:j]:
+                    qoff = table.get(key, 0)
+                    table[key] = qoff + 1
+                    part.append(qoff)
+                ids += stamp_group(buf, pos, part, mf.file_from_offset + mf.wrote_position, now, prefix)
+                with view[pos:end] as piece:
+                    mf.append(piece)
+                mf.store_timestamp = now
+                qoffs += part
+                i, pos = j, end
+        return ids, qoffs, now, None
 
     # -- replication (HA slave) -------------------------------------------------------------
     def append_raw(self, offset: int, data: bytes | bytearray | memoryview, store_timestamp: int = 0) -> int:

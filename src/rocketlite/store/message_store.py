@@ -37,6 +37,7 @@ from rocketlite.protocol.formats.record import (
     decode_record,
     enters_consume_queue,
 )
+from rocketlite.protocol.formats.speedups import stamp_group
 from rocketlite.protocol.message import (
     HostAddress,
     MessageConst,
@@ -361,6 +362,26 @@ class MessageStore:
         except SegmentCreateError as exc:
             return self._segment_failed(exc)
         return self._finish_put(res, begin, enc.messages, paced)
+
+    def takes_group(self) -> bool:
+        f = self.flags
+        return (
+            stamp_group is not None and self.group_commit is None and self.started and self.master
+            and not f.shutdown and f.writeable and not f.disk_full
+        )  # fmt: skip
+
+    def put_group_nowait(
+        self, buf: bytearray, sizes: list[int], keys: list[str], host: HostAddress
+    ) -> tuple[list[str], list[int]]:
+        begin = time.perf_counter()
+        ids, qoffs, _now, failed = self.commit_log.append_group(buf, sizes, keys, host)
+        if ids:
+            self.stats.record_put(self._timed(begin), sum(sizes[: len(ids)]), len(ids))
+            self.reput.wakeup(False)
+        if failed is not None:
+            self.stats.put_failures += 1
+            log.error("a grouped put stopped after %d of %d messages: %s", len(ids), len(sizes), failed)
+        return ids, qoffs
 
     def _segment_failed(self, exc: SegmentCreateError) -> PendingPut:
         self.stats.put_failures += 1

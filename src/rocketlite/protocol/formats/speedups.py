@@ -15,7 +15,12 @@ the same bytes and results, pinned together by the differential tests
   `place_record` stamps one): `batch` and `record_ref`;
   (all of these compiled in `_native/_record.pyx`)
 * `send_properties` (the send processor's properties rewrite: WAIT dropped, CLUSTER set, tags
-  code, UNIQ_KEY, KEYS, DELAY): `message.send_properties`; compiled in `_native/_send.pyx`.
+  code, UNIQ_KEY, KEYS, DELAY): `message.send_properties`; compiled in `_native/_send.pyx`;
+* `encode_group`, `stamp_group` (several single sends of one socket read encoded into one
+  contiguous append, and stamped each with its own queue offset): compiled only
+  (`_native/_record_group.pxi`), None in the reference set. They serve the send processor's
+  coalescing lane, which is off without them; its reference is the per-message path, pinned
+  against the lane by `tests/broker/test_send_group.py`.
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the store, the broker, the clients and Spark import these names from here and nowhere else.
@@ -41,10 +46,12 @@ __all__ = [
     "Codecs",
     "decode_records",
     "encode_batch_records",
+    "encode_group",
     "encode_record",
     "place_record",
     "send_properties",
     "stamp_batch",
+    "stamp_group",
 ]
 
 
@@ -76,6 +83,23 @@ class StampBatch(Protocol):
     ) -> str: ...
 
 
+# A group entry: topic, body, properties, queue id, flag, SYSFLAG, born timestamp, reconsume times.
+GroupEntry = tuple[str, bytes, str, int, int, int, int, int]
+EncodeGroup = Callable[[list[GroupEntry], message.HostAddress, message.HostAddress], bytearray]
+
+
+class StampGroup(Protocol):
+    def __call__(
+        self,
+        buf: bytearray,
+        pos: int,
+        queue_offsets: list[int],
+        physical_base: int,
+        store_timestamp: int,
+        id_prefix: str,
+    ) -> list[str]: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Codecs:
     """One implementation of every codec of the formats family (built by keyword)."""
@@ -87,6 +111,8 @@ class Codecs:
     encode_batch_records: Callable[[bytes | bytearray | memoryview, batch.BatchTarget], batch.EncodedBatch]
     stamp_batch: StampBatch
     send_properties: Callable[[str, str], SendProperties]
+    encode_group: EncodeGroup | None = None  # compiled only: the coalescing lane is off without it
+    stamp_group: StampGroup | None = None
 
 
 REFERENCE: Final = Codecs(
@@ -113,3 +139,5 @@ place_record: Final = CHOSEN.place_record
 encode_batch_records: Final = CHOSEN.encode_batch_records
 stamp_batch: Final = CHOSEN.stamp_batch
 send_properties: Final = CHOSEN.send_properties
+encode_group: Final = CHOSEN.encode_group
+stamp_group: Final = CHOSEN.stamp_group

@@ -5,6 +5,7 @@ import mmap
 
 from rocketlite.protocol.formats.batch import BatchTarget, EncodedBatch
 from rocketlite.protocol.formats.record import EncodedRecord, MessageInner, StoredRecord
+from rocketlite.protocol.message import HostAddress
 
 def encode_record(msg: MessageInner, max_message_size: int) -> EncodedRecord: ...
 def place_record(
@@ -30,3 +31,16 @@ def stamp_batch(
     store_timestamp: int,
     id_prefix: str,
 ) -> str: ...
+def encode_group(
+    entries: list[tuple[str, bytes, str, int, int, int, int, int]],
+    born_host: HostAddress,
+    store_host: HostAddress,
+) -> bytearray: ...
+def stamp_group(
+    buf: bytearray,
+    pos: int,
+    queue_offsets: list[int],
+    physical_base: int,
+    store_timestamp: int,
+    id_prefix: str,
+) -> list[str]: ...

@@ -48,7 +48,10 @@ cdef extern from "Python.h":
     bint PyMemoryView_Check(object o)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
-__all__ = ["decode_records", "encode_batch_records", "encode_record", "place_record", "stamp_batch"]
+__all__ = [
+    "decode_records", "encode_batch_records", "encode_group", "encode_record", "place_record", "stamp_batch",
+    "stamp_group",
+]
 
 # -- constants of `protocol/formats/record.py` (asserted against it below) --------------------------------
 cdef enum:
@@ -407,3 +410,4 @@ cdef list _decode(const uint8_t* data, Py_ssize_t n):
 
 
 include "_record_batch.pxi"  # encode_batch_records, stamp_batch
+include "_record_group.pxi"  # encode_group, stamp_group (the send processor's coalescing lane)

@@ -1,0 +1,178 @@
+"""The coalescing lane of SEND_MESSAGE_V2 (`broker/processors/send_group.py`) pinned against the
+per-message path, its reference: two real brokers (temporary stores, the same fixed clock, the
+same store host, the same queue generator seed), one with the lane and one without, are fed the
+same reads, each several requests on one connection: single sends on the common path mixed with
+ones the lane leaves to the handler (a delay level, a timer property, a prepared transaction, a
+retry topic, a queue id out of range, a record over maxMessageSize, an unknown topic, a one-way
+send, a SEND_MESSAGE (10), properties with non-ASCII text). The answer frames must be the same
+bytes in the same order, and so must the commit log's segments (small: the groups roll over
+several, split where a record does not fit) and every consume queue file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from bench.send_path import StubTransport
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.controller import BrokerController
+from rocketlite.broker.processors.send_group import SendGroupLane
+from rocketlite.clock import ManualClock
+from rocketlite.protocol.bodies.route import TopicConfig
+from rocketlite.protocol.codes import RequestCode, SerializeType
+from rocketlite.protocol.formats import speedups
+from rocketlite.protocol.message import HostAddress, MessageSysFlag, properties_to_string
+from rocketlite.protocol.wire.command import make_request
+from rocketlite.protocol.wire.frame import encode_command
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
+from rocketlite.remoting.connection import Connection
+from rocketlite.store.config import StoreConfig
+
+pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
+
+TOPICS = ("GroupT", "GroupT", "GroupT", "OtherT", "MultiT", "%RETRY%g", "Fresh-T")
+PROPS: Sequence[dict[str, str]] = (
+    {},
+    {"TAGS": "a"},
+    {"TAGS": "b", "KEYS": "k1 k2"},
+    {"WAIT": "false", "TAGS": "x"},
+    {"TAGS": "日本", "note": "é"},
+    {"DELAY": "2"},
+    {"TIMER_DELAY_SEC": "3"},
+    {"__SHARDINGKEY": "s"},
+)
+
+
+@st.composite
+def request_frames(draw: st.DrawFn, opaque: int) -> bytes:
+    topic = draw(st.sampled_from(TOPICS))
+    props = dict(draw(st.sampled_from(PROPS)))
+    props["UNIQ_KEY"] = f"U{opaque:08d}"
+    kind = draw(st.sampled_from(["common"] * 8 + ["prepared", "oneway", "v1", "bad_queue"]))
+    header = SendMessageRequestHeader(
+        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=9 if kind == "bad_queue" else draw(st.integers(-1, 3)),
+        sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED_TYPE) if kind == "prepared" else 0,
+        born_timestamp=1_700_000_000_000 + opaque, flag=draw(st.integers(0, 5)),
+        properties=properties_to_string(props), reconsume_times=draw(st.sampled_from([None, 0, 2])),
+    )  # fmt: skip
+    body = draw(st.binary(min_size=0, max_size=40)) * draw(st.sampled_from([1, 1, 1, 30, 80]))
+    code = RequestCode.SEND_MESSAGE if kind == "v1" else RequestCode.SEND_MESSAGE_V2
+    ext = header.to_ext() if kind == "v1" else header.to_ext_v2()
+    serialize = draw(st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]))
+    return encode_command(
+        make_request(code, ext, body, opaque, oneway=kind == "oneway", serialize_type=serialize)
+    )
+
+
+@st.composite
+def reads(draw: st.DrawFn) -> list[bytes]:
+    out, opaque = [], 1
+    for _ in range(draw(st.integers(1, 6))):
+        frames = []
+        for _ in range(draw(st.integers(1, 12))):
+            frames.append(draw(request_frames(opaque)))
+            opaque += 1
+        out.append(b"".join(frames))
+    return out
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def serve(
+    root: Path, data: list[bytes], lane: bool, observed: list[int] | None = None
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int]:
+    """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane count)."""
+    store_cfg = StoreConfig(
+        store_path_root_dir=root, maped_file_size_commit_log=16 * 1024,
+        maped_file_size_consume_queue=20 * 64, max_message_size=2400,
+    )  # fmt: skip
+    broker = BrokerConfig(
+        listen_port=0, listen_host="127.0.0.1", grpc_server_port=0, auto_create_topic_enable=True
+    )
+    controller = BrokerController(broker, store_cfg, clock=ManualClock())
+    await controller.start()
+    try:
+        parts = controller.parts
+        assert parts is not None
+        parts.send.store_host = HostAddress.parse("192.168.0.9:10911")
+        parts.send.rng = random.Random(7)
+        controller.topics.update(TopicConfig("MultiT", 4, 4, topic_filter_type="MULTI_TAG"))
+        lanes = controller.table.groups
+        lane_obj = lanes.get(int(RequestCode.SEND_MESSAGE_V2))
+        assert isinstance(lane_obj, SendGroupLane)
+        if not lane:
+            lanes.clear()
+        if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
+            controller.table.observer = lambda code, answer, ms, held, result: observed.append(code)
+        conn = Connection(controller.table)
+        transport = StubTransport(keep=True)  # the in-process bench's: peer 127.0.0.1:50000
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        for chunk in data:
+            conn.data_received(chunk)
+        await asyncio.sleep(0)
+        assert await asyncio.to_thread(controller.store.wait_dispatched, 10.0)
+        return (
+            b"".join(transport.kept or []),
+            files_under(root / "commitlog"),
+            files_under(root / "consumequeue"),
+            lane_obj.taken,
+        )
+    finally:
+        await controller.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reads())
+def test_the_lane_stores_and_answers_what_the_per_message_path_does(data: list[bytes]) -> None:
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        fast = asyncio.run(serve(Path(a), data, lane=True))
+        slow = asyncio.run(serve(Path(b), data, lane=False))
+    assert slow[3] == 0
+    assert fast[0] == slow[0]  # the answer frames, byte for byte, in order
+    assert fast[1] == slow[1]  # the commit log's segments
+    assert fast[2] == slow[2]  # every consume queue file
+
+
+def test_a_run_of_common_sends_is_taken_by_the_lane_and_rolls_segments() -> None:
+    """The differential test above cannot fail by the lane never running: here a read of 40
+    common sends of 1 KiB goes through it (as one group split at each segment roll)."""
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        fast = asyncio.run(serve(Path(a), common_sends(40), lane=True))
+        slow = asyncio.run(serve(Path(b), common_sends(40), lane=False))
+    assert fast[3] == 39
+    assert len(fast[1]) >= 3  # 39 KiB over 16 KiB segments
+    assert fast[:3] == slow[:3]
+
+
+def common_sends(n: int) -> list[bytes]:
+    frames = []
+    for i in range(n):
+        header = SendMessageRequestHeader(
+            producer_group="pg", topic="GroupT", default_topic="TBW102", default_topic_queue_nums=4,
+            queue_id=i % 4, sys_flag=0, born_timestamp=1_700_000_000_000, flag=0,
+            properties=properties_to_string({"UNIQ_KEY": f"R{i}"}),
+        )  # fmt: skip
+        request = make_request(RequestCode.SEND_MESSAGE_V2, header.to_ext_v2(), b"x" * 1024, i + 1)
+        frames.append(encode_command(request))
+    return [frames[0], b"".join(frames[1:])]  # the topic is created (and found legal) by the handler first
+
+
+def test_a_table_with_an_observer_times_every_send_on_its_own() -> None:
+    """With a request observer (metrics served) each send is timed by the handler: no lane."""
+    observed: list[int] = []
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        timed = asyncio.run(serve(Path(a), common_sends(10), lane=True, observed=observed))
+        plain = asyncio.run(serve(Path(b), common_sends(10), lane=False))
+    assert timed[3] == 0 and observed == [int(RequestCode.SEND_MESSAGE_V2)] * 10
+    assert timed[:3] == plain[:3]
