@@ -1,0 +1,223 @@
+"""CPU per 5.x SendMessage on the compiled HTTP/2 front door, inside one process: HTTP/2 bytes in
+-> `H2Session` -> request parsing -> the servicer's guarded handler -> the store -> answer bytes
+out. `bench/send_path.py`'s counterpart for the 5.x path.
+
+It starts a real `BrokerController` (ASYNC_FLUSH, a temporary store) on this process's loop,
+captures what a real grpc.aio client writes for `--calls` SendMessage calls (1 KiB, one message
+each, `--window` in flight) on a loopback connection to the broker's own h2 methods (a
+`GrpcConnection` that records each `data_received`), then replays those bytes, read for read,
+into fresh `GrpcConnection`s on a stub transport (no socket): HPACK state, frame boundaries and
+read batches are the client's. Printed: the loop's CPU per call (min of `--runs`), and with
+`--profile` the cProfile top entries of one replay.
+
+`--rpc receive` does the same for one ReceiveMessage of `--batch` (32) messages followed by one
+AckMessage of their `--batch` handles, per call pair: the figure is per message.
+
+    .venv/bin/python bench/grpc5_h2_path.py [--calls 2000] [--runs 5] [--profile] [--rpc send|receive]
+
+Opens a loopback socket for the capture (port 0): run it in a network namespace of its own when
+other brokers share the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench` and `tests.support`
+
+from bench.grpc5_probe import METADATA, SERVICE, TOPIC, send_requests
+
+GROUP = "ProbeGroup5"
+
+
+class StubTransport:
+    """What `GrpcConnection` needs of a transport; writes are kept."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+
+async def capture(methods: dict[bytes, Any], calls: list[tuple[str, bytes]], window: int) -> list[bytes]:
+    """The reads a server sees while a grpc.aio client makes `calls` ((rpc, request bytes))."""
+    import grpc  # noqa: PLC0415
+
+    from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
+
+    reads: list[bytes] = []
+
+    class Recording(GrpcConnection):
+        def data_received(self, data: bytes) -> None:
+            reads.append(bytes(data))
+            super().data_received(data)
+
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: Recording(methods, 4 << 20), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    stubs = {rpc: channel.unary_unary(SERVICE + rpc) for rpc in {rpc for rpc, _ in calls}}
+    if window <= 1:
+        for rpc, payload in calls:
+            await stubs[rpc](payload, metadata=METADATA)
+    else:
+        queue = list(reversed(calls))
+
+        async def slot() -> None:
+            while queue:
+                rpc, payload = queue.pop()
+                await stubs[rpc](payload, metadata=METADATA)
+
+        await asyncio.gather(*(slot() for _ in range(window)))
+    await channel.close()
+    server.close()
+    await server.wait_closed()
+    return reads
+
+
+async def replay(methods: dict[bytes, Any], reads: list[bytes]) -> StubTransport:
+    from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
+
+    connection = GrpcConnection(methods, 4 << 20)
+    transport = StubTransport()
+    connection.connection_made(transport)
+    for data in reads:
+        connection.data_received(data)
+        await asyncio.sleep(0)  # the answers' flush, as the loop would run it between reads
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return transport
+
+
+async def main(args: argparse.Namespace) -> None:
+    from rocketlite.protocol.proto.v2 import definition_pb2 as pb  # noqa: PLC0415
+    from rocketlite.protocol.proto.v2 import service_pb2 as spb  # noqa: PLC0415
+    from tests.support.broker_harness import broker_under_test  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with broker_under_test(Path(tmp), store_maped_file_size_commit_log=64 << 20) as broker:
+            await broker.send(TOPIC)  # the topic exists
+            parts = broker.controller.parts
+            assert parts is not None and parts.grpc is not None and parts.grpc.h2 is not None
+            methods = parts.grpc.h2.methods
+            per = 1
+            if args.rpc == "send":
+                requests = [("SendMessage", r.SerializeToString()) for r in send_requests(args.calls)]
+                reads = await capture(methods, requests, args.window)
+            else:
+                per = args.batch
+                reads = await receive_capture(broker, methods, args, pb, spb)
+            print(f"captured {sum(map(len, reads))} bytes in {len(reads)} reads")
+            for _ in range(2):  # warm-up
+                await replay(methods, reads)
+            best = float("inf")
+            for _ in range(args.runs):
+                if args.rpc == "receive":
+                    await refill(broker, args.calls * per)
+                t0 = time.thread_time()
+                transport = await replay(methods, reads)
+                best = min(best, time.thread_time() - t0)
+            print(f"answered {sum(map(len, transport.out))} bytes in {len(transport.out)} writes")
+            unit = "message" if per > 1 else "call"
+            print(f"{args.rpc}: {best / (args.calls * per) * 1e6:.1f} us of loop CPU per {unit}")
+            if args.profile:
+                if args.rpc == "receive":
+                    await refill(broker, args.calls * per)
+                profiler = cProfile.Profile()
+                profiler.enable()
+                await replay(methods, reads)
+                profiler.disable()
+                pstats.Stats(profiler).sort_stats("tottime").print_stats(args.top)
+
+
+async def refill(broker: Any, count: int) -> None:
+    for i in range(0, count, 32):
+        await broker.send(TOPIC, b"x" * 1024, queue_id=(i // 32) % 4)
+    await broker.dispatched()
+
+
+async def receive_capture(
+    broker: Any, methods: dict[bytes, Any], args: argparse.Namespace, pb: Any, spb: Any
+) -> list[bytes]:
+    """ReceiveMessage of `batch` then AckMessage of the handles it returned, `calls` times."""
+    import grpc  # noqa: PLC0415
+
+    await refill(broker, args.calls * args.batch)
+    # One live pass first, to learn the handles the acks carry (a replayed ack of a handle already
+    # acked is refused cheaply; the bench refills and replays the same receive, whose handles differ:
+    # the acks then measure the refusal path too, so the figure is receive + ack parsing + lookup).
+    reads: list[bytes] = []
+    from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
+
+    class Recording(GrpcConnection):
+        def data_received(self, data: bytes) -> None:
+            reads.append(bytes(data))
+            super().data_received(data)
+
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: Recording(methods, 4 << 20), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    receive = channel.unary_stream(SERVICE + "ReceiveMessage")
+    ack = channel.unary_unary(SERVICE + "AckMessage")
+    group = pb.Resource(name=GROUP)
+    topic = pb.Resource(name=TOPIC)
+    for _ in range(args.calls):
+        request = spb.ReceiveMessageRequest(
+            group=group,
+            message_queue=pb.MessageQueue(topic=topic, id=-1, permission=pb.Permission.READ_WRITE),
+            filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
+            batch_size=args.batch,
+            auto_renew=True,
+        )
+        request.long_polling_timeout.FromMilliseconds(0)
+        handles = []
+        async for raw in receive(request.SerializeToString(), metadata=METADATA):
+            answer = spb.ReceiveMessageResponse.FromString(raw)
+            if answer.HasField("message"):
+                handles.append(
+                    spb.AckMessageEntry(
+                        message_id=answer.message.system_properties.message_id,
+                        receipt_handle=answer.message.system_properties.receipt_handle,
+                    )
+                )
+        await ack(
+            spb.AckMessageRequest(group=group, topic=topic, entries=handles).SerializeToString(),
+            metadata=METADATA,
+        )
+    await channel.close()
+    server.close()
+    await server.wait_closed()
+    return reads
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rpc", choices=["send", "receive"], default="send")
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--window", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--top", type=int, default=30)
+    asyncio.run(main(parser.parse_args()))
