@@ -108,9 +108,10 @@ async def replay(methods: dict[bytes, Any], reads: list[bytes]) -> StubTransport
 
 
 async def main(args: argparse.Namespace) -> None:
+    from tests.support.broker_harness import broker_under_test  # noqa: PLC0415
+
     from rocketlite.protocol.proto.v2 import definition_pb2 as pb  # noqa: PLC0415
     from rocketlite.protocol.proto.v2 import service_pb2 as spb  # noqa: PLC0415
-    from tests.support.broker_harness import broker_under_test  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as tmp:
         async with broker_under_test(Path(tmp), store_maped_file_size_commit_log=64 << 20) as broker:

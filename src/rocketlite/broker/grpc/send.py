@@ -43,7 +43,13 @@ from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.message import MessageConst, MessageSysFlag, properties_to_string
+from rocketlite.protocol.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    MessageConst,
+    MessageSysFlag,
+    properties_to_string,
+)
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
@@ -51,6 +57,12 @@ from rocketlite.protocol.wire.headers import EndTransactionRequestHeader, SendMe
 
 if TYPE_CHECKING:
     from google.protobuf.timestamp_pb2 import Timestamp
+
+SEP = PROPERTY_SEPARATOR
+TAGS = MessageConst.TAGS + NAME_VALUE_SEPARATOR
+KEYS = MessageConst.KEYS + NAME_VALUE_SEPARATOR
+UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX + NAME_VALUE_SEPARATOR
+PGROUP = SEP + MessageConst.PRODUCER_GROUP + NAME_VALUE_SEPARATOR
 
 MAX_MESSAGE_GROUP_BYTES = 64  # Java proxy's maxMessageGroupSize
 _MS_IN_SECONDS_FIELD = 100_000_000_000  # seconds past year 5138: a millisecond value
@@ -203,21 +215,34 @@ class ProducerService:
         if problem is not None:
             raise RefusedError("MESSAGE_CORRUPTED", problem)
         topic = message.topic.name
-        properties = dict(message.user_properties) if message.user_properties else {}
-        if system.HasField("tag"):
-            properties[MessageConst.TAGS] = system.tag
-        if system.keys:
-            properties[MessageConst.KEYS] = " ".join(system.keys)
-        properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = system.message_id
-        properties[MessageConst.PRODUCER_GROUP] = topic  # Java's proxy: the producer group is the topic
         queue_id = -1  # the broker picks the queue, as Java's proxy does (FIFO: by group, below)
         sys_flag = 0
         if (
             message_type != "NORMAL"
+            or message.user_properties
             or system.HasField("message_group")
             or system.HasField("delivery_timestamp")
-        ):  # (a NORMAL message with either is refused there)
-            queue_id, sys_flag = self._by_type(system, message_type, topic, properties)
+        ):  # (a NORMAL message with a group or a delivery time is refused there)
+            properties = dict(message.user_properties) if message.user_properties else {}
+            if system.HasField("tag"):
+                properties[MessageConst.TAGS] = system.tag
+            if system.keys:
+                properties[MessageConst.KEYS] = " ".join(system.keys)
+            properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = system.message_id
+            properties[MessageConst.PRODUCER_GROUP] = topic  # Java's proxy: the group is the topic
+            if (
+                message_type != "NORMAL"
+                or system.HasField("message_group")
+                or system.HasField("delivery_timestamp")
+            ):
+                queue_id, sys_flag = self._by_type(system, message_type, topic, properties)
+            text = properties_to_string(properties)
+        else:  # the common message: its property string straight, in the same order
+            text = f"{UNIQ_KEY}{system.message_id}{PGROUP}{topic}"
+            if system.keys:
+                text = f"{KEYS}{' '.join(system.keys)}{SEP}{text}"
+            if system.HasField("tag"):
+                text = f"{TAGS}{system.tag}{SEP}{text}"
         born = system.born_timestamp
         header = SendMessageRequestHeader(
             producer_group=topic,
@@ -228,7 +253,7 @@ class ProducerService:
             sys_flag=sys_flag,
             born_timestamp=born.seconds * 1000 + born.nanos // 1_000_000,
             flag=0,
-            properties=properties_to_string(properties),
+            properties=text,
             reconsume_times=0,
         )
         return SendRequest(header, body), message_type

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import re
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -52,6 +52,29 @@ TIMEOUT = re.compile(rb"(\d{1,8})([HMSmun])")
 NOT_METADATA: Final = frozenset(
     {b"content-type", b"te", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding"}
 )
+
+
+MAX_PARSED: Final = 256  # distinct header lists remembered per connection
+
+
+def parse_headers(
+    headers: tuple[tuple[bytes, bytes], ...],
+) -> tuple[bytes, tuple[tuple[str, str | bytes], ...]]:
+    """A request's `:path` and its metadata (`-bin` keys base64-decoded), `grpc-timeout` apart."""
+    path = b""
+    metadata: list[tuple[str, str | bytes]] = []
+    for name, value in headers:
+        if name[:1] == b":":
+            if name == b":path":
+                path = value
+        elif name not in NOT_METADATA:
+            key = name.decode("latin-1")
+            if key.endswith("-bin"):
+                with contextlib.suppress(ValueError):
+                    metadata.append((key, base64.b64decode(value + b"==")))
+            else:
+                metadata.append((key, value.decode("latin-1")))
+    return path, tuple(metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +175,9 @@ class GrpcConnection(asyncio.Protocol):
         self.calls: dict[int, _Call] = {}
         self.pending: dict[int, _Unary] = {}
         self.flush_scheduled = False
+        self.parsed: dict[
+            tuple[tuple[bytes, bytes], ...], tuple[bytes, tuple[tuple[str, str | bytes], ...]]
+        ] = {}
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -162,6 +188,7 @@ class GrpcConnection(asyncio.Protocol):
         self.flush()
 
     def data_received(self, data: bytes) -> None:
+        self.flush_scheduled = True  # the answers made now go out in the flush below
         try:
             events = self.session.receive(data)
         except H2Error as exc:
@@ -193,29 +220,32 @@ class GrpcConnection(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------------
 
     def _headers(self, stream_id: int, headers: list[tuple[bytes, bytes]]) -> None:
-        path = b""
+        # HPACK hands a client's calls the same fields every time (a deadline's `grpc-timeout`
+        # aside): the path and metadata are parsed once per distinct header list and connection.
+        timeout: bytes | None = None
+        key: list[tuple[bytes, bytes]] = []
+        for field in headers:
+            if field[0] == b"grpc-timeout":
+                timeout = field[1]
+            else:
+                key.append(field)
+        fields = tuple(key)
+        parsed = self.parsed.get(fields)
+        if parsed is None:
+            if len(self.parsed) >= MAX_PARSED:
+                self.parsed.clear()
+            parsed = self.parsed[fields] = parse_headers(fields)
+        path, metadata = parsed
         deadline: float | None = None
-        metadata: list[tuple[str, str | bytes]] = []
-        for name, value in headers:
-            if name[:1] == b":":
-                if name == b":path":
-                    path = value
-            elif name == b"grpc-timeout":
-                match = TIMEOUT.fullmatch(value)
-                if match:
-                    deadline = self.loop.time() + int(match[1]) * TIMEOUT_UNITS[match[2]]
-            elif name not in NOT_METADATA:
-                key = name.decode("latin-1")
-                if key.endswith("-bin"):
-                    with contextlib.suppress(ValueError):
-                        metadata.append((key, base64.b64decode(value + b"==")))
-                else:
-                    metadata.append((key, value.decode("latin-1")))
+        if timeout is not None:
+            match = TIMEOUT.fullmatch(timeout)
+            if match:
+                deadline = self.loop.time() + int(match[1]) * TIMEOUT_UNITS[match[2]]
         method = self.methods.get(path)
         if method is None:
             self.session.finish(stream_id, UNIMPLEMENTED, f"Method not found: {path.decode('latin-1')}")
             return
-        context = CallContext(self.peer, tuple(metadata), deadline, self.loop)
+        context = CallContext(self.peer, metadata, deadline, self.loop)
         call = self.calls[stream_id] = _Call(method)
         if method.shape == "bidi":
             call.requests = asyncio.Queue()
@@ -261,7 +291,7 @@ class GrpcConnection(asyncio.Protocol):
             self._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
             return
         if unary.method.shape == "unary":
-            call.task = self.loop.create_task(self._unary(stream_id, call, request, unary.context))
+            self._start(call, self._unary(stream_id, call, request, unary.context))
         else:
             call.task = self.loop.create_task(self._stream(stream_id, call, request, unary.context))
 
@@ -316,13 +346,32 @@ class GrpcConnection(asyncio.Protocol):
         else:
             self._finish(stream_id, call, OK)
 
+    def _start(self, call: _Call, body: Coroutine[Any, Any, None]) -> None:
+        """Runs a unary call at once, in this loop turn: most handlers answer without waiting, and
+        those need no Task. One that waits continues in a Task from where it stopped."""
+        try:
+            waiting = body.send(None)
+        except StopIteration:
+            return
+        except asyncio.CancelledError:  # (`_unary` ended the call)
+            return
+        call.task = self.loop.create_task(_resumed(body, waiting))
+
     async def _unary(self, stream_id: int, call: _Call, request: Any, context: CallContext) -> None:
-        async def body() -> None:
+        try:
             answer = await call.method.handler(request, context)
             if answer is not None:
                 self._answer(stream_id, call, answer)
-
-        await self._run(stream_id, call, body())
+        except AbortError as exc:
+            self._finish(stream_id, call, exc.code, exc.details)
+        except asyncio.CancelledError:
+            call.end()
+            raise
+        except Exception as exc:
+            log.exception("gRPC call %s failed", stream_id)
+            self._finish(stream_id, call, UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
+        else:
+            self._finish(stream_id, call, OK)
 
     async def _stream(self, stream_id: int, call: _Call, request: Any, context: CallContext) -> None:
         async def body() -> None:
@@ -371,6 +420,41 @@ class GrpcConnection(asyncio.Protocol):
                 self._closed(stream_id)
         if not self.session.open:
             transport.close()
+
+
+async def _resumed(body: Coroutine[Any, Any, None], waiting: Any) -> None:
+    """The rest of a coroutine started outside a Task, which stopped on `waiting`."""
+    await _Continue(body, waiting)
+
+
+class _Continue:
+    """Awaiting it hands the Task what `body` waits on, then sends what comes back (a result or
+    the Task's cancellation) into `body` until it returns."""
+
+    __slots__ = ("body", "waiting")
+
+    def __init__(self, body: Coroutine[Any, Any, None], waiting: Any) -> None:
+        self.body = body
+        self.waiting = waiting
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        body, waiting = self.body, self.waiting
+        while True:
+            try:
+                value = yield waiting
+            except GeneratorExit:
+                body.close()
+                raise
+            except BaseException as exc:
+                try:
+                    waiting = body.throw(exc)
+                except StopIteration:
+                    return
+                continue
+            try:
+                waiting = body.send(value)
+            except StopIteration:
+                return
 
 
 class H2GrpcServer:
