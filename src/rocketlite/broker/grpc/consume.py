@@ -308,19 +308,32 @@ class ConsumerService:
                 raise RefusedError("BAD_REQUEST", "no entries to acknowledge")
         except RefusedError as exc:
             return spb.AckMessageResponse(status=kit.status(exc.status, str(exc)))
-        entries = []
-        for entry in request.entries:
+        # Every entry applied first, then one wait for the POP log for all of them.
+        statuses: list[Any] = [None] * len(request.entries)
+        todo: list[tuple[AckRequest, ReceiptHandle]] = []
+        at: list[int] = []
+        for i, entry in enumerate(request.entries):
             try:
-                handle = await self.renewals.release(entry.receipt_handle)
-                await self._ack(group, topic, handle)
-                status = kit.status("OK", "OK")
+                text = await self.renewals.release(entry.receipt_handle)
+                handle, offset = self._parse_handle(text)
             except RefusedError as exc:
-                status = kit.status(exc.status, str(exc))
-            entries.append(
-                spb.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
-                )
+                statuses[i] = kit.status(exc.status, str(exc))
+                continue
+            todo.append((AckRequest(group, topic, handle.queue_id, offset, text), handle))
+            at.append(i)
+        ok = kit.status("OK", "OK")
+        for i, refusal in zip(at, await self.pop.ack_all(todo), strict=True):
+            if refusal is None:
+                statuses[i] = ok
+            else:
+                refused = _refused(refusal)
+                statuses[i] = kit.status(refused.status, str(refused))
+        entries = [
+            spb.AckMessageResultEntry(
+                message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
             )
+            for entry, status in zip(request.entries, statuses, strict=True)
+        ]
         if len({e.status.code for e in entries}) == 1:
             overall = entries[0].status
         else:
