@@ -307,18 +307,21 @@ class Renewals:
     def ahead_ms(self) -> int:
         return min(RENEW_AHEAD_MS, self.invisible_ms // 2)
 
-    def track(self, client_id: str, group: str, topic: str, handle: str, peer: str) -> None:
-        """A delivery written to an auto-renew receive's stream."""
+    def track(
+        self, client_id: str, group: str, topic: str, handle: str, peer: str, deadline: int | None = None
+    ) -> None:
+        """A delivery written to an auto-renew receive's stream; `deadline`: when it turns visible
+        again (its pop time + invisible time), read from `handle` when not given."""
         if not client_id:
             return  # a caller without a client id can never be found registered
-        try:
-            parsed = ReceiptHandle.parse(handle)
-        except MalformedReceiptHandleError:
-            return
+        if deadline is None:
+            try:
+                parsed = ReceiptHandle.parse(handle)
+            except MalformedReceiptHandleError:
+                return
+            deadline = parsed.pop_time + parsed.invisible_time
         now = self.clock.now_ms()
-        entry = Renewal(
-            client_id, group, topic, peer, handle, handle, parsed.pop_time + parsed.invisible_time, now
-        )
+        entry = Renewal(client_id, group, topic, peer, handle, handle, deadline, now)
         self._tracked[handle] = entry
         self._schedule(entry)
 

@@ -206,6 +206,7 @@ class ConsumerService:
                 messages = self._messages(batch)
                 sent = 0
                 renew = request.auto_renew
+                deadline = batch.pop_time + batch.invisible_time  # every handle's in the batch
                 client, peer = client_id(context), context.peer()
                 try:
                     yield spb.ReceiveMessageResponse(status=kit.status("OK", "OK"))
@@ -214,7 +215,7 @@ class ConsumerService:
                         sent += 1
                         if renew:
                             handle = message.system_properties.receipt_handle
-                            self.renewals.track(client, group, message.topic.name, handle, peer)
+                            self.renewals.track(client, group, message.topic.name, handle, peer, deadline)
                 finally:
                     if sent < len(messages):  # the client went away: the rest come back soon
                         self._nack_later(group, messages[sent:])

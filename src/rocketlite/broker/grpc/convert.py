@@ -28,11 +28,11 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rocketlite.broker.grpc.kit import ProtoKit
 from rocketlite.protocol.formats.record import StoredRecord
-from rocketlite.protocol.message import MessageConst, MessageSysFlag, string_to_properties
+from rocketlite.protocol.message import HostAddress, MessageConst, MessageSysFlag, string_to_properties
 
 if TYPE_CHECKING:
     from rocketlite.protocol.proto.v2 import definition_pb2
@@ -80,7 +80,7 @@ def born_host_text(record: StoredRecord, props: dict[str, str]) -> str:
     given = props.get(BORN_HOST, "")
     if given.strip():
         return given
-    return str(record.born_host).rpartition(":")[0].strip("[]")
+    return _host_text(record.born_host).rpartition(":")[0].strip("[]")
 
 
 def message_type(props: dict[str, str]) -> str:
@@ -94,19 +94,42 @@ def message_type(props: dict[str, str]) -> str:
     return "NORMAL"
 
 
+_ENUMS: dict[str, int] = {}  # the enum numbers message_of uses, looked up once
+_HOSTS: dict[HostAddress, str] = {}  # store hosts as text (one per broker, in practice)
+
+
+def _enums(pb: Any) -> dict[str, int]:
+    if not _ENUMS:
+        _ENUMS.update(
+            {name: pb.MessageType.Value(name) for name in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")}
+        )
+        _ENUMS.update(MD5=pb.DigestType.MD5, GZIP=pb.Encoding.GZIP, IDENTITY=pb.Encoding.IDENTITY)
+    return _ENUMS
+
+
+def _host_text(host: HostAddress) -> str:
+    text = _HOSTS.get(host)
+    if text is None:
+        if len(_HOSTS) >= 1024:
+            _HOSTS.clear()
+        text = _HOSTS[host] = str(host)
+    return text
+
+
 def message_of(kit: ProtoKit, record: StoredRecord, receipt: Receipt | None = None) -> definition_pb2.Message:
     """`record` as a 5.x `Message` (see the module doc); `receipt`: a delivery's."""
     pb = kit.pb
+    enums = _enums(pb)
     props = string_to_properties(record.properties_string)
     system = pb.SystemProperties(
         message_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or record.msg_id,
-        body_digest=pb.Digest(type=pb.DigestType.MD5, checksum=hashlib.md5(record.body).hexdigest().upper()),
-        body_encoding=(
-            pb.Encoding.GZIP if record.sys_flag & MessageSysFlag.COMPRESSED_FLAG else pb.Encoding.IDENTITY
-        ),
-        message_type=pb.MessageType.Value(message_type(props)),
+        body_digest=pb.Digest(type=enums["MD5"], checksum=hashlib.md5(record.body).hexdigest().upper()),
+        body_encoding=enums["GZIP"]
+        if record.sys_flag & MessageSysFlag.COMPRESSED_FLAG
+        else enums["IDENTITY"],
+        message_type=enums[message_type(props)],
         born_host=born_host_text(record, props),
-        store_host=str(record.store_host),
+        store_host=_host_text(record.store_host),
         queue_id=record.queue_id,
         queue_offset=record.queue_offset,
         delivery_attempt=record.reconsume_times + 1,
