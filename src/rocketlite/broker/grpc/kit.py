@@ -83,7 +83,11 @@ def metadata(context: Any) -> dict[str, str]:
 
 
 def client_id(context: Any) -> str:
-    return metadata(context).get("x-mq-client-id", "")
+    """The call's `x-mq-client-id` (the last one, as `metadata` keeps it), without building the dict."""
+    for key, value in reversed(context.invocation_metadata() or ()):
+        if key == "x-mq-client-id" and isinstance(value, str):
+            return value
+    return ""
 
 
 class GrpcPeer:

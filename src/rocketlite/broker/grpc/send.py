@@ -155,7 +155,11 @@ class ProducerService:
     async def send_message(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
         kit = self.kit
         peer = kit.peer(context)
-        entries = [await self._send_one(message, peer) for message in request.messages]
+        messages = request.messages
+        if len(messages) == 1:  # what the 5.x clients send: one message a call
+            entry = await self._send_one(messages[0], peer)
+            return spb.SendMessageResponse(status=entry.status, entries=[entry])
+        entries = [await self._send_one(message, peer) for message in messages]
         if not entries:
             status = kit.status("BAD_REQUEST", "no messages in the request")
         elif len(entries) == 1 or len({e.status.code for e in entries}) == 1:
