@@ -31,7 +31,7 @@ from rocketlite.client.message import SendResult
 from rocketlite.embedded import EmbeddedCluster
 from rocketlite.protocol.codes import ResponseCode
 from tests.support.foreign_clients.dashboard import Dashboard, DriverError
-from tests.support.foreign_clients.real import consumer_ids
+from tests.support.foreign_clients.real import client_id_of
 from tests.support.names import unique
 from tests.support.topics import create_topic, wait_until
 from tests.support.wire import raw_request
@@ -86,17 +86,6 @@ def start_consumer(
     return consumer
 
 
-def online_id(cluster: EmbeddedCluster, group: str) -> str:
-    ids: list[str] = []
-
-    def one() -> bool:
-        ids[:] = consumer_ids(cluster, group)
-        return len(ids) == 1
-
-    wait_until(one, 15, f"{group}'s consumer online")
-    return ids[0]
-
-
 def max_offsets(cluster: EmbeddedCluster, topic: str) -> list[int]:
     return [cluster.broker.store.get_max_offset_in_queue(topic, q) for q in range(QUEUES)]
 
@@ -124,7 +113,7 @@ def traffic_on(cluster: EmbeddedCluster) -> Iterator[Traffic]:
     producer = Producer(producer_group, cluster.namesrv_addr)
     producer.start()
     try:
-        client_id = online_id(cluster, group)
+        client_id = client_id_of(cluster, group)
         started = int(time.time() * 1000)
         sent = [
             producer.send(

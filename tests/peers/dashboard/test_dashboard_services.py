@@ -38,13 +38,13 @@ from tests.support.dashboard_traffic import (
     all_consumed,
     committed_offsets,
     max_offsets,
-    online_id,
     raw_body,
     start_consumer,
     traffic_on,
     until_found,
 )
 from tests.support.foreign_clients.dashboard import Dashboard, DriverError, dashboard_driver
+from tests.support.foreign_clients.real import client_id_of
 from tests.support.names import unique
 from tests.support.ports import broker_port
 from tests.support.topics import create_topic, is_routed, wait_until
@@ -455,7 +455,7 @@ def test_dlq_page(cluster: EmbeddedCluster, dash: Dashboard) -> None:
     listener.failing = True
     consumer = start_consumer(cluster, group, topic, listener, max_reconsume_times=0)
     try:
-        client_id = online_id(cluster, group)
+        client_id = client_id_of(cluster, group)
         begin = int(time.time() * 1000) - 1000
         with Producer(unique("DashDlqP"), cluster.namesrv_addr) as p:
             sent = [p.send(Message(topic, f"dead-{i}".encode(), keys=f"dead-{i}")) for i in range(2)]
