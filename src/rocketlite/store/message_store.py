@@ -109,10 +109,7 @@ class MessageStore:
             self.commit_log, self.cq_store, self.index, delay_levels_ms=config.delay_levels_ms
         )
         self.reput = ReputService(self.dispatcher)
-        self.reader = StoreReader(
-            config, commit_log=self.commit_log, cq_store=self.cq_store, index=self.index,
-            stats=self.stats, master=master,
-        )  # fmt: skip
+        self.reader = StoreReader(self.commit_log, self.cq_store, self.index, self.stats, master=master)
         self.group_commit: GroupCommitService | None = None
         self.services: StoreServices | None = None
         self._lock_fd = -1
@@ -242,7 +239,6 @@ class MessageStore:
         new = dataclasses.replace(self.config, **changes)
         self.config = new
         self.commit_log.retune(new)
-        self.reader.retune(new)
         if self.services is not None:
             self.services.retune(new)
         return new
@@ -501,11 +497,12 @@ class MessageStore:
         """A pull (`StoreReader.get_message`); `group` is kept for RocketMQ's signature, the
         statistics per group are the broker's."""
         del group
+        if max_transfer_count is None:  # a caller's own count is not capped by the store's
+            max_msg_nums = min(max_msg_nums, self.config.max_transfer_count_on_message_in_memory)
+        max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
         return self.reader.get_message(
-            topic, queue_id, offset, max_msg_nums, message_filter,
-            max_transfer_count=max_transfer_count, max_transfer_bytes=max_transfer_bytes,
-            record_filter=record_filter,
-        )  # fmt: skip
+            topic, queue_id, offset, max_msg_nums, max_bytes, message_filter, record_filter
+        )
 
     def queue(self, topic: str, queue_id: int) -> QueueView | None:
         return self.reader.queue(topic, queue_id)

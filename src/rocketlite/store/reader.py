@@ -2,14 +2,15 @@
 commit-log offset or by key.
 
 Reads touch no service and change nothing on disk: they need the consume queues, the commit log,
-the index, the settings that bound a pull and the stats a pull is counted in, and nothing of the
+the index and the stats a pull is counted in, and nothing of the
 store's lifecycle, writes or services. `MessageStore` builds one reader from those collaborators
 and answers the `StoreAPI` read calls through it (`api.py`), so the façade module keeps the wiring,
 the lifecycle and the write paths, and the read rules (RocketMQ's statuses and offset corrections)
 sit here on their own.
 
-The reader holds no lock and no thread; its settings are replaced through `retune` when the store
-takes live settings (`maxTransferCountOnMessageInMemory`, `maxTransferBytesOnMessageInMemory`).
+The reader holds no lock, no thread and no settings: a pull's limits come with it, the store's
+(`maxTransferCountOnMessageInMemory`, `maxTransferBytesOnMessageInMemory`, live settings) applied
+by `MessageStore.get_message`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import StoredRecord, decode_record
 from rocketlite.store.api import MessageFilter, RecordFilter
 from rocketlite.store.commit_log import CommitLog
-from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.index_service import IndexService
 from rocketlite.store.queue_view import QueueView, pull_from
@@ -34,44 +34,26 @@ class StoreReader:
     """What a pull, an offset lookup or a query reads, over the store's structures."""
 
     def __init__(
-        self,
-        config: StoreConfig,
-        *,
-        commit_log: CommitLog,
-        cq_store: ConsumeQueueStore,
-        index: IndexService | None,
-        stats: StoreStats,
-        master: bool,
-    ) -> None:
-        self.config = config
+        self, commit_log: CommitLog, cq_store: ConsumeQueueStore, index: IndexService | None,
+        stats: StoreStats, *, master: bool,
+    ) -> None:  # fmt: skip
         self.commit_log = commit_log
         self.cq_store = cq_store
         self.index = index
-        self.stats = stats
-        self.master = master
-
-    def retune(self, config: StoreConfig) -> None:
-        """Take a running store's new settings (the pull limits may have changed)."""
-        self.config = config
+        self.stats = stats  # a pull's latency, and what it found or missed
+        self.master = master  # a slave does not correct a consumer's offset
 
     def _correct(self, old: int, new: int) -> int:
         """`nextOffsetCorrection`: a master moves the consumer; a slave leaves it be."""
         return new if self.master else old
 
     def get_message(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int,
-        message_filter: MessageFilter | None = None,
-        *,
-        max_transfer_count: int | None = None,
-        max_transfer_bytes: int | None = None,
-        record_filter: RecordFilter | None = None,
-    ) -> GetMessageResult:
-        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices; with
-        `record_filter` (a property filter) only records whose bytes it takes.
+        self, topic: str, queue_id: int, offset: int, max_msg_nums: int, max_bytes: int,
+        message_filter: MessageFilter | None, record_filter: RecordFilter | None,
+    ) -> GetMessageResult:  # fmt: skip
+        """Up to `max_msg_nums` records (`max_bytes` at most) of a queue from `offset`, as
+        zero-copy slices; with `record_filter` (a property filter) only records whose bytes it
+        takes. The limits are the caller's: the store's settings cap a pull's (`MessageStore`).
 
         The statuses and corrected offsets are RocketMQ's (`DefaultMessageStore.getMessage`, 4.9.4+
         and 5.x): a queue that has no consume queue yet is NO_MESSAGE_IN_QUEUE (Java creates the
@@ -81,9 +63,6 @@ class StoreReader:
         cq = self.cq_store.get(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0))
-        max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
-        max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
-        max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
         begin = time.perf_counter()
         result = pull_from(
             cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct,
