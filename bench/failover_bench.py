@@ -10,10 +10,11 @@ ones are counted (the goal: 0 each). Per scenario it prints, p50 and worst, the 
 fault until the controllers name a new master, until the first send the new master acknowledged,
 and the longest time without any acknowledged send.
 
-The ASYNC scenarios (`kill-master-async`, `async-unreplicated-tail`) run on a second set-up whose
-brokers have allAckInSyncStateSet=false: there acknowledged messages may be lost on failover, and
-the bench counts them per kill — each one must be covered by what the deposed master reported
-cutting when it rejoined (its runtime info); a loss nothing reported fails the bench.
+The ASYNC scenarios (`kill-master-async`, `async-unreplicated-tail`, in async_scenarios.py beside
+partitions.py) run on a second set-up whose brokers have allAckInSyncStateSet=false: there
+acknowledged messages may be lost on failover, and the bench counts them per kill — each one must
+be covered by what the deposed master reported cutting when it rejoined (its runtime info); a loss
+nothing reported fails the bench.
 
     .venv/bin/python bench/failover_bench.py --runs 20            # every scenario, short timings
     .venv/bin/python bench/failover_bench.py --defaults --runs 20 --scenario kill-master
@@ -36,10 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.support.controller_mode.async_scenarios import ASYNC, ASYNC_SCENARIOS
 from tests.support.controller_mode.netns import netns_unavailable
 from tests.support.controller_mode.partitions import (
-    ASYNC,
-    ASYNC_SCENARIOS,
     SCENARIOS,
     Group,
     Report,

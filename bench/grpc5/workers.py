@@ -43,6 +43,8 @@ SEND_NS: Final = struct.Struct(">q")
 ID_DIGITS: Final = 24  # the patched tail of each message id ("01" + 8 hex of the worker + 24)
 MESSAGE_ID_LENGTH: Final = 2 + 8 + ID_DIGITS  # what these workers send (4.x UNIQ_KEYs have 32)
 OK: Final = 20000
+TOPIC_NOT_FOUND: Final = 40402  # apache.rocketmq.v2.Code
+TOPIC_RETRY_S: Final = 0.01  # QueryAssignment again while the topic is being auto-created
 PACE_TICK: Final = 0.001
 
 
@@ -182,23 +184,30 @@ class Worker:
         res.end = time.monotonic()
         return res
 
-    async def queue(self, job: Job) -> Any:
+    async def queue(self, job: Job, until: float) -> Any:
+        """The queue to receive from. The latency phase starts its receivers before its first
+        send, whose topic the broker then creates (autoCreateTopicEnable): until it exists (or
+        `until`), QueryAssignment answers TOPIC_NOT_FOUND and is asked again."""
         spb, pb = self.spb, self.pb
         request = spb.QueryAssignmentRequest(
             topic=pb.Resource(name=job.topic),
             group=pb.Resource(name=job.group),
             endpoints=pb.Endpoints(),
-        )
-        answer = spb.QueryAssignmentResponse.FromString(
-            await self.calls.assignment(request.SerializeToString(), metadata=self.calls.metadata)
-        )
+        ).SerializeToString()
+        while True:
+            answer = spb.QueryAssignmentResponse.FromString(
+                await self.calls.assignment(request, metadata=self.calls.metadata)
+            )
+            if answer.status.code != TOPIC_NOT_FOUND or time.monotonic() >= until:
+                break
+            await asyncio.sleep(TOPIC_RETRY_S)
         if answer.status.code != OK or not answer.assignments:
             raise RuntimeError(f"QueryAssignment answered {answer.status.code}: {answer.status.message}")
         return answer.assignments[0].message_queue
 
     async def receive_loop(self, job: Job, res: JobResult, until: float, latency: bool) -> None:
         spb, pb, calls = self.spb, self.pb, self.calls
-        queue = await self.queue(job)
+        queue = await self.queue(job, until)
         request = spb.ReceiveMessageRequest(
             group=pb.Resource(name=job.group),
             message_queue=queue,

@@ -5,7 +5,9 @@ so none may stop receiving while another's messages are still on their way).
 Not a speed test (no latency is judged): the counts are. Before, a late last pacing tick sent
 998 of 1,000, and a worker that had counted enough (some of them the other worker's messages)
 cancelled its receive streams with the other's messages in them, which then stayed invisible
-past the phase: "64 missing".
+past the phase: "64 missing". On the compiled HTTP/2 door the receivers' QueryAssignment could
+come before the first send had auto-created the topic: they died on TOPIC_NOT_FOUND and nothing
+was received (half the runs); they now ask again until the topic exists.
 """
 
 from __future__ import annotations

@@ -22,14 +22,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.controller_mode.partitions import (
-    ASYNC,
-    Group,
-    async_unreplicated_tail,
-    check,
-    describe,
-    group_in_loop,
-)
+from tests.support.controller_mode.async_scenarios import ASYNC, async_unreplicated_tail
+from tests.support.controller_mode.partitions import Group, check, describe, group_in_loop
 
 pytestmark = pytest.mark.timeout(180)
 

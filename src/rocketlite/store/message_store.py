@@ -1,10 +1,10 @@
 """`MessageStore`: the store's façade for the broker, and the supervisor of its services.
 
 It wires the data structures (commit log, consume queues, index, checkpoint) to the services that
-keep them moving (allocate, reput, flush, clean: `services.py`), recovers on start, and answers
-puts and reads with RocketMQ's statuses. The structures and services get their collaborators
-directly; nothing holds a reference back to this class. What the broker may call is declared in
-`api.py` (`StoreAPI`); the structures themselves stay behind it.
+keep them moving (allocate, reput, flush, clean: `services.py`), recovers on start, answers puts
+with RocketMQ's statuses and hands reads to `StoreReader` (`reader.py`). The structures and
+services get their collaborators directly; nothing holds a reference back to this class. What the
+broker may call is declared in `api.py` (`StoreAPI`); the structures themselves stay behind it.
 
 Put latency (the stats' buckets, `put_max_ms`, the slow-put warning) is sampled on the hot path:
 an ASYNC_FLUSH single put reads the clock around its append only every `PUT_TIMING_EVERY`-th
@@ -29,12 +29,10 @@ from typing import Any
 from rocketlite.clock import SYSTEM_CLOCK, Clock
 from rocketlite.protocol.errors import ConfigError, SegmentCreateError, StoreError
 from rocketlite.protocol.formats.batch import BATCH_DELAY_PROPERTY, EncodedBatch
-from rocketlite.protocol.formats.consume_queue_unit import is_padding
 from rocketlite.protocol.formats.record import (
     MAX_TOPIC_LENGTH,
     MessageInner,
     StoredRecord,
-    decode_record,
     enters_consume_queue,
 )
 from rocketlite.protocol.formats.speedups import stamp_group
@@ -55,13 +53,13 @@ from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
 from rocketlite.store.flush import GroupCommitService
 from rocketlite.store.index_service import IndexService
-from rocketlite.store.queue_view import QueueView, pull_from
+from rocketlite.store.queue_view import QueueView
+from rocketlite.store.reader import StoreReader
 from rocketlite.store.recovery import RecoveryReport, recover
 from rocketlite.store.results import (
     AppendMessageStatus,
     AppendResult,
     GetMessageResult,
-    GetMessageStatus,
     PendingPut,
     PutMessageResult,
     PutMessageStatus,
@@ -111,6 +109,7 @@ class MessageStore:
             self.commit_log, self.cq_store, self.index, delay_levels_ms=config.delay_levels_ms
         )
         self.reput = ReputService(self.dispatcher)
+        self.reader = StoreReader(self.commit_log, self.cq_store, self.index, self.stats, master=master)
         self.group_commit: GroupCommitService | None = None
         self.services: StoreServices | None = None
         self._lock_fd = -1
@@ -481,11 +480,7 @@ class MessageStore:
         transfer does not wait for it while a SYNC_MASTER's send does."""
         self.commit_log.stage_first_segment()
 
-    # -- reading ----------------------------------------------------------------------------
-    def _correct(self, old: int, new: int) -> int:
-        """`nextOffsetCorrection`: a master moves the consumer; a slave leaves it be."""
-        return new if self.master else old
-
+    # -- reading (`reader.py`) ---------------------------------------------------------------
     def get_message(
         self,
         group: str,
@@ -499,71 +494,36 @@ class MessageStore:
         max_transfer_bytes: int | None = None,
         record_filter: RecordFilter | None = None,
     ) -> GetMessageResult:
-        """Up to `max_msg_nums` records of a queue from `offset`, as zero-copy slices; with
-        `record_filter` (a property filter) only records whose bytes it takes.
-
-        The statuses and corrected offsets are RocketMQ's (`DefaultMessageStore.getMessage`, 4.9.4+
-        and 5.x): a queue that has no consume queue yet is NO_MESSAGE_IN_QUEUE (Java creates the
-        queue on lookup, so its NO_MATCHED_LOGIC_QUEUE never happens), and an offset past the end
-        moves the consumer to the queue's end, not back to 0 (ISSUE #4215: going back to 0
-        consumed a queue again)."""
-        del group  # kept for RocketMQ's signature; statistics per group are the broker's
-        cq = self.cq_store.get(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0))
-        max_count = max_transfer_count or self.config.max_transfer_count_on_message_in_memory
+        """A pull (`StoreReader.get_message`); `group` is kept for RocketMQ's signature, the
+        statistics per group are the broker's."""
+        del group
+        if max_transfer_count is None:  # a caller's own count is not capped by the store's
+            max_msg_nums = min(max_msg_nums, self.config.max_transfer_count_on_message_in_memory)
         max_bytes = max_transfer_bytes or self.config.max_transfer_bytes_on_message_in_memory
-        max_msg_nums = min(max_msg_nums, max_count) if max_transfer_count is None else max_msg_nums
-        begin = time.perf_counter()
-        result = pull_from(
-            cq, self.commit_log, offset, max_msg_nums, max_bytes, message_filter, self._correct,
-            record_filter,
-        )  # fmt: skip
-        self.stats.record_get((time.perf_counter() - begin) * 1000)  # getMessageEntireTimeMax
-        if result.status is GetMessageStatus.FOUND:
-            self.stats.get_found += result.message_count
-        elif result.found is not None:
-            self.stats.get_miss += 1
-        return result
+        return self.reader.get_message(
+            topic, queue_id, offset, max_msg_nums, max_bytes, message_filter, record_filter
+        )
 
     def queue(self, topic: str, queue_id: int) -> QueueView | None:
-        """A read-only view of a consume queue (bounds, units, the records they point at), or
-        None when the store holds no such queue."""
-        cq = self.cq_store.get(topic, queue_id)
-        return QueueView(cq, self.commit_log) if cq is not None else None
+        return self.reader.queue(topic, queue_id)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.cq_store.get(topic, queue_id)
-        return cq.max_offset if cq is not None else 0
+        return self.reader.get_max_offset_in_queue(topic, queue_id)
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.cq_store.get(topic, queue_id)
-        return cq.min_offset if cq is not None else -1
+        return self.reader.get_min_offset_in_queue(topic, queue_id)
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.cq_store.get(topic, queue_id)
-        unit = cq.get_unit(cq_offset) if cq is not None else None
-        return unit[0] if unit is not None and not is_padding(unit) else 0
+        return self.reader.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.cq_store.get(topic, queue_id)
-        unit = cq.get_unit(cq_offset) if cq is not None else None
-        if unit is None or is_padding(unit):
-            return -1
-        ts = self.commit_log.store_timestamp_of(unit[0], unit[1])
-        return ts if ts is not None else -1
+        return self.reader.get_message_store_timestamp(topic, queue_id, cq_offset)
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self.cq_store.get(topic, queue_id)
-        if cq is None:
-            return -1
-        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
+        return self.reader.get_earliest_message_time(topic, queue_id)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        cq = self.cq_store.get(topic, queue_id)
-        if cq is None:
-            return 0
-        return cq.offset_by_time(timestamp, self.commit_log.store_timestamp_of)
+        return self.reader.get_offset_in_queue_by_time(topic, queue_id, timestamp)
 
     @property
     def min_phy_offset(self) -> int:
@@ -574,37 +534,13 @@ class MessageStore:
         return self.commit_log.max_offset
 
     def select_one_message_by_offset(self, offset: int, size: int | None = None) -> memoryview | None:
-        """The stored bytes of the record at commit-log `offset`."""
-        if size is not None:
-            return self.commit_log.get_message(offset, size)
-        return self.commit_log.read_record(offset)
+        return self.reader.select_one_message_by_offset(offset, size)
 
     def look_message_by_offset(self, offset: int) -> StoredRecord | None:
-        view = self.commit_log.read_record(offset)
-        if view is None:
-            return None
-        try:
-            return decode_record(view)
-        except ValueError:
-            return None
+        return self.reader.look_message_by_offset(offset)
 
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
-        """Records indexed under `topic#key` stored in [begin, end] (hash matches, as RocketMQ).
-
-        The index's last update (timestamp, commit-log offset) is reported only with hits, as
-        RocketMQ's `queryMessage` does: a QUERY_NOT_FOUND answer carries 0 and 0."""
-        result = QueryMessageResult()
-        if self.index is None:
-            return result
-        found = self.index.query_offset(topic, key, max_num, begin, end)
-        if found.phy_offsets:
-            result.index_last_update_timestamp = found.index_last_update_timestamp
-            result.index_last_update_phyoffset = found.index_last_update_phyoffset
-        for phy in found.phy_offsets:
-            view = self.commit_log.read_record(phy)
-            if view is not None:
-                result.messages.append(view)
-        return result
+        return self.reader.query_message(topic, key, max_num, begin, end)
 
     def consume_queue_topics(self) -> list[str]:
         """Every topic that has a consume queue (`getConsumeQueueTable().keySet()`)."""

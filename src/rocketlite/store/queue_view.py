@@ -9,7 +9,7 @@ so that appending, recovery, truncation and flushing stay behind the store's fa√
 A view is live: its bounds are read from the queue at every call, so one view may be kept for
 as long as the queue exists (the store never replaces a queue object; deleting a topic does).
 
-`pull_from` is the other reader of a queue, the pull's (`MessageStore.get_message`): RocketMQ's
+`pull_from` is the other reader of a queue, the pull's (`StoreReader.get_message`, `reader.py`): RocketMQ's
 statuses from the queue's bounds (an offset below, at or past the end, a file gone), and the
 records themselves from `ConsumeQueue.read`.
 """

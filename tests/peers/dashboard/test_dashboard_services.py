@@ -9,82 +9,50 @@ them, the dashboard's own producer and pull consumer). docs/operations/dashboard
 
 One embedded cluster (message trace on; a listen port whose VIP channel, listenPort - 2, is free:
 the dashboard uses the VIP channel by default) and real traffic from rocketlite's SDK: a producer
-that stays connected, and a consumer group that has consumed everything. Every result is checked
-against the cluster's state: the broker's topic, group and offset tables, the store, the client
-table, what the consumer received. The tests run in file order (the traffic counts of
-`test_dashboard_page` hold before the later pages resend and reset).
+that stays connected, and a consumer group that has consumed everything
+(tests/support/dashboard_traffic.py). Every result is checked against the cluster's state: the
+broker's topic, group and offset tables, the store, the client table, what the consumer received.
+The tests run in file order (the traffic counts of `test_dashboard_page` hold before the later
+pages resend and reset).
 """
 
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from rocketlite.client import (
-    ClientConfig,
-    ConsumeFromWhere,
-    ConsumeStatus,
-    Message,
-    MessageExt,
-    Producer,
-    PushConsumer,
-)
-from rocketlite.client.message import SendResult
+from rocketlite.client import Message, Producer
 from rocketlite.embedded import EmbeddedCluster, embedded
 from rocketlite.protocol.bodies.lists import KVTable, TopicList
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, ResponseCode
+from tests.support.dashboard_traffic import (
+    QUEUES,
+    Listener,
+    N,
+    Traffic,
+    all_consumed,
+    committed_offsets,
+    max_offsets,
+    raw_body,
+    start_consumer,
+    traffic_on,
+    until_found,
+)
 from tests.support.foreign_clients.dashboard import Dashboard, DriverError, dashboard_driver
-from tests.support.foreign_clients.real import consumer_ids
+from tests.support.foreign_clients.real import client_id_of
 from tests.support.names import unique
 from tests.support.ports import broker_port
 from tests.support.topics import create_topic, is_routed, wait_until
-from tests.support.wire import raw_request
 
 pytestmark = pytest.mark.timeout(180)
 
 CLUSTER = "DefaultCluster"
 BROKER = "broker-a"
-QUEUES = 4
-N = 8
-
-
-class Listener:
-    """Records each message the consumer gets (thread-safe: the SDK's listeners run in a pool);
-    fails every message while `failing` is set (for the DLQ)."""
-
-    def __init__(self) -> None:
-        self.messages: list[MessageExt] = []
-        self.lock = threading.Lock()
-        self.failing = False
-
-    def __call__(self, msgs: list[MessageExt], ctx: Any) -> ConsumeStatus:
-        with self.lock:
-            self.messages.extend(msgs)
-        return ConsumeStatus.RECONSUME_LATER if self.failing else ConsumeStatus.CONSUME_SUCCESS
-
-    def bodies(self) -> Counter[bytes]:
-        with self.lock:
-            return Counter(m.body for m in self.messages)
-
-
-@dataclass
-class Traffic:
-    topic: str
-    group: str
-    producer_group: str
-    sent: list[SendResult]
-    listener: Listener
-    client_id: str
-    started_ms: int
 
 
 @pytest.fixture(scope="module")
@@ -100,94 +68,10 @@ def dash(cluster: EmbeddedCluster, tmp_path_factory: pytest.TempPathFactory) -> 
         yield driver
 
 
-def _consumer(
-    cluster: EmbeddedCluster, group: str, topic: str, listener: Listener, **kw: Any
-) -> PushConsumer:
-    config = ClientConfig(
-        cluster.namesrv_addr, instance_name=unique("dash"), persist_consumer_offset_interval=0.2
-    )
-    # from the first offset: the topics are new, and a rebalance that comes after the first sends
-    # would otherwise start a new group at the end of its queues
-    first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    consumer = PushConsumer(group, config=config, consume_from_where=first, **kw)
-    consumer.subscribe(topic, "*")
-    consumer.register_message_listener(listener)
-    consumer.start()
-    return consumer
-
-
-def _online(cluster: EmbeddedCluster, group: str) -> str:
-    ids: list[str] = []
-
-    def one() -> bool:
-        ids[:] = consumer_ids(cluster, group)
-        return len(ids) == 1
-
-    wait_until(one, 15, f"{group}'s consumer online")
-    return ids[0]
-
-
-def _max_offsets(cluster: EmbeddedCluster, topic: str) -> list[int]:
-    return [cluster.broker.store.get_max_offset_in_queue(topic, q) for q in range(QUEUES)]
-
-
-def _committed(cluster: EmbeddedCluster, group: str, topic: str) -> list[int]:
-    return [cluster.broker.offsets.query(group, topic, q) for q in range(QUEUES)]
-
-
-def _all_consumed(cluster: EmbeddedCluster, group: str, topic: str) -> None:
-    wait_until(
-        lambda: _committed(cluster, group, topic) == _max_offsets(cluster, topic), 20, f"{group} caught up"
-    )
-
-
 @pytest.fixture(scope="module")
 def traffic(cluster: EmbeddedCluster) -> Iterator[Traffic]:
-    """N messages (keys key-i, tags tagA/tagB) from a producer that stays connected, all consumed
-    by a group whose consumer stays online."""
-    topic, group, producer_group = unique("DashT"), unique("DashG"), unique("DashP")
-    create_topic(cluster, topic, queues=QUEUES)
-    listener = Listener()
-    consumer = _consumer(cluster, group, topic, listener)
-    producer = Producer(producer_group, cluster.namesrv_addr)
-    producer.start()
-    try:
-        client_id = _online(cluster, group)
-        started = int(time.time() * 1000)
-        sent = [
-            producer.send(
-                Message(topic, f"body-{i}".encode(), tags="tagA" if i % 2 else "tagB", keys=f"key-{i}")
-            )
-            for i in range(N)
-        ]
-        wait_until(lambda: sum(listener.bodies().values()) >= N, 20, "the consumer got every message")
-        _all_consumed(cluster, group, topic)
-        yield Traffic(topic, group, producer_group, sent, listener, client_id, started)
-    finally:
-        producer.close()
-        consumer.shutdown()
-
-
-def _until_found(dash: Dashboard, call: str, **args: Any) -> list[dict[str, Any]]:
-    """A query by key until it finds something (before, the Java client raises NO_MESSAGE)."""
-    found: list[dict[str, Any]] = []
-
-    def some() -> bool:
-        try:
-            found[:] = dash.call(call, **args)
-        except DriverError as exc:
-            if exc.code != ResponseCode.NO_MESSAGE:
-                raise
-        return bool(found)
-
-    wait_until(some, 15, f"{call} {args} to find something", interval=0.2)
-    return found
-
-
-def _raw(addr: str, code: int, ext: dict[str, str] | None = None) -> bytes:
-    resp = raw_request(addr, code, ext or {})
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    return resp.body or b""
+    with traffic_on(cluster) as t:
+        yield t
 
 
 # -- OPS and Cluster pages ------------------------------------------------------------------------
@@ -197,7 +81,7 @@ def test_cluster_page(cluster: EmbeddedCluster, dash: Dashboard, traffic: Traffi
     broker = listed["brokers"][BROKER]
     assert (broker["cluster"], broker["addrs"]) == (CLUSTER, {"0": cluster.broker_addr})
     runtime = broker["runtime"]["0"]
-    ours = KVTable.from_json(_raw(cluster.broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)).table
+    ours = KVTable.from_json(raw_body(cluster.broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)).table
     assert set(runtime) == set(ours)  # every key the page shows, as the broker serves it
     for steady in ("brokerVersionDesc", "bootTimestamp", "msgPutTotalYesterdayMorning", "commitLogMaxOffset"):
         assert runtime[steady] == ours[steady], steady
@@ -218,7 +102,7 @@ def test_dashboard_page(cluster: EmbeddedCluster, dash: Dashboard, traffic: Traf
         sum(tps) / 3, abs=1e-4
     )
 
-    stored = sum(_max_offsets(cluster, traffic.topic))
+    stored = sum(max_offsets(cluster, traffic.topic))
     collected = dash.call("dashboard.collectTopic", topic=traffic.topic)
     assert collected["errors"] == [] and collected["listed"] and collected["groups"] == [traffic.group]
     assert collected["inMsgCntToday"] == stored == N  # VIEW_BROKER_STATS_DATA TOPIC_PUT_NUMS
@@ -231,17 +115,17 @@ def test_topic_page_browse(cluster: EmbeddedCluster, dash: Dashboard, traffic: T
     topics = dash.call("topic.list")
     names = set(
         TopicList.from_json(
-            _raw(cluster.namesrv_addr, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+            raw_body(cluster.namesrv_addr, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         ).topic_list
     )
     assert set(topics["topics"]) == names and {traffic.topic, f"%RETRY%{traffic.group}"} <= names
     # the client merges the name server's list (cluster and broker names) with the broker's
     system = {
         *TopicList.from_json(
-            _raw(cluster.namesrv_addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
+            raw_body(cluster.namesrv_addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
         ).topic_list,
         *TopicList.from_json(
-            _raw(cluster.broker_addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+            raw_body(cluster.broker_addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
         ).topic_list,
     }
     assert (
@@ -256,7 +140,7 @@ def test_topic_page_browse(cluster: EmbeddedCluster, dash: Dashboard, traffic: T
     stats = dash.call("topic.stats", topic=traffic.topic)
     assert [(q["queueId"], q["minOffset"], q["maxOffset"]) for q in stats] == [
         (q, cluster.broker.store.get_min_offset_in_queue(traffic.topic, q), m)
-        for q, m in enumerate(_max_offsets(cluster, traffic.topic))
+        for q, m in enumerate(max_offsets(cluster, traffic.topic))
     ]
     route = dash.call("topic.route", topic=traffic.topic)
     assert route["queueDatas"] == [
@@ -282,8 +166,8 @@ def test_topic_page_browse(cluster: EmbeddedCluster, dash: Dashboard, traffic: T
         (q, m, c, traffic.client_id)
         for q, (m, c) in enumerate(
             zip(
-                _max_offsets(cluster, traffic.topic),
-                _committed(cluster, traffic.group, traffic.topic),
+                max_offsets(cluster, traffic.topic),
+                committed_offsets(cluster, traffic.group, traffic.topic),
                 strict=True,
             )
         )
@@ -354,15 +238,15 @@ def test_topic_page_send_message(cluster: EmbeddedCluster, dash: Dashboard, traf
     tx = dash.call("topic.sendMessage", topic=tx_topic, tag="t", key="tx-key", messageBody="committed")
     assert (tx["messageType"], tx["sendStatus"]) == ("TRANSACTION", "SEND_OK")
     # committed by the dialog's listener: the message is in the topic, visible by key
-    [found] = _until_found(dash, "message.byKey", topic=tx_topic, key="tx-key")
+    [found] = until_found(dash, "message.byKey", topic=tx_topic, key="tx-key")
     assert (found["topic"], found["msgId"]) == (tx_topic, tx["msgId"])
-    assert sum(_max_offsets(cluster, tx_topic)[:2]) == 1
+    assert sum(max_offsets(cluster, tx_topic)[:2]) == 1
 
 
 # -- Consumer page ------------------------------------------------------------------------------------
 def test_consumer_page_browse(cluster: EmbeddedCluster, dash: Dashboard, traffic: Traffic) -> None:
     # every message of the topic consumed and committed, those the other pages' tests sent too
-    _all_consumed(cluster, traffic.group, traffic.topic)
+    all_consumed(cluster, traffic.group, traffic.topic)
     groups = dash.call("consumer.groupList")
     assert set(groups) == set(cluster.broker.groups.table)
     ours = groups[traffic.group]
@@ -381,7 +265,7 @@ def test_consumer_page_browse(cluster: EmbeddedCluster, dash: Dashboard, traffic
     rows = dash.call("consumer.topicsOfGroup", group=traffic.group, address=cluster.broker_addr)
     assert [(r["topic"], r["queueId"], r["consumerOffset"], r["clientInfo"]) for r in rows] == [
         (traffic.topic, q, c, traffic.client_id)
-        for q, c in enumerate(_committed(cluster, traffic.group, traffic.topic))
+        for q, c in enumerate(committed_offsets(cluster, traffic.group, traffic.topic))
     ]
 
     conn = dash.call("consumer.connection", group=traffic.group, address=cluster.broker_addr)
@@ -393,7 +277,7 @@ def test_consumer_page_browse(cluster: EmbeddedCluster, dash: Dashboard, traffic
     assert info["properties"]["consumerGroup"] == traffic.group
     assert traffic.topic in info["subscriptions"]
     queues = sorted((q["queueId"], q["commitOffset"]) for q in info["mqTable"] if q["topic"] == traffic.topic)
-    assert queues == list(enumerate(_committed(cluster, traffic.group, traffic.topic)))
+    assert queues == list(enumerate(committed_offsets(cluster, traffic.group, traffic.topic)))
 
     config = dash.call("consumer.examineConfig", group=traffic.group)
     stored = cluster.broker.groups.table[traffic.group]
@@ -443,7 +327,7 @@ def test_consumer_page_reset_offset(cluster: EmbeddedCluster, dash: Dashboard, t
     """The reset of the Topic and Consumer pages: resetOffsetByTimestamp (222) for an online group,
     and the same request for one with no client; the online one then gets everything again."""
     offline = unique("DashIdle")
-    for q, m in enumerate(_max_offsets(cluster, traffic.topic)):
+    for q, m in enumerate(max_offsets(cluster, traffic.topic)):
         cluster.broker.offsets.commit(offline, traffic.topic, q, m)
     dash.call("consumer.createOrUpdate", groupName=offline, clusterNameList=[CLUSTER])
     before = traffic.listener.bodies()
@@ -460,7 +344,7 @@ def test_consumer_page_reset_offset(cluster: EmbeddedCluster, dash: Dashboard, t
         assert sorted((r["brokerName"], r["queueId"], r["rollbackOffset"]) for r in stats) == [
             (BROKER, q, 0) for q in range(QUEUES)
         ]
-    assert _committed(cluster, offline, traffic.topic) == [0] * QUEUES
+    assert committed_offsets(cluster, offline, traffic.topic) == [0] * QUEUES
 
     # the reset takes effect at each queue's next pull (PULL_OFFSET_MOVED); a pull held on an empty
     # queue (long polling, up to 15 s) answers first, as on RocketMQ 5.3: new traffic, one message
@@ -468,7 +352,7 @@ def test_consumer_page_reset_offset(cluster: EmbeddedCluster, dash: Dashboard, t
     with Producer(unique("DashWake"), cluster.namesrv_addr) as p:
         for i in range(QUEUES):
             p.send(Message(traffic.topic, f"after-reset-{i}".encode()))
-    _all_consumed(cluster, traffic.group, traffic.topic)
+    all_consumed(cluster, traffic.group, traffic.topic)
     expected = {body: n + 1 for body, n in before.items()} | {
         f"after-reset-{i}".encode(): 1 for i in range(QUEUES)
     }
@@ -545,7 +429,7 @@ def test_message_trace_page(cluster: EmbeddedCluster, dash: Dashboard, traffic: 
         messageBody="traced",
         traceEnabled=True,
     )
-    [pub] = _until_found(dash, "trace.query", msgId=sent["msgId"])
+    [pub] = until_found(dash, "trace.query", msgId=sent["msgId"])
     assert (pub["traceType"], pub["groupName"], pub["success"]) == ("Pub", "SELF_TEST_P_GROUP", True)
     assert (pub["topic"], pub["tags"], pub["keys"], pub["offsetMsgId"]) == (
         traffic.topic,
@@ -569,9 +453,9 @@ def test_dlq_page(cluster: EmbeddedCluster, dash: Dashboard) -> None:
     assert dash.call("dlq.query", group=group, begin=0, end=int(time.time() * 1000)) == []  # no DLQ topic yet
     listener = Listener()
     listener.failing = True
-    consumer = _consumer(cluster, group, topic, listener, max_reconsume_times=0)
+    consumer = start_consumer(cluster, group, topic, listener, max_reconsume_times=0)
     try:
-        client_id = _online(cluster, group)
+        client_id = client_id_of(cluster, group)
         begin = int(time.time() * 1000) - 1000
         with Producer(unique("DashDlqP"), cluster.namesrv_addr) as p:
             sent = [p.send(Message(topic, f"dead-{i}".encode(), keys=f"dead-{i}")) for i in range(2)]

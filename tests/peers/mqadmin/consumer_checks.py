@@ -12,7 +12,6 @@ from typing import Any
 from rocketlite.client import ClientConfig, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from rocketlite.embedded import EmbeddedCluster
 from tests.support.foreign_clients.mqadmin import MqAdmin
-from tests.support.foreign_clients.real import consumer_ids
 from tests.support.names import unique
 from tests.support.topics import wait_until
 
@@ -60,17 +59,6 @@ def committed(cluster: EmbeddedCluster, group: str, topic: str, queues: int) -> 
 
 def max_offsets(cluster: EmbeddedCluster, topic: str, queues: int) -> list[int]:
     return [cluster.broker.store.get_max_offset_in_queue(topic, q) for q in range(queues)]
-
-
-def client_id_of(cluster: EmbeddedCluster, group: str) -> str:
-    ids: list[str] = []
-
-    def online() -> bool:
-        ids[:] = consumer_ids(cluster, group)
-        return len(ids) == 1
-
-    wait_until(online, 15, f"one consumer of {group}")
-    return ids[0]
 
 
 def check_connections(

@@ -37,13 +37,12 @@ from tests.peers.mqadmin.consumer_checks import (
     check_connections,
     check_offsets,
     check_progress,
-    client_id_of,
     committed,
     max_offsets,
     start_consumer,
 )
 from tests.support.foreign_clients.mqadmin import MqAdmin, Result, mqadmin_shell
-from tests.support.foreign_clients.real import consumer_ids
+from tests.support.foreign_clients.real import client_id_of, consumer_ids
 from tests.support.names import unique
 from tests.support.topics import create_topic, wait_until
 from tests.support.wire import raw_request

@@ -18,7 +18,8 @@ acknowledgement so far (`Report`):
 
 Timings are the short ones of `failover.FAST` (a 2 s lease, 300 ms heartbeats). The same code
 runs the short profile in `make test` (tests/failover/test_partitions.py) and the full one
-(bench/failover_bench.py, 20+ rounds per scenario).
+(bench/failover_bench.py, 20+ rounds per scenario). The ASYNC replication scenarios, whose losses
+must be reported rather than absent, are `async_scenarios.py`'s.
 """
 
 from __future__ import annotations
@@ -335,13 +336,13 @@ async def check(g: Group) -> Report:
 
 
 # -- scenarios ------------------------------------------------------------------------------------
-async def _steady(g: Group) -> tuple[int, str]:
+async def steady_master(g: Group) -> tuple[int, str]:
     state = await g.all_in_sync()
     await g.wait_acks(20, after=time.monotonic())
     return int(state["masterBrokerId"]), str(state["masterAddress"])
 
 
-async def _failover(g: Group, r: Round, fault_at: float) -> dict[str, Any]:
+async def await_failover(g: Group, r: Round, fault_at: float) -> dict[str, Any]:
     state = await g.new_master(r.old_master)
     r.elected_s = time.monotonic() - fault_at
     r.new_master = int(state["masterBrokerId"])
@@ -366,20 +367,25 @@ def _log_size(g: Group, replica_id: int) -> int:
 
 async def kill_master(g: Group) -> Round:
     """kill -9 the master; restart it (it comes back as a slave of the new master)."""
-    return await _kill(g, "kill-master")
+    return await kill_round(g, "kill-master")
 
 
-async def _kill(g: Group, scenario: str, *, report_cut: bool = False) -> Round:
+# What `kill_round` runs once the killed master is back in sync: (round, old master id, its address,
+# when the round began). The ASYNC scenarios read what it cut there (`async_scenarios.py`).
+Rejoin = Callable[[Round, int, str, float], Awaitable[None]]
+
+
+async def kill_round(g: Group, scenario: str, *, on_rejoin: Rejoin | None = None) -> Round:
     since = time.monotonic()
-    old, addr = await _steady(g)
+    old, addr = await steady_master(g)
     r = Round(scenario, old)
     fault = time.monotonic()
     g.replicas[old].kill9()
-    await _failover(g, r, fault)
+    await await_failover(g, r, fault)
     await g.restart(old)
     await g.all_in_sync()
-    if report_cut:
-        await _rejoined(g, r, old, addr, since)
+    if on_rejoin is not None:
+        await on_rejoin(r, old, addr, since)
     r.longest_gap_s = g.longest_gap(fault)
     return r
 
@@ -387,13 +393,13 @@ async def _kill(g: Group, scenario: str, *, report_cut: bool = False) -> Round:
 async def isolate_master(g: Group) -> Round:
     """The master's link goes down: nothing reaches it or leaves it. It must stop serving by
     itself (its lease fence); after healing it rejoins as a slave."""
-    old, _ = await _steady(g)
+    old, _ = await steady_master(g)
     r = Round("isolate-master", old)
     mark = _log_size(g, old)
     fault = time.monotonic()
     g.net.isolate(g.node(old))
     try:
-        await _failover(g, r, fault)
+        await await_failover(g, r, fault)
         await _fenced(g, old, mark)
     finally:
         g.net.rejoin(g.node(old))
@@ -409,7 +415,7 @@ async def _cut_from_controllers(g: Group, r: Round, old: str) -> None:
     async with g.probe(old) as probe:
         g.net.cut(g.node(r.old_master), controllers)
         try:
-            state = await _failover(g, r, fault)
+            state = await await_failover(g, r, fault)
             await _fenced(g, r.old_master, mark)
             await asyncio.sleep(0.5)  # the probe meets the closed port
         finally:
@@ -424,7 +430,7 @@ async def _cut_from_controllers(g: Group, r: Round, old: str) -> None:
 async def cut_master_from_controllers(g: Group) -> Round:
     """The master can reach its replicas and clients but no controller. It must stop accepting
     SYNC sends once its lease is over; a probe keeps sending to it directly all along."""
-    old, addr = await _steady(g)
+    old, addr = await steady_master(g)
     r = Round("cut-master-from-controllers", old)
     await _cut_from_controllers(g, r, addr)
     return r
@@ -434,7 +440,7 @@ async def partition_heals(g: Group) -> Round:
     """A minority — the master, controller1 and the etcd leader — cut from the majority (the
     other replicas, controller2, two etcd members, the name server); this process reaches both.
     The majority elects; the minority's controller has no quorum. Then it heals."""
-    old, _ = await _steady(g)
+    old, _ = await steady_master(g)
     leader = await asyncio.to_thread(g.c.etcd.leader)
     minority = [g.node(old), g.controllers[0].name, f"etcd{leader}"]
     r = Round("partition-heals", old, notes={"minority": minority})
@@ -442,7 +448,7 @@ async def partition_heals(g: Group) -> Round:
     fault = time.monotonic()
     g.net.partition(minority)
     try:
-        await _failover(g, r, fault)
+        await await_failover(g, r, fault)
         await _fenced(g, old, mark)
     finally:
         g.net.heal_all()
@@ -456,7 +462,7 @@ async def slow_replica(g: Group) -> Round:
     it), and rejoins once the link is fast again. No failover. (At 16 kbit/s it kept up with
     the sends it held back itself — each waiting syncFlushTimeout — and so never left: a replica
     slower than syncFlushTimeout but faster than haMaxTimeSlaveNotCatchup stays in the set.)"""
-    old, _ = await _steady(g)
+    old, _ = await steady_master(g)
     slow = min(i for i in g.replicas if i != old)
     r = Round("slow-replica", old, notes={"slow replica": slow})
     fault = time.monotonic()
@@ -485,7 +491,7 @@ async def clock_skew(g: Group) -> Round:
         if os.environ.get("CI", "").lower() == "true":
             raise AssertionError(f"{why}; CI=true requires it")
         pytest.skip(why)
-    current, _ = await _steady(g)
+    current, _ = await steady_master(g)
     skewed = min(i for i in g.replicas if i != current)
     await asyncio.to_thread(g.replicas[skewed].stop)
     await g.restart(skewed, env)
@@ -515,7 +521,7 @@ async def controller_killed_mid_election(g: Group) -> Round:
     """The master is isolated; the moment its lease is gone — before a controller has elected —
     controller1 (the one the brokers talk to) and the etcd leader are killed with SIGKILL. The
     remaining controller and etcd members finish the election. Both are restarted after."""
-    old, _ = await _steady(g)
+    old, _ = await steady_master(g)
     r = Round("controller-killed-mid-election", old)
     leader = await asyncio.to_thread(g.c.etcd.leader)
     ctl = g.controllers[0]
@@ -534,7 +540,7 @@ async def controller_killed_mid_election(g: Group) -> Round:
         g.c.etcd.kill9(leader)
         r.notes["killed before the election"] = state["masterBrokerId"] == old
         r.notes["etcd leader killed"] = f"etcd{leader}"
-        await _failover(g, r, fault)
+        await await_failover(g, r, fault)
     finally:
         g.net.rejoin(g.node(old))
     await asyncio.to_thread(g.c.etcd.restart, leader)
@@ -548,64 +554,6 @@ def _alive(state: dict[str, Any], replica_id: int) -> bool:
     members = [*state.get("inSyncReplicas", []), *state.get("notInSyncReplicas", [])]
     return any(m["brokerId"] == replica_id and m["alive"] for m in members)
 
-
-# -- ASYNC replication (allAckInSyncStateSet=false): losses bounded and reported ------------------
-ASYNC = {"allAckInSyncStateSet": "false"}  # the group's brokers: ASYNC_MASTER, acks before replicas
-
-
-async def _rejoined(g: Group, r: Round, old: int, old_addr: str, since: float) -> None:
-    """The deposed master `old` is back as a slave: what it reports cutting (its runtime info), and
-    the acknowledged sends that covers — its acks since `since` at or past the cut offset (also
-    those that arrived after the kill: answers already on their way). Those are the ones `check`
-    may find missing without calling them silent (`g.reported_cut`)."""
-    info = await g.raw.runtime(g.replicas[old].addr)
-    offset = int(info.get("controllerModeLastTruncationOffset", "-1"))
-    covered = [
-        a.body for a in g.acks()
-        if offset >= 0 and a.addr == old_addr and a.at >= since and a.offset >= offset
-    ]  # fmt: skip
-    g.reported_cut.update(covered)
-    r.notes["cut messages"] = int(info.get("controllerModeTruncatedMessages", "0"))
-    r.notes["cut bytes"] = int(info.get("controllerModeTruncatedBytes", "0"))
-    r.notes["acknowledged past the cut"] = len(covered)
-    r.notes["cut offset"] = offset
-
-
-async def kill_master_async(g: Group) -> Round:
-    """kill -9 an ASYNC master under load: the new master may lack the last messages the old one
-    acknowledged; the old one, back as a slave, cuts them and says so (`_rejoined`)."""
-    return await _kill(g, "kill-master-async", report_cut=True)
-
-
-async def async_unreplicated_tail(g: Group, n: int = 50) -> Round:
-    """An ASYNC master cut from its replicas (not from the controllers or clients) acknowledges `n`
-    more sends no replica receives, then is killed: those are lost by design, and must be
-    reported — the new master is elected with a shorter log, and the old one cuts them when it
-    rejoins. (The cut stays until the new master serves, so no retransmission of the dead
-    master's sockets reaches a replica late.)"""
-    since = time.monotonic()
-    old, addr = await _steady(g)
-    r = Round("async-unreplicated-tail", old)
-    others = [g.node(i) for i in g.replicas if i != old]
-    g.net.cut(g.node(old), others)
-    try:
-        await g.wait_acks(n, after=time.monotonic(), via=addr)
-        fault = time.monotonic()
-        g.replicas[old].kill9()
-        await _failover(g, r, fault)
-    finally:
-        g.net.uncut(g.node(old), others)
-    await g.restart(old)
-    await g.all_in_sync()
-    await _rejoined(g, r, old, addr, since)
-    r.longest_gap_s = g.longest_gap(fault)
-    return r
-
-
-ASYNC_SCENARIOS: dict[str, Callable[[Group], Awaitable[Round]]] = {
-    "kill-master-async": kill_master_async,
-    "async-unreplicated-tail": async_unreplicated_tail,
-}
 
 SCENARIOS: dict[str, Callable[[Group], Awaitable[Round]]] = {
     "kill-master": kill_master,

@@ -365,6 +365,18 @@ def consumer_ids(cluster: EmbeddedCluster, group: str) -> list[str]:
     return [str(i) for i in ids]
 
 
+def client_id_of(cluster: EmbeddedCluster, group: str) -> str:
+    """The client id of the group's one consumer, once the broker lists it."""
+    ids: list[str] = []
+
+    def online() -> bool:
+        ids[:] = consumer_ids(cluster, group)
+        return len(ids) == 1
+
+    wait_until(online, 15, f"one consumer of {group}")
+    return ids[0]
+
+
 def start_from_zero(cluster: EmbeddedCluster, group: str, topic: str, queues: int = 4) -> None:
     """Commit offset 0 for `group` (and its retry queue) so a C++ consumer reads from the head."""
     for qid in range(queues):
