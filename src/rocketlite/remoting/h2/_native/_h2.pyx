@@ -143,6 +143,7 @@ CANCEL = NGHTTP2_CANCEL
 DEF WINDOW = 1 << 24  # per stream and per connection: a broker reads whatever a client sends
 DEF MAX_STREAMS = 1000
 DEF MAX_HEADER_LIST = 16384
+DEF MAX_FIELDS = 8  # header fields of one answer: `:status`, `content-type`, the trailers
 
 
 class H2Error(Exception):
@@ -311,32 +312,14 @@ cdef class H2Session:
         return len(self.streams)
 
     cdef bint _respond(self, int32_t stream_id, list headers, bint with_data):
-        cdef Py_ssize_t i, n = len(headers)
-        cdef nghttp2_nv nva[8]
-        cdef bytes name, value
-        if n > 8:
-            raise ValueError("too many response headers")
-        for i in range(n):
-            name, value = headers[i]
-            nva[i].name = <uint8_t *><char *>name
-            nva[i].namelen = len(name)
-            nva[i].value = <uint8_t *><char *>value
-            nva[i].valuelen = len(value)
-            nva[i].flags = NGHTTP2_NV_FLAG_NONE
+        cdef nghttp2_nv nva[MAX_FIELDS]
+        cdef Py_ssize_t n = _fill_nv(nva, headers)
         return nghttp2_submit_response(
             self.session, stream_id, nva, n, &self.provider if with_data else NULL) == 0
 
     cdef int _submit_trailer(self, int32_t stream_id, list trailers):
-        cdef Py_ssize_t i, n = len(trailers)
-        cdef nghttp2_nv nva[2]
-        cdef bytes name, value
-        for i in range(n):
-            name, value = trailers[i]
-            nva[i].name = <uint8_t *><char *>name
-            nva[i].namelen = len(name)
-            nva[i].value = <uint8_t *><char *>value
-            nva[i].valuelen = len(value)
-            nva[i].flags = NGHTTP2_NV_FLAG_NONE
+        cdef nghttp2_nv nva[MAX_FIELDS]
+        cdef Py_ssize_t n = _fill_nv(nva, trailers)
         return nghttp2_submit_trailer(self.session, stream_id, nva, n)
 
     cdef int _data(self, int32_t stream_id, const uint8_t *data, size_t length) except -1:
@@ -369,6 +352,23 @@ cdef class H2Session:
         elif at:
             del inbuf[:at]
         return 0
+
+
+cdef Py_ssize_t _fill_nv(nghttp2_nv *nva, list fields) except -1:
+    """Point `nva` at the (name, value) bytes of `fields` (which keep them alive until nghttp2
+    has copied them: the submit calls copy); at most MAX_FIELDS."""
+    cdef Py_ssize_t i, n = len(fields)
+    cdef bytes name, value
+    if n > MAX_FIELDS:
+        raise ValueError(f"{n} header fields, more than {MAX_FIELDS}")
+    for i in range(n):
+        name, value = fields[i]
+        nva[i].name = <uint8_t *><char *>name
+        nva[i].namelen = len(name)
+        nva[i].value = <uint8_t *><char *>value
+        nva[i].valuelen = len(value)
+        nva[i].flags = NGHTTP2_NV_FLAG_NONE
+    return n
 
 
 cdef _percent_encode(str message):
