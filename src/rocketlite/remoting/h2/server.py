@@ -291,7 +291,7 @@ class GrpcConnection(asyncio.Protocol):
             self._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
             return
         if unary.method.shape == "unary":
-            self._start(call, self._unary(stream_id, call, request, unary.context))
+            self._start(call, self._run(stream_id, call, call.method.handler(request, unary.context)))
         else:
             call.task = self.loop.create_task(self._stream(stream_id, call, request, unary.context))
 
@@ -333,8 +333,12 @@ class GrpcConnection(asyncio.Protocol):
             self.schedule_flush()
 
     async def _run(self, stream_id: int, call: _Call, body: Any) -> None:
+        """Await a call's handler (a unary one returns its answer; a streaming one's body sends
+        its own and returns None) and end the call with its status."""
         try:
-            await body
+            answer = await body
+            if answer is not None:
+                self._answer(stream_id, call, answer)
         except AbortError as exc:
             self._finish(stream_id, call, exc.code, exc.details)
         except asyncio.CancelledError:
@@ -353,25 +357,9 @@ class GrpcConnection(asyncio.Protocol):
             waiting = body.send(None)
         except StopIteration:
             return
-        except asyncio.CancelledError:  # (`_unary` ended the call)
+        except asyncio.CancelledError:  # (`_run` ended the call)
             return
         call.task = self.loop.create_task(_resumed(body, waiting))
-
-    async def _unary(self, stream_id: int, call: _Call, request: Any, context: CallContext) -> None:
-        try:
-            answer = await call.method.handler(request, context)
-            if answer is not None:
-                self._answer(stream_id, call, answer)
-        except AbortError as exc:
-            self._finish(stream_id, call, exc.code, exc.details)
-        except asyncio.CancelledError:
-            call.end()
-            raise
-        except Exception as exc:
-            log.exception("gRPC call %s failed", stream_id)
-            self._finish(stream_id, call, UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
-        else:
-            self._finish(stream_id, call, OK)
 
     async def _stream(self, stream_id: int, call: _Call, request: Any, context: CallContext) -> None:
         async def body() -> None:
