@@ -237,6 +237,21 @@ def encode_record(msg, max_message_size):
 
 
 # -- stamp (a record's place in the log, patched in under the commit log's lock) ------------------
+cdef inline Py_ssize_t _records_end(const char* out, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t cnt) noexcept nogil:
+    """Where `cnt` records read from byte `pos` of `out` (`n` bytes) end, each by its TOTALSIZE,
+    or -1 when one of them does not lie whole within the `n` bytes. The walk `stamp_batch` and
+    `stamp_group` make before they patch anything."""
+    cdef Py_ssize_t i, size
+    for i in range(cnt):
+        if n - pos < _PREFIX:
+            return -1
+        size = _get32(out + pos)
+        if size < _PREFIX or size > n - pos:
+            return -1
+        pos += size
+    return pos
+
+
 cdef inline void _stamp(char* rec, Py_ssize_t stamp_pos, int64_t qoff, uint64_t phys, int64_t now,
                         const char* prefix, Py_ssize_t prefix_len, char* msg_id) noexcept nogil:
     """The one stamping step of `place_record` and `stamp_batch`: the record at `rec` gets its

@@ -199,7 +199,7 @@ def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timesta
     Anything unusual (not a bytearray, a prefix that is not ASCII text, numbers out of range,
     records that do not fill the buffer) goes to the reference."""
     cdef int64_t qoff, base, now
-    cdef Py_ssize_t n, cnt, i, pos, size, prefix_len, id_len
+    cdef Py_ssize_t n, cnt, i, pos, prefix_len, id_len
     cdef int32_t flag
     cdef char* out
     cdef char* ids_out
@@ -217,18 +217,8 @@ def stamp_batch(buf, count, queue_offset, advances, physical_base, store_timesta
     adv = bool(advances)
     out = PyByteArray_AS_STRING(buf)
     n = PyByteArray_GET_SIZE(buf)
-    pos = 0
-    i = 0
-    while i < cnt:  # the walk first: nothing is patched unless the records fill the buffer
-        if n - pos < _PREFIX:
-            break
-        size = _get32(out + pos)
-        if size < _PREFIX or size > n - pos:
-            break
-        pos += size
-        i += 1
-    if (
-        cnt < 0 or i != cnt or pos != n or base < 0 or base > 0x7FFFFFFFFFFFFFFF - n
+    if (  # the walk first: nothing is patched unless the records fill the buffer
+        cnt < 0 or _records_end(out, n, 0, cnt) != n or base < 0 or base > 0x7FFFFFFFFFFFFFFF - n
         or (adv and cnt and qoff > 0x7FFFFFFFFFFFFFFF - cnt)
     ):
         return _stamp_batch_py(buf, count, queue_offset, advances, physical_base, store_timestamp, id_prefix)

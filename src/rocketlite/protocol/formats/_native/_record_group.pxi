@@ -59,7 +59,7 @@ def stamp_group(buf, Py_ssize_t pos, list queue_offsets, int64_t physical_base, 
     """The records of `buf` from byte `pos`, one per queue offset, stamped (`_stamp`): record k
     lies at commit-log offset `physical_base` + its distance from `pos`. Returns their msg ids.
     Records that do not lie within `buf` are a ValueError (nothing is patched then)."""
-    cdef Py_ssize_t n, cnt = len(queue_offsets), i, at = pos, size, prefix_len
+    cdef Py_ssize_t n, cnt = len(queue_offsets), i, at = pos, prefix_len
     cdef int32_t flag
     cdef char* out
     cdef const char* prefix
@@ -67,13 +67,8 @@ def stamp_group(buf, Py_ssize_t pos, list queue_offsets, int64_t physical_base, 
         raise TypeError("stamp_group: a bytearray, an ASCII prefix and offsets >= 0 expected")
     out = PyByteArray_AS_STRING(buf)
     n = PyByteArray_GET_SIZE(buf)
-    for i in range(cnt):  # the walk first: nothing is patched unless every record is whole
-        if n - at < _PREFIX:
-            raise ValueError("stamp_group: records run past the buffer")
-        size = _get32(out + at)
-        if size < _PREFIX or size > n - at:
-            raise ValueError("stamp_group: records run past the buffer")
-        at += size
+    if _records_end(out, n, pos, cnt) < 0:  # the walk first: nothing is patched unless all are whole
+        raise ValueError("stamp_group: records run past the buffer")
     prefix = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
     ids = []
     at = pos
