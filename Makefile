@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: nghttp2 run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps bench-spark-kafka bench-spark-kafka-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime dashboard
+.PHONY: nghttp2 run test lint typecheck docs bench bench-broker bench-failover bench-peers bench-peers-deps bench-spark-kafka bench-spark-kafka-deps peersgen demo clean install clients clean-clients java-clients go-clients rocketmq-peer mqadmin etcd faketime dashboard ghz
 
 # Real RocketMQ clients for tests/broker/test_real_clients.py (and the ACL and interop tests), each in .clients/ (never in $(VENV)):
 # ali-ons (npm, pure JS) and rocketmq==0.4.4 (PyPI, bundles the C++ client; manylinux x86_64 only,
@@ -330,6 +330,19 @@ $(PEERSGEN): $(PEERSGEN_DIR)/go.mod $(PEERSGEN_DIR)/go.sum $(wildcard $(PEERSGEN
 	fi
 
 peersgen: $(PEERSGEN)
+
+# ghz (github.com/bojand/ghz), the independent gRPC load tool of `bench/grpc5_bench.py --ghz`:
+# `go install`ed at a pinned version from the Go module proxy into .clients/ghz/bin, with the Go
+# client's module and build caches. A bench tool only: neither `clients` nor `make test` needs it.
+GHZ_VERSION := v0.120.0
+GHZ_DIR := $(CLIENTS)/ghz
+GHZ_STAMP := $(GHZ_DIR)/.ghz-$(GHZ_VERSION).installed
+
+$(GHZ_STAMP):
+	GOBIN=$(abspath $(GHZ_DIR))/bin $(GO_ENV) go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
+	touch $@
+
+ghz: $(GHZ_STAMP)
 
 # What bench/peers_bench.py runs beside rocketlite (not needed by `make test`): Kafka 4.4.0 and
 # Spark's Kafka source (Maven Central, bench/peers/kafka/pom.xml) into .clients/peers/{kafka,

@@ -3,6 +3,7 @@
     .venv/bin/python bench/grpc5_bench.py            # full run (about a minute)
     .venv/bin/python bench/grpc5_bench.py --quick    # small run (the smoke test)
     .venv/bin/python bench/grpc5_bench.py --native   # both sides from the native Go generator
+    .venv/bin/python bench/grpc5_bench.py --ghz      # 5.x SendMessage from ghz, beside --native's produce
 
 `--impl` picks the 5.x endpoint's server (`grpcServerImpl`): by default both, grpc.aio then the
 compiled nghttp2 core, each on a broker of its own, in the same run.
@@ -20,6 +21,10 @@ saturated (>= 85% of a core).
 bench/peers/loadgen's gRPC mode (google.golang.org/grpc, prebuilt protobuf bytes) for 5.x and its
 prebuilt remoting frames for 4.x, so neither side is bounded by a Python client
 (`make peersgen` builds it).
+
+`--ghz` adds a third, unrelated generator to the produce comparison (bench/grpc5/ghz.py): ghz,
+a gRPC load tool that compiles our .proto files and builds each SendMessageRequest from JSON
+(`make ghz` builds it), after the Go generator's 4.x and 5.x produce phases on the same broker.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench` and `tes
 
 from bench.broker.config import out
 from bench.broker.servers import stop_all_children
-from bench.grpc5 import native
+from bench.grpc5 import ghz, native
 from bench.grpc5.runner import PHASES, Settings, describe_machine, run, table
 from rocketlite.protocol.proto import available
 
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         help="after produce: consume,latency",
     )
     parser.add_argument("--native", action="store_true", help="the native Go generator on both sides")
+    parser.add_argument("--ghz", action="store_true", help="5.x SendMessage from ghz too")
     parser.add_argument(
         "--impl",
         default="grpcio,nghttp2",
@@ -65,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the 5.x endpoint cannot run: {why}", file=sys.stderr)
         return 2
     impls = [i for i in args.impl.split(",") if i]
+    if args.ghz:
+        return max(run_ghz(args, impl) for impl in impls)
     if args.native:
         return max(run_native(args, impl) for impl in impls)
     for impl in impls:
@@ -117,6 +125,31 @@ def run_native(args: argparse.Namespace, impl: str) -> int:
             stop_all_children()
     out()
     for line in native.table(rows):
+        out(line)
+    return 0
+
+
+def run_ghz(args: argparse.Namespace, impl: str) -> int:
+    for tool, hint in ((native.GENERATOR, "make peersgen"), (ghz.GHZ, "make ghz")):
+        if not tool.exists():
+            print(f"{tool} is missing: run `{hint}`", file=sys.stderr)
+            return 2
+    with tempfile.TemporaryDirectory(prefix="grpc5-ghz-", dir=args.dir) as tmp:
+        s = native.Native(
+            work=Path(tmp),
+            seconds=1.0 if args.quick else 5.0,
+            warmup=0.3 if args.quick else 1.0,
+            window=args.window,
+            consume=False,
+            impl=impl,
+        )
+        out(f"5.x gRPC ({impl}): ghz and the native generator, 1 KiB, {describe_machine()}")
+        try:
+            rows = asyncio.run(ghz.run(s))
+        finally:
+            stop_all_children()
+    out()
+    for line in ghz.table(rows):
         out(line)
     return 0
 

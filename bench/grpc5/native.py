@@ -17,6 +17,8 @@ import json
 import os
 import subprocess
 import zlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,9 @@ from bench.broker.runner import settle, warm_up
 from bench.broker.servers import Child, start_broker, wait_listening
 from bench.peers.frames import write_frames
 from bench.peers.servers import GENERATOR
+from rocketlite.remoting.connection import Connection
 
-__all__ = ["GENERATOR", "Native", "run", "table", "write_grpc_frames"]
+__all__ = ["GENERATOR", "Native", "Served", "produce", "run", "serving", "table", "write_grpc_frames"]
 
 SATURATED = 0.85  # share of one core
 TOPIC4, TOPIC5, GROUP5 = "Native4", "Native5", "Native5Group"
@@ -129,33 +132,59 @@ def line(name: str, r: dict[str, Any]) -> str:
     return text
 
 
-async def run(s: Native) -> dict[str, dict[str, Any]]:
+@dataclass(slots=True)
+class Served:
+    """A broker started for one run: its process, both ports, the 4.x connections of the warm-up
+    and the generator's frame files."""
+
+    broker: Child
+    port: int
+    grpc_port: int
+    conns: list[Connection]
+    frames4: Path
+    frames5: Path
+
+
+@asynccontextmanager
+async def serving(s: Native, topics: tuple[str, ...] = ()) -> AsyncIterator[Served]:
+    """One broker (`s.impl` door) with TOPIC4, TOPIC5 and `topics` created (16 queues each, one
+    message per queue) before any window; stopped on the way out."""
     grpc_port = free_port()
     extra = {"grpcServerPort": str(grpc_port), "grpcServerImpl": s.impl}
     broker, port = start_broker(s.work, False, {grpc_port}, extra=extra)
-    conns = []
+    conns: list[Connection] = []
     try:
         await wait_listening(broker, port)
         await wait_listening(broker, grpc_port)
         conns = await open_broker(port, CONNECTIONS)
-        for topic in (TOPIC4, TOPIC5):  # the topics and their 16 queues exist before any window
+        for topic in (TOPIC4, TOPIC5, *topics):  # the topics and their 16 queues exist before any window
             await warm_up(conns, topic, latency_body(s.size)())
         frames4 = write_frames(s.work / "frames4.json", TOPIC4, s.size, batch=False)
         frames5 = write_grpc_frames(s.work / "frames5.json", TOPIC5, GROUP5, s.size)
-        timed = ["-seconds", str(s.seconds), "-warmup", str(s.warmup), "-size", str(s.size)]
-        await phase(s, broker, "4.x SEND_MESSAGE_V2", "send4", "produce", "remoting", port,
-                    *timed, "-window", str(WINDOW), "-frames", str(frames4))  # fmt: skip
-        await phase(s, broker, "5.x SendMessage", "send5", "produce", "grpc", grpc_port,
-                    *timed, "-window", str(s.window), "-frames", str(frames5))  # fmt: skip
-        if s.consume:
-            cap = ["-seconds", str(max(10.0, 4 * s.seconds))]
-            await phase(s, broker, "4.x PULL_MESSAGE of 32", "consume4", "consume", "remoting", port,
-                        *cap, "-frames", str(frames4))  # fmt: skip
-            await phase(s, broker, "5.x ReceiveMessage of 32 + Ack", "consume5", "consume", "grpc",
-                        grpc_port, *cap, "-frames", str(frames5))  # fmt: skip
+        yield Served(broker, port, grpc_port, conns, frames4, frames5)
     finally:
         close_all(conns)
         broker.stop()
+
+
+async def produce(s: Native, b: Served) -> None:
+    """4.x SEND_MESSAGE_V2 (prebuilt frames) then 5.x SendMessage, both from the Go generator."""
+    timed = ["-seconds", str(s.seconds), "-warmup", str(s.warmup), "-size", str(s.size)]
+    await phase(s, b.broker, "4.x SEND_MESSAGE_V2", "send4", "produce", "remoting", b.port,
+                *timed, "-window", str(WINDOW), "-frames", str(b.frames4))  # fmt: skip
+    await phase(s, b.broker, "5.x SendMessage", "send5", "produce", "grpc", b.grpc_port,
+                *timed, "-window", str(s.window), "-frames", str(b.frames5))  # fmt: skip
+
+
+async def run(s: Native) -> dict[str, dict[str, Any]]:
+    async with serving(s) as b:
+        await produce(s, b)
+        if s.consume:
+            cap = ["-seconds", str(max(10.0, 4 * s.seconds))]
+            await phase(s, b.broker, "4.x PULL_MESSAGE of 32", "consume4", "consume", "remoting", b.port,
+                        *cap, "-frames", str(b.frames4))  # fmt: skip
+            await phase(s, b.broker, "5.x ReceiveMessage of 32 + Ack", "consume5", "consume", "grpc",
+                        b.grpc_port, *cap, "-frames", str(b.frames5))  # fmt: skip
     return s.rows
 
 
