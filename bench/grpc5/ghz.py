@@ -51,6 +51,7 @@ PROTO_ROOT: Final = ROOT / "src" / "rocketlite" / "protocol" / "proto"
 SERVICE_PROTO: Final = PROTO_ROOT / "apache" / "rocketmq" / "v2" / "service.proto"
 SEND_CALL: Final = "apache.rocketmq.v2.MessagingService/SendMessage"
 TOPIC: Final = "Ghz5"
+TEMPLATE: Final = "{{printf `%024X` .RequestNumber}}"  # ghz's call number, 24 hex digits
 METADATA: Final = {"x-mq-client-id": "ghz@1@0@bench", "x-mq-language": "GOLANG", "x-mq-protocol": "v2"}
 
 
@@ -58,7 +59,7 @@ def send_data(topic: str, size: int) -> dict[str, Any]:
     """The SendMessageRequest as ghz's JSON call data (protobuf's JSON mapping: bytes in base64,
     enums by name); the message id's last 24 hex digits are the call's number."""
     body = bytes(size)
-    message_id = f"01{os.getpid() & 0xFFFFFFFF:08X}" + "{{printf `%024X` .RequestNumber}}"
+    message_id = f"01{os.getpid() & 0xFFFFFFFF:08X}{TEMPLATE}"
     system = {
         "tag": "TagA",
         "messageId": message_id,
@@ -80,11 +81,26 @@ class Ghz:
     concurrency: int
     seconds: float
     work: Path
+    binary: bool = False  # the request serialized once here (--binary-file) instead of JSON data
 
-    def argv(self, data_file: Path, report: Path) -> list[str]:
+    def data_args(self) -> list[str]:
+        if not self.binary:
+            path = self.work / "ghz-data.json"
+            path.write_text(json.dumps(self.data))
+            return ["--data-file", str(path)]
+        from google.protobuf import json_format  # noqa: PLC0415
+
+        from rocketlite.protocol.proto.v2 import service_pb2 as spb  # noqa: PLC0415
+
+        fixed = json.loads(json.dumps(self.data).replace(TEMPLATE, "0" * 24))
+        path = self.work / "ghz-data.bin"
+        path.write_bytes(json_format.ParseDict(fixed, spb.SendMessageRequest()).SerializeToString())
+        return ["--binary-file", str(path)]
+
+    def argv(self, report: Path) -> list[str]:
         return [
             str(GHZ), "--insecure", "--proto", str(SERVICE_PROTO), "--import-paths", str(PROTO_ROOT),
-            "--call", self.call, "--data-file", str(data_file), "--metadata", json.dumps(METADATA),
+            "--call", self.call, *self.data_args(), "--metadata", json.dumps(METADATA),
             "--connections", str(CONNECTIONS), "--concurrency", str(self.concurrency),
             "--duration", f"{self.seconds}s", "--duration-stop", "wait", "--timeout", "20s",
             "--format", "json", "--output", str(report), self.addr,
@@ -94,13 +110,11 @@ class Ghz:
 def run_ghz(g: Ghz, server_pid: int) -> dict[str, Any]:
     """Run ghz to its end and return its figures in the Go generator's row shape (native.line and
     native.table read them) plus ghz's status and error distributions. Blocking."""
-    data_file = g.work / "ghz-data.json"
-    data_file.write_text(json.dumps(g.data))
     report, log = g.work / "ghz-report.json", g.work / "ghz.log"
     meter = Meter("broker", {"broker": server_pid})
     t0 = time.perf_counter()
     with log.open("wb") as f:
-        proc = subprocess.Popen(g.argv(data_file, report), stdin=subprocess.DEVNULL, stdout=f, stderr=f)
+        proc = subprocess.Popen(g.argv(report), stdin=subprocess.DEVNULL, stdout=f, stderr=f)
         _pid, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
@@ -161,26 +175,31 @@ async def wait_stored(conn: Connection, topic: str, expect: int, timeout: float 
 
 
 async def run(s: native.Native, *, go: bool = True) -> dict[str, dict[str, Any]]:
-    """4.x and the Go generator's 5.x (`go`), then ghz's 5.x SendMessage, on one broker."""
+    """4.x and the Go generator's 5.x (`go`), then ghz's 5.x SendMessage with JSON data and with
+    the request serialized once, on one broker."""
     async with native.serving(s, (TOPIC,)) as b:
         if go:
             await native.produce(s, b)
-        loop = asyncio.get_running_loop()
         addr = f"127.0.0.1:{b.grpc_port}"
-        data = send_data(TOPIC, s.size)
-        before = await stored(b.conns[0], TOPIC)
+        s.rows["ghz_before"] = {"stored": await stored(b.conns[0], TOPIC)}
         if s.warmup > 0:
-            warm = Ghz(addr, SEND_CALL, data, CONNECTIONS * s.window, s.warmup, s.work)
-            await loop.run_in_executor(None, run_ghz, warm, b.broker.pid)
-        await settle()
-        g = Ghz(addr, SEND_CALL, data, CONNECTIONS * s.window, s.seconds, s.work)
-        base = await stored(b.conns[0], TOPIC)
-        r = await loop.run_in_executor(None, run_ghz, g, b.broker.pid)
-        r["stored"] = await wait_stored(b.conns[0], TOPIC, base + r["messages"]) - base
-        r["stored_before"] = before
-        s.rows["ghz5"] = r
-        out(native.line("5.x SendMessage (ghz)", r) + f"  statuses {r['statuses']}, stored {r['stored']:,}")
+            warm = Ghz(addr, SEND_CALL, send_data(TOPIC, s.size), CONNECTIONS * s.window, s.warmup, s.work)
+            await asyncio.get_running_loop().run_in_executor(None, run_ghz, warm, b.broker.pid)
+        for key, binary in (("ghz5", False), ("ghz5b", True)):
+            await ghz_phase(s, b, key, binary)
     return s.rows
+
+
+async def ghz_phase(s: native.Native, b: native.Served, key: str, binary: bool) -> None:
+    await settle()
+    g = Ghz(f"127.0.0.1:{b.grpc_port}", SEND_CALL, send_data(TOPIC, s.size), CONNECTIONS * s.window,
+            s.seconds, s.work, binary)  # fmt: skip
+    base = await stored(b.conns[0], TOPIC)
+    r = await asyncio.get_running_loop().run_in_executor(None, run_ghz, g, b.broker.pid)
+    r["stored"] = await wait_stored(b.conns[0], TOPIC, base + r["messages"]) - base
+    s.rows[key] = r
+    name = f"5.x SendMessage (ghz, {'binary' if binary else 'JSON'})"
+    out(native.line(name, r) + f"  statuses {r['statuses']}, stored {r['stored']:,}")
 
 
 def table(rows: dict[str, dict[str, Any]]) -> list[str]:
@@ -193,7 +212,8 @@ def table(rows: dict[str, dict[str, Any]]) -> list[str]:
     base = rows.get("send4")
     for key, label in (("send4", "4.x SEND_MESSAGE_V2, Go generator (prebuilt frames)"),
                        ("send5", "5.x SendMessage, Go generator (prebuilt protobuf)"),
-                       ("ghz5", "5.x SendMessage, ghz (JSON data)")):  # fmt: skip
+                       ("ghz5", "5.x SendMessage, ghz (JSON data, templated id)"),
+                       ("ghz5b", "5.x SendMessage, ghz (binary data)")):  # fmt: skip
         r = rows.get(key)
         if r is None:
             continue
