@@ -203,10 +203,11 @@ async def ghz_phase(s: native.Native, b: native.Served, key: str, binary: bool) 
 
 
 def table(rows: dict[str, dict[str, Any]]) -> list[str]:
-    """ghz beside the Go generator (5.x) and the 4.x prebuilt frames, same broker, same run."""
+    """ghz beside the Go generator (5.x) and the 4.x prebuilt frames, same broker, same run. "other"
+    is the CPU of everything else on the machine (other sessions' work), in cores."""
     lines = [
-        "| 1 KiB produce, 1 msg/request | msg/s | share of 4.x | broker CPU/msg | p50 / p99 "
-        "| broker / generator cores | saturated | non-OK calls |",
+        "| 1 KiB produce, 1 msg/request | msg/s | share of 4.x | CPU/msg broker / generator | p50 / p99 "
+        "| cores broker / generator / other | saturated | non-OK calls |",
         "|---|---:|---:|---:|---:|---:|---|---:|",
     ]
     base = rows.get("send4")
@@ -219,9 +220,12 @@ def table(rows: dict[str, dict[str, Any]]) -> list[str]:
             continue
         share = f"{r['rate'] / base['rate']:.2f}x" if base and base["rate"] else "n/a"
         lat = f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms" if r.get("samples") else "-"
+        gen_us = r["gen_cpu_s"] / r["messages"] * 1e6 if r.get("messages") else float("nan")
+        srv, gen = native.cores(r, "server_cpu_s"), native.cores(r, "gen_cpu_s")
+        other = max(0.0, native.cores(r, "machine_busy_s") - srv - gen)
+        cpu = f"{native.us_per_msg(r):.1f} / {gen_us:.1f} µs"
         lines.append(
-            f"| {label} | {r['rate']:,.0f} | {share} | {native.us_per_msg(r):.1f} µs | {lat} | "
-            f"{native.cores(r, 'server_cpu_s'):.2f} / {native.cores(r, 'gen_cpu_s'):.2f} | "
-            f"{native.saturated(r)} | {r.get('errors', 0):,} |"
+            f"| {label} | {r['rate']:,.0f} | {share} | {cpu} | {lat} | "
+            f"{srv:.2f} / {gen:.2f} / {other:.2f} | {native.saturated(r)} | {r.get('errors', 0):,} |"
         )
     return lines
