@@ -18,7 +18,9 @@ message (SendMessageResponse carries RocketMQ's own status), so the topic's max 
 afterwards over 4.x and the stored count is reported beside ghz's OK count.
 
 ghz counts a server-streaming ReceiveMessage as one call whatever number of messages it streamed,
-so its calls/s is not a message rate; only SendMessage is driven here.
+so its calls/s is not a message rate, and it cannot send the AckMessage that follows (its requests
+do not depend on answers); nor does the broker count POP deliveries anywhere a bench could read
+(the committed offset stays at the lowest unacked message). Only SendMessage is driven here.
 """
 
 from __future__ import annotations
