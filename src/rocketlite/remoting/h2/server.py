@@ -11,7 +11,8 @@ iterator). The handler's `context` is a `CallContext`: `peer()`, `invocation_met
 
 An error in a handler answers UNKNOWN with the exception named, as grpc does; a client that resets
 its stream or drops the connection cancels the call's task; garbage on the connection ends it with
-GOAWAY.
+GOAWAY. A connection with no call open for `idle` seconds is ended with GOAWAY (NO_ERROR), as
+grpc's `maxConnectionIdle` does: a client that vanished without closing its socket is let go.
 """
 
 from __future__ import annotations
@@ -166,9 +167,12 @@ class _Unary:
 class GrpcConnection(asyncio.Protocol):
     """One client connection; `server.methods` serves its calls."""
 
-    def __init__(self, methods: dict[bytes, Method], max_message: int) -> None:
+    def __init__(self, methods: dict[bytes, Method], max_message: int, idle: float | None = None) -> None:
         self.methods = methods
         self.session = H2Session(max_message)
+        self.idle = idle
+        self.idle_since = 0.0  # loop time at which the last call closed
+        self.idle_timer: asyncio.TimerHandle | None = None
         self.transport: Any = None
         self.peer = ""
         self.loop = asyncio.get_running_loop()
@@ -185,6 +189,9 @@ class GrpcConnection(asyncio.Protocol):
         if isinstance(address, tuple):
             host = address[0]
             self.peer = f"ipv6:[{host}]:{address[1]}" if ":" in host else f"ipv4:{host}:{address[1]}"
+        if self.idle is not None:
+            self.idle_since = self.loop.time()
+            self.idle_timer = self.loop.call_later(self.idle, self._idle_check)
         self.flush()
 
     def data_received(self, data: bytes) -> None:
@@ -210,6 +217,9 @@ class GrpcConnection(asyncio.Protocol):
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
         for call in self.calls.values():
             call.end()
             if call.task is not None and not call.task.done():
@@ -304,6 +314,25 @@ class GrpcConnection(asyncio.Protocol):
             call.end()
             if running and call.task is not None:
                 call.task.cancel()
+            if not self.calls:
+                self.idle_since = self.loop.time()
+
+    def _idle_check(self) -> None:
+        """One timer per connection, not one per call: it looks at when the last call closed and
+        either ends the connection or comes back when the idle time would be up."""
+        self.idle_timer = None
+        transport = self.transport
+        if self.idle is None or transport is None or transport.is_closing():
+            return
+        wait = self.idle
+        if not self.calls:
+            wait = self.idle_since + self.idle - self.loop.time()
+            if wait <= 0:
+                log.debug("gRPC connection %s: no call for %.3f s, ending it (GOAWAY)", self.peer, self.idle)
+                self.session.terminate()
+                self.flush()  # the GOAWAY goes out, and the closed session closes the transport
+                return
+        self.idle_timer = self.loop.call_later(wait, self._idle_check)
 
     def _expire(self, stream_id: int, call: _Call) -> None:
         if self.calls.get(stream_id) is call and not call.done:
@@ -449,9 +478,10 @@ class H2GrpcServer:
     """Listens on `host:port` (0: a free port, see `port`) and serves `methods` by path; TLS when
     given an `ssl.SSLContext` (ALPN h2)."""
 
-    def __init__(self, methods: dict[str, Method], *, max_message: int) -> None:
+    def __init__(self, methods: dict[str, Method], *, max_message: int, idle: float | None = None) -> None:
         self.methods = {path.encode(): method for path, method in methods.items()}
         self.max_message = max_message
+        self.idle = idle  # seconds without a call after which a connection is ended; None: never
         self.server: asyncio.Server | None = None
         self.port = 0
         self.connections: set[GrpcConnection] = set()
@@ -465,7 +495,7 @@ class H2GrpcServer:
         return self.port
 
     def _connection(self) -> GrpcConnection:
-        return _TrackedConnection(self.methods, self.max_message, self.connections)
+        return _TrackedConnection(self.methods, self.max_message, self.idle, self.connections)
 
     async def close(self) -> None:
         if self.server is None:
@@ -481,8 +511,10 @@ class H2GrpcServer:
 
 
 class _TrackedConnection(GrpcConnection):
-    def __init__(self, methods: dict[bytes, Method], max_message: int, into: set[GrpcConnection]) -> None:
-        super().__init__(methods, max_message)
+    def __init__(
+        self, methods: dict[bytes, Method], max_message: int, idle: float | None, into: set[GrpcConnection]
+    ) -> None:
+        super().__init__(methods, max_message, idle)
         self._into = into
         into.add(self)
 
