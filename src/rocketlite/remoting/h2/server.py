@@ -11,8 +11,11 @@ iterator). The handler's `context` is a `CallContext`: `peer()`, `invocation_met
 
 An error in a handler answers UNKNOWN with the exception named, as grpc does; a client that resets
 its stream or drops the connection cancels the call's task; garbage on the connection ends it with
-GOAWAY. A connection with no call open for `idle` seconds is ended with GOAWAY (NO_ERROR), as
-grpc's `maxConnectionIdle` does: a client that vanished without closing its socket is let go.
+GOAWAY. A request message sent compressed is inflated by the call's `grpc-encoding` (`gzip`,
+`deflate`), within the same size limit as an uncompressed one; answers are not compressed (a
+server may answer `identity` whatever the client accepts). A connection with no call open for
+`idle` seconds is ended with GOAWAY (NO_ERROR), as grpc's `maxConnectionIdle` does: a client that
+vanished without closing its socket is let go.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import contextlib
 import logging
 import re
 import ssl
+import zlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -30,6 +34,7 @@ from typing import Any, Final, Literal
 from rocketlite.remoting.h2._native._h2 import (
     BAD,
     CLOSED,
+    COMPRESSED,
     END,
     HEADERS,
     MESSAGE,
@@ -58,16 +63,23 @@ NOT_METADATA: Final = frozenset(
 MAX_PARSED: Final = 256  # distinct header lists remembered per connection
 
 
-def parse_headers(
-    headers: tuple[tuple[bytes, bytes], ...],
-) -> tuple[bytes, tuple[tuple[str, str | bytes], ...]]:
-    """A request's `:path` and its metadata (`-bin` keys base64-decoded), `grpc-timeout` apart."""
+# grpc-encoding -> zlib's wbits for it: gzip is RFC 1952, gRPC's "deflate" is zlib's RFC 1950
+ENCODINGS: Final = {b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
+Parsed = tuple[bytes, tuple[tuple[str, str | bytes], ...], bytes | None]
+
+
+def parse_headers(headers: tuple[tuple[bytes, bytes], ...]) -> Parsed:
+    """A request's `:path`, its metadata (`-bin` keys base64-decoded), `grpc-timeout` apart, and
+    its `grpc-encoding` (None: none given)."""
     path = b""
+    encoding: bytes | None = None
     metadata: list[tuple[str, str | bytes]] = []
     for name, value in headers:
         if name[:1] == b":":
             if name == b":path":
                 path = value
+        elif name == b"grpc-encoding":
+            encoding = value
         elif name not in NOT_METADATA:
             key = name.decode("latin-1")
             if key.endswith("-bin"):
@@ -75,7 +87,7 @@ def parse_headers(
                     metadata.append((key, base64.b64decode(value + b"==")))
             else:
                 metadata.append((key, value.decode("latin-1")))
-    return path, tuple(metadata)
+    return path, tuple(metadata), encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +149,11 @@ class CallContext:
 
 
 class _Call:
-    __slots__ = ("done", "method", "requests", "task", "timer")
+    __slots__ = ("done", "encoding", "method", "requests", "task", "timer")
 
-    def __init__(self, method: Method) -> None:
+    def __init__(self, method: Method, encoding: bytes | None) -> None:
         self.method = method
+        self.encoding = encoding  # grpc-encoding of its compressed request messages
         self.requests: asyncio.Queue[Any] | None = None  # bidi: decoded requests, None at the end
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None  # the deadline's
@@ -170,6 +183,7 @@ class GrpcConnection(asyncio.Protocol):
     def __init__(self, methods: dict[bytes, Method], max_message: int, idle: float | None = None) -> None:
         self.methods = methods
         self.session = H2Session(max_message)
+        self.max_message = max_message
         self.idle = idle
         self.idle_since = 0.0  # loop time at which the last call closed
         self.idle_timer: asyncio.TimerHandle | None = None
@@ -179,9 +193,7 @@ class GrpcConnection(asyncio.Protocol):
         self.calls: dict[int, _Call] = {}
         self.pending: dict[int, _Unary] = {}
         self.flush_scheduled = False
-        self.parsed: dict[
-            tuple[tuple[bytes, bytes], ...], tuple[bytes, tuple[tuple[str, str | bytes], ...]]
-        ] = {}
+        self.parsed: dict[tuple[tuple[bytes, bytes], ...], Parsed] = {}
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -212,6 +224,8 @@ class GrpcConnection(asyncio.Protocol):
                 self._end(stream_id)
             elif kind == CLOSED:
                 self._closed(stream_id)
+            elif kind == COMPRESSED:
+                self._compressed(stream_id, value)
             elif kind == BAD:
                 self._fail(stream_id, RESOURCE_EXHAUSTED if "exceeds" in value else UNIMPLEMENTED, value)
         self.flush()
@@ -245,7 +259,7 @@ class GrpcConnection(asyncio.Protocol):
             if len(self.parsed) >= MAX_PARSED:
                 self.parsed.clear()
             parsed = self.parsed[fields] = parse_headers(fields)
-        path, metadata = parsed
+        path, metadata, encoding = parsed
         deadline: float | None = None
         if timeout is not None:
             match = TIMEOUT.fullmatch(timeout)
@@ -256,7 +270,7 @@ class GrpcConnection(asyncio.Protocol):
             self.session.finish(stream_id, UNIMPLEMENTED, f"Method not found: {path.decode('latin-1')}")
             return
         context = CallContext(self.peer, metadata, deadline, self.loop)
-        call = self.calls[stream_id] = _Call(method)
+        call = self.calls[stream_id] = _Call(method, encoding)
         if method.shape == "bidi":
             call.requests = asyncio.Queue()
             call.task = self.loop.create_task(self._bidi(stream_id, call, context))
@@ -281,6 +295,32 @@ class GrpcConnection(asyncio.Protocol):
                 self._fail(stream_id, UNIMPLEMENTED, "more than one request message on a unary call")
             else:
                 unary.message = payload
+
+    def _compressed(self, stream_id: int, data: bytes) -> None:
+        """A compressed request message, inflated by its call's grpc-encoding (at most
+        `max_message` bytes out: a small message must not inflate into a huge one)."""
+        call = self.calls.get(stream_id)
+        if call is None:
+            return
+        wbits = ENCODINGS.get(call.encoding or b"")
+        if wbits is None:
+            if call.encoding in (None, b"identity"):  # the gRPC spec's answer: INTERNAL
+                self._fail(stream_id, INTERNAL, "a compressed message without a grpc-encoding")
+            else:
+                name = (call.encoding or b"").decode("latin-1")
+                self._fail(stream_id, UNIMPLEMENTED, f"grpc-encoding {name} is not served (gzip, deflate)")
+            return
+        limit = self.max_message
+        inflater = zlib.decompressobj(wbits)
+        try:
+            payload = inflater.decompress(data, limit + 1)
+        except zlib.error as exc:
+            self._fail(stream_id, INTERNAL, f"cannot decompress the request ({call.encoding!r}): {exc}")
+            return
+        if len(payload) > limit:
+            self._fail(stream_id, RESOURCE_EXHAUSTED, f"decompressed message exceeds the limit of {limit}")
+            return
+        self._message(stream_id, payload)
 
     def _end(self, stream_id: int) -> None:
         call = self.calls.get(stream_id)
