@@ -41,6 +41,7 @@ from rocketlite.remoting.h2._native._h2 import (
     H2Error,
     H2Session,
 )
+from rocketlite.remoting.h2.group import GroupHandler, serve_grouped
 
 log = logging.getLogger("rocketlite.remoting.h2")
 
@@ -98,6 +99,9 @@ class Method:
     decode: Callable[[bytes], Any]
     encode: Callable[[Any], bytes]
     handler: Callable[..., Any]
+    # unary only: serves a run of this method's calls whose requests ended in one read (see
+    # `group.py`); None: each call on its own
+    group: GroupHandler | None = None
 
 
 class AbortError(Exception):
@@ -194,6 +198,7 @@ class GrpcConnection(asyncio.Protocol):
         self.pending: dict[int, _Unary] = {}
         self.flush_scheduled = False
         self.parsed: dict[tuple[tuple[bytes, bytes], ...], Parsed] = {}
+        self.grouped: list[tuple[int, _Call, Any, CallContext]] = []  # this read's, for `Method.group`
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -228,6 +233,8 @@ class GrpcConnection(asyncio.Protocol):
                 self._compressed(stream_id, value)
             elif kind == BAD:
                 self._fail(stream_id, RESOURCE_EXHAUSTED if "exceeds" in value else UNIMPLEMENTED, value)
+        if self.grouped:
+            serve_grouped(self)
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -340,7 +347,9 @@ class GrpcConnection(asyncio.Protocol):
         except Exception as exc:
             self._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
             return
-        if unary.method.shape == "unary":
+        if unary.method.group is not None:
+            self.grouped.append((stream_id, call, request, unary.context))
+        elif unary.method.shape == "unary":
             self._start(call, self._run(stream_id, call, call.method.handler(request, unary.context)))
         else:
             call.task = self.loop.create_task(self._stream(stream_id, call, request, unary.context))
