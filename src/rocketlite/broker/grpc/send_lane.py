@@ -26,8 +26,8 @@ and goes through the handler, which answers it as it does today):
 answers against the per-message path, replaying a real client's bytes.
 
 The answer's bytes (`ok_answer`): SendMessageResponse{1: Status{1: OK}, 2: SendResultEntry{1:
-Status{1: OK}, 2: message_id, 3: transaction_id = message_id, 4: offset (left out when 0)}}, each
-field a tag byte, the length-delimited ones a varint length first.
+Status{1: OK}, 2: message_id, 3: transaction_id = message_id, 4: offset}}, each field a tag byte,
+the length-delimited ones a varint length first, empty and zero ones left out (proto3).
 """
 
 from __future__ import annotations
@@ -74,9 +74,12 @@ _OK_STATUS: Final = _field(0x0A, b"\x08" + _varint(int(pb.Code.OK)))
 
 def ok_answer(message_id: str, offset: int) -> bytes:
     """The serialized SendMessageResponse of one message stored at queue `offset` (>= 0)."""
-    mid = message_id.encode()
-    id_field = _field(0x12, mid)
-    entry = _OK_STATUS + id_field + b"\x1a" + id_field[1:] + (b"\x20" + _varint(offset) if offset else b"")
+    entry = _OK_STATUS
+    if message_id:  # (proto3 leaves empty and zero fields out)
+        id_field = _field(0x12, message_id.encode())
+        entry += id_field + b"\x1a" + id_field[1:]
+    if offset:
+        entry += b"\x20" + _varint(offset)
     return _OK_STATUS + _field(0x12, entry)
 
 
