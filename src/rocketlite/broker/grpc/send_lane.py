@@ -33,6 +33,7 @@ the length-delimited ones a varint length first, empty and zero ones left out (p
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
+from zlib import crc32
 
 from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.grpc.send import common_properties, digest_problem
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from rocketlite.broker.grpc.send import ProducerService
 
 _NORMAL: Final = int(pb.MessageType.NORMAL)
+_CRC32: Final = int(pb.DigestType.CRC32)
 _PERM_WRITE: Final = perm.PERM_WRITE
 _RETRY_PREFIX: Final = reserved.RETRY_GROUP_TOPIC_PREFIX
 _MULTI_TAGS_FLAG: Final = int(MessageSysFlag.MULTI_TAGS_FLAG)
@@ -57,12 +59,17 @@ _TIMER_NEEDLE: Final = "TIMER_"
 
 
 def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL[value]
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL: Final = [bytes((i,)) for i in range(0x80)]
 
 
 def _field(tag: int, data: bytes) -> bytes:
@@ -74,13 +81,15 @@ _OK_STATUS: Final = _field(0x0A, b"\x08" + _varint(int(pb.Code.OK)))
 
 def ok_answer(message_id: str, offset: int) -> bytes:
     """The serialized SendMessageResponse of one message stored at queue `offset` (>= 0)."""
+    mid = message_id.encode()
+    n = len(mid)
     entry = _OK_STATUS
-    if message_id:  # (proto3 leaves empty and zero fields out)
-        id_field = _field(0x12, message_id.encode())
-        entry += id_field + b"\x1a" + id_field[1:]
+    if n:  # (proto3 leaves empty and zero fields out)
+        size = _SMALL[n] if n < 0x80 else _varint(n)
+        entry = b"%s\x12%s%s\x1a%s%s" % (entry, size, mid, size, mid)
     if offset:
         entry += b"\x20" + _varint(offset)
-    return _OK_STATUS + _field(0x12, entry)
+    return b"%s\x12%s%s" % (_OK_STATUS, _varint(len(entry)), entry)
 
 
 class SendMessageLane:
@@ -121,6 +130,7 @@ class SendMessageLane:
         legal = p._legal_topics
         select = p.topics.select
         rng = p.rng
+        ready: dict[str, tuple[int, int]] = {}  # topic -> (write queues, sys flag) of those checked
         entries: list[GroupEntry] = []
         sizes: list[int] = []
         keys: list[str] = []
@@ -140,18 +150,24 @@ class SendMessageLane:
                 system.message_type != _NORMAL or not message_id or message.user_properties
                 or system.HasField("message_group") or system.HasField("delivery_timestamp")
                 or len(body) > max_body or resource.resource_namespace
-                or topic not in legal or topic.startswith(_RETRY_PREFIX)
             ):  # fmt: skip
                 break
-            tc = select(topic)
-            if tc is None or not tc.perm & _PERM_WRITE:
-                break
+            topic_state = ready.get(topic)
+            if topic_state is None:
+                if topic not in legal or topic.startswith(_RETRY_PREFIX):
+                    break
+                tc = select(topic)
+                if tc is None or not tc.perm & _PERM_WRITE:
+                    break
+                multi = tc.topic_filter_type == "MULTI_TAG"
+                topic_state = ready[topic] = (max(tc.write_queue_nums, 1), _MULTI_TAGS_FLAG if multi else 0)
             digest = system.body_digest
-            if digest_problem(body, digests.get(digest.type, ""), digest.checksum) is not None:
+            checksum = digest.checksum
+            if (digest.type != _CRC32 or checksum != f"{crc32(body):08X}") and digest_problem(
+                body, digests.get(digest.type, ""), checksum
+            ) is not None:
                 break
             text = common_properties(system, topic)
-            if _DELAY_NEEDLE in text or _TIMER_NEEDLE in text:
-                break
             stamp = system.born_timestamp
             born_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
             if not _LONG_MIN <= born_ms <= _LONG_MAX:
@@ -167,9 +183,8 @@ class SendMessageLane:
             if props_len > MAX_PROPERTIES_LENGTH or size > max_size:
                 break
             # taken: from here on nothing refuses it
-            qid = rng.randrange(max(tc.write_queue_nums, 1))
-            sys_flag = _MULTI_TAGS_FLAG if tc.topic_filter_type == "MULTI_TAG" else 0
-            entries.append((topic, body, properties, qid, 0, sys_flag, born_ms, 0))
+            qid = rng.randrange(topic_state[0])
+            entries.append((topic, body, properties, qid, 0, topic_state[1], born_ms, 0))
             sizes.append(size)
             keys.append(f"{topic}-{qid}")
             taken.append((message_id, message_type(properties, False, None)))
