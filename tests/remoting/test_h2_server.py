@@ -147,3 +147,56 @@ def test_compressed_requests_are_inflated_within_the_size_limit() -> None:
             await server.close()
 
     run(scenario())
+
+
+class Grouped:
+    """A unary method with a group handler: it takes the leading requests not starting with "x"
+    (answered "grp:"), the handler the others ("one:"); `served` is the order both saw."""
+
+    def __init__(self) -> None:
+        self.served: list[bytes] = []
+        self.largest = 0  # the most calls one group handler call was offered
+
+    async def one(self, request: bytes, context: Any) -> bytes:
+        self.served.append(request)
+        return b"one:" + request
+
+    def group(self, calls: list[tuple[Any, Any]], start: int) -> list[bytes]:
+        self.largest = max(self.largest, len(calls) - start)
+        if calls[start][0] == b"boom":
+            raise ValueError("broken group")
+        answers = []
+        for request, _ in calls[start:]:
+            if request.startswith(b"x"):
+                break
+            self.served.append(request)
+            answers.append(b"grp:" + request)
+        return answers
+
+
+def test_a_group_handler_serves_the_calls_of_a_read_in_order() -> None:
+    """Calls that end in one read go to the group handler together; the ones it leaves go through
+    the handler, in their place; a group handler that raises ends its calls UNKNOWN."""
+    grouped = Grouped()
+
+    async def scenario() -> None:
+        methods = {"/t.S/Put": Method("unary", _same, _same, grouped.one, grouped.group)}
+        server = H2GrpcServer(methods, max_message=1 << 20)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                put = channel.unary_unary("/t.S/Put")
+                requests = [(b"x%d" if i % 7 == 3 else b"r%d") % i for i in range(60)]
+                answers = await asyncio.gather(*(put(r) for r in requests))
+                with pytest.raises(grpc.aio.AioRpcError) as failed:
+                    await put(b"boom")
+                assert failed.value.code() == grpc.StatusCode.UNKNOWN
+                assert "broken group" in (failed.value.details() or "")
+        finally:
+            await server.close()
+        for request, answer in zip(requests, answers, strict=True):
+            assert answer == (b"one:" if request.startswith(b"x") else b"grp:") + request
+        assert sorted(grouped.served) == sorted(requests)  # each served once, "boom" by nobody
+        assert grouped.largest > 1  # several calls of one read were offered together
+
+    run(scenario())

@@ -13,15 +13,16 @@ Each is sent as the call's one message and the call ends OK. The first call it d
 goes through the method's ordinary `handler` (started as any unary call is: its answer or status
 is the handler's), and the rest is offered again. So calls are served in the order their requests
 arrived, whichever way each goes. A call that ended meanwhile (reset by the client in the same
-read, or past its deadline) is left out; a `group` handler that raises serves nothing (logged),
-and the calls it was offered go through `handler` one by one.
+read, or past its deadline) is left out. A `group` handler that raises is answered as a failing
+handler is: the calls it was offered end UNKNOWN (logged), and are not offered to `handler` (the
+group may have acted on some before it failed: a send must not be stored twice).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from rocketlite.remoting.h2.server import GrpcConnection
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 GroupHandler = Callable[[list[tuple[Any, Any]], int], list[bytes]]
 
 log = logging.getLogger("rocketlite.remoting.h2")
+OK: Final = 0  # grpc status codes (server.py's, which imports this module)
+UNKNOWN: Final = 2
 
 
 def serve_grouped(conn: GrpcConnection) -> None:
@@ -53,14 +56,16 @@ def _serve_run(conn: GrpcConnection, run: list[Any]) -> None:
     while i < len(run):
         try:
             answers = group(calls, i)
-        except Exception:
-            log.exception("gRPC group handler of %s calls failed; served one by one", len(calls) - i)
-            answers = []
+        except Exception as exc:  # as a failing handler: these calls end UNKNOWN (not served again:
+            log.exception("gRPC group handler of %s calls failed", len(run) - i)  # it may have acted)
+            for stream_id, call, _, _ in run[i:]:
+                conn._finish(stream_id, call, UNKNOWN, f"Unexpected {type(exc).__name__}: {exc}")
+            return
         for payload in answers:
             stream_id, call, _, _ = run[i]
             if not call.done:
                 session.send_message(stream_id, payload)
-                conn._finish(stream_id, call, 0)  # OK
+                conn._finish(stream_id, call, OK)
             i += 1
         if i < len(run):
             stream_id, call, request, context = run[i]
