@@ -12,10 +12,12 @@ handled, then `serve_grouped` offers them, in the order their requests ended, to
 Each is sent as the call's one message and the call ends OK. The first call it did not serve
 goes through the method's ordinary `handler` (started as any unary call is: its answer or status
 is the handler's), and the rest is offered again. So calls are served in the order their requests
-arrived, whichever way each goes. A call that ended meanwhile (reset by the client in the same
-read, or past its deadline) is left out. A `group` handler that raises is answered as a failing
-handler is: the calls it was offered end UNKNOWN (logged), and are not offered to `handler` (the
-group may have acted on some before it failed: a send must not be stored twice).
+arrived, whichever way each goes (calls of other methods in the same read start before them:
+calls in flight together have no order among them in gRPC). A call that ended meanwhile (reset by
+the client in the same read, or past its deadline) is left out. A `group` handler that raises is
+answered as a failing handler is: the calls it was offered end UNKNOWN (logged), and are not
+offered to `handler` (the group may have acted on some before it failed: a send must not be
+stored twice).
 """
 
 from __future__ import annotations
