@@ -90,11 +90,26 @@ def test_a_segment_nobody_staged_is_made_by_the_append_path(tmp_path: Path) -> N
     assert staging_path(tmp_path / segment_name(4 * SIZE)).exists()
 
 
-def test_created_and_staged_segments_are_warmed_once(tmp_path: Path) -> None:
-    """The service reads the segment the append path created and the one it stages through once
-    (their pages into the page cache before appends touch them); a staged segment is not read
-    again when it is renamed into use, and the bytes stay zeros (nothing is written)."""
+def test_segments_are_not_warmed_by_default(tmp_path: Path) -> None:
+    """Without warmMapedFileEnable nothing is read: the pages of a segment are made by the
+    appends themselves (allocate.py says why that is the default)."""
     svc = AllocateMappedFileService()
+    first = svc.allocate(tmp_path / segment_name(0), SIZE, False)
+    svc.run_once()
+    second = svc.allocate(tmp_path / segment_name(SIZE), SIZE, False)
+    svc.run_once()
+    assert svc.warmed_bytes == 0
+    assert staging_path(tmp_path / segment_name(2 * SIZE)).exists()
+    first.close()
+    second.close()
+
+
+def test_created_and_staged_segments_are_warmed_once(tmp_path: Path) -> None:
+    """With warming on, the service reads the segment the append path created and the one it
+    stages through once (their pages into the page cache before appends touch them); a staged
+    segment is not read again when it is renamed into use, and the bytes stay zeros (nothing is
+    written)."""
+    svc = AllocateMappedFileService(warm=True)
     first = svc.allocate(tmp_path / segment_name(0), SIZE, False)
     svc.run_once()  # warms segment 0, stages and warms segment 1
     assert svc.warmed_bytes == 2 * SIZE
