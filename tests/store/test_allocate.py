@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from rocketlite.config import build_config
 from rocketlite.store.allocate import AllocateMappedFileService, warm_pages
+from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import segment_name, staging_path
+from rocketlite.store.message_store import MessageStore
 from rocketlite.store.results import PutMessageStatus
 from tests.support.store import StoreFactory, message
 
@@ -141,3 +144,14 @@ def test_a_clean_shutdown_leaves_only_segments(open_store: StoreFactory, tmp_pat
     assert not staged.exists()
     assert all(p.name.isdigit() for p in commitlog.iterdir()), sorted(p.name for p in commitlog.iterdir())
     assert len(list(commitlog.iterdir())) >= 2  # rolled: 160 KB over 64 KiB segments
+
+
+def test_warm_setting_reaches_the_store_allocator(tmp_path: Path) -> None:
+    """`warmMapedFileEnable=true` in broker.conf turns warming on in the store's allocator."""
+    on = build_config(StoreConfig, {"storePathRootDir": str(tmp_path), "warmMapedFileEnable": "true"})
+    assert not StoreConfig().warm_maped_file_enable
+    svc = MessageStore(on).allocator
+    mf = svc.allocate(tmp_path / segment_name(0), SIZE, False)
+    svc.run_once()
+    assert svc.warmed_bytes == 2 * SIZE
+    mf.close()
