@@ -190,3 +190,42 @@ def test_encode_send_oks_is_the_reference_s_bytes(
         speedups.encode_send_ok(a[0], a[1], ids[k], a[2], offsets[k], region, trace_on, a[3])
         for k, a in enumerate(answers[:placed])
     )
+
+
+def test_the_topic_cache_follows_a_changed_topic_config() -> None:
+    """One `facts` cache across reads: a topic replaced in the table (fewer queues, read-only, many
+    queues, none) is read again, and the keys follow (formatted past the cached key range)."""
+    cmds = [
+        RemotingCommand(
+            int(RequestCode.SEND_MESSAGE_V2),
+            opaque=q + 1,
+            body=b"b",
+            ext_fields={
+                "a": "pg",
+                "b": "T",
+                "c": "TBW102",
+                "d": "4",
+                "e": str(q),
+                "f": "0",
+                "g": "1",
+                "h": "0",
+            },
+        )
+        for q in (0, 3, 300, 1)
+    ]
+    facts: dict[str, TopicFacts] = {}
+    table = dict(TABLE)
+    for config in (TopicConfig("T", 4, 4), TopicConfig("T", 2, 2), TopicConfig("T", 4, 4, PERM_READ),
+                   TopicConfig("T", 400, 400), TopicConfig("T", 0, 0), TopicConfig("T", 4, 4)):  # fmt: skip
+        table["T"] = config
+        args = (table, LEGAL)
+        ref = speedups.REFERENCE.gather_sends(
+            cmds, 0, *args, {}, "C", 91, 2400, 32767, Random(1), formats.send_properties
+        )
+        fast = speedups.gather_sends(
+            cmds, 0, *args, facts, "C", 91, 2400, 32767, Random(1), formats.send_properties
+        )
+        assert fast == ref, config
+        assert len(ref[0]) == {4: 2, 2: 1, 400: 4, 0: 0}[config.write_queue_nums] * bool(
+            config.perm & PERM_WRITE
+        )

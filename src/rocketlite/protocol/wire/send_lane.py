@@ -24,9 +24,9 @@ below 0 is drawn from `rng` as the processor draws it; a MULTI_TAG topic sets MU
 
 `facts` is the caller's cache of per-topic facts, for the compiled twin (`_native/_send_lane.pyx`):
 (the `TopicConfig` they were read from, writable and not retry, write queues, read queues,
-MULTI_TAG). A `TopicConfig` is frozen, so an entry holds exactly while `table` maps its topic to
-that same object: no version counter to keep, a changed topic is a new object. The reference
-reads `table` directly.
+MULTI_TAG, the consume-queue keys). A `TopicConfig` is frozen, so an entry holds exactly while
+`table` maps its topic to that same object: no version counter to keep, a changed topic is a new
+object. The reference reads `table` directly.
 
 `encode_send_oks`: the SUCCESS answers of the first `len(ids)` requests gathered (those placed),
 joined into one bytes (one write): `encode_send_ok` of each, in order.
@@ -68,8 +68,9 @@ Entry = tuple[str, bytes, str, int, int, int, int, int]
 Answer = tuple[int, SerializeType, int, str | None]  # opaque, serialize type, queue id, UNIQ_KEY
 # entries, sizes, keys, answers, runs of (topic, count)
 Gathered = tuple[list[Entry], list[int], list[str], list[Answer], list[tuple[str, int]]]
-# the TopicConfig read, writable (and not retry), write queues, read queues, MULTI_TAG
-TopicFacts = tuple["TopicView", bool, int, int, bool]
+# the TopicConfig read, writable (and not retry), write queues, read queues, MULTI_TAG, and the
+# consume-queue keys by queue id (None for a topic with very many queues)
+TopicFacts = tuple["TopicView", bool, int, int, bool, tuple[str, ...] | None]
 
 
 class TopicView(Protocol):

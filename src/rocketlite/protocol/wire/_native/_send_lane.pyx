@@ -8,7 +8,9 @@ an empty optional number or boolean as absent), which the reference decoder read
 values. A header spelled otherwise ends the run here, and the handler reads it with the
 reference decoder: the run is shorter, what is stored and answered is the same. The per-topic
 checks read `facts`, the lane's cache keyed by topic and checked by identity against `table`
-(a `TopicConfig` is frozen: a changed topic is a new object). (`encode_send_oks`, the answers in one
+(a `TopicConfig` is frozen: a changed topic is a new object); an entry also holds the topic's
+consume-queue keys (`f"{topic}-{queue id}"`, for up to `_KEYS_MAX` queues), so a request's key
+is looked up, not formatted. (`encode_send_oks`, the answers in one
 buffer, is in `_wire.pyx`, beside `encode_send_ok`.)
 """
 
@@ -25,6 +27,8 @@ from rocketlite.protocol.perm import PERM_WRITE
 
 cdef extern from "Python.h":
     object PyUnicode_FromFormat(const char* fmt, ...)
+    bint PyUnicode_IS_ASCII(object text)
+    const char* PyUnicode_DATA(object text)
 
 include "_text.pxi"  # the UTF-8 form of a str
 
@@ -39,6 +43,7 @@ cdef str _TIMER_NEEDLE = "TIMER_"
 cdef str _S_NEEDLE = "__S"
 cdef str _MULTI_TAG = "MULTI_TAG"
 cdef Py_ssize_t _FACTS_MAX = 4096  # topics cached; beyond, the cache starts over
+cdef Py_ssize_t _KEYS_MAX = 256  # a topic's consume-queue keys kept up to this many queues
 
 # the letters of SendMessageRequestHeaderV2 (`SendMessageRequestHeader.V2_NAMES`)
 cdef str _A = "a", _B = "b", _C = "c", _D = "d", _E = "e", _F = "f", _G = "g", _H = "h"
@@ -56,10 +61,11 @@ cdef int _number(object text, int digits, long long* out):
     cdef Py_ssize_t n, i
     cdef const char* s
     cdef long long v = 0
-    if type(text) is not str:
+    if type(text) is not str or not PyUnicode_IS_ASCII(text):
         return _BAD
-    s = _utf8_or_null(text, &n)
-    if s == NULL or n == 0 or n > digits:
+    s = PyUnicode_DATA(text)  # an ASCII str's characters, one byte each
+    n = len(<str>text)
+    if n == 0 or n > digits:
         return _BAD
     if n == 2 and s[0] == 45 and s[1] == 49:  # "-1"
         out[0] = -1
@@ -111,12 +117,16 @@ cdef tuple _facts_of(dict table, dict facts, str topic):
     if hit != NULL and (<tuple>hit)[0] is <object>tc:
         return <tuple>hit
     config = <object>tc
+    wq = int(config.write_queue_nums)
+    rq = int(config.read_queue_nums)
+    queues = max(wq, rq)  # every queue id the checks let through is below this
     f = (
         config,
         bool(config.perm & _PERM_WRITE) and not topic.startswith(_RETRY_PREFIX),
-        int(config.write_queue_nums),
-        int(config.read_queue_nums),
+        wq,
+        rq,
         config.topic_filter_type == _MULTI_TAG,
+        tuple([f"{topic}-{q}" for q in range(queues)]) if queues <= _KEYS_MAX else None,
     )
     if len(facts) >= _FACTS_MAX:
         facts.clear()
@@ -214,7 +224,10 @@ def gather_sends(list commands, Py_ssize_t start, dict table, set legal, dict fa
             sys_flag |= _MULTI_TAGS_FLAG
         entries.append((topic, body, properties, queue_id, flag, sys_flag, born, reconsume))
         sizes.append(size)
-        keys.append(PyUnicode_FromFormat("%U-%lld", <PyObject*>topic, queue_id))
+        if f[5] is not None and queue_id < len(<tuple>f[5]):
+            keys.append((<tuple>f[5])[queue_id])
+        else:
+            keys.append(PyUnicode_FromFormat("%U-%lld", <PyObject*>topic, queue_id))
         answers.append((req.opaque, req.serialize_type, queue_id, uniq_key))
         if last_topic is not None and last_topic == topic:
             run_count += 1
