@@ -117,3 +117,33 @@ def test_every_call_shape_status_deadline_and_metadata() -> None:
             await server.close()
 
     run(scenario())
+
+
+def test_compressed_requests_are_inflated_within_the_size_limit() -> None:
+    """grpc.aio compresses what it sends when told to: gzip and deflate requests reach the handler
+    inflated; one that inflates past `max_message` is refused RESOURCE_EXHAUSTED, though its
+    compressed bytes are few."""
+
+    async def scenario() -> None:
+        served = Served()
+        server = H2GrpcServer(served.methods(), max_message=1 << 20)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                echo = channel.unary_unary("/t.S/Echo")
+                body = b"compress me " * 5000
+                for compression in (grpc.Compression.Gzip, grpc.Compression.Deflate):
+                    assert await echo(body, compression=compression, timeout=5) == body.upper()
+                chat = channel.stream_stream("/t.S/Chat")(timeout=5, compression=grpc.Compression.Gzip)
+                await chat.write(b"a" * 1000)
+                assert await chat.read() == b"re: " + b"a" * 1000
+                await chat.done_writing()
+                with pytest.raises(grpc.aio.AioRpcError) as bomb:
+                    await echo(bytes(2 << 20), compression=grpc.Compression.Gzip, timeout=5)
+                assert bomb.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "decompressed message exceeds the limit of 1048576" in (bomb.value.details() or "")
+                assert await echo(b"after", timeout=5) == b"AFTER"  # the connection serves on
+        finally:
+            await server.close()
+
+    run(scenario())

@@ -87,11 +87,14 @@ class GrpcEndpoint:
             self.impl = GrpcServerImpl.GRPCIO
         self.server: Any = None
         self.h2: Any = None
+        idle_ms = broker.grpc_client_idle_time_mills
         if self.impl is GrpcServerImpl.NGHTTP2:
-            self.h2 = h2door.h2_server(self._servicer(), kit.spb, max_message=MAX_MESSAGE)
+            idle = idle_ms / 1000
+            self.h2 = h2door.h2_server(self._servicer(), kit.spb, max_message=MAX_MESSAGE, idle=idle)
         else:
             # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
-            self.server = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            options = [("grpc.so_reuseport", 0), ("grpc.max_connection_idle_ms", idle_ms)]
+            self.server = kit.grpc.aio.server(options=options)
             kit.stubs.add_MessagingServiceServicer_to_server(self._servicer(), self.server)
 
     async def start(self) -> None:

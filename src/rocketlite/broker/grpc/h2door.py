@@ -28,8 +28,9 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def h2_server(servicer: object, spb: Any, *, max_message: int) -> H2GrpcServer:
-    """An `H2GrpcServer` serving every RPC of the service from `servicer`'s methods."""
+def h2_server(servicer: object, spb: Any, *, max_message: int, idle: float | None = None) -> H2GrpcServer:
+    """An `H2GrpcServer` serving every RPC of the service from `servicer`'s methods; a connection
+    with no call for `idle` seconds is ended."""
     from rocketlite.remoting.h2.server import H2GrpcServer, Method, Shape  # noqa: PLC0415
 
     service = spb.DESCRIPTOR.services_by_name["MessagingService"]
@@ -46,7 +47,7 @@ def h2_server(servicer: object, spb: Any, *, max_message: int) -> H2GrpcServer:
         methods[f"/{SERVICE}/{rpc.name}"] = Method(
             shape, request.FromString, _serialize, getattr(servicer, rpc.name)
         )
-    return H2GrpcServer(methods, max_message=max_message)
+    return H2GrpcServer(methods, max_message=max_message, idle=idle)
 
 
 def _serialize(message: Any) -> bytes:
