@@ -10,8 +10,9 @@ them look at all its queues once per message; one found it, the others found not
 
 A woken waiter leaves the line and looks again (`PopMessageProcessor.pop`):
 
-- it finds messages: it answers; when its batch was full there may be more, so it wakes the next
-  waiter of its group (`wake_one`), and a burst is spread over as many waiters as it needs;
+- it finds messages: it answers; when messages are left past its group's cursors (its batch was
+  full, or a read stopped short at a consume-queue file's end) it wakes the next waiter of its
+  group (`wake_one`), so a burst is spread over as many waiters as it needs;
 - it finds nothing (another pop took them): it joins the line again at its end and waits for the
   rest of its poll time, as RocketMQ parks the re-run request again with its first deadline; it
   does not answer empty before then;

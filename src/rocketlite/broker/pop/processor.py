@@ -267,8 +267,8 @@ class PopMessageProcessor:
                 await wait_event(waiter.event, left)
         finally:
             polling.pass_on(waiter)  # out of the line; a wake it did not use goes to the next
-        if len(batch.messages) >= r.max_messages and batch.rest_num > 0:
-            polling.wake_one(r.topic, r.group, queue_ids)  # a full batch: the next one takes more
+        if batch.messages and batch.rest_num > 0:  # more than it took (a full batch): the next looks
+            polling.wake_one(r.topic, r.group, queue_ids)
         if batch.messages:
             await self._persist()
         return batch
