@@ -16,7 +16,7 @@ from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
-from tests.support.pop_client import pop
+from tests.support.pop_client import ack, handles, pop
 from tests.support.store import message, put_batch
 
 
@@ -94,5 +94,27 @@ def test_a_woken_pop_that_goes_away_hands_its_wake_on(tmp_path: Path) -> None:
             assert (await b.send(topic, b"second")).code == 0
             batch = await asyncio.wait_for(kept, 10)
             assert [m.queue_offset for m in batch.messages] == [1]
+
+    run(scenario())
+
+
+def test_an_ack_that_frees_an_ordered_queue_wakes_the_pop_held_on_it(tmp_path: Path) -> None:
+    """FIFO: a pop held while the queue had a batch in flight takes the next message as soon as
+    that batch is acked, not at the end of its polling time."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            topic, group = "FreedT", "FreedG"
+            for body in (b"m1", b"m2"):
+                assert (await b.send(topic, body, queue_id=0)).code == 0
+            first = await pop(b.client, b.addr, group, topic, queue_id=0, max_nums=1, order=True)
+            [(record, handle)] = handles(first, b.controller.broker.broker_name)
+            assert record.body == b"m1"
+            held = asyncio.ensure_future(
+                pop(b.client, b.addr, group, topic, queue_id=0, max_nums=1, order=True, poll_ms=15_000)
+            )
+            await _until_waiting(_pops(b), topic, group, 1)  # m1 in flight: the queue hands out nothing
+            assert (await ack(b.client, b.addr, group, record, handle)).code == ResponseCode.SUCCESS
+            assert _bodies(await asyncio.wait_for(held, 5)) == [b"m2"]
 
     run(scenario())

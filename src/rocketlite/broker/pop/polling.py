@@ -19,6 +19,11 @@ A woken waiter leaves the line and looks again (`PopMessageProcessor.pop`):
 - it goes away before it looked (its call was cancelled, its connection closed): its wake goes to
   the next waiter (`pass_on`), so an arrival is never lost with it.
 
+An ack that leaves a queue with nothing in flight and messages waiting wakes one waiter of the
+group on that queue (`PopMessageProcessor._acked`): an ordered (FIFO) pop held while the queue had
+a batch in flight takes them then, as RocketMQ notifies the long polling when an ordered queue's
+lock is freed.
+
 The class owns no thread and no timer: the processor waits on each waiter's event with the
 waiter's own deadline.
 """

@@ -300,6 +300,7 @@ class PopMessageProcessor:
         r = request
         self._check(r.group, r.topic, r.queue_id)
         self.service.ack(r.group, r.topic, r.queue_id, r.offset, ReceiptHandle.parse(r.handle))
+        self._acked(r.group, r.topic, {r.queue_id})
         await self._persist()
 
     async def ack_all(self, requests: list[tuple[AckRequest, ReceiptHandle]]) -> list[RocketliteError | None]:
@@ -316,12 +317,26 @@ class PopMessageProcessor:
                 refusals.append(exc)
             else:
                 refusals.append(None)
+        for (group, topic), queues in _acked_queues(requests, refusals).items():
+            self._acked(group, topic, queues)
         if any(refusal is None for refusal in refusals):
             try:
                 await self._persist()
             except RocketliteError as exc:
                 return [refusal or exc for refusal in refusals]
         return refusals
+
+    def _acked(self, group: str, topic: str, queue_ids: set[int]) -> None:
+        """After acks: a queue they left with nothing in flight and messages waiting wakes one
+        held pop of the group on it. An ordered (FIFO) pop held while the queue was busy takes
+        them now rather than at the end of its polling time (RocketMQ notifies the long polling
+        when an ordered queue's lock is freed)."""
+        polling = self.polling
+        if not polling.waiting(topic, group):
+            return
+        for queue_id in queue_ids:
+            if self.service.freed(group, topic, queue_id):
+                polling.wake_one(topic, group, (queue_id,))
 
     async def change_invisible(self, request: ChangeInvisibleRequest) -> int:
         """Make a delivery visible again `invisible_ms` from now; the new popTime (of the new
@@ -392,6 +407,17 @@ class PopMessageProcessor:
             pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
         ).to_ext()
         return make_response(request, ResponseCode.SUCCESS, None, ext)
+
+
+def _acked_queues(
+    requests: list[tuple[AckRequest, ReceiptHandle]], refusals: list[RocketliteError | None]
+) -> dict[tuple[str, str], set[int]]:
+    """The queues of the accepted acks, by (group, topic)."""
+    out: dict[tuple[str, str], set[int]] = {}
+    for (r, _), refusal in zip(requests, refusals, strict=True):
+        if refusal is None:
+            out.setdefault((r.group, r.topic), set()).add(r.queue_id)
+    return out
 
 
 async def _flushed(store: StoreAPI, end: int) -> bool:
