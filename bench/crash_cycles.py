@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.broker_crash import (
+from tests.support.crash.broker import (
     SEGMENT_BYTES,
     Ack,
     BrokerProcess,

@@ -8,7 +8,9 @@ each, `--window` in flight) on a loopback connection to the broker's own h2 meth
 `GrpcConnection` that records each `data_received`), then replays those bytes, read for read,
 into fresh `GrpcConnection`s on a stub transport (no socket): HPACK state, frame boundaries and
 read batches are the client's. Printed: the loop's CPU per call (min of `--runs`), and with
-`--profile` the cProfile top entries of one replay.
+`--profile` the cProfile top entries of one replay. `--no-lane` replays into methods whose
+`Method.group` is taken away: every SendMessage through the per-message path (the A/B of
+`broker/grpc/send_lane.py`).
 
 `--rpc receive`: `--calls` x `--batch` messages are sent, then received back by pairs of one
 ReceiveMessage of up to `--batch` (32) messages and one AckMessage of their handles, through the
@@ -17,7 +19,8 @@ shared by the batch, left out) until every one of them was received: a receive m
 fewer than 32 (a pop takes what its look at the queues found), so there may be more pairs than
 `--calls`. The figure is per message received; the pairs made are printed too.
 
-    .venv/bin/python bench/grpc5_h2_path.py [--calls 2000] [--runs 5] [--profile] [--rpc send|receive]
+    .venv/bin/python bench/grpc5_h2_path.py [--calls 2000] [--runs 5] [--profile] [--no-lane]
+                                            [--rpc send|receive]
 
 Opens a loopback socket for the capture (port 0): run it in a network namespace of its own when
 other brokers share the machine.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import dataclasses
 import pstats
 import sys
 import tempfile
@@ -68,8 +72,13 @@ async def capture(methods: dict[bytes, Any], calls: list[tuple[str, bytes]], win
     from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
 
     reads: list[bytes] = []
+    connections: list[GrpcConnection] = []
 
     class Recording(GrpcConnection):
+        def connection_made(self, transport: Any) -> None:
+            connections.append(self)
+            super().connection_made(transport)
+
         def data_received(self, data: bytes) -> None:
             reads.append(bytes(data))
             super().data_received(data)
@@ -93,6 +102,8 @@ async def capture(methods: dict[bytes, Any], calls: list[tuple[str, bytes]], win
         await asyncio.gather(*(slot() for _ in range(window)))
     await channel.close()
     server.close()
+    for connection in connections:  # (asyncio's server leaves accepted connections open)
+        connection.transport.close()
     await server.wait_closed()
     return reads
 
@@ -120,6 +131,8 @@ async def main(args: argparse.Namespace) -> None:
             parts = broker.controller.parts
             assert parts is not None and parts.grpc is not None and parts.grpc.h2 is not None
             methods = parts.grpc.h2.methods
+            if args.no_lane:
+                methods = {path: dataclasses.replace(m, group=None) for path, m in methods.items()}
             if args.rpc == "receive":
                 await receive_main(broker, parts.grpc._servicer(), args)
                 return
@@ -235,5 +248,6 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--no-lane", action="store_true", help="SendMessage without its group lane")
     parser.add_argument("--top", type=int, default=30)
     asyncio.run(main(parser.parse_args()))

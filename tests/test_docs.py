@@ -3,7 +3,7 @@ mkdocs.yml's nav, as README.md's blocks are (tests/test_readme.py).
 
 The pages share one scratch clone with `rocketlite dev` on the quick start's ports, which is the
 state the pages say their examples expect (`make run` serving, the venv activated). Each info
-string has its runner (tests/support/doc_blocks.py); a block with an info string no runner knows
+string has its runner (tests/support/docs/blocks.py); a block with an info string no runner knows
 fails, so no block goes unexecuted silently. A page may include a file of the root with
 pymdownx.snippets (`--8<-- "ARCHITECTURE.md"`): the included blocks are checked here as the
 page's, except those of README.md, which tests/test_readme.py runs. docs/sql92.md's tables are
@@ -22,7 +22,7 @@ from rocketlite.broker.config import broker_config_keys
 from rocketlite.namesrv.config import namesrv_config_keys
 from rocketlite.remoting.tls import tls_config_keys
 from rocketlite.store.config import store_config_keys
-from tests.support.doc_blocks import (
+from tests.support.docs.blocks import (
     check_expected,
     logged_errors,
     run_block,
@@ -30,7 +30,7 @@ from tests.support.doc_blocks import (
     unknown_info_strings,
     written_outside_scratch,
 )
-from tests.support.readme import ROOT, Block, Clone, code_blocks, included_text, includes
+from tests.support.docs.markdown import ROOT, Block, Clone, code_blocks, included_text, includes
 
 DOCS = ROOT / "docs"
 MKDOCS = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))

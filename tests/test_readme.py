@@ -1,9 +1,9 @@
 """Every code block of README.md runs as written, in document order, against the servers it needs.
 
 A README snippet that no longer works fails CI. The blocks run in a scratch clone
-(tests/support/readme.py) with `rocketlite dev` on the README's own ports (9876 / 10911): the
+(tests/support/docs/markdown.py) with `rocketlite dev` on the README's own ports (9876 / 10911): the
 snippets' addresses are not rewritten, so those ports must be free (a clear failure says so).
-Each info string has its runner (tests/support/doc_blocks.py: `sh`, `console`, `python`, `js`
+Each info string has its runner (tests/support/docs/blocks.py: `sh`, `console`, `python`, `js`
 run; `properties`, `yaml`, `sql` are configuration or expressions checked by their loaders;
 `text` is output that must not hold commands); any other info string, or none, fails. Blocks
 whose output the quick start promises are checked for it (`EXPECTED`). Another test checks that
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.doc_blocks import (
+from tests.support.docs.blocks import (
     check_expected,
     logged_errors,
     run_block,
@@ -28,7 +28,7 @@ from tests.support.doc_blocks import (
     unknown_info_strings,
     written_outside_scratch,
 )
-from tests.support.readme import ROOT, VENV_BIN, Block, Clone, code_blocks, heading_anchors
+from tests.support.docs.markdown import ROOT, VENV_BIN, Block, Clone, code_blocks, heading_anchors
 
 README = ROOT / "README.md"
 TEXT = README.read_text(encoding="utf-8")

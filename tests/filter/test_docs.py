@@ -14,7 +14,7 @@ import pytest
 
 import rocketlite.filter
 from rocketlite.filter import EvaluationError, FilterSyntaxError, compile
-from tests.support.readme import ROOT, code_blocks
+from tests.support.docs.markdown import ROOT, code_blocks
 
 DOC = ROOT / "docs" / "sql92.md"
 TEXT = DOC.read_text(encoding="utf-8")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.broker_crash import CYCLES, CrashState, crash_cycles, verify
+from tests.support.crash.broker import CYCLES, CrashState, crash_cycles, verify
 
 
 @pytest.mark.slow

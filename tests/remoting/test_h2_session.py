@@ -115,19 +115,22 @@ def test_a_stream_answers_as_it_goes_and_deferred_data_resumes() -> None:
     assert second == grpc_message(b"second")
 
 
-def test_compressed_and_oversized_messages_are_refused_on_their_stream_only() -> None:
+def test_compressed_messages_are_told_apart_and_bad_ones_refused_on_their_stream_only() -> None:
     session = opened()
     events = session.receive(
         frame(HEADERS, END_HEADERS, 1, request_headers())
-        + frame(DATA, 0, 1, grpc_message(b"x", compressed=1))
+        + frame(DATA, 0, 1, grpc_message(b"x", compressed=2))
         + frame(HEADERS, END_HEADERS, 3, request_headers())
         + frame(DATA, 0, 3, struct.pack(">BI", 0, 4096))
         + frame(HEADERS, END_HEADERS, 5, request_headers())
         + frame(DATA, END_STREAM, 5, grpc_message(b"fine"))
+        + frame(HEADERS, END_HEADERS, 7, request_headers())
+        + frame(DATA, 0, 7, grpc_message(b"zipped", compressed=1))
     )
     bad = {stream_id: why for kind, stream_id, why in events if kind == _h2.BAD}
-    assert "compressed" in bad[1] and "exceeds the limit of 1024" in bad[3]
+    assert "compressed flag 2" in bad[1] and "exceeds the limit of 1024" in bad[3]
     assert (_h2.MESSAGE, 5, b"fine") in events
+    assert (_h2.COMPRESSED, 7, b"zipped") in events  # inflated by the server, by its grpc-encoding
 
 
 def test_a_reset_stream_closes_with_cancel() -> None:

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from rocketlite.config import build_config
 from rocketlite.store.allocate import AllocateMappedFileService, warm_pages
+from rocketlite.store.config import StoreConfig
 from rocketlite.store.mapped_file import segment_name, staging_path
+from rocketlite.store.message_store import MessageStore
 from rocketlite.store.results import PutMessageStatus
 from tests.support.store import StoreFactory, message
 
@@ -90,11 +93,26 @@ def test_a_segment_nobody_staged_is_made_by_the_append_path(tmp_path: Path) -> N
     assert staging_path(tmp_path / segment_name(4 * SIZE)).exists()
 
 
-def test_created_and_staged_segments_are_warmed_once(tmp_path: Path) -> None:
-    """The service reads the segment the append path created and the one it stages through once
-    (their pages into the page cache before appends touch them); a staged segment is not read
-    again when it is renamed into use, and the bytes stay zeros (nothing is written)."""
+def test_segments_are_not_warmed_by_default(tmp_path: Path) -> None:
+    """Without warmMapedFileEnable nothing is read: the pages of a segment are made by the
+    appends themselves (allocate.py says why that is the default)."""
     svc = AllocateMappedFileService()
+    first = svc.allocate(tmp_path / segment_name(0), SIZE, False)
+    svc.run_once()
+    second = svc.allocate(tmp_path / segment_name(SIZE), SIZE, False)
+    svc.run_once()
+    assert svc.warmed_bytes == 0
+    assert staging_path(tmp_path / segment_name(2 * SIZE)).exists()
+    first.close()
+    second.close()
+
+
+def test_created_and_staged_segments_are_warmed_once(tmp_path: Path) -> None:
+    """With warming on, the service reads the segment the append path created and the one it
+    stages through once (their pages into the page cache before appends touch them); a staged
+    segment is not read again when it is renamed into use, and the bytes stay zeros (nothing is
+    written)."""
+    svc = AllocateMappedFileService(warm=True)
     first = svc.allocate(tmp_path / segment_name(0), SIZE, False)
     svc.run_once()  # warms segment 0, stages and warms segment 1
     assert svc.warmed_bytes == 2 * SIZE
@@ -126,3 +144,14 @@ def test_a_clean_shutdown_leaves_only_segments(open_store: StoreFactory, tmp_pat
     assert not staged.exists()
     assert all(p.name.isdigit() for p in commitlog.iterdir()), sorted(p.name for p in commitlog.iterdir())
     assert len(list(commitlog.iterdir())) >= 2  # rolled: 160 KB over 64 KiB segments
+
+
+def test_warm_setting_reaches_the_store_allocator(tmp_path: Path) -> None:
+    """`warmMapedFileEnable=true` in broker.conf turns warming on in the store's allocator."""
+    on = build_config(StoreConfig, {"storePathRootDir": str(tmp_path), "warmMapedFileEnable": "true"})
+    assert not StoreConfig().warm_maped_file_enable
+    svc = MessageStore(on).allocator
+    mf = svc.allocate(tmp_path / segment_name(0), SIZE, False)
+    svc.run_once()
+    assert svc.warmed_bytes == 2 * SIZE
+    mf.close()

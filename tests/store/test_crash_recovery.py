@@ -1,13 +1,13 @@
 """Crash recovery over real processes: SIGKILL a SYNC_FLUSH writer, reopen, check every ack.
 
-Each cycle starts `tests/crash_child.py` on the same store directory, reads its ACK lines until a
-random number of acknowledgements (seeded) has been seen and SIGKILLs it right then, so the kill
-lands wherever the child happens to be: inside a put, a batch, a segment roll, a consume-queue or
-index write, a flush. Acks already in the pipe count too. The store is then reopened in this
-process and every message acknowledged so far, in any cycle, must be there, by queue offset and by
-key; the consume queues must be contiguous and point at their own records; appends continue where
-the queues end; and after a clean shutdown the offline verifier finds nothing wrong.
-"""
+Each cycle starts `tests/support/crash/store_child.py` on the same store directory, reads its ACK
+lines until a random number of acknowledgements (seeded) has been seen and SIGKILLs it right then,
+so the kill lands wherever the child happens to be: inside a put, a batch, a segment roll, a
+consume-queue or index write, a flush. Acks already in the pipe count too. The store is then
+reopened in this process and every message acknowledged so far, in any cycle, must be there, by
+queue offset and by key; the consume queues must be contiguous and point at their own records;
+appends continue where the queues end; and after a clean shutdown the offline verifier finds nothing
+wrong."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.inspect import verify_store
 from rocketlite.store.message_store import MessageStore
 from rocketlite.store.results import GetMessageStatus, PutMessageStatus
-from tests.support.crash_child import QUEUES, TOPIC, body_for, crash_config, make_message
+from tests.support.crash.store_child import QUEUES, TOPIC, body_for, crash_config, make_message
 from tests.support.processes import ROCKETLITE
 
-CHILD = Path(__file__).resolve().parents[1] / "support" / "crash_child.py"
+CHILD = Path(__file__).resolve().parents[1] / "support" / "crash" / "store_child.py"
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 CYCLES = 30

@@ -6,10 +6,10 @@ import random
 import struct
 import threading
 import time
+from array import array
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from rocketlite.clock import ManualClock
@@ -198,28 +198,34 @@ def test_file_matches_java_transcription(tmp_path: Path) -> None:
     f.close()
 
 
-def test_batch_put_matches_scalar(tmp_path: Path) -> None:
+def test_run_put_matches_scalar(tmp_path: Path) -> None:
+    """`put_run` (one `speedups.index_put` call; tests/store/test_native_dispatch.py pins the
+    compiled one to its reference) writes the bytes and header that repeated `put_hash` calls
+    do, in runs of any length, slot chains inside a run and corrupt slot values (past
+    indexCount, negative: empty, as Java takes them) included."""
     rng = random.Random(5)
     slots, entries = 13, 500
-    hashes = np.array([index_key_hash(f"k{rng.randint(0, 40)}") for _ in range(600)], dtype=np.int64)
-    offs = np.arange(600, dtype=np.int64) * 10
-    stamps = T0 + np.cumsum(np.array([rng.randint(-900, 3000) for _ in range(600)], dtype=np.int64))
+    hashes = array("q", [index_key_hash(f"k{rng.randint(0, 40)}") for _ in range(600)])
+    offs = array("q", range(0, 6000, 10))
+    stamps = array("q", [T0])
+    for _ in range(599):
+        stamps.append(stamps[-1] + rng.randint(-900, 3000))
     a = IndexFile(tmp_path / "a", slots, entries)
     b = IndexFile(tmp_path / "b", slots, entries)
-    # corrupt slot values: past indexCount must be treated as empty, as Java does
     for f in (a, b):
         struct.pack_into(">i", f._mm, 40 + 4 * 3, 77)
         struct.pack_into(">i", f._mm, 40 + 4 * 5, -3)
     for i in range(600):
-        a.put_hash(int(hashes[i]), int(offs[i]), int(stamps[i]))
+        a.put_hash(hashes[i], offs[i], stamps[i])
     pos = 0
     for size in (1, 2, 50, 200, 400):
-        pos += b.put_hash_batch(hashes[pos : pos + size], offs[pos : pos + size], stamps[pos : pos + size])
-    assert pos == entries - 1 and b.put_hash_batch(hashes[pos:], offs[pos:], stamps[pos:]) == 0
+        pos += b.put_run(hashes[: pos + size], offs[: pos + size], stamps[: pos + size], pos)
+    assert pos == entries - 1 and b.put_run(hashes, offs, stamps, pos) == 0
     a.flush()
     b.flush()
     assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
-    assert a.hash_slot_count == b.hash_slot_count
+    assert (a.hash_slot_count, a.index_count) == (b.hash_slot_count, b.index_count)
+    assert (a.end_phy_offset, a.end_timestamp) == (b.end_phy_offset, b.end_timestamp)
     a.close()
     b.close()
 

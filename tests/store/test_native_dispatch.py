@@ -14,6 +14,7 @@ there.
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -394,3 +395,36 @@ def test_dispatch_batch_past_a_chunk() -> None:
     assert want[2] == 5000 and len(want[6][0]) == 15000
     for impl in IMPLS:
         assert drive(impl, view, 1 << 40, True, (), 0) == want
+
+
+@SETTINGS
+@given(
+    st.data(),
+    st.integers(1, 9),  # hash slots
+    st.integers(0, 12),  # entries in the file already (indexCount)
+    st.integers(0, 40),  # room for more
+    st.sampled_from([0, -5, 1_000, 1 << 40]),  # beginTimestamp
+)
+def test_index_put(data: st.DataObject, slot_num: int, count: int, room: int, begin_ts: int) -> None:
+    """Entries into an index file's bytes: the same bytes, count and new slots from each
+    implementation, whatever the slots held before (stale, negative, past indexCount)."""
+    n = data.draw(st.integers(0, 30))
+    start = data.draw(st.integers(0, n))
+    i32 = st.integers(-(1 << 31), (1 << 31) - 1)
+    hashes = array(
+        "q", data.draw(st.lists(st.integers(0, (1 << 31) - 1) | st.integers(-50, -1), min_size=n, max_size=n))
+    )
+    offsets = array("q", data.draw(st.lists(st.integers(-(1 << 63), (1 << 63) - 1), min_size=n, max_size=n)))
+    stamps = array("q", data.draw(st.lists(st.integers(-(1 << 50), 1 << 50), min_size=n, max_size=n)))
+    slots = data.draw(st.lists(i32, min_size=slot_num, max_size=slot_num))
+    base = 40 + 4 * slot_num
+    size = base + 20 * (count + room)
+    image = bytearray(data.draw(st.binary(min_size=size, max_size=size)))
+    struct.pack_into(f">{slot_num}i", image, 40, *slots)
+    args = (40, slot_num, base, count, count + room, begin_ts, hashes, offsets, stamps, start)
+    want_buf = bytearray(image)
+    want = REFERENCE.index_put(want_buf, *args)
+    for impl in IMPLS:
+        buf = bytearray(image)
+        assert impl.index_put(buf, *args) == want
+        assert buf == want_buf

@@ -80,13 +80,7 @@ func produce(p Params) (*Result, error) {
 			_ = c.Close()
 		}
 	} else {
-		time.Sleep(time.Duration(p.Warmup * float64(time.Second)))
-		win.Start(p.ServerPID)
-		measuring.Store(true)
-		time.Sleep(time.Duration(p.Seconds * float64(time.Second)))
-		measuring.Store(false)
-		win.Stop()
-		stopping.Store(true)
+		timedWindow(p, &win, &measuring, &stopping)
 		time.Sleep(200 * time.Millisecond) // answers in flight arrive (uncounted) before the close
 		for _, c := range conns {
 			_ = c.Close()

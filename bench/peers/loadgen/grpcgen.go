@@ -208,13 +208,7 @@ func grpcProduce(p Params) (*Result, error) {
 		wg.Wait()
 		win.Stop()
 	} else {
-		time.Sleep(time.Duration(p.Warmup * float64(time.Second)))
-		win.Start(p.ServerPID)
-		measuring.Store(true)
-		time.Sleep(time.Duration(p.Seconds * float64(time.Second)))
-		measuring.Store(false)
-		win.Stop()
-		stopping.Store(true)
+		timedWindow(p, &win, &measuring, &stopping)
 		wg.Wait()
 	}
 	for _, c := range conns {

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -119,6 +120,18 @@ func (w *Window) Stop() {
 	w.Gen = procCPU(os.Getpid()) - w.gen0
 	w.Mach = machineBusy() - w.mach0
 	w.finished = true
+}
+
+// timedWindow is a timed run's measurement: p.Warmup unmeasured, then the window open (and
+// `measuring` set, so the senders count) for p.Seconds; then `stopping` tells the senders to end.
+func timedWindow(p Params, win *Window, measuring, stopping *atomic.Bool) {
+	time.Sleep(time.Duration(p.Warmup * float64(time.Second)))
+	win.Start(p.ServerPID)
+	measuring.Store(true)
+	time.Sleep(time.Duration(p.Seconds * float64(time.Second)))
+	measuring.Store(false)
+	win.Stop()
+	stopping.Store(true)
 }
 
 func (w *Window) fill(r *Result) {

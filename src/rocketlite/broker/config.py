@@ -93,6 +93,10 @@ class BrokerConfig:
     grpc_server_port: int = 8081
     # Which server serves it: the compiled HTTP/2 core (remoting/h2) or grpc.aio (the reference).
     grpc_server_impl: GrpcServerImpl = GrpcServerImpl.NGHTTP2
+    # A gRPC connection with no call open this long is ended with GOAWAY (RocketMQ proxy's key and
+    # default: its Netty server's maxConnectionIdle), so a client that vanished without a FIN does
+    # not hold the connection forever; the clients reconnect on their next call.
+    grpc_client_idle_time_mills: int = 120_000
     # TLS on the gRPC endpoint (RocketMQ proxy's key names): both PEM paths set, TLS only; else plaintext.
     tls_cert_path: str | None = None
     tls_key_path: str | None = None
@@ -201,6 +205,7 @@ class BrokerConfig:
             "metricsPort and metricsExporterType=PROM both serve GET /metrics: set one of them",
         )
         require(0 <= self.grpc_server_port <= 65535, "grpcServerPort must be 0..65535 (0: off)")
+        require(self.grpc_client_idle_time_mills > 0, "grpcClientIdleTimeMills must be > 0")
         require(
             bool(self.tls_cert_path) == bool(self.tls_key_path),
             "tlsCertPath and tlsKeyPath go together: set both (TLS on the gRPC endpoint) or neither",

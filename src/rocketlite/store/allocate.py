@@ -9,15 +9,23 @@ loads. A segment that exists has its full size and reads as zeros past its data.
 A put never waits for the staging of a segment other than the one it needs: the append path
 waits only when the service is staging exactly that segment, and otherwise makes it itself.
 
-The service also warms segments (`warm_pages`): the one the append path just created and the
-one it stages are read through once, so their pages are in the page cache before an append
-touches them. A first write into a page of a reserved file otherwise costs the append path a
-page fault that allocates and zeroes a page-cache page (mapped appends) or the same allocation
-inside `pwrite` (batches): 0.25-1 µs per KiB appended, about a fifth of the event loop's time
-per batched 1 KiB message. Reading reserved (unwritten) blocks does no disk I/O, and the pages
-stay clean, so warming takes no disk bandwidth from the appends: each page is still written
-once, by the flush after an append filled it. It costs the service thread about 0.15 s of CPU
-per GiB (the read releases the GIL) and keeps up to two segments of clean, evictable pages.
+With `warmMapedFileEnable` (RocketMQ's key; off by default, as in RocketMQ) the service also
+warms segments (`warm_pages`): the one the append path just created and the one it stages are
+read through once, so their pages are in the page cache before an append touches them. A first
+write into a page of a reserved file otherwise costs the append path a page fault that
+allocates and zeroes a page-cache page (mapped appends), or a page allocation inside `pwrite`
+(batches). Reading reserved (unwritten) blocks does no disk I/O and the pages stay clean, so
+warming takes no disk bandwidth from the appends.
+
+It is off by default because it moves work rather than saving it, and adds some: reading a
+reserved block zeroes its whole page (and copies it out), while a `pwrite` that covers a whole
+page of a reserved block fills it without zeroing it first. In docs/benchmarks.md's profile of
+batched 1 KiB produce (peers bench), the zeroing in the warming reads was a third of the broker's
+CPU (0.2-0.3 s of the service thread per 128 MiB segment on this project's VMs, memset of fresh
+pages being slow there), and turning warming off took the broker from 6.0-6.5 to 3.6-4.0 µs of
+CPU per message; single sends (mapped appends, which fault and zero each page either way) were
+unchanged within noise. What warming still buys is the event loop's own time on mapped appends,
+on a machine with a core to spare.
 """
 
 from __future__ import annotations
@@ -60,8 +68,9 @@ def warm_pages(path: Path, stop: threading.Event | None = None) -> int:
 class AllocateMappedFileService(ServiceThread):
     name = "allocate"
 
-    def __init__(self) -> None:
+    def __init__(self, warm: bool = False) -> None:
         super().__init__(1.0)
+        self._warm_enabled = warm
         self._stage: Callable[[Path, int], None] = stage_reserved
         self._lock = threading.Lock()  # guards _pending and _busy
         self._pending: list[tuple[Path, int]] = []
@@ -87,7 +96,8 @@ class AllocateMappedFileService(ServiceThread):
         nxt = path.with_name(segment_name(int(path.name) + size))
         with self._lock:
             self._pending.append((nxt, size))
-            self._warm.append(path)
+            if self._warm_enabled:
+                self._warm.append(path)
         self.wakeup()
         return mf
 
@@ -135,10 +145,14 @@ class AllocateMappedFileService(ServiceThread):
                 with self._lock:
                     self._busy = None
             log.debug("staged segment %s", path.name)
-            self._warm_created()  # the append path may have created one meanwhile: first
-            staged = staging_path(path)  # or, renamed into use meanwhile, the segment itself
-            self.warmed_bytes += warm_pages(staged, self._stopped) or warm_pages(path, self._stopped)
-            self._warmed.add(path)
+            if self._warm_enabled:
+                self._warm_staged(path)
         if in_flight:
             with self._staging:
                 pass
+
+    def _warm_staged(self, path: Path) -> None:
+        self._warm_created()  # the append path may have created one meanwhile: first
+        staged = staging_path(path)  # or, renamed into use meanwhile, the segment itself
+        self.warmed_bytes += warm_pages(staged, self._stopped) or warm_pages(path, self._stopped)
+        self._warmed.add(path)

@@ -102,6 +102,8 @@ class StoreConfig:
     clean_resource_interval: int = 10_000
     transient_store_pool_enable: bool = False
     transient_store_pool_size: int = 5  # segment write buffers in use at once; more: SYSTEM_BUSY
+    # Read new commit-log segments through off the append path (allocate.py says what it costs).
+    warm_maped_file_enable: bool = field(default=False, metadata={"aliases": ("warmMappedFileEnable",)})
     check_crc_on_recover: bool = field(default=True, metadata={"key": "checkCRCOnRecover"})
     fast_boot: bool = False
     message_delay_level: str = DEFAULT_DELAY_LEVELS

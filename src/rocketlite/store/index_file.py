@@ -14,12 +14,12 @@ from __future__ import annotations
 import mmap
 import os
 import time
+from array import array
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
 from rocketlite.protocol.formats.index_layout import (
     ENTRY,
@@ -34,11 +34,10 @@ from rocketlite.protocol.formats.index_layout import (
     index_file_size,
 )
 from rocketlite.protocol.message import index_key_hash
+from rocketlite.store.codec.speedups import index_put
 from rocketlite.store.mapped_file import create_segment
 
 _NAME_FORMAT: Final = "%Y%m%d%H%M%S"
-
-Int64Array = npt.NDArray[np.int64]
 
 
 def index_file_name(ms: int) -> str:
@@ -227,72 +226,29 @@ class IndexFile:
         self._dirty = True
         return True
 
-    def put_hash_batch(self, key_hashes: Int64Array, phy_offsets: Int64Array, timestamps: Int64Array) -> int:
-        """Put entries in order, as repeated `put_hash` calls would; returns how many fitted.
-
-        Byte-identical to the scalar path: chains inside the batch link each entry to the previous
-        batch entry with the same slot, the first one to the slot's validated old value.
-        """
-        room = self.index_num - self._index_count
-        total = min(len(key_hashes), room)
-        if total <= 0:
+    def put_run(self, hashes: array[int], offsets: array[int], stamps: array[int], start: int = 0) -> int:
+        """Put the entries from `start` on, in order, as repeated `put_hash` calls would; returns
+        how many fitted. One `speedups.index_put` call writes them (compiled: one C loop over
+        the mapping, no Python object per entry); the header fields follow here."""
+        n = len(hashes) - start
+        if n <= 0 or self._index_count >= self.index_num:
             return 0
         done = 0
         if self._index_count <= 1:  # the first put also sets the begin values
-            self.put_hash(int(key_hashes[0]), int(phy_offsets[0]), int(timestamps[0]))
+            self.put_hash(hashes[start], offsets[start], stamps[start])
             done = 1
-        m = total - done
-        if m == 0:
-            return done
-        hashes = key_hashes[done:total]
-        offsets = phy_offsets[done:total]
-        stamps = timestamps[done:total]
-        first = self._index_count
-        numbers = np.arange(first, first + m, dtype=np.int64)
-        slots = hashes % self.hash_slot_num
-        order = np.argsort(slots, kind="stable")
-        s_sorted = slots[order]
-        n_sorted = numbers[order]
-        group_start = np.empty(m, dtype=np.bool_)
-        group_start[0] = True
-        np.not_equal(s_sorted[1:], s_sorted[:-1], out=group_start[1:])
-        group_end = np.empty(m, dtype=np.bool_)
-        group_end[-1] = True
-        group_end[:-1] = group_start[1:]
-
-        slot_view = np.frombuffer(self._mm, dtype=">i4", count=self.hash_slot_num, offset=HEADER_SIZE)
-        entry_view = np.frombuffer(
-            self._mm, dtype=ENTRY_DTYPE, count=m, offset=self._entry_base + first * ENTRY_SIZE
-        )
-        try:
-            old = slot_view[s_sorted[group_start]].astype(np.int64)
-            starts_n = n_sorted[group_start]
-            old = np.where((old > INVALID_INDEX) & (old < starts_n), old, INVALID_INDEX)
-            prev_sorted = np.empty(m, dtype=np.int64)
-            prev_sorted[1:] = n_sorted[:-1]
-            prev_sorted[group_start] = old
-            prev = np.empty(m, dtype=np.int64)
-            prev[order] = prev_sorted
-
-            begin = self._begin_ts
-            if begin <= 0:
-                time_diff = np.zeros(m, dtype=np.int64)
-            else:
-                time_diff = np.clip((stamps - begin) // 1000, 0, INT_MAX)
-            entry_view["key_hash"] = hashes
-            entry_view["phy_offset"] = offsets
-            entry_view["time_diff"] = time_diff
-            entry_view["prev_index"] = prev
-            slot_view[s_sorted[group_end]] = n_sorted[group_end]
-        finally:
-            del slot_view, entry_view  # release the buffer exports so the mmap can close
-
-        self._hash_slot_count += int(np.count_nonzero(old == INVALID_INDEX))
-        self._index_count = first + m
-        self._end_off = int(offsets[-1])
-        self._end_ts = int(stamps[-1])
-        self._dirty = True
-        return total
+        put, new_slots = index_put(
+            self._mm, HEADER_SIZE, self.hash_slot_num, self._entry_base, self._index_count,
+            self.index_num, self._begin_ts, hashes, offsets, stamps, start + done,
+        )  # fmt: skip
+        if put:
+            last = start + done + put - 1
+            self._hash_slot_count += new_slots
+            self._index_count += put
+            self._end_off = offsets[last]
+            self._end_ts = stamps[last]
+            self._dirty = True
+        return done + put
 
     def repair(self) -> int:
         """After an unclean exit: make the slots agree with the header, which was written at the

@@ -8,8 +8,8 @@ begins where the old one ended.
 
 `build_index_batch` is the reput loop's fast path: `speedups.index_entries` picks the entries and
 computes every key's Java `String.hashCode` (compiled: continued from the `topic#` prefix's hash,
-no string built per key), and they go into the file in one vectorised step
-(`IndexFile.put_hash_batch`). The result is byte-identical to indexing one key at a time.
+no string built per key), and they go into the file in one call (`IndexFile.put_run`, compiled
+`speedups.index_put`). The result is byte-identical to indexing one key at a time.
 
 Thread safety: writers (dispatch), queries and maintenance all take one `RLock`. `flush` takes it
 only to snapshot headers and msyncs outside it; a second lock serialises flushes with the calls
@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import numpy as np
-
 from rocketlite.clock import Clock
 from rocketlite.protocol.formats.record import DispatchRequest
 from rocketlite.store.codec.speedups import index_entries
@@ -37,7 +35,6 @@ from rocketlite.store.mapped_file import fill_holes
 log = logging.getLogger("rocketlite.store.index_service")
 
 DEFAULT_MAX_QUERY_NUM: Final = 64  # MessageStoreConfig.maxMsgsNumBatch
-_SMALL_BATCH: Final = 8  # below this many keys the scalar path beats numpy's fixed costs
 
 
 @dataclass(slots=True)
@@ -148,25 +145,13 @@ class IndexService:
             self.put_entries(*index_entries(reqs, self._writable_file().end_phy_offset))
 
     def put_entries(self, hashes: array[int], offsets: array[int], stamps: array[int]) -> None:
-        """Put entries (`speedups.index_entries`, `speedups.dispatch_batch`) in order: one by one
-        when few, else in one vectorised step, rolling to a new file when one is full."""
+        """Put entries (`speedups.index_entries`, `speedups.dispatch_batch`) in order, a run per
+        file (`IndexFile.put_run`: one compiled call), rolling to a new file when one is full."""
         total = len(hashes)
-        if total == 0:
-            return
         with self._lock:
-            if total < _SMALL_BATCH:  # a round on the loop: one or two entries per message
-                put_hash = self._writable_file().put_hash
-                for key_hash, offset, stamp in zip(hashes, offsets, stamps, strict=True):
-                    if not put_hash(key_hash, offset, stamp):  # the file is full: the next one
-                        put_hash = self._roll().put_hash
-                        put_hash(key_hash, offset, stamp)
-                return
-            h = np.frombuffer(hashes, dtype=np.int64)
-            phy = np.frombuffer(offsets, dtype=np.int64)
-            ts = np.frombuffer(stamps, dtype=np.int64)
             pos = 0
             while pos < total:
-                put = self._writable_file().put_hash_batch(h[pos:], phy[pos:], ts[pos:])
+                put = self._writable_file().put_run(hashes, offsets, stamps, pos)
                 if put == 0:
                     self._roll()
                 pos += put

@@ -96,7 +96,7 @@ class MessageStore:
         self.stats = StoreStats()
         self._untimed_puts = 0  # single puts left before the next timed one (module docstring)
         self._put_estimate_ms = 0.0  # the last timed put's latency, for the untimed ones
-        self.allocator = AllocateMappedFileService()
+        self.allocator = AllocateMappedFileService(warm=config.warm_maped_file_enable)
         self.commit_log = CommitLog(config, clock, allocator=self.allocator.allocate)
         self.cq_store = ConsumeQueueStore(config.consume_queue_dir, config.cq_file_size)
         self.index: IndexService | None = (

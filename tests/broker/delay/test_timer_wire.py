@@ -24,8 +24,8 @@ from rocketlite.protocol.message import string_to_properties
 from rocketlite.remoting.client import RemotingClient
 from rocketlite.store.message_store import MessageStore
 from tests.support.aio import run
-from tests.support.broker_crash import BrokerProcess, CrashState
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.crash.broker import BrokerProcess, CrashState
 from tests.support.names import unique
 from tests.support.sdk import read_queues, wait_route
 from tests.support.wire import pull_until_end, send_command

@@ -13,11 +13,11 @@ from pathlib import Path
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.remoting.client import RemotingClient
 from tests.support.aio import run
-from tests.support.broker_crash import BrokerProcess, CrashState, start_broker
+from tests.support.crash.broker import BrokerProcess, CrashState, start_broker
 from tests.support.pop_client import ack, handles, pop
 from tests.support.wire import QUEUES, TOPIC, send_request
 
-BROKER_NAME = "crash-broker"  # broker_crash.write_conf's
+BROKER_NAME = "crash-broker"  # crash.broker.write_conf's
 GROUP = "pop_crash_cg"
 MESSAGES = 240
 CONSUMERS = 4

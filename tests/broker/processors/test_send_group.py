@@ -6,7 +6,8 @@ ones the lane leaves to the handler (a delay level, a timer property, a prepared
 retry topic, a queue id out of range, a record over maxMessageSize, an unknown topic, a one-way
 send, a SEND_MESSAGE (10), properties with non-ASCII text). The answer frames must be the same
 bytes in the same order, and so must the commit log's segments (small: the groups roll over
-several, split where a record does not fit) and every consume queue file.
+several, split where a record does not fit) and every consume queue file; and the stats (put
+counts and sizes, the per-topic items, the traffic and its size histogram) must end the same.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
 from rocketlite.broker.processors.send_group import SendGroupLane
+from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, SerializeType
@@ -85,14 +87,26 @@ def reads(draw: st.DrawFn) -> list[bytes]:
     return out
 
 
+def stats_of(stats: BrokerStats) -> object:
+    """What the sends added to: the broker's totals, each topic's put items, the traffic."""
+    items = stats.items
+    return (
+        stats.put_nums,
+        stats.put_size,
+        {name: {k: (i.value, i.times) for k, i in found.items.items()} for name, found in items.sets.items()},
+        {k: (t.messages, t.size, list(t.buckets), t.size_sum) for k, t in stats.traffic_in.items()},
+    )
+
+
 def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 async def serve(
     root: Path, data: list[bytes], lane: bool, observed: list[int] | None = None
-) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int]:
-    """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane count)."""
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
+    """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane
+    count, stats)."""
     store_cfg = StoreConfig(
         store_path_root_dir=root, maped_file_size_commit_log=16 * 1024,
         maped_file_size_consume_queue=20 * 64, max_message_size=2400,
@@ -127,6 +141,7 @@ async def serve(
             files_under(root / "commitlog"),
             files_under(root / "consumequeue"),
             lane_obj.taken,
+            stats_of(parts.send.stats),
         )
     finally:
         await controller.close()
@@ -142,6 +157,7 @@ def test_the_lane_stores_and_answers_what_the_per_message_path_does(data: list[b
     assert fast[0] == slow[0]  # the answer frames, byte for byte, in order
     assert fast[1] == slow[1]  # the commit log's segments
     assert fast[2] == slow[2]  # every consume queue file
+    assert fast[4] == slow[4]  # the stats
 
 
 def test_a_run_of_common_sends_is_taken_by_the_lane_and_rolls_segments() -> None:
@@ -153,6 +169,7 @@ def test_a_run_of_common_sends_is_taken_by_the_lane_and_rolls_segments() -> None
     assert fast[3] == 39
     assert len(fast[1]) >= 3  # 39 KiB over 16 KiB segments
     assert fast[:3] == slow[:3]
+    assert fast[4] == slow[4]
 
 
 def common_sends(n: int) -> list[bytes]:

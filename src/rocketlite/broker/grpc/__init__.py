@@ -10,6 +10,7 @@ caller as a `remoting.peer.Peer`):
 - `telemetry.py`: the Telemetry stream (settings handshake), the clients' settings, and pushes to
   the client (transaction checks);
 - `send.py`: SendMessage (and EndTransaction);
+- `send_lane.py`: on the nghttp2 door, the common SendMessage calls of one read in one append;
 - `consume.py`: QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration and
   ForwardMessageToDeadLetterQueue, over the broker's POP cores;
 - `convert.py`: every 5.x `Message` built from a stored record;

@@ -26,6 +26,7 @@ from rocketlite.broker.grpc.consume import ConsumerService
 from rocketlite.broker.grpc.kit import ProtoKit, client_id
 from rocketlite.broker.grpc.route import RouteService
 from rocketlite.broker.grpc.send import ProducerService
+from rocketlite.broker.grpc.send_lane import SendMessageLane
 from rocketlite.broker.grpc.telemetry import TelemetryService
 from rocketlite.broker.pop.processor import PopMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
@@ -87,11 +88,19 @@ class GrpcEndpoint:
             self.impl = GrpcServerImpl.GRPCIO
         self.server: Any = None
         self.h2: Any = None
+        self.send_lane: SendMessageLane | None = None  # SendMessage's group lane on the h2 door
+        idle_ms = broker.grpc_client_idle_time_mills
         if self.impl is GrpcServerImpl.NGHTTP2:
-            self.h2 = h2door.h2_server(self._servicer(), kit.spb, max_message=MAX_MESSAGE)
+            idle = idle_ms / 1000
+            self.send_lane = SendMessageLane(self.producer, self.guard)
+            lanes = {"SendMessage": self.send_lane}
+            self.h2 = h2door.h2_server(
+                self._servicer(), kit.spb, max_message=MAX_MESSAGE, idle=idle, groups=lanes
+            )
         else:
             # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
-            self.server = kit.grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            options = [("grpc.so_reuseport", 0), ("grpc.max_connection_idle_ms", idle_ms)]
+            self.server = kit.grpc.aio.server(options=options)
             kit.stubs.add_MessagingServiceServicer_to_server(self._servicer(), self.server)
 
     async def start(self) -> None:

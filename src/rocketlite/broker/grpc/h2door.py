@@ -28,8 +28,17 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def h2_server(servicer: object, spb: Any, *, max_message: int) -> H2GrpcServer:
-    """An `H2GrpcServer` serving every RPC of the service from `servicer`'s methods."""
+def h2_server(
+    servicer: object,
+    spb: Any,
+    *,
+    max_message: int,
+    idle: float | None = None,
+    groups: dict[str, Any] | None = None,
+) -> H2GrpcServer:
+    """An `H2GrpcServer` serving every RPC of the service from `servicer`'s methods; a connection
+    with no call for `idle` seconds is ended. `groups`: by RPC name, a unary RPC's group handler
+    (`Method.group`: the calls of one read served together, `send_lane.py`)."""
     from rocketlite.remoting.h2.server import H2GrpcServer, Method, Shape  # noqa: PLC0415
 
     service = spb.DESCRIPTOR.services_by_name["MessagingService"]
@@ -43,10 +52,11 @@ def h2_server(servicer: object, spb: Any, *, max_message: int) -> H2GrpcServer:
             shape = "server_stream"
         else:
             shape = "unary"
+        group = (groups or {}).get(rpc.name) if shape == "unary" else None
         methods[f"/{SERVICE}/{rpc.name}"] = Method(
-            shape, request.FromString, _serialize, getattr(servicer, rpc.name)
+            shape, request.FromString, _serialize, getattr(servicer, rpc.name), group
         )
-    return H2GrpcServer(methods, max_message=max_message)
+    return H2GrpcServer(methods, max_message=max_message, idle=idle)
 
 
 def _serialize(message: Any) -> bytes:

@@ -117,6 +117,18 @@ def parse_transaction_id(text: str) -> tuple[int, int] | None:
         return None
 
 
+def common_properties(system: pb.SystemProperties, topic: str) -> str:
+    """The properties string of a NORMAL message with no user properties, as
+    `properties_to_string` writes the same map (tag, keys, UNIQ_KEY, the producer group = the
+    topic), built straight."""
+    text = f"{UNIQ_KEY}{system.message_id}{PGROUP}{topic}"
+    if system.keys:
+        text = f"{KEYS}{' '.join(system.keys)}{SEP}{text}"
+    if system.HasField("tag"):
+        text = f"{TAGS}{system.tag}{SEP}{text}"
+    return text
+
+
 def fifo_queue(group: str, queues: int) -> int:
     """The queue of a message group: stable across restarts and brokers of the same topic size."""
     return zlib.crc32(group.encode("utf-8")) % max(queues, 1)
@@ -242,11 +254,7 @@ class ProducerService:
                 queue_id, sys_flag = self._by_type(system, message_type, topic, properties)
             text = properties_to_string(properties)
         else:  # the common message: its property string straight, in the same order
-            text = f"{UNIQ_KEY}{system.message_id}{PGROUP}{topic}"
-            if system.keys:
-                text = f"{KEYS}{' '.join(system.keys)}{SEP}{text}"
-            if system.HasField("tag"):
-                text = f"{TAGS}{system.tag}{SEP}{text}"
+            text = common_properties(system, topic)
         born = system.born_timestamp
         header = SendMessageRequestHeader(
             producer_group=topic,

@@ -14,7 +14,11 @@ the same commands, bytes and errors, pinned together by the differential tests
   (all of these compiled in `_native/_wire.pyx`)
 * `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE),
   `decode_pull_header` (PULL_MESSAGE): the classes' generated decoders
-  (`custom_header.decoder_for`); compiled in `_native/_headers.pyx`.
+  (`custom_header.decoder_for`); compiled in `_native/_headers.pyx`;
+* `gather_sends`, `encode_send_oks` (the SEND_MESSAGE_V2 coalescing lane's per-read calls: the
+  common-path requests of a read to their records' entries, keys and answers; those answers as
+  one bytes): `send_lane` over the references above; compiled in `_native/_send_lane.pyx` and
+  `_native/_wire.pyx` (`tests/protocol/test_native_send_lane.py`).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the frame layer, the broker and the clients import these names from here and nowhere else.
@@ -40,6 +44,12 @@ from rocketlite.protocol.wire.frame_codec import (
     encode_command_over,
 )
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from rocketlite.protocol.wire.send_lane import (
+    EncodeSendOks,
+    GatherSends,
+    encode_send_oks_over,
+    gather_sends_over,
+)
 from rocketlite.protocol.wire.send_response import EncodeSendOk, send_ok_over
 
 __all__ = [
@@ -56,6 +66,8 @@ __all__ = [
     "encode_json_header",
     "encode_rocketmq_header",
     "encode_send_ok",
+    "encode_send_oks",
+    "gather_sends",
 ]
 
 
@@ -73,9 +85,13 @@ class Codecs:
     encode_send_ok: EncodeSendOk
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
     decode_pull_header: Callable[[Mapping[str, str] | None], PullMessageRequestHeader]
+    gather_sends: GatherSends
+    encode_send_oks: EncodeSendOks
 
 
 _ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_ref.encode_json_header)
+_SEND_HEADER_REFERENCE: Final = decoder_for(SendMessageRequestHeader, SendMessageRequestHeader.V2_NAMES)
+_SEND_OK_REFERENCE: Final = send_ok_over(_ENCODE_COMMAND_REFERENCE)
 
 REFERENCE: Final = Codecs(
     name="reference",
@@ -85,17 +101,21 @@ REFERENCE: Final = Codecs(
     encode_command=_ENCODE_COMMAND_REFERENCE,
     decode_rocketmq_header=command.decode_rocketmq_header,
     encode_rocketmq_header=command.encode_rocketmq_header,
-    encode_send_ok=send_ok_over(_ENCODE_COMMAND_REFERENCE),
+    encode_send_ok=_SEND_OK_REFERENCE,
     # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the class's generated decoder.
-    decode_send_header_v2=decoder_for(SendMessageRequestHeader, SendMessageRequestHeader.V2_NAMES),
+    decode_send_header_v2=_SEND_HEADER_REFERENCE,
     # PULL_MESSAGE headers: the class's generated decoder (what `from_ext` calls).
     decode_pull_header=decoder_for(PullMessageRequestHeader, None),
+    # the coalescing lane's per-read calls (`send_lane`): over the references above
+    gather_sends=gather_sends_over(_SEND_HEADER_REFERENCE),
+    encode_send_oks=encode_send_oks_over(_SEND_OK_REFERENCE),
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
 NATIVE_MODULES: Final = (
     "rocketlite.protocol.wire._native._wire",
     "rocketlite.protocol.wire._native._headers",
+    "rocketlite.protocol.wire._native._send_lane",
 )
 
 CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
@@ -109,3 +129,5 @@ encode_rocketmq_header: Final = CHOSEN.encode_rocketmq_header
 encode_send_ok: Final = CHOSEN.encode_send_ok
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2
 decode_pull_header: Final = CHOSEN.decode_pull_header
+gather_sends: Final = CHOSEN.gather_sends
+encode_send_oks: Final = CHOSEN.encode_send_oks

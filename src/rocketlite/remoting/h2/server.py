@@ -11,7 +11,11 @@ iterator). The handler's `context` is a `CallContext`: `peer()`, `invocation_met
 
 An error in a handler answers UNKNOWN with the exception named, as grpc does; a client that resets
 its stream or drops the connection cancels the call's task; garbage on the connection ends it with
-GOAWAY.
+GOAWAY. A request message sent compressed is inflated by the call's `grpc-encoding` (`gzip`,
+`deflate`), within the same size limit as an uncompressed one; answers are not compressed (a
+server may answer `identity` whatever the client accepts). A connection with no call open for
+`idle` seconds is ended with GOAWAY (NO_ERROR), as grpc's `maxConnectionIdle` does: a client that
+vanished without closing its socket is let go.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import contextlib
 import logging
 import re
 import ssl
+import zlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -29,12 +34,14 @@ from typing import Any, Final, Literal
 from rocketlite.remoting.h2._native._h2 import (
     BAD,
     CLOSED,
+    COMPRESSED,
     END,
     HEADERS,
     MESSAGE,
     H2Error,
     H2Session,
 )
+from rocketlite.remoting.h2.group import GroupHandler, serve_grouped
 
 log = logging.getLogger("rocketlite.remoting.h2")
 
@@ -57,16 +64,23 @@ NOT_METADATA: Final = frozenset(
 MAX_PARSED: Final = 256  # distinct header lists remembered per connection
 
 
-def parse_headers(
-    headers: tuple[tuple[bytes, bytes], ...],
-) -> tuple[bytes, tuple[tuple[str, str | bytes], ...]]:
-    """A request's `:path` and its metadata (`-bin` keys base64-decoded), `grpc-timeout` apart."""
+# grpc-encoding -> zlib's wbits for it: gzip is RFC 1952, gRPC's "deflate" is zlib's RFC 1950
+ENCODINGS: Final = {b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
+Parsed = tuple[bytes, tuple[tuple[str, str | bytes], ...], bytes | None]
+
+
+def parse_headers(headers: tuple[tuple[bytes, bytes], ...]) -> Parsed:
+    """A request's `:path`, its metadata (`-bin` keys base64-decoded), `grpc-timeout` apart, and
+    its `grpc-encoding` (None: none given)."""
     path = b""
+    encoding: bytes | None = None
     metadata: list[tuple[str, str | bytes]] = []
     for name, value in headers:
         if name[:1] == b":":
             if name == b":path":
                 path = value
+        elif name == b"grpc-encoding":
+            encoding = value
         elif name not in NOT_METADATA:
             key = name.decode("latin-1")
             if key.endswith("-bin"):
@@ -74,7 +88,7 @@ def parse_headers(
                     metadata.append((key, base64.b64decode(value + b"==")))
             else:
                 metadata.append((key, value.decode("latin-1")))
-    return path, tuple(metadata)
+    return path, tuple(metadata), encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +99,9 @@ class Method:
     decode: Callable[[bytes], Any]
     encode: Callable[[Any], bytes]
     handler: Callable[..., Any]
+    # unary only: serves a run of this method's calls whose requests ended in one read (see
+    # `group.py`); None: each call on its own
+    group: GroupHandler | None = None
 
 
 class AbortError(Exception):
@@ -136,10 +153,11 @@ class CallContext:
 
 
 class _Call:
-    __slots__ = ("done", "method", "requests", "task", "timer")
+    __slots__ = ("done", "encoding", "method", "requests", "task", "timer")
 
-    def __init__(self, method: Method) -> None:
+    def __init__(self, method: Method, encoding: bytes | None) -> None:
         self.method = method
+        self.encoding = encoding  # grpc-encoding of its compressed request messages
         self.requests: asyncio.Queue[Any] | None = None  # bidi: decoded requests, None at the end
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None  # the deadline's
@@ -166,18 +184,21 @@ class _Unary:
 class GrpcConnection(asyncio.Protocol):
     """One client connection; `server.methods` serves its calls."""
 
-    def __init__(self, methods: dict[bytes, Method], max_message: int) -> None:
+    def __init__(self, methods: dict[bytes, Method], max_message: int, idle: float | None = None) -> None:
         self.methods = methods
         self.session = H2Session(max_message)
+        self.max_message = max_message
+        self.idle = idle
+        self.idle_since = 0.0  # loop time at which the last call closed
+        self.idle_timer: asyncio.TimerHandle | None = None
         self.transport: Any = None
         self.peer = ""
         self.loop = asyncio.get_running_loop()
         self.calls: dict[int, _Call] = {}
         self.pending: dict[int, _Unary] = {}
         self.flush_scheduled = False
-        self.parsed: dict[
-            tuple[tuple[bytes, bytes], ...], tuple[bytes, tuple[tuple[str, str | bytes], ...]]
-        ] = {}
+        self.parsed: dict[tuple[tuple[bytes, bytes], ...], Parsed] = {}
+        self.grouped: list[tuple[int, _Call, Any, CallContext]] = []  # this read's, for `Method.group`
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -185,6 +206,9 @@ class GrpcConnection(asyncio.Protocol):
         if isinstance(address, tuple):
             host = address[0]
             self.peer = f"ipv6:[{host}]:{address[1]}" if ":" in host else f"ipv4:{host}:{address[1]}"
+        if self.idle is not None:
+            self.idle_since = self.loop.time()
+            self.idle_timer = self.loop.call_later(self.idle, self._idle_check)
         self.flush()
 
     def data_received(self, data: bytes) -> None:
@@ -205,11 +229,18 @@ class GrpcConnection(asyncio.Protocol):
                 self._end(stream_id)
             elif kind == CLOSED:
                 self._closed(stream_id)
+            elif kind == COMPRESSED:
+                self._compressed(stream_id, value)
             elif kind == BAD:
                 self._fail(stream_id, RESOURCE_EXHAUSTED if "exceeds" in value else UNIMPLEMENTED, value)
+        if self.grouped:
+            serve_grouped(self)
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
         for call in self.calls.values():
             call.end()
             if call.task is not None and not call.task.done():
@@ -235,7 +266,7 @@ class GrpcConnection(asyncio.Protocol):
             if len(self.parsed) >= MAX_PARSED:
                 self.parsed.clear()
             parsed = self.parsed[fields] = parse_headers(fields)
-        path, metadata = parsed
+        path, metadata, encoding = parsed
         deadline: float | None = None
         if timeout is not None:
             match = TIMEOUT.fullmatch(timeout)
@@ -246,7 +277,7 @@ class GrpcConnection(asyncio.Protocol):
             self.session.finish(stream_id, UNIMPLEMENTED, f"Method not found: {path.decode('latin-1')}")
             return
         context = CallContext(self.peer, metadata, deadline, self.loop)
-        call = self.calls[stream_id] = _Call(method)
+        call = self.calls[stream_id] = _Call(method, encoding)
         if method.shape == "bidi":
             call.requests = asyncio.Queue()
             call.task = self.loop.create_task(self._bidi(stream_id, call, context))
@@ -272,6 +303,32 @@ class GrpcConnection(asyncio.Protocol):
             else:
                 unary.message = payload
 
+    def _compressed(self, stream_id: int, data: bytes) -> None:
+        """A compressed request message, inflated by its call's grpc-encoding (at most
+        `max_message` bytes out: a small message must not inflate into a huge one)."""
+        call = self.calls.get(stream_id)
+        if call is None:
+            return
+        wbits = ENCODINGS.get(call.encoding or b"")
+        if wbits is None:
+            if call.encoding in (None, b"identity"):  # the gRPC spec's answer: INTERNAL
+                self._fail(stream_id, INTERNAL, "a compressed message without a grpc-encoding")
+            else:
+                name = (call.encoding or b"").decode("latin-1")
+                self._fail(stream_id, UNIMPLEMENTED, f"grpc-encoding {name} is not served (gzip, deflate)")
+            return
+        limit = self.max_message
+        inflater = zlib.decompressobj(wbits)
+        try:
+            payload = inflater.decompress(data, limit + 1)
+        except zlib.error as exc:
+            self._fail(stream_id, INTERNAL, f"cannot decompress the request ({call.encoding!r}): {exc}")
+            return
+        if len(payload) > limit:
+            self._fail(stream_id, RESOURCE_EXHAUSTED, f"decompressed message exceeds the limit of {limit}")
+            return
+        self._message(stream_id, payload)
+
     def _end(self, stream_id: int) -> None:
         call = self.calls.get(stream_id)
         if call is None:
@@ -290,7 +347,9 @@ class GrpcConnection(asyncio.Protocol):
         except Exception as exc:
             self._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
             return
-        if unary.method.shape == "unary":
+        if unary.method.group is not None:
+            self.grouped.append((stream_id, call, request, unary.context))
+        elif unary.method.shape == "unary":
             self._start(call, self._run(stream_id, call, call.method.handler(request, unary.context)))
         else:
             call.task = self.loop.create_task(self._stream(stream_id, call, request, unary.context))
@@ -304,6 +363,25 @@ class GrpcConnection(asyncio.Protocol):
             call.end()
             if running and call.task is not None:
                 call.task.cancel()
+            if not self.calls:
+                self.idle_since = self.loop.time()
+
+    def _idle_check(self) -> None:
+        """One timer per connection, not one per call: it looks at when the last call closed and
+        either ends the connection or comes back when the idle time would be up."""
+        self.idle_timer = None
+        transport = self.transport
+        if self.idle is None or transport is None or transport.is_closing():
+            return
+        wait = self.idle
+        if not self.calls:
+            wait = self.idle_since + self.idle - self.loop.time()
+            if wait <= 0:
+                log.debug("gRPC connection %s: no call for %.3f s, ending it (GOAWAY)", self.peer, self.idle)
+                self.session.terminate()
+                self.flush()  # the GOAWAY goes out, and the closed session closes the transport
+                return
+        self.idle_timer = self.loop.call_later(wait, self._idle_check)
 
     def _expire(self, stream_id: int, call: _Call) -> None:
         if self.calls.get(stream_id) is call and not call.done:
@@ -449,9 +527,10 @@ class H2GrpcServer:
     """Listens on `host:port` (0: a free port, see `port`) and serves `methods` by path; TLS when
     given an `ssl.SSLContext` (ALPN h2)."""
 
-    def __init__(self, methods: dict[str, Method], *, max_message: int) -> None:
+    def __init__(self, methods: dict[str, Method], *, max_message: int, idle: float | None = None) -> None:
         self.methods = {path.encode(): method for path, method in methods.items()}
         self.max_message = max_message
+        self.idle = idle  # seconds without a call after which a connection is ended; None: never
         self.server: asyncio.Server | None = None
         self.port = 0
         self.connections: set[GrpcConnection] = set()
@@ -465,7 +544,7 @@ class H2GrpcServer:
         return self.port
 
     def _connection(self) -> GrpcConnection:
-        return _TrackedConnection(self.methods, self.max_message, self.connections)
+        return _TrackedConnection(self.methods, self.max_message, self.idle, self.connections)
 
     async def close(self) -> None:
         if self.server is None:
@@ -481,8 +560,10 @@ class H2GrpcServer:
 
 
 class _TrackedConnection(GrpcConnection):
-    def __init__(self, methods: dict[bytes, Method], max_message: int, into: set[GrpcConnection]) -> None:
-        super().__init__(methods, max_message)
+    def __init__(
+        self, methods: dict[bytes, Method], max_message: int, idle: float | None, into: set[GrpcConnection]
+    ) -> None:
+        super().__init__(methods, max_message, idle)
         self._into = into
         into.add(self)
 

@@ -17,7 +17,9 @@
   goes from commit-log bytes to unit bytes and key hashes without the GIL or a request object;
 * `index_entries`: the index entries of dispatched records (`store/index_service.py`): each
   record's UNIQ_KEY and KEYS tokens as `indexKeyHashMethod("topic#key")` (Java `String.hashCode`)
-  with its offset and store time.
+  with its offset and store time;
+* `index_put`: those entries written into an index file's mapping (`IndexFile.put_run`), as
+  repeated `IndexFile.put_hash` calls write them.
 """
 
 from __future__ import annotations
@@ -25,9 +27,18 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import starmap
+from mmap import mmap
 from typing import Final, TypeAlias
 
 from rocketlite.protocol.formats.consume_queue_unit import CQ_UNIT, PADDING_SIZE, Unit
+from rocketlite.protocol.formats.index_layout import (
+    ENTRY,
+    ENTRY_SIZE,
+    INT_MAX,
+    INVALID_INDEX,
+    SLOT,
+    SLOT_SIZE,
+)
 from rocketlite.protocol.formats.record import DispatchRequest, ScanKind, ScanResult, enters_consume_queue
 from rocketlite.protocol.message import KEY_SEPARATOR, MessageSysFlag, index_key_hash
 from rocketlite.store.codec.scan_ref import scan_messages, scan_record
@@ -37,6 +48,7 @@ __all__ = [
     "dispatch_batch",
     "dispatch_batch_over",
     "index_entries",
+    "index_put",
     "pack_units",
     "queue_runs",
     "select_units",
@@ -239,3 +251,41 @@ def _packed(run: list[Unit]) -> bytes:
 
 
 dispatch_batch = dispatch_batch_over(scan_messages, index_entries)
+
+
+def index_put(
+    mm: mmap | bytearray,
+    slot_base: int,
+    slot_num: int,
+    entry_base: int,
+    count: int,
+    index_num: int,
+    begin_ts: int,
+    hashes: array[int],
+    offsets: array[int],
+    stamps: array[int],
+    start: int,
+) -> tuple[int, int]:
+    """Write the entries from `start` on into an index file's mapping `mm` (slots at
+    `slot_base`, entry number `count` next, at `entry_base + count * 20`), stopping when the file
+    holds `index_num`: for each one its slot's old value is its prevIndex when it names an
+    earlier entry (else INVALID_INDEX, and a slot more in use), then the slot names it. The
+    entries written and the slots newly used; the header is the caller's (`IndexFile.put_run`)."""
+    n = len(hashes)
+    if len(offsets) != n or len(stamps) != n or not 0 <= start <= n or slot_num <= 0 or count < 0:
+        raise ValueError("index_put: arrays of different lengths, or a bad start, slot count or count")
+    put = min(n - start, index_num - count)
+    if put <= 0:
+        return 0, 0
+    new_slots = 0
+    for i in range(start, start + put):
+        slot_pos = slot_base + hashes[i] % slot_num * SLOT_SIZE
+        old = SLOT.unpack_from(mm, slot_pos)[0]
+        if old <= INVALID_INDEX or old >= count:
+            old = INVALID_INDEX
+            new_slots += 1
+        diff = 0 if begin_ts <= 0 else min(max((stamps[i] - begin_ts) // 1000, 0), INT_MAX)
+        ENTRY.pack_into(mm, entry_base + count * ENTRY_SIZE, hashes[i], offsets[i], diff, old)
+        SLOT.pack_into(mm, slot_pos, count)
+        count += 1
+    return put, new_slots

@@ -8,7 +8,7 @@ that gives the same results, pinned together by `tests/store/test_native_dispatc
 * `check_records`, `select_units`, `pack_units`, `queue_runs`, `index_entries`,
   `dispatch_batch` (recovery's segment walk, a pull's choice of consume-queue units, units to
   bytes, a dispatched batch's consume-queue runs and index entries, all of dispatch in one
-  call): `dispatch_ref`.
+  call), `index_put` (index entries into an index file's mapping): `dispatch_ref`.
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the store imports these names from here and nowhere else.
@@ -19,6 +19,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from mmap import mmap
 from typing import Final, Protocol
 
 from rocketlite import native
@@ -34,6 +35,7 @@ __all__ = [
     "check_records",
     "dispatch_batch",
     "index_entries",
+    "index_put",
     "pack_units",
     "queue_runs",
     "scan_messages",
@@ -100,6 +102,23 @@ class IndexEntries(Protocol):
     ) -> tuple[array[int], array[int], array[int]]: ...
 
 
+class IndexPut(Protocol):
+    def __call__(
+        self,
+        mm: mmap | bytearray,
+        slot_base: int,
+        slot_num: int,
+        entry_base: int,
+        count: int,
+        index_num: int,
+        begin_ts: int,
+        hashes: array[int],
+        offsets: array[int],
+        stamps: array[int],
+        start: int,
+    ) -> tuple[int, int]: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Codecs:
     """One implementation of every codec of the store family (built by keyword)."""
@@ -113,6 +132,7 @@ class Codecs:
     index_entries: IndexEntries
     queue_runs: Callable[[Sequence[DispatchRequest]], list[dispatch_ref.QueueBatch]]
     dispatch_batch: DispatchBatch
+    index_put: IndexPut
 
 
 REFERENCE: Final = Codecs(
@@ -125,6 +145,7 @@ REFERENCE: Final = Codecs(
     index_entries=dispatch_ref.index_entries,
     queue_runs=dispatch_ref.queue_runs,
     dispatch_batch=dispatch_ref.dispatch_batch,
+    index_put=dispatch_ref.index_put,
 )
 
 # The compiled module, providing the `Codecs` fields under the same names.
@@ -140,3 +161,4 @@ pack_units: Final = CHOSEN.pack_units
 index_entries: Final = CHOSEN.index_entries
 queue_runs: Final = CHOSEN.queue_runs
 dispatch_batch: Final = CHOSEN.dispatch_batch
+index_put: Final = CHOSEN.index_put

@@ -20,3 +20,10 @@ def encode_send_ok(
     trace_on: str,
     transaction_id: str | None,
 ) -> bytes: ...
+def encode_send_oks(
+    answers: list[tuple[int, SerializeType, int, str | None]],
+    ids: list[str],
+    queue_offsets: list[int],
+    region: str,
+    trace_on: str,
+) -> bytes: ...

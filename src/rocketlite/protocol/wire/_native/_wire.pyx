@@ -387,48 +387,77 @@ cdef inline bint _quoted(Buf* b, object text) except -1:
     return True
 
 
+cdef bint _send_ok_into(Buf* b, object opaque, object serialize_type, object msg_id, object queue_id,
+                        object queue_offset, object region, object trace_on, object transaction_id) except -1:
+    """Append the SUCCESS answer's frame to `b`; False (`b` as it was) when the values are not of
+    the shape written here (the caller encodes through the command, as the reference does)."""
+    cdef long long op = 0, qid = 0, qoff = 0
+    cdef Py_ssize_t at = b.size, header_length
+    if (serialize_type is not _JSON or not _small_int(opaque, &op) or not _small_int(queue_id, &qid)
+            or not _small_int(queue_offset, &qoff) or type(msg_id) is not str or type(region) is not str
+            or type(trace_on) is not str or (transaction_id is not None and type(transaction_id) is not str)):
+        return False
+    _buf_put(b, b"\0\0\0\0\0\0\0\0", 8)  # the frame's prefix, patched below
+    # ext keys in the general encoder's (sorted) order: MSG_REGION, TRACE_ON, msgId, queueId, ...
+    _buf_lit(b, b'{"code":0,"extFields":{"MSG_REGION":')
+    if not (_quoted(b, region) and _buf_lit(b, b',"TRACE_ON":') == 0 and _quoted(b, trace_on)
+            and _buf_lit(b, b',"msgId":') == 0 and _quoted(b, msg_id)):
+        b.size = at
+        return False
+    _buf_lit(b, b',"queueId":"')
+    _buf_int(b, qid)
+    _buf_lit(b, b'","queueOffset":"')
+    _buf_int(b, qoff)
+    _buf_put(b, b'"', 1)
+    if transaction_id is not None:
+        _buf_lit(b, b',"transactionId":')
+        if not _quoted(b, transaction_id):
+            b.size = at
+            return False
+    _buf_lit(b, b'},"flag":1,"language":"JAVA","opaque":')
+    _buf_int(b, op)
+    _buf_lit(b, b',"serializeTypeCurrentRPC":"JSON","version":')
+    _buf_int(b, _DEFAULT_VERSION)
+    _buf_put(b, b"}", 1)
+    header_length = b.size - at - 8
+    _put32(b.data + at, <unsigned int>(4 + header_length))
+    _put32(b.data + at + 4, <unsigned int>header_length)
+    return True
+
+
 def encode_send_ok(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on, transaction_id):
     """`send_response.send_ok_over(encode_command)`, byte for byte: the SUCCESS answer to a stored
     send written straight from its values (JSON, exact ints and strs); anything else is encoded
     through the command, as the reference does."""
     cdef Buf b
-    cdef long long op = 0, qid = 0, qoff = 0
-    cdef Py_ssize_t header_length
-    cdef object out
-    cdef unsigned char* o
-    if (serialize_type is not _JSON or not _small_int(opaque, &op) or not _small_int(queue_id, &qid)
-            or not _small_int(queue_offset, &qoff) or type(msg_id) is not str or type(region) is not str
-            or type(trace_on) is not str or (transaction_id is not None and type(transaction_id) is not str)):
-        return _send_ok_py(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on, transaction_id)
     _buf_init(&b, 256)
     try:
-        # ext keys in the general encoder's (sorted) order: MSG_REGION, TRACE_ON, msgId, queueId, ...
-        _buf_lit(&b, b'{"code":0,"extFields":{"MSG_REGION":')
-        if not (_quoted(&b, region) and _buf_lit(&b, b',"TRACE_ON":') == 0 and _quoted(&b, trace_on)
-                and _buf_lit(&b, b',"msgId":') == 0 and _quoted(&b, msg_id)):
-            return _send_ok_py(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on, transaction_id)
-        _buf_lit(&b, b',"queueId":"')
-        _buf_int(&b, qid)
-        _buf_lit(&b, b'","queueOffset":"')
-        _buf_int(&b, qoff)
-        _buf_put(&b, b'"', 1)
-        if transaction_id is not None:
-            _buf_lit(&b, b',"transactionId":')
-            if not _quoted(&b, transaction_id):
-                return _send_ok_py(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on,
-                                   transaction_id)
-        _buf_lit(&b, b'},"flag":1,"language":"JAVA","opaque":')
-        _buf_int(&b, op)
-        _buf_lit(&b, b',"serializeTypeCurrentRPC":"JSON","version":')
-        _buf_int(&b, _DEFAULT_VERSION)
-        _buf_put(&b, b"}", 1)
-        header_length = b.size
-        out = PyBytes_FromStringAndSize(NULL, 8 + header_length)
-        o = <unsigned char*>PyBytes_AS_STRING(out)
-        _put32(o, <unsigned int>(4 + header_length))
-        _put32(o + 4, <unsigned int>header_length)
-        memcpy(o + 8, b.data, header_length)
-        return out
+        if not _send_ok_into(&b, opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on,
+                             transaction_id):
+            return _send_ok_py(opaque, serialize_type, msg_id, queue_id, queue_offset, region, trace_on,
+                               transaction_id)
+        return PyBytes_FromStringAndSize(<char*>b.data, b.size)
+    finally:
+        free(b.data)
+
+
+def encode_send_oks(list answers, list ids, list queue_offsets, region, trace_on):
+    """`send_lane.encode_send_oks_over(encode_send_ok)`: the answers of the first `len(ids)`
+    gathered requests, (opaque, serialize type, queue id, UNIQ_KEY) each, in one bytes."""
+    cdef Buf b
+    cdef Py_ssize_t k, n = len(ids)
+    cdef tuple a
+    cdef bytes frame
+    if len(answers) < n or len(queue_offsets) < n:
+        raise ValueError("encode_send_oks: fewer answers or queue offsets than ids")
+    _buf_init(&b, 320 * n + 64)
+    try:
+        for k in range(n):
+            a = <tuple>answers[k]
+            if not _send_ok_into(&b, a[0], a[1], ids[k], a[2], queue_offsets[k], region, trace_on, a[3]):
+                frame = _send_ok_py(a[0], a[1], ids[k], a[2], queue_offsets[k], region, trace_on, a[3])
+                _buf_put(&b, PyBytes_AS_STRING(frame), PyBytes_GET_SIZE(frame))
+        return PyBytes_FromStringAndSize(<char*>b.data, b.size)
     finally:
         free(b.data)
 

@@ -9,17 +9,20 @@ tuples `(kind, stream_id, value)`:
 
 - `HEADERS`: a request opened; value is its header list `[(name, value), ...]` (bytes);
 - `MESSAGE`: one whole gRPC message of that stream (its protobuf bytes);
+- `COMPRESSED`: one whole gRPC message sent compressed (its compressed bytes, as they came: the
+  caller decompresses them by the stream's `grpc-encoding`);
 - `END`: the client half-closed the stream (END_STREAM);
 - `CLOSED`: the stream is gone (value: the HTTP/2 error code, 0 on a clean close, 8 CANCEL...);
-- `BAD`: the stream's gRPC framing is unusable (value says why: a compressed message, or one
-  larger than `max_message`); the caller finishes the stream with an error status.
+- `BAD`: the stream's gRPC framing is unusable (value says why: a compressed flag other than 0
+  or 1, or a message larger than `max_message`); the caller finishes the stream with an error
+  status.
 
 A protocol error raises `H2Error`; the session has then queued GOAWAY, which `send()` returns.
 
 A gRPC message frame, in both directions (the DATA payload of a stream is a sequence of them, split
 across DATA frames anyhow):
 
-    offset 0  u8      compressed flag (0: not compressed; 1 needs grpc-encoding, not served here)
+    offset 0  u8      compressed flag (0: not compressed; 1: compressed by the grpc-encoding)
     offset 1  u32 BE  length N of the message
     offset 5  N bytes the serialized protobuf message
 
@@ -134,6 +137,7 @@ MESSAGE = 2
 END = 3
 CLOSED = 4
 BAD = 5
+COMPRESSED = 6
 
 NO_ERROR = NGHTTP2_NO_ERROR
 PROTOCOL_ERROR = NGHTTP2_PROTOCOL_ERROR
@@ -335,9 +339,9 @@ cdef class H2Session:
         p = <const unsigned char *>PyByteArray_AS_STRING(inbuf)
         while size - at >= 5:
             n = (<Py_ssize_t>p[at + 1] << 24) | (p[at + 2] << 16) | (p[at + 3] << 8) | p[at + 4]
-            if p[at] != 0:
+            if p[at] > 1:
                 stream.bad = True
-                self.events.append((BAD, stream_id, "compressed messages are not served (no grpc-encoding)"))
+                self.events.append((BAD, stream_id, f"compressed flag {p[at]} is neither 0 nor 1"))
                 break
             if n > self.max_message:
                 stream.bad = True
@@ -345,7 +349,7 @@ cdef class H2Session:
                 break
             if size - at - 5 < n:
                 break
-            self.events.append((MESSAGE, stream_id, bytes(inbuf[at + 5:at + 5 + n])))
+            self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, bytes(inbuf[at + 5:at + 5 + n])))
             at += 5 + n
         if stream.bad:
             inbuf.clear()

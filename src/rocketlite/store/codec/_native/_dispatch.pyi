@@ -3,6 +3,7 @@
 
 from array import array
 from collections.abc import Callable, Sequence
+from mmap import mmap
 
 from rocketlite.protocol.formats.consume_queue_unit import Unit
 from rocketlite.protocol.formats.record import DispatchRequest, ScanResult
@@ -47,3 +48,16 @@ def dispatch_batch(
     delay_levels_ms: tuple[int, ...] = (),
     index_start: int | None = None,
 ) -> DispatchBatch: ...
+def index_put(
+    mm: mmap | bytearray,
+    slot_base: int,
+    slot_num: int,
+    entry_base: int,
+    count: int,
+    index_num: int,
+    begin_ts: int,
+    hashes: array[int],
+    offsets: array[int],
+    stamps: array[int],
+    start: int,
+) -> tuple[int, int]: ...

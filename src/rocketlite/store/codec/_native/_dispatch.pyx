@@ -548,3 +548,5 @@ from rocketlite.store.codec.dispatch_ref import queue_runs as _py_queue_runs  # 
 from rocketlite.store.codec.dispatch_ref import dispatch_batch as _py_dispatch_batch  # noqa: E402
 
 include "_dispatch_fused.pxi"
+
+include "_index_put.pxi"

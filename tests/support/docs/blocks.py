@@ -43,10 +43,10 @@ from rocketlite.namesrv.config import NamesrvConfig, namesrv_config_keys
 from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.reserved import DEFAULT_TOPIC
 from rocketlite.store.config import StoreConfig, store_config_keys
+from tests.support.docs.markdown import ROOT, VENV_BIN, Block, Clone
 from tests.support.foreign_clients import real as real_clients
 from tests.support.ports import bindable
 from tests.support.processes import wait_listening
-from tests.support.readme import ROOT, VENV_BIN, Block, Clone
 from tests.support.store import SHARED
 from tests.support.topics import wait_until
 from tests.support.wire import raw_request

@@ -1,7 +1,7 @@
 """README.md and docs/*.md as tests: their fenced code blocks, and a scratch clone to run them in.
 
 tests/test_readme.py and tests/test_docs.py run every block in document order (the runners are
-in tests/support/doc_blocks.py). This module knows the Markdown and the processes: `code_blocks`
+in tests/support/docs/blocks.py). This module knows the Markdown and the processes: `code_blocks`
 splits a page into `Block`s (each must carry an info string), `expand_snippets` resolves the docs'
 `--8<--` includes of files at the root, and
 `Clone` is the directory they run in, a fresh-clone look-alike whose `.venv`, `.clients`, sources
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VENV_BIN = ROOT / ".venv" / "bin"
 
 _FENCE = re.compile(r"^(\s*)(`{3,})(.*)$")  # a block may be indented, inside a list item

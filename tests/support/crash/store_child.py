@@ -1,6 +1,6 @@
 """Crash-test child: append to a SYNC_FLUSH store forever, acknowledging every durable message.
 
-Run as ``python tests/support/crash_child.py STORE_DIR CYCLE``; `tests/store/test_crash_recovery.py`
+Run as ``python tests/support/crash/store_child.py STORE_DIR CYCLE``; `tests/store/test_crash_recovery.py`
 starts it, reads the acknowledgements and SIGKILLs it at a moment chosen by the ACK stream.
 
 Once a put (or a batch) returns PUT_OK, i.e. after the group commit has fdatasync'ed it, one line
