@@ -14,10 +14,12 @@ carry RocketMQ's headers:
 - POP_MESSAGE found: SUCCESS, `PopMessageResponseHeader` (popTime, invisibleTime, reviveQid 0,
   restNum, startOffsetInfo, msgOffsetInfo) and the records back to back, as a pull's body;
   `queueId` -1 pops across every readable queue of the topic;
-- POP_MESSAGE with nothing to hand out: held up to `pollTime` ms (at most 20 s), woken by a new
-  message on the topic (the store's arrival listener, `on_arrival`) or by the earliest deadline of
+- POP_MESSAGE with nothing to hand out: held up to `pollTime` ms (at most 20 s) in its group's
+  line (`broker/pop/polling.py`), woken by a new message on one of its queues (the store's arrival
+  listener, `on_arrival`, wakes one held pop per group and arrival) or by the earliest deadline of
   the queues' in-flight messages, then POLLING_TIMEOUT (210), which clients read as "no new
-  message"; `pollTime` 0 answers at once;
+  message"; a woken pop that finds nothing waits on for the rest of its time; `pollTime` 0
+  answers at once;
 - ACK_MESSAGE: SUCCESS with no header;
 - CHANGE_MESSAGE_INVISIBLETIME: SUCCESS with `ChangeInvisibleTimeResponseHeader` (the new popTime
   the client's new receipt handle carries, invisibleTime, reviveQid);
@@ -42,6 +44,7 @@ from typing import Final
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.consumer_filter import subscription_filters
+from rocketlite.broker.pop.polling import PopPolling, Waiter
 from rocketlite.broker.pop.state import PopBatch, PopService
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
@@ -136,7 +139,8 @@ class PopMessageProcessor:
         self.service = service
         self.topics = topics
         self.groups = groups
-        self._held: dict[str, set[asyncio.Event]] = {}  # topic -> the held pops' wake-up events
+        self.polling = PopPolling()  # the held pops, by topic and group
+        self.looks = 0  # looks at the queues by pops (a held pop looks again when woken)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
 
@@ -148,21 +152,18 @@ class PopMessageProcessor:
         await asyncio.get_running_loop().run_in_executor(None, self.service.close)
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_ts: int) -> None:
-        """The store's arrival listener: wake the pops held on `topic` (hopping to the loop when
-        called from the reput thread). A pop registers before it looks, so none is missed."""
-        del queue_id, max_offset, tags_code, store_ts
+        """The store's arrival listener: wake one held pop of each group on `topic` that pops
+        `queue_id` (hopping to the loop when called from the reput thread). A pop joins its line
+        before it looks, so no arrival is missed."""
+        del max_offset, tags_code, store_ts
         loop = self._loop
-        if topic not in self._held or loop is None:
+        if loop is None or not self.polling.has_topic(topic):
             return
         if threading.get_ident() == self._loop_thread:
-            self._wake(topic)
+            self.polling.arrived(topic, queue_id)
         else:
             with contextlib.suppress(RuntimeError):  # the loop is closing
-                loop.call_soon_threadsafe(self._wake, topic)
-
-    def _wake(self, topic: str) -> None:
-        for event in self._held.get(topic, ()):
-            event.set()
+                loop.call_soon_threadsafe(self.polling.arrived, topic, queue_id)
 
     async def dead_letter(self, group: str, record: StoredRecord) -> bool:
         """Store a copy of `record` on `%DLQ%group` (created on first use, read-write) and wait
@@ -250,24 +251,24 @@ class PopMessageProcessor:
         loop = asyncio.get_running_loop()
         self._loop, self._loop_thread = loop, threading.get_ident()
         poll_until = loop.time() + min(max(r.poll_ms, 0), MAX_POLL_MS) / 1000
-        event = asyncio.Event()
-        held = self._held.setdefault(r.topic, set())
-        held.add(event)
+        polling = self.polling
+        waiter = Waiter(r.topic, r.group, frozenset(queue_ids))
         try:
             while True:
-                event.clear()
+                polling.join(waiter)  # before looking: an arrival during the look wakes it
                 batch = await self._pop_once(r, queue_ids, max_times, filters)
+                self.looks += 1
                 left = poll_until - loop.time()
                 if batch.messages or left <= 0:
                     break
                 due = self.service.next_deadline(r.group, r.topic, queue_ids)
                 if due is not None:
                     left = min(left, max(0.0, (due - self.service.clock.now_ms()) / 1000) + 0.001)
-                await wait_event(event, left)
+                await wait_event(waiter.event, left)
         finally:
-            held.discard(event)
-            if not held:
-                self._held.pop(r.topic, None)
+            polling.pass_on(waiter)  # out of the line; a wake it did not use goes to the next
+        if batch.messages and batch.rest_num > 0:  # more than it took (a full batch): the next looks
+            polling.wake_one(r.topic, r.group, queue_ids)
         if batch.messages:
             await self._persist()
         return batch
@@ -299,6 +300,7 @@ class PopMessageProcessor:
         r = request
         self._check(r.group, r.topic, r.queue_id)
         self.service.ack(r.group, r.topic, r.queue_id, r.offset, ReceiptHandle.parse(r.handle))
+        self._acked(r.group, r.topic, {r.queue_id})
         await self._persist()
 
     async def ack_all(self, requests: list[tuple[AckRequest, ReceiptHandle]]) -> list[RocketliteError | None]:
@@ -315,12 +317,26 @@ class PopMessageProcessor:
                 refusals.append(exc)
             else:
                 refusals.append(None)
+        for (group, topic), queues in _acked_queues(requests, refusals).items():
+            self._acked(group, topic, queues)
         if any(refusal is None for refusal in refusals):
             try:
                 await self._persist()
             except RocketliteError as exc:
                 return [refusal or exc for refusal in refusals]
         return refusals
+
+    def _acked(self, group: str, topic: str, queue_ids: set[int]) -> None:
+        """After acks: a queue they left with nothing in flight and messages waiting wakes one
+        held pop of the group on it. An ordered (FIFO) pop held while the queue was busy takes
+        them now rather than at the end of its polling time (RocketMQ notifies the long polling
+        when an ordered queue's lock is freed)."""
+        polling = self.polling
+        if not polling.waiting(topic, group):
+            return
+        for queue_id in queue_ids:
+            if self.service.freed(group, topic, queue_id):
+                polling.wake_one(topic, group, (queue_id,))
 
     async def change_invisible(self, request: ChangeInvisibleRequest) -> int:
         """Make a delivery visible again `invisible_ms` from now; the new popTime (of the new
@@ -334,9 +350,9 @@ class PopMessageProcessor:
             r.group, r.topic, r.queue_id, r.offset, handle, r.invisible_ms
         )
         await self._persist()
-        # A held POP waits for the deadlines it saw when it started: wake those of this topic to
-        # look again, or a message made visible in 1 s would wait out their long polling (20 s).
-        self._wake(r.topic)
+        # A held POP waits for the deadlines it saw when it last looked: wake one of the group's
+        # to look again, or a message made visible in 1 s would wait out its long polling (20 s).
+        self.polling.wake_one(r.topic, r.group, (r.queue_id,))
         return pop_time
 
     # -- the remoting adapters --------------------------------------------------------------
@@ -391,6 +407,17 @@ class PopMessageProcessor:
             pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
         ).to_ext()
         return make_response(request, ResponseCode.SUCCESS, None, ext)
+
+
+def _acked_queues(
+    requests: list[tuple[AckRequest, ReceiptHandle]], refusals: list[RocketliteError | None]
+) -> dict[tuple[str, str], set[int]]:
+    """The queues of the accepted acks, by (group, topic)."""
+    out: dict[tuple[str, str], set[int]] = {}
+    for (r, _), refusal in zip(requests, refusals, strict=True):
+        if refusal is None:
+            out.setdefault((r.group, r.topic), set()).add(r.queue_id)
+    return out
 
 
 async def _flushed(store: StoreAPI, end: int) -> bool:

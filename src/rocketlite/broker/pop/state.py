@@ -414,6 +414,16 @@ class PopService:
             self.table.log.append(change_record(key, offset, entry.pop_time, entry.deadline))
             return entry.pop_time
 
+    def freed(self, group: str, topic: str, queue_id: int) -> bool:
+        """Whether the group has nothing of the queue in flight and messages wait past its cursor:
+        an ordered pop held on the queue can take them now (an ack just freed it)."""
+        with self.table.lock:
+            state = self.table.queues.get((group, topic, queue_id))
+            if state is None or state.in_flight:
+                return False
+            cursor = state.cursor
+        return self.store.get_max_offset_in_queue(topic, queue_id) > cursor
+
     def next_deadline(self, group: str, topic: str, queue_ids: list[int]) -> int | None:
         """The earliest deadline in flight on these queues (ms), when a held pop must look again."""
         with self.table.lock:

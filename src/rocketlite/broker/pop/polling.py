@@ -1,0 +1,115 @@
+"""`PopPolling`: the POPs held for want of messages (4.x POP_MESSAGE and 5.x ReceiveMessage
+alike), RocketMQ's `PopLongPollingService` on the event loop.
+
+A pop that finds nothing waits in the line of its (topic, consumer group), first come first
+woken. An arrival on a queue (the store's arrival listener, right after the dispatch round that
+made the message readable) wakes ONE waiter of each group on the topic: the first in line whose
+queues include that queue. So does RocketMQ's `notifyMessageArriving`, which takes the first
+request of each group's polling key and runs it again. Waking every held pop instead made each of
+them look at all its queues once per message; one found it, the others found nothing.
+
+A woken waiter leaves the line and looks again (`PopMessageProcessor.pop`):
+
+- it finds messages: it answers; when messages are left past its group's cursors (its batch was
+  full, or a read stopped short at a consume-queue file's end) it wakes the next waiter of its
+  group (`wake_one`), so a burst is spread over as many waiters as it needs;
+- it finds nothing (another pop took them): it joins the line again at its end and waits for the
+  rest of its poll time, as RocketMQ parks the re-run request again with its first deadline; it
+  does not answer empty before then;
+- it goes away before it looked (its call was cancelled, its connection closed): its wake goes to
+  the next waiter (`pass_on`), so an arrival is never lost with it.
+
+An ack that leaves a queue with nothing in flight and messages waiting wakes one waiter of the
+group on that queue (`PopMessageProcessor._acked`): an ordered (FIFO) pop held while the queue had
+a batch in flight takes them then, as RocketMQ notifies the long polling when an ordered queue's
+lock is freed.
+
+The class owns no thread and no timer: the processor waits on each waiter's event with the
+waiter's own deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False, slots=True)
+class Waiter:
+    """One held pop: the queues it pops, the event that wakes it, and the queue whose arrival
+    woke it (None while it waits, or when it was woken for another reason)."""
+
+    topic: str
+    group: str
+    queue_ids: frozenset[int]
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    woken_for: frozenset[int] | None = None
+
+
+class PopPolling:
+    """The lines of held pops, by topic then consumer group (each in arrival order)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, dict[str, dict[Waiter, None]]] = {}
+        self.wakeups = 0  # waiters woken, for whatever reason (tests, diagnostics)
+
+    def has_topic(self, topic: str) -> bool:
+        return topic in self._lines
+
+    def waiting(self, topic: str, group: str) -> int:
+        """How many pops of `group` wait on `topic`."""
+        return len(self._lines.get(topic, {}).get(group, ()))
+
+    def join(self, waiter: Waiter) -> None:
+        """Put `waiter` at the end of its line (where it is already, if it is in it)."""
+        waiter.event.clear()
+        waiter.woken_for = None
+        self._lines.setdefault(waiter.topic, {}).setdefault(waiter.group, {}).setdefault(waiter, None)
+
+    def leave(self, waiter: Waiter) -> None:
+        groups = self._lines.get(waiter.topic)
+        if groups is None:
+            return
+        line = groups.get(waiter.group)
+        if line is None:
+            return
+        line.pop(waiter, None)
+        if not line:
+            del groups[waiter.group]
+            if not groups:
+                del self._lines[waiter.topic]
+
+    def wake_one(self, topic: str, group: str, queue_ids: Iterable[int]) -> bool:
+        """Wake the first waiter of `group` on `topic` that pops one of `queue_ids`; False when
+        none does."""
+        line = self._lines.get(topic, {}).get(group)
+        if not line:
+            return False
+        wanted = frozenset(queue_ids)
+        for waiter in line:
+            if not waiter.queue_ids.isdisjoint(wanted):
+                self.leave(waiter)
+                waiter.woken_for = wanted
+                waiter.event.set()
+                self.wakeups += 1
+                return True
+        return False
+
+    def arrived(self, topic: str, queue_id: int) -> None:
+        """New messages on `topic`'s queue `queue_id`: one waiter of each group looks."""
+        groups = self._lines.get(topic)
+        if groups is None:
+            return
+        which = (queue_id,)
+        for group in list(groups):
+            self.wake_one(topic, group, which)
+
+    def pass_on(self, waiter: Waiter) -> None:
+        """`waiter` goes away: out of its line, and if it was woken and never looked, its wake
+        goes to the next waiter of its group."""
+        self.leave(waiter)
+        woken_for = waiter.woken_for
+        if waiter.event.is_set() and woken_for is not None:
+            waiter.woken_for = None
+            self.wake_one(waiter.topic, waiter.group, woken_for)

@@ -1,0 +1,120 @@
+"""Held 4.x POP_MESSAGE requests over 127.0.0.1 and the POP core's lines of held pops
+(`broker/pop/polling.py`): an arrival wakes one held pop of the group; a full batch wakes the next
+one, so a burst is spread over as many pops as it needs; a woken pop that goes away before it
+looked hands its wake on."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from rocketlite.broker.pop.processor import PopMessageProcessor, PopRequest
+from rocketlite.protocol.codes import ResponseCode
+from rocketlite.protocol.formats.record import decode_records
+from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.pop import INIT_MODE_MIN
+from tests.support.aio import run
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.pop_client import ack, handles, pop
+from tests.support.store import message, put_batch
+
+
+def _pops(broker: BrokerUnderTest) -> PopMessageProcessor:
+    parts = broker.controller.parts
+    assert parts is not None
+    return parts.pop
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    """Until `done()` holds (the held pops are the broker's, on this loop: each turn moves them)."""
+    async with asyncio.timeout(10):
+        while not done():
+            await asyncio.sleep(0.005)
+
+
+async def _until_waiting(core: PopMessageProcessor, topic: str, group: str, count: int) -> None:
+    await _until(lambda: core.polling.waiting(topic, group) == count)
+
+
+def _bodies(answer: RemotingCommand) -> list[bytes]:
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return [r.body for r in decode_records(answer.body or b"")]
+
+
+def test_a_burst_wakes_as_many_held_pops_as_it_fills(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            topic, group = "BurstT", "BurstG"
+            assert (await b.send(topic, b"first")).code == 0
+            assert _bodies(await pop(b.client, b.addr, group, topic)) == [b"first"]
+            core = _pops(b)
+            held = [
+                asyncio.ensure_future(pop(b.client, b.addr, group, topic, poll_ms=15_000, max_nums=1))
+                for _ in range(3)
+            ]
+            await _until_waiting(core, topic, group, 3)
+            looks = core.looks
+            # Two messages in one dispatch round: one arrival. Its pop's batch (1) is full, so it
+            # wakes the next, which takes the second; the third pop is not woken.
+            put_batch(b.controller.store, [message(topic, 0, b"a"), message(topic, 0, b"b")])
+            done, pending = await asyncio.wait(held, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+            while len(done) < 2:
+                more, pending = await asyncio.wait(pending, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+                assert more, "the second message was not handed out"
+                done |= more
+            assert sorted(b for d in done for b in _bodies(d.result())) == [b"a", b"b"]
+            assert len(pending) == 1 and core.polling.waiting(topic, group) == 1
+            assert core.looks - looks == 2  # the third held pop did not look
+            assert (await b.send(topic, b"last")).code == 0
+            assert _bodies(await pending.pop()) == [b"last"]
+
+    run(scenario())
+
+
+def test_a_woken_pop_that_goes_away_hands_its_wake_on(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            topic, group = "HandOnT", "HandOnG"
+            assert (await b.send(topic, b"first")).code == 0
+            core = _pops(b)
+            request = PopRequest(group, topic, -1, 4, 30_000, poll_ms=15_000, init_mode=INIT_MODE_MIN)
+            first = await core.pop(request)
+            assert [m.queue_offset for m in first.messages] == [0]
+            gone, kept = (asyncio.ensure_future(core.pop(request)) for _ in range(2))
+            await _until_waiting(core, topic, group, 2)
+            wakeups = core.polling.wakeups
+            core.polling.arrived(topic, 0)  # the first in line is woken ...
+            gone.cancel()  # ... and cancelled before it looked
+            # the kept one is woken in its stead, looks, finds nothing and waits on
+            await _until(
+                lambda: core.polling.wakeups - wakeups == 2 and core.polling.waiting(topic, group) == 1
+            )
+            assert gone.cancelled() and not kept.done()
+            assert (await b.send(topic, b"second")).code == 0
+            batch = await asyncio.wait_for(kept, 10)
+            assert [m.queue_offset for m in batch.messages] == [1]
+
+    run(scenario())
+
+
+def test_an_ack_that_frees_an_ordered_queue_wakes_the_pop_held_on_it(tmp_path: Path) -> None:
+    """FIFO: a pop held while the queue had a batch in flight takes the next message as soon as
+    that batch is acked, not at the end of its polling time."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            topic, group = "FreedT", "FreedG"
+            for body in (b"m1", b"m2"):
+                assert (await b.send(topic, body, queue_id=0)).code == 0
+            first = await pop(b.client, b.addr, group, topic, queue_id=0, max_nums=1, order=True)
+            [(record, handle)] = handles(first, b.controller.broker.broker_name)
+            assert record.body == b"m1"
+            held = asyncio.ensure_future(
+                pop(b.client, b.addr, group, topic, queue_id=0, max_nums=1, order=True, poll_ms=15_000)
+            )
+            await _until_waiting(_pops(b), topic, group, 1)  # m1 in flight: the queue hands out nothing
+            assert (await ack(b.client, b.addr, group, record, handle)).code == ResponseCode.SUCCESS
+            assert _bodies(await asyncio.wait_for(held, 5)) == [b"m2"]
+
+    run(scenario())
