@@ -1,4 +1,5 @@
-# Included by _wire.pyx and _send_lane.pyx: the JSON scanning pieces both read headers with.
+# Included by _wire.pyx and _send_lane.pyx: the JSON header reader both read headers with (the
+# includer defines `_DEFAULT_LANGUAGE`).
 #
 # A strict-JSON reader for the header shape clients send. Every function returns NULL-like
 # failure (`_NO`) for anything it does not take; the caller then gives the whole header to the
@@ -8,7 +9,7 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint32_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 cdef object _NO = object()
 
@@ -202,3 +203,191 @@ cdef inline bint _key_is(const unsigned char* p, Py_ssize_t start, Py_ssize_t le
         if p[start + i] != <unsigned char>name[i]:
             return False
     return True
+
+
+cdef object _json_ext(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """`{"k":"v",...}` with string values as a dict (null as None); `_NO` for anything else."""
+    cdef dict ext = {}
+    cdef Py_ssize_t i = pos[0]
+    if _json_literal(p, n, &i, b"null", 4):
+        pos[0] = i
+        return None
+    if i >= n or p[i] != 123:
+        return _NO
+    i += 1
+    if i < n and p[i] == 125:
+        pos[0] = i + 1
+        return ext
+    while True:
+        if i >= n or p[i] != 34:
+            return _NO
+        key = _json_string(p, n, &i)
+        if key is _NO or i >= n or p[i] != 58:
+            return _NO
+        i += 1
+        if i >= n or p[i] != 34:
+            return _NO
+        value = _json_string(p, n, &i)
+        if value is _NO:
+            return _NO
+        ext[key] = value
+        if i < n and p[i] == 44:
+            i += 1
+            continue
+        if i < n and p[i] == 125:
+            pos[0] = i + 1
+            return ext
+        return _NO
+
+
+cdef bint _letter(const unsigned char* p, Py_ssize_t start, Py_ssize_t length, int* slot):
+    """Whether the key `p[start:start+length]` is one of the letters a..m (its index in `slot`)."""
+    if length == 1 and 97 <= p[start] <= 109:
+        slot[0] = p[start] - 97
+        return True
+    return False
+
+
+cdef bint _json_letters(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, list slots):
+    """`{"k":"v",...}` at p[pos[0]]: the values of the letters a..m into `slots` (the last one of
+    a key wins, as in a dict; other keys are read and dropped); False for anything else."""
+    cdef Py_ssize_t i = pos[0], key_start, key_length
+    cdef int slot
+    cdef object value
+    for slot in range(13):
+        slots[slot] = None
+    if _json_literal(p, n, &i, b"null", 4):
+        pos[0] = i
+        return True
+    if i >= n or p[i] != 123:
+        return False
+    i += 1
+    if i < n and p[i] == 125:
+        pos[0] = i + 1
+        return True
+    while True:
+        if i >= n or p[i] != 34:
+            return False
+        key_start = i + 1
+        if _json_string(p, n, &i) is _NO or i >= n or p[i] != 58:
+            return False
+        key_length = i - 1 - key_start  # the key's bytes between its quotes
+        if memchr(p + key_start, 92, key_length) != NULL:
+            return False  # an escape in a key: the same name could be spelled otherwise
+        i += 1
+        if i >= n or p[i] != 34:
+            return False
+        value = _json_string(p, n, &i)
+        if value is _NO:
+            return False
+        if _letter(p, key_start, key_length, &slot):
+            slots[slot] = value
+        if i < n and p[i] == 44:
+            i += 1
+            continue
+        if i < n and p[i] == 125:
+            pos[0] = i + 1
+            return True
+        return False
+
+
+cdef class _Head:
+    """What `_json_head` read of a header's top level: the command's fields, and its ext fields
+    as a dict (`ext`), or, when `slots` is a list, only the values of the letters a..m in it."""
+    cdef long long code, opaque, version, flag
+    cdef bint has_code, has_opaque
+    cdef object language, remark, ext
+    cdef list slots
+
+
+cdef bint _json_head(const unsigned char* p, Py_ssize_t n, _Head h):
+    """A JSON header in the shape clients send into `h` (False for anything else: the caller
+    hands it to the Python codec, or to the handler, which decides as the reference does)."""
+    cdef Py_ssize_t i = 1, key_start, key_length
+    cdef long long number
+    cdef object text
+    cdef unsigned char c
+    h.code = h.opaque = h.version = h.flag = 0
+    h.has_code = h.has_opaque = False
+    h.language = _DEFAULT_LANGUAGE
+    h.remark = None
+    h.ext = None
+    if h.slots is not None:
+        for key_length in range(13):
+            h.slots[key_length] = None
+    if n < 2 or p[0] != 123:
+        return False
+    if p[1] == 125:
+        return False  # no code: the Python codec says so
+    while True:
+        if i >= n or p[i] != 34:
+            return False
+        key_start = i + 1
+        i = key_start
+        while i < n and p[i] != 34:
+            c = p[i]
+            if c < 0x20 or c >= 0x7F or c == 92:
+                return False
+            i += 1
+        if i + 1 >= n or p[i + 1] != 58:
+            return False
+        key_length = i - key_start
+        i += 2
+        if i >= n:
+            return False
+        c = p[i]
+        if _key_is(p, key_start, key_length, b"extFields", 9):
+            if h.slots is not None:
+                if not _json_letters(p, n, &i, h.slots):
+                    return False
+            else:
+                h.ext = _json_ext(p, n, &i)
+                if h.ext is _NO:
+                    return False
+        elif c == 34:
+            if _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+                text = _json_string(p, n, &i)
+                if text is _NO:
+                    return False
+                if key_length == 8:
+                    h.language = text
+                else:
+                    h.remark = text
+            elif _key_is(p, key_start, key_length, b"code", 4) or _key_is(p, key_start, key_length, b"opaque", 6) \
+                    or _key_is(p, key_start, key_length, b"version", 7) or _key_is(p, key_start, key_length, b"flag", 4):
+                return False  # a number as text: Python's rules
+            elif not _json_skip_string(p, n, &i):
+                return False
+        elif c == 45 or 48 <= c <= 57:
+            if not _json_int(p, n, &i, &number):
+                return False
+            if _key_is(p, key_start, key_length, b"code", 4):
+                h.code = number
+                h.has_code = True
+            elif _key_is(p, key_start, key_length, b"opaque", 6):
+                h.opaque = number
+                h.has_opaque = True
+            elif _key_is(p, key_start, key_length, b"version", 7):
+                h.version = number
+            elif _key_is(p, key_start, key_length, b"flag", 4):
+                h.flag = number
+            elif _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+                return False  # a language ordinal, a numeric remark: Python's rules
+        elif _key_is(p, key_start, key_length, b"remark", 6) and _json_literal(p, n, &i, b"null", 4):
+            h.remark = None
+        elif _key_is(p, key_start, key_length, b"code", 4) or _key_is(p, key_start, key_length, b"opaque", 6) \
+                or _key_is(p, key_start, key_length, b"version", 7) or _key_is(p, key_start, key_length, b"flag", 4) \
+                or _key_is(p, key_start, key_length, b"language", 8) or _key_is(p, key_start, key_length, b"remark", 6):
+            return False
+        elif not (_json_literal(p, n, &i, b"true", 4) or _json_literal(p, n, &i, b"false", 5)
+                  or _json_literal(p, n, &i, b"null", 4)):
+            return False
+        if i >= n:
+            return False
+        if p[i] == 44:
+            i += 1
+            continue
+        if p[i] == 125 and i + 1 == n:
+            break
+        return False
+    return h.has_code and h.has_opaque
