@@ -209,7 +209,11 @@ class Connection(asyncio.Protocol):
                 commands = []
                 if src is not None:
                     out = self._collect()
-                    served = raw(self, src, 0)
+                    try:
+                        served = raw(self, src, 0)
+                    except BaseException:
+                        self._out = None  # as the handlers' loop below leaves it
+                        raise
                     if served < len(src):
                         commands = self.decoder.feed(src[served:] if served else src)
         except ProtocolError as exc:
