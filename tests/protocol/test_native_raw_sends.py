@@ -31,6 +31,16 @@ pytestmark = pytest.mark.skipif(
 )
 
 MAX_FRAME = 16 * 1024 * 1024
+COMMON = {
+    "a": "pg",
+    "c": "TBW102",
+    "d": "4",
+    "f": "0",
+    "g": "1700000000000",
+    "h": "0",
+    "j": "0",
+    "k": "false",
+}
 ODD_TEXT = (" true", "maybe", "00")
 
 
@@ -76,11 +86,27 @@ def ext_json(ext: dict[str, str], escaped_key: bool) -> str:
 
 
 @st.composite
+def common(draw: st.DrawFn, op: int) -> RemotingCommand:
+    """A send on the common path, in either serialization (so that runs get long)."""
+    ext = dict(COMMON, b=draw(st.sampled_from(["T", "U", "M"])), e=draw(st.sampled_from(["0", "1", "-1"])))
+    ext["i"] = f"UNIQ_KEY\x01K{op}\x02TAGS\x01{draw(st.sampled_from(['a', '日本']))}"
+    serialize = draw(st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]))
+    body = draw(st.sampled_from([b"", b"x" * 10, b"y" * 1000]))
+    return RemotingCommand(
+        int(RequestCode.SEND_MESSAGE_V2),
+        opaque=op,
+        ext_fields=ext,
+        body=body or None,
+        serialize_type=serialize,
+    )
+
+
+@st.composite
 def streams(draw: st.DrawFn) -> tuple[bytes, list[bool]]:
     """Frames and, per frame, whether it is in a shape the compiled reader may leave out."""
     frames, odd = [], []
     for op in range(1, draw(st.integers(1, 10)) + 1):
-        cmd = draw(commands(op))
+        cmd = draw(common(op)) if draw(st.booleans()) else draw(commands(op))
         shape = draw(st.sampled_from(["client"] * 6 + ["plain", "odd", "escaped"]))
         if shape == "client" or cmd.serialize_type is SerializeType.ROCKETMQ:
             frames.append(frame_of(cmd))
