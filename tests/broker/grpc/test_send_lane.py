@@ -105,7 +105,7 @@ async def client_reads(calls: list[tuple[str, bytes]]) -> list[bytes]:
         return spb.SendMessageResponse()
 
     path = f"{SERVICE}SendMessage".encode()
-    methods = {path: Method("unary", spb.SendMessageRequest.FromString, h2door._serialize, ok)}
+    methods = {path: Method("unary", spb.SendMessageRequest.FromString, h2door.serialize, ok)}
     return await capture(methods, calls, 16)  # with bench/grpc5_probe.py's client metadata
 
 

@@ -280,8 +280,12 @@ class GrpcGuard:
                 await answers
                 return
             async for answer in answers:
-                if namespace:
-                    names.unwrap_resources(answer, namespace)
+                if not namespace:
+                    yield answer
+                    continue
+                if isinstance(answer, bytes):  # a message written as bytes: parsed to unwrap it
+                    answer = self.kit.spb.ReceiveMessageResponse.FromString(answer)  # noqa: PLW2901
+                names.unwrap_resources(answer, namespace)
                 yield answer
 
         return guarded

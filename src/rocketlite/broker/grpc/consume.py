@@ -5,8 +5,8 @@ As Java's proxy in local mode, each RPC is served by the broker's own POP cores,
 (`PopMessageProcessor.pop`, `ack`, `change_invisible`, the ones POP_MESSAGE, ACK_MESSAGE and
 CHANGE_MESSAGE_INVISIBLETIME call): the same checks, long polling (woken by new messages),
 redelivery with attempt+1, DLQ after the group's `retryMaxTimes`, and the state persisted before
-each answer. What this module adds is the 5.x shape around it (each message built by
-`convert.message_of`):
+each answer. What this module adds is the 5.x shape around it (each message as
+`convert.delivery_response` writes it):
 
 - ReceiveMessage pops across every readable queue of the topic (the queue a client names is only
   where it found this broker, as in Java); the long polling time is clamped to 5-20 s and to the
@@ -14,7 +14,8 @@ each answer. What this module adds is the 5.x shape around it (each message buil
   60 s, others must ask for 10 s to 12 h; TAG and SQL filter expressions are served as POP serves
   them (a malformed one answers ILLEGAL_FILTER_EXPRESSION naming the error). The stream is a
   `status`, then one `message` per message, then a `delivery_timestamp`; nothing found is
-  MESSAGE_NOT_FOUND. Errors are a status on the stream,
+  MESSAGE_NOT_FOUND. Each `message` answer is written as bytes straight from the popped record
+  (`convert.delivery_response`, compiled), not built as a protobuf object. Errors are a status on the stream,
   never an aborted call.
 - Receipt handles are the POP `extraInfo` text (with the queue offset), opaque to clients. A
   malformed, forged, stale (acked, redelivered since) or expired handle answers
@@ -39,7 +40,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
-from rocketlite.broker.grpc.convert import Receipt, message_of
+from rocketlite.broker.grpc.convert import Delivered, PopStamp, delivery_response
 from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService, no_route
 from rocketlite.broker.pop.processor import (
@@ -57,10 +58,10 @@ from rocketlite.protocol import perm
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
-from rocketlite.protocol.formats.record import StoredRecord, decode_record, decode_records
+from rocketlite.protocol.formats.record import StoredRecord, decode_records
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
-from rocketlite.protocol.wire.pop import INIT_MODE_MAX, MalformedReceiptHandleError, ReceiptHandle, topic_type
+from rocketlite.protocol.wire.pop import INIT_MODE_MAX, MalformedReceiptHandleError, ReceiptHandle
 
 log = logging.getLogger("rocketlite.broker.grpc")
 
@@ -187,7 +188,9 @@ class ConsumerService:
     # -- ReceiveMessage ----------------------------------------------------------------------
     async def receive_message(
         self, request: spb.ReceiveMessageRequest, context: Any
-    ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+    ) -> AsyncIterator[spb.ReceiveMessageResponse | bytes]:
+        """The stream's answers; each message's as its serialized bytes (both front doors write
+        bytes as they are)."""
         kit = self.kit
         try:
             batch = await self._receive(request, context)
@@ -211,11 +214,10 @@ class ConsumerService:
                 try:
                     yield spb.ReceiveMessageResponse(status=kit.status("OK", "OK"))
                     for message in messages:
-                        yield spb.ReceiveMessageResponse(message=message)
+                        yield message.response
                         sent += 1
                         if renew:
-                            handle = message.system_properties.receipt_handle
-                            self.renewals.track(client, group, message.topic.name, handle, peer, deadline)
+                            self.renewals.track(client, group, message.topic, message.handle, peer, deadline)
                 finally:
                     if sent < len(messages):  # the client went away: the rest come back soon
                         self._nack_later(group, messages[sent:])
@@ -263,36 +265,25 @@ class ConsumerService:
         except RocketliteError as exc:
             raise _refused(exc) from exc
 
-    def _messages(self, batch: PopBatch) -> list[pb.Message]:
-        """The popped records as 5.x messages, each with its receipt handle: POP's `extraInfo`
-        (the batch's popTime and invisible time, the queue's first offset in the batch), with
-        its queue offset."""
-        out = []
-        for popped in batch.messages:
-            record = decode_record(popped.record)
-            handle = ReceiptHandle(
-                ck_queue_offset=batch.start_offsets.get(record.queue_id, record.queue_offset),
-                pop_time=batch.pop_time,
-                invisible_time=batch.invisible_time,
-                revive_qid=REVIVE_QID,
-                topic_type=topic_type(record.topic),
-                broker_name=self.broker.broker_name,
-                queue_id=record.queue_id,
-                queue_offset=record.queue_offset,
-            ).build()
-            out.append(message_of(self.kit, record, Receipt(handle, batch.invisible_time)))
-        return out
+    def _messages(self, batch: PopBatch) -> list[Delivered]:
+        """The popped records as the stream's message answers, each with its receipt handle: POP's
+        `extraInfo` (the batch's popTime and invisible time, the queue's first offset in the
+        batch), with its queue offset."""
+        stamp = PopStamp(
+            batch.pop_time, batch.invisible_time, REVIVE_QID, self.broker.broker_name, batch.start_offsets
+        )
+        now = self.pop.service.clock.now_ms()
+        return [delivery_response(popped.record, stamp, now) for popped in batch.messages]
 
-    def _nack_later(self, group: str, messages: list[pb.Message]) -> None:
+    def _nack_later(self, group: str, messages: list[Delivered]) -> None:
         """Messages popped but not written to the stream: visible again after a second (Java)."""
 
         async def nack() -> None:
             for message in messages:
-                system = message.system_properties
                 try:
-                    await self._change(group, message.topic.name, system.receipt_handle, NACK_INVISIBLE_MS)
+                    await self._change(group, message.topic, message.handle, NACK_INVISIBLE_MS)
                 except RefusedError as exc:
-                    log.warning("nack of %s after a broken stream: %s", system.message_id, exc)
+                    log.warning("nack of %s after a broken stream: %s", message.message_id, exc)
 
         task = asyncio.get_running_loop().create_task(nack())
         _BACKGROUND.add(task)

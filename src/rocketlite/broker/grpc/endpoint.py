@@ -101,7 +101,7 @@ class GrpcEndpoint:
             # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
             options = [("grpc.so_reuseport", 0), ("grpc.max_connection_idle_ms", idle_ms)]
             self.server = kit.grpc.aio.server(options=options)
-            kit.stubs.add_MessagingServiceServicer_to_server(self._servicer(), self.server)
+            self.server.add_generic_rpc_handlers((_aio_handler(kit, self._servicer()),))
 
     async def start(self) -> None:
         """Bind and serve. A port already taken leaves the endpoint off with an error logged, and
@@ -199,6 +199,27 @@ class GrpcEndpoint:
         guard = self.guard.wrap
         methods = {name: staticmethod(guard(name, served.get(name, self.not_served))) for name in rpcs}
         return type("Servicer", (base,), methods)()
+
+
+def _aio_handler(kit: ProtoKit, servicer: object) -> Any:
+    """The service's RPCs for grpc.aio, as the generated `add_MessagingServiceServicer_to_server`
+    registers them but for the answers' serializer: `h2door.serialize`, which writes the bytes a
+    handler made itself (ReceiveMessage's messages) as they are."""
+    grpc, spb = kit.grpc, kit.spb
+    handlers = {}
+    for rpc in spb.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        if rpc.client_streaming:
+            make = grpc.stream_stream_rpc_method_handler
+        elif rpc.server_streaming:
+            make = grpc.unary_stream_rpc_method_handler
+        else:
+            make = grpc.unary_unary_rpc_method_handler
+        handlers[rpc.name] = make(
+            getattr(servicer, rpc.name),
+            request_deserializer=getattr(spb, rpc.input_type.name).FromString,
+            response_serializer=h2door.serialize,
+        )
+    return grpc.method_handlers_generic_handler(h2door.SERVICE, handlers)
 
 
 def _tls_pem(broker: BrokerConfig) -> tuple[bytes, bytes] | None:

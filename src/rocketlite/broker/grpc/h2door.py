@@ -54,12 +54,16 @@ def h2_server(
             shape = "unary"
         group = (groups or {}).get(rpc.name) if shape == "unary" else None
         methods[f"/{SERVICE}/{rpc.name}"] = Method(
-            shape, request.FromString, _serialize, getattr(servicer, rpc.name), group
+            shape, request.FromString, serialize, getattr(servicer, rpc.name), group
         )
     return H2GrpcServer(methods, max_message=max_message, idle=idle)
 
 
-def _serialize(message: Any) -> bytes:
+def serialize(message: Any) -> bytes:
+    """An answer's bytes: a protobuf message serialized, or bytes a handler wrote itself (a
+    ReceiveMessage `message` answer, `convert.delivery_response`) as they are."""
+    if isinstance(message, bytes):
+        return message
     return bytes(message.SerializeToString())
 
 

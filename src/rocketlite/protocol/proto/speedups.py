@@ -1,0 +1,41 @@
+"""The gRPC deliveries' chooser: the compiled `ReceiveMessageResponse` writer or its reference.
+
+* `delivery_response` (one popped commit-log record to the bytes of the stream's
+  `ReceiveMessageResponse{message}`, with its receipt handle, topic and message id):
+  `delivery.delivery_response` (the protobuf classes, upb's deterministic serialization);
+  compiled in `_native/_delivery.pyx`, which writes the protobuf wire format itself and hands a
+  record outside its common shape to the reference (`tests/protocol/test_native_delivery.py`
+  pins the two byte for byte).
+
+`rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
+the gRPC endpoint imports this name from here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from rocketlite import native
+from rocketlite.protocol.proto import delivery
+from rocketlite.protocol.proto.delivery import Delivered, PopStamp
+
+__all__ = ["CHOSEN", "NATIVE_MODULES", "REFERENCE", "Codecs", "delivery_response"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Codecs:
+    """One implementation of every codec of the gRPC delivery family (built by keyword)."""
+
+    name: str
+    delivery_response: Callable[[bytes, PopStamp, int], Delivered]
+
+
+REFERENCE: Final = Codecs(name="reference", delivery_response=delivery.delivery_response)
+
+NATIVE_MODULES: Final = ("rocketlite.protocol.proto._native._delivery",)
+
+CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
+
+delivery_response: Final = CHOSEN.delivery_response
