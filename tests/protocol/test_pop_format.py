@@ -4,6 +4,8 @@ naming the cause; the headers use RocketMQ's field names."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.wire.pop import (
@@ -49,6 +51,37 @@ def test_bad_receipt_handles_are_refused_naming_the_cause(text: str, cause: str)
     with pytest.raises(MalformedReceiptHandleError, match=cause) as info:
         ReceiptHandle.parse(text)
     assert info.value.code == ResponseCode.NO_MESSAGE
+
+
+_field = st.one_of(
+    st.integers(0, 10**20).map(str),
+    st.text(alphabet=st.sampled_from("0123456789 ab٣-"), max_size=4),
+    st.sampled_from(["0", "1", "broker-a"]),
+)
+
+
+@given(st.lists(_field, min_size=6, max_size=9).map(" ".join))
+def test_a_handle_parses_to_what_its_fields_say_or_is_refused(text: str) -> None:
+    """The one-match path of `parse` and its field-by-field checks agree: what parses is exactly
+    RocketMQ's 7 or 8 fields (numbers of 1 to 19 ASCII digits, topic type 0 or 1, a broker name),
+    and builds back to the same text."""
+    parts = text.split(" ")
+    numeric = [0, 1, 2, 3, 6] + ([7] if len(parts) == 8 else [])
+    well_formed = (
+        len(parts) in (7, 8)
+        and all(parts[i].isascii() and parts[i].isdigit() and len(parts[i]) <= 19 for i in numeric)
+        and parts[4] in ("0", "1")
+        and parts[5] != ""
+    )
+    try:
+        handle = ReceiptHandle.parse(text)
+    except MalformedReceiptHandleError:
+        assert not well_formed
+    else:
+        assert well_formed
+        assert handle.broker_name == parts[5] and handle.queue_id == int(parts[6])
+        canonical = " ".join(str(int(p)) if i in numeric else p for i, p in enumerate(parts))
+        assert handle.build() == canonical
 
 
 def test_offset_info_round_trip_and_bad_input() -> None:

@@ -181,6 +181,36 @@ def test_a_batch_pop_is_one_record(open_store: StoreFactory, tmp_path: Path) -> 
     assert path.stat().st_size - before == one_record + cursor_record_size
 
 
+def test_the_acks_of_one_queue_together_are_one_record_and_survive_a_restart(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """`ack_all` (one AckMessage's entries): each entry answered in order (a stale or repeated one
+    refused, changing nothing), the accepted offsets in one ACK record, replayed at restart."""
+    store = open_store()
+    cfg = tmp_path / "cfg"
+    clock = ManualClock()
+    svc = service(store, cfg, clock)
+    put(store, 8)
+    batch = svc.pop(GROUP, TOPIC, [0], 8, 10_000, INIT_MODE_MIN)
+    assert svc.persist()
+    path = cfg / "popState.log"
+    before = path.stat().st_size
+
+    def handle(offset: int, pop_time: int = batch.pop_time) -> ReceiptHandle:
+        return ReceiptHandle(0, pop_time, 10_000, 0, "0", BROKER, 0, offset)
+
+    acks = [(1, handle(1)), (2, handle(2, pop_time=1)), (3, handle(3)), (1, handle(1)), (5, handle(5))]
+    refusals = svc.ack_all(GROUP, TOPIC, 0, acks)
+    assert [r is None for r in refusals] == [True, False, True, False, True]
+    assert "stale" in str(refusals[1]) and "acked already" in str(refusals[3])
+    assert svc.persist()
+    key_bytes = 2 + len(GROUP) + 2 + len(TOPIC) + 4
+    assert path.stat().st_size - before == RECORD_FRAME.size + 1 + key_bytes + 2 + 3 * 8
+    svc.table.log.close()
+    again = service(store, cfg, clock)
+    assert sorted(again.in_flight(GROUP, TOPIC, 0)) == [0, 2, 4, 6, 7]
+
+
 def test_compaction_snapshot_and_restart(open_store: StoreFactory, tmp_path: Path) -> None:
     store = open_store()
     cfg = tmp_path / "cfg"

@@ -308,15 +308,21 @@ class PopMessageProcessor:
         POP log: one fdatasync for all of them, not one each. Returns each one's refusal, or None;
         every accepted one is durable when this returns (if the log cannot be written, each of
         them gets that refusal)."""
-        refusals: list[RocketliteError | None] = []
-        for r, handle in requests:
+        refusals: list[RocketliteError | None] = [None] * len(requests)
+        # by queue, in order: each queue's acks applied together (one log record, one commit)
+        by_queue: dict[tuple[str, str, int], list[int]] = {}
+        for i, (r, _) in enumerate(requests):
+            by_queue.setdefault((r.group, r.topic, r.queue_id), []).append(i)
+        for (group, topic, queue_id), at in by_queue.items():
             try:
-                self._check(r.group, r.topic, r.queue_id)
-                self.service.ack(r.group, r.topic, r.queue_id, r.offset, handle)
+                self._check(group, topic, queue_id)
             except RocketliteError as exc:
-                refusals.append(exc)
-            else:
-                refusals.append(None)
+                for i in at:
+                    refusals[i] = exc
+                continue
+            acks = [(requests[i][0].offset, requests[i][1]) for i in at]
+            for i, refusal in zip(at, self.service.ack_all(group, topic, queue_id, acks), strict=True):
+                refusals[i] = refusal
         for (group, topic), queues in _acked_queues(requests, refusals).items():
             self._acked(group, topic, queues)
         if any(refusal is None for refusal in refusals):

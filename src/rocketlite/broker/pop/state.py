@@ -393,13 +393,35 @@ class PopService:
 
     def ack(self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle) -> None:
         """Forget a delivered message for good; a stale or forged handle raises and changes nothing."""
+        refusal = self.ack_all(group, topic, queue_id, [(offset, handle)])[0]
+        if refusal is not None:
+            raise refusal
+
+    def ack_all(
+        self, group: str, topic: str, queue_id: int, acks: list[tuple[int, ReceiptHandle]]
+    ) -> list[StaleReceiptHandleError | None]:
+        """`ack` of several deliveries of one queue, in order (one AckMessage's entries): each
+        one's refusal or None; the accepted ones go to the log in one ACK record (up to
+        `MAX_BATCH` offsets each) and the queue's offset is committed once."""
+        key = (group, topic, queue_id)
+        refusals: list[StaleReceiptHandleError | None] = []
+        accepted: list[int] = []
         with self.table.lock:
-            self._in_flight(group, topic, queue_id, offset, handle)
-            key = (group, topic, queue_id)
-            del self.table.queues[key].in_flight[offset]
-            self.table.log.append(ack_record(key, [offset]))
-            self.revive_in[(group, topic, "ACK")] += 1
-            self._commit(group, topic, queue_id)
+            for offset, handle in acks:
+                try:
+                    self._in_flight(group, topic, queue_id, offset, handle)
+                except StaleReceiptHandleError as exc:
+                    refusals.append(exc)
+                    continue
+                del self.table.queues[key].in_flight[offset]
+                accepted.append(offset)
+                refusals.append(None)
+            if accepted:
+                for at in range(0, len(accepted), MAX_BATCH):
+                    self.table.log.append(ack_record(key, accepted[at : at + MAX_BATCH]))
+                self.revive_in[(group, topic, "ACK")] += len(accepted)
+                self._commit(group, topic, queue_id)
+        return refusals
 
     def change_invisible_time(
         self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle, invisible_time: int

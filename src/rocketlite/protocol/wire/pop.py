@@ -20,6 +20,7 @@ question (`StaleReceiptHandleError`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
@@ -56,6 +57,12 @@ INIT_MODE_MAX: Final = 0
 INIT_MODE_MIN: Final = 1
 
 _MAX_HANDLE_LEN: Final = 512
+# A well-formed handle in one match (what `ReceiptHandle.parse` accepts field by field, which it
+# still does to name the field of a malformed one).
+_NUMBER = "([0-9]{1,19})"
+_WELL_FORMED: Final = re.compile(
+    " ".join([_NUMBER] * 4 + ["([01])", "([^ ]+)", _NUMBER]) + f"(?: {_NUMBER})?"
+)
 
 
 class MalformedReceiptHandleError(RocketliteError):
@@ -157,6 +164,13 @@ class ReceiptHandle:
         """Read an `extraInfo`; anything but RocketMQ's 7 or 8 fields is refused naming the cause."""
         if len(text) > _MAX_HANDLE_LEN:
             raise MalformedReceiptHandleError(f"receipt handle longer than {_MAX_HANDLE_LEN} characters")
+        found = _WELL_FORMED.fullmatch(text)
+        if found is not None:
+            ck, pop_time, invisible, revive, kind, broker, queue_id, queue_offset = found.groups()
+            return cls(
+                int(ck), int(pop_time), int(invisible), int(revive), kind, broker, int(queue_id),
+                None if queue_offset is None else int(queue_offset),
+            )  # fmt: skip
         parts = text.split(SEPARATOR)
         if len(parts) not in (7, 8):
             raise MalformedReceiptHandleError(
