@@ -329,12 +329,21 @@ class Renewals:
         """Stop renewing the delivery the client's `handle` names (it acks, nacks or dead-letters
         it) and return the broker's latest handle of it (the same text when it is not tracked);
         a renewal under way is waited for, so the answer is never a handle it is replacing."""
-        entry = self._tracked.pop(handle, None)
-        if entry is None:
-            return handle
-        if entry.renewing is not None:
-            await asyncio.shield(entry.renewing)
-        return entry.current
+        return (await self.release_all([handle]))[0]
+
+    async def release_all(self, handles: list[str]) -> list[str]:
+        """`release` of several handles (one AckMessage's entries), in order; only a renewal under
+        way is waited for."""
+        out: list[str] = []
+        for handle in handles:
+            entry = self._tracked.pop(handle, None)
+            if entry is None:
+                out.append(handle)
+                continue
+            if entry.renewing is not None:
+                await asyncio.shield(entry.renewing)
+            out.append(entry.current)
+        return out
 
     def forget_client(self, client_id: str) -> None:
         """The client left: its deliveries are no longer renewed (visible again at their deadline)."""

@@ -304,10 +304,11 @@ class ConsumerService:
         statuses: list[Any] = [None] * len(request.entries)
         todo: list[tuple[AckRequest, ReceiptHandle]] = []
         at: list[int] = []
-        for i, entry in enumerate(request.entries):
+        texts = await self.renewals.release_all([entry.receipt_handle for entry in request.entries])
+        now = self.pop.service.clock.now_ms()
+        for i, text in enumerate(texts):
             try:
-                text = await self.renewals.release(entry.receipt_handle)
-                handle, offset = self._parse_handle(text)
+                handle, offset = self._parse_handle(text, now)
             except RefusedError as exc:
                 statuses[i] = kit.status(exc.status, str(exc))
                 continue
@@ -332,17 +333,18 @@ class ConsumerService:
             overall = kit.status("MULTIPLE_RESULTS", "the entries were answered differently")
         return spb.AckMessageResponse(status=overall, entries=entries)
 
-    def _parse_handle(self, text: str) -> tuple[ReceiptHandle, int]:
+    def _parse_handle(self, text: str, now: int | None = None) -> tuple[ReceiptHandle, int]:
         """A client's receipt handle and its queue offset, refused when malformed, without its
-        queue offset, or past its invisible time (the message may be delivered again already:
-        Java's proxy refuses it too)."""
+        queue offset, or past its invisible time at `now` (None: the clock's; the message may be
+        delivered again already: Java's proxy refuses it too)."""
         try:
             handle = ReceiptHandle.parse(text)
         except MalformedReceiptHandleError as exc:
             raise RefusedError("INVALID_RECEIPT_HANDLE", str(exc)) from exc
         if handle.queue_offset is None:
             raise RefusedError("INVALID_RECEIPT_HANDLE", f"receipt handle {text!r} names no queue offset")
-        now = self.pop.service.clock.now_ms()
+        if now is None:
+            now = self.pop.service.clock.now_ms()
         if handle.pop_time + handle.invisible_time <= now:
             raise RefusedError(
                 "INVALID_RECEIPT_HANDLE",
