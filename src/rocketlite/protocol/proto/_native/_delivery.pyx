@@ -200,7 +200,7 @@ def delivery_response(record, stamp, long long now_ms):
     cdef _Prop* delay_sec = NULL
     cdef bint tran = False, delay = False, dlq_topic = False, dlq_id = False
     cdef Py_ssize_t user[_PROPS_CAP]
-    cdef Py_ssize_t users = 0, i, j, at
+    cdef Py_ssize_t users = 0, i, at
     cdef _Prop* p
     for i in range(count):
         p = &props[i]
