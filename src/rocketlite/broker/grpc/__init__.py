@@ -13,7 +13,8 @@ caller as a `remoting.peer.Peer`):
 - `send_lane.py`: on the nghttp2 door, the common SendMessage calls of one read in one append;
 - `consume.py`: QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration and
   ForwardMessageToDeadLetterQueue, over the broker's POP cores;
-- `convert.py`: every 5.x `Message` built from a stored record;
+- `convert.py`: every 5.x `Message` built from a stored record (the builder and a delivery's
+  compiled bytes writer are sans-IO, in `protocol.proto`);
 - `clients.py`: 5.x clients in the broker's client manager, and the renewal of their receipts.
 
 grpcio is an optional extra: without it (or without the generated stubs) the broker runs without
