@@ -69,6 +69,8 @@ class JobResult:
     start: float = 0.0
     end: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+    ack_ms: list[float] = field(default_factory=list)  # latency: send -> SendMessage's answer
+    lag_ms: list[float] = field(default_factory=list)  # latency: send time behind its schedule
     error: str = ""
 
 
@@ -267,13 +269,18 @@ class Worker:
         while res.sent < total:
             owed = min(total, int((time.monotonic() - go) * job.rate)) - res.sent
             for _ in range(owed):
-                body = SEND_NS.pack(time.monotonic_ns()) + body_pad
+                sent_ns = time.monotonic_ns()
+                res.lag_ms.append(max(0.0, sent_ns / 1e6 - (go + res.sent / job.rate) * 1e3))
+                body = SEND_NS.pack(sent_ns) + body_pad
                 message = self.message(job.topic, body)
                 message.system_properties.message_id = f"{self.prefix}{next(self.serial):024X}"
                 raw = spb.SendMessageRequest(messages=[message]).SerializeToString()
                 call = asyncio.ensure_future(calls.send[calls.next()](raw, metadata=calls.metadata))
                 pending.add(call)
                 call.add_done_callback(pending.discard)
+                call.add_done_callback(
+                    lambda _, t=sent_ns: res.ack_ms.append((time.monotonic_ns() - t) / 1e6)
+                )
                 res.sent += 1
                 self.tally.add(Tally.SENT)
             await asyncio.sleep(PACE_TICK)
