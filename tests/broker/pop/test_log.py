@@ -13,6 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from rocketlite.broker.pop.log import (
     COMPACT_MIN_BYTES,
     FILE_HEADER,
@@ -125,14 +127,17 @@ FAILING_WRITE = textwrap.dedent(
         log.close()
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    asyncio.run(main(PopLog(__import__("pathlib").Path(sys.argv[1]))))
+    sync_flush = sys.argv[2] == "SYNC_FLUSH"
+    asyncio.run(main(PopLog(__import__("pathlib").Path(sys.argv[1]), sync_flush=sync_flush)))
     """
 )
 
 
-def test_a_failed_write_is_reported_and_written_whole_by_the_next_flush(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_a_failed_write_is_reported_and_written_whole_by_the_next_flush(tmp_path: Path, flush: str) -> None:
+    """Under ASYNC_FLUSH too: an answer waits for the write, so a failed write fails it."""
     done = subprocess.run(
-        [sys.executable, "-c", FAILING_WRITE, str(tmp_path)],
+        [sys.executable, "-c", FAILING_WRITE, str(tmp_path), flush],
         check=False,
         capture_output=True,
         text=True,
