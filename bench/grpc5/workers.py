@@ -19,7 +19,9 @@ phase). Jobs:
   worker keeps receiving until all of them have finished sending and everything sent was
   received (or the grace ran out). A worker that stopped on its own count cancelled its
   receive streams with the others' messages in them: those stayed invisible (60 s), and the
-  phase reported them "not received".
+  phase reported them "not received". A receiver acks each batch before it receives again;
+  with `ack_behind` (`--ack-behind`) it sends the ack and receives again at once, as RocketMQ's
+  PushConsumer acks, and the acks' answers are checked at the end.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Job:
     cap: int = 0  # send: messages at most (0: no cap)
     rate: float = 0.0  # latency: messages/s of this worker
     grace: float = 3.0  # latency: s to wait for the last messages
+    ack_behind: bool = False  # latency: ack without waiting for the answer before the next receive
 
 
 @dataclass(slots=True)
@@ -125,6 +128,7 @@ class Worker:
         self.calls = Calls(grpc, endpoint, f"bench@{os.getpid()}@0@{self.prefix}")
         self.serial = itertools.count()
         self.tally = tally
+        self.acks: set[asyncio.Future[Any]] = set()  # AckMessage calls not yet answered (ack_behind)
 
     # -- requests -------------------------------------------------------------------------------
     def message(self, topic: str, body: bytes) -> Any:
@@ -240,13 +244,21 @@ class Worker:
                     continue
                 return  # drained: what the produce phase wrote has all been received
             ack = spb.AckMessageRequest(group=group, topic=topic, entries=entries).SerializeToString()
-            answer = spb.AckMessageResponse.FromString(
-                await calls.ack[calls.next()](ack, metadata=calls.metadata)
-            )
-            if answer.status.code != OK:
-                raise RuntimeError(f"AckMessage answered {answer.status.code}: {answer.status.message}")
+            call = calls.ack[calls.next()](ack, metadata=calls.metadata)
+            if job.ack_behind:  # the next receive goes out at once; the answer is checked later
+                acks = asyncio.ensure_future(call)
+                self.acks.add(acks)
+                acks.add_done_callback(self.acks.discard)
+                res.messages += len(entries)
+                continue
+            self.check_ack(await call)
             res.messages += len(entries)
             res.end = time.monotonic()  # the last ack, not the last (empty) long poll
+
+    def check_ack(self, raw: bytes) -> None:
+        answer = self.spb.AckMessageResponse.FromString(raw)
+        if answer.status.code != OK:
+            raise RuntimeError(f"AckMessage answered {answer.status.code}: {answer.status.message}")
 
     async def run_receive(self, job: Job, go: float) -> JobResult:
         res = JobResult(start=go)
@@ -294,6 +306,8 @@ class Worker:
         for receiver in receivers:
             receiver.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
+        for answer in await asyncio.gather(*self.acks):
+            self.check_ack(answer)
         res.messages = len(res.latencies_ms)
         res.end = time.monotonic()
         return res
