@@ -78,9 +78,15 @@ extensions = [
     if (settings := native_settings(pyx)) is not None
 ]
 
+# One job per core for both steps (Cython's translation and the C compiler): the native build is
+# the longest step of a fresh `make install`, and it ran on one core while the other idled.
+JOBS = os.cpu_count() or 1
+
 setup(
+    options={"build_ext": {"parallel": JOBS}},
     ext_modules=cythonize(
         extensions,
+        nthreads=JOBS,
         include_path=[str(SHARED)],
         language_level=3,
         compiler_directives={

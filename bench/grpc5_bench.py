@@ -110,19 +110,32 @@ def run_python_side(args: argparse.Namespace, impl: str) -> None:
         out(line)
 
 
+def native_settings(args: argparse.Namespace, work: Path, impl: str, *, consume: bool) -> native.Native:
+    """The one broker + generator set-up that both the native and the ghz runs start from."""
+    return native.Native(
+        work=work,
+        seconds=1.0 if args.quick else 5.0,
+        warmup=0.3 if args.quick else 1.0,
+        window=args.window,
+        consume=consume,
+        impl=impl,
+    )
+
+
+def missing(tools: tuple[tuple[Path, str], ...]) -> bool:
+    """Say which generator is missing and the make target that fetches it."""
+    for tool, hint in tools:
+        if not tool.exists():
+            print(f"{tool} is missing: run `{hint}`", file=sys.stderr)
+            return True
+    return False
+
+
 def run_native(args: argparse.Namespace, impl: str) -> int:
-    if not native.GENERATOR.exists():
-        print(f"the native generator is missing ({native.GENERATOR}): run `make peersgen`", file=sys.stderr)
+    if missing(((native.GENERATOR, "make peersgen"),)):
         return 2
     with tempfile.TemporaryDirectory(prefix="grpc5-native-", dir=args.dir) as tmp:
-        s = native.Native(
-            work=Path(tmp),
-            seconds=1.0 if args.quick else 5.0,
-            warmup=0.3 if args.quick else 1.0,
-            window=args.window,
-            consume="consume" in args.phases,
-            impl=impl,
-        )
+        s = native_settings(args, Path(tmp), impl, consume="consume" in args.phases)
         machine = describe_machine()
         out(f"5.x gRPC ({impl}) vs 4.x remoting, native generator, one broker, 1 KiB bodies, {machine}")
         try:
@@ -136,19 +149,10 @@ def run_native(args: argparse.Namespace, impl: str) -> int:
 
 
 def run_ghz(args: argparse.Namespace, impl: str) -> int:
-    for tool, hint in ((native.GENERATOR, "make peersgen"), (ghz.GHZ, "make ghz")):
-        if not tool.exists():
-            print(f"{tool} is missing: run `{hint}`", file=sys.stderr)
-            return 2
+    if missing(((native.GENERATOR, "make peersgen"), (ghz.GHZ, "make ghz"))):
+        return 2
     with tempfile.TemporaryDirectory(prefix="grpc5-ghz-", dir=args.dir) as tmp:
-        s = native.Native(
-            work=Path(tmp),
-            seconds=1.0 if args.quick else 5.0,
-            warmup=0.3 if args.quick else 1.0,
-            window=args.window,
-            consume=False,
-            impl=impl,
-        )
+        s = native_settings(args, Path(tmp), impl, consume=False)
         out(f"5.x gRPC ({impl}): ghz and the native generator, 1 KiB, {describe_machine()}")
         try:
             rows = asyncio.run(ghz.run(s))

@@ -16,10 +16,13 @@ machine: other processes do not count in it) and the handling alone (wall time i
 the segment staging the allocation service does is paid at its steady rate; each run waits for
 the dispatch to catch up before the clocks are read (`caught_up`), so its cost is in them.
 
-    .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--sizes 1024,128] [--lane on|off]
+    .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--sizes 1024,128]
+        [--lane on|commands|off]
 
 `--lane off` takes the coalescing lane of single sends away (`broker/processors/send_group.py`):
 every SEND_MESSAGE_V2 then goes through the per-message handler, the path before the lane.
+`--lane commands` keeps the lane but not its raw half: every frame is decoded into a command
+first (the path before `gather_raw_sends`).
 """
 
 from __future__ import annotations
@@ -172,8 +175,9 @@ async def main() -> None:
     ap.add_argument("--phases", default="single,batch")
     ap.add_argument("--segment-mib", type=int, default=64)
     ap.add_argument(
-        "--lane", choices=("on", "off"), default="on",
-        help="off: no coalescing lane for single sends (the per-message path, as before it)",
+        "--lane", choices=("on", "commands", "off"), default="on",
+        help="commands: the lane over decoded commands only (no raw lane, as before it); "
+        "off: no coalescing lane for single sends (the per-message path)",
     )  # fmt: skip
     args = ap.parse_args()
     print(f"codecs: {speedups.CHOSEN.name}")
@@ -187,9 +191,12 @@ async def main() -> None:
         )  # fmt: skip
         controller = BrokerController(broker, store_cfg)
         await controller.start()
+        if args.lane != "on":
+            controller.table.raw = None
         if args.lane == "off":
             controller.table.groups.clear()
-        print(f"coalescing lane: {'on' if controller.table.groups else 'off'}")
+        lane = "off" if not controller.table.groups else "on" if controller.table.raw else "commands"
+        print(f"coalescing lane: {lane}")
         try:
             sizes = [args.size] if args.size else [int(x) for x in args.sizes.split(",")]
             for size in sizes:

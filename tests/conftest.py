@@ -3,6 +3,7 @@
 - `open_store`: real stores in temporary directories.
 - `clients` and `real_clients_cluster`: real RocketMQ clients (tests.support.foreign_clients.real) and the
   embedded name server + broker (one per test, short delay levels) they talk to.
+- `pytest_xdist_make_scheduler`: how `make test` spreads test files over its pytest-xdist workers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,28 @@ from tests.support.store import StoreFactory, small_config
 # failed a run that had nothing wrong with it. Speed is measured in bench/.
 settings.register_profile("rocketlite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("rocketlite")
+
+
+# Test files that serve on fixed ports (the README's 9876 / 10911, through tests.support.docs):
+# run on two workers at once they would take each other's ports, so they share one unit of work.
+SAME_PORTS = {"tests/test_readme.py": "readme-ports", "tests/test_docs.py": "readme-ports"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole files per worker (`--dist loadfile`: a file's module fixtures, such as a booted RocketMQ
+    cluster or a Java peer, are set up once, on one worker), with the files of SAME_PORTS as one unit.
+
+    `make test` runs two workers on its two cores: most of the suite waits on processes (JVMs,
+    brokers, clients) rather than on the CPU, and one worker left the second core mostly idle."""
+    from xdist.scheduler import LoadFileScheduling  # noqa: PLC0415 - only under pytest-xdist
+
+    class PortsApart(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            scope: str = super()._split_scope(nodeid)
+            return SAME_PORTS.get(scope, scope)
+
+    return PortsApart(config, log)
 
 
 @pytest.fixture

@@ -136,4 +136,6 @@ def register_requests(
     for code, handler in handlers.items():
         table.register(code, handler)
     if encode_group is not None:  # the coalescing lane of single sends (compiled only)
-        table.groups[C.SEND_MESSAGE_V2] = SendGroupLane(send)
+        lane = SendGroupLane(send)
+        table.groups[C.SEND_MESSAGE_V2] = lane
+        table.raw = lane.raw

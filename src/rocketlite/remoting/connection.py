@@ -57,6 +57,10 @@ Handler = Callable[["Connection", RemotingCommand], WireResult]
 # code starts, it serves the leading ones it can as one (the send processor's coalescing lane),
 # sends their answers in order, and says how many it served; 0 leaves the first to the handler.
 GroupHandler = Callable[["Connection", list[RemotingCommand], int], int]
+# A raw group handler (`RequestTable.raw`): given the bytes of one read (starting at a frame) and a
+# position, it serves the leading frames it can straight from the bytes, sends their answers in
+# order, and returns the position after the last frame it served (the position given: none).
+RawGroupHandler = Callable[["Connection", bytes, int], int]
 
 
 # Told of every request answered (RocketMQ 5's rpc latency): request code, response code (None for
@@ -82,13 +86,18 @@ class RequestTable:
     `groups`: request code -> a handler that serves several requests of one read at once
     (`GroupHandler`), tried first for a request of that code when there is no observer. A table
     that wraps another (ACL, auth) has none of its own, so every request there goes through the
-    wrapped handler."""
+    wrapped handler.
+
+    `raw`: a group handler that reads the frames of a read itself (`RawGroupHandler`, the send
+    lane's `SendGroupLane.raw`), offered each read first when there is no observer; the frames
+    from the first it does not serve on are decoded and served as above."""
 
     def __init__(self, default: Handler | None = None) -> None:
         self.handlers: dict[int, Handler] = {}
         self.default = default
         self.observer: RequestObserver | None = None
         self.groups: dict[int, GroupHandler] = {}
+        self.raw: RawGroupHandler | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         self.handlers[int(code)] = handler
@@ -189,21 +198,39 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = now = time.monotonic()
+        raw = self.table.raw if self.table.observer is None and not self.closed else None
+        out: list[bytes] | None = None
+        served = 0
         try:
-            commands = self.decoder.feed(data)
+            if raw is None:
+                commands = self.decoder.feed(data)
+            else:  # the raw lane serves what it can from the bytes; the rest is decoded as usual
+                src = self.decoder.join(data if type(data) is bytes else bytes(data))
+                commands = []
+                if src is not None:
+                    out = self._collect()
+                    try:
+                        served = raw(self, src, 0)
+                    except BaseException:
+                        self._out = None  # as the handlers' loop below leaves it
+                        raise
+                    if served < len(src):
+                        commands = self.decoder.feed(src[served:] if served else src)
         except ProtocolError as exc:
             log.warning("closing %s: %s", self.remote_address, exc)
+            self._out = None
+            if out and self.transport is not None and not self.closed:
+                self._write_all(self.transport, out)  # the answers of the requests already served
             self.close()
             return
         if not self.decoder.buffered:
             self.partial_since = 0.0
-        elif commands or not self.partial_since:
+        elif commands or served or not self.partial_since:
             self.partial_since = now
-        if not commands:
+        if not commands and out is None:
             return
-        out = self._later or []  # frames still waiting for `_flush_later` go first
-        self._later = None
-        self._out = out
+        if out is None:
+            out = self._collect()
         groups = self.table.groups if self.table.observer is None else None
         try:
             if groups:
@@ -218,6 +245,13 @@ class Connection(asyncio.Protocol):
             self._out = None
         if out and self.transport is not None and not self.closed:
             self._write_all(self.transport, out)
+
+    def _collect(self) -> list[bytes]:
+        """Start collecting the answers of one read (frames waiting for `_flush_later` first)."""
+        out = self._later or []
+        self._later = None
+        self._out = out
+        return out
 
     def _resolve(self, response: RemotingCommand) -> None:
         fut = self.pending.pop(response.opaque, None)

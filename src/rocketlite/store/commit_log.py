@@ -210,7 +210,8 @@ class CommitLog:
         the segment failure that stopped it). Each record goes where `append` would have put it
         were they appended one by one: the group is split where a record does not fit what is
         left of the segment (which then gets its blank, as `append` rolls it), and each part is
-        stamped (`speedups.stamp_group`) and copied in one piece. A failed roll stops it there: the
+        stamped (`speedups.stamp_group`, which also takes each record's queue offset from
+        `topic_queue_table` and advances it) and copied in one piece. A failed roll stops it there: the
         records before are placed, the rest are not (the caller answers them with the failure);
         so does a record that no segment can hold.
         Only for messages that enter their consume queue (no transaction type) and whose records
@@ -237,16 +238,13 @@ class CommitLog:
                     j += 1
                 if j == i:  # a record larger than a segment: left to `append`, which refuses it
                     break
-                part: list[int] = []
-                for key in keys[i:j]:
-                    qoff = table.get(key, 0)
-                    table[key] = qoff + 1
-                    part.append(qoff)
-                ids += stamp_group(buf, pos, part, mf.file_from_offset + mf.wrote_position, now, prefix)
+                part = keys if i == 0 and j == n else keys[i:j]  # the queue offsets: assigned there
+                ids += stamp_group(
+                    buf, pos, part, table, qoffs, mf.file_from_offset + mf.wrote_position, now, prefix
+                )
                 with view[pos:end] as piece:
                     mf.append(piece)
                 mf.store_timestamp = now
-                qoffs += part
                 i, pos = j, end
         return ids, qoffs, now, None
 

@@ -84,6 +84,10 @@ def reads(draw: st.DrawFn) -> list[bytes]:
             frames.append(draw(request_frames(opaque)))
             opaque += 1
         out.append(b"".join(frames))
+    if draw(st.booleans()):  # frames split across reads: the same bytes cut anywhere
+        stream = b"".join(out)
+        cuts = sorted(draw(st.lists(st.integers(1, len(stream) - 1), max_size=6, unique=True)))
+        out = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
     return out
 
 
@@ -103,10 +107,10 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 
 async def serve(
-    root: Path, data: list[bytes], lane: bool, observed: list[int] | None = None
+    root: Path, data: list[bytes], lane: bool | str, observed: list[int] | None = None
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane
-    count, stats)."""
+    count (`lane="raw"`: of those served from the bytes), stats)."""
     store_cfg = StoreConfig(
         store_path_root_dir=root, maped_file_size_commit_log=16 * 1024,
         maped_file_size_consume_queue=20 * 64, max_message_size=2400,
@@ -127,6 +131,7 @@ async def serve(
         assert isinstance(lane_obj, SendGroupLane)
         if not lane:
             lanes.clear()
+            controller.table.raw = None
         if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
             controller.table.observer = lambda code, answer, ms, held, result: observed.append(code)
         conn = Connection(controller.table)
@@ -140,7 +145,7 @@ async def serve(
             b"".join(transport.kept or []),
             files_under(root / "commitlog"),
             files_under(root / "consumequeue"),
-            lane_obj.taken,
+            lane_obj.raw_taken if lane == "raw" else lane_obj.taken,
             stats_of(parts.send.stats),
         )
     finally:
@@ -167,6 +172,8 @@ def test_a_run_of_common_sends_is_taken_by_the_lane_and_rolls_segments() -> None
         fast = asyncio.run(serve(Path(a), common_sends(40), lane=True))
         slow = asyncio.run(serve(Path(b), common_sends(40), lane=False))
     assert fast[3] == 39
+    with tempfile.TemporaryDirectory() as c:  # all of them from the bytes: no command made
+        assert asyncio.run(serve(Path(c), common_sends(40), lane="raw"))[3] == 39
     assert len(fast[1]) >= 3  # 39 KiB over 16 KiB segments
     assert fast[:3] == slow[:3]
     assert fast[4] == slow[4]

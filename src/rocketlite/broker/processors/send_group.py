@@ -18,6 +18,12 @@ request it did not take to the ordinary handler and offers the rest again, so re
 stored and answered in the order they arrived: the queue offsets are those the per-message path
 assigns.
 
+Before the read is decoded at all, `raw` (`RequestTable.raw`) is offered its bytes: the leading
+frames on the common path are gathered from them in place (`gather_raw_sends`: no command and no
+ext dict per request) and placed the same way; the connection decodes the frames from the first it
+did not take on, and serves them as above (the lane again, per command). A read of common sends
+is then one compiled gather, one append, one answer write.
+
 The common path, judged per request before anything is changed (a request that is not on it ends
 the run and goes through the handler, which gives the answer it gives today):
 - the lane as a whole: no ACL or auth table, no request observer (the connection checks both: those
@@ -44,8 +50,8 @@ from rocketlite.protocol import perm
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import encode_group, send_properties
 from rocketlite.protocol.wire.command import RemotingCommand
-from rocketlite.protocol.wire.send_lane import TopicFacts
-from rocketlite.protocol.wire.speedups import encode_send_oks, gather_sends
+from rocketlite.protocol.wire.send_lane import Gathered, TopicFacts
+from rocketlite.protocol.wire.speedups import encode_send_oks, gather_raw_sends, gather_sends
 from rocketlite.remoting.connection import Connection
 
 _PERM_WRITE = perm.PERM_WRITE
@@ -57,6 +63,7 @@ class SendGroupLane:
     def __init__(self, processor: SendMessageProcessor) -> None:
         self.processor = processor
         self.taken = 0  # requests served by the lane (tests, diagnostics)
+        self.raw_taken = 0  # of those, served straight from the read's bytes (`raw`)
         self._facts: dict[str, TopicFacts] = {}  # `gather_sends`' per-topic cache
 
     def _open(self) -> bool:
@@ -69,27 +76,58 @@ class SendGroupLane:
             and not p.reject_request()
         )  # fmt: skip
 
+    def _limits(self, conn: Connection) -> tuple[int, int]:
+        """The fixed part of a record for `conn`'s address families, and the largest record."""
+        p = self.processor
+        born = born_host_of(conn)
+        head = V4_BODY_POS + (12 if len(born.ip) == 16 else 0) + (12 if len(p.store_host.ip) == 16 else 0) + 3
+        config = p.store.config
+        # over maxMessageSize, or more than a segment holds: the per-message path refuses it
+        return head, min(
+            config.max_message_size, config.maped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
+        )
+
     def __call__(self, conn: Connection, commands: list[RemotingCommand], start: int) -> int:
         """Serve the leading requests of `commands[start:]` that are on the common path; their
         answers go to `conn` in order, as one write. Returns how many were served (0: none)."""
         if not self._open():
             return 0
         p = self.processor
-        store_host = p.store_host
-        born = born_host_of(conn)
-        head = V4_BODY_POS + (12 if len(born.ip) == 16 else 0) + (12 if len(store_host.ip) == 16 else 0) + 3
-        config = p.store.config
-        # over maxMessageSize, or more than a segment holds: the per-message path refuses it
-        max_size = min(config.max_message_size, config.maped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH)
-        entries, sizes, keys, answers, runs = gather_sends(
+        head, max_size = self._limits(conn)
+        gathered = gather_sends(
             commands, start, p.topics.table, p._legal_topics, self._facts, p.broker.broker_cluster_name,
             head, max_size, MAX_PROPERTIES_LENGTH, p.rng, send_properties,
         )  # fmt: skip
+        placed = self._place(conn, gathered)
+        self.taken += placed
+        return placed
+
+    def raw(self, conn: Connection, src: bytes, pos: int) -> int:
+        """`RequestTable.raw`: serve the leading frames of `src[pos:]` that are on the common path
+        straight from their bytes; returns the position after the last one served."""
+        if not self._open():
+            return pos
+        p = self.processor
+        head, max_size = self._limits(conn)
+        gathered, ends = gather_raw_sends(
+            src, pos, conn.decoder.max_frame_length, p.topics.table, p._legal_topics, self._facts,
+            p.broker.broker_cluster_name, head, max_size, MAX_PROPERTIES_LENGTH, p.rng, send_properties,
+        )  # fmt: skip
+        placed = self._place(conn, gathered)
+        self.taken += placed
+        self.raw_taken += placed
+        return ends[placed - 1] if placed else pos
+
+    def _place(self, conn: Connection, gathered: Gathered) -> int:
+        """Append the gathered requests as one group and answer those placed; how many were."""
+        entries, sizes, keys, answers, runs = gathered
         if not entries:
             return 0
+        p = self.processor
+        store_host = p.store_host
         assert encode_group is not None
         try:
-            buf = encode_group(entries, born, store_host)
+            buf = encode_group(entries, born_host_of(conn), store_host)
         except (TypeError, ValueError, OverflowError):  # not expected after the checks; nothing placed
             return 0  # the handler serves them one by one
         ids, qoffs = p.store.put_group_nowait(buf, sizes, keys, store_host)
@@ -106,5 +144,4 @@ class SendGroupLane:
         conn.send_raw(
             encode_send_oks(answers, ids, qoffs, broker.region_id, "true" if broker.trace_on else "false")
         )
-        self.taken += placed
         return placed

@@ -93,6 +93,8 @@ class StampGroup(Protocol):
         self,
         buf: bytearray,
         pos: int,
+        keys: list[str],
+        table: dict[str, int],
         queue_offsets: list[int],
         physical_base: int,
         store_timestamp: int,

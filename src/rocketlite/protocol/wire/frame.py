@@ -10,6 +10,11 @@ case: a read holds whole frames) and keeps only a torn tail in its `bytearray`; 
 an incomplete frame, further input is appended without copying, and once the first frame is
 complete the buffer is taken as bytes once. Every byte is copied a bounded number of times, so
 the work over any split of the input is O(total bytes): no re-slicing per byte.
+
+`FrameDecoder.join` is the first half of `feed` for a reader that serves some frames from the
+bytes themselves (the connection's raw SEND_MESSAGE_V2 lane): the input as one bytes that starts at
+a frame, or None while the frame at the front is still incomplete; what that reader leaves goes
+to `feed` as usual.
 """
 
 from __future__ import annotations
@@ -75,6 +80,26 @@ class FrameDecoder:
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buffer)
+
+    def join(self, data: bytes) -> bytes | None:
+        """`data` after what is buffered, as one bytes starting at a frame (the buffer emptied);
+        None while the frame at the front is incomplete (`data` kept). A bad prefix raises as
+        `feed` does."""
+        if self._error is not None:
+            raise ProtocolError(f"stream already failed: {self._error}")
+        buf = self._buffer
+        if not buf:
+            return data
+        buf += data
+        try:
+            if len(buf) < LENGTH.size or LENGTH.size + check_prefix(buf, 0, self.max_frame_length) > len(buf):
+                return None
+        except ProtocolError as exc:
+            self._error = str(exc)
+            raise
+        src = bytes(buf)
+        buf.clear()
+        return src
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         """Buffer `data`; return every command it completes, in order."""

@@ -28,6 +28,14 @@ MULTI_TAG, the consume-queue keys). A `TopicConfig` is frozen, so an entry holds
 `table` maps its topic to that same object: no version counter to keep, a changed topic is a new
 object. The reference reads `table` directly.
 
+`gather_raw_sends`: the same, read straight from the bytes of one socket read: the leading
+complete frames of `src[pos:]` are gathered as `gather_sends` gathers their commands, and with the
+result come where each taken frame ends (`ends`), so the connection decodes only the rest. The
+reference decodes the frames (`decode_frames`) and gathers them; its compiled twin reads each frame
+in place (`_native/_send_lane_raw.pxi`) and makes no command and no ext dict per request. A frame
+that is incomplete or has a bad prefix ends the run (the connection's decoder then keeps it or
+refuses it as today).
+
 `encode_send_oks`: the SUCCESS answers of the first `len(ids)` requests gathered (those placed),
 joined into one bytes (one write): `encode_send_ok` of each, in order.
 
@@ -45,9 +53,17 @@ from typing import Final, Protocol
 
 from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import CommandFlag, RequestCode, SerializeType
+from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.message import MessageSysFlag, SendProperties
 from rocketlite.protocol.perm import PERM_WRITE
 from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame_codec import (
+    FRAME_PREFIX,
+    HEADER_LENGTH_MASK,
+    HEADER_WORD,
+    LENGTH,
+    DecodeFrames,
+)
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from rocketlite.protocol.wire.send_response import EncodeSendOk
 
@@ -55,11 +71,13 @@ __all__ = [
     "Answer",
     "EncodeSendOks",
     "Entry",
+    "GatherRawSends",
     "GatherSends",
     "Gathered",
     "TopicFacts",
     "TopicView",
     "encode_send_oks_over",
+    "gather_raw_sends_over",
     "gather_sends_over",
 ]
 
@@ -93,6 +111,15 @@ GatherSends = Callable[
         int, Random, Callable[[str, str], SendProperties],
     ],
     Gathered,
+]  # fmt: skip
+# (src, pos, max frame length, table, legal, facts, cluster, head, max_size, max_props, rng,
+# send_properties) -> (gathered, where each taken frame ends)
+GatherRawSends = Callable[
+    [
+        bytes, int, int, Mapping[str, TopicView], set[str], dict[str, TopicFacts], str, int, int, int, Random,
+        Callable[[str, str], SendProperties],
+    ],
+    tuple[Gathered, list[int]],
 ]  # fmt: skip
 EncodeSendOks = Callable[[list[Answer], list[str], list[int], str, str], bytes]
 
@@ -194,6 +221,51 @@ def gather_sends_over(
         return entries, sizes, keys, answers, runs
 
     return gather_sends
+
+
+def gather_raw_sends_over(decode_frames: DecodeFrames, gather_sends: GatherSends) -> GatherRawSends:
+    """`gather_raw_sends`: the complete frames of `src[pos:]` up to the first that is not a
+    SEND_MESSAGE_V2, decoded by `decode_frames`, gathered by `gather_sends`."""
+
+    def gather_raw_sends(
+        src: bytes,
+        pos: int,
+        max_frame_length: int,
+        table: Mapping[str, TopicView],
+        legal: set[str],
+        facts: dict[str, TopicFacts],
+        cluster: str,
+        head: int,
+        max_size: int,
+        max_props: int,
+        rng: Random,
+        send_properties: Callable[[str, str], SendProperties],
+    ) -> tuple[Gathered, list[int]]:
+        ends: list[int] = []
+        commands: list[RemotingCommand] = []
+        at, size = pos, len(src)
+        while size - at >= FRAME_PREFIX.size:
+            length, word = FRAME_PREFIX.unpack_from(src, at)
+            if not HEADER_WORD.size <= length <= max_frame_length - LENGTH.size:
+                break
+            end = at + LENGTH.size + length
+            if word & HEADER_LENGTH_MASK > length - HEADER_WORD.size or end > size:
+                break
+            try:
+                decoded, _ = decode_frames(src[at:end], max_frame_length)
+            except ProtocolError:  # the connection's decoder refuses it
+                break
+            if decoded[0].code != _V2:
+                break
+            commands.append(decoded[0])
+            ends.append(end)
+            at = end
+        gathered = gather_sends(
+            commands, 0, table, legal, facts, cluster, head, max_size, max_props, rng, send_properties
+        )
+        return gathered, ends[: len(gathered[0])]
+
+    return gather_raw_sends
 
 
 def encode_send_oks_over(encode_send_ok: EncodeSendOk) -> EncodeSendOks:

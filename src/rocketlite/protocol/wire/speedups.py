@@ -15,10 +15,11 @@ the same commands, bytes and errors, pinned together by the differential tests
 * `decode_send_header_v2` (the letter-keyed header of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE),
   `decode_pull_header` (PULL_MESSAGE): the classes' generated decoders
   (`custom_header.decoder_for`); compiled in `_native/_headers.pyx`;
-* `gather_sends`, `encode_send_oks` (the SEND_MESSAGE_V2 coalescing lane's per-read calls: the
-  common-path requests of a read to their records' entries, keys and answers; those answers as
-  one bytes): `send_lane` over the references above; compiled in `_native/_send_lane.pyx` and
-  `_native/_wire.pyx` (`tests/protocol/test_native_send_lane.py`).
+* `gather_sends`, `gather_raw_sends`, `encode_send_oks` (the SEND_MESSAGE_V2 coalescing lane's
+  per-read calls: the common-path requests of a read, as commands or as the read's bytes, to
+  their records' entries, keys and answers; those answers as one bytes): `send_lane` over the
+  references above; compiled in `_native/_send_lane.pyx` and `_native/_wire.pyx`
+  (`tests/protocol/test_native_send_lane.py`, `test_native_raw_sends.py`).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the frame layer, the broker and the clients import these names from here and nowhere else.
@@ -46,8 +47,10 @@ from rocketlite.protocol.wire.frame_codec import (
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.wire.send_lane import (
     EncodeSendOks,
+    GatherRawSends,
     GatherSends,
     encode_send_oks_over,
+    gather_raw_sends_over,
     gather_sends_over,
 )
 from rocketlite.protocol.wire.send_response import EncodeSendOk, send_ok_over
@@ -67,6 +70,7 @@ __all__ = [
     "encode_rocketmq_header",
     "encode_send_ok",
     "encode_send_oks",
+    "gather_raw_sends",
     "gather_sends",
 ]
 
@@ -86,6 +90,7 @@ class Codecs:
     decode_send_header_v2: Callable[[Mapping[str, str] | None], SendMessageRequestHeader]
     decode_pull_header: Callable[[Mapping[str, str] | None], PullMessageRequestHeader]
     gather_sends: GatherSends
+    gather_raw_sends: GatherRawSends
     encode_send_oks: EncodeSendOks
 
 
@@ -108,6 +113,9 @@ REFERENCE: Final = Codecs(
     decode_pull_header=decoder_for(PullMessageRequestHeader, None),
     # the coalescing lane's per-read calls (`send_lane`): over the references above
     gather_sends=gather_sends_over(_SEND_HEADER_REFERENCE),
+    gather_raw_sends=gather_raw_sends_over(
+        decode_frames_over(json_header_ref.decode_json_header), gather_sends_over(_SEND_HEADER_REFERENCE)
+    ),
     encode_send_oks=encode_send_oks_over(_SEND_OK_REFERENCE),
 )
 
@@ -130,4 +138,5 @@ encode_send_ok: Final = CHOSEN.encode_send_ok
 decode_send_header_v2: Final = CHOSEN.decode_send_header_v2
 decode_pull_header: Final = CHOSEN.decode_pull_header
 gather_sends: Final = CHOSEN.gather_sends
+gather_raw_sends: Final = CHOSEN.gather_raw_sends
 encode_send_oks: Final = CHOSEN.encode_send_oks

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
+
+from rocketlite.remoting.h2.status import OK, UNKNOWN
 
 if TYPE_CHECKING:
     from rocketlite.remoting.h2.server import GrpcConnection
@@ -32,8 +34,6 @@ if TYPE_CHECKING:
 GroupHandler = Callable[[list[tuple[Any, Any]], int], list[bytes]]
 
 log = logging.getLogger("rocketlite.remoting.h2")
-OK: Final = 0  # grpc status codes (server.py's, which imports this module)
-UNKNOWN: Final = 2
 
 
 def serve_grouped(conn: GrpcConnection) -> None:

@@ -42,18 +42,18 @@ from rocketlite.remoting.h2._native._h2 import (
     H2Session,
 )
 from rocketlite.remoting.h2.group import GroupHandler, serve_grouped
+from rocketlite.remoting.h2.status import (
+    DEADLINE_EXCEEDED,
+    INTERNAL,
+    OK,
+    RESOURCE_EXHAUSTED,
+    UNIMPLEMENTED,
+    UNKNOWN,
+)
 
 log = logging.getLogger("rocketlite.remoting.h2")
 
 Shape = Literal["unary", "server_stream", "bidi"]
-OK: Final = 0
-CANCELLED: Final = 1
-UNKNOWN: Final = 2
-INVALID_ARGUMENT: Final = 3
-DEADLINE_EXCEEDED: Final = 4
-RESOURCE_EXHAUSTED: Final = 8
-UNIMPLEMENTED: Final = 12
-INTERNAL: Final = 13
 TIMEOUT_UNITS: Final = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
 TIMEOUT = re.compile(rb"(\d{1,8})([HMSmun])")
 NOT_METADATA: Final = frozenset(

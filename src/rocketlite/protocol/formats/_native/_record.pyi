@@ -39,6 +39,8 @@ def encode_group(
 def stamp_group(
     buf: bytearray,
     pos: int,
+    keys: list[str],
+    table: dict[str, int],
     queue_offsets: list[int],
     physical_base: int,
     store_timestamp: int,

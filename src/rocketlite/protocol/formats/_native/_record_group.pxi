@@ -7,8 +7,12 @@
 # `encode_group`: each entry (topic, body, properties, queue id, flag, SYSFLAG, born timestamp,
 # reconsume times) written as `encode_record` writes a single message's record (the same `_write`,
 # QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP left zero), back to back in one bytearray.
-# `stamp_group`: `count` of those records from byte `pos` stamped as `place_record` stamps one
-# (`_stamp`), each with its own queue offset (the entries go to different queues).
+# `stamp_group`: those records from byte `pos`, one per consume-queue key, stamped as
+# `place_record` stamps one (`_stamp`), each with the next queue offset of its key, taken from
+# (and advanced in) the commit log's table of them (the entries go to different queues).
+
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
 
 
 def encode_group(list entries, born_host, store_host):
@@ -55,14 +59,19 @@ def encode_group(list entries, born_host, store_host):
     return buf
 
 
-def stamp_group(buf, Py_ssize_t pos, list queue_offsets, int64_t physical_base, int64_t store_timestamp, str id_prefix):
-    """The records of `buf` from byte `pos`, one per queue offset, stamped (`_stamp`): record k
-    lies at commit-log offset `physical_base` + its distance from `pos`. Returns their msg ids.
-    Records that do not lie within `buf` are a ValueError (nothing is patched then)."""
-    cdef Py_ssize_t n, cnt = len(queue_offsets), i, at = pos, prefix_len
+def stamp_group(buf, Py_ssize_t pos, list keys, dict table, list queue_offsets, int64_t physical_base,
+                int64_t store_timestamp, str id_prefix):
+    """The records of `buf` from byte `pos`, one per consume-queue key of `keys`, stamped
+    (`_stamp`): record k gets the next queue offset of `keys[k]` from `table` (key -> next
+    offset, 0 when absent; advanced here, and each offset appended to `queue_offsets`), and lies at
+    commit-log offset `physical_base` + its distance from `pos`. Returns their msg ids. Records
+    that do not lie within `buf` are a ValueError (nothing is patched or advanced then)."""
+    cdef Py_ssize_t n, cnt = len(keys), i, at = pos, prefix_len
     cdef int32_t flag
+    cdef int64_t qoff
     cdef char* out
     cdef const char* prefix
+    cdef PyObject* hit
     if not PyByteArray_Check(buf) or not id_prefix.isascii() or pos < 0 or physical_base < 0:
         raise TypeError("stamp_group: a bytearray, an ASCII prefix and offsets >= 0 expected")
     out = PyByteArray_AS_STRING(buf)
@@ -73,9 +82,14 @@ def stamp_group(buf, Py_ssize_t pos, list queue_offsets, int64_t physical_base, 
     ids = []
     at = pos
     for i in range(cnt):
+        key = keys[i]
+        hit = PyDict_GetItem(table, key)
+        qoff = 0 if hit == NULL else <int64_t>(<object>hit)
+        table[key] = qoff + 1
+        queue_offsets.append(qoff)
         msg_id = PyBytes_FromStringAndSize(NULL, prefix_len + 16)
         flag = _get32(out + at + 36)
-        _stamp(out + at, _PREFIX + (16 if flag & _BORN_V6 else 4) + 4, <int64_t>queue_offsets[i],
+        _stamp(out + at, _PREFIX + (16 if flag & _BORN_V6 else 4) + 4, qoff,
                <uint64_t>(physical_base + (at - pos)), store_timestamp, prefix, prefix_len,
                PyBytes_AS_STRING(msg_id))  # fmt: skip
         ids.append(msg_id.decode("ascii"))

@@ -78,22 +78,20 @@ cdef int _number(object text, int digits, long long* out):
     return _OK
 
 
-cdef int _field_number(dict ext, str key, int digits, bint required, long long* out):
-    cdef PyObject* p = PyDict_GetItem(ext, key)
-    if p == NULL:
+cdef int _field_number(object text, int digits, bint required, long long* out):
+    """A number field's text (None: absent) read by `_number`; an empty optional one is absent."""
+    if text is None:
         return _BAD if required else _ABSENT
-    if not required and type(<object>p) is str and len(<str>p) == 0:
+    if not required and type(text) is str and len(<str>text) == 0:
         return _ABSENT
-    return _number(<object>p, digits, out)
+    return _number(text, digits, out)
 
 
-cdef int _field_bool(dict ext, str key, bint* out):
-    cdef PyObject* p = PyDict_GetItem(ext, key)
-    cdef object text
-    if p == NULL:
+cdef int _field_bool(object text, bint* out):
+    """A boolean field's text (None: absent, false)."""
+    if text is None:
         out[0] = False
         return _OK
-    text = <object>p
     if type(text) is not str:
         return _BAD
     if text == "true" or text == "1":
@@ -134,22 +132,126 @@ cdef tuple _facts_of(dict table, dict facts, str topic):
     return f
 
 
+cdef class _Gather:
+    """One call's state: its arguments and what it gathered, for `take` per request."""
+    cdef list entries, sizes, keys, answers
+    cdef dict table, facts
+    cdef set legal
+    cdef str cluster
+    cdef Py_ssize_t head, max_size, max_props
+    cdef object rng, send_properties
+
+    def __cinit__(self, dict table, set legal, dict facts, str cluster, Py_ssize_t head,
+                  Py_ssize_t max_size, Py_ssize_t max_props, rng, send_properties):
+        self.entries, self.sizes, self.keys, self.answers = [], [], [], []
+        self.table, self.legal, self.facts, self.cluster = table, legal, facts, cluster
+        self.head, self.max_size, self.max_props = head, max_size, max_props
+        self.rng, self.send_properties = rng, send_properties
+
+    cdef bint take(self, object a, object b, object c, object d, object e, object f_, object g, object h,
+                   object i, object j, object k, object l, object m, object body, object opaque,
+                   object serialize_type) except -1:
+        """The request with header letters `a`..`m` (their texts, None when absent) and `body`
+        gathered when it is on the common path (True); False ends the run."""
+        cdef long long queue_id, sys_flag, born, flag, reconsume, dummy, wq, rq
+        cdef bint batch, unit_mode
+        cdef Py_ssize_t props_len, topic_len, body_len, size
+        cdef tuple f
+        cdef object topic, raw, properties, uniq_key, delay
+        # the header: a, b, c strings; d..h numbers (required); i string; j, l numbers; k, m booleans
+        if type(a) is not str or type(b) is not str or type(c) is not str:
+            return False
+        topic = b
+        if (_field_number(d, 9, True, &dummy) != _OK or _field_number(e, 9, True, &queue_id) != _OK
+                or _field_number(f_, 9, True, &sys_flag) != _OK or _field_number(g, 18, True, &born) != _OK
+                or _field_number(h, 9, True, &flag) != _OK):
+            return False
+        reconsume = 0
+        if _field_number(j, 9, False, &reconsume) == _BAD or _field_number(l, 9, False, &dummy) == _BAD:
+            return False
+        if _field_bool(k, &unit_mode) != _OK or _field_bool(m, &batch) != _OK:
+            return False
+        if i is None:
+            raw = ""
+        elif type(i) is not str:
+            return False
+        else:
+            raw = i
+        # the checks
+        if batch or topic not in self.legal or sys_flag & _TRANSACTION_MASK:
+            return False
+        f = _facts_of(self.table, self.facts, topic)
+        if f is None or not f[1]:
+            return False
+        wq = f[2]
+        rq = f[3]
+        if queue_id >= wq and queue_id >= rq:
+            return False
+        if PyUnicode_Contains(raw, _DELAY_NEEDLE) or PyUnicode_Contains(raw, _TIMER_NEEDLE):
+            return False
+        properties, _tags, uniq_key, _keys, delay = self.send_properties(raw, self.cluster)
+        if (delay is not None or PyUnicode_Contains(properties, _DELAY_NEEDLE)
+                or PyUnicode_Contains(properties, _TIMER_NEEDLE) or PyUnicode_Contains(properties, _S_NEEDLE)):
+            return False
+        if _utf8_or_null(properties, &props_len) == NULL or _utf8_or_null(topic, &topic_len) == NULL:
+            return False
+        if body is None:
+            body = b""
+        elif type(body) is not bytes:
+            return False
+        body_len = PyBytes_GET_SIZE(body)
+        if not body_len:
+            body = b""
+        size = self.head + body_len + topic_len + props_len  # a legal topic name is ASCII
+        if props_len > self.max_props or size > self.max_size:
+            return False
+        # taken: from here on nothing refuses it
+        if queue_id < 0:
+            queue_id = self.rng.randrange(max(wq, 1))
+        if f[4]:
+            sys_flag |= _MULTI_TAGS_FLAG
+        self.entries.append((topic, body, properties, queue_id, flag, sys_flag, born, reconsume))
+        self.sizes.append(size)
+        if f[5] is not None and queue_id < len(<tuple>f[5]):
+            self.keys.append((<tuple>f[5])[queue_id])
+        else:
+            self.keys.append(PyUnicode_FromFormat("%U-%lld", <PyObject*>topic, queue_id))
+        self.answers.append((opaque, serialize_type, queue_id, uniq_key))
+        return True
+
+    cdef tuple result(self):
+        """(entries, sizes, keys, answers, runs): the runs of one topic counted over the entries."""
+        cdef list runs = []
+        cdef object last = None, topic
+        cdef Py_ssize_t count = 0
+        for entry in self.entries:
+            topic = (<tuple>entry)[0]
+            if last is not None and last == topic:
+                count += 1
+            else:
+                if last is not None:
+                    runs.append((last, count))
+                last = topic
+                count = 1
+        if last is not None:
+            runs.append((last, count))
+        return self.entries, self.sizes, self.keys, self.answers, runs
+
+
+cdef inline object _get(dict ext, str key):
+    cdef PyObject* p = PyDict_GetItem(ext, key)
+    return None if p == NULL else <object>p
+
+
 def gather_sends(list commands, Py_ssize_t start, dict table, set legal, dict facts, str cluster,
                  Py_ssize_t head, Py_ssize_t max_size, Py_ssize_t max_props, rng, send_properties):
     """`send_lane.gather_sends_over(...)`: the same (entries, sizes, keys, answers, runs), or a
     shorter run (see the module's docstring)."""
-    cdef list entries = [], sizes = [], keys = [], answers = [], runs = []
-    cdef Py_ssize_t i, n = PyList_GET_SIZE(commands), props_len, body_len, size, topic_len
-    cdef long long queue_id, sys_flag, born, flag, reconsume, dummy
-    cdef long long wq, rq
-    cdef bint batch, unit_mode
-    cdef object req, ext, topic, raw, body, properties, uniq_key, delay
-    cdef PyObject* p
-    cdef tuple f
-    cdef str last_topic = None
-    cdef Py_ssize_t run_count = 0
-    for i in range(start, n):
-        req = <object>PyList_GET_ITEM(commands, i)
+    cdef _Gather gather = _Gather(table, legal, facts, cluster, head, max_size, max_props, rng, send_properties)
+    cdef Py_ssize_t n = PyList_GET_SIZE(commands), at
+    cdef object req, ext
+    for at in range(start, n):
+        req = <object>PyList_GET_ITEM(commands, at)
         code = req.code
         flag_word = req.flag
         if type(code) is not int or code != _V2 or type(flag_word) is not int or flag_word & _NOT_ANSWERED:
@@ -157,85 +259,13 @@ def gather_sends(list commands, Py_ssize_t start, dict table, set legal, dict fa
         ext = req.ext_fields
         if type(ext) is not dict:
             break
-        # the header: a, b, c strings; d..h numbers (required); i string; j, l numbers; k, m booleans
-        p = PyDict_GetItem(<dict>ext, _A)
-        if p == NULL or type(<object>p) is not str:
+        if not gather.take(
+            _get(ext, _A), _get(ext, _B), _get(ext, _C), _get(ext, _D), _get(ext, _E), _get(ext, _F),
+            _get(ext, _G), _get(ext, _H), _get(ext, _I), _get(ext, _J), _get(ext, _K), _get(ext, _L),
+            _get(ext, _M), req.body, req.opaque, req.serialize_type,
+        ):
             break
-        p = PyDict_GetItem(<dict>ext, _C)
-        if p == NULL or type(<object>p) is not str:
-            break
-        p = PyDict_GetItem(<dict>ext, _B)
-        if p == NULL or type(<object>p) is not str:
-            break
-        topic = <object>p
-        if (_field_number(<dict>ext, _D, 9, True, &dummy) != _OK
-                or _field_number(<dict>ext, _E, 9, True, &queue_id) != _OK
-                or _field_number(<dict>ext, _F, 9, True, &sys_flag) != _OK
-                or _field_number(<dict>ext, _G, 18, True, &born) != _OK
-                or _field_number(<dict>ext, _H, 9, True, &flag) != _OK):
-            break
-        reconsume = 0
-        if _field_number(<dict>ext, _J, 9, False, &reconsume) == _BAD:
-            break
-        if _field_number(<dict>ext, _L, 9, False, &dummy) == _BAD:
-            break
-        if _field_bool(<dict>ext, _K, &unit_mode) != _OK or _field_bool(<dict>ext, _M, &batch) != _OK:
-            break
-        p = PyDict_GetItem(<dict>ext, _I)
-        if p == NULL:
-            raw = ""
-        elif type(<object>p) is not str:
-            break
-        else:
-            raw = <object>p
-        # the checks
-        if batch or topic not in legal or sys_flag & _TRANSACTION_MASK:
-            break
-        f = _facts_of(table, facts, topic)
-        if f is None or not f[1]:
-            break
-        wq = f[2]
-        rq = f[3]
-        if queue_id >= wq and queue_id >= rq:
-            break
-        if PyUnicode_Contains(raw, _DELAY_NEEDLE) or PyUnicode_Contains(raw, _TIMER_NEEDLE):
-            break
-        properties, _tags, uniq_key, _keys, delay = send_properties(raw, cluster)
-        if (delay is not None or PyUnicode_Contains(properties, _DELAY_NEEDLE)
-                or PyUnicode_Contains(properties, _TIMER_NEEDLE) or PyUnicode_Contains(properties, _S_NEEDLE)):
-            break
-        if _utf8_or_null(properties, &props_len) == NULL or _utf8_or_null(topic, &topic_len) == NULL:
-            break
-        body = req.body
-        if body is None:
-            body = b""
-        elif type(body) is not bytes:
-            break
-        body_len = PyBytes_GET_SIZE(body)
-        if not body_len:
-            body = b""
-        size = head + body_len + topic_len + props_len  # a legal topic name is ASCII
-        if props_len > max_props or size > max_size:
-            break
-        # taken: from here on nothing refuses it
-        if queue_id < 0:
-            queue_id = rng.randrange(max(wq, 1))
-        if f[4]:
-            sys_flag |= _MULTI_TAGS_FLAG
-        entries.append((topic, body, properties, queue_id, flag, sys_flag, born, reconsume))
-        sizes.append(size)
-        if f[5] is not None and queue_id < len(<tuple>f[5]):
-            keys.append((<tuple>f[5])[queue_id])
-        else:
-            keys.append(PyUnicode_FromFormat("%U-%lld", <PyObject*>topic, queue_id))
-        answers.append((req.opaque, req.serialize_type, queue_id, uniq_key))
-        if last_topic is not None and last_topic == topic:
-            run_count += 1
-        else:
-            if last_topic is not None:
-                runs.append((last_topic, run_count))
-            last_topic = topic
-            run_count = 1
-    if last_topic is not None:
-        runs.append((last_topic, run_count))
-    return entries, sizes, keys, answers, runs
+    return gather.result()
+
+
+include "_send_lane_raw.pxi"  # gather_raw_sends: the same, from the frames' bytes
