@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=64, help="5.x SendMessage calls in flight per process")
     parser.add_argument("--latency-rate", type=float, default=1000.0, help="msgs/s of the latency phases")
     parser.add_argument(
+        "--ack-behind",
+        action="store_true",
+        help="5.x latency phase: receive again without waiting for the AckMessage answer",
+    )
+    parser.add_argument(
         "--phases",
         default=",".join(PHASES),
         help="after produce: consume,latency",
@@ -90,6 +95,7 @@ def run_python_side(args: argparse.Namespace, impl: str) -> None:
             procs=args.procs,
             window=args.window,
             latency_rate=args.latency_rate,
+            ack_behind=args.ack_behind,
             cap=20_000 if quick else 200_000,
             phases=tuple(p for p in args.phases.split(",") if p),
             impl=impl,

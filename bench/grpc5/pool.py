@@ -61,6 +61,8 @@ class GrpcLoadGen:
         res = meter.result(sum(r.messages for r in results), elapsed=elapsed)
         res.sent = sum(r.sent for r in results)
         res.latencies_ms = sorted(x for r in results for x in r.latencies_ms)
+        res.ack_latencies_ms = sorted(x for r in results for x in r.ack_ms)
+        res.send_lag_ms = sorted(x for r in results for x in r.lag_ms)
         return res
 
     def close(self) -> None:

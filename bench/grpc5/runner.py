@@ -42,6 +42,7 @@ class Settings:
     window: int = 64
     latency_rate: float = 1000.0
     latency_seconds: float = 5.0
+    ack_behind: bool = False  # 5.x latency: receive again before the ack is answered
     cap: int = 200_000  # messages per produce phase and side (bounds the disk)
     phases: tuple[str, ...] = PHASES
     impl: str = "grpcio"  # grpcServerImpl: the 5.x endpoint's server (grpcio | nghttp2)
@@ -133,7 +134,7 @@ async def latency(s: Settings, res: Results, gen4: LoadGen, gen5: GrpcLoadGen, q
     await settle()
     job5 = Job5(
         "latency", "Bench5Latency", group="Bench5LatencyGroup", body_size=s.size,
-        seconds=s.latency_seconds, window=2, rate=s.latency_rate,
+        seconds=s.latency_seconds, window=2, rate=s.latency_rate, ack_behind=s.ack_behind,
     )  # fmt: skip
     r = await gen5.run(job5)
     print_latency("5.x", r, s.latency_rate)

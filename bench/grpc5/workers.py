@@ -19,7 +19,9 @@ phase). Jobs:
   worker keeps receiving until all of them have finished sending and everything sent was
   received (or the grace ran out). A worker that stopped on its own count cancelled its
   receive streams with the others' messages in them: those stayed invisible (60 s), and the
-  phase reported them "not received".
+  phase reported them "not received". A receiver acks each batch before it receives again;
+  with `ack_behind` (`--ack-behind`) it sends the ack and receives again at once, as RocketMQ's
+  PushConsumer acks, and the acks' answers are checked at the end.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Job:
     cap: int = 0  # send: messages at most (0: no cap)
     rate: float = 0.0  # latency: messages/s of this worker
     grace: float = 3.0  # latency: s to wait for the last messages
+    ack_behind: bool = False  # latency: ack without waiting for the answer before the next receive
 
 
 @dataclass(slots=True)
@@ -69,6 +72,8 @@ class JobResult:
     start: float = 0.0
     end: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+    ack_ms: list[float] = field(default_factory=list)  # latency: send -> SendMessage's answer
+    lag_ms: list[float] = field(default_factory=list)  # latency: send time behind its schedule
     error: str = ""
 
 
@@ -123,6 +128,7 @@ class Worker:
         self.calls = Calls(grpc, endpoint, f"bench@{os.getpid()}@0@{self.prefix}")
         self.serial = itertools.count()
         self.tally = tally
+        self.acks: set[asyncio.Future[Any]] = set()  # AckMessage calls not yet answered (ack_behind)
 
     # -- requests -------------------------------------------------------------------------------
     def message(self, topic: str, body: bytes) -> Any:
@@ -238,13 +244,21 @@ class Worker:
                     continue
                 return  # drained: what the produce phase wrote has all been received
             ack = spb.AckMessageRequest(group=group, topic=topic, entries=entries).SerializeToString()
-            answer = spb.AckMessageResponse.FromString(
-                await calls.ack[calls.next()](ack, metadata=calls.metadata)
-            )
-            if answer.status.code != OK:
-                raise RuntimeError(f"AckMessage answered {answer.status.code}: {answer.status.message}")
+            call = calls.ack[calls.next()](ack, metadata=calls.metadata)
+            if job.ack_behind:  # the next receive goes out at once; the answer is checked later
+                acks = asyncio.ensure_future(call)
+                self.acks.add(acks)
+                acks.add_done_callback(self.acks.discard)
+                res.messages += len(entries)
+                continue
+            self.check_ack(await call)
             res.messages += len(entries)
             res.end = time.monotonic()  # the last ack, not the last (empty) long poll
+
+    def check_ack(self, raw: bytes) -> None:
+        answer = self.spb.AckMessageResponse.FromString(raw)
+        if answer.status.code != OK:
+            raise RuntimeError(f"AckMessage answered {answer.status.code}: {answer.status.message}")
 
     async def run_receive(self, job: Job, go: float) -> JobResult:
         res = JobResult(start=go)
@@ -267,13 +281,18 @@ class Worker:
         while res.sent < total:
             owed = min(total, int((time.monotonic() - go) * job.rate)) - res.sent
             for _ in range(owed):
-                body = SEND_NS.pack(time.monotonic_ns()) + body_pad
+                sent_ns = time.monotonic_ns()
+                res.lag_ms.append(max(0.0, sent_ns / 1e6 - (go + res.sent / job.rate) * 1e3))
+                body = SEND_NS.pack(sent_ns) + body_pad
                 message = self.message(job.topic, body)
                 message.system_properties.message_id = f"{self.prefix}{next(self.serial):024X}"
                 raw = spb.SendMessageRequest(messages=[message]).SerializeToString()
                 call = asyncio.ensure_future(calls.send[calls.next()](raw, metadata=calls.metadata))
                 pending.add(call)
                 call.add_done_callback(pending.discard)
+                call.add_done_callback(
+                    lambda _, t=sent_ns: res.ack_ms.append((time.monotonic_ns() - t) / 1e6)
+                )
                 res.sent += 1
                 self.tally.add(Tally.SENT)
             await asyncio.sleep(PACE_TICK)
@@ -287,6 +306,8 @@ class Worker:
         for receiver in receivers:
             receiver.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
+        for answer in await asyncio.gather(*self.acks):
+            self.check_ack(answer)
         res.messages = len(res.latencies_ms)
         res.end = time.monotonic()
         return res

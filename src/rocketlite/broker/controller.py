@@ -73,7 +73,7 @@ from rocketlite.remoting.connection import RequestTable, not_supported
 from rocketlite.remoting.server import RemotingServer, check_ports_free
 from rocketlite.remoting.tls import ServerTls, TlsConfig, client_context
 from rocketlite.store.api import StoreAPI
-from rocketlite.store.config import StoreConfig
+from rocketlite.store.config import FlushDiskType, StoreConfig
 from rocketlite.store.message_store import MessageStore
 
 if TYPE_CHECKING:
@@ -384,7 +384,10 @@ class BrokerController:
                 enabled=not b.is_slave,
             )  # fmt: skip
             timer.load()
-        pop_service = PopService(store, offsets, clock, self.store_config.config_dir, b.broker_name)
+        pop_service = PopService(
+            store, offsets, clock, self.store_config.config_dir, b.broker_name,
+            sync_flush=self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+        )  # fmt: skip
         pop_service.load()
         pop = PopMessageProcessor(b, pop_service, topics, groups)
         store.add_arrival_listener(pop.on_arrival)  # wakes held POPs

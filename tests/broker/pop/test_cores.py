@@ -22,6 +22,7 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import decode_record
 from rocketlite.protocol.wire.pop import NORMAL_TOPIC, ReceiptHandle
+from rocketlite.store.config import FlushDiskType
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 
@@ -41,6 +42,26 @@ def receipt(b: BrokerUnderTest, batch: PopBatch, i: int) -> str:
         invisible_time=batch.invisible_time, revive_qid=0, topic_type=NORMAL_TOPIC,
         broker_name=b.controller.broker.broker_name, queue_id=m.queue_id, queue_offset=m.queue_offset,
     ).build()  # fmt: skip
+
+
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_answers_wait_for_the_pop_logs_fdatasync_only_under_sync_flush(tmp_path: Path, flush: str) -> None:
+    """The POP log follows flushDiskType: under SYNC_FLUSH a pop and an ack are answered after
+    their records' fdatasync; under ASYNC_FLUSH once they are written (the fdatasync follows)."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path, store_flush_disk_type=FlushDiskType(flush)) as b:
+            assert (await b.send(TOPIC, b"m", queue_id=0)).code == ResponseCode.SUCCESS
+            pop = processor(b)
+            log = pop.service.table.log
+            before = (log.flushes, log.writes)
+            batch = await pop.pop(PopRequest(GROUP, TOPIC, -1, 1, 60_000))
+            await pop.ack(AckRequest(GROUP, TOPIC, 0, 0, receipt(b, batch, 0)))
+            synced, written = log.flushes - before[0], log.writes - before[1]
+            assert written == 2  # the pop's record, then the ack's
+            assert synced == (2 if flush == "SYNC_FLUSH" else 0)
+
+    run(scenario(), timeout=30)
 
 
 def test_pop_ack_and_change_invisible(tmp_path: Path) -> None:

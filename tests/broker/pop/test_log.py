@@ -13,7 +13,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from rocketlite.broker.pop.log import (
+    COMPACT_MIN_BYTES,
     FILE_HEADER,
     RECORD_FRAME,
     InFlight,
@@ -46,8 +49,10 @@ def put(store: MessageStore, n: int) -> None:
     assert store.wait_dispatched(10.0)
 
 
-def service(store: MessageStore, cfg: Path, clock: ManualClock, **kw: int) -> PopService:
-    svc = PopService(store, ConsumerOffsetTable(cfg), clock, cfg, BROKER, **kw)
+def service(
+    store: MessageStore, cfg: Path, clock: ManualClock, compact_min_bytes: int = COMPACT_MIN_BYTES
+) -> PopService:
+    svc = PopService(store, ConsumerOffsetTable(cfg), clock, cfg, BROKER, compact_min_bytes=compact_min_bytes)
     svc.load()
     return svc
 
@@ -122,14 +127,17 @@ FAILING_WRITE = textwrap.dedent(
         log.close()
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    asyncio.run(main(PopLog(__import__("pathlib").Path(sys.argv[1]))))
+    sync_flush = sys.argv[2] == "SYNC_FLUSH"
+    asyncio.run(main(PopLog(__import__("pathlib").Path(sys.argv[1]), sync_flush=sync_flush)))
     """
 )
 
 
-def test_a_failed_write_is_reported_and_written_whole_by_the_next_flush(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_a_failed_write_is_reported_and_written_whole_by_the_next_flush(tmp_path: Path, flush: str) -> None:
+    """Under ASYNC_FLUSH too: an answer waits for the write, so a failed write fails it."""
     done = subprocess.run(
-        [sys.executable, "-c", FAILING_WRITE, str(tmp_path)],
+        [sys.executable, "-c", FAILING_WRITE, str(tmp_path), flush],
         check=False,
         capture_output=True,
         text=True,
@@ -264,3 +272,28 @@ def test_upgrade_from_popstate_json(tmp_path: Path) -> None:
     assert not (tmp_path / "popState.json").exists()
     assert (tmp_path / "popState.snap").exists()
     assert PopLog(tmp_path).load() == {KEY: QueuePopState(5, {3: InFlight(1000, 2000, 2)})}
+
+
+def test_async_flush_answers_once_written_and_syncs_in_the_background(tmp_path: Path) -> None:
+    """ASYNC_FLUSH: `durable()` returns once the records are in the file, before any fdatasync
+    (what a SIGKILL cannot lose: another reader sees them at once), and one background fdatasync
+    follows for everything written."""
+
+    async def scenario() -> None:
+        log = PopLog(tmp_path, sync_flush=False, sync_interval_s=0.05)
+        log.load()
+
+        async def change(i: int) -> None:
+            log.append(cursor_record(KEY, i))
+            await log.durable()
+
+        await asyncio.gather(*(change(i) for i in range(50)))
+        assert log.flushes == 0  # answered without waiting for the disk
+        assert PopLog(tmp_path).load() == {KEY: QueuePopState(49)}  # but written: a kill keeps it
+        deadline = asyncio.get_running_loop().time() + 10
+        while log.flushes == 0 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert log.flushes == 1  # one background fdatasync for all fifty
+        log.close()
+
+    run(scenario(), timeout=30)

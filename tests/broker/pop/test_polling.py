@@ -13,7 +13,7 @@ from rocketlite.broker.pop.processor import PopMessageProcessor, PopRequest
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.wire.command import RemotingCommand
-from rocketlite.protocol.wire.pop import INIT_MODE_MIN
+from rocketlite.protocol.wire.pop import INIT_MODE_MIN, POLLING_TIMEOUT
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.pop_client import ack, handles, pop
@@ -116,5 +116,33 @@ def test_an_ack_that_frees_an_ordered_queue_wakes_the_pop_held_on_it(tmp_path: P
             await _until_waiting(_pops(b), topic, group, 1)  # m1 in flight: the queue hands out nothing
             assert (await ack(b.client, b.addr, group, record, handle)).code == ResponseCode.SUCCESS
             assert _bodies(await asyncio.wait_for(held, 5)) == [b"m2"]
+
+    run(scenario())
+
+
+def test_a_due_message_wakes_one_held_pop_not_all(tmp_path: Path) -> None:
+    """Held pops of a group share one redelivery timer: when a message's invisible time is over,
+    one of them looks and takes it; the others wait on until their poll time is over."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            topic, group = "DueT", "DueG"
+            assert (await b.send(topic, b"m")).code == 0
+            first = await pop(b.client, b.addr, group, topic, invisible_ms=500, max_nums=1)
+            assert _bodies(first) == [b"m"]  # not acked: due again in 500 ms
+            core = _pops(b)
+            held = [
+                asyncio.ensure_future(pop(b.client, b.addr, group, topic, poll_ms=2_500, max_nums=1))
+                for _ in range(4)
+            ]
+            await _until_waiting(core, topic, group, 4)
+            assert core.polling.timers() == 1  # one timer for the four
+            looks = core.looks
+            done, pending = await asyncio.wait(held, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+            assert [_bodies(d.result()) for d in done] == [[b"m"]]
+            assert core.looks - looks == 1  # only the woken one looked
+            answers = await asyncio.gather(*pending)
+            assert {a.code for a in answers} == {POLLING_TIMEOUT}
+            assert core.looks - looks == 4  # and the three others once, at the end of their poll
 
     run(scenario())

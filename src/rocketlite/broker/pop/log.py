@@ -37,11 +37,21 @@ A batch pop is one POP record per queue, however many messages it hands out. Rec
 records until the first one that is short or fails its CRC (a torn last write) and cuts the log
 there, so later appends follow a complete record.
 
-Group commit: `append` only adds bytes to a buffer (on the event loop, under the state's lock);
-`durable()` waits until an fdatasync covers everything appended before it. The first waiter
-starts a flush that yields one loop iteration first, so the changes of that iteration share it;
-changes made while an fdatasync runs share the next one. The write and fdatasync run on one
-worker thread, never on the loop. `sync()` is the blocking form for threads and tests.
+`append` only adds bytes to a buffer (on the event loop, under the state's lock); `durable()`
+is what an answer waits for, and it follows the store's flushDiskType (`sync_flush`):
+
+- SYNC_FLUSH (group commit): `durable()` waits until an fdatasync covers everything appended
+  before it. The first waiter starts a flush that yields one loop iteration first, so the changes
+  of that iteration share it; changes made while an fdatasync runs share the next one. The write
+  and fdatasync run on one worker thread, never on the loop.
+- ASYNC_FLUSH: `durable()` writes the pending bytes to the file (the page cache) and returns; a
+  background fdatasync follows within `sync_interval_s`, off the loop. RocketMQ answers a POP or
+  an ack once its checkpoint or ack record is put in the revive topic, which under ASYNC_FLUSH is
+  the page cache too. A killed broker loses nothing written (the kernel still has it); a power
+  loss can lose the last interval's records, and a lost POP or ack record only brings messages
+  back after their invisible time (at least once), never loses one.
+
+`sync()` is the blocking write + fdatasync for threads, tests and `close()`.
 """
 
 from __future__ import annotations
@@ -89,6 +99,7 @@ SNAP_NAME: Final = "popState.snap"
 JSON_NAME: Final = "popState.json"
 COMPACT_MIN_BYTES: Final = 4 << 20  # never compact a log smaller than this ...
 COMPACT_RATIO: Final = 4  # ... or smaller than this many times the last snapshot
+SYNC_INTERVAL_S: Final = 0.5  # ASYNC_FLUSH: a background fdatasync this long after a write at most
 
 QueueKey = tuple[str, str, int]  # group, topic, queue id
 
@@ -243,8 +254,17 @@ def decode_json(text: str) -> States:
 class PopLog:
     """The log file, its pending bytes and the snapshot; see the module docstring."""
 
-    def __init__(self, config_dir: Path, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+    def __init__(
+        self,
+        config_dir: Path,
+        *,
+        compact_min_bytes: int = COMPACT_MIN_BYTES,
+        sync_flush: bool = True,
+        sync_interval_s: float = SYNC_INTERVAL_S,
+    ) -> None:
         self.dir = config_dir
+        self.sync_flush = sync_flush  # SYNC_FLUSH: answers wait for the fdatasync (see the docstring)
+        self.sync_interval_s = sync_interval_s
         self.log_path = config_dir / LOG_NAME
         self.snap_path = config_dir / SNAP_NAME
         self.json_path = config_dir / JSON_NAME
@@ -258,9 +278,12 @@ class PopLog:
         self._epoch = 0
         self._log_bytes = 0
         self._snap_bytes = 0
+        self._written = 0  # appended bytes in the file (maybe only in the page cache)
         self._flushing: asyncio.Future[None] | None = None
+        self._syncing: asyncio.Handle | asyncio.Future[None] | None = None  # ASYNC_FLUSH's fdatasync
         self._executor: ThreadPoolExecutor | None = None
         self.flushes = 0  # fdatasyncs of the log (tests check batching with it)
+        self.writes = 0  # writes of pending bytes to the file
         self.compactions = 0
 
     # -- recovery
@@ -324,51 +347,114 @@ class PopLog:
             return False
         return True
 
-    def _write_pending(self) -> None:
-        """Write the pending bytes at the end of the last good record and fdatasync them. On an
-        error (ENOSPC, EIO, ...) the file is cut back to that end and the bytes go back to the
-        front of the buffer: the next flush writes them whole, never after torn bytes (recovery
-        would cut the log there and drop every later record), and nothing counts as durable."""
+    def _write_pending(self, fdatasync: bool = True) -> None:
+        """Write the pending bytes at the end of the last good record (and fdatasync the file).
+        On an error (ENOSPC, EIO, ...) the file is cut back to that end and the bytes go back to
+        the front of the buffer: the next flush writes them whole, never after torn bytes
+        (recovery would cut the log there and drop every later record), and nothing counts as
+        written or durable."""
         with self._io_lock:
-            if self._fd < 0:
-                raise OSError(f"{self.log_path.name} is not open")
-            with self._lock:
-                data, upto = bytes(self._pending), self._appended
-                self._pending.clear()
-            if upto <= self._durable:
-                return
-            start = self._log_bytes  # the end of the last good record
-            try:
-                view, pos = memoryview(data), start
-                while view:
-                    n = os.pwrite(self._fd, view, pos)
-                    view, pos = view[n:], pos + n
+            self._write_locked(fdatasync)
+
+    def _write_locked(self, fdatasync: bool) -> None:
+        if self._fd < 0:
+            raise OSError(f"{self.log_path.name} is not open")
+        with self._lock:
+            data, upto = bytes(self._pending), self._appended
+            self._pending.clear()
+        if upto <= (self._durable if fdatasync else self._written):
+            return
+        start = self._log_bytes  # the end of the last good record
+        try:
+            view, pos = memoryview(data), start
+            while view:
+                n = os.pwrite(self._fd, view, pos)
+                view, pos = view[n:], pos + n
+            if fdatasync:
                 os.fdatasync(self._fd)
-            except OSError:
-                with self._lock:
-                    self._pending[0:0] = data
-                with contextlib.suppress(OSError):  # best effort: the retry overwrites them anyway
-                    os.ftruncate(self._fd, start)
-                raise
-            self.flushes += 1
-            self._log_bytes = start + len(data)
+        except OSError:
             with self._lock:
+                self._pending[0:0] = data
+            with contextlib.suppress(OSError):  # best effort: the retry overwrites them anyway
+                os.ftruncate(self._fd, start)
+            raise
+        if data:
+            self.writes += 1
+        self._log_bytes = start + len(data)
+        with self._lock:
+            self._written = max(self._written, upto)
+            if fdatasync:
+                self.flushes += 1
                 self._durable = max(self._durable, upto)
 
     async def durable(self) -> None:
-        """Until an fdatasync covers everything appended before this call (group commit)."""
+        """SYNC_FLUSH: until an fdatasync covers everything appended before this call (group
+        commit). ASYNC_FLUSH: until it is written to the file, with an fdatasync to follow."""
         target = self._appended
+        if not self.sync_flush:
+            if self._written < target:
+                await self._write_now()
+            self._schedule_sync()
+            return
         while self._durable < target:
             if self._flushing is None:
                 self._flushing = asyncio.ensure_future(self._flush())
             await asyncio.shield(self._flushing)
 
+    async def _write_now(self) -> None:
+        """ASYNC_FLUSH's write: a pwrite of a few hundred bytes into the page cache, on the loop,
+        unless a compaction or fdatasync holds the file (then on the worker thread)."""
+        if self._io_lock.acquire(blocking=False):
+            try:
+                self._write_locked(fdatasync=False)
+            finally:
+                self._io_lock.release()
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._worker(), self._write_pending, False)
+
+    def _schedule_sync(self) -> None:
+        """ASYNC_FLUSH: one background fdatasync at most `sync_interval_s` after a write."""
+        if self._syncing is None and self._durable < self._written:
+            loop = asyncio.get_running_loop()
+            self._syncing = loop.call_later(self.sync_interval_s, self._background_sync)
+
+    def _background_sync(self) -> None:
+        future = asyncio.get_running_loop().run_in_executor(self._worker(), self._sync_written)
+        self._syncing = future
+
+        def done(f: asyncio.Future[None]) -> None:
+            self._syncing = None
+            if not f.cancelled() and f.exception() is not None:
+                log.error("cannot fdatasync %s: %s", self.log_path, f.exception())
+            elif self._fd >= 0:
+                self._schedule_sync()  # written while that fdatasync ran
+
+        future.add_done_callback(done)
+
+    def _sync_written(self) -> None:
+        """fdatasync what is written so far (not the pending bytes: `durable` writes those)."""
+        with self._io_lock:
+            if self._fd < 0:
+                return
+            with self._lock:
+                upto = self._written
+            if upto <= self._durable:
+                return
+            os.fdatasync(self._fd)
+            with self._lock:
+                self.flushes += 1
+                self._durable = max(self._durable, upto)
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="rocketlite-pop-log")
+        return self._executor
+
     async def _flush(self) -> None:
         try:
             await asyncio.sleep(0)  # the rest of this loop iteration's changes join this fdatasync
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="rocketlite-pop-log")
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._write_pending)
+            await asyncio.get_running_loop().run_in_executor(self._worker(), self._write_pending)
         finally:
             self._flushing = None
 
@@ -400,9 +486,13 @@ class PopLog:
             self._snap_bytes = len(data)
             self.compactions += 1
             with self._lock:
+                self._written = max(self._written, upto)
                 self._durable = max(self._durable, upto)
 
     def close(self) -> None:
+        if isinstance(self._syncing, asyncio.Handle):
+            self._syncing.cancel()  # the caller's sync() (PopService.close) covers it
+        self._syncing = None
         with self._io_lock:
             if self._fd >= 0:
                 os.close(self._fd)

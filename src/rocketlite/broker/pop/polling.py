@@ -24,8 +24,12 @@ group on that queue (`PopMessageProcessor._acked`): an ordered (FIFO) pop held w
 a batch in flight takes them then, as RocketMQ notifies the long polling when an ordered queue's
 lock is freed.
 
-The class owns no thread and no timer: the processor waits on each waiter's event with the
-waiter's own deadline.
+Redelivery: the earliest deadline of the messages in flight on a waiter's queues is when a held
+pop must look again. One timer per (topic, group, queue set) (`wake_at`, armed by the processor
+on the event loop it passes) wakes ONE waiter of that set then, the first in line whose queues
+cover the set: every held pop of a group setting its own timer to the same deadline woke them
+all at once to race for the same messages (a herd, all but one finding nothing). Each waiter
+otherwise waits on its event until its own poll time is over. The class owns no thread.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+TimerKey = tuple[str, str, frozenset[int]]  # topic, group, queue ids
 
 
 @dataclass(eq=False, slots=True)
@@ -52,6 +58,7 @@ class PopPolling:
 
     def __init__(self) -> None:
         self._lines: dict[str, dict[str, dict[Waiter, None]]] = {}
+        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self.wakeups = 0  # waiters woken, for whatever reason (tests, diagnostics)
 
     def has_topic(self, topic: str) -> bool:
@@ -95,6 +102,39 @@ class PopPolling:
                 self.wakeups += 1
                 return True
         return False
+
+    def wake_at(
+        self, loop: asyncio.AbstractEventLoop, topic: str, group: str, queue_ids: frozenset[int], when: float
+    ) -> None:
+        """At loop time `when` (or sooner, if the set's timer is due sooner already), wake one
+        waiter of `group` whose queues cover `queue_ids`: a message in flight there is due."""
+        key = (topic, group, queue_ids)
+        timer = self._timers.get(key)
+        if timer is not None:
+            if timer.when() <= when:
+                return
+            timer.cancel()
+        self._timers[key] = loop.call_at(when, self._due, key)
+
+    def _due(self, key: TimerKey) -> None:
+        del self._timers[key]
+        topic, group, queue_ids = key
+        for waiter in self._lines.get(topic, {}).get(group, ()):
+            if queue_ids <= waiter.queue_ids:
+                self.leave(waiter)
+                waiter.woken_for = queue_ids
+                waiter.event.set()
+                self.wakeups += 1
+                return
+
+    def timers(self) -> int:
+        """Redelivery timers armed (tests, diagnostics)."""
+        return len(self._timers)
+
+    def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
 
     def arrived(self, topic: str, queue_id: int) -> None:
         """New messages on `topic`'s queue `queue_id`: one waiter of each group looks."""

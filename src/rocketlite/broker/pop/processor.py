@@ -16,8 +16,9 @@ carry RocketMQ's headers:
   `queueId` -1 pops across every readable queue of the topic;
 - POP_MESSAGE with nothing to hand out: held up to `pollTime` ms (at most 20 s) in its group's
   line (`broker/pop/polling.py`), woken by a new message on one of its queues (the store's arrival
-  listener, `on_arrival`, wakes one held pop per group and arrival) or by the earliest deadline of
-  the queues' in-flight messages, then POLLING_TIMEOUT (210), which clients read as "no new
+  listener, `on_arrival`, wakes one held pop per group and arrival) or, when the earliest deadline
+  of the queues' in-flight messages comes, by the one timer of its group and queues (one held pop
+  looks, not all of them), then POLLING_TIMEOUT (210), which clients read as "no new
   message"; a woken pop that finds nothing waits on for the rest of its time; `pollTime` 0
   answers at once;
 - ACK_MESSAGE: SUCCESS with no header;
@@ -148,7 +149,8 @@ class PopMessageProcessor:
         """Nothing to start: the log was opened by `PopService.load`."""
 
     async def close(self) -> None:
-        """Write what is pending to the POP log and close it."""
+        """Write what is pending to the POP log and close it; the redelivery timers go."""
+        self.polling.close()
         await asyncio.get_running_loop().run_in_executor(None, self.service.close)
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_ts: int) -> None:
@@ -261,17 +263,27 @@ class PopMessageProcessor:
                 left = poll_until - loop.time()
                 if batch.messages or left <= 0:
                     break
-                due = self.service.next_deadline(r.group, r.topic, queue_ids)
-                if due is not None:
-                    left = min(left, max(0.0, (due - self.service.clock.now_ms()) / 1000) + 0.001)
+                self._arm_redelivery(loop, r, waiter.queue_ids)
                 await wait_event(waiter.event, left)
         finally:
             polling.pass_on(waiter)  # out of the line; a wake it did not use goes to the next
         if batch.messages and batch.rest_num > 0:  # more than it took (a full batch): the next looks
             polling.wake_one(r.topic, r.group, queue_ids)
+        if polling.waiting(r.topic, r.group):  # its batch's deadlines, for the pops still held
+            self._arm_redelivery(loop, r, waiter.queue_ids)
         if batch.messages:
             await self._persist()
         return batch
+
+    def _arm_redelivery(
+        self, loop: asyncio.AbstractEventLoop, r: PopRequest, queue_ids: frozenset[int]
+    ) -> None:
+        """The set's one timer (`PopPolling.wake_at`) at the earliest deadline in flight on its
+        queues, so a held pop looks when a message is due again."""
+        due = self.service.next_deadline(r.group, r.topic, sorted(queue_ids))
+        if due is not None:
+            delay = max(0.0, (due - self.service.clock.now_ms()) / 1000) + 0.001
+            self.polling.wake_at(loop, r.topic, r.group, queue_ids, loop.time() + delay)
 
     async def _pop_once(
         self,

@@ -24,9 +24,11 @@ or dead-lettered, then the queue moves on. 5.x FIFO puts one message group on on
 is per-group order with one batch in flight per group.
 
 Durability: every change is a small record appended to the POP log (`broker/pop/log.py`:
-records, snapshot, recovery). The processor awaits `durable()` before answering, so an answered
-ack is on disk; the changes of one loop iteration share one fdatasync, run off the loop. A pop
-lost with a crash only means its messages are popped again (at least once, never lost).
+records, snapshot, recovery). The processor awaits `durable()` before answering. Under SYNC_FLUSH
+an answered ack is on disk: the changes of one loop iteration share one fdatasync, run off the
+loop. Under ASYNC_FLUSH it is in the file (the page cache, which a killed broker does not lose)
+and a background fdatasync follows, as RocketMQ's revive-topic records are. A pop or ack lost
+with a power loss only means its messages are popped again (at least once, never lost).
 """
 
 from __future__ import annotations
@@ -100,10 +102,12 @@ Taken = tuple[QueuePopState, Popped, "InFlight | None"]  # a message picked, and
 class PopStateTable:
     """The state in memory (`queues`), its lock, and its log on disk."""
 
-    def __init__(self, config_dir: Path, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+    def __init__(
+        self, config_dir: Path, *, compact_min_bytes: int = COMPACT_MIN_BYTES, sync_flush: bool = True
+    ) -> None:
         self.lock = threading.RLock()
         self.queues: dict[QueueKey, QueuePopState] = {}
-        self.log = PopLog(config_dir, compact_min_bytes=compact_min_bytes)
+        self.log = PopLog(config_dir, compact_min_bytes=compact_min_bytes, sync_flush=sync_flush)
 
     def load(self) -> None:
         """Snapshot + log (or an older popState.json); `PopLogError` names a file it cannot read."""
@@ -141,12 +145,15 @@ class PopService:
         broker_name: str,
         *,
         compact_min_bytes: int = COMPACT_MIN_BYTES,
+        sync_flush: bool = True,
     ) -> None:
+        """`sync_flush`: the store's flushDiskType is SYNC_FLUSH, so an answer waits for the POP
+        log's fdatasync; otherwise only for its write (`broker/pop/log.py`)."""
         self.store = store
         self.offsets = offsets
         self.clock = clock
         self.broker_name = broker_name
-        self.table = PopStateTable(config_dir, compact_min_bytes=compact_min_bytes)
+        self.table = PopStateTable(config_dir, compact_min_bytes=compact_min_bytes, sync_flush=sync_flush)
         self._dead: set[tuple[QueueKey, int]] = set()  # on their way to the DLQ, unconfirmed
         # RocketMQ 5's POP metrics (PopMetricsManager) over this design, by (group, topic[, type]):
         # checkpoints (POP records) and acks written to the POP log, RocketMQ's revive "in"; due
@@ -168,8 +175,9 @@ class PopService:
         return ok
 
     async def durable(self) -> None:
-        """Until every change made so far is on disk: one fdatasync for all the changes of a loop
-        iteration, off the loop. Compacts the log in a thread when it has grown large."""
+        """Until every change made so far is on disk (SYNC_FLUSH: one fdatasync for all the
+        changes of a loop iteration, off the loop) or written to the file (ASYNC_FLUSH). Compacts
+        the log in a thread when it has grown large."""
         log_ = self.table.log
         await log_.durable()
         if log_.wants_compaction():
