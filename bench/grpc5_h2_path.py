@@ -215,10 +215,10 @@ async def receive_ack(
     while received < count:
         pairs += 1
         t0 = time.thread_time()
-        answers = [
-            serialize(answer)  # what both front doors write (a message answer may be bytes already)
-            async for answer in servicer.ReceiveMessage(spb.ReceiveMessageRequest.FromString(raw), context)
-        ]
+        answers = []
+        async for answer in servicer.ReceiveMessage(spb.ReceiveMessageRequest.FromString(raw), context):
+            # what both front doors write (a message answer may be bytes already; a list is a batch)
+            answers += [serialize(a) for a in answer] if isinstance(answer, list) else [serialize(answer)]
         receiving += time.thread_time() - t0
         entries = []
         for data in answers:  # the client's side: not timed
@@ -233,9 +233,9 @@ async def receive_ack(
         received += len(entries)
         ack = spb.AckMessageRequest(group=group, topic=topic, entries=entries).SerializeToString()
         t0 = time.thread_time()
-        answer = await servicer.AckMessage(spb.AckMessageRequest.FromString(ack), context)
-        bytes(answer.SerializeToString())
+        written = serialize(await servicer.AckMessage(spb.AckMessageRequest.FromString(ack), context))
         acking += time.thread_time() - t0
+        answer = spb.AckMessageResponse.FromString(written)
         assert answer.status.code == pb.Code.OK, answer.status
     if received != count:
         raise RuntimeError(f"received {received} messages, {count} were sent")

@@ -262,7 +262,7 @@ class GrpcGuard:
             except AuthError as error:
                 return self._refusal(rpc, error)
             answer = await handler(request, context)
-            if namespace and answer is not None:
+            if namespace and answer is not None and not isinstance(answer, bytes):  # (bytes: no resource)
                 names.unwrap_resources(answer, namespace)
             return answer
 
@@ -282,13 +282,20 @@ class GrpcGuard:
             async for answer in answers:
                 if not namespace:
                     yield answer
-                    continue
-                if isinstance(answer, bytes):  # a message written as bytes: parsed to unwrap it
-                    answer = self.kit.spb.ReceiveMessageResponse.FromString(answer)  # noqa: PLW2901
-                names.unwrap_resources(answer, namespace)
-                yield answer
+                elif isinstance(answer, list):  # a batch of answers (ReceiveMessage's messages)
+                    answer[:] = [self._unwrap(item, namespace) for item in answer]
+                    yield answer
+                else:
+                    yield self._unwrap(answer, namespace)
 
         return guarded
+
+    def _unwrap(self, answer: Any, namespace: str) -> Any:
+        """A streamed answer with the namespace taken off its resources."""
+        if isinstance(answer, bytes):  # a message written as bytes: parsed to unwrap it
+            answer = self.kit.spb.ReceiveMessageResponse.FromString(answer)
+        names.unwrap_resources(answer, namespace)
+        return answer
 
     def _wrap_bidi(self, rpc: str, handler: Callable[..., Any]) -> Callable[..., Any]:
         """Each command is admitted before the handler sees it; a refused command ends the commands

@@ -59,6 +59,7 @@ from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import StoredRecord, decode_records
+from rocketlite.protocol.proto.acks import ack_response
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.protocol.wire.pop import INIT_MODE_MAX, MalformedReceiptHandleError, ReceiptHandle
@@ -115,6 +116,8 @@ class ConsumerService:
         self.clients = clients if clients is not None else GrpcClients(None, clock)
         self.renewals = Renewals(self.clients.online, self._renew, clock)
         self.clients.gone.append(self.renewals.forget_client)
+        self._ok = kit.status("OK", "OK")  # an acknowledged entry's status, and its bytes
+        self._ok_bytes = bytes(self._ok.SerializeToString())
 
     # -- checks shared by the RPCs ----------------------------------------------------------
     def _names(
@@ -188,9 +191,11 @@ class ConsumerService:
     # -- ReceiveMessage ----------------------------------------------------------------------
     async def receive_message(
         self, request: spb.ReceiveMessageRequest, context: Any
-    ) -> AsyncIterator[spb.ReceiveMessageResponse | bytes]:
-        """The stream's answers; each message's as its serialized bytes (both front doors write
-        bytes as they are)."""
+    ) -> AsyncIterator[spb.ReceiveMessageResponse | bytes | list[Any]]:
+        """The stream's answers; a batch of messages as one list (the status, each message's
+        serialized bytes, the end), which the front doors write in one step. A door may take the
+        answers out of the list as it writes them (grpc.aio): those left when the stream breaks
+        were not written, and their messages come back soon."""
         kit = self.kit
         try:
             batch = await self._receive(request, context)
@@ -202,26 +207,32 @@ class ConsumerService:
                 status=kit.status("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
             )
         else:
-            if not batch.messages:
-                yield spb.ReceiveMessageResponse(status=kit.status("MESSAGE_NOT_FOUND", "no new message"))
-            else:
-                group = request.group.name
+            if batch.messages:
                 messages = self._messages(batch)
-                sent = 0
-                renew = request.auto_renew
-                deadline = batch.pop_time + batch.invisible_time  # every handle's in the batch
-                client, peer = client_id(context), context.peer()
+                answers: list[Any] = [spb.ReceiveMessageResponse(status=kit.status("OK", "OK"))]
+                answers += [message.response for message in messages]
+                answers.append(spb.ReceiveMessageResponse(delivery_timestamp=_now_ts(kit)))
                 try:
-                    yield spb.ReceiveMessageResponse(status=kit.status("OK", "OK"))
-                    for message in messages:
-                        yield message.response
-                        sent += 1
-                        if renew:
-                            self.renewals.track(client, group, message.topic, message.handle, peer, deadline)
-                finally:
-                    if sent < len(messages):  # the client went away: the rest come back soon
-                        self._nack_later(group, messages[sent:])
+                    yield answers
+                except BaseException:  # the client went away: what was not written comes back soon
+                    # (what a door took out of the list was written, the status first)
+                    sent = min(len(messages), max(0, len(messages) + 1 - len(answers)))
+                    if sent < len(messages):
+                        self._nack_later(request.group.name, messages[sent:])
+                    raise
+                if request.auto_renew:
+                    self._track(request.group.name, context, batch, messages)
+                return
+            yield spb.ReceiveMessageResponse(status=kit.status("MESSAGE_NOT_FOUND", "no new message"))
         yield spb.ReceiveMessageResponse(delivery_timestamp=_now_ts(kit))
+
+    def _track(self, group: str, context: Any, batch: PopBatch, messages: list[Delivered]) -> None:
+        """Auto-renew receives: each message written is renewed while its client is registered."""
+        deadline = batch.pop_time + batch.invisible_time  # every handle's in the batch
+        client, peer = client_id(context), context.peer()
+        track = self.renewals.track
+        for message in messages:
+            track(client, group, message.topic, message.handle, peer, deadline)
 
     async def _receive(self, request: spb.ReceiveMessageRequest, context: Any) -> PopBatch:
         group, topic = self._names(request)
@@ -290,7 +301,11 @@ class ConsumerService:
         task.add_done_callback(_BACKGROUND.discard)
 
     # -- AckMessage --------------------------------------------------------------------------
-    async def ack_message(self, request: spb.AckMessageRequest, context: Any) -> spb.AckMessageResponse:
+    async def ack_message(
+        self, request: spb.AckMessageRequest, context: Any
+    ) -> spb.AckMessageResponse | bytes:
+        """Every entry applied first, then one wait for the POP log for all of them; the answer
+        written as bytes (`protocol.proto.acks`)."""
         kit = self.kit
         del context
         try:
@@ -300,11 +315,11 @@ class ConsumerService:
                 raise RefusedError("BAD_REQUEST", "no entries to acknowledge")
         except RefusedError as exc:
             return spb.AckMessageResponse(status=kit.status(exc.status, str(exc)))
-        # Every entry applied first, then one wait for the POP log for all of them.
         statuses: list[Any] = [None] * len(request.entries)
         todo: list[tuple[AckRequest, ReceiptHandle]] = []
         at: list[int] = []
-        texts = await self.renewals.release_all([entry.receipt_handle for entry in request.entries])
+        entries = request.entries
+        texts = await self.renewals.release_all([entry.receipt_handle for entry in entries])
         now = self.pop.service.clock.now_ms()
         for i, text in enumerate(texts):
             try:
@@ -314,24 +329,30 @@ class ConsumerService:
                 continue
             todo.append((AckRequest(group, topic, handle.queue_id, offset, text), handle))
             at.append(i)
-        ok = kit.status("OK", "OK")
+        ok = self._ok
         for i, refusal in zip(at, await self.pop.ack_all(todo), strict=True):
             if refusal is None:
                 statuses[i] = ok
             else:
                 refused = _refused(refusal)
                 statuses[i] = kit.status(refused.status, str(refused))
-        entries = [
-            spb.AckMessageResultEntry(
-                message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
-            )
-            for entry, status in zip(request.entries, statuses, strict=True)
-        ]
-        if len({e.status.code for e in entries}) == 1:
-            overall = entries[0].status
+        if all(status is ok for status in statuses):
+            overall = ok_bytes = self._ok_bytes
+            written = [ok_bytes] * len(statuses)
         else:
-            overall = kit.status("MULTIPLE_RESULTS", "the entries were answered differently")
-        return spb.AckMessageResponse(status=overall, entries=entries)
+            written = [bytes(status.SerializeToString()) for status in statuses]
+            if len({status.code for status in statuses}) == 1:
+                overall = written[0]
+            else:
+                overall = kit.status("MULTIPLE_RESULTS", "the entries were answered differently")
+                overall = bytes(overall.SerializeToString())
+        return ack_response(
+            overall,
+            [
+                (entry.message_id, entry.receipt_handle, status)
+                for entry, status in zip(entries, written, strict=True)
+            ],
+        )
 
     def _parse_handle(self, text: str, now: int | None = None) -> tuple[ReceiptHandle, int]:
         """A client's receipt handle and its queue offset, refused when malformed, without its

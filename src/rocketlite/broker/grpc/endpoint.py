@@ -11,6 +11,7 @@ with `tlsCertPath` and `tlsKeyPath` the port serves TLS only.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -214,12 +215,36 @@ def _aio_handler(kit: ProtoKit, servicer: object) -> Any:
             make = grpc.unary_stream_rpc_method_handler
         else:
             make = grpc.unary_unary_rpc_method_handler
+        handler = getattr(servicer, rpc.name)
+        if rpc.server_streaming and not rpc.client_streaming:
+            handler = _answer_by_answer(handler)
         handlers[rpc.name] = make(
-            getattr(servicer, rpc.name),
+            handler,
             request_deserializer=getattr(spb, rpc.input_type.name).FromString,
             response_serializer=h2door.serialize,
         )
     return grpc.method_handlers_generic_handler(h2door.SERVICE, handlers)
+
+
+def _answer_by_answer(handler: Any) -> Any:
+    """A server-streaming handler for grpc.aio, which writes one answer per step: a batch the
+    handler yields (a list) is taken out answer after answer as each is written, so what is left
+    in it when the stream breaks was not written (see `ConsumerService.receive_message`)."""
+
+    async def streamed(request: Any, context: Any) -> AsyncIterator[Any]:
+        answers = handler(request, context)
+        try:
+            async for answer in answers:
+                if not isinstance(answer, list):
+                    yield answer
+                    continue
+                while answer:
+                    yield answer[0]
+                    del answer[0]
+        finally:
+            await answers.aclose()
+
+    return streamed
 
 
 def _tls_pem(broker: BrokerConfig) -> tuple[bytes, bytes] | None:

@@ -5,9 +5,10 @@ to send once per read batch (and once per loop turn for answers completed in bet
 
 A method is served by path (`/package.Service/Method`) as one of three shapes, the ones grpc.aio's
 handlers have: unary (`handler(request, context)` returns the answer), server streaming (an async
-generator of answers) and bidirectional (`handler(requests, context)`, requests an async
-iterator). The handler's `context` is a `CallContext`: `peer()`, `invocation_metadata()`,
-`abort(code, details)` and `time_remaining()` (the `grpc-timeout` header), as grpc.aio's.
+generator of answers; a list it yields is a batch, written in one step) and bidirectional
+(`handler(requests, context)`, requests an async iterator). The handler's `context` is a
+`CallContext`: `peer()`, `invocation_metadata()`, `abort(code, details)` and `time_remaining()`
+(the `grpc-timeout` header), as grpc.aio's.
 
 An error in a handler answers UNKNOWN with the exception named, as grpc does; a client that resets
 its stream or drops the connection cancels the call's task; garbage on the connection ends it with
@@ -400,8 +401,15 @@ class GrpcConnection(asyncio.Protocol):
     # -- answers ---------------------------------------------------------------------------
 
     def _answer(self, stream_id: int, call: _Call, answer: Any) -> None:
+        """An answer written to its stream; a list (a streaming handler's batch) is written
+        answer after answer in one step."""
         if not call.done:
-            self.session.send_message(stream_id, call.method.encode(answer))
+            encode, send = call.method.encode, self.session.send_message
+            if isinstance(answer, list):
+                for item in answer:
+                    send(stream_id, encode(item))
+            else:
+                send(stream_id, encode(answer))
             self.schedule_flush()
 
     def _finish(self, stream_id: int, call: _Call, status: int, message: str = "") -> None:

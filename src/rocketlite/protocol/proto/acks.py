@@ -1,0 +1,52 @@
+"""AckMessage's answer (`apache.rocketmq.v2.AckMessageResponse`) written as protobuf bytes, sans-IO:
+one entry per acknowledged handle, each `AckMessageResultEntry{message_id, receipt_handle,
+status}`, after the overall `status`. The statuses come serialized (a batch's entries share a
+few: the OK one, and a refusal's), so an entry is three length-delimited fields and no protobuf
+object. The bytes are the ones `SerializeToString` writes for the same message: fields in number
+order, empty strings left out (proto3), a set `Status` always written, even empty
+(`tests/protocol/test_acks.py` pins the two with hypothesis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["ack_response"]
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def ack_response(status: bytes, entries: Iterable[tuple[str, str, bytes]]) -> bytes:
+    """The serialized `AckMessageResponse` of `status` (a serialized `Status`) and `entries`, each
+    (message id, receipt handle, its serialized `Status`)."""
+    out = bytearray(b"\x0a")
+    out += _varint(len(status))
+    out += status
+    for message_id, handle, entry_status in entries:
+        entry = bytearray()
+        if message_id:
+            text = message_id.encode()
+            entry += b"\x0a"
+            entry += _varint(len(text))
+            entry += text
+        if handle:
+            text = handle.encode()
+            entry += b"\x12"
+            entry += _varint(len(text))
+            entry += text
+        entry += b"\x1a"
+        entry += _varint(len(entry_status))
+        entry += entry_status
+        out += b"\x12"
+        out += _varint(len(entry))
+        out += entry
+    return bytes(out)
