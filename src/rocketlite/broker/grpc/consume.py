@@ -59,7 +59,7 @@ from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import StoredRecord, decode_records
-from rocketlite.protocol.proto.acks import ack_response
+from rocketlite.protocol.proto.speedups import ack_response
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.protocol.wire.pop import INIT_MODE_MAX, MalformedReceiptHandleError, ReceiptHandle

@@ -1,4 +1,5 @@
-"""The gRPC deliveries' chooser: the compiled `ReceiveMessageResponse` writer or its reference.
+"""The gRPC deliveries' chooser: the compiled `ReceiveMessageResponse` and `AckMessageResponse`
+writers or their references.
 
 * `delivery_response` (one popped commit-log record to the bytes of the stream's
   `ReceiveMessageResponse{message}`, with its receipt handle, topic and message id):
@@ -6,6 +7,9 @@
   compiled in `_native/_delivery.pyx`, which writes the protobuf wire format itself and hands a
   record outside its common shape to the reference (`tests/protocol/test_native_delivery.py`
   pins the two byte for byte).
+* `ack_response` (an AckMessage's answer as bytes from its serialized statuses): `acks.ack_response`;
+  compiled in `_native/_delivery.pyx` (`tests/protocol/test_acks.py` pins both against
+  `SerializeToString`).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the gRPC endpoint imports this name from here and nowhere else.
@@ -13,15 +17,15 @@ the gRPC endpoint imports this name from here and nowhere else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from rocketlite import native
-from rocketlite.protocol.proto import delivery
+from rocketlite.protocol.proto import acks, delivery
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
 
-__all__ = ["CHOSEN", "NATIVE_MODULES", "REFERENCE", "Codecs", "delivery_response"]
+__all__ = ["CHOSEN", "NATIVE_MODULES", "REFERENCE", "Codecs", "ack_response", "delivery_response"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,12 +34,16 @@ class Codecs:
 
     name: str
     delivery_response: Callable[[bytes, PopStamp, int], Delivered]
+    ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
 
 
-REFERENCE: Final = Codecs(name="reference", delivery_response=delivery.delivery_response)
+REFERENCE: Final = Codecs(
+    name="reference", delivery_response=delivery.delivery_response, ack_response=acks.ack_response
+)
 
 NATIVE_MODULES: Final = ("rocketlite.protocol.proto._native._delivery",)
 
 CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
 
 delivery_response: Final = CHOSEN.delivery_response
+ack_response: Final = CHOSEN.ack_response

@@ -1,5 +1,8 @@
-"""Type stubs of the compiled delivery writer (`_delivery.pyx`)."""
+"""Type stubs of the compiled delivery writers (`_delivery.pyx`)."""
+
+from collections.abc import Iterable
 
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
 
 def delivery_response(record: bytes, stamp: PopStamp, now_ms: int) -> Delivered: ...
+def ack_response(status: bytes, entries: Iterable[tuple[str, str, bytes]]) -> bytes: ...

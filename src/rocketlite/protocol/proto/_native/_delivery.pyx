@@ -14,6 +14,9 @@ MD5 digest is hashlib's.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
@@ -418,3 +421,53 @@ cdef bytes _response(const char* topic, Py_ssize_t topic_len, const _Prop* props
     if body_len:
         q = _bytes_field(q, b"\x22", 1, body, body_len)
     return out
+
+
+cdef inline Py_ssize_t _text_field_size(const char* s, Py_ssize_t n) noexcept nogil:
+    return 1 + _vsize(<uint64_t>n) + n if n else 0
+
+
+def ack_response(bytes status not None, entries):
+    """The compiled twin of `acks.ack_response`: the serialized `AckMessageResponse` of `status`
+    (a serialized `Status`) and `entries` (message id, receipt handle, serialized `Status`), sized
+    first, then written in one buffer."""
+    cdef list items = entries if type(entries) is list else list(entries)
+    cdef Py_ssize_t count = len(items), i, total, size, n_id, n_handle, n_status
+    cdef const char* s_id
+    cdef const char* s_handle
+    cdef bytes entry_status
+    cdef Py_ssize_t* sizes = <Py_ssize_t*>malloc((count + 1) * sizeof(Py_ssize_t))
+    cdef bytes out
+    cdef char* p
+    if sizes == NULL:
+        raise MemoryError()
+    try:
+        total = 1 + _vsize(<uint64_t>PyBytes_GET_SIZE(status)) + PyBytes_GET_SIZE(status)
+        for i in range(count):
+            message_id, handle, entry_status = items[i]
+            s_id = PyUnicode_AsUTF8AndSize(message_id, &n_id)
+            s_handle = PyUnicode_AsUTF8AndSize(handle, &n_handle)
+            n_status = PyBytes_GET_SIZE(entry_status)
+            size = (
+                _text_field_size(s_id, n_id) + _text_field_size(s_handle, n_handle)
+                + 1 + _vsize(<uint64_t>n_status) + n_status
+            )
+            sizes[i] = size
+            total += 1 + _vsize(<uint64_t>size) + size
+        out = PyBytes_FromStringAndSize(NULL, total)
+        p = PyBytes_AS_STRING(out)
+        p = _bytes_field(p, b"\x0a", 1, PyBytes_AS_STRING(status), PyBytes_GET_SIZE(status))
+        for i in range(count):
+            message_id, handle, entry_status = items[i]
+            s_id = PyUnicode_AsUTF8AndSize(message_id, &n_id)
+            s_handle = PyUnicode_AsUTF8AndSize(handle, &n_handle)
+            p[0] = b"\x12"
+            p = _varint(p + 1, <uint64_t>sizes[i])
+            if n_id:
+                p = _bytes_field(p, b"\x0a", 1, s_id, n_id)
+            if n_handle:
+                p = _bytes_field(p, b"\x12", 1, s_handle, n_handle)
+            p = _bytes_field(p, b"\x1a", 1, PyBytes_AS_STRING(entry_status), PyBytes_GET_SIZE(entry_status))
+        return out
+    finally:
+        free(sizes)
