@@ -268,3 +268,43 @@ def test_a_taken_grpc_port_is_one_error_line_of_ours(
     ]
     stderr = capfd.readouterr().err
     assert not re.search(r"^[EWIF]\d{4} ", stderr, re.MULTILINE), stderr
+
+
+def test_grpc_aio_takes_a_batch_answer_by_answer() -> None:
+    """grpc.aio writes one answer per step: a batch (a list) is taken out of the list answer by
+    answer as grpc asks for the next one (the previous one written), so when the stream breaks the
+    list holds the answers not known written, the one being written first (the receive's handler
+    nacks their messages), and the handler is closed at its yield."""
+    from rocketlite.broker.grpc.endpoint import _answer_by_answer  # noqa: PLC0415
+
+    batch = ["status", "m1", "m2", "m3", "end"]
+    closed: list[bool] = []
+
+    async def handler(request: Any, context: Any) -> AsyncIterator[Any]:
+        del request, context
+        try:
+            yield batch
+        except GeneratorExit:
+            closed.append(True)
+            raise
+
+    async def write_two() -> list[Any]:
+        stream = _answer_by_answer(handler)(None, None)
+        written = [await stream.__anext__(), await stream.__anext__()]
+        await stream.aclose()  # the stream broke while the second answer was being written
+        return written
+
+    assert run(write_two()) == ["status", "m1"]
+    assert batch == ["m1", "m2", "m3", "end"] and closed == [True]
+
+    whole = ["status", "m1", "end"]
+
+    async def plain(request: Any, context: Any) -> AsyncIterator[Any]:
+        del request, context
+        yield "first"
+        yield whole
+
+    async def write_all() -> list[Any]:
+        return [answer async for answer in _answer_by_answer(plain)(None, None)]
+
+    assert run(write_all()) == ["first", "status", "m1", "end"]

@@ -228,8 +228,9 @@ def _aio_handler(kit: ProtoKit, servicer: object) -> Any:
 
 def _answer_by_answer(handler: Any) -> Any:
     """A server-streaming handler for grpc.aio, which writes one answer per step: a batch the
-    handler yields (a list) is taken out answer after answer as each is written, so what is left
-    in it when the stream breaks was not written (see `ConsumerService.receive_message`)."""
+    handler yields (a list) is handed out answer after answer, each taken out of the list once
+    grpc asks for the next (it was written), so what is left in it when the stream breaks is not
+    known written (see `ConsumerService.receive_message`)."""
 
     async def streamed(request: Any, context: Any) -> AsyncIterator[Any]:
         answers = handler(request, context)
