@@ -325,6 +325,25 @@ class Renewals:
         self._tracked[handle] = entry
         self._schedule(entry)
 
+    def track_all(
+        self, client_id: str, group: str, peer: str, deadline: int, deliveries: list[tuple[str, str]]
+    ) -> None:
+        """`track` of one receive's deliveries, (topic, handle) each, which share their client
+        and `deadline`: the clock read and the timer checked once."""
+        if not client_id or not deliveries:
+            return
+        now = self.clock.now_ms()
+        due = deadline - self.ahead_ms()
+        tracked, heap, seq = self._tracked, self._due, self._seq
+        for topic, handle in deliveries:
+            entry = Renewal(client_id, group, topic, peer, handle, handle, deadline, now)
+            tracked[handle] = entry
+            seq += 1
+            heapq.heappush(heap, (due, seq, entry))
+        self._seq = seq
+        if self._timer is None or due < self._timer_at:
+            self._arm(due)
+
     async def release(self, handle: str) -> str:
         """Stop renewing the delivery the client's `handle` names (it acks, nacks or dead-letters
         it) and return the broker's latest handle of it (the same text when it is not tracked);

@@ -229,10 +229,8 @@ class ConsumerService:
     def _track(self, group: str, context: Any, batch: PopBatch, messages: list[Delivered]) -> None:
         """Auto-renew receives: each message written is renewed while its client is registered."""
         deadline = batch.pop_time + batch.invisible_time  # every handle's in the batch
-        client, peer = client_id(context), context.peer()
-        track = self.renewals.track
-        for message in messages:
-            track(client, group, message.topic, message.handle, peer, deadline)
+        deliveries = [(message.topic, message.handle) for message in messages]
+        self.renewals.track_all(client_id(context), group, context.peer(), deadline, deliveries)
 
     async def _receive(self, request: spb.ReceiveMessageRequest, context: Any) -> PopBatch:
         group, topic = self._names(request)
