@@ -42,6 +42,7 @@ type Params struct {
 	Frames    string
 	ServerPID int
 	Count     int
+	Receivers int
 }
 
 // Result is what a phase prints.
@@ -61,6 +62,9 @@ type Result struct {
 	GenCPU      float64 `json:"gen_cpu_s"`
 	MachineBusy float64 `json:"machine_busy_s"`
 	Sent        int64   `json:"sent,omitempty"`
+	MaxMs       float64 `json:"max_ms,omitempty"`
+	SendP50ms   float64 `json:"send_p50_ms,omitempty"`
+	SendP99ms   float64 `json:"send_p99_ms,omitempty"`
 }
 
 var clkTck = 100.0 // USER_HZ; Linux reports /proc times in 1/100 s on every common build
@@ -174,6 +178,7 @@ func main() {
 	fs.StringVar(&p.Frames, "frames", "", "remoting, grpc: JSON file of prebuilt frames / protobuf requests")
 	fs.IntVar(&p.ServerPID, "server-pid", 0, "server process whose CPU is measured")
 	fs.IntVar(&p.Count, "count", 0, "produce: send this many requests in all, then stop (no warm-up; 0: timed)")
+	fs.IntVar(&p.Receivers, "receivers", 4, "e2e -proto grpc: long-polling ReceiveMessage loops")
 	_ = fs.Parse(os.Args[2:])
 
 	var res *Result
@@ -222,6 +227,8 @@ func e2e(p Params) (*Result, error) {
 	switch p.Proto {
 	case "remoting":
 		return remotingE2E(p)
+	case "grpc":
+		return grpcE2E(p)
 	case "kafka":
 		return kafkaE2E(p)
 	case "nats":
