@@ -13,8 +13,10 @@ The latency phase (`e2e -proto grpc`, bench/peers/loadgen/grpce2e.go) paces Send
 at `latency_rate` over LATENCY_CONNS connections, each body stamped with the generator's
 monotonic send time, while LATENCY_RECEIVERS loops long-poll ReceiveMessage (batches of 32,
 5 s long polling, 60 s invisible) on another topic and group and ack each batch without waiting
-for the answer; it reports sent / received, e2e p50 / p99 / max, the send answer's p50 / p99
-and the broker's CPU per delivered message.
+for the answer; it reports sent / received, e2e p50 / p99 / max, the send answer's p50 / p99,
+the broker's CPU per delivered message and how long the broker's and the generator's threads
+waited for a CPU (/proc/<pid>/task/*/schedstat; in "cores": seconds waited per second), which
+says when a busy machine, not either process, sets the latency.
 """
 
 from __future__ import annotations
@@ -226,7 +228,8 @@ def latency_line(r: dict[str, Any]) -> str:
         f"max {r.get('max_ms', 0.0):.2f} ms  send answer p50 {r.get('send_p50_ms', 0.0):.2f} "
         f"p99 {r.get('send_p99_ms', 0.0):.2f} ms  {us_per_msg(r):.0f} us/msg broker CPU  "
         f"broker {cores(r, 'server_cpu_s'):.2f} / generator {cores(r, 'gen_cpu_s'):.2f} / "
-        f"machine {cores(r, 'machine_busy_s'):.2f} cores  saturated: {saturated(r)}"
+        f"machine {cores(r, 'machine_busy_s'):.2f} cores  saturated: {saturated(r)}  "
+        f"waiting for a CPU: broker {cores(r, 'server_wait_s'):.2f} / generator {cores(r, 'gen_wait_s'):.2f}"
     )
     if r.get("errors"):
         text += f"  [{r['errors']} errors: {r.get('first_error', '')[:160]}]"
@@ -270,11 +273,12 @@ def table(rows: dict[str, dict[str, Any]]) -> list[str]:
         lines += [
             *([""] if lines else []),
             "| 5.x e2e (native generator) | sent / received / missing | e2e p50 / p99 / max "
-            "| send answer p50 / p99 | broker CPU/msg | saturated |",
-            "|---|---:|---:|---:|---:|---|",
+            "| send answer p50 / p99 | broker CPU/msg | saturated | waiting for a CPU broker / generator |",
+            "|---|---:|---:|---:|---:|---|---:|",
             f"| {e['sent'] / e['seconds']:,.0f} msg/s | {e['sent']} / {e['messages']} / "
             f"{e['sent'] - e['messages']} | {e['p50_ms']:.1f} / {e['p99_ms']:.1f} / "
             f"{e.get('max_ms', 0.0):.1f} ms | {e.get('send_p50_ms', 0.0):.2f} / "
-            f"{e.get('send_p99_ms', 0.0):.2f} ms | {us_per_msg(e):.0f} µs | {saturated(e)} |",
+            f"{e.get('send_p99_ms', 0.0):.2f} ms | {us_per_msg(e):.0f} µs | {saturated(e)} | "
+            f"{cores(e, 'server_wait_s'):.2f} / {cores(e, 'gen_wait_s'):.2f} |",
         ]
     return lines

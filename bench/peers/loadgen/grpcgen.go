@@ -288,6 +288,7 @@ func grpcConsume(p Params) (*Result, error) {
 	var cut Window
 	cut.Start(p.ServerPID)
 	cut.t0, cut.srv0, cut.gen0, cut.mach0 = win.t0, win.srv0, win.gen0, win.mach0
+	cut.srvW0, cut.genW0 = win.srvW0, win.genW0
 	done := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
