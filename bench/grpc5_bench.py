@@ -3,6 +3,7 @@
     .venv/bin/python bench/grpc5_bench.py            # full run (about a minute)
     .venv/bin/python bench/grpc5_bench.py --quick    # small run (the smoke test)
     .venv/bin/python bench/grpc5_bench.py --native   # both sides from the native Go generator
+    .venv/bin/python bench/grpc5_bench.py --native --phases latency   # 5.x e2e only, native
     .venv/bin/python bench/grpc5_bench.py --ghz      # 5.x SendMessage from ghz, beside --native's produce
 
 `--impl` picks the 5.x endpoint's server (`grpcServerImpl`): by default both, grpc.aio then the
@@ -20,7 +21,9 @@ saturated (>= 85% of a core).
 `--native` runs the same comparison with an independent generator instead (bench/grpc5/native.py):
 bench/peers/loadgen's gRPC mode (google.golang.org/grpc, prebuilt protobuf bytes) for 5.x and its
 prebuilt remoting frames for 4.x, so neither side is bounded by a Python client
-(`make peersgen` builds it).
+(`make peersgen` builds it). Its latency phase is the generator's `e2e -proto grpc`: paced
+SendMessage calls with the send time in the body, long-polling receivers that ack without
+waiting, latency on the generator's own clock (`--phases latency` runs only that one).
 
 `--ghz` adds a third, unrelated generator to the produce comparison (bench/grpc5/ghz.py): ghz,
 a gRPC load tool that compiles our .proto files and builds each SendMessageRequest from JSON
@@ -119,6 +122,10 @@ def native_settings(args: argparse.Namespace, work: Path, impl: str, *, consume:
         window=args.window,
         consume=consume,
         impl=impl,
+        produce="produce" in args.phases or "consume" in args.phases,
+        latency="latency" in args.phases,
+        latency_rate=args.latency_rate,
+        latency_seconds=2.0 if args.quick else 5.0,
     )
 
 
@@ -153,6 +160,7 @@ def run_ghz(args: argparse.Namespace, impl: str) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="grpc5-ghz-", dir=args.dir) as tmp:
         s = native_settings(args, Path(tmp), impl, consume=False)
+        s.latency = False
         out(f"5.x gRPC ({impl}): ghz and the native generator, 1 KiB, {describe_machine()}")
         try:
             rows = asyncio.run(ghz.run(s))

@@ -8,6 +8,15 @@ message per SendMessageRequest, a distinct message id per connection; a ReceiveM
 as bytes; it sends them through google.golang.org/grpc with a pass-through codec. The 4.x frames
 are bench/peers/frames.py's. Both sides: 16 connections (HTTP/2 connections on the 5.x side);
 4.x keeps 32 requests in flight per connection, 5.x `window` calls.
+
+The latency phase (`e2e -proto grpc`, bench/peers/loadgen/grpce2e.go) paces SendMessage calls
+at `latency_rate` over LATENCY_CONNS connections, each body stamped with the generator's
+monotonic send time, while LATENCY_RECEIVERS loops long-poll ReceiveMessage (batches of 32,
+5 s long polling, 60 s invisible) on another topic and group and ack each batch without waiting
+for the answer; it reports sent / received, e2e p50 / p99 / max, the send answer's p50 / p99,
+the broker's CPU per delivered message and how long the broker's and the generator's threads
+waited for a CPU (/proc/<pid>/task/*/schedstat; in "cores": seconds waited per second), which
+says when a busy machine, not either process, sets the latency.
 """
 
 from __future__ import annotations
@@ -37,6 +46,9 @@ __all__ = ["GENERATOR", "Native", "Served", "produce", "run", "serving", "table"
 
 SATURATED = 0.85  # share of one core
 TOPIC4, TOPIC5, GROUP5 = "Native4", "Native5", "Native5Group"
+TOPIC5E, GROUP5E = "Native5E2E", "Native5E2EGroup"
+LATENCY_CONNS, LATENCY_RECEIVERS = 4, 4
+STAMP = b"E2ESTAMP"  # where the generator writes each send time (grpce2e.go's stampMarker)
 METADATA = {"x-mq-client-id": "peersgen@1@0@native", "x-mq-language": "GOLANG", "x-mq-protocol": "v2"}
 
 
@@ -50,14 +62,21 @@ class Native:
     consume: bool = True
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     impl: str = "grpcio"  # grpcServerImpl: the 5.x endpoint's server (grpcio | nghttp2)
+    produce: bool = True
+    latency: bool = False
+    latency_rate: float = 1000.0
+    latency_seconds: float = 5.0
 
 
-def write_grpc_frames(path: Path, topic: str, group: str, size: int) -> Path:
-    """The generator's `-frames` file for `-proto grpc` (bench/peers/loadgen/grpcgen.go)."""
+def write_grpc_frames(
+    path: Path, topic: str, group: str, size: int, *, stamp: bool = False, poll: int = 1
+) -> Path:
+    """The generator's `-frames` file for `-proto grpc` (bench/peers/loadgen/grpcgen.go); with
+    `stamp`, bodies start with STAMP (for grpce2e.go); `poll`: long polling seconds."""
     from rocketlite.protocol.proto.v2 import definition_pb2 as pb  # noqa: PLC0415
     from rocketlite.protocol.proto.v2 import service_pb2 as spb  # noqa: PLC0415
 
-    body = bytes(size)
+    body = STAMP + bytes(size - len(STAMP)) if stamp else bytes(size)
     digest = pb.Digest(type=pb.DigestType.CRC32, checksum=f"{zlib.crc32(body):08X}")
 
     def send(n: int) -> bytes:
@@ -78,7 +97,7 @@ def write_grpc_frames(path: Path, topic: str, group: str, size: int) -> Path:
         filter_expression=pb.FilterExpression(type=pb.FilterType.TAG, expression="*"),
         batch_size=32,
         invisible_duration={"seconds": 60},
-        long_polling_timeout={"seconds": 1},
+        long_polling_timeout={"seconds": poll},
     ).SerializeToString()
     ack = spb.AckMessageRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic))
 
@@ -177,15 +196,44 @@ async def produce(s: Native, b: Served) -> None:
 
 
 async def run(s: Native) -> dict[str, dict[str, Any]]:
-    async with serving(s) as b:
-        await produce(s, b)
-        if s.consume:
+    async with serving(s, (TOPIC5E,) if s.latency else ()) as b:
+        if s.produce:
+            await produce(s, b)
+        if s.latency:
+            await latency(s, b)
+        if s.consume and s.produce:
             cap = ["-seconds", str(max(10.0, 4 * s.seconds))]
             await phase(s, b.broker, "4.x PULL_MESSAGE of 32", "consume4", "consume", "remoting", b.port,
                         *cap, "-frames", str(b.frames4))  # fmt: skip
             await phase(s, b.broker, "5.x ReceiveMessage of 32 + Ack", "consume5", "consume", "grpc",
                         b.grpc_port, *cap, "-frames", str(b.frames5))  # fmt: skip
     return s.rows
+
+
+async def latency(s: Native, b: Served) -> None:
+    """5.x e2e latency at `s.latency_rate` from the generator's `e2e -proto grpc`."""
+    frames = write_grpc_frames(s.work / "frames5e.json", TOPIC5E, GROUP5E, s.size, stamp=True, poll=5)
+    await settle()
+    r = generate("e2e", "grpc", f"127.0.0.1:{b.grpc_port}", b.broker.pid, "-frames", str(frames),
+                 "-rate", str(s.latency_rate), "-seconds", str(s.latency_seconds), "-size", str(s.size),
+                 "-conns", str(LATENCY_CONNS), "-receivers", str(LATENCY_RECEIVERS))  # fmt: skip
+    s.rows["latency5"] = r
+    out(latency_line(r))
+
+
+def latency_line(r: dict[str, Any]) -> str:
+    text = (
+        f"  5.x e2e at {r['sent'] / r['seconds']:,.0f} msg/s: sent {r['sent']} received {r['messages']} "
+        f"missing {r['sent'] - r['messages']}  e2e p50 {r['p50_ms']:.2f} p99 {r['p99_ms']:.2f} "
+        f"max {r.get('max_ms', 0.0):.2f} ms  send answer p50 {r.get('send_p50_ms', 0.0):.2f} "
+        f"p99 {r.get('send_p99_ms', 0.0):.2f} ms  {us_per_msg(r):.0f} us/msg broker CPU  "
+        f"broker {cores(r, 'server_cpu_s'):.2f} / generator {cores(r, 'gen_cpu_s'):.2f} / "
+        f"machine {cores(r, 'machine_busy_s'):.2f} cores  saturated: {saturated(r)}  "
+        f"waiting for a CPU: broker {cores(r, 'server_wait_s'):.2f} / generator {cores(r, 'gen_wait_s'):.2f}"
+    )
+    if r.get("errors"):
+        text += f"  [{r['errors']} errors: {r.get('first_error', '')[:160]}]"
+    return text
 
 
 async def phase(
@@ -199,11 +247,12 @@ async def phase(
 
 def table(rows: dict[str, dict[str, Any]]) -> list[str]:
     """4.x and 5.x side by side, the native generator on both."""
-    lines = [
+    head = [
         "| figure (native generator) | 4.x remoting | 5.x gRPC | 5.x / 4.x | broker CPU/msg 4.x / 5.x "
         "| p50 / p99 4.x | p50 / p99 5.x | saturated 4.x / 5.x |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    lines: list[str] = []
 
     def lat(r: dict[str, Any]) -> str:
         return f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms" if r.get("samples") else "-"
@@ -219,4 +268,17 @@ def table(rows: dict[str, dict[str, Any]]) -> list[str]:
             f"{us_per_msg(a):.1f} / {us_per_msg(b):.1f} µs | {lat(a)} | {lat(b)} | "
             f"{saturated(a)} / {saturated(b)} |"
         )
+    lines = head + lines if lines else []
+    if (e := rows.get("latency5")) is not None:
+        lines += [
+            *([""] if lines else []),
+            "| 5.x e2e (native generator) | sent / received / missing | e2e p50 / p99 / max "
+            "| send answer p50 / p99 | broker CPU/msg | saturated | waiting for a CPU broker / generator |",
+            "|---|---:|---:|---:|---:|---|---:|",
+            f"| {e['sent'] / e['seconds']:,.0f} msg/s | {e['sent']} / {e['messages']} / "
+            f"{e['sent'] - e['messages']} | {e['p50_ms']:.1f} / {e['p99_ms']:.1f} / "
+            f"{e.get('max_ms', 0.0):.1f} ms | {e.get('send_p50_ms', 0.0):.2f} / "
+            f"{e.get('send_p99_ms', 0.0):.2f} ms | {us_per_msg(e):.0f} µs | {saturated(e)} | "
+            f"{cores(e, 'server_wait_s'):.2f} / {cores(e, 'gen_wait_s'):.2f} |",
+        ]
     return lines

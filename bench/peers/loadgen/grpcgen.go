@@ -230,7 +230,6 @@ func grpcConsume(p Params) (*Result, error) {
 		return nil, err
 	}
 	ctx := withMetadata(f.Metadata)
-	desc := &grpc.StreamDesc{StreamName: "ReceiveMessage", ServerStreams: true}
 	var stop atomic.Bool
 	var lastAck atomic.Int64
 	stats := make([]connStats, len(recvs))
@@ -256,42 +255,15 @@ func grpcConsume(p Params) (*Result, error) {
 			}
 			defer c.Close()
 			req := recvs[q]
-			var item, resp []byte
+			var resp []byte
 			for !stop.Load() {
 				t := nowNs()
-				s, err := c.NewStream(ctx, desc, grpcService+"ReceiveMessage")
-				if err == nil {
-					err = s.SendMsg(&req)
-				}
-				if err == nil {
-					err = s.CloseSend()
-				}
+				s, err := openReceive(ctx, c, req)
 				if err != nil {
 					fail(err.Error())
 					return
 				}
-				ack := append([]byte(nil), ackPrefix...)
-				n := 0
-				for {
-					if err := s.RecvMsg(&item); err != nil {
-						break // io.EOF at the end of the stream
-					}
-					m, _, ok := field(item, 2)
-					if !ok {
-						continue // the status or the delivery timestamp
-					}
-					sys, _, _ := field(m, 3)
-					id, _, _ := field(sys, 3)
-					handle, _, _ := field(sys, 12)
-					var e []byte
-					e = protowire.AppendTag(e, 1, protowire.BytesType)
-					e = protowire.AppendBytes(e, id)
-					e = protowire.AppendTag(e, 2, protowire.BytesType)
-					e = protowire.AppendBytes(e, handle)
-					ack = protowire.AppendTag(ack, ackEntriesField, protowire.BytesType)
-					ack = protowire.AppendBytes(ack, e)
-					n++
-				}
+				ack, n := receiveBatch(s, ackPrefix, nil)
 				if n == 0 {
 					return // drained
 				}
@@ -316,6 +288,7 @@ func grpcConsume(p Params) (*Result, error) {
 	var cut Window
 	cut.Start(p.ServerPID)
 	cut.t0, cut.srv0, cut.gen0, cut.mach0 = win.t0, win.srv0, win.gen0, win.mach0
+	cut.srvW0, cut.genW0 = win.srvW0, win.genW0
 	done := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -350,4 +323,54 @@ func grpcConsume(p Params) (*Result, error) {
 	win.fill(res)
 	percentiles(res, lat)
 	return res, nil
+}
+
+// openReceive starts one ReceiveMessage call (server streaming) with the prebuilt request.
+func openReceive(ctx context.Context, c *grpc.ClientConn, req []byte) (grpc.ClientStream, error) {
+	desc := &grpc.StreamDesc{StreamName: "ReceiveMessage", ServerStreams: true}
+	s, err := c.NewStream(ctx, desc, grpcService+"ReceiveMessage")
+	if err == nil {
+		err = s.SendMsg(&req)
+	}
+	if err == nil {
+		err = s.CloseSend()
+	}
+	return s, err
+}
+
+// receiveBatch reads a ReceiveMessage stream to its end: the AckMessageRequest (ackPrefix and an
+// entry per message) and how many messages came; each (if not nil) sees every Message as it arrives.
+func receiveBatch(s grpc.ClientStream, ackPrefix []byte, each func(m []byte)) ([]byte, int) {
+	ack := append([]byte(nil), ackPrefix...)
+	n := 0
+	var item []byte
+	for {
+		if err := s.RecvMsg(&item); err != nil {
+			return ack, n // io.EOF at the end of the stream
+		}
+		m, _, ok := field(item, 2)
+		if !ok {
+			continue // the status or the delivery timestamp
+		}
+		if each != nil {
+			each(m)
+		}
+		ack = appendAckEntry(ack, m)
+		n++
+	}
+}
+
+// appendAckEntry appends to an AckMessageRequest the entry (message id, receipt handle) of a
+// received Message m (system_properties = 3: message_id = 3, receipt_handle = 12).
+func appendAckEntry(ack, m []byte) []byte {
+	sys, _, _ := field(m, 3)
+	id, _, _ := field(sys, 3)
+	handle, _, _ := field(sys, 12)
+	var e []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendBytes(e, id)
+	e = protowire.AppendTag(e, 2, protowire.BytesType)
+	e = protowire.AppendBytes(e, handle)
+	ack = protowire.AppendTag(ack, ackEntriesField, protowire.BytesType)
+	return protowire.AppendBytes(ack, e)
 }

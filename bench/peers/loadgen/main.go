@@ -42,6 +42,7 @@ type Params struct {
 	Frames    string
 	ServerPID int
 	Count     int
+	Receivers int
 }
 
 // Result is what a phase prints.
@@ -61,6 +62,11 @@ type Result struct {
 	GenCPU      float64 `json:"gen_cpu_s"`
 	MachineBusy float64 `json:"machine_busy_s"`
 	Sent        int64   `json:"sent,omitempty"`
+	MaxMs       float64 `json:"max_ms,omitempty"`
+	SendP50ms   float64 `json:"send_p50_ms,omitempty"`
+	SendP99ms   float64 `json:"send_p99_ms,omitempty"`
+	ServerWait  float64 `json:"server_wait_s,omitempty"`
+	GenWait     float64 `json:"gen_wait_s,omitempty"`
 }
 
 var clkTck = 100.0 // USER_HZ; Linux reports /proc times in 1/100 s on every common build
@@ -78,6 +84,28 @@ func procCPU(pid int) float64 {
 	u, _ := strconv.ParseFloat(f[11], 64)
 	k, _ := strconv.ParseFloat(f[12], 64)
 	return (u + k) / clkTck
+}
+
+// procWait is the time the threads of a process spent runnable but waiting for a CPU (the second
+// field of /proc/<pid>/task/*/schedstat, ns), in seconds: what a busy machine costs that process.
+func procWait(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var ns float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + t.Name() + "/schedstat")
+		if f := strings.Fields(string(b)); err == nil && len(f) >= 2 {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			ns += v
+		}
+	}
+	return ns / 1e9
 }
 
 // machineBusy is the CPU time (all cores) that was not idle or iowait, from /proc/stat.
@@ -103,14 +131,17 @@ type Window struct {
 	pid               int
 	t0                time.Time
 	srv0, gen0, mach0 float64
+	srvW0, genW0      float64
 	Seconds           float64
 	Srv, Gen, Mach    float64
+	SrvWait, GenWait  float64
 	started, finished bool
 }
 
 func (w *Window) Start(pid int) {
 	w.pid, w.t0 = pid, time.Now()
 	w.srv0, w.gen0, w.mach0 = procCPU(pid), procCPU(os.Getpid()), machineBusy()
+	w.srvW0, w.genW0 = procWait(pid), procWait(os.Getpid())
 	w.started = true
 }
 
@@ -119,6 +150,7 @@ func (w *Window) Stop() {
 	w.Srv = procCPU(w.pid) - w.srv0
 	w.Gen = procCPU(os.Getpid()) - w.gen0
 	w.Mach = machineBusy() - w.mach0
+	w.SrvWait, w.GenWait = procWait(w.pid)-w.srvW0, procWait(os.Getpid())-w.genW0
 	w.finished = true
 }
 
@@ -136,6 +168,7 @@ func timedWindow(p Params, win *Window, measuring, stopping *atomic.Bool) {
 
 func (w *Window) fill(r *Result) {
 	r.Seconds, r.ServerCPU, r.GenCPU, r.MachineBusy = w.Seconds, w.Srv, w.Gen, w.Mach
+	r.ServerWait, r.GenWait = w.SrvWait, w.GenWait
 	if w.Seconds > 0 {
 		r.Rate = float64(r.Messages) / w.Seconds
 	}
@@ -174,6 +207,7 @@ func main() {
 	fs.StringVar(&p.Frames, "frames", "", "remoting, grpc: JSON file of prebuilt frames / protobuf requests")
 	fs.IntVar(&p.ServerPID, "server-pid", 0, "server process whose CPU is measured")
 	fs.IntVar(&p.Count, "count", 0, "produce: send this many requests in all, then stop (no warm-up; 0: timed)")
+	fs.IntVar(&p.Receivers, "receivers", 4, "e2e -proto grpc: long-polling ReceiveMessage loops")
 	_ = fs.Parse(os.Args[2:])
 
 	var res *Result
@@ -222,6 +256,8 @@ func e2e(p Params) (*Result, error) {
 	switch p.Proto {
 	case "remoting":
 		return remotingE2E(p)
+	case "grpc":
+		return grpcE2E(p)
 	case "kafka":
 		return kafkaE2E(p)
 	case "nats":
