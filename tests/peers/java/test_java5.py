@@ -41,8 +41,10 @@ def test_timer_message_deliver_time(cluster: EmbeddedCluster, java: JavaClients)
     assert timed["msgId"] == sent["timed"]["msgId"] and timed["topic"] == topic
     assert timed["storeTimestamp"] >= sent["timed"]["deliverAt"], timed
     assert timed["receivedAt"] >= sent["timed"]["deliverAt"]
-    # not after it: a consumer that starts late gets both in one pull, in the same millisecond
-    assert got["now"]["receivedAt"] <= timed["receivedAt"]
+    # the message without a time was stored at once, not held with the timed one. (The order of
+    # receipt says nothing: a consumer that starts after the deliver time finds both waiting, in
+    # queues pulled on their own, and got "now" 3 ms after "timed" once.)
+    assert got["now"]["storeTimestamp"] < sent["timed"]["deliverAt"], got["now"]
     assert timed["properties"]["TIMER_DELIVER_MS"] == str(sent["timed"]["deliverAt"])
     parked = [r for q in range(4) for r in stored(cluster, TIMER_TOPIC, q)]
     uniq = [r.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for r in parked]
