@@ -63,6 +63,26 @@ GroupHandler = Callable[["Connection", list[RemotingCommand], int], int]
 RawGroupHandler = Callable[["Connection", bytes, int], int]
 
 
+def chain_raw(handlers: list[RawGroupHandler]) -> RawGroupHandler | None:
+    """One `RawGroupHandler` over several (the send lane's and the pull lane's): each in turn
+    serves what it can from where the one before stopped, round after round, until none serves
+    a frame, so a read mixing their codes is served from its bytes in order. None for none."""
+    if len(handlers) <= 1:
+        return handlers[0] if handlers else None
+    lanes = tuple(handlers)
+
+    def raw(conn: Connection, src: bytes, pos: int) -> int:
+        while True:
+            at = pos
+            for lane in lanes:
+                at = lane(conn, src, at)
+            if at == pos or at >= len(src) or conn.closed:
+                return at
+            pos = at
+
+    return raw
+
+
 # Told of every request answered (RocketMQ 5's rpc latency): request code, response code (None for
 # a one-way request that got no answer), milliseconds from the request's arrival to its answer
 # being queued, whether it was held for long polling, and RocketMQ's `result`: "success" (written),
@@ -158,8 +178,10 @@ class Connection(asyncio.Protocol):
         # whenever a frame completes, so a busy pipelined stream never looks stalled.
         self.partial_since = 0.0
         self.attrs: dict[str, Any] = {}
-        self._out: list[bytes] | None = None  # frames of the data_received batch being handled
-        self._later: list[bytes] | None = None  # frames sent since, for `_flush_later`
+        # frames (and the store's slices of pull bodies, `send_gather`) of the data_received batch
+        # being handled; frames sent since, for `_flush_later`
+        self._out: list[bytes | memoryview] | None = None
+        self._later: list[bytes | memoryview] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.write_high_water = WRITE_HIGH_WATER
         self.reading_paused = False
@@ -199,7 +221,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = now = time.monotonic()
         raw = self.table.raw if self.table.observer is None and not self.closed else None
-        out: list[bytes] | None = None
+        out: list[bytes | memoryview] | None = None
         served = 0
         try:
             if raw is None:
@@ -246,7 +268,7 @@ class Connection(asyncio.Protocol):
         if out and self.transport is not None and not self.closed:
             self._write_all(self.transport, out)
 
-    def _collect(self) -> list[bytes]:
+    def _collect(self) -> list[bytes | memoryview]:
         """Start collecting the answers of one read (frames waiting for `_flush_later` first)."""
         out = self._later or []
         self._later = None
@@ -278,7 +300,7 @@ class Connection(asyncio.Protocol):
             i += 1
 
     @staticmethod
-    def _write_all(transport: asyncio.Transport, out: list[bytes]) -> None:
+    def _write_all(transport: asyncio.Transport, out: list[bytes | memoryview]) -> None:
         if len(out) == 1:
             transport.write(out[0])
         elif sum(map(len, out)) <= JOIN_LIMIT:
@@ -429,6 +451,18 @@ class Connection(asyncio.Protocol):
             self.loop.call_soon(self._flush_later)
         else:
             self.transport.write(data)
+
+    def send_gather(self, head: bytes, parts: list[memoryview]) -> None:
+        """Queue a frame made of `head` (its prefix and header, the prefix counting the parts) and
+        the store's `parts` (the pull lane's answers): inside `data_received` they are queued as
+        they are, so the batch's one write is their only copy; elsewhere they are joined now."""
+        if self.closed or self.transport is None:
+            return
+        if self._out is not None:
+            self._out.append(head)
+            self._out.extend(parts)
+        else:
+            self.send_raw(b"".join([head, *parts]))
 
     def open_output(self) -> bool:
         """Collect the frames sent from now on until `flush_output`, as inside `data_received`:
