@@ -18,6 +18,7 @@ from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
+from rocketlite.protocol.wire.frame_codec import peek_code
 
 pytestmark = pytest.mark.skipif(
     speedups.read_raw_pull is speedups.REFERENCE.read_raw_pull, reason="the compiled pull lane is not built"
@@ -101,3 +102,13 @@ def test_encode_pull_found_is_the_reference(
 ) -> None:
     args = (opaque, serialize, suggest, next_begin, lo, hi, body)
     assert speedups.encode_pull_found(*args) == REF.encode_pull_found(*args)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pull_frames(), st.integers(0, 24))
+def test_peek_code_is_the_frames_code_or_none(frame: bytes, cut: int) -> None:
+    """`chain_raw` chooses a lane by `peek_code`: never another code than the frame's."""
+    (cmd,), _ = speedups.decode_frames(frame, MAX_FRAME)
+    assert peek_code(frame, 0) == cmd.code  # how every client writes it
+    torn = frame[: min(cut, len(frame))]
+    assert peek_code(torn, 0) in (None, cmd.code)

@@ -137,11 +137,11 @@ def register_requests(
         handlers[C.SEND_REPLY_MESSAGE_V2] = reply.handle
     for code, handler in handlers.items():
         table.register(code, handler)
-    raws: list[RawGroupHandler] = []
+    raws: dict[int, RawGroupHandler] = {}
     if encode_group is not None:  # the coalescing lane of single sends (compiled only)
         lane = SendGroupLane(send)
         table.groups[C.SEND_MESSAGE_V2] = lane
-        raws.append(lane.raw)
+        raws[C.SEND_MESSAGE_V2] = lane.raw
     if wire_speedups.CHOSEN is not wire_speedups.REFERENCE:  # the pull lane (compiled only)
-        raws.append(PullLane(pull).raw)
+        raws[C.PULL_MESSAGE] = PullLane(pull).raw
     table.raw = chain_raw(raws)

@@ -27,13 +27,14 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
 from rocketlite.protocol.codes import CommandFlag, ResponseCode, request_label
 from rocketlite.protocol.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.frame import LENGTH, FrameDecoder, encode_command
+from rocketlite.protocol.wire.frame_codec import peek_code
 from rocketlite.remoting.peer import Push, push_command
 
 log = logging.getLogger("rocketlite.remoting")
@@ -63,22 +64,33 @@ GroupHandler = Callable[["Connection", list[RemotingCommand], int], int]
 RawGroupHandler = Callable[["Connection", bytes, int], int]
 
 
-def chain_raw(handlers: list[RawGroupHandler]) -> RawGroupHandler | None:
-    """One `RawGroupHandler` over several (the send lane's and the pull lane's): each in turn
-    serves what it can from where the one before stopped, round after round, until none serves
-    a frame, so a read mixing their codes is served from its bytes in order. None for none."""
-    if len(handlers) <= 1:
-        return handlers[0] if handlers else None
-    lanes = tuple(handlers)
+def chain_raw(handlers: Mapping[int, RawGroupHandler]) -> RawGroupHandler | None:
+    """One `RawGroupHandler` over several, by request code (the send lane's and the pull
+    lane's): the frame at the position is given to the handler of its code (`peek_code`; each
+    handler in turn when the code is not read that way), which serves what it can from there,
+    and so on until a frame is not served, so a read mixing their codes is served from its
+    bytes in order. None for none."""
+    if not handlers:
+        return None
+    lanes = dict(handlers)
+    every = tuple(lanes.values())
 
     def raw(conn: Connection, src: bytes, pos: int) -> int:
-        while True:
+        size = len(src)
+        while pos < size and not conn.closed:
+            code = peek_code(src, pos)
             at = pos
-            for lane in lanes:
-                at = lane(conn, src, at)
-            if at == pos or at >= len(src) or conn.closed:
-                return at
+            if code is None:
+                for lane in every:
+                    at = lane(conn, src, at)
+            else:
+                chosen = lanes.get(code)
+                if chosen is not None:
+                    at = chosen(conn, src, pos)
+            if at == pos:
+                break
             pos = at
+        return pos
 
     return raw
 

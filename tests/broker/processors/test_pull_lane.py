@@ -174,7 +174,16 @@ async def serve(root: Path, data: list[bytes], lane: bool) -> tuple[bytes, objec
         send_lane = table.groups.get(int(RequestCode.SEND_MESSAGE_V2))
         assert isinstance(send_lane, SendGroupLane)
         # the broker's own chain holds a pull lane too: this one is counted
-        table.raw = chain_raw([send_lane.raw, pull_lane.raw]) if lane else None
+        table.raw = (
+            chain_raw(
+                {
+                    int(RequestCode.SEND_MESSAGE_V2): send_lane.raw,
+                    int(RequestCode.PULL_MESSAGE): pull_lane.raw,
+                }
+            )
+            if lane
+            else None
+        )
         conn = Connection(table)
         transport = StubTransport(keep=True)  # the in-process bench's: peer 127.0.0.1:50000
         conn.connection_made(transport)  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _CLASS_FILTER = int(PullSysFlag.CLASS_FILTER)
 _BROADCASTING = MessageModel.BROADCASTING
+_READ = perm.PERM_READ
 _FILTERS_MAX = 4096  # subscriptions whose tag filter is kept; beyond, the cache starts over
 
 
@@ -67,7 +68,7 @@ class PullLane:
     def _open(self) -> bool:
         p = self.processor
         b = p.broker
-        return perm.is_readable(b.broker_permission) and not b.is_slave and not p.offsets.reset_table
+        return bool(b.broker_permission & _READ) and not b.is_slave and not p.offsets.reset_table
 
     def _filter(self, sub: SubscriptionData) -> MessageFilter | None:
         hit = self._filters.get(id(sub))
@@ -101,7 +102,7 @@ class PullLane:
             if cfg is None or not cfg.consume_enable:
                 break
             tc = topics.get(topic)
-            if tc is None or not perm.is_readable(tc.perm) or not 0 <= qid < tc.read_queue_nums:
+            if tc is None or not tc.perm & _READ or not 0 <= qid < tc.read_queue_nums:
                 break
             if sys_flag & _SUBSCRIPTION:
                 parsed = p._parsed.get((group, topic, expr, kind, version))
