@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,20 +24,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.controller import BrokerController
 from rocketlite.broker.processors.pull_lane import PullLane
 from rocketlite.broker.processors.send_group import SendGroupLane
 from rocketlite.broker.stats import BrokerStats
-from rocketlite.clock import ManualClock
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, SerializeType
-from rocketlite.protocol.message import HostAddress, properties_to_string
+from rocketlite.protocol.message import properties_to_string
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.remoting.connection import Connection, chain_raw
 from rocketlite.store.config import StoreConfig
+from tests.support.lanes import cut_anywhere, feed, fixed_broker, side_by_side
 
 pytestmark = pytest.mark.skipif(
     speedups.read_raw_pull is speedups.REFERENCE.read_raw_pull, reason="the lane runs only compiled"
@@ -127,11 +125,7 @@ def reads(draw: st.DrawFn) -> list[bytes]:
                 frames.append(draw(pull_frame(opaque)))
             opaque += 1
         out.append(b"".join(frames))
-    if draw(st.booleans()):  # frames split across reads: the same bytes cut anywhere
-        stream = b"".join(out)
-        cuts = sorted(draw(st.lists(st.integers(1, len(stream) - 1), max_size=6, unique=True)))
-        out = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
-    return out
+    return cut_anywhere(draw, out)
 
 
 def stats_of(stats: BrokerStats) -> object:
@@ -154,12 +148,7 @@ async def serve(root: Path, data: list[bytes], lane: bool) -> tuple[bytes, objec
     offsets, stats, pulls served by the lane)."""
     store_cfg = StoreConfig(store_path_root_dir=root, maped_file_size_commit_log=64 * 1024)
     broker = BrokerConfig(listen_port=0, listen_host="127.0.0.1", grpc_server_port=0)
-    controller = BrokerController(broker, store_cfg, clock=ManualClock())
-    await controller.start()
-    try:
-        parts = controller.parts
-        assert parts is not None
-        parts.send.store_host = HostAddress.parse("192.168.0.9:10911")
+    async with fixed_broker(store_cfg, broker) as (controller, parts):
         controller.topics.update(TopicConfig(TOPIC, 4, 4))
         controller.topics.update(TopicConfig(OTHER, 4, 4))
         table = controller.table
@@ -184,29 +173,18 @@ async def serve(root: Path, data: list[bytes], lane: bool) -> tuple[bytes, objec
             if lane
             else None
         )
-        conn = Connection(table)
-        transport = StubTransport(keep=True)  # the in-process bench's: peer 127.0.0.1:50000
-        conn.connection_made(transport)  # type: ignore[arg-type]
-        for chunk in data:
-            conn.data_received(chunk)
-        await asyncio.sleep(0)
-        assert await asyncio.to_thread(controller.store.wait_dispatched, 10.0)
+        answers = await feed(controller, data)
         offsets = {k: dict(v) for k, v in parts.pull.offsets.offset_table.items()}
-        return b"".join(transport.kept or []), offsets, stats_of(parts.pull.stats), pull_lane.taken
-    finally:
-        await controller.close()
+        return answers, offsets, stats_of(parts.pull.stats), pull_lane.taken
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reads())
 def test_the_lane_answers_commits_and_counts_what_the_per_request_path_does(data: list[bytes]) -> None:
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        fast = asyncio.run(serve(Path(a), data, lane=True))
-        slow = asyncio.run(serve(Path(b), data, lane=False))
+    fast, slow = side_by_side(serve, data)
     assert slow[3] == 0
-    assert fast[0] == slow[0]  # the answer frames, byte for byte, in order
-    assert fast[1] == slow[1]  # the stored consumer offsets
-    assert fast[2] == slow[2]  # the stats
+    # the answer frames (byte for byte, in order), the stored consumer offsets, the stats
+    assert fast[:3] == slow[:3]
 
 
 def common_pulls(carried: bool) -> list[bytes]:
@@ -227,9 +205,7 @@ def test_a_read_of_common_pulls_is_served_by_the_lane() -> None:
     """The differential test above cannot pass by the lane never running: here common pulls of
     both kinds go through it (all but a carried subscription's first, which the handler parses)."""
     for carried, taken in ((False, 8), (True, 7)):
-        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-            fast = asyncio.run(serve(Path(a), common_pulls(carried), lane=True))
-            slow = asyncio.run(serve(Path(b), common_pulls(carried), lane=False))
+        fast, slow = side_by_side(serve, common_pulls(carried))
         assert fast[3] == taken
         assert fast[:3] == slow[:3]
         assert fast[0].count(b"FOUND") == 8
