@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 MAX_FRAME = 16 * 1024 * 1024
 REF = speedups.REFERENCE
 NUMBERS = ("0", "1", "-1", "32", "17", "4294967296", "1700000000000", "007", "+5", "-5", "", " 1", "x",
-           "9" * 18, "9" * 19, "99999999999")  # fmt: skip
+           "9" * 18, "9" * 19, "99999999999", "0" * 18 + "32", "0" * 9 + "9" * 10)  # fmt: skip
 TEXTS = ("g", "TopicA", "*", "a || b", "TAG", "SQL92", "", "日本", "%RETRY%g")
 NAMES = (
     "consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",

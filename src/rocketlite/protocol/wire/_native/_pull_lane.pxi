@@ -4,8 +4,8 @@
 # `read_raw_pull` reads one frame in place as `gather_raw_sends` reads a send: its prefix, its
 # header (JSON in the shape clients send, or ROCKETMQ binary; `_json_head` / `_binary_head` keep
 # the values of the pull header's names in `_pull_slots`), its numbers in a client's spelling
-# (`_number`: 1 to 9 digits for an int, 1 to 18 for a long, or "-1"). Anything else is None: the
-# connection decodes that frame and the handler serves it. No command and no ext dict is made.
+# (`_number`: 1 to 9 digits for an int, 1 to 18 for a long, after any leading zeros, or "-1").
+# Anything else is None: the connection decodes that frame and the handler serves it. No command and no ext dict is made.
 # `encode_pull_found` writes the FOUND answer's prefix and header from its values.
 
 from rocketlite.protocol.wire import json_header_ref as _json_ref
