@@ -26,9 +26,10 @@ the run; the handler serves it and gives the answer it gives today):
   (by tag or "*"): carried in the request (SUBSCRIPTION flag) and already parsed by the
   processor (its `_parsed` cache: a consumer sends the same one every time, so only its first
   pull goes through the handler), or the group's registered one, as recent as the request's,
-  not broadcast unless the group allows it; and the store read FOUND messages. Any other status
-  (no message: a hold; an offset moved; nothing matched) is left to the handler, which reads
-  again and answers it (the store read has no side effect).
+  not broadcast unless the group allows it; and the store read FOUND messages. A pull at or past
+  the queue's end (a long-polling consumer's next pull, to be held) is left to the handler before
+  the store is read; any other status (an offset moved, nothing matched) after it, and the
+  handler reads again and answers it (the store read has no side effect).
 `tests/broker/processors/test_pull_lane.py` pins the answer frames, the stored consumer offsets
 and the stats against the per-request path.
 """
@@ -117,6 +118,8 @@ class PullLane:
                 if found is None or found.sub_version < version or not is_tag_type(found.expression_type):
                     break
                 sub = found
+            if qoff >= store.get_max_offset_in_queue(topic, qid):
+                break  # nothing to find (a long-polling consumer's next pull): held by the handler
             result = store.get_message(group, topic, qid, qoff, nums, self._filter(sub))
             if result.status is not _FOUND:
                 result.release()
