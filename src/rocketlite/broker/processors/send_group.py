@@ -51,28 +51,25 @@ from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import encode_group, send_properties
 from rocketlite.protocol.wire.command import RemotingCommand
+from rocketlite.protocol.wire.frame_codec import peek_code
 from rocketlite.protocol.wire.send_lane import Gathered, TopicFacts
 from rocketlite.protocol.wire.speedups import encode_send_oks, gather_raw_sends, gather_sends
 from rocketlite.remoting.connection import Connection
 
 _PERM_WRITE = perm.PERM_WRITE
-_JSON_CODE, _JSON_V2 = b'{"code":', b'{"code":%d' % RequestCode.SEND_MESSAGE_V2
-_BINARY_V2 = int(RequestCode.SEND_MESSAGE_V2).to_bytes(2, "big")
+_V2 = int(RequestCode.SEND_MESSAGE_V2)
 
 
 def other_request_first(src: bytes, pos: int) -> bool:
-    """Whether the frame at `src[pos:]` plainly is not a SEND_MESSAGE_V2, seen from a few bytes:
-    a ROCKETMQ header's code, or a JSON header that starts with another code (clients write
-    `code` first). A connection of batches or pulls then costs the raw lane nothing per read:
+    """Whether the frame at `src[pos:]` plainly is not a SEND_MESSAGE_V2, seen from a few bytes
+    (`peek_code`: a ROCKETMQ header's code, or a JSON header that starts with its code, as
+    clients write it). A connection of batches or pulls then costs the raw lane nothing per read:
     the lane's checks and its reader's parse of a header it then refused had cost a 128 B batch
     request about 5 us (`bench/send_path.py --phases batch`). False when in doubt: the lane's
-    reader decides, and a frame it stops at is served as before."""
-    header = pos + 8  # after the frame's length and its header word
-    if len(src) < header + 12:
-        return False
-    if src[pos + 4] == 1:  # ROCKETMQ serialization: the code is the header's first two bytes
-        return src[header : header + 2] != _BINARY_V2
-    return src.startswith(_JSON_CODE, header) and not src.startswith(_JSON_V2, header)
+    reader decides, and a frame it stops at is served as before. (The broker's `chain_raw`
+    already offers the lane only frames of its code; this keeps the lane cheap on its own.)"""
+    code = peek_code(src, pos)
+    return code is not None and code != _V2
 
 
 class SendGroupLane:
