@@ -282,6 +282,29 @@ cdef class H2Session:
             nghttp2_session_resume_data(self.session, stream_id)
         return True
 
+    def send_messages(self, int32_t stream_id, list payloads not None):
+        """`send_message` of each of `payloads` (bytes) in order, with one hand-off to nghttp2: a
+        streaming handler's batch (a ReceiveMessage's answers) is one call, not one per answer."""
+        cdef _Stream stream = self.streams.get(stream_id)
+        cdef Py_ssize_t n
+        if stream is None or stream.finished:
+            return False
+        if not payloads:
+            return True
+        out = stream.out
+        for payload in payloads:
+            n = len(<bytes?>payload)
+            out.append(0)
+            out += n.to_bytes(4, "big")
+            out += payload
+        if not stream.started:
+            stream.started = True
+            if not self._respond(stream_id, RESPONSE, True):
+                return False
+        else:
+            nghttp2_session_resume_data(self.session, stream_id)
+        return True
+
     def finish(self, int32_t stream_id, int status, str message=""):
         """End the stream with `grpc-status` (and `grpc-message`), after the queued messages."""
         cdef _Stream stream = self.streams.get(stream_id)
