@@ -122,6 +122,9 @@ class InFlight:
 class QueuePopState:
     cursor: int
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    # No message in flight is due before this (wall ms; a lower bound, 0 when not known): a pop
+    # scans the in-flight messages for due ones only from then on. Memory only.
+    due_from: int = field(default=0, compare=False)
 
     def committed(self) -> int:
         return min(self.in_flight, default=self.cursor)

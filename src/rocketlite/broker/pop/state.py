@@ -66,6 +66,7 @@ log = logging.getLogger("rocketlite.broker.pop")
 __all__ = ["InFlight", "PopBatch", "PopService", "Popped", "QueuePopState"]
 
 _INT_MAX = 2**31 - 1
+_NEVER = 2**63 - 1  # a deadline later than any
 DLQ_CONFIRM_MS = 60_000  # a message on its way to the DLQ is hidden this long, awaiting confirmation
 # Answers that leave the cursor where it is: nothing past it yet, or no such queue.
 _CURSOR_STAYS = frozenset(
@@ -267,6 +268,7 @@ class PopService:
                 state.in_flight[offset] = InFlight(pop_time, deadline, msg.attempts)
                 if msg.queue_id != last_queue:  # a batch takes a queue's messages in a row
                     last_queue = msg.queue_id
+                    state.due_from = min(state.due_from, deadline)
                     if last_queue not in by_queue:
                         by_queue[last_queue] = []
                         starts[last_queue] = offset
@@ -293,10 +295,22 @@ class PopService:
         dead_letter: Callable[[StoredRecord], None] | None,
         confirm_dead_letter: bool,
     ) -> list[Taken]:
+        if now < state.due_from:
+            return []  # nothing in flight is due yet: no scan of the queue's in-flight messages
         group, topic, queue_id = key
         out: list[Taken] = []
         gone: list[int] = []
-        for offset in sorted(o for o, f in state.in_flight.items() if f.deadline <= now):
+        ready: list[int] = []
+        earliest = _NEVER
+        for o, f in state.in_flight.items():
+            if f.deadline <= now:
+                ready.append(o)
+            elif f.deadline < earliest:
+                earliest = f.deadline
+        ready.sort()
+        # Redelivered ones get their new deadline from the pop; one left due keeps the bound at now.
+        state.due_from = earliest if len(ready) <= left else now
+        for offset in ready:
             if len(out) >= left:
                 break
             entry = state.in_flight[offset]
@@ -321,6 +335,7 @@ class PopService:
                     )  # fmt: skip
                     if confirm_dead_letter:  # hidden (in memory only) until the DLQ copy is durable
                         entry.deadline = now + DLQ_CONFIRM_MS
+                        state.due_from = min(state.due_from, entry.deadline)
                         self._dead.add((key, offset))
                     else:
                         del state.in_flight[offset]
@@ -470,6 +485,8 @@ class PopService:
             entry = self._in_flight(group, topic, queue_id, offset, handle)
             entry.pop_time = max(self.clock.now_ms(), entry.pop_time + 1)
             entry.deadline = entry.pop_time + invisible_time
+            state = self.table.queues[(group, topic, queue_id)]
+            state.due_from = min(state.due_from, entry.deadline)
             key = (group, topic, queue_id)
             self.table.log.append(change_record(key, offset, entry.pop_time, entry.deadline))
             return entry.pop_time
