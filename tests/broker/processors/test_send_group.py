@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
-from rocketlite.broker.processors.send_group import SendGroupLane
+from rocketlite.broker.processors.send_group import SendGroupLane, other_request_first
 from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.bodies.route import TopicConfig
@@ -200,3 +200,31 @@ def test_a_table_with_an_observer_times_every_send_on_its_own() -> None:
         plain = asyncio.run(serve(Path(b), common_sends(10), lane=False))
     assert timed[3] == 0 and observed == [int(RequestCode.SEND_MESSAGE_V2)] * 10
     assert timed[:3] == plain[:3]
+
+
+def test_a_read_that_starts_with_another_request_is_left_to_the_decoder_at_a_glance() -> None:
+    """`other_request_first` spares a connection of batches or pulls the lane's checks and its
+    header parse on every read: True only for a frame that plainly is not a SEND_MESSAGE_V2 (a
+    ROCKETMQ header's code, a JSON header that starts with another code, as clients write it);
+    a single send in either serialization, a JSON header with `code` elsewhere, or a frame too
+    short to tell go on to the lane's reader."""
+    header = SendMessageRequestHeader(
+        producer_group="pg", topic="GroupT", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=0, sys_flag=0, born_timestamp=1, flag=0, properties="",
+    )  # fmt: skip
+
+    def frame(code: int, serialize: SerializeType) -> bytes:
+        ext = header.to_ext_v2() if code == RequestCode.SEND_MESSAGE_V2 else header.to_ext()
+        return encode_command(make_request(code, ext, b"body", 7, serialize_type=serialize))
+
+    for serialize in (SerializeType.JSON, SerializeType.ROCKETMQ):
+        single = frame(RequestCode.SEND_MESSAGE_V2, serialize)
+        assert not other_request_first(single, 0)
+        assert not other_request_first(b"tail" + single, 4)
+        for other in (RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE, RequestCode.PULL_MESSAGE):
+            assert other_request_first(frame(other, serialize) + single, 0)
+    batch = frame(RequestCode.SEND_BATCH_MESSAGE, SerializeType.JSON)
+    assert batch[8:16] == b'{"code":'  # the shape the glance reads
+    reordered = batch[:8] + b'{"flag":0,"code":320' + batch[8 + len(b'{"code":320') :]
+    assert not other_request_first(reordered, 0)
+    assert not other_request_first(batch[:12], 0)
