@@ -16,7 +16,8 @@ machine: other processes do not count in it) and the handling alone (wall time i
 the segment staging the allocation service does is paid at its steady rate; each run waits for
 the dispatch to catch up before the clocks are read (`caught_up`), so its cost is in them.
 The loop thread's page faults per 1,000 messages (Linux) say how many first touches of the
-store's mappings it still takes itself (`store/populate.py` maps ahead of the writes).
+store's mappings it still takes itself (see "Pages mapped ahead of the writes" in
+`docs/benchmarks.md`).
 
     .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--sizes 1024,128]
         [--lane on|commands|off]
