@@ -15,6 +15,9 @@ machine: other processes do not count in it) and the handling alone (wall time i
 `data_received`). Segments are `--segment-mib` (64 MiB) so that the runs roll over several and
 the segment staging the allocation service does is paid at its steady rate; each run waits for
 the dispatch to catch up before the clocks are read (`caught_up`), so its cost is in them.
+The loop thread's page faults per 1,000 messages (Linux) say how many first touches of the
+store's mappings it still takes itself (see "Pages mapped ahead of the writes" in
+`docs/benchmarks.md`).
 
     .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--sizes 1024,128]
         [--lane on|commands|off] [--phases single,batch,pull] [--pull-lane on|off]
@@ -141,9 +144,15 @@ def build_pulls(controller: BrokerController) -> list[list[bytes]]:
     return reads
 
 
+def thread_faults() -> int:
+    """Page faults this thread has taken (minor and major; Linux's /proc/thread-self/stat)."""
+    fields = Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[7]) + int(fields[9])  # minflt, majflt (fields 10 and 12 of stat)
+
+
 async def run_once(
     controller: BrokerController, reads: list[list[bytes]], per_read: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     conns = []
     for _ in reads:
         conn = Connection(controller.table)
@@ -154,6 +163,7 @@ async def run_once(
     handling = 0.0
     cpu0 = time.process_time()
     loop0 = time.thread_time()
+    faults0 = thread_faults()
     for r in range(rounds):
         t0 = time.perf_counter()
         for conn, conn_reads in zip(conns, reads, strict=True):
@@ -165,8 +175,9 @@ async def run_once(
     await caught_up(controller)
     cpu = time.process_time() - cpu0
     loop_cpu = time.thread_time() - loop0
+    faults = thread_faults() - faults0
     assert all(c.transport.written > 0 for c in conns if c.transport is not None)  # type: ignore[attr-defined]
-    return cpu / n * 1e6, loop_cpu / n * 1e6, handling / n * 1e6
+    return cpu / n * 1e6, loop_cpu / n * 1e6, handling / n * 1e6, faults / n * 1000
 
 
 async def caught_up(controller: BrokerController, timeout: float = 10.0) -> None:
@@ -245,11 +256,12 @@ async def main() -> None:
                         reads = build_pulls(controller)
                         check_answers(controller, reads[0][:1])  # warm-up: the subscription parsed
                         results = [await run_once(controller, reads, PULL_BATCH) for _ in range(args.runs)]
-                        cpu, loop_cpu, handling = (min(r[i] for r in results) for i in range(3))
+                        cpu, loop_cpu, handling, faults = (min(r[i] for r in results) for i in range(4))
                         print(
                             f"pull   {size:4d} B, µs per message: process CPU {cpu:6.2f}, "
                             f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f} "
-                            f"({sum(map(len, reads))} pulls of {PULL_BATCH})"
+                            f"({sum(map(len, reads))} pulls of {PULL_BATCH}); "
+                            f"loop thread page faults per 1,000 messages {faults:6.1f}"
                         )
                         continue
                     batch = phase == "batch"
@@ -257,10 +269,11 @@ async def main() -> None:
                     reads = build_reads(args.messages, size, batch)
                     check_answers(controller, reads[0][:2])  # warm-up, topic created, answers SUCCESS
                     results = [await run_once(controller, reads, per_read) for _ in range(args.runs)]
-                    cpu, loop_cpu, handling = (min(r[i] for r in results) for i in range(3))
+                    cpu, loop_cpu, handling, faults = (min(r[i] for r in results) for i in range(4))
                     print(
                         f"{phase:6s} {size:4d} B, µs per message: process CPU {cpu:6.2f}, "
-                        f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f}"
+                        f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f}; "
+                        f"loop thread page faults per 1,000 messages {faults:6.1f}"
                     )
         finally:
             await controller.close()

@@ -10,6 +10,9 @@ writers or their references.
 * `ack_response` (an AckMessage's answer as bytes from its serialized statuses): `acks.ack_response`;
   compiled in `_native/_delivery.pyx` (`tests/protocol/test_acks.py` pins both against
   `SerializeToString`).
+* `handle_fields` (an AckMessage's receipt handles read in one call, no object per handle):
+  `acks.handle_fields` (one regex match each); compiled in `_native/_delivery.pyx`
+  (`tests/protocol/test_acks.py` pins the two).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the gRPC endpoint imports this name from here and nowhere else.
@@ -23,9 +26,18 @@ from typing import Final
 
 from rocketlite import native
 from rocketlite.protocol.proto import acks, delivery
+from rocketlite.protocol.proto.acks import HandleFields
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
 
-__all__ = ["CHOSEN", "NATIVE_MODULES", "REFERENCE", "Codecs", "ack_response", "delivery_response"]
+__all__ = [
+    "CHOSEN",
+    "NATIVE_MODULES",
+    "REFERENCE",
+    "Codecs",
+    "ack_response",
+    "delivery_response",
+    "handle_fields",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,10 +47,14 @@ class Codecs:
     name: str
     delivery_response: Callable[[bytes, PopStamp, int], Delivered]
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
+    handle_fields: Callable[[Iterable[str]], list[HandleFields | None]]
 
 
 REFERENCE: Final = Codecs(
-    name="reference", delivery_response=delivery.delivery_response, ack_response=acks.ack_response
+    name="reference",
+    delivery_response=delivery.delivery_response,
+    ack_response=acks.ack_response,
+    handle_fields=acks.handle_fields,
 )
 
 NATIVE_MODULES: Final = ("rocketlite.protocol.proto._native._delivery",)
@@ -47,3 +63,4 @@ CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
 
 delivery_response: Final = CHOSEN.delivery_response
 ack_response: Final = CHOSEN.ack_response
+handle_fields: Final = CHOSEN.handle_fields
