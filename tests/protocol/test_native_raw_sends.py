@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 
 from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups as formats
+from rocketlite.protocol.message import HostAddress, send_properties
 from rocketlite.protocol.wire import fastjson, speedups
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.frame import FRAME_PREFIX
-from rocketlite.protocol.wire.send_lane import Gathered, GatherRawSends, TopicFacts
+from rocketlite.protocol.wire.send_lane import GatherRawSends, RawGathered, TopicFacts
 from tests.protocol.test_native_send_lane import LEGAL, ODD_NUMBERS, TABLE, commands
 
 pytestmark = pytest.mark.skipif(
@@ -44,11 +45,11 @@ COMMON = {
 ODD_TEXT = (" true", "maybe", "00")
 
 
-def gather(fn: GatherRawSends, src: bytes, pos: int, seed: int) -> tuple[Gathered, list[int], Random]:
+def gather(fn: GatherRawSends, src: bytes, pos: int, seed: int) -> tuple[RawGathered, list[int], Random]:
     rng = Random(seed)
     facts: dict[str, TopicFacts] = {}
     limits = ("DefaultCluster", 91, 2400, 32767)  # cluster, head, max size, max properties
-    out, ends = fn(src, pos, MAX_FRAME, TABLE, LEGAL, facts, *limits, rng, formats.send_properties)
+    out, ends = fn(src, pos, MAX_FRAME, TABLE, LEGAL, facts, *limits, rng, send_properties)
     return out, ends, rng
 
 
@@ -142,6 +143,21 @@ def test_gather_raw_sends_takes_the_reference_s_run_or_a_prefix_of_it(
         assert fast[4] == ref[4] and fast_rng.getstate() == ref_rng.getstate()
     else:  # a shorter run only at a frame in a shape the compiled reader leaves out
         assert odd[n]
+    assert_records_from_spans(fast[0], src, ends)
+
+
+HOSTS = (HostAddress(b"\x7f\x00\x00\x01", 40001), HostAddress(b"\x00" * 15 + b"\x01", 10911))
+
+
+def assert_records_from_spans(entries: list[tuple[str, int, str, int, int, int, int, int]], src: bytes,
+                              ends: list[int]) -> None:  # fmt: skip
+    """`encode_group` over the spans of `src` writes what it writes over the bodies as bytes."""
+    if formats.encode_group is None:
+        return
+    copied = [(e[0], src[e[1] : ends[k]], *e[2:]) for k, e in enumerate(entries)]
+    for born, store in (HOSTS, HOSTS[::-1]):
+        from_spans = formats.encode_group(entries, born, store, src, ends)
+        assert from_spans == formats.encode_group(copied, born, store)
 
 
 def test_client_frames_of_common_sends_are_taken_whole_from_any_position() -> None:
@@ -166,8 +182,28 @@ def test_client_frames_of_common_sends_are_taken_whole_from_any_position() -> No
             gather(speedups.gather_raw_sends, src, pos, 1),
         )
         assert fast == ref and ends == ref_ends and ends[-1] == len(src)
+        assert_records_from_spans(fast[0], src, ends)
+        assert [src[e[1] : ends[k]] for k, e in enumerate(fast[0])] == [b"b" * 100] * len(ends)
         assert len(fast[0]) == (12 if pos == 0 else 10)
         assert [a[1] for a in fast[3]][:3] == (
             [SerializeType.ROCKETMQ, SerializeType.JSON, SerializeType.JSON] if pos == 0
             else [SerializeType.JSON, SerializeType.ROCKETMQ, SerializeType.JSON]
         )  # fmt: skip
+
+
+@pytest.mark.skipif(formats.encode_group is None, reason="encode_group is compiled only")
+def test_encode_group_refuses_spans_outside_src_or_without_it() -> None:
+    assert formats.encode_group is not None
+    entry = ("T", 8, "UNIQ_KEY\x01K", 0, 0, 0, 1700000000000, 0)
+    src = b"x" * 16
+    with pytest.raises(ValueError):
+        formats.encode_group([entry], *HOSTS, src, [17])  # past the end of src
+    with pytest.raises(ValueError):
+        formats.encode_group([entry], *HOSTS, src, [7])  # ends before it starts
+    with pytest.raises(TypeError):
+        formats.encode_group([entry], *HOSTS)  # a span without src
+    with pytest.raises(TypeError):
+        formats.encode_group([entry], *HOSTS, src, [])  # no end for it
+    assert len(formats.encode_group([entry], *HOSTS, src, [16])) == len(
+        formats.encode_group([("T", b"x" * 8, *entry[2:])], *HOSTS)
+    )

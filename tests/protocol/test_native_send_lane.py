@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups as formats
-from rocketlite.protocol.message import properties_to_string
+from rocketlite.protocol.message import properties_to_string, send_properties
 from rocketlite.protocol.perm import PERM_READ, PERM_WRITE
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.command import RemotingCommand
@@ -52,6 +52,8 @@ PROPS: tuple[dict[str, str], ...] = (
     {"TIMER_DELAY_SEC": "3"},
     {"__SHARDINGKEY": "s"},
     {"UNIQ_KEY": "u\ud800"},
+    {"KEYS": "k" * 600, "TAGS": "t"},  # longer than the compiled rewrite's buffer on the stack
+    {f"P{n}": "v" for n in range(70)},  # more than its array holds: `send_properties` is called
 )
 
 
@@ -100,9 +102,7 @@ def commands(draw: st.DrawFn, opaque: int) -> RemotingCommand:
 def gather(fn: GatherSends, cmds: list[RemotingCommand], start: int, seed: int) -> tuple[Gathered, Random]:
     rng = Random(seed)
     facts: dict[str, TopicFacts] = {}
-    out = fn(
-        cmds, start, TABLE, LEGAL, facts, "DefaultCluster", 91, 2400, 32767, rng, formats.send_properties
-    )
+    out = fn(cmds, start, TABLE, LEGAL, facts, "DefaultCluster", 91, 2400, 32767, rng, send_properties)
     return out, rng
 
 

@@ -20,9 +20,11 @@ assigns.
 
 Before the read is decoded at all, `raw` (`RequestTable.raw`) is offered its bytes: the leading
 frames on the common path are gathered from them in place (`gather_raw_sends`: no command and no
-ext dict per request) and placed the same way; the connection decodes the frames from the first it
-did not take on, and serves them as above (the lane again, per command). A read of common sends
-is then one compiled gather, one append, one answer write.
+ext dict per request) and placed the same way, each body copied once, from the read's bytes into
+its record (the entries hold where each body starts in the read; `encode_group(..., src, ends)`);
+the connection decodes the frames from the first it did not take on, and serves them as above (the
+lane again, per command). A read of common sends is then one compiled gather, one append, one
+answer write.
 
 The common path, judged per request before anything is changed (a request that is not on it ends
 the run and goes through the handler, which gives the answer it gives today):
@@ -52,7 +54,7 @@ from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PR
 from rocketlite.protocol.formats.speedups import encode_group, send_properties
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.frame_codec import peek_code
-from rocketlite.protocol.wire.send_lane import Gathered, TopicFacts
+from rocketlite.protocol.wire.send_lane import Gathered, RawGathered, TopicFacts
 from rocketlite.protocol.wire.speedups import encode_send_oks, gather_raw_sends, gather_sends
 from rocketlite.remoting.connection import Connection
 
@@ -128,13 +130,21 @@ class SendGroupLane:
             src, pos, conn.decoder.max_frame_length, p.topics.table, p._legal_topics, self._facts,
             p.broker.broker_cluster_name, head, max_size, MAX_PROPERTIES_LENGTH, p.rng, send_properties,
         )  # fmt: skip
-        placed = self._place(conn, gathered)
+        placed = self._place(conn, gathered, src, ends)
         self.taken += placed
         self.raw_taken += placed
         return ends[placed - 1] if placed else pos
 
-    def _place(self, conn: Connection, gathered: Gathered) -> int:
-        """Append the gathered requests as one group and answer those placed; how many were."""
+    def _place(
+        self,
+        conn: Connection,
+        gathered: Gathered | RawGathered,
+        src: bytes | None = None,
+        ends: list[int] | None = None,
+    ) -> int:
+        """Append the gathered requests as one group and answer those placed; how many were.
+        With `src`, the entries' bodies are spans of it (`gather_raw_sends`), copied from there
+        into the records once."""
         entries, sizes, keys, answers, runs = gathered
         if not entries:
             return 0
@@ -142,7 +152,7 @@ class SendGroupLane:
         store_host = p.store_host
         assert encode_group is not None
         try:
-            buf = encode_group(entries, born_host_of(conn), store_host)
+            buf = encode_group(entries, born_host_of(conn), store_host, src, ends)
         except (TypeError, ValueError, OverflowError):  # not expected after the checks; nothing placed
             return 0  # the handler serves them one by one
         ids, qoffs = p.store.put_group_nowait(buf, sizes, keys, store_host)

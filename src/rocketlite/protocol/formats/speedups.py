@@ -29,7 +29,7 @@ the store, the broker, the clients and Spark import these names from here and no
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -83,9 +83,21 @@ class StampBatch(Protocol):
     ) -> str: ...
 
 
-# A group entry: topic, body, properties, queue id, flag, SYSFLAG, born timestamp, reconsume times.
+# A group entry: topic, body, properties, queue id, flag, SYSFLAG, born timestamp, reconsume times;
+# with `src`, the body is where it starts in `src` (an int) and ends at `ends[k]`.
 GroupEntry = tuple[str, bytes, str, int, int, int, int, int]
-EncodeGroup = Callable[[list[GroupEntry], message.HostAddress, message.HostAddress], bytearray]
+SpanEntry = tuple[str, int, str, int, int, int, int, int]
+
+
+class EncodeGroup(Protocol):
+    def __call__(
+        self,
+        entries: Sequence[GroupEntry] | Sequence[SpanEntry],
+        born_host: message.HostAddress,
+        store_host: message.HostAddress,
+        src: bytes | None = None,
+        ends: list[int] | None = None,
+    ) -> bytearray: ...
 
 
 class StampGroup(Protocol):

@@ -30,7 +30,9 @@ object. The reference reads `table` directly.
 
 `gather_raw_sends`: the same, read straight from the bytes of one socket read: the leading
 complete frames of `src[pos:]` are gathered as `gather_sends` gathers their commands, and with the
-result come where each taken frame ends (`ends`), so the connection decodes only the rest. The
+result come where each taken frame ends (`ends`), so the connection decodes only the rest. An
+entry's body is where it starts in `src` (it ends at its frame's end): `encode_group(entries, ...,
+src, ends)` copies it from the read into its record, once. The
 reference decodes the frames (`decode_frames`) and gathers them; its compiled twin reads each frame
 in place (`_native/_send_lane_raw.pxi`) and makes no command and no ext dict per request. A frame
 that is incomplete or has a bad prefix ends the run (the connection's decoder then keeps it or
@@ -74,6 +76,8 @@ __all__ = [
     "GatherRawSends",
     "GatherSends",
     "Gathered",
+    "RawEntry",
+    "RawGathered",
     "TopicFacts",
     "TopicView",
     "encode_send_oks_over",
@@ -83,9 +87,12 @@ __all__ = [
 
 # (topic, body, properties, queue id, flag, SYSFLAG, born timestamp, reconsume times)
 Entry = tuple[str, bytes, str, int, int, int, int, int]
+# the same from a read's bytes: the body is where it starts in the read (it ends with its frame)
+RawEntry = tuple[str, int, str, int, int, int, int, int]
 Answer = tuple[int, SerializeType, int, str | None]  # opaque, serialize type, queue id, UNIQ_KEY
 # entries, sizes, keys, answers, runs of (topic, count)
 Gathered = tuple[list[Entry], list[int], list[str], list[Answer], list[tuple[str, int]]]
+RawGathered = tuple[list[RawEntry], list[int], list[str], list[Answer], list[tuple[str, int]]]
 # the TopicConfig read, writable (and not retry), write queues, read queues, MULTI_TAG, and the
 # consume-queue keys by queue id (None for a topic with very many queues)
 TopicFacts = tuple["TopicView", bool, int, int, bool, tuple[str, ...] | None]
@@ -119,7 +126,7 @@ GatherRawSends = Callable[
         bytes, int, int, Mapping[str, TopicView], set[str], dict[str, TopicFacts], str, int, int, int, Random,
         Callable[[str, str], SendProperties],
     ],
-    tuple[Gathered, list[int]],
+    tuple[RawGathered, list[int]],
 ]  # fmt: skip
 EncodeSendOks = Callable[[list[Answer], list[str], list[int], str, str], bytes]
 
@@ -240,7 +247,7 @@ def gather_raw_sends_over(decode_frames: DecodeFrames, gather_sends: GatherSends
         max_props: int,
         rng: Random,
         send_properties: Callable[[str, str], SendProperties],
-    ) -> tuple[Gathered, list[int]]:
+    ) -> tuple[RawGathered, list[int]]:
         ends: list[int] = []
         commands: list[RemotingCommand] = []
         at, size = pos, len(src)
@@ -260,10 +267,14 @@ def gather_raw_sends_over(decode_frames: DecodeFrames, gather_sends: GatherSends
             commands.append(decoded[0])
             ends.append(end)
             at = end
-        gathered = gather_sends(
+        entries, sizes, keys, answers, runs = gather_sends(
             commands, 0, table, legal, facts, cluster, head, max_size, max_props, rng, send_properties
         )
-        return gathered, ends[: len(gathered[0])]
+        # each body as where it starts in `src`: the body is the tail of its frame
+        spans: list[RawEntry] = [
+            (e[0], ends[k] - len(e[1]), e[2], e[3], e[4], e[5], e[6], e[7]) for k, e in enumerate(entries)
+        ]
+        return (spans, sizes, keys, answers, runs), ends[: len(entries)]
 
     return gather_raw_sends
 

@@ -2,6 +2,7 @@
 `protocol/formats/record_ref.py` (encode) and `protocol/formats/record.py` `decode_records`."""
 
 import mmap
+from collections.abc import Sequence
 
 from rocketlite.protocol.formats.batch import BatchTarget, EncodedBatch
 from rocketlite.protocol.formats.record import EncodedRecord, MessageInner, StoredRecord
@@ -32,9 +33,12 @@ def stamp_batch(
     id_prefix: str,
 ) -> str: ...
 def encode_group(
-    entries: list[tuple[str, bytes, str, int, int, int, int, int]],
+    entries: Sequence[tuple[str, bytes, str, int, int, int, int, int]]
+    | Sequence[tuple[str, int, str, int, int, int, int, int]],
     born_host: HostAddress,
     store_host: HostAddress,
+    src: bytes | None = None,
+    ends: list[int] | None = None,
 ) -> bytearray: ...
 def stamp_group(
     buf: bytearray,

@@ -6,7 +6,9 @@
 #
 # `encode_group`: each entry (topic, body, properties, queue id, flag, SYSFLAG, born timestamp,
 # reconsume times) written as `encode_record` writes a single message's record (the same `_write`,
-# QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP left zero), back to back in one bytearray.
+# QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP left zero), back to back in one bytearray. With
+# `src`, an entry's body is where it starts in `src` (an int) and it ends at `ends[k]` (the raw
+# lane's entries: the body is copied once, from the read's bytes into the record).
 # `stamp_group`: those records from byte `pos`, one per consume-queue key, stamped as
 # `place_record` stamps one (`_stamp`), each with the next queue offset of its key, taken from
 # (and advanced in) the commit log's table of them (the entries go to different queues).
@@ -15,12 +17,39 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 
 
-def encode_group(list entries, born_host, store_host):
+cdef inline Py_ssize_t _span(tuple e, Py_ssize_t i, const char* src, Py_ssize_t src_len, list ends,
+                             const char** body) except -1:
+    """Entry `i`'s body: its bytes, or with `src` its span there (`e[1]` up to `ends[i]`)."""
+    cdef Py_ssize_t start, end
+    if src == NULL:
+        if type(e[1]) is not bytes:
+            raise TypeError("group entry: (str, bytes, str, ...) expected")
+        body[0] = PyBytes_AS_STRING(e[1])
+        return PyBytes_GET_SIZE(e[1])
+    if type(e[1]) is not int:
+        raise TypeError("group entry: (str, int, str, ...) expected with src")
+    start = e[1]
+    end = ends[i]
+    if not 0 <= start <= end <= src_len:
+        raise ValueError("group entry: body span out of src")
+    body[0] = src + start
+    return end - start
+
+
+def encode_group(list entries, born_host, store_host, bytes src=None, list ends=None):
     """The records of `entries` back to back (a bytearray). The caller has checked the limits
-    (topic and properties lengths, maxMessageSize); a value of the wrong type is a TypeError."""
+    (topic and properties lengths, maxMessageSize); a value of the wrong type is a TypeError.
+    With `src` (and `ends`, one per entry), bodies are spans of `src` (see above)."""
     cdef _Rec r
-    cdef Py_ssize_t total = 0, pos = 0, n = len(entries), i
+    cdef Py_ssize_t total = 0, pos = 0, n = len(entries), i, src_len = 0
+    cdef const char* from_src = NULL
+    cdef const char* body
     cdef char* out
+    if src is not None:
+        if ends is None or len(ends) < n:
+            raise TypeError("encode_group: src needs an end per entry")
+        from_src = PyBytes_AS_STRING(src)
+        src_len = PyBytes_GET_SIZE(src)
     if not _read_ip(born_host.ip, r.born_ip, &r.born_ip_size) or not _read_ip(
         store_host.ip, r.store_ip, &r.store_ip_size
     ):
@@ -31,20 +60,19 @@ def encode_group(list entries, born_host, store_host):
     r.head_size = _V4_HEAD + (r.born_ip_size - 4) + (r.store_ip_size - 4)
     for i in range(n):
         e = <tuple>entries[i]
-        if type(e[0]) is not str or type(e[1]) is not bytes or type(e[2]) is not str:
+        if type(e[0]) is not str or type(e[2]) is not str:
             raise TypeError("group entry: (str, bytes, str, ...) expected")
         r.topic = _utf8_or_null(e[0], &r.topic_len)
         r.props = _utf8_or_null(e[2], &r.props_len)
         if r.topic == NULL or r.props == NULL or r.topic_len > _MAX_TOPIC or r.props_len > _MAX_PROPS:
             raise ValueError("group entry: topic or properties out of the record's limits")
-        total += r.head_size + 3 + PyBytes_GET_SIZE(e[1]) + r.topic_len + r.props_len
+        total += r.head_size + 3 + _span(e, i, from_src, src_len, ends, &body) + r.topic_len + r.props_len
     buf = PyByteArray_FromStringAndSize(NULL, total)
     out = PyByteArray_AS_STRING(buf)
     for i in range(n):
         e = <tuple>entries[i]
         r.topic = _utf8_or_null(e[0], &r.topic_len)
-        r.body = PyBytes_AS_STRING(e[1])
-        r.body_len = PyBytes_GET_SIZE(e[1])
+        r.body_len = _span(e, i, from_src, src_len, ends, &r.body)
         r.props = _utf8_or_null(e[2], &r.props_len)
         r.queue_id = e[3]
         r.flag = e[4]

@@ -18,7 +18,8 @@ from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
-from cpython.unicode cimport PyUnicode_Contains
+from cpython.unicode cimport PyUnicode_Contains, PyUnicode_DecodeUTF8
+from libc.stdlib cimport free, malloc
 
 from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import CommandFlag, RequestCode, SerializeType
@@ -31,6 +32,7 @@ cdef extern from "Python.h":
     const char* PyUnicode_DATA(object text)
 
 include "_text.pxi"  # the UTF-8 form of a str
+include "_props.pxi"  # the properties array (as `formats/_native/_send.pyx` reads it)
 
 cdef long _V2 = int(RequestCode.SEND_MESSAGE_V2)
 cdef long _NOT_ANSWERED = int(CommandFlag.RESPONSE) | int(CommandFlag.ONEWAY)
@@ -137,6 +139,40 @@ cdef tuple _facts_of(dict table, dict facts, str topic):
     return f
 
 
+cdef class _Gather
+
+
+cdef int _rewrite_props(const char* s, Py_ssize_t n, const char* c, Py_ssize_t cn, _Gather g) except -1:
+    """`send_properties(text, cluster)` as the lane uses it, over `text`'s UTF-8 bytes `s[:n]`,
+    into `g.props` (the properties to store) and `g.uniq` (UNIQ_KEY, None when absent): `_OK`;
+    `_BAD` for a DELAY property (the run ends); `_ABSENT` when the array cannot hold them (the
+    caller then calls `send_properties`). The steps of the compiled `send_properties`
+    (`_props.pxi`), without the tags code, KEYS and the 5-tuple the lane does not read."""
+    cdef _Prop props[_PROPS_CAP + 1]
+    cdef char small[512]
+    cdef char* buf = small
+    cdef Py_ssize_t count = _props_parse(s, n, props, _PROPS_CAP), size, i
+    if count < 0:
+        return _ABSENT
+    _props_drop(props, count, b"WAIT", 4)
+    count = _props_put(props, count, b"CLUSTER", 7, c, cn)
+    if _props_find(props, count, b"DELAY", 5) >= 0:
+        return _BAD
+    i = _props_find(props, count, b"UNIQ_KEY", 8)
+    g.uniq = None if i < 0 else PyUnicode_DecodeUTF8(props[i].v, props[i].vl, NULL)
+    size = _props_size(props, count)
+    if size > 512:
+        buf = <char*>malloc(size)
+        if buf == NULL:
+            raise MemoryError()
+    try:
+        g.props = PyUnicode_DecodeUTF8(buf, _props_write(props, count, buf), NULL)
+    finally:
+        if buf != small:
+            free(buf)
+    return _OK
+
+
 cdef class _Gather:
     """One call's state: its arguments and what it gathered, for `take` per request."""
     cdef list entries, sizes, keys, answers
@@ -145,6 +181,7 @@ cdef class _Gather:
     cdef str cluster
     cdef Py_ssize_t head, max_size, max_props
     cdef object rng, send_properties
+    cdef object props, uniq  # `_rewrite_props`' results
 
     def __cinit__(self, dict table, set legal, dict facts, str cluster, Py_ssize_t head,
                   Py_ssize_t max_size, Py_ssize_t max_props, rng, send_properties):
@@ -154,15 +191,21 @@ cdef class _Gather:
         self.rng, self.send_properties = rng, send_properties
 
     cdef bint take(self, object a, object b, object c, object d, object e, object f_, object g, object h,
-                   object i, object j, object k, object l, object m, object body, object opaque,
-                   object serialize_type) except -1:
+                   object i, object j, object k, object l, object m, object body, Py_ssize_t span_start,
+                   Py_ssize_t span_len, object opaque, object serialize_type) except -1:
         """The request with header letters `a`..`m` (their texts, None when absent) and `body`
-        gathered when it is on the common path (True); False ends the run."""
+        gathered when it is on the common path (True); False ends the run. With `span_start` >= 0
+        the body is `span_len` bytes of the read from there (`body` unused), and the entry holds
+        `span_start` in its place (`encode_group` copies it from the read)."""
         cdef long long queue_id, sys_flag, born, flag, reconsume, dummy, wq, rq
         cdef bint batch, unit_mode
-        cdef Py_ssize_t props_len, topic_len, body_len, size
+        cdef Py_ssize_t props_len, topic_len, body_len, size, raw_len, cluster_len
+        cdef const char* raw_utf8
+        cdef const char* cluster_utf8
         cdef tuple f
-        cdef object topic, raw, properties, uniq_key, delay
+        cdef object topic, raw, properties, delay
+        cdef object uniq_key
+        cdef int rewritten
         # the header: a, b, c strings; d..h numbers (required); i string; j, l numbers; k, m booleans
         if type(a) is not str or type(b) is not str or type(c) is not str:
             return False
@@ -194,19 +237,37 @@ cdef class _Gather:
             return False
         if PyUnicode_Contains(raw, _DELAY_NEEDLE) or PyUnicode_Contains(raw, _TIMER_NEEDLE):
             return False
-        properties, _tags, uniq_key, _keys, delay = self.send_properties(raw, self.cluster)
-        if (delay is not None or PyUnicode_Contains(properties, _DELAY_NEEDLE)
+        # the properties rewrite (`send_properties`) in place when the bytes allow, else the call
+        raw_utf8 = _utf8_or_null(raw, &raw_len)
+        cluster_utf8 = _utf8_or_null(self.cluster, &cluster_len)
+        rewritten = _ABSENT
+        if raw_utf8 != NULL and cluster_utf8 != NULL:
+            rewritten = _rewrite_props(raw_utf8, raw_len, cluster_utf8, cluster_len, self)
+            if rewritten == _BAD:
+                return False  # a DELAY property
+        if rewritten == _OK:
+            properties, uniq_key = self.props, self.uniq
+        else:
+            properties, _tags, uniq_key, _keys, delay = self.send_properties(raw, self.cluster)
+            if delay is not None:
+                return False
+        if (PyUnicode_Contains(properties, _DELAY_NEEDLE)
                 or PyUnicode_Contains(properties, _TIMER_NEEDLE) or PyUnicode_Contains(properties, _S_NEEDLE)):
             return False
         if _utf8_or_null(properties, &props_len) == NULL or _utf8_or_null(topic, &topic_len) == NULL:
             return False
-        if body is None:
+        if span_start >= 0:
+            body_len = span_len
+            body = span_start
+        elif body is None:
             body = b""
+            body_len = 0
         elif type(body) is not bytes:
             return False
-        body_len = PyBytes_GET_SIZE(body)
-        if not body_len:
-            body = b""
+        else:
+            body_len = PyBytes_GET_SIZE(body)
+            if not body_len:
+                body = b""
         size = self.head + body_len + topic_len + props_len  # a legal topic name is ASCII
         if props_len > self.max_props or size > self.max_size:
             return False
@@ -267,7 +328,7 @@ def gather_sends(list commands, Py_ssize_t start, dict table, set legal, dict fa
         if not gather.take(
             _get(ext, _A), _get(ext, _B), _get(ext, _C), _get(ext, _D), _get(ext, _E), _get(ext, _F),
             _get(ext, _G), _get(ext, _H), _get(ext, _I), _get(ext, _J), _get(ext, _K), _get(ext, _L),
-            _get(ext, _M), req.body, req.opaque, req.serialize_type,
+            _get(ext, _M), req.body, -1, 0, req.opaque, req.serialize_type,
         ):
             break
     return gather.result()

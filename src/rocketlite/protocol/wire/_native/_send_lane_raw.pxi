@@ -1,7 +1,8 @@
 # Included by _send_lane.pyx: `gather_raw_sends`, the lane's gatherer straight from a read's bytes.
 #
 # Each frame from `pos` on is read in place: its prefix, its header (JSON in the shape clients
-# send, or ROCKETMQ binary) into the texts of the letters a..m, its body as bytes; then `take`
+# send, or ROCKETMQ binary) into the texts of the letters a..m, its body as where it starts in
+# `src` (it ends where the frame ends; `encode_group` copies it from there once); then `take`
 # judges it as `gather_sends` judges a decoded command. No command and no ext dict is made. The
 # run ends at the first frame that is incomplete, has a bad prefix, or a header this reader does
 # not take (what `_wire.decode_frames` hands to the Python codec, a JSON number written as text,
@@ -82,8 +83,8 @@ def gather_raw_sends(bytes src, Py_ssize_t pos, Py_ssize_t max_frame_length, dic
                      dict facts, str cluster, Py_ssize_t head, Py_ssize_t max_size, Py_ssize_t max_props, rng,
                      send_properties):
     """`send_lane.gather_raw_sends_over(...)`: (entries, sizes, keys, answers, runs) of the
-    leading frames of `src[pos:]` on the common path, and where each of those frames ends; the
-    same as the reference or a shorter run."""
+    leading frames of `src[pos:]` on the common path, each entry's body where it starts in `src`,
+    and where each of those frames ends; the same as the reference or a shorter run."""
     cdef _Gather gather = _Gather(table, legal, facts, cluster, head, max_size, max_props, rng, send_properties)
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(src)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(src), start, header_end, end
@@ -92,7 +93,6 @@ def gather_raw_sends(bytes src, Py_ssize_t pos, Py_ssize_t max_frame_length, dic
     cdef list slots = [None] * 13, ends = []
     cdef _Head h = _Head()
     cdef bint ok
-    cdef object body
     h.slots = slots
     while size - pos >= 8:
         length = _get32(p + pos)
@@ -114,10 +114,9 @@ def gather_raw_sends(bytes src, Py_ssize_t pos, Py_ssize_t max_frame_length, dic
             break
         if not ok or h.code != _V2 or h.flag & _NOT_ANSWERED:
             break
-        body = PyBytes_FromStringAndSize(<const char*>p + header_end, end - header_end) if header_end < end else None
         if not gather.take(
             slots[0], slots[1], slots[2], slots[3], slots[4], slots[5], slots[6], slots[7], slots[8], slots[9],
-            slots[10], slots[11], slots[12], body, h.opaque,
+            slots[10], slots[11], slots[12], None, header_end, end - header_end, h.opaque,
             _JSON_TYPE if serialize_type == 0 else _ROCKETMQ_TYPE,
         ):
             break
