@@ -54,6 +54,9 @@ PROPS: tuple[dict[str, str], ...] = (
     {"UNIQ_KEY": "u\ud800"},
     {"KEYS": "k" * 600, "TAGS": "t"},  # longer than the compiled rewrite's buffer on the stack
     {f"P{n}": "v" for n in range(70)},  # more than its array holds: `send_properties` is called
+    {"WAIT": "__S", "X__S": ""},  # "__S" in the text only, not in what is stored
+    {"TAGS": "a__S"},
+    {"TAGS": "xTIMER_"},
 )
 
 
@@ -229,3 +232,23 @@ def test_the_topic_cache_follows_a_changed_topic_config() -> None:
         assert len(ref[0]) == {4: 2, 2: 1, 400: 4, 0: 0}[config.write_queue_nums] * bool(
             config.perm & PERM_WRITE
         )
+
+
+@pytest.mark.parametrize("cluster", ["DefaultCluster", "C__S", "xTIMER_y", "日本"])
+def test_a_cluster_name_that_holds_a_needle_leaves_every_send_to_the_handler(cluster: str) -> None:
+    """The compiled rewrite checks what it stores only when the text or the cluster's entry holds
+    a needle: a cluster named with one must still end the run at once, as in the reference."""
+    cmds = [
+        RemotingCommand(int(RequestCode.SEND_MESSAGE_V2), opaque=1, body=b"b", ext_fields={
+            "a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1", "h": "0",
+            "i": "UNIQ_KEY\x01K\x02WAIT\x01true",
+        })
+    ]  # fmt: skip
+    facts: dict[str, TopicFacts] = {}
+    args = (TABLE, LEGAL, facts, cluster, 91, 2400, 32767)
+    ref = speedups.REFERENCE.gather_sends(cmds, 0, *args, Random(1), send_properties)
+    fast = speedups.gather_sends(cmds, 0, *args, Random(1), send_properties)
+    assert fast == ref
+    assert len(ref[0]) == (1 if cluster in ("DefaultCluster", "日本") else 0)
+    if ref[0]:
+        assert ref[0][0][2] == f"UNIQ_KEY\x01K\x02CLUSTER\x01{cluster}"

@@ -21,6 +21,7 @@ from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_Contains, PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, malloc
 
+
 from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import CommandFlag, RequestCode, SerializeType
 from rocketlite.protocol.message import MessageSysFlag
@@ -142,34 +143,71 @@ cdef tuple _facts_of(dict table, dict facts, str topic):
 cdef class _Gather
 
 
-cdef int _rewrite_props(const char* s, Py_ssize_t n, const char* c, Py_ssize_t cn, _Gather g) except -1:
-    """`send_properties(text, cluster)` as the lane uses it, over `text`'s UTF-8 bytes `s[:n]`,
-    into `g.props` (the properties to store) and `g.uniq` (UNIQ_KEY, None when absent): `_OK`;
-    `_BAD` for a DELAY property (the run ends); `_ABSENT` when the array cannot hold them (the
-    caller then calls `send_properties`). The steps of the compiled `send_properties`
-    (`_props.pxi`), without the tags code, KEYS and the 5-tuple the lane does not read."""
+cdef int _needles(const char* s, Py_ssize_t n) noexcept:
+    """Which of the properties the lane leaves to the handler `s[:n]` holds: 1 for "DELAY\x01" or
+    "TIMER_", else 2 for "__S", else 0; one pass. On UTF-8 bytes this is what it is on the text:
+    an ASCII byte never occurs inside a multi-byte sequence."""
+    cdef Py_ssize_t i
+    cdef int found = 0
+    cdef char c
+    for i in range(n - 2):
+        c = s[i]
+        if c == 68:  # D
+            if i + 6 <= n and memcmp(s + i, b"DELAY\x01", 6) == 0:
+                return 1
+        elif c == 84:  # T
+            if i + 6 <= n and memcmp(s + i, b"TIMER_", 6) == 0:
+                return 1
+        elif c == 95 and s[i + 1] == 95 and s[i + 2] == 83:  # __S
+            found = 2
+    return found
+
+
+cdef int _rewrite_props(const char* s, Py_ssize_t n, const char* c, Py_ssize_t cn, bint check_out,
+                        _Gather g) except -1:
+    """`send_properties(text, cluster)` and the lane's checks of it, over `text`'s UTF-8 bytes
+    `s[:n]`, into `g.props` (the properties to store) and `g.uniq` (UNIQ_KEY, None when absent):
+    `_OK`; `_BAD` when the lane leaves the request to the handler (a DELAY property, "DELAY\x01"
+    or "TIMER_" in the text, or one of `_needles` in what is stored); `_ABSENT` when the array
+    cannot hold them (the caller then calls `send_properties` and checks its results). The steps
+    of the compiled `send_properties` (`_props.pxi`), without the tags code, KEYS and the 5-tuple
+    the lane does not read.
+
+    What is stored is checked only when the text holds "__S" or `check_out` (the cluster's entry
+    "CLUSTER\x01{cluster}" holds a needle): a needle has no \x02, so one in what is stored lies in
+    one of its entries "key\x01value", and each is in the text as it is (a repeated key keeps its
+    first place with its last value: the last entry of that key in the text) or is the cluster's.
+    The text may hold "__S" where it is not stored (a dropped WAIT, an empty value, a value
+    overwritten): then what is stored is checked."""
     cdef _Prop props[_PROPS_CAP + 1]
     cdef char small[512]
     cdef char* buf = small
-    cdef Py_ssize_t count = _props_parse(s, n, props, _PROPS_CAP), size, i
+    cdef Py_ssize_t count, size, i
+    cdef int found = _needles(s, n)
+    if found == 1:
+        return _BAD
+    count = _props_parse(s, n, props, _PROPS_CAP)
     if count < 0:
         return _ABSENT
     _props_drop(props, count, b"WAIT", 4)
     count = _props_put(props, count, b"CLUSTER", 7, c, cn)
     if _props_find(props, count, b"DELAY", 5) >= 0:
         return _BAD
-    i = _props_find(props, count, b"UNIQ_KEY", 8)
-    g.uniq = None if i < 0 else PyUnicode_DecodeUTF8(props[i].v, props[i].vl, NULL)
     size = _props_size(props, count)
     if size > 512:
         buf = <char*>malloc(size)
         if buf == NULL:
             raise MemoryError()
     try:
-        g.props = PyUnicode_DecodeUTF8(buf, _props_write(props, count, buf), NULL)
+        size = _props_write(props, count, buf)
+        if (found or check_out) and _needles(buf, size):
+            return _BAD
+        g.props = PyUnicode_DecodeUTF8(buf, size, NULL)
     finally:
         if buf != small:
             free(buf)
+    i = _props_find(props, count, b"UNIQ_KEY", 8)
+    g.uniq = None if i < 0 else PyUnicode_DecodeUTF8(props[i].v, props[i].vl, NULL)
     return _OK
 
 
@@ -182,6 +220,7 @@ cdef class _Gather:
     cdef Py_ssize_t head, max_size, max_props
     cdef object rng, send_properties
     cdef object props, uniq  # `_rewrite_props`' results
+    cdef bint cluster_needle  # the cluster's properties entry holds one of `_needles`
 
     def __cinit__(self, dict table, set legal, dict facts, str cluster, Py_ssize_t head,
                   Py_ssize_t max_size, Py_ssize_t max_props, rng, send_properties):
@@ -189,6 +228,8 @@ cdef class _Gather:
         self.table, self.legal, self.facts, self.cluster = table, legal, facts, cluster
         self.head, self.max_size, self.max_props = head, max_size, max_props
         self.rng, self.send_properties = rng, send_properties
+        # "CLUSTER\x01" adds none, before or across its end
+        self.cluster_needle = _DELAY_NEEDLE in cluster or _TIMER_NEEDLE in cluster or _S_NEEDLE in cluster
 
     cdef bint take(self, object a, object b, object c, object d, object e, object f_, object g, object h,
                    object i, object j, object k, object l, object m, object body, Py_ssize_t span_start,
@@ -235,25 +276,24 @@ cdef class _Gather:
         rq = f[3]
         if queue_id >= wq and queue_id >= rq:
             return False
-        if PyUnicode_Contains(raw, _DELAY_NEEDLE) or PyUnicode_Contains(raw, _TIMER_NEEDLE):
-            return False
-        # the properties rewrite (`send_properties`) in place when the bytes allow, else the call
+        # the properties rewrite (`send_properties`) and its checks on the UTF-8 bytes when they
+        # allow, else the call and the checks on the text
         raw_utf8 = _utf8_or_null(raw, &raw_len)
         cluster_utf8 = _utf8_or_null(self.cluster, &cluster_len)
         rewritten = _ABSENT
         if raw_utf8 != NULL and cluster_utf8 != NULL:
-            rewritten = _rewrite_props(raw_utf8, raw_len, cluster_utf8, cluster_len, self)
-            if rewritten == _BAD:
-                return False  # a DELAY property
+            rewritten = _rewrite_props(raw_utf8, raw_len, cluster_utf8, cluster_len, self.cluster_needle, self)
+        if rewritten == _BAD:
+            return False
         if rewritten == _OK:
             properties, uniq_key = self.props, self.uniq
         else:
-            properties, _tags, uniq_key, _keys, delay = self.send_properties(raw, self.cluster)
-            if delay is not None:
+            if PyUnicode_Contains(raw, _DELAY_NEEDLE) or PyUnicode_Contains(raw, _TIMER_NEEDLE):
                 return False
-        if (PyUnicode_Contains(properties, _DELAY_NEEDLE)
-                or PyUnicode_Contains(properties, _TIMER_NEEDLE) or PyUnicode_Contains(properties, _S_NEEDLE)):
-            return False
+            properties, _tags, uniq_key, _keys, delay = self.send_properties(raw, self.cluster)
+            if (delay is not None or PyUnicode_Contains(properties, _DELAY_NEEDLE)
+                    or PyUnicode_Contains(properties, _TIMER_NEEDLE) or PyUnicode_Contains(properties, _S_NEEDLE)):
+                return False
         if _utf8_or_null(properties, &props_len) == NULL or _utf8_or_null(topic, &topic_len) == NULL:
             return False
         if span_start >= 0:
