@@ -43,8 +43,8 @@ def read_of_sends(size: int) -> bytes:
             "g": "1700000000000", "h": "0", "i": PROPS.format(i),
             "j": "0", "k": "false", "m": "false",
         }  # fmt: skip
-        code, body = int(RequestCode.SEND_MESSAGE_V2), b"b" * size
-        cmd = RemotingCommand(code, opaque=i + 1, ext_fields=ext, body=body, serialize_type=SerializeType.JSON)
+        code, body, json = int(RequestCode.SEND_MESSAGE_V2), b"b" * size, SerializeType.JSON
+        cmd = RemotingCommand(code, opaque=i + 1, ext_fields=ext, body=body, serialize_type=json)
         frames.append(speedups.encode_command(cmd))
     return b"".join(frames)
 
