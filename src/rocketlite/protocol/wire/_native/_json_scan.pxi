@@ -264,6 +264,30 @@ cdef bint _slot_of(const unsigned char* p, Py_ssize_t start, Py_ssize_t length, 
     return False
 
 
+cdef bint _json_plain_key(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos):
+    """Move past the key string at p[pos[0]] == '"' when it is one `_json_string` reads and has
+    no escape (an escaped key could spell a kept name otherwise: False). Printable ASCII is
+    scanned here, with no text made; a key with other bytes is read by `_json_string`, which
+    checks their UTF-8."""
+    cdef Py_ssize_t i = pos[0] + 1, start = i
+    cdef unsigned char c
+    while i < n:
+        c = p[i]
+        if c == 34:
+            pos[0] = i + 1
+            return True
+        if c == 92 or c < 0x20:
+            return False
+        if c >= 0x80:
+            break
+        i += 1
+    else:
+        return False
+    if _json_string(p, n, pos) is _NO:
+        return False
+    return memchr(p + start, 92, pos[0] - 1 - start) == NULL
+
+
 cdef bint _json_letters(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, list slots, tuple names):
     """`{"k":"v",...}` at p[pos[0]]: the values of the keys kept (`_slot_of`: the letters a..m,
     or `names`) into `slots` (the last one of a key wins, as in a dict; other keys are read and
@@ -286,11 +310,9 @@ cdef bint _json_letters(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, l
         if i >= n or p[i] != 34:
             return False
         key_start = i + 1
-        if _json_string(p, n, &i) is _NO or i >= n or p[i] != 58:
+        if not _json_plain_key(p, n, &i) or i >= n or p[i] != 58:
             return False
         key_length = i - 1 - key_start  # the key's bytes between its quotes
-        if memchr(p + key_start, 92, key_length) != NULL:
-            return False  # an escape in a key: the same name could be spelled otherwise
         i += 1
         if i >= n or p[i] != 34:
             return False
