@@ -10,8 +10,10 @@ reference decoder: the run is shorter, what is stored and answered is the same. 
 checks read `facts`, the lane's cache keyed by topic and checked by identity against `table`
 (a `TopicConfig` is frozen: a changed topic is a new object); an entry also holds the topic's
 consume-queue keys (`f"{topic}-{queue id}"`, for up to `_KEYS_MAX` queues), so a request's key
-is looked up, not formatted. (`encode_send_oks`, the answers in one
-buffer, is in `_wire.pyx`, beside `encode_send_ok`.)
+is looked up, not formatted. The properties are rewritten here (`_rewrite_props`: the steps of
+the compiled `send_properties` over the shared `_props.pxi`, with the lane's checks in one pass
+over the bytes); `send_properties` is called only when its array cannot hold them. (`encode_send_oks`,
+the answers in one buffer, is in `_wire.pyx`, beside `encode_send_ok`.)
 """
 
 from cpython.bytes cimport PyBytes_GET_SIZE
@@ -20,7 +22,6 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_Contains, PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, malloc
-
 
 from rocketlite.protocol import reserved
 from rocketlite.protocol.codes import CommandFlag, RequestCode, SerializeType
