@@ -3,8 +3,10 @@ frames, bench/peers/loadgen/grpcraw.go) counts right against a real broker's gRP
 both doors: every SendMessage call is answered with grpc-status 0 and RocketMQ's status 20000, and
 every one of them is a message stored in the topic (its queues' max offsets, read over 4.x).
 
-Each connection sends 128 calls of about 1.1 KiB, more than the 65,535 bytes of a connection's
-initial window, so the server's WINDOW_UPDATEs must arrive and be honoured for the fill to finish.
+Each connection keeps 128 calls of about 1.1 KiB in flight: more than the 65,535 bytes of a
+connection's initial window hold, so some of the first calls must wait (the generator counts them,
+`flow_waits`) until the server's WINDOW_UPDATEs let them go; writing past the window would be a
+FLOW_CONTROL_ERROR, and not honouring the updates would leave the fill unfinished.
 
 Not a speed test: the counts are. `make test` builds the generator (`clients` →
 .clients/peers/bin/peersgen); without it the test skips, with CI=true it fails.
@@ -22,7 +24,7 @@ from bench.broker.config import CONNECTIONS
 from bench.broker.servers import stop_all_children
 from bench.grpc5 import ghz, native
 
-PER_CONN, WINDOW = 128, 32
+PER_CONN, WINDOW = 256, 128
 CALLS = CONNECTIONS * PER_CONN
 
 
@@ -53,5 +55,6 @@ def test_grpcraw_produce_answers_and_stores_every_call(tmp_path: Path, impl: str
     assert r["samples"] == CALLS
     assert 0 < r["p50_ms"] <= r["p99_ms"]
     assert r["server_cpu_s"] > 0  # the broker's /proc CPU over the fill
+    assert r.get("flow_waits", 0) > 0  # the initial connection window held some calls back
     assert before == CONNECTIONS
     assert after - before == CALLS

@@ -96,6 +96,7 @@ type rawConn struct {
 	peerMax  int   // the server's SETTINGS_MAX_CONCURRENT_STREAMS
 	maxFrame uint32
 	unacked  uint32 // connection-level bytes read, not yet given back
+	waits    int64  // requests that waited for the server's window or concurrency limit
 }
 
 // dialRaw opens the connection and reads the server's first SETTINGS.
@@ -224,6 +225,7 @@ func (rc *rawConn) drive(window int, quota int64, st *connStats, measuring, stop
 		issued++
 		if !rc.canSend() {
 			waiting++
+			rc.waits++
 			return nil
 		}
 		return rc.send()
@@ -410,6 +412,9 @@ func grpcRawProduce(p Params) (*Result, error) {
 	}
 	res, lat := collect(stats)
 	res.Messages = res.Requests
+	for _, rc := range conns {
+		res.FlowWaits += rc.waits
+	}
 	win.fill(res)
 	percentiles(res, lat)
 	return res, nil
