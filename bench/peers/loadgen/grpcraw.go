@@ -184,7 +184,8 @@ func (rc *rawConn) send() error {
 	return rc.flush()
 }
 
-// rawVerdict reads an answer ("" when it is OK): grpc-status 0 in the trailers and status code 20000 in the message.
+// rawVerdict reads an answer ("" when it is OK): grpc-status 0 in the trailers, and status code
+// 20000 in the message (the DATA frames' bytes, a length-prefixed SendMessageResponse).
 func rawVerdict(trailers []hpack.HeaderField, resp []byte) string {
 	status := ""
 	for _, f := range trailers {
