@@ -16,6 +16,17 @@ tuples `(kind, stream_id, value)`:
 - `BAD`: the stream's gRPC framing is unusable (value says why: a compressed flag other than 0
   or 1, or a message larger than `max_message`); the caller finishes the stream with an error
   status.
+- `GROUPED`: a whole plain call of a grouped path (`set_grouped`), ended in this read; value is
+  `(path, message, headers)`. It replaces the call's HEADERS, MESSAGE and END events.
+
+Grouped paths (`set_grouped`) are unary methods whose calls the caller serves together, answered
+with `answer_ok`. A call of such a path is held back (its HEADERS not reported) while it stays
+plain: `content-type` `application/grpc` or `application/grpc+proto`, a `grpc-timeout` that
+parses and is not zero when there is one, one message, not compressed. If its END comes in the
+same read, it is reported as one `GROUPED` event; otherwise (anything unusual, or the read ends
+first) its HEADERS and MESSAGE are reported then, in order, and it goes the ordinary way. A held
+call reset before its END is dropped unseen, and a call answered with `answer_ok` reports no
+CLOSED.
 
 A protocol error raises `H2Error`; the session has then queued GOAWAY, which `send()` returns.
 
@@ -39,7 +50,7 @@ data provider as flow control allows; an empty buffer answers NGHTTP2_ERR_DEFERR
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport int32_t, uint8_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 cdef extern from "nghttp2/nghttp2.h":
     ctypedef struct nghttp2_session:
@@ -138,6 +149,7 @@ END = 3
 CLOSED = 4
 BAD = 5
 COMPRESSED = 6
+GROUPED = 7
 
 NO_ERROR = NGHTTP2_NO_ERROR
 PROTOCOL_ERROR = NGHTTP2_PROTOCOL_ERROR
@@ -163,6 +175,12 @@ cdef class _Stream:
     cdef bint finished  # trailers given: sent once `out` is drained
     cdef bint bad  # framing refused: later DATA is dropped
     cdef list trailers
+    cdef bint fast  # of a grouped path and plain so far (see the module doc)
+    cdef bint held  # HEADERS not reported: on the grouped way
+    cdef bint quiet  # answered by `answer_ok`: no CLOSED event
+    cdef bint typed  # a gRPC content-type seen
+    cdef bytes path
+    cdef bytes message  # the held call's message
 
     def __cinit__(self):
         self.headers = []
@@ -173,9 +191,16 @@ cdef class _Stream:
         self.finished = False
         self.bad = False
         self.trailers = None
+        self.fast = False
+        self.held = False
+        self.quiet = False
+        self.typed = False
+        self.path = None
+        self.message = None
 
 
 cdef list RESPONSE = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+cdef list OK_TRAILERS = [(b"grpc-status", b"0")]
 
 
 cdef class H2Session:
@@ -187,6 +212,8 @@ cdef class H2Session:
     cdef object error  # an exception raised inside a callback, re-raised by receive()
     cdef Py_ssize_t max_message
     cdef nghttp2_data_provider provider
+    cdef frozenset grouped  # paths of the grouped methods
+    cdef list holding  # stream ids held back in this read
 
     def __cinit__(self, Py_ssize_t max_message=4 * 1024 * 1024 + 1024):
         cdef nghttp2_session_callbacks *callbacks
@@ -196,6 +223,8 @@ cdef class H2Session:
         self.events = []
         self.error = None
         self.max_message = max_message
+        self.grouped = frozenset()
+        self.holding = []
         self.provider.source.ptr = NULL
         self.provider.read_callback = _read_out
         if nghttp2_session_callbacks_new(&callbacks) != 0:
@@ -230,6 +259,8 @@ cdef class H2Session:
             rv = nghttp2_session_mem_recv(self.session, &data[0], data.shape[0])
         else:
             rv = 0
+        if self.holding:
+            self._release_held()
         if self.error is not None:
             error, self.error = self.error, None
             nghttp2_session_terminate_session(self.session, NGHTTP2_INTERNAL_ERROR)
@@ -239,6 +270,32 @@ cdef class H2Session:
             raise H2Error(nghttp2_strerror(<int>rv).decode())
         events, self.events = self.events, []
         return events
+
+    def set_grouped(self, paths):
+        """The paths (bytes) of the unary methods whose plain calls come as GROUPED events."""
+        self.grouped = frozenset(paths)
+
+    def answer_ok(self, list stream_ids not None, list payloads not None):
+        """Answer GROUPED calls: each stream's one message (serialized), then `grpc-status` 0; a
+        stream that is gone is skipped. As `send_message` then `finish(OK)`, without their CLOSED."""
+        cdef Py_ssize_t i, n
+        cdef _Stream stream
+        cdef bytes payload
+        for i in range(len(stream_ids)):
+            stream = self.streams.get(stream_ids[i])
+            if stream is None or stream.finished or stream.started:
+                continue
+            payload = payloads[i]
+            n = len(payload)
+            out = stream.out
+            out.append(0)
+            out += n.to_bytes(4, "big")
+            out += payload
+            stream.started = True
+            stream.finished = True
+            stream.quiet = True
+            stream.trailers = OK_TRAILERS
+            self._respond(stream_ids[i], RESPONSE, True)
 
     def take_events(self):
         """The events that came up while sending (streams that closed once their end went out),
@@ -315,6 +372,27 @@ cdef class H2Session:
     def stream_count(self):
         return len(self.streams)
 
+    cdef int _unhold(self, int32_t stream_id, _Stream stream) except -1:
+        """A held call goes the ordinary way: its HEADERS (and its held message) reported now."""
+        stream.held = False
+        stream.fast = False
+        self.events.append((HEADERS, stream_id, stream.headers))
+        stream.headers = []
+        if stream.message is not None:
+            self.events.append((MESSAGE, stream_id, stream.message))
+            stream.message = None
+        return 0
+
+    cdef int _release_held(self) except -1:
+        """The read is over: calls still held (their END not read yet) go the ordinary way."""
+        cdef _Stream stream
+        holding, self.holding = self.holding, []
+        for sid in holding:
+            stream = self.streams.get(sid)
+            if stream is not None and stream.held:
+                self._unhold(sid, stream)
+        return 0
+
     cdef bint _respond(self, int32_t stream_id, list headers, bint with_data):
         cdef nghttp2_nv nva[MAX_FIELDS]
         cdef Py_ssize_t n = _fill_nv(nva, headers)
@@ -339,17 +417,24 @@ cdef class H2Session:
         p = <const unsigned char *>PyByteArray_AS_STRING(inbuf)
         while size - at >= 5:
             n = (<Py_ssize_t>p[at + 1] << 24) | (p[at + 2] << 16) | (p[at + 3] << 8) | p[at + 4]
+            if stream.held and (p[at] or size - at - 5 >= n and stream.message is not None):
+                self._unhold(stream_id, stream)  # compressed, or a second message
             if p[at] > 1:
                 stream.bad = True
                 self.events.append((BAD, stream_id, f"compressed flag {p[at]} is neither 0 nor 1"))
                 break
             if n > self.max_message:
+                if stream.held:
+                    self._unhold(stream_id, stream)
                 stream.bad = True
                 self.events.append((BAD, stream_id, f"message of {n} bytes exceeds the limit of {self.max_message}"))
                 break
             if size - at - 5 < n:
                 break
-            self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, bytes(inbuf[at + 5:at + 5 + n])))
+            if stream.held:
+                stream.message = bytes(inbuf[at + 5:at + 5 + n])
+            else:
+                self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, bytes(inbuf[at + 5:at + 5 + n])))
             at += 5 + n
         if stream.bad:
             inbuf.clear()
@@ -373,6 +458,27 @@ cdef Py_ssize_t _fill_nv(nghttp2_nv *nva, list fields) except -1:
         nva[i].valuelen = len(value)
         nva[i].flags = NGHTTP2_NV_FLAG_NONE
     return n
+
+
+cdef bint _grpc_content_type(const uint8_t *value, size_t n) noexcept:
+    return (n == 16 and memcmp(value, b"application/grpc", 16) == 0) or (
+        n == 22 and memcmp(value, b"application/grpc+proto", 22) == 0)
+
+
+cdef bint _live_timeout(const uint8_t *value, size_t n) noexcept:
+    """A grpc-timeout the server reads (1 to 8 digits and a unit) and not zero: a call with none
+    that parses, or already past, goes the ordinary way."""
+    cdef size_t i
+    cdef bint nonzero = False
+    if n < 2 or n > 9:
+        return False
+    for i in range(n - 1):
+        if value[i] < 0x30 or value[i] > 0x39:
+            return False
+        if value[i] != 0x30:
+            nonzero = True
+    i = value[n - 1]
+    return nonzero and (i == 0x48 or i == 0x4D or i == 0x53 or i == 0x6D or i == 0x75 or i == 0x6E)
 
 
 cdef _percent_encode(str message):
@@ -406,7 +512,18 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     try:
         stream = self.streams.get(frame.hd.stream_id)
         if stream is not None:
-            stream.headers.append(((<const char *>name)[:namelen], (<const char *>value)[:valuelen]))
+            field = ((<const char *>name)[:namelen], (<const char *>value)[:valuelen])
+            stream.headers.append(field)
+            if namelen == 5 and memcmp(name, b":path", 5) == 0:
+                stream.path = field[1]
+                stream.fast = self.grouped and stream.path in self.grouped
+            elif stream.fast and name[0] != 0x3A:  # (pseudo-headers come first)
+                if namelen == 12 and memcmp(name, b"content-type", 12) == 0:
+                    stream.typed = _grpc_content_type(value, valuelen)
+                    stream.fast = stream.typed
+                elif namelen == 12 and memcmp(name, b"grpc-timeout", 12) == 0:
+                    if not _live_timeout(value, valuelen):
+                        stream.fast = False
     except BaseException as exc:
         self.error = exc
         return NGHTTP2_ERR_CALLBACK_FAILURE
@@ -421,13 +538,27 @@ cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
         if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
             stream = self.streams.get(sid)
             if stream is not None:
-                self.events.append((HEADERS, sid, stream.headers))
-                stream.headers = []
+                if stream.fast and stream.typed:
+                    stream.held = True
+                    self.holding.append(sid)
+                else:
+                    stream.fast = False
+                    self.events.append((HEADERS, sid, stream.headers))
+                    stream.headers = []
         if (frame.hd.type == NGHTTP2_HEADERS or frame.hd.type == NGHTTP2_DATA) and (
             frame.hd.flags & NGHTTP2_FLAG_END_STREAM
         ):
-            if sid in self.streams:
-                self.events.append((END, sid, None))
+            stream = self.streams.get(sid)
+            if stream is not None:
+                if stream.held and stream.message is not None and PyByteArray_GET_SIZE(stream.inbuf) == 0:
+                    stream.held = False
+                    self.events.append((GROUPED, sid, (stream.path, stream.message, stream.headers)))
+                    stream.message = None
+                    stream.headers = []
+                else:
+                    if stream.held:
+                        self._unhold(sid, stream)
+                    self.events.append((END, sid, None))
     except BaseException as exc:
         self.error = exc
         return NGHTTP2_ERR_CALLBACK_FAILURE
@@ -448,8 +579,10 @@ cdef int _on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_
 cdef int _on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
                           void *user_data) noexcept:
     cdef H2Session self = <H2Session>user_data
+    cdef _Stream stream
     try:
-        if self.streams.pop(stream_id, None) is not None:
+        stream = self.streams.pop(stream_id, None)
+        if stream is not None and not stream.held and not stream.quiet:
             self.events.append((CLOSED, stream_id, error_code))
     except BaseException as exc:
         self.error = exc
