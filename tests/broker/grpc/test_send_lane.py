@@ -115,9 +115,18 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 async def serve(
     root: Path, reads: list[bytes], lane: bool
-) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int]:
-    """Feed `reads` to a fresh broker's h2 methods; (answers, commit log, consume queues, lane count)."""
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, int]:
+    """Feed `reads` to a fresh broker's h2 methods; (answers, commit log, consume queues, lane count,
+    calls opened the ordinary way: with a `_Call` and `CallContext` of their own)."""
     from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
+
+    opened = 0
+
+    class Counting(GrpcConnection):
+        def open_call(self, stream_id: int, headers: list[tuple[bytes, bytes]]) -> Any:
+            nonlocal opened
+            opened += 1
+            return super().open_call(stream_id, headers)
 
     store_cfg = StoreConfig(
         store_path_root_dir=root, maped_file_size_commit_log=32 * 1024,
@@ -141,7 +150,7 @@ async def serve(
         methods = parts.grpc.h2.methods
         if not lane:
             methods = {path: dataclasses.replace(m, group=None) for path, m in methods.items()}
-        conn = GrpcConnection(methods, 4 << 20)
+        conn = Counting(methods, 4 << 20)
         transport = StubTransport()
         conn.connection_made(transport)
         for data in reads:
@@ -155,6 +164,7 @@ async def serve(
             files_under(root / "commitlog"),
             files_under(root / "consumequeue"),
             lane_obj.taken,
+            opened,
         )
     finally:
         await controller.close()
@@ -169,6 +179,8 @@ def test_the_lane_stores_and_answers_what_the_per_message_path_does(seed: int) -
         slow = asyncio.run(serve(Path(b), reads, lane=False))
     assert slow[3] == 0
     assert fast[3] > 40  # most common sends went through the lane
+    assert slow[4] == 160  # every call its own `_Call` and context
+    assert fast[4] < 160 - 40  # the lane's were GROUPED by the session: none of their own
     assert len(fast[1]) >= 3  # the commit log rolled over segments
     assert fast[0] == slow[0]  # the answers, HTTP/2 frames byte for byte, in order
     assert fast[1] == slow[1]  # the commit log's segments
