@@ -36,19 +36,20 @@ from typing import TYPE_CHECKING, Any, Final
 from zlib import crc32
 
 from rocketlite.broker.config import BrokerRole
-from rocketlite.broker.grpc.send import common_properties, digest_problem
+from rocketlite.broker.grpc.send import digest_problem, properties_text
 from rocketlite.broker.stats import message_type
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import GroupEntry, encode_group, send_properties
 from rocketlite.protocol.message import MessageSysFlag
+from rocketlite.protocol.proto.send_fields import fields_of
+from rocketlite.protocol.proto.speedups import send_fields
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 
 if TYPE_CHECKING:
     from rocketlite.broker.grpc.auth import GrpcGuard
     from rocketlite.broker.grpc.send import ProducerService
 
-_NORMAL: Final = int(pb.MessageType.NORMAL)
 _CRC32: Final = int(pb.DigestType.CRC32)
 _PERM_WRITE: Final = perm.PERM_WRITE
 _RETRY_PREFIX: Final = reserved.RETRY_GROUP_TOPIC_PREFIX
@@ -137,20 +138,14 @@ class SendMessageLane:
         taken: list[tuple[str, str]] = []  # message id, kind
         for i in range(start, len(calls)):
             request, context = calls[i]
-            messages = request.messages
-            if len(messages) != 1 or context.peer() != peer_text:
+            if context.peer() != peer_text:
                 break
-            message = messages[0]
-            system = message.system_properties
-            resource = message.topic
-            topic = resource.name
-            message_id = system.message_id
-            body = message.body
-            if (
-                system.message_type != _NORMAL or not message_id or message.user_properties
-                or system.HasField("message_group") or system.HasField("delivery_timestamp")
-                or len(body) > max_body or resource.resource_namespace
-            ):  # fmt: skip
+            # a GROUPED call's request is its bytes, read by the compiled reader; another's parsed
+            fields = send_fields(request) if type(request) is bytes else fields_of(request)
+            if fields is None:
+                break
+            topic, body, message_id, tag, message_keys, digest_type, checksum, seconds, nanos = fields
+            if len(body) > max_body:
                 break
             topic_state = ready.get(topic)
             if topic_state is None:
@@ -161,15 +156,12 @@ class SendMessageLane:
                     break
                 multi = tc.topic_filter_type == "MULTI_TAG"
                 topic_state = ready[topic] = (max(tc.write_queue_nums, 1), _MULTI_TAGS_FLAG if multi else 0)
-            digest = system.body_digest
-            checksum = digest.checksum
-            if (digest.type != _CRC32 or checksum != f"{crc32(body):08X}") and digest_problem(
-                body, digests.get(digest.type, ""), checksum
+            if (digest_type != _CRC32 or checksum != f"{crc32(body):08X}") and digest_problem(
+                body, digests.get(digest_type, ""), checksum
             ) is not None:
                 break
-            text = common_properties(system, topic)
-            stamp = system.born_timestamp
-            born_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
+            text = properties_text(message_id, tag, message_keys, topic)
+            born_ms = seconds * 1000 + nanos // 1_000_000
             if not _LONG_MIN <= born_ms <= _LONG_MAX:
                 break
             properties, _code, _uniq, _keys, delay = send_properties(text, cluster)

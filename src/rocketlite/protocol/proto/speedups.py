@@ -10,6 +10,10 @@ writers or their references.
 * `ack_response` (an AckMessage's answer as bytes from its serialized statuses): `acks.ack_response`;
   compiled in `_native/_delivery.pyx` (`tests/protocol/test_acks.py` pins both against
   `SerializeToString`).
+* `send_fields` (the fields of a serialized `SendMessageRequest` 5.x SendMessage's group lane
+  needs): `send_fields.send_fields`, through the protobuf classes; compiled in
+  `_native/_send_fields.pyx`, which reads the wire format itself and declines what it does not
+  expect (`tests/protocol/test_send_fields.py`).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the gRPC endpoint imports this name from here and nowhere else.
@@ -23,9 +27,19 @@ from typing import Final
 
 from rocketlite import native
 from rocketlite.protocol.proto import acks, delivery
+from rocketlite.protocol.proto import send_fields as _send_fields
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
+from rocketlite.protocol.proto.send_fields import SendFields
 
-__all__ = ["CHOSEN", "NATIVE_MODULES", "REFERENCE", "Codecs", "ack_response", "delivery_response"]
+__all__ = [
+    "CHOSEN",
+    "NATIVE_MODULES",
+    "REFERENCE",
+    "Codecs",
+    "ack_response",
+    "delivery_response",
+    "send_fields",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,15 +49,23 @@ class Codecs:
     name: str
     delivery_response: Callable[[bytes, PopStamp, int], Delivered]
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
+    send_fields: Callable[[bytes], SendFields | None]
 
 
 REFERENCE: Final = Codecs(
-    name="reference", delivery_response=delivery.delivery_response, ack_response=acks.ack_response
+    name="reference",
+    delivery_response=delivery.delivery_response,
+    ack_response=acks.ack_response,
+    send_fields=_send_fields.send_fields,
 )
 
-NATIVE_MODULES: Final = ("rocketlite.protocol.proto._native._delivery",)
+NATIVE_MODULES: Final = (
+    "rocketlite.protocol.proto._native._delivery",
+    "rocketlite.protocol.proto._native._send_fields",
+)
 
 CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
 
 delivery_response: Final = CHOSEN.delivery_response
 ack_response: Final = CHOSEN.ack_response
+send_fields: Final = CHOSEN.send_fields

@@ -7,7 +7,10 @@ handled, then `serve_grouped` offers them, in the order their requests ended, to
 
     group(calls, start) -> list[bytes]
 
-`calls` is the run's `(request, context)` pairs; the handler serves the leading calls of
+`calls` is the run's `(request, context)` pairs; a request is the parsed message, or, for a call
+the compiled session reported GROUPED (a plain call, ended in this read: `_native/_h2.pyx`), its
+message's bytes, not parsed (the handler reads what it needs; the method's `decode` parses it
+before it goes to `handler`), with a `GroupedContext`. The handler serves the leading calls of
 `calls[start:]` it can (none is fine) and returns their answers, serialized, one per call served.
 Each is sent as the call's one message and the call ends OK. The first call it did not serve
 goes through the method's ordinary `handler` (started as any unary call is: its answer or status
@@ -81,13 +84,7 @@ def serve_grouped(conn: GrpcConnection) -> None:
                 continue
             path, message, headers = value
             method = conn.methods[path]
-            try:
-                request = method.decode(message)
-            except Exception as exc:
-                if conn.open_call(stream_id, headers) is not None:
-                    conn._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
-                continue
-            item = (stream_id, None, request, GroupedContext(conn, headers))
+            item = (stream_id, None, message, GroupedContext(conn, headers))
             fast = True
         elif call.done:
             continue
@@ -139,7 +136,12 @@ def _serve_run(conn: GrpcConnection, method: Method, run: list[Any]) -> None:
                 opened = conn.open_call(stream_id, context.headers)
                 if opened is not None:
                     call, context = opened
-                    conn._start(call, conn._run(stream_id, call, method.handler(request, context)))
+                    try:
+                        request = method.decode(request)
+                    except Exception as exc:
+                        conn._fail(stream_id, INTERNAL, f"cannot parse the request: {exc}")
+                    else:
+                        conn._start(call, conn._run(stream_id, call, method.handler(request, context)))
             elif not call.done:
                 conn._start(call, conn._run(stream_id, call, method.handler(request, context)))
             i += 1

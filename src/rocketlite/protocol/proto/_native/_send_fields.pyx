@@ -1,0 +1,212 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The compiled twin of `send_fields.send_fields`: a `SendMessageRequest`'s bytes read as the
+protobuf wire format (see that module for the layout), no message object made. It takes the plain
+encoding a client's serializer writes: each known field at most once (but `keys`), with its own
+wire type, varints of at most 10 bytes, strings valid UTF-8; of the system properties, those up to
+`born_host` (8) and `trace_context` (18). Anything else is declined (None), and the lane sends that
+call the ordinary way, where protobuf parses it.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint64_t
+
+DEF NORMAL = 1  # MessageType.NORMAL
+
+
+cdef struct Cursor:
+    const unsigned char *p
+    Py_ssize_t at
+    Py_ssize_t end
+
+
+cdef inline bint _varint(Cursor *c, uint64_t *out) noexcept:
+    cdef uint64_t value = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while c.at < c.end and shift < 70:
+        b = c.p[c.at]
+        c.at += 1
+        if shift == 63 and b > 1:  # past 64 bits: protobuf refuses it
+            return False
+        value |= (<uint64_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            out[0] = value
+            return True
+        shift += 7
+    return False
+
+
+cdef inline bint _span(Cursor *c, Py_ssize_t *start, Py_ssize_t *length) noexcept:
+    """A length-delimited field's bytes: [start, start + length) within the cursor's end."""
+    cdef uint64_t n
+    if not _varint(c, &n) or n > <uint64_t>(c.end - c.at):
+        return False
+    start[0] = c.at
+    length[0] = <Py_ssize_t>n
+    c.at += <Py_ssize_t>n
+    return True
+
+
+cdef inline object _text(const unsigned char *p, Py_ssize_t start, Py_ssize_t length):
+    """A proto3 string: valid UTF-8, else None (protobuf refuses the request)."""
+    try:
+        return PyUnicode_DecodeUTF8(<const char *>p + start, length, NULL)
+    except UnicodeDecodeError:
+        return None
+
+
+def send_fields(bytes data not None):
+    cdef Cursor c, m, s, d
+    cdef uint64_t key, v
+    cdef Py_ssize_t start, length, mstart = -1, mlength = 0, body_at = -1, body_len = 0
+    cdef int64_t seconds = 0
+    cdef int32_t nanos = 0, digest_type = 0, message_type = 0
+    cdef unsigned int seen = 0
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(data)
+    c.p = p
+    c.at = 0
+    c.end = PyBytes_GET_SIZE(data)
+    # SendMessageRequest: exactly one `messages`
+    while c.at < c.end:
+        if not _varint(&c, &key) or key != 0x0A or mstart >= 0:
+            return None
+        if not _span(&c, &mstart, &mlength):
+            return None
+    if mstart < 0:
+        return None
+    topic = None
+    message_id = None
+    tag = None
+    checksum = ""
+    keys = []
+    m.p = p
+    m.at = mstart
+    m.end = mstart + mlength
+    while m.at < m.end:
+        if not _varint(&m, &key):
+            return None
+        if key == 0x0A and not seen & 1:  # topic: Resource
+            seen |= 1
+            if not _span(&m, &start, &length):
+                return None
+            s.p = p
+            s.at = start
+            s.end = start + length
+            while s.at < s.end:
+                if not _varint(&s, &key) or not _span(&s, &start, &length):
+                    return None
+                if key == 0x0A:  # resource_namespace: the lane takes none
+                    if length:
+                        return None
+                elif key == 0x12 and topic is None:
+                    topic = _text(p, start, length)
+                    if topic is None:
+                        return None
+                else:
+                    return None
+        elif key == 0x1A and not seen & 2:  # system_properties
+            seen |= 2
+            if not _span(&m, &start, &length):
+                return None
+            s.p = p
+            s.at = start
+            s.end = start + length
+            while s.at < s.end:
+                if not _varint(&s, &key):
+                    return None
+                if key == 0x0A and not seen & 4:  # tag
+                    seen |= 4
+                    if not _span(&s, &start, &length):
+                        return None
+                    tag = _text(p, start, length)
+                    if tag is None:
+                        return None
+                elif key == 0x12:  # keys
+                    if not _span(&s, &start, &length):
+                        return None
+                    text = _text(p, start, length)
+                    if text is None:
+                        return None
+                    keys.append(text)
+                elif key == 0x1A and not seen & 8:  # message_id
+                    seen |= 8
+                    if not _span(&s, &start, &length):
+                        return None
+                    message_id = _text(p, start, length)
+                    if message_id is None:
+                        return None
+                elif key == 0x22 and not seen & 16:  # body_digest: Digest
+                    seen |= 16
+                    if not _span(&s, &start, &length):
+                        return None
+                    d.p = p
+                    d.at = start
+                    d.end = start + length
+                    while d.at < d.end:
+                        if not _varint(&d, &key):
+                            return None
+                        if key == 0x08 and not seen & 32:
+                            seen |= 32
+                            if not _varint(&d, &v):
+                                return None
+                            digest_type = <int32_t>v
+                        elif key == 0x12 and not seen & 64:
+                            seen |= 64
+                            if not _span(&d, &start, &length):
+                                return None
+                            checksum = _text(p, start, length)
+                            if checksum is None:
+                                return None
+                        else:
+                            return None
+                elif key == 0x28 and not seen & 128:  # body_encoding (not used by the lane)
+                    seen |= 128
+                    if not _varint(&s, &v):
+                        return None
+                elif key == 0x30 and not seen & 256:  # message_type
+                    seen |= 256
+                    if not _varint(&s, &v):
+                        return None
+                    message_type = <int32_t>v
+                elif key == 0x3A and not seen & 512:  # born_timestamp: Timestamp
+                    seen |= 512
+                    if not _span(&s, &start, &length):
+                        return None
+                    d.p = p
+                    d.at = start
+                    d.end = start + length
+                    while d.at < d.end:
+                        if not _varint(&d, &key):
+                            return None
+                        if key == 0x08 and not seen & 1024:
+                            seen |= 1024
+                            if not _varint(&d, &v):
+                                return None
+                            seconds = <int64_t>v
+                        elif key == 0x10 and not seen & 2048:
+                            seen |= 2048
+                            if not _varint(&d, &v):
+                                return None
+                            nanos = <int32_t>v
+                        else:
+                            return None
+                elif (key == 0x42 and not seen & 4096) or (key == 0x92 and not seen & 8192):
+                    # born_host (8), trace_context (18): not used by the lane, valid UTF-8
+                    seen |= 4096 if key == 0x42 else 8192
+                    if not _span(&s, &start, &length) or _text(p, start, length) is None:
+                        return None
+                else:
+                    return None
+        elif key == 0x22 and body_at < 0:  # body
+            if not _span(&m, &body_at, &body_len):
+                return None
+        else:  # user_properties (2), unknown fields, repeats
+            return None
+    if message_type != NORMAL or not message_id:
+        return None
+    return (
+        topic if topic is not None else "",
+        PyBytes_FromStringAndSize(<const char *>p + body_at, body_len) if body_at >= 0 else b"",
+        message_id, tag, tuple(keys), digest_type, checksum, seconds, nanos,
+    )
