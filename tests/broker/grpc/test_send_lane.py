@@ -109,15 +109,24 @@ async def client_reads(calls: list[tuple[str, bytes]]) -> list[bytes]:
     return await capture(methods, calls, 16)  # with bench/grpc5_probe.py's client metadata
 
 
+def put_stats(stats: Any) -> Any:
+    """What the sends added to the broker's stats: totals, per-topic items, traffic histograms."""
+    traffic = {key: (t.messages, t.size, list(t.buckets), t.size_sum) for key, t in stats.traffic_in.items()}
+    slots = {
+        topic: [(item.value, item.times) for item in slot[:3]] for topic, slot in stats._put_slots.items()
+    }
+    return stats.put_nums, stats.put_size, traffic, slots
+
+
 def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 async def serve(
     root: Path, reads: list[bytes], lane: bool
-) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, int]:
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, int, Any]:
     """Feed `reads` to a fresh broker's h2 methods; (answers, commit log, consume queues, lane count,
-    calls opened the ordinary way: with a `_Call` and `CallContext` of their own)."""
+    calls opened the ordinary way: with a `_Call` and `CallContext` of their own, the put stats)."""
     from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
 
     opened = 0
@@ -165,6 +174,7 @@ async def serve(
             files_under(root / "consumequeue"),
             lane_obj.taken,
             opened,
+            put_stats(parts.send.stats),
         )
     finally:
         await controller.close()
@@ -185,6 +195,7 @@ def test_the_lane_stores_and_answers_what_the_per_message_path_does(seed: int) -
     assert fast[0] == slow[0]  # the answers, HTTP/2 frames byte for byte, in order
     assert fast[1] == slow[1]  # the commit log's segments
     assert fast[2] == slow[2]  # every consume queue file
+    assert fast[5] == slow[5] and fast[5][0] > 40  # the put stats
 
 
 @given(st.text(max_size=300), st.integers(0, 2**63 - 1))

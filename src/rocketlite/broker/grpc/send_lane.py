@@ -37,7 +37,7 @@ from zlib import crc32
 
 from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.grpc.send import digest_problem, properties_text
-from rocketlite.broker.stats import message_type
+from rocketlite.broker.stats import NORMAL, message_type
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import GroupEntry, encode_group, send_properties
@@ -135,7 +135,8 @@ class SendMessageLane:
         entries: list[GroupEntry] = []
         sizes: list[int] = []
         keys: list[str] = []
-        taken: list[tuple[str, str]] = []  # message id, kind
+        taken: list[str] = []  # message ids
+        kinds: list[str] = []  # the stats' message type, when not NORMAL ("": NORMAL)
         for i in range(start, len(calls)):
             request, context = calls[i]
             if context.peer() != peer_text:
@@ -179,7 +180,8 @@ class SendMessageLane:
             entries.append((topic, body, properties, qid, 0, topic_state[1], born_ms, 0))
             sizes.append(size)
             keys.append(f"{topic}-{qid}")
-            taken.append((message_id, message_type(properties, False, None)))
+            taken.append(message_id)
+            kinds.append(message_type(properties, False, None) if "__S" in properties else "")
         if not entries:
             return []
         assert encode_group is not None
@@ -188,11 +190,26 @@ class SendMessageLane:
         except (TypeError, ValueError, OverflowError):  # not expected after the checks; nothing placed
             return []  # the handler serves them one by one
         _ids, qoffs = p.store.put_group_nowait(buf, sizes, keys, store_host)
-        record_put = p.stats.record_put
-        answers = []
-        for k, queue_offset in enumerate(qoffs):
-            message_id, kind = taken[k]
-            record_put(entries[k][0], 1, sizes[k], kind)
-            answers.append(ok_answer(message_id, queue_offset))
+        answers = [ok_answer(taken[k], queue_offset) for k, queue_offset in enumerate(qoffs)]
+        self._record(entries, sizes, kinds)
         self.taken += len(answers)
         return answers
+
+    def _record(self, entries: list[GroupEntry], sizes: list[int], kinds: list[str]) -> None:
+        """The stats of the stored calls, each a send of one message: the NORMAL ones by run of
+        one topic (`record_single_puts`, the counters `record_put` per call would give)."""
+        stats = self.producer.send.stats
+        run: list[int] = []
+        topic = ""
+        for k, entry in enumerate(entries):
+            kind = kinds[k]
+            if kind and kind != NORMAL:
+                stats.record_put(entry[0], 1, sizes[k], kind)
+                continue
+            if entry[0] != topic and run:
+                stats.record_single_puts(topic, run)
+                run = []
+            topic = entry[0]
+            run.append(sizes[k])
+        if run:
+            stats.record_single_puts(topic, run)
