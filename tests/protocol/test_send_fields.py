@@ -130,3 +130,14 @@ def test_a_common_send_is_read() -> None:
     )
     assert speedups.send_fields(request.SerializeToString()) == expected
     assert send_fields.fields_of(request) == expected
+
+
+@given(st.text(max_size=300), st.integers(0, 2**63 - 1))
+def test_ok_answer_is_what_protobuf_serializes(message_id: str, offset: int) -> None:
+    status = pb.Status(code=pb.Code.OK)
+    entry = spb.SendResultEntry(
+        status=status, message_id=message_id, offset=offset, transaction_id=message_id
+    )
+    expected = spb.SendMessageResponse(status=status, entries=[entry]).SerializeToString()
+    assert send_fields.ok_answer(message_id, offset) == expected
+    assert speedups.ok_answer(message_id, offset) == expected

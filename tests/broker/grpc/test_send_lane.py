@@ -8,7 +8,7 @@ handler (FIFO, DELAY and TRANSACTION types, user properties, a bad digest, no me
 resource namespace, two messages in one call, a topic not yet found legal, a TIMER_ tag, a topic
 that does not exist and cannot be created). The answer bytes (HTTP/2 frames, in order), the commit
 log's segments (small: groups split where a segment rolls) and every consume queue file must be
-the same. `ok_answer` is pinned to `SerializeToString` on its own.
+the same, and so must the put stats. `ok_answer` is pinned in `tests/protocol/test_send_fields.py`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ from typing import Any
 import pytest
 from bench.grpc5_h2_path import StubTransport, capture
 from bench.grpc5_probe import SERVICE
-from hypothesis import given
-from hypothesis import strategies as st
 
 from rocketlite.broker.config import BrokerConfig, GrpcServerImpl
 from rocketlite.broker.controller import BrokerController
 from rocketlite.broker.grpc import h2door
-from rocketlite.broker.grpc.send_lane import SendMessageLane, ok_answer
+from rocketlite.broker.grpc.send_lane import SendMessageLane
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.formats import speedups
@@ -196,13 +194,3 @@ def test_the_lane_stores_and_answers_what_the_per_message_path_does(seed: int) -
     assert fast[1] == slow[1]  # the commit log's segments
     assert fast[2] == slow[2]  # every consume queue file
     assert fast[5] == slow[5] and fast[5][0] > 40  # the put stats
-
-
-@given(st.text(max_size=300), st.integers(0, 2**63 - 1))
-def test_ok_answer_is_what_protobuf_serializes(message_id: str, offset: int) -> None:
-    status = pb.Status(code=pb.Code.OK)
-    entry = spb.SendResultEntry(
-        status=status, message_id=message_id, offset=offset, transaction_id=message_id
-    )
-    expected = spb.SendMessageResponse(status=status, entries=[entry]).SerializeToString()
-    assert ok_answer(message_id, offset) == expected

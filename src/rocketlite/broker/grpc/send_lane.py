@@ -6,7 +6,8 @@ For the leading calls it takes, it does what `ProducerService.send_message` ->
 `SendMessageProcessor._put` does for one, once for all: their records encoded into one buffer
 (`speedups.encode_group`), appended under one lock with one clock read and one dispatch wake-up
 (`StoreAPI.put_group_nowait`), each answered with its `SendMessageResponse`, serialized by
-`ok_answer` (the bytes `SerializeToString` gives the same message). It returns the answers of the
+`ok_answer` (`protocol/proto/send_fields.py`, compiled in `_native/_send_fields.pyx`: the bytes
+`SerializeToString` gives the same message). It returns the answers of the
 calls it took; the connection hands the first call it did not take to the guarded handler and
 offers the rest again, so the calls are stored in the order they arrived, with the queue ids and
 offsets the per-message path gives them.
@@ -24,10 +25,6 @@ and goes through the handler, which answers it as it does today):
 
 `tests/broker/grpc/test_send_lane.py` pins the stored bytes (commit log and consume queues) and the
 answers against the per-message path, replaying a real client's bytes.
-
-The answer's bytes (`ok_answer`): SendMessageResponse{1: Status{1: OK}, 2: SendResultEntry{1:
-Status{1: OK}, 2: message_id, 3: transaction_id = message_id, 4: offset}}, each field a tag byte,
-the length-delimited ones a varint length first, empty and zero ones left out (proto3).
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PR
 from rocketlite.protocol.formats.speedups import GroupEntry, encode_group, send_properties
 from rocketlite.protocol.message import MessageSysFlag
 from rocketlite.protocol.proto.send_fields import fields_of
-from rocketlite.protocol.proto.speedups import send_fields
+from rocketlite.protocol.proto.speedups import ok_answer, send_fields
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 
 if TYPE_CHECKING:
@@ -57,40 +54,6 @@ _MULTI_TAGS_FLAG: Final = int(MessageSysFlag.MULTI_TAGS_FLAG)
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _DELAY_NEEDLE: Final = "DELAY\x01"
 _TIMER_NEEDLE: Final = "TIMER_"
-
-
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return _SMALL[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL: Final = [bytes((i,)) for i in range(0x80)]
-
-
-def _field(tag: int, data: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(data)) + data
-
-
-_OK_STATUS: Final = _field(0x0A, b"\x08" + _varint(int(pb.Code.OK)))
-
-
-def ok_answer(message_id: str, offset: int) -> bytes:
-    """The serialized SendMessageResponse of one message stored at queue `offset` (>= 0)."""
-    mid = message_id.encode()
-    n = len(mid)
-    entry = _OK_STATUS
-    if n:  # (proto3 leaves empty and zero fields out)
-        size = _SMALL[n] if n < 0x80 else _varint(n)
-        entry = b"%s\x12%s%s\x1a%s%s" % (entry, size, mid, size, mid)
-    if offset:
-        entry += b"\x20" + _varint(offset)
-    return b"%s\x12%s%s" % (_OK_STATUS, _varint(len(entry)), entry)
 
 
 class SendMessageLane:

@@ -22,6 +22,12 @@ for type 0, or a varint length and that many bytes for type 2):
     SystemProperties    1 tag (optional), 2 keys (repeated), 3 message_id, 4 body_digest
                         (Digest: 1 type, 2 checksum), 5 body_encoding, 6 message_type,
                         7 born_timestamp (Timestamp: 1 seconds, 2 nanos), 8 born_host, ...
+
+`ok_answer` writes the lane's answer, a `SendMessageResponse` of one stored message:
+SendMessageResponse{1: Status{1: OK}, 2: SendResultEntry{1: Status{1: OK}, 2: message_id, 3:
+transaction_id = message_id, 4: offset}}, each field a tag byte, the length-delimited ones a
+varint length first, empty and zero ones left out (proto3); the bytes `SerializeToString` gives
+(`tests/protocol/test_send_fields.py`; compiled in `_native/_send_fields.pyx`).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from google.protobuf.message import DecodeError
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
 
-__all__ = ["SendFields", "fields_of", "send_fields"]
+__all__ = ["SendFields", "fields_of", "ok_answer", "send_fields"]
 
 # topic, body, message id, tag (None: none), keys, digest type, checksum, born seconds, born nanos
 SendFields = tuple[str, bytes, str, str | None, tuple[str, ...], int, str, int, int]
@@ -70,3 +76,37 @@ def send_fields(data: bytes) -> SendFields | None:
     except DecodeError:
         return None
     return fields_of(request)
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL: Final = [bytes((i,)) for i in range(0x80)]
+
+
+def _field(tag: int, data: bytes) -> bytes:
+    return bytes((tag,)) + _varint(len(data)) + data
+
+
+_OK_STATUS: Final = _field(0x0A, b"\x08" + _varint(int(pb.Code.OK)))
+
+
+def ok_answer(message_id: str, offset: int) -> bytes:
+    """The serialized SendMessageResponse of one message stored at queue `offset` (>= 0)."""
+    mid = message_id.encode()
+    n = len(mid)
+    entry = _OK_STATUS
+    if n:  # (proto3 leaves empty and zero fields out)
+        size = _SMALL[n] if n < 0x80 else _varint(n)
+        entry = b"%s\x12%s%s\x1a%s%s" % (entry, size, mid, size, mid)
+    if offset:
+        entry += b"\x20" + _varint(offset)
+    return b"%s\x12%s%s" % (_OK_STATUS, _varint(len(entry)), entry)

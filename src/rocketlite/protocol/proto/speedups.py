@@ -14,6 +14,8 @@ writers or their references.
   needs): `send_fields.send_fields`, through the protobuf classes; compiled in
   `_native/_send_fields.pyx`, which reads the wire format itself and declines what it does not
   expect (`tests/protocol/test_send_fields.py`).
+* `ok_answer` (the lane's SendMessageResponse of one stored message): `send_fields.ok_answer`;
+  compiled in `_native/_send_fields.pyx` (both pinned against `SerializeToString`).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the gRPC endpoint imports this name from here and nowhere else.
@@ -38,6 +40,7 @@ __all__ = [
     "Codecs",
     "ack_response",
     "delivery_response",
+    "ok_answer",
     "send_fields",
 ]
 
@@ -50,6 +53,7 @@ class Codecs:
     delivery_response: Callable[[bytes, PopStamp, int], Delivered]
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
     send_fields: Callable[[bytes], SendFields | None]
+    ok_answer: Callable[[str, int], bytes]
 
 
 REFERENCE: Final = Codecs(
@@ -57,6 +61,7 @@ REFERENCE: Final = Codecs(
     delivery_response=delivery.delivery_response,
     ack_response=acks.ack_response,
     send_fields=_send_fields.send_fields,
+    ok_answer=_send_fields.ok_answer,
 )
 
 NATIVE_MODULES: Final = (
@@ -69,3 +74,4 @@ CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
 delivery_response: Final = CHOSEN.delivery_response
 ack_response: Final = CHOSEN.ack_response
 send_fields: Final = CHOSEN.send_fields
+ok_answer: Final = CHOSEN.ok_answer
