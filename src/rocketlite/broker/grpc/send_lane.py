@@ -30,7 +30,6 @@ answers against the per-message path, replaying a real client's bytes.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
-from zlib import crc32
 
 from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.grpc.send import digest_problem, properties_text
@@ -108,7 +107,7 @@ class SendMessageLane:
             fields = send_fields(request) if type(request) is bytes else fields_of(request)
             if fields is None:
                 break
-            topic, body, message_id, tag, message_keys, digest_type, checksum, seconds, nanos = fields
+            topic, body, message_id, tag, message_keys, digest_type, checksum, seconds, nanos, crc_ok = fields
             if len(body) > max_body:
                 break
             topic_state = ready.get(topic)
@@ -120,9 +119,7 @@ class SendMessageLane:
                     break
                 multi = tc.topic_filter_type == "MULTI_TAG"
                 topic_state = ready[topic] = (max(tc.write_queue_nums, 1), _MULTI_TAGS_FLAG if multi else 0)
-            if (digest_type != _CRC32 or checksum != f"{crc32(body):08X}") and digest_problem(
-                body, digests.get(digest_type, ""), checksum
-            ) is not None:
+            if not crc_ok and digest_problem(body, digests.get(digest_type, ""), checksum) is not None:
                 break
             text = properties_text(message_id, tag, message_keys, topic)
             born_ms = seconds * 1000 + nanos // 1_000_000

@@ -1,7 +1,8 @@
 """The fields of a `SendMessageRequest` that 5.x SendMessage's group lane needs
 (`broker/grpc/send_lane.py`), sans-IO, as one tuple (`SendFields`): the topic, the body, the message
-id, the tag (None: not set), the keys, the body digest's type and checksum, and the born
-timestamp's seconds and nanos.
+id, the tag (None: not set), the keys, the body digest's type and checksum, the born
+timestamp's seconds and nanos, and whether the digest is a CRC32 that matches the body as
+`f"{zlib.crc32(body):08X}"` writes it (the common case, checked without a string made).
 
 `fields_of` reads them from a parsed request; `send_fields`, the reference of the chooser's
 `speedups.send_fields`, from the request's bytes, through the protobuf classes. Both decline
@@ -32,6 +33,7 @@ varint length first, empty and zero ones left out (proto3); the bytes `Serialize
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Final
 
 from google.protobuf.message import DecodeError
@@ -41,10 +43,12 @@ from rocketlite.protocol.proto.v2 import service_pb2 as spb
 
 __all__ = ["SendFields", "fields_of", "ok_answer", "send_fields"]
 
-# topic, body, message id, tag (None: none), keys, digest type, checksum, born seconds, born nanos
-SendFields = tuple[str, bytes, str, str | None, tuple[str, ...], int, str, int, int]
+# topic, body, message id, tag (None: none), keys, digest type, checksum, born seconds, born nanos,
+# a matching CRC32 digest
+SendFields = tuple[str, bytes, str, str | None, tuple[str, ...], int, str, int, int, bool]
 
 _NORMAL: Final = int(pb.MessageType.NORMAL)
+_CRC32: Final = int(pb.DigestType.CRC32)
 
 
 def fields_of(request: Any) -> SendFields | None:
@@ -63,9 +67,11 @@ def fields_of(request: Any) -> SendFields | None:
         return None
     digest = system.body_digest
     stamp = system.born_timestamp
+    body = message.body
+    crc_ok = digest.type == _CRC32 and digest.checksum == f"{zlib.crc32(body):08X}"
     return (
-        resource.name, message.body, system.message_id, system.tag if system.HasField("tag") else None,
-        tuple(system.keys), digest.type, digest.checksum, stamp.seconds, stamp.nanos,
+        resource.name, body, system.message_id, system.tag if system.HasField("tag") else None,
+        tuple(system.keys), digest.type, digest.checksum, stamp.seconds, stamp.nanos, crc_ok,
     )  # fmt: skip
 
 

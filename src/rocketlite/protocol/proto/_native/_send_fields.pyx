@@ -10,10 +10,14 @@ byte for byte as the reference writes it.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.string cimport memcpy
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
 
 DEF NORMAL = 1  # MessageType.NORMAL
+DEF CRC32 = 1  # DigestType.CRC32
+
+include "_crc32.pxi"
+include "_crc32_clmul.pxi"
 
 
 cdef struct Cursor:
@@ -62,6 +66,10 @@ def send_fields(bytes data not None):
     cdef Cursor c, m, s, d
     cdef uint64_t key, v
     cdef Py_ssize_t start, length, mstart = -1, mlength = 0, body_at = -1, body_len = 0
+    cdef Py_ssize_t sum_at = 0, sum_len = 0
+    cdef uint32_t crc
+    cdef char hexed[8]
+    cdef bint crc_ok = False
     cdef int64_t seconds = 0
     cdef int32_t nanos = 0, digest_type = 0, message_type = 0
     cdef unsigned int seen = 0
@@ -157,6 +165,8 @@ def send_fields(bytes data not None):
                             seen |= 64
                             if not _span(&d, &start, &length):
                                 return None
+                            sum_at = start
+                            sum_len = length
                             checksum = _text(p, start, length)
                             if checksum is None:
                                 return None
@@ -207,10 +217,15 @@ def send_fields(bytes data not None):
             return None
     if message_type != NORMAL or not message_id:
         return None
+    if digest_type == CRC32 and sum_len == 8:  # the body's CRC32 as `f"{crc:08X}"` writes it
+        crc = _crc32_fast(p + body_at, body_len) if body_at >= 0 else 0
+        for i in range(8):
+            hexed[i] = b"0123456789ABCDEF"[(crc >> (28 - 4 * i)) & 0xF]
+        crc_ok = memcmp(hexed, p + sum_at, 8) == 0
     return (
         topic if topic is not None else "",
         PyBytes_FromStringAndSize(<const char *>p + body_at, body_len) if body_at >= 0 else b"",
-        message_id, tag, tuple(keys), digest_type, checksum, seconds, nanos,
+        message_id, tag, tuple(keys), digest_type, checksum, seconds, nanos, crc_ok,
     )
 
 
