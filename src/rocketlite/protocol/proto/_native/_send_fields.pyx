@@ -62,9 +62,40 @@ cdef inline object _text(const unsigned char *p, Py_ssize_t start, Py_ssize_t le
         return None
 
 
+cdef bint _pair(const unsigned char *p, Py_ssize_t start, Py_ssize_t length, bint varints, uint64_t *first,
+                uint64_t *second, Py_ssize_t *at, Py_ssize_t *n) noexcept:
+    """A message of two fields, each at most once: 1 a varint, 2 a varint (`varints`) or bytes
+    (their span in `at`, `n`); absent ones 0."""
+    cdef Cursor d
+    cdef uint64_t key
+    cdef bint one = False, two = False
+    first[0] = 0
+    second[0] = 0
+    if not varints:
+        at[0] = 0
+        n[0] = 0
+    d.p = p
+    d.at = start
+    d.end = start + length
+    while d.at < d.end:
+        if not _varint(&d, &key):
+            return False
+        if key == 0x08 and not one:
+            one = True
+            if not _varint(&d, first):
+                return False
+        elif key == (0x10 if varints else 0x12) and not two:
+            two = True
+            if not (_varint(&d, second) if varints else _span(&d, at, n)):
+                return False
+        else:
+            return False
+    return True
+
+
 def send_fields(bytes data not None):
-    cdef Cursor c, m, s, d
-    cdef uint64_t key, v
+    cdef Cursor c, m, s
+    cdef uint64_t key, v, w
     cdef Py_ssize_t start, length, mstart = -1, mlength = 0, body_at = -1, body_len = 0
     cdef Py_ssize_t sum_at = 0, sum_len = 0
     cdef uint32_t crc
@@ -146,31 +177,16 @@ def send_fields(bytes data not None):
                     message_id = _text(p, start, length)
                     if message_id is None:
                         return None
-                elif key == 0x22 and not seen & 16:  # body_digest: Digest
+                elif key == 0x22 and not seen & 16:  # body_digest: Digest{1 type, 2 checksum}
                     seen |= 16
                     if not _span(&s, &start, &length):
                         return None
-                    d.p = p
-                    d.at = start
-                    d.end = start + length
-                    while d.at < d.end:
-                        if not _varint(&d, &key):
-                            return None
-                        if key == 0x08 and not seen & 32:
-                            seen |= 32
-                            if not _varint(&d, &v):
-                                return None
-                            digest_type = <int32_t>v
-                        elif key == 0x12 and not seen & 64:
-                            seen |= 64
-                            if not _span(&d, &start, &length):
-                                return None
-                            sum_at = start
-                            sum_len = length
-                            checksum = _text(p, start, length)
-                            if checksum is None:
-                                return None
-                        else:
+                    if not _pair(p, start, length, False, &v, &w, &sum_at, &sum_len):
+                        return None
+                    digest_type = <int32_t>v
+                    if sum_len:
+                        checksum = _text(p, sum_at, sum_len)
+                        if checksum is None:
                             return None
                 elif key == 0x28 and not seen & 128:  # body_encoding (not used by the lane)
                     seen |= 128
@@ -181,28 +197,14 @@ def send_fields(bytes data not None):
                     if not _varint(&s, &v):
                         return None
                     message_type = <int32_t>v
-                elif key == 0x3A and not seen & 512:  # born_timestamp: Timestamp
+                elif key == 0x3A and not seen & 512:  # born_timestamp: Timestamp{1 seconds, 2 nanos}
                     seen |= 512
                     if not _span(&s, &start, &length):
                         return None
-                    d.p = p
-                    d.at = start
-                    d.end = start + length
-                    while d.at < d.end:
-                        if not _varint(&d, &key):
-                            return None
-                        if key == 0x08 and not seen & 1024:
-                            seen |= 1024
-                            if not _varint(&d, &v):
-                                return None
-                            seconds = <int64_t>v
-                        elif key == 0x10 and not seen & 2048:
-                            seen |= 2048
-                            if not _varint(&d, &v):
-                                return None
-                            nanos = <int32_t>v
-                        else:
-                            return None
+                    if not _pair(p, start, length, True, &v, &w, NULL, NULL):
+                        return None
+                    seconds = <int64_t>v
+                    nanos = <int32_t>w
                 elif (key == 0x42 and not seen & 4096) or (key == 0x92 and not seen & 8192):
                     # born_host (8), trace_context (18): not used by the lane, valid UTF-8
                     seen |= 4096 if key == 0x42 else 8192

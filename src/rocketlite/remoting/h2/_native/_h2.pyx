@@ -434,7 +434,8 @@ cdef class H2Session:
             if stream.held:
                 stream.message = bytes(inbuf[at + 5:at + 5 + n])
             else:
-                self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, bytes(inbuf[at + 5:at + 5 + n])))
+                message = bytes(inbuf[at + 5:at + 5 + n])
+                self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, message))
             at += 5 + n
         if stream.bad:
             inbuf.clear()
