@@ -49,6 +49,7 @@ data provider as flow control allows; an empty buffer answers NGHTTP2_ERR_DEFERR
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memcpy
 
@@ -119,6 +120,8 @@ cdef extern from "nghttp2/nghttp2.h":
     int nghttp2_session_resume_data(nghttp2_session *session, int32_t stream_id)
     int nghttp2_submit_rst_stream(nghttp2_session *session, uint8_t flags, int32_t stream_id, uint32_t error_code)
     int nghttp2_session_terminate_session(nghttp2_session *session, uint32_t error_code)
+    int nghttp2_session_set_stream_user_data(nghttp2_session *session, int32_t stream_id, void *data)
+    void *nghttp2_session_get_stream_user_data(nghttp2_session *session, int32_t stream_id)
     int nghttp2_session_want_read(nghttp2_session *session)
     int nghttp2_session_want_write(nghttp2_session *session)
     const char *nghttp2_strerror(int lib_error_code)
@@ -404,17 +407,34 @@ cdef class H2Session:
         cdef Py_ssize_t n = _fill_nv(nva, trailers)
         return nghttp2_submit_trailer(self.session, stream_id, nva, n)
 
-    cdef int _data(self, int32_t stream_id, const uint8_t *data, size_t length) except -1:
-        cdef _Stream stream = self.streams.get(stream_id)
-        cdef const unsigned char *p
-        cdef Py_ssize_t size, at, n
-        if stream is None or stream.bad:
+    cdef int _data(self, _Stream stream, int32_t stream_id, const uint8_t *data,
+                   size_t length) except -1:
+        """A DATA chunk: the whole gRPC messages in it are taken from it where they are (most
+        messages come in one chunk), the rest kept in the stream's `inbuf` until it completes."""
+        cdef Py_ssize_t at
+        if stream.bad:
             return 0
         inbuf = stream.inbuf
+        if PyByteArray_GET_SIZE(inbuf) == 0:
+            at = self._messages(stream, stream_id, data, length)
+            if not stream.bad and <size_t>at < length:
+                inbuf += (<const char *>data + at)[:length - at]
+            return 0
         inbuf += (<const char *>data)[:length]
-        at = 0
-        size = PyByteArray_GET_SIZE(inbuf)
-        p = <const unsigned char *>PyByteArray_AS_STRING(inbuf)
+        at = self._messages(
+            stream, stream_id, <const uint8_t *>PyByteArray_AS_STRING(inbuf), PyByteArray_GET_SIZE(inbuf)
+        )
+        if stream.bad:
+            inbuf.clear()
+        elif at:
+            del inbuf[:at]
+        return 0
+
+    cdef Py_ssize_t _messages(self, _Stream stream, int32_t stream_id, const uint8_t *p,
+                              Py_ssize_t size) except -1:
+        """The whole gRPC messages at the start of `p[:size]` as events (or held); how many
+        bytes they took."""
+        cdef Py_ssize_t at = 0, n
         while size - at >= 5:
             n = (<Py_ssize_t>p[at + 1] << 24) | (p[at + 2] << 16) | (p[at + 3] << 8) | p[at + 4]
             if stream.held and (p[at] or size - at - 5 >= n and stream.message is not None):
@@ -431,17 +451,13 @@ cdef class H2Session:
                 break
             if size - at - 5 < n:
                 break
+            message = PyBytes_FromStringAndSize(<const char *>p + at + 5, n)
             if stream.held:
-                stream.message = bytes(inbuf[at + 5:at + 5 + n])
+                stream.message = message
             else:
-                message = bytes(inbuf[at + 5:at + 5 + n])
                 self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, message))
             at += 5 + n
-        if stream.bad:
-            inbuf.clear()
-        elif at:
-            del inbuf[:at]
-        return 0
+        return at
 
 
 cdef Py_ssize_t _fill_nv(nghttp2_nv *nva, list fields) except -1:
@@ -497,7 +513,9 @@ cdef int _on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
     cdef H2Session self = <H2Session>user_data
     if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
         try:
-            self.streams[frame.hd.stream_id] = _Stream()
+            stream = _Stream()
+            self.streams[frame.hd.stream_id] = stream  # (which keeps it alive while nghttp2 points at it)
+            nghttp2_session_set_stream_user_data(session, frame.hd.stream_id, <void *>stream)
         except BaseException as exc:
             self.error = exc
             return NGHTTP2_ERR_CALLBACK_FAILURE
@@ -511,7 +529,7 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     if frame.hd.type != NGHTTP2_HEADERS or frame.headers.cat != NGHTTP2_HCAT_REQUEST:
         return 0  # request trailers: nothing in gRPC needs them
     try:
-        stream = self.streams.get(frame.hd.stream_id)
+        stream = _stream_of(session, frame.hd.stream_id)
         if stream is not None:
             field = ((<const char *>name)[:namelen], (<const char *>value)[:valuelen])
             stream.headers.append(field)
@@ -531,13 +549,20 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     return 0
 
 
+cdef inline _Stream _stream_of(nghttp2_session *session, int32_t stream_id):
+    """A request stream's `_Stream`, without a dict lookup: nghttp2 keeps a pointer to it from
+    `_on_begin_headers` to `_on_stream_close` (`streams` holds the reference); None: none."""
+    cdef void *found = nghttp2_session_get_stream_user_data(session, stream_id)
+    return <_Stream>found if found != NULL else None
+
+
 cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) noexcept:
     cdef H2Session self = <H2Session>user_data
     cdef _Stream stream
     cdef int32_t sid = frame.hd.stream_id
     try:
         if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
-            stream = self.streams.get(sid)
+            stream = _stream_of(session, sid)
             if stream is not None:
                 if stream.fast and stream.typed:
                     stream.held = True
@@ -549,7 +574,7 @@ cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
         if (frame.hd.type == NGHTTP2_HEADERS or frame.hd.type == NGHTTP2_DATA) and (
             frame.hd.flags & NGHTTP2_FLAG_END_STREAM
         ):
-            stream = self.streams.get(sid)
+            stream = _stream_of(session, sid)
             if stream is not None:
                 if stream.held and stream.message is not None and PyByteArray_GET_SIZE(stream.inbuf) == 0:
                     stream.held = False
@@ -569,8 +594,11 @@ cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
 cdef int _on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
                         size_t length, void *user_data) noexcept:
     cdef H2Session self = <H2Session>user_data
+    cdef _Stream stream = _stream_of(session, stream_id)
+    if stream is None:
+        return 0
     try:
-        self._data(stream_id, data, length)
+        self._data(stream, stream_id, data, length)
     except BaseException as exc:
         self.error = exc
         return NGHTTP2_ERR_CALLBACK_FAILURE
@@ -582,6 +610,7 @@ cdef int _on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t 
     cdef H2Session self = <H2Session>user_data
     cdef _Stream stream
     try:
+        nghttp2_session_set_stream_user_data(session, stream_id, NULL)  # (the dict's reference goes now)
         stream = self.streams.pop(stream_id, None)
         if stream is not None and not stream.held and not stream.quiet:
             self.events.append((CLOSED, stream_id, error_code))
