@@ -15,6 +15,7 @@ from libc.string cimport memcmp, memcpy
 
 DEF NORMAL = 1  # MessageType.NORMAL
 DEF CRC32 = 1  # DigestType.CRC32
+cdef const char *_HEX = b"0123456789ABCDEF"
 
 include "_crc32.pxi"
 include "_crc32_clmul.pxi"
@@ -101,6 +102,7 @@ def send_fields(bytes data not None):
     cdef uint32_t crc
     cdef char hexed[8]
     cdef bint crc_ok = False
+    cdef int i
     cdef int64_t seconds = 0
     cdef int32_t nanos = 0, digest_type = 0, message_type = 0
     cdef unsigned int seen = 0
@@ -222,7 +224,7 @@ def send_fields(bytes data not None):
     if digest_type == CRC32 and sum_len == 8:  # the body's CRC32 as `f"{crc:08X}"` writes it
         crc = _crc32_fast(p + body_at, body_len) if body_at >= 0 else 0
         for i in range(8):
-            hexed[i] = b"0123456789ABCDEF"[(crc >> (28 - 4 * i)) & 0xF]
+            hexed[i] = _HEX[(crc >> (28 - 4 * i)) & 0xF]
         crc_ok = memcmp(hexed, p + sum_at, 8) == 0
     return (
         topic if topic is not None else "",
