@@ -77,6 +77,8 @@ def serve_grouped(conn: GrpcConnection) -> None:
     gone = conn.gone
     by_method: dict[int, tuple[Method, list[Any]]] = {}
     fast = False
+    last: Method | None = None  # (a read's calls are mostly one method's: its run found once)
+    run: list[Any] = []
     for stream_id, call, value, context in grouped:
         item: tuple[int, Any, Any, Any] = (stream_id, call, value, context)
         if call is None:  # GROUPED by the session: (path, message, headers)
@@ -90,11 +92,14 @@ def serve_grouped(conn: GrpcConnection) -> None:
             continue
         else:
             method = call.method
-        by_method.setdefault(id(method), (method, []))[1].append(item)
+        if method is not last:
+            last = method
+            run = by_method.setdefault(id(method), (method, []))[1]
+        run.append(item)
     if fast:  # (these calls never enter `conn.calls`, whose closing keeps the idle clock)
         conn.idle_since = conn.loop.time()
-    for method, run in by_method.values():
-        _serve_run(conn, method, run)
+    for method, calls in by_method.values():
+        _serve_run(conn, method, calls)
 
 
 def _serve_run(conn: GrpcConnection, method: Method, run: list[Any]) -> None:

@@ -223,15 +223,16 @@ class GrpcConnection(asyncio.Protocol):
             self.flush()
             self.transport.close()
             return
+        grouped = self.grouped
         for kind, stream_id, value in events:
-            if kind == MESSAGE:
+            if kind == GROUPED:  # (first: a busy producer's calls are mostly these)
+                grouped.append((stream_id, None, value, None))
+            elif kind == MESSAGE:
                 self._message(stream_id, value)
             elif kind == HEADERS:
                 self._headers(stream_id, value)
             elif kind == END:
                 self._end(stream_id)
-            elif kind == GROUPED:
-                self.grouped.append((stream_id, None, value, None))
             elif kind == CLOSED:
                 self._closed(stream_id)
                 if self.grouped:
