@@ -94,6 +94,25 @@ cdef bint _pair(const unsigned char *p, Py_ssize_t start, Py_ssize_t length, bin
     return True
 
 
+cdef object _read_text(Cursor *c):
+    """A length-delimited string field at the cursor (None: cut short, or not UTF-8)."""
+    cdef Py_ssize_t start, length
+    if not _span(c, &start, &length):
+        return None
+    return _text(c.p, start, length)
+
+
+cdef bint _inner(Cursor *c, Cursor *inner) noexcept:
+    """A length-delimited message field at `c`: `inner` set to read its bytes."""
+    cdef Py_ssize_t start, length
+    if not _span(c, &start, &length):
+        return False
+    inner.p = c.p
+    inner.at = start
+    inner.end = start + length
+    return True
+
+
 def send_fields(bytes data not None):
     cdef Cursor c, m, s
     cdef uint64_t key, v, w
@@ -131,11 +150,8 @@ def send_fields(bytes data not None):
             return None
         if key == 0x0A and not seen & 1:  # topic: Resource
             seen |= 1
-            if not _span(&m, &start, &length):
+            if not _inner(&m, &s):
                 return None
-            s.p = p
-            s.at = start
-            s.end = start + length
             while s.at < s.end:
                 if not _varint(&s, &key) or not _span(&s, &start, &length):
                     return None
@@ -150,33 +166,24 @@ def send_fields(bytes data not None):
                     return None
         elif key == 0x1A and not seen & 2:  # system_properties
             seen |= 2
-            if not _span(&m, &start, &length):
+            if not _inner(&m, &s):
                 return None
-            s.p = p
-            s.at = start
-            s.end = start + length
             while s.at < s.end:
                 if not _varint(&s, &key):
                     return None
                 if key == 0x0A and not seen & 4:  # tag
                     seen |= 4
-                    if not _span(&s, &start, &length):
-                        return None
-                    tag = _text(p, start, length)
+                    tag = _read_text(&s)
                     if tag is None:
                         return None
                 elif key == 0x12:  # keys
-                    if not _span(&s, &start, &length):
-                        return None
-                    text = _text(p, start, length)
+                    text = _read_text(&s)
                     if text is None:
                         return None
                     keys.append(text)
                 elif key == 0x1A and not seen & 8:  # message_id
                     seen |= 8
-                    if not _span(&s, &start, &length):
-                        return None
-                    message_id = _text(p, start, length)
+                    message_id = _read_text(&s)
                     if message_id is None:
                         return None
                 elif key == 0x22 and not seen & 16:  # body_digest: Digest{1 type, 2 checksum}
@@ -210,7 +217,7 @@ def send_fields(bytes data not None):
                 elif (key == 0x42 and not seen & 4096) or (key == 0x92 and not seen & 8192):
                     # born_host (8), trace_context (18): not used by the lane, valid UTF-8
                     seen |= 4096 if key == 0x42 else 8192
-                    if not _span(&s, &start, &length) or _text(p, start, length) is None:
+                    if _read_text(&s) is None:
                         return None
                 else:
                     return None
