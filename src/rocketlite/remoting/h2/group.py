@@ -26,26 +26,18 @@ stored twice).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
+from rocketlite.remoting.h2.headers import timeout_seconds
 from rocketlite.remoting.h2.status import INTERNAL, OK, UNKNOWN
 
 if TYPE_CHECKING:
     from rocketlite.remoting.h2.server import GrpcConnection, Method
 
 GroupHandler = Callable[[list[tuple[Any, Any]], int], list[bytes]]
-TIMEOUT_UNITS: Final = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
-TIMEOUT: Final = re.compile(rb"(\d{1,8})([HMSmun])")
 
 log = logging.getLogger("rocketlite.remoting.h2")
-
-
-def timeout_seconds(value: bytes) -> float | None:
-    """A `grpc-timeout` header's value in seconds (None: it does not parse, and is ignored)."""
-    match = TIMEOUT.fullmatch(value)
-    return int(match[1]) * TIMEOUT_UNITS[match[2]] if match else None
 
 
 class GroupedContext:

@@ -22,8 +22,6 @@ vanished without closing its socket is let go.
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
 import logging
 import ssl
 import zlib
@@ -42,7 +40,8 @@ from rocketlite.remoting.h2._native._h2 import (
     H2Error,
     H2Session,
 )
-from rocketlite.remoting.h2.group import GroupHandler, serve_grouped, timeout_seconds
+from rocketlite.remoting.h2.group import GroupHandler, serve_grouped
+from rocketlite.remoting.h2.headers import Parsed, parse_headers, timeout_seconds
 from rocketlite.remoting.h2.status import (
     DEADLINE_EXCEEDED,
     INTERNAL,
@@ -55,9 +54,6 @@ from rocketlite.remoting.h2.status import (
 log = logging.getLogger("rocketlite.remoting.h2")
 
 Shape = Literal["unary", "server_stream", "bidi"]
-NOT_METADATA: Final = frozenset(
-    {b"content-type", b"te", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding"}
-)
 
 
 MAX_PARSED: Final = 256  # distinct header lists remembered per connection
@@ -65,29 +61,6 @@ MAX_PARSED: Final = 256  # distinct header lists remembered per connection
 
 # grpc-encoding -> zlib's wbits for it: gzip is RFC 1952, gRPC's "deflate" is zlib's RFC 1950
 ENCODINGS: Final = {b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
-Parsed = tuple[bytes, tuple[tuple[str, str | bytes], ...], bytes | None]
-
-
-def parse_headers(headers: tuple[tuple[bytes, bytes], ...]) -> Parsed:
-    """A request's `:path`, its metadata (`-bin` keys base64-decoded), `grpc-timeout` apart, and
-    its `grpc-encoding` (None: none given)."""
-    path = b""
-    encoding: bytes | None = None
-    metadata: list[tuple[str, str | bytes]] = []
-    for name, value in headers:
-        if name[:1] == b":":
-            if name == b":path":
-                path = value
-        elif name == b"grpc-encoding":
-            encoding = value
-        elif name not in NOT_METADATA:
-            key = name.decode("latin-1")
-            if key.endswith("-bin"):
-                with contextlib.suppress(ValueError):
-                    metadata.append((key, base64.b64decode(value + b"==")))
-            else:
-                metadata.append((key, value.decode("latin-1")))
-    return path, tuple(metadata), encoding
 
 
 @dataclass(frozen=True, slots=True)
