@@ -15,9 +15,19 @@ machine: other processes do not count in it) and the handling alone (wall time i
 `data_received`). Segments are `--segment-mib` (64 MiB) so that the runs roll over several and
 the segment staging the allocation service does is paid at its steady rate; each run waits for
 the dispatch to catch up before the clocks are read (`caught_up`), so its cost is in them.
+The loop thread's page faults per 1,000 messages (Linux) say how many first touches of the
+store's mappings it still takes itself (see "Pages mapped ahead of the writes" in
+`docs/benchmarks.md`).
 
     .venv/bin/python bench/send_path.py [--messages 16384] [--runs 5] [--sizes 1024,128]
-        [--lane on|commands|off]
+        [--lane on|commands|off] [--phases single,batch,pull] [--pull-lane on|off]
+
+The `pull` phase (`--phases single,pull`: after a phase that filled the queues) pulls what the
+queues hold back, 32 messages a PULL_MESSAGE as RocketMQ's push consumer asks (a carried "*"
+subscription, the commit offset piggy-backed, the suspend flag), one pull per read per connection
+(one queue each), and prints the same figures per message pulled. `--pull-lane off` takes the
+pull lane away (`broker/processors/pull_lane.py`): every pull is decoded and goes through
+`PullMessageProcessor`, the path before the lane.
 
 `--lane off` takes the coalescing lane of single sends away (`broker/processors/send_group.py`):
 every SEND_MESSAGE_V2 then goes through the per-message handler, the path before the lane.
@@ -42,8 +52,11 @@ from bench.broker.config import BATCH, CONNECTIONS, MIB, WINDOW
 from bench.broker.loadgen import Sender
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
+from rocketlite.protocol.codes import PullSysFlag, RequestCode
 from rocketlite.protocol.wire import speedups
+from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
+from rocketlite.protocol.wire.headers import PullMessageRequestHeader
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.config import StoreConfig
 
@@ -108,9 +121,38 @@ def build_reads(n_messages: int, size: int, batch: bool) -> list[list[bytes]]:
     return reads
 
 
+PULL_BATCH = 32  # messages a pull asks for (the push consumer's pullBatchSize)
+_PULL_FLAGS = int(PullSysFlag.COMMIT_OFFSET) | int(PullSysFlag.SUSPEND) | int(PullSysFlag.SUBSCRIPTION)
+
+
+def build_pulls(controller: BrokerController) -> list[list[bytes]]:
+    """Per connection, its reads: one pull of PULL_BATCH each, over its queue from offset 0 to
+    the last full batch the queue holds."""
+    reads: list[list[bytes]] = []
+    for q in range(CONNECTIONS):
+        top = controller.store.get_max_offset_in_queue(TOPIC, q)
+        conn_reads = []
+        for i, offset in enumerate(range(0, top - PULL_BATCH + 1, PULL_BATCH)):
+            header = PullMessageRequestHeader(
+                consumer_group="SendPathConsumer", topic=TOPIC, queue_id=q, queue_offset=offset,
+                max_msg_nums=PULL_BATCH, sys_flag=_PULL_FLAGS, commit_offset=offset,
+                suspend_timeout_millis=15_000, subscription="*", sub_version=1, expression_type="TAG",
+            )  # fmt: skip
+            request = make_request(RequestCode.PULL_MESSAGE, header.to_ext(), None, i + 1)
+            conn_reads.append(encode_command(request))
+        reads.append(conn_reads)
+    return reads
+
+
+def thread_faults() -> int:
+    """Page faults this thread has taken (minor and major; Linux's /proc/thread-self/stat)."""
+    fields = Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[7]) + int(fields[9])  # minflt, majflt (fields 10 and 12 of stat)
+
+
 async def run_once(
     controller: BrokerController, reads: list[list[bytes]], per_read: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float]:
     conns = []
     for _ in reads:
         conn = Connection(controller.table)
@@ -121,6 +163,7 @@ async def run_once(
     handling = 0.0
     cpu0 = time.process_time()
     loop0 = time.thread_time()
+    faults0 = thread_faults()
     for r in range(rounds):
         t0 = time.perf_counter()
         for conn, conn_reads in zip(conns, reads, strict=True):
@@ -132,8 +175,9 @@ async def run_once(
     await caught_up(controller)
     cpu = time.process_time() - cpu0
     loop_cpu = time.thread_time() - loop0
+    faults = thread_faults() - faults0
     assert all(c.transport.written > 0 for c in conns if c.transport is not None)  # type: ignore[attr-defined]
-    return cpu / n * 1e6, loop_cpu / n * 1e6, handling / n * 1e6
+    return cpu / n * 1e6, loop_cpu / n * 1e6, handling / n * 1e6, faults / n * 1000
 
 
 async def caught_up(controller: BrokerController, timeout: float = 10.0) -> None:
@@ -179,6 +223,10 @@ async def main() -> None:
         help="commands: the lane over decoded commands only (no raw lane, as before it); "
         "off: no coalescing lane for single sends (the per-message path)",
     )  # fmt: skip
+    ap.add_argument(
+        "--pull-lane", choices=("on", "off"), default="on",
+        help="off: no pull lane (every pull decoded and served by PullMessageProcessor)",
+    )  # fmt: skip
     args = ap.parse_args()
     print(f"codecs: {speedups.CHOSEN.name}")
     with tempfile.TemporaryDirectory(prefix="send_path_") as tmp:
@@ -191,6 +239,9 @@ async def main() -> None:
         )  # fmt: skip
         controller = BrokerController(broker, store_cfg)
         await controller.start()
+        send_lane = controller.table.groups.get(int(RequestCode.SEND_MESSAGE_V2))
+        if args.pull_lane == "off":  # the raw send lane alone
+            controller.table.raw = getattr(send_lane, "raw", None)
         if args.lane != "on":
             controller.table.raw = None
         if args.lane == "off":
@@ -201,15 +252,28 @@ async def main() -> None:
             sizes = [args.size] if args.size else [int(x) for x in args.sizes.split(",")]
             for size in sizes:
                 for phase in args.phases.split(","):
+                    if phase == "pull":
+                        reads = build_pulls(controller)
+                        check_answers(controller, reads[0][:1])  # warm-up: the subscription parsed
+                        results = [await run_once(controller, reads, PULL_BATCH) for _ in range(args.runs)]
+                        cpu, loop_cpu, handling, faults = (min(r[i] for r in results) for i in range(4))
+                        print(
+                            f"pull   {size:4d} B, µs per message: process CPU {cpu:6.2f}, "
+                            f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f} "
+                            f"({sum(map(len, reads))} pulls of {PULL_BATCH}); "
+                            f"loop thread page faults per 1,000 messages {faults:6.1f}"
+                        )
+                        continue
                     batch = phase == "batch"
                     per_read = BATCH if batch else WINDOW
                     reads = build_reads(args.messages, size, batch)
                     check_answers(controller, reads[0][:2])  # warm-up, topic created, answers SUCCESS
                     results = [await run_once(controller, reads, per_read) for _ in range(args.runs)]
-                    cpu, loop_cpu, handling = (min(r[i] for r in results) for i in range(3))
+                    cpu, loop_cpu, handling, faults = (min(r[i] for r in results) for i in range(4))
                     print(
                         f"{phase:6s} {size:4d} B, µs per message: process CPU {cpu:6.2f}, "
-                        f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f}"
+                        f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f}; "
+                        f"loop thread page faults per 1,000 messages {faults:6.1f}"
                     )
         finally:
             await controller.close()

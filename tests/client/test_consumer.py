@@ -6,7 +6,10 @@ consumer's own API (offset lookups, fetch, seek, poll, commit) is test_consumer_
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ from rocketlite.protocol.message import MessageConst
 from tests.support.aio import run
 from tests.support.names import unique
 from tests.support.sdk import Collector, wait_messages
+from tests.support.topics import create_topic as create_routed_topic
 
 
 def ok_listener(collector: Collector) -> Any:
@@ -296,6 +300,56 @@ def test_retry_then_dead_letter(embedded_cluster: EmbeddedCluster) -> None:
             await consumer.close()
 
     run(main(), timeout=60)
+
+
+def test_a_route_that_comes_late_is_picked_up_within_a_second(embedded_cluster: EmbeddedCluster) -> None:
+    """A subscribed topic without a route is looked for again at least every second while it has
+    none (`UNSETTLED_RETRY_MAX_S`, Java's minInterval), not after a backoff grown to 6.4 s and then
+    12.8 s: the topic is created after the sixth unsettled round (about 3.4 s in; 6.2 s with the
+    old backoff, whose next look came 6.4 s later) and its queues are taken within 3 s of the name
+    server routing it. This is what made test_retry_then_dead_letter wait over 20 s once, when its
+    %RETRY% topic's route came a few seconds late on a loaded machine."""
+    topic, group = unique("ConsLate"), unique("cg")
+    rounds: list[float] = []  # monotonic time of each unsettled round that looked for the route
+    six_rounds = asyncio.Event()
+
+    class Rounds(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.args and topic in record.args and "still has no route" in record.msg:
+                rounds.append(time.monotonic())
+                if len(rounds) >= 6:
+                    six_rounds.set()
+
+    async def main() -> None:
+        taken = asyncio.Event()
+
+        def listener(t: str, all_mqs: list[MessageQueue], mine: list[MessageQueue]) -> None:
+            if t == topic and mine:
+                taken.set()
+
+        consumer = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, queue_listener=listener)
+        consumer.subscribe(topic)
+        consumer.register_message_listener(ok_listener(Collector()))
+        await consumer.start()
+        try:
+            await asyncio.wait_for(six_rounds.wait(), 30)
+            await asyncio.to_thread(create_routed_topic, embedded_cluster, topic)
+            routed = time.monotonic()
+            await asyncio.wait_for(taken.wait(), 30)
+            gaps = [round(b - a, 2) for a, b in itertools.pairwise(rounds)]
+            assert time.monotonic() - routed < 3.0, f"queues taken late; gaps between rounds: {gaps}"
+        finally:
+            await consumer.close()
+
+    log = logging.getLogger("rocketlite.client.rebalance")
+    handler, level = Rounds(logging.DEBUG), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        run(main(), timeout=60)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 def test_flow_control_pauses_pulling(embedded_cluster: EmbeddedCluster) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlite.protocol.proto import acks, available
+from rocketlite.protocol.wire.pop import MalformedReceiptHandleError, ReceiptHandle
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=f"{available()}")
 
@@ -56,3 +57,48 @@ def test_an_empty_status_is_still_written() -> None:
     ).SerializeToString()
     for write in (acks.ack_response, speedups.ack_response):
         assert write(b"", [("m", "", b"")]) == expected == b"\x0a\x00\x12\x05\x0a\x01m\x1a\x00"
+
+
+# Receipt handles: well formed (RocketMQ's 8 fields, or 7), then near misses of every kind.
+_NUM = st.integers(0, 10**19 - 1).map(str) | st.sampled_from(["", "007", "1" * 20, "١٢", "-1", "+1"])
+_BROKER = st.text(min_size=0, max_size=20) | st.sampled_from(["broker-a", "b\n", "é", "a b"])
+
+
+@st.composite
+def handles(draw: st.DrawFn) -> str:
+    fields = [draw(_NUM) for _ in range(4)]
+    fields += [draw(st.sampled_from(["0", "1", "2", "", "01"])), draw(_BROKER), draw(_NUM)]
+    fields += draw(st.lists(_NUM, max_size=2))
+    text = " ".join(fields)
+    if draw(st.booleans()):
+        text = draw(st.sampled_from(["", " ", "  ", "\n"])) + text + draw(st.sampled_from(["", " ", "\n"]))
+    return text
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(handles() | st.text(max_size=40) | st.just("0 1 2 3 0 b 4 " + "5" * 600), max_size=20))
+def test_handle_fields_compiled_is_the_reference(texts: list[str]) -> None:
+    """The compiled reader of a batch of receipt handles gives the reference's fields (or None)
+    for every text; what it takes is exactly what `ReceiptHandle.parse` reads with 8 fields."""
+    expected = acks.handle_fields(texts)
+    assert speedups.handle_fields(texts) == expected
+    for text, fields in zip(texts, expected, strict=True):
+        try:
+            handle = ReceiptHandle.parse(text)
+        except MalformedReceiptHandleError:
+            assert fields is None
+            continue
+        if handle.queue_offset is None:
+            assert fields is None
+        else:
+            kept = (handle.pop_time, handle.invisible_time, handle.topic_type, handle.broker_name)
+            assert fields == (*kept, handle.queue_id, handle.queue_offset)
+
+
+def test_handle_fields_of_a_handle_the_broker_wrote() -> None:
+    text = ReceiptHandle(5, 1_700_000_000_000, 60_000, 0, "0", "broker-a", 3, 42).build()
+    for read in (acks.handle_fields, speedups.handle_fields):
+        assert read([text, text[: text.rindex(" ")]]) == [
+            (1_700_000_000_000, 60_000, "0", "broker-a", 3, 42),
+            None,  # 7 fields: no queue offset, refused by the endpoint naming that
+        ]

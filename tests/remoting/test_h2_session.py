@@ -116,6 +116,27 @@ def test_a_stream_answers_as_it_goes_and_deferred_data_resumes() -> None:
     assert second == grpc_message(b"second")
 
 
+def test_a_batch_of_answers_is_the_same_bytes_as_one_send_each() -> None:
+    """`send_messages` (a ReceiveMessage's batch in one call) writes what `send_message` of each
+    writes, in order, on a stream not yet started and on one already answering."""
+    written = []
+    for batched in (False, True):
+        session = opened()
+        session.receive(frame(HEADERS, END_HEADERS, 1, request_headers()))
+        batches = [[b"status"], [b"one", b"", b"three" * 100], []]
+        for batch in batches:
+            if batched:
+                assert session.send_messages(1, batch)
+            else:
+                assert all(session.send_message(1, payload) for payload in batch)
+        assert session.finish(1, 0)
+        written.append(session.send())
+        assert not session.send_messages(1, [b"too late"])  # finished: nothing more on the stream
+    assert written[0] == written[1]
+    data = b"".join(f[3] for f in frames(written[1]) if f[0] == DATA)
+    assert data == b"".join(grpc_message(p) for p in (b"status", b"one", b"", b"three" * 100))
+
+
 def test_compressed_messages_are_told_apart_and_bad_ones_refused_on_their_stream_only() -> None:
     session = opened()
     events = session.receive(

@@ -21,6 +21,7 @@ from rocketlite.broker.processors.client_requests import ClientRequestProcessor
 from rocketlite.broker.processors.consumer_offset import ConsumerOffsetProcessor
 from rocketlite.broker.processors.consumer_send_back import ConsumerSendBackProcessor
 from rocketlite.broker.processors.pull import PullMessageProcessor
+from rocketlite.broker.processors.pull_lane import PullLane
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
@@ -29,9 +30,10 @@ from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.transaction import TransactionalMessageService
 from rocketlite.protocol.codes import RequestCode as C
 from rocketlite.protocol.formats.speedups import encode_group
+from rocketlite.protocol.wire import speedups as wire_speedups
 from rocketlite.protocol.wire.admin import AdminRequestCode as A
 from rocketlite.protocol.wire.pop import PopRequestCode as P
-from rocketlite.remoting.connection import Handler, RequestTable
+from rocketlite.remoting.connection import Handler, RawGroupHandler, RequestTable, chain_raw
 
 
 def register_requests(
@@ -135,7 +137,11 @@ def register_requests(
         handlers[C.SEND_REPLY_MESSAGE_V2] = reply.handle
     for code, handler in handlers.items():
         table.register(code, handler)
+    raws: dict[int, RawGroupHandler] = {}
     if encode_group is not None:  # the coalescing lane of single sends (compiled only)
         lane = SendGroupLane(send)
         table.groups[C.SEND_MESSAGE_V2] = lane
-        table.raw = lane.raw
+        raws[C.SEND_MESSAGE_V2] = lane.raw
+    if wire_speedups.CHOSEN is not wire_speedups.REFERENCE:  # the pull lane (compiled only)
+        raws[C.PULL_MESSAGE] = PullLane(pull).raw
+    table.raw = chain_raw(raws)

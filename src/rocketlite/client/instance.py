@@ -11,7 +11,11 @@ list and instance name) and lives while some producer or consumer holds it. Its 
 
 * route refresh every 30 s (`pollNameServerInterval`) for every topic a member uses;
 * heartbeat to every known broker every 30 s (masters only when there are no consumers);
-* rebalance every 20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED;
+* rebalance every 20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED; a round that
+  could not settle every topic (one without a route yet, a group not yet known to its broker, a
+  queue lock held) is tried again after 0.2, 0.4, 0.8 s and then every `UNSETTLED_RETRY_MAX_S`
+  until one settles, as Java's `RebalanceService` retries an unbalanced round after
+  `rocketmq.client.rebalance.minInterval` (1 s) instead of its 20 s `waitInterval`;
 * consumer offset persistence every 5 s.
 
 Broker-to-client requests arrive on the connections we opened: NOTIFY_CONSUMER_IDS_CHANGED wakes
@@ -90,6 +94,10 @@ log = logging.getLogger("rocketlite.client.instance")
 
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 CLIENT_LANGUAGE = "PYTHON"
+# An unsettled rebalance round is retried at most this far apart. It once backed off up to the 20 s
+# interval (0.2, 0.4, ... 12.8 s), so a %RETRY% route that came a few seconds late on a loaded
+# machine was looked for again only 6-13 s later.
+UNSETTLED_RETRY_MAX_S = 1.0
 
 M = TypeVar("M")
 
@@ -535,11 +543,11 @@ class ClientInstance(RouteTable):
                     log.exception("rebalance of group %s failed", consumer.group)
                     complete = False
             # A topic without a route yet (a %RETRY% topic right after the first heartbeat) is
-            # retried soon, backing off to the normal interval, instead of waiting 20 s.
+            # looked for again soon, and at least every UNSETTLED_RETRY_MAX_S while it lasts.
             if complete:
                 delay, quick = interval, 0.2
             else:
-                delay, quick = min(interval, quick), quick * 2
+                delay, quick = min(interval, quick), min(quick * 2, UNSETTLED_RETRY_MAX_S)
 
     async def persist_all_offsets(self) -> None:
         for consumer in list(self.consumers.values()):

@@ -27,13 +27,14 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, cast
 
 from rocketlite.protocol.codes import CommandFlag, ResponseCode, request_label
 from rocketlite.protocol.errors import ProtocolError, RocketliteError
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.frame import LENGTH, FrameDecoder, encode_command
+from rocketlite.protocol.wire.frame_codec import peek_code
 from rocketlite.remoting.peer import Push, push_command
 
 log = logging.getLogger("rocketlite.remoting")
@@ -61,6 +62,37 @@ GroupHandler = Callable[["Connection", list[RemotingCommand], int], int]
 # position, it serves the leading frames it can straight from the bytes, sends their answers in
 # order, and returns the position after the last frame it served (the position given: none).
 RawGroupHandler = Callable[["Connection", bytes, int], int]
+
+
+def chain_raw(handlers: Mapping[int, RawGroupHandler]) -> RawGroupHandler | None:
+    """One `RawGroupHandler` over several, by request code (the send lane's and the pull
+    lane's): the frame at the position is given to the handler of its code (`peek_code`; each
+    handler in turn when the code is not read that way), which serves what it can from there,
+    and so on until a frame is not served, so a read mixing their codes is served from its
+    bytes in order. None for none."""
+    if not handlers:
+        return None
+    lanes = dict(handlers)
+    every = tuple(lanes.values())
+
+    def raw(conn: Connection, src: bytes, pos: int) -> int:
+        size = len(src)
+        while pos < size and not conn.closed:
+            code = peek_code(src, pos)
+            at = pos
+            if code is None:
+                for lane in every:
+                    at = lane(conn, src, at)
+            else:
+                chosen = lanes.get(code)
+                if chosen is not None:
+                    at = chosen(conn, src, pos)
+            if at == pos:
+                break
+            pos = at
+        return pos
+
+    return raw
 
 
 # Told of every request answered (RocketMQ 5's rpc latency): request code, response code (None for
@@ -158,8 +190,10 @@ class Connection(asyncio.Protocol):
         # whenever a frame completes, so a busy pipelined stream never looks stalled.
         self.partial_since = 0.0
         self.attrs: dict[str, Any] = {}
-        self._out: list[bytes] | None = None  # frames of the data_received batch being handled
-        self._later: list[bytes] | None = None  # frames sent since, for `_flush_later`
+        # frames (and the store's slices of pull bodies, `send_gather`) of the data_received batch
+        # being handled; frames sent since, for `_flush_later`
+        self._out: list[bytes | memoryview] | None = None
+        self._later: list[bytes | memoryview] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.write_high_water = WRITE_HIGH_WATER
         self.reading_paused = False
@@ -199,7 +233,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = now = time.monotonic()
         raw = self.table.raw if self.table.observer is None and not self.closed else None
-        out: list[bytes] | None = None
+        out: list[bytes | memoryview] | None = None
         served = 0
         try:
             if raw is None:
@@ -246,7 +280,7 @@ class Connection(asyncio.Protocol):
         if out and self.transport is not None and not self.closed:
             self._write_all(self.transport, out)
 
-    def _collect(self) -> list[bytes]:
+    def _collect(self) -> list[bytes | memoryview]:
         """Start collecting the answers of one read (frames waiting for `_flush_later` first)."""
         out = self._later or []
         self._later = None
@@ -278,7 +312,7 @@ class Connection(asyncio.Protocol):
             i += 1
 
     @staticmethod
-    def _write_all(transport: asyncio.Transport, out: list[bytes]) -> None:
+    def _write_all(transport: asyncio.Transport, out: list[bytes | memoryview]) -> None:
         if len(out) == 1:
             transport.write(out[0])
         elif sum(map(len, out)) <= JOIN_LIMIT:
@@ -429,6 +463,18 @@ class Connection(asyncio.Protocol):
             self.loop.call_soon(self._flush_later)
         else:
             self.transport.write(data)
+
+    def send_gather(self, head: bytes, parts: list[memoryview]) -> None:
+        """Queue a frame made of `head` (its prefix and header, the prefix counting the parts) and
+        the store's `parts` (the pull lane's answers): inside `data_received` they are queued as
+        they are, so the batch's one write is their only copy; elsewhere they are joined now."""
+        if self.closed or self.transport is None:
+            return
+        if self._out is not None:
+            self._out.append(head)
+            self._out.extend(parts)
+        else:
+            self.send_raw(b"".join([head, *parts]))
 
     def open_output(self) -> bool:
         """Collect the frames sent from now on until `flush_output`, as inside `data_received`:

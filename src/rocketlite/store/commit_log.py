@@ -209,7 +209,8 @@ class CommitLog:
         "topic-queueId"), under one lock and one clock read: (msg ids, queue offsets, store time,
         the segment failure that stopped it). Each record goes where `append` would have put it
         were they appended one by one: the group is split where a record does not fit what is
-        left of the segment (which then gets its blank, as `append` rolls it), and each part is
+        left of the segment (which then gets its blank, as `append` rolls it; a group that fits,
+        the common case, is not walked record by record), and each part is
         stamped (`speedups.stamp_group`, which also takes each record's queue offset from
         `topic_queue_table` and advances it) and copied in one piece. A failed roll stops it there: the
         records before are placed, the rest are not (the caller answers them with the failure);
@@ -232,10 +233,13 @@ class CommitLog:
                 except SegmentCreateError as exc:
                     return ids, qoffs, now, exc
                 room = mf.file_size - mf.wrote_position - END_FILE_MIN_BLANK_LENGTH
-                j, end = i, pos
-                while j < n and end - pos + sizes[j] <= room:
-                    end += sizes[j]
-                    j += 1
+                if i == 0 and (total := sum(sizes)) <= room:
+                    j, end = n, total  # the common case: the whole group fits, no walk over it
+                else:
+                    j, end = i, pos
+                    while j < n and end - pos + sizes[j] <= room:
+                        end += sizes[j]
+                        j += 1
                 if j == i:  # a record larger than a segment: left to `append`, which refuses it
                     break
                 part = keys if i == 0 and j == n else keys[i:j]  # the queue offsets: assigned there

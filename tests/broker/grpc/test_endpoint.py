@@ -5,12 +5,15 @@ its own venv; its test comes later.)"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
 import re
 import socket
+import threading
 import zlib
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ import pytest
 from rocketlite.protocol.message import string_to_properties
 from rocketlite.protocol.proto import available
 from tests.support.aio import run
-from tests.support.broker_harness import BrokerUnderTest, broker_under_test
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
 from tests.support.foreign_clients.grpc5 import DOORS, door
 from tests.support.ports import broker_port, free_port
 from tests.support.wire import pull_until_end
@@ -308,3 +311,57 @@ def test_grpc_aio_takes_a_batch_answer_by_answer() -> None:
         return [answer async for answer in _answer_by_answer(plain)(None, None)]
 
     assert run(write_all()) == ["first", "status", "m1", "end"]
+
+
+def test_grpcio_door_serves_a_burst_beyond_grpc_cores_default_pending_limit(tmp_path: Path) -> None:
+    """grpc.aio asks grpc's core for one call at a time, so while the broker's loop is busy each
+    arriving call waits in the core's pending queue; past `grpc.server.max_pending_requests` (1000
+    by default, every arrival refused at the hard limit of 3000) the core refused calls at random,
+    before any handler saw them: under saturation a 5.x client got CANCELLED for sends that were
+    not stored (`bench/grpc5_bench.py --native`, 16 connections x 64 calls). The door raises the
+    limit to `PENDING_CALLS`. Here 2,500 calls arrive while the loop is held (as a saturated loop
+    would leave them): every one is answered OK and stored."""
+    n, topic = 2500, "GrpcBurst"
+    body = b"burst"
+    digest = pb.Digest(type=pb.DigestType.CRC32, checksum=f"{zlib.crc32(body):08X}")
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path, **door("grpcio")) as broker:
+            endpoint = broker.controller.parts.grpc if broker.controller.parts else None
+            assert endpoint is not None
+            await broker.send(topic, b"create")  # the topic exists before the burst
+            outcomes: dict[str, str] = {}
+            started = threading.Event()
+
+            def burst() -> None:
+                stubs: Any = service_pb2_grpc
+                with grpc.insecure_channel(f"127.0.0.1:{endpoint.port}") as channel:
+                    stub = stubs.MessagingServiceStub(channel)
+                    ids = [f"B{i}" for i in range(n)]
+                    requests = {
+                        i: spb.SendMessageRequest(messages=[_message(topic, body, digest, message_id=i)])
+                        for i in ids
+                    }
+                    calls = [
+                        (message_id, stub.SendMessage.future(request, metadata=METADATA, timeout=120))
+                        for message_id, request in requests.items()
+                    ]
+                    started.set()
+                    for message_id, call in calls:
+                        try:
+                            outcomes[message_id] = str(call.result().status.code)
+                        except grpc.RpcError as exc:
+                            outcomes[message_id] = exc.code().name
+
+            client = threading.Thread(target=burst, daemon=True)
+            client.start()
+            assert started.wait(60)  # the loop held meanwhile: nothing takes the calls from the core
+            await asyncio.to_thread(client.join, 120)
+            assert not client.is_alive()
+            await broker.dispatched()
+            stored = await stored_by_uniq_key(broker, topic)
+            answered_ok = sorted(k for k, code in outcomes.items() if code == str(OK))
+            assert sorted(k for k in stored if k.startswith("B")) == answered_ok  # none refused is stored
+            assert Counter(outcomes.values()) == {str(OK): n}
+
+    run(scenario(), timeout=240)

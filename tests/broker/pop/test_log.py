@@ -204,19 +204,20 @@ def test_the_acks_of_one_queue_together_are_one_record_and_survive_a_restart(
     path = cfg / "popState.log"
     before = path.stat().st_size
 
-    def handle(offset: int, pop_time: int = batch.pop_time) -> ReceiptHandle:
-        return ReceiptHandle(0, pop_time, 10_000, 0, "0", BROKER, 0, offset)
+    def handle(offset: int, pop_time: int = batch.pop_time) -> tuple[int, int, str, str]:
+        return offset, pop_time, "0", BROKER
 
-    acks = [(1, handle(1)), (2, handle(2, pop_time=1)), (3, handle(3)), (1, handle(1)), (5, handle(5))]
+    acks = [handle(1), handle(2, pop_time=1), handle(3), handle(1), handle(5), (*handle(6)[:3], "other")]
     refusals = svc.ack_all(GROUP, TOPIC, 0, acks)
-    assert [r is None for r in refusals] == [True, False, True, False, True]
+    assert [r is None for r in refusals] == [True, False, True, False, True, False]
     assert "stale" in str(refusals[1]) and "acked already" in str(refusals[3])
+    assert "was not issued by this broker" in str(refusals[5])
     assert svc.persist()
     key_bytes = 2 + len(GROUP) + 2 + len(TOPIC) + 4
     assert path.stat().st_size - before == RECORD_FRAME.size + 1 + key_bytes + 2 + 3 * 8
     svc.table.log.close()
     again = service(store, cfg, clock)
-    assert sorted(again.in_flight(GROUP, TOPIC, 0)) == [0, 2, 4, 6, 7]
+    assert sorted(again.in_flight(GROUP, TOPIC, 0)) == [0, 2, 4, 6, 7]  # 6: not by another broker's handle
 
 
 def test_compaction_snapshot_and_restart(open_store: StoreFactory, tmp_path: Path) -> None:

@@ -223,3 +223,30 @@ def test_unconfirmed_dead_letter_comes_back_after_a_restart(open_store: StoreFac
     store.shutdown()
     svc2 = service(open_store(root), cfg, clock)
     assert dpop(svc2).messages == [] and len(dead) == 2  # handed to the DLQ again, not lost
+
+
+def test_a_shortened_or_restarted_deadline_is_seen_by_the_next_pop(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """A pop skips the scan of a queue's in-flight messages until the earliest deadline it knows
+    of (`QueuePopState.due_from`): a change of invisible time to less, a redelivery and a restart
+    each make the messages they touch due on time, not at a deadline seen earlier."""
+    store = open_store()
+    clock = ManualClock()
+    cfg = tmp_path / "cfg"
+    svc = service(store, cfg, clock)
+    put(store, 3)
+    first = pop(svc, 3, invisible=60_000)
+    clock.advance(1_000)
+    assert pop(svc).messages == []  # nothing due for 59 s
+    svc.change_invisible_time(GROUP, TOPIC, 0, 1, handle(first, 1), 100)
+    clock.advance(100)
+    again = pop(svc, invisible=500)
+    assert [(m.queue_offset, m.attempts) for m in again.messages] == [(1, 1)]
+    clock.advance(500)
+    assert [(m.queue_offset, m.attempts) for m in pop(svc).messages] == [(1, 2)]  # its new deadline
+    svc.table.log.sync()
+    svc.table.log.close()
+    restarted = service(store, cfg, clock)  # what the log says, no bound carried over
+    clock.advance(60_000)
+    assert sorted(m.queue_offset for m in pop(restarted).messages) == [0, 1, 2]

@@ -19,24 +19,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from bench.send_path import StubTransport
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketlite.broker.config import BrokerConfig
-from rocketlite.broker.controller import BrokerController
-from rocketlite.broker.processors.send_group import SendGroupLane
+from rocketlite.broker.processors.send_group import SendGroupLane, other_request_first
 from rocketlite.broker.stats import BrokerStats
-from rocketlite.clock import ManualClock
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups
-from rocketlite.protocol.message import HostAddress, MessageSysFlag, properties_to_string
+from rocketlite.protocol.message import MessageSysFlag, properties_to_string
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
-from rocketlite.remoting.connection import Connection
 from rocketlite.store.config import StoreConfig
+from tests.support.lanes import cut_anywhere, feed, fixed_broker, side_by_side
 
 pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
 
@@ -84,11 +81,7 @@ def reads(draw: st.DrawFn) -> list[bytes]:
             frames.append(draw(request_frames(opaque)))
             opaque += 1
         out.append(b"".join(frames))
-    if draw(st.booleans()):  # frames split across reads: the same bytes cut anywhere
-        stream = b"".join(out)
-        cuts = sorted(draw(st.lists(st.integers(1, len(stream) - 1), max_size=6, unique=True)))
-        out = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
-    return out
+    return cut_anywhere(draw, out)
 
 
 def stats_of(stats: BrokerStats) -> object:
@@ -118,12 +111,7 @@ async def serve(
     broker = BrokerConfig(
         listen_port=0, listen_host="127.0.0.1", grpc_server_port=0, auto_create_topic_enable=True
     )
-    controller = BrokerController(broker, store_cfg, clock=ManualClock())
-    await controller.start()
-    try:
-        parts = controller.parts
-        assert parts is not None
-        parts.send.store_host = HostAddress.parse("192.168.0.9:10911")
+    async with fixed_broker(store_cfg, broker) as (controller, parts):
         parts.send.rng = random.Random(7)
         controller.topics.update(TopicConfig("MultiT", 4, 4, topic_filter_type="MULTI_TAG"))
         lanes = controller.table.groups
@@ -134,30 +122,19 @@ async def serve(
             controller.table.raw = None
         if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
             controller.table.observer = lambda code, answer, ms, held, result: observed.append(code)
-        conn = Connection(controller.table)
-        transport = StubTransport(keep=True)  # the in-process bench's: peer 127.0.0.1:50000
-        conn.connection_made(transport)  # type: ignore[arg-type]
-        for chunk in data:
-            conn.data_received(chunk)
-        await asyncio.sleep(0)
-        assert await asyncio.to_thread(controller.store.wait_dispatched, 10.0)
         return (
-            b"".join(transport.kept or []),
+            await feed(controller, data),
             files_under(root / "commitlog"),
             files_under(root / "consumequeue"),
             lane_obj.raw_taken if lane == "raw" else lane_obj.taken,
             stats_of(parts.send.stats),
         )
-    finally:
-        await controller.close()
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reads())
 def test_the_lane_stores_and_answers_what_the_per_message_path_does(data: list[bytes]) -> None:
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        fast = asyncio.run(serve(Path(a), data, lane=True))
-        slow = asyncio.run(serve(Path(b), data, lane=False))
+    fast, slow = side_by_side(serve, data)
     assert slow[3] == 0
     assert fast[0] == slow[0]  # the answer frames, byte for byte, in order
     assert fast[1] == slow[1]  # the commit log's segments
@@ -200,3 +177,31 @@ def test_a_table_with_an_observer_times_every_send_on_its_own() -> None:
         plain = asyncio.run(serve(Path(b), common_sends(10), lane=False))
     assert timed[3] == 0 and observed == [int(RequestCode.SEND_MESSAGE_V2)] * 10
     assert timed[:3] == plain[:3]
+
+
+def test_a_read_that_starts_with_another_request_is_left_to_the_decoder_at_a_glance() -> None:
+    """`other_request_first` spares a connection of batches or pulls the lane's checks and its
+    header parse on every read: True only for a frame that plainly is not a SEND_MESSAGE_V2 (a
+    ROCKETMQ header's code, a JSON header that starts with another code, as clients write it);
+    a single send in either serialization, a JSON header with `code` elsewhere, or a frame too
+    short to tell go on to the lane's reader."""
+    header = SendMessageRequestHeader(
+        producer_group="pg", topic="GroupT", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=0, sys_flag=0, born_timestamp=1, flag=0, properties="",
+    )  # fmt: skip
+
+    def frame(code: int, serialize: SerializeType) -> bytes:
+        ext = header.to_ext_v2() if code == RequestCode.SEND_MESSAGE_V2 else header.to_ext()
+        return encode_command(make_request(code, ext, b"body", 7, serialize_type=serialize))
+
+    for serialize in (SerializeType.JSON, SerializeType.ROCKETMQ):
+        single = frame(RequestCode.SEND_MESSAGE_V2, serialize)
+        assert not other_request_first(single, 0)
+        assert not other_request_first(b"tail" + single, 4)
+        for other in (RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE, RequestCode.PULL_MESSAGE):
+            assert other_request_first(frame(other, serialize) + single, 0)
+    batch = frame(RequestCode.SEND_BATCH_MESSAGE, SerializeType.JSON)
+    assert batch[8:16] == b'{"code":'  # the shape the glance reads
+    reordered = batch[:8] + b'{"flag":0,"code":320' + batch[8 + len(b'{"code":320') :]
+    assert not other_request_first(reordered, 0)
+    assert not other_request_first(batch[:12], 0)

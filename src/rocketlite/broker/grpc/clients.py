@@ -295,7 +295,8 @@ class Renewals:
         self.max_ms = RENEW_MAX_MS
         self.renewed = 0  # renewals done (a figure for tests and logs)
         self._tracked: dict[str, Renewal] = {}  # by the handle the client holds
-        self._due: list[tuple[int, int, Renewal]] = []  # (due ms, tie-break, renewal): a heap
+        # (due ms, tie-break, a renewal or one receive's): a heap
+        self._due: list[tuple[int, int, Renewal | list[Renewal]]] = []
         self._seq = 0
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0
@@ -334,13 +335,14 @@ class Renewals:
             return
         now = self.clock.now_ms()
         due = deadline - self.ahead_ms()
-        tracked, heap, seq = self._tracked, self._due, self._seq
+        tracked = self._tracked
+        batch: list[Renewal] = []
         for topic, handle in deliveries:
             entry = Renewal(client_id, group, topic, peer, handle, handle, deadline, now)
             tracked[handle] = entry
-            seq += 1
-            heapq.heappush(heap, (due, seq, entry))
-        self._seq = seq
+            batch.append(entry)
+        self._seq += 1
+        heapq.heappush(self._due, (due, self._seq, batch))  # one timer entry for the batch
         if self._timer is None or due < self._timer_at:
             self._arm(due)
 
@@ -402,9 +404,10 @@ class Renewals:
         now = self.clock.now_ms()
         batch: list[Renewal] = []
         while self._due and self._due[0][0] <= now:
-            entry = heapq.heappop(self._due)[2]
-            if self._tracked.get(entry.original) is entry and entry.renewing is None:
-                batch.append(entry)
+            due = heapq.heappop(self._due)[2]
+            for entry in due if isinstance(due, list) else (due,):
+                if self._tracked.get(entry.original) is entry and entry.renewing is None:
+                    batch.append(entry)
         if batch:
             task = asyncio.get_running_loop().create_task(self._renew_all(batch), name="grpc-renew")
             self._tasks.add(task)

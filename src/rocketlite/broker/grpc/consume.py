@@ -48,6 +48,7 @@ from rocketlite.broker.pop.processor import (
     REVIVE_QID,
     AckRequest,
     ChangeInvisibleRequest,
+    HandleAck,
     PopMessageProcessor,
     PopRequest,
 )
@@ -59,7 +60,7 @@ from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import StoredRecord, decode_records
-from rocketlite.protocol.proto.speedups import ack_response
+from rocketlite.protocol.proto.speedups import ack_response, handle_fields
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.protocol.wire.pop import INIT_MODE_MAX, MalformedReceiptHandleError, ReceiptHandle
@@ -314,21 +315,25 @@ class ConsumerService:
         except RefusedError as exc:
             return spb.AckMessageResponse(status=kit.status(exc.status, str(exc)))
         statuses: list[Any] = [None] * len(request.entries)
-        todo: list[tuple[AckRequest, ReceiptHandle]] = []
+        todo: list[HandleAck] = []
         at: list[int] = []
         entries = request.entries
         texts = await self.renewals.release_all([entry.receipt_handle for entry in entries])
         now = self.pop.service.clock.now_ms()
-        for i, text in enumerate(texts):
-            try:
-                handle, offset = self._parse_handle(text, now)
-            except RefusedError as exc:
-                statuses[i] = kit.status(exc.status, str(exc))
-                continue
-            todo.append((AckRequest(group, topic, handle.queue_id, offset, text), handle))
+        for i, (text, read) in enumerate(zip(texts, handle_fields(texts), strict=True)):
+            fields = read
+            if fields is None or fields[0] + fields[1] <= now:  # refused here, naming the cause
+                try:
+                    handle, offset = self._parse_handle(text, now)
+                except RefusedError as exc:
+                    statuses[i] = kit.status(exc.status, str(exc))
+                    continue
+                fields = (*_fields(handle), offset)
+            pop_time, _, kind, broker, queue_id, offset = fields
+            todo.append((queue_id, offset, pop_time, kind, broker))
             at.append(i)
         ok = self._ok
-        for i, refusal in zip(at, await self.pop.ack_all(todo), strict=True):
+        for i, refusal in zip(at, await self.pop.ack_all(group, topic, todo), strict=True):
             if refusal is None:
                 statuses[i] = ok
             else:
@@ -479,6 +484,11 @@ def _check_invisible(invisible_ms: int, minimum: int) -> None:
             "ILLEGAL_INVISIBLE_TIME",
             f"invisible duration {invisible_ms} ms is above the maximum {MAX_INVISIBLE_MS} ms",
         )
+
+
+def _fields(handle: ReceiptHandle) -> tuple[int, int, str, str, int]:
+    """A parsed handle's fields as `handle_fields` reads them, but for the queue offset."""
+    return handle.pop_time, handle.invisible_time, handle.topic_type, handle.broker_name, handle.queue_id
 
 
 def _now_ts(kit: ProtoKit) -> Any:  # a google.protobuf Timestamp (untyped here)

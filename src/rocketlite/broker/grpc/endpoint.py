@@ -40,6 +40,9 @@ from rocketlite.remoting.server import check_ports_free
 
 log = logging.getLogger("rocketlite.broker.grpc")
 MAX_MESSAGE = 4 * 1024 * 1024  # a request's protobuf bytes at most: grpc's default receive limit
+# Calls the grpcio door lets wait for the loop (grpc's core refuses the ones beyond): the queue
+# RocketMQ's proxy keeps in front of its producer threads (grpcProducerThreadQueueCapacity).
+PENDING_CALLS = 10_000
 
 
 class GrpcEndpoint:
@@ -100,7 +103,15 @@ class GrpcEndpoint:
             )
         else:
             # No SO_REUSEPORT: a second broker on the same port must fail to bind, not share it.
-            options = [("grpc.so_reuseport", 0), ("grpc.max_connection_idle_ms", idle_ms)]
+            # grpc.aio takes one call at a time from grpc's core, so behind a busy loop the calls
+            # wait in the core's pending queue, which past its default 1000 refuses arrivals at
+            # random (CANCELLED, never stored): the queue holds PENDING_CALLS instead.
+            options = [
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_connection_idle_ms", idle_ms),
+                ("grpc.server.max_pending_requests", PENDING_CALLS),
+                ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS),
+            ]
             self.server = kit.grpc.aio.server(options=options)
             self.server.add_generic_rpc_handlers((_aio_handler(kit, self._servicer()),))
 

@@ -68,6 +68,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, Final
 
@@ -85,6 +86,8 @@ STR_LEN: Final = struct.Struct(">H")
 QUEUE_ID: Final = struct.Struct(">i")
 POP_HEAD: Final = struct.Struct(">qqqH")
 POP_ENTRY: Final = struct.Struct(">qi")
+_REPEATED: dict[tuple[str, int], struct.Struct] = {}
+_REPEATED_KEPT: Final = 64
 ACK_HEAD: Final = struct.Struct(">H")
 OFFSET: Final = struct.Struct(">q")
 CHANGE: Final = struct.Struct(">qqq")
@@ -119,6 +122,9 @@ class InFlight:
 class QueuePopState:
     cursor: int
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    # No message in flight is due before this (wall ms; a lower bound, 0 when not known): a pop
+    # scans the in-flight messages for due ones only from then on. Memory only.
+    due_from: int = field(default=0, compare=False)
 
     def committed(self) -> int:
         return min(self.in_flight, default=self.cursor)
@@ -142,13 +148,24 @@ def pop_record(
     key: QueueKey, cursor: int, pop_time: int, deadline: int, entries: list[tuple[int, int]]
 ) -> bytes:
     """`entries`: (offset, attempts) handed out at `pop_time` until `deadline`."""
-    parts = [POP_HEAD.pack(cursor, pop_time, deadline, len(entries))]
-    parts += [POP_ENTRY.pack(o, a) for o, a in entries]
-    return _frame(POP, key, b"".join(parts))
+    n = len(entries)
+    body = _repeated(POP_ENTRY, n).pack(*chain.from_iterable(entries))
+    return _frame(POP, key, POP_HEAD.pack(cursor, pop_time, deadline, n) + body)
 
 
 def ack_record(key: QueueKey, offsets: list[int]) -> bytes:
-    return _frame(ACK, key, ACK_HEAD.pack(len(offsets)) + b"".join(OFFSET.pack(o) for o in offsets))
+    return _frame(ACK, key, ACK_HEAD.pack(len(offsets)) + _repeated(OFFSET, len(offsets)).pack(*offsets))
+
+
+def _repeated(one: struct.Struct, n: int) -> struct.Struct:
+    """`one`'s layout `n` times in a row: a record's entries packed in one call (kept for the
+    small counts a pop or an ack has)."""
+    packing = _REPEATED.get((one.format, n))
+    if packing is None:
+        packing = struct.Struct(">" + one.format[1:] * n)
+        if n <= _REPEATED_KEPT:
+            _REPEATED[(one.format, n)] = packing
+    return packing
 
 
 def change_record(key: QueueKey, offset: int, pop_time: int, deadline: int) -> bytes:

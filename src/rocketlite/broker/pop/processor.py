@@ -114,6 +114,10 @@ class AckRequest:
     handle: str
 
 
+HandleAck = tuple[int, int, int, str, str]
+"""One entry of `PopMessageProcessor.ack_all`: (queueId, offset, popTime, topic type, broker name)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ChangeInvisibleRequest:
     """A delivery made visible again `invisible_ms` from now (its handle is replaced)."""
@@ -315,29 +319,32 @@ class PopMessageProcessor:
         self._acked(r.group, r.topic, {r.queue_id})
         await self._persist()
 
-    async def ack_all(self, requests: list[tuple[AckRequest, ReceiptHandle]]) -> list[RocketliteError | None]:
-        """`ack` of several deliveries (each with its handle parsed already) with one wait for the
-        POP log: one fdatasync for all of them, not one each. Returns each one's refusal, or None;
-        every accepted one is durable when this returns (if the log cannot be written, each of
-        them gets that refusal)."""
-        refusals: list[RocketliteError | None] = [None] * len(requests)
+    async def ack_all(self, group: str, topic: str, acks: list[HandleAck]) -> list[RocketliteError | None]:
+        """`ack` of several deliveries of one group and topic (one AckMessage's entries), each
+        (queueId, offset, popTime, topic type, broker name) as its handle reads, with one wait
+        for the POP log: one fdatasync for all of them, not one each. Returns each one's refusal,
+        or None; every accepted one is durable when this returns (if the log cannot be written,
+        each of them gets that refusal)."""
+        refusals: list[RocketliteError | None] = [None] * len(acks)
         # by queue, in order: each queue's acks applied together (one log record, one commit)
-        by_queue: dict[tuple[str, str, int], list[int]] = {}
-        for i, (r, _) in enumerate(requests):
-            by_queue.setdefault((r.group, r.topic, r.queue_id), []).append(i)
-        for (group, topic, queue_id), at in by_queue.items():
+        by_queue: dict[int, list[int]] = {}
+        for i, one in enumerate(acks):
+            by_queue.setdefault(one[0], []).append(i)
+        freed: set[int] = set()
+        for queue_id, at in by_queue.items():
             try:
                 self._check(group, topic, queue_id)
             except RocketliteError as exc:
                 for i in at:
                     refusals[i] = exc
                 continue
-            acks = [(requests[i][0].offset, requests[i][1]) for i in at]
-            for i, refusal in zip(at, self.service.ack_all(group, topic, queue_id, acks), strict=True):
+            entries = [acks[i][1:] for i in at]
+            for i, refusal in zip(at, self.service.ack_all(group, topic, queue_id, entries), strict=True):
                 refusals[i] = refusal
-        for (group, topic), queues in _acked_queues(requests, refusals).items():
-            self._acked(group, topic, queues)
-        if any(refusal is None for refusal in refusals):
+                if refusal is None:
+                    freed.add(queue_id)
+        if freed:
+            self._acked(group, topic, freed)
             try:
                 await self._persist()
             except RocketliteError as exc:
@@ -425,17 +432,6 @@ class PopMessageProcessor:
             pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
         ).to_ext()
         return make_response(request, ResponseCode.SUCCESS, None, ext)
-
-
-def _acked_queues(
-    requests: list[tuple[AckRequest, ReceiptHandle]], refusals: list[RocketliteError | None]
-) -> dict[tuple[str, str], set[int]]:
-    """The queues of the accepted acks, by (group, topic)."""
-    out: dict[tuple[str, str], set[int]] = {}
-    for (r, _), refusal in zip(requests, refusals, strict=True):
-        if refusal is None:
-            out.setdefault((r.group, r.topic), set()).add(r.queue_id)
-    return out
 
 
 async def _flushed(store: StoreAPI, end: int) -> bool:

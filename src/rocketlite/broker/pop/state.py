@@ -66,6 +66,7 @@ log = logging.getLogger("rocketlite.broker.pop")
 __all__ = ["InFlight", "PopBatch", "PopService", "Popped", "QueuePopState"]
 
 _INT_MAX = 2**31 - 1
+_NEVER = 2**63 - 1  # a deadline later than any
 DLQ_CONFIRM_MS = 60_000  # a message on its way to the DLQ is hidden this long, awaiting confirmation
 # Answers that leave the cursor where it is: nothing past it yet, or no such queue.
 _CURSOR_STAYS = frozenset(
@@ -257,19 +258,28 @@ class PopService:
                 rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
+            deadline = pop_time + invisible_time
             starts: dict[int, int] = {}
             by_queue: dict[int, list[tuple[int, int]]] = {}
-            for state, msg, old in taken:
-                attempts = old.attempts + 1 if old is not None else 0
-                state.in_flight[msg.queue_offset] = InFlight(pop_time, pop_time + invisible_time, attempts)
-                starts.setdefault(msg.queue_id, msg.queue_offset)
-                by_queue.setdefault(msg.queue_id, []).append((msg.queue_offset, attempts))
+            entries: list[tuple[int, int]] = []
+            last_queue = -1
+            for state, msg, _ in taken:  # msg.attempts: its last delivery's + 1, or 0
+                offset = msg.queue_offset
+                state.in_flight[offset] = InFlight(pop_time, deadline, msg.attempts)
+                if msg.queue_id != last_queue:  # a batch takes a queue's messages in a row
+                    last_queue = msg.queue_id
+                    state.due_from = min(state.due_from, deadline)
+                    if last_queue not in by_queue:
+                        by_queue[last_queue] = []
+                        starts[last_queue] = offset
+                    entries = by_queue[last_queue]
+                entries.append((offset, msg.attempts))
             for queue_id, entries in by_queue.items():  # one record per queue, whatever the count
                 key = (group, topic, queue_id)
                 cursor = self.table.queues[key].cursor
                 for i in range(0, len(entries), MAX_BATCH):
                     chunk = entries[i : i + MAX_BATCH]
-                    self.table.log.append(pop_record(key, cursor, pop_time, pop_time + invisible_time, chunk))
+                    self.table.log.append(pop_record(key, cursor, pop_time, deadline, chunk))
                     self.revive_in[(group, topic, "CK")] += 1
             for queue_id in queue_ids:
                 self._commit(group, topic, queue_id)
@@ -285,10 +295,22 @@ class PopService:
         dead_letter: Callable[[StoredRecord], None] | None,
         confirm_dead_letter: bool,
     ) -> list[Taken]:
+        if now < state.due_from:
+            return []  # nothing in flight is due yet: no scan of the queue's in-flight messages
         group, topic, queue_id = key
         out: list[Taken] = []
         gone: list[int] = []
-        for offset in sorted(o for o, f in state.in_flight.items() if f.deadline <= now):
+        ready: list[int] = []
+        earliest = _NEVER
+        for o, f in state.in_flight.items():
+            if f.deadline <= now:
+                ready.append(o)
+            elif f.deadline < earliest:
+                earliest = f.deadline
+        ready.sort()
+        # Redelivered ones get their new deadline from the pop; one left due keeps the bound at now.
+        state.due_from = earliest if len(ready) <= left else now
+        for offset in ready:
             if len(out) >= left:
                 break
             entry = state.in_flight[offset]
@@ -313,6 +335,7 @@ class PopService:
                     )  # fmt: skip
                     if confirm_dead_letter:  # hidden (in memory only) until the DLQ copy is durable
                         entry.deadline = now + DLQ_CONFIRM_MS
+                        state.due_from = min(state.due_from, entry.deadline)
                         self._dead.add((key, offset))
                     else:
                         del state.in_flight[offset]
@@ -374,54 +397,76 @@ class PopService:
             self.offsets.commit(group, topic, queue_id, state.committed())
 
     # -- ack / change invisible time ----------------------------------------------------------
-    def _in_flight(
-        self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle
-    ) -> InFlight:
-        where = f"{topic}:{queue_id} offset {offset} for group {group}"
-        if handle.queue_id != queue_id or handle.queue_offset not in (None, offset):
-            raise StaleReceiptHandleError(
-                f"receipt handle names queue {handle.queue_id} offset {handle.queue_offset}, "
-                f"the request {where}"
-            )
-        if handle.topic_type != NORMAL_TOPIC or handle.broker_name != self.broker_name:
-            raise StaleReceiptHandleError(
-                f"receipt handle of broker {handle.broker_name!r} (topic type {handle.topic_type}) "
+    def _refusal(
+        self, key: QueueKey, offset: int, pop_time: int, topic_type: str, broker_name: str
+    ) -> StaleReceiptHandleError | InFlight:
+        """The delivery in flight at `offset` that a handle of this popTime, topic type and broker
+        names, or why it names none (the handle's queue and offset checked already)."""
+        if topic_type != NORMAL_TOPIC or broker_name != self.broker_name:
+            return StaleReceiptHandleError(
+                f"receipt handle of broker {broker_name!r} (topic type {topic_type}) "
                 f"was not issued by this broker ({self.broker_name!r})"
             )
-        state = self.table.queues.get((group, topic, queue_id))
+        state = self.table.queues.get(key)
         entry = state.in_flight.get(offset) if state is not None else None
-        if entry is None or ((group, topic, queue_id), offset) in self._dead:
-            raise StaleReceiptHandleError(f"no message in flight at {where}: acked already or never popped")
-        if entry.pop_time != handle.pop_time:
-            raise StaleReceiptHandleError(
-                f"receipt handle of popTime {handle.pop_time} is stale at {where}: "
+        if entry is None or (self._dead and (key, offset) in self._dead):
+            return StaleReceiptHandleError(
+                f"no message in flight at {_where(key, offset)}: acked already or never popped"
+            )
+        if entry.pop_time != pop_time:
+            return StaleReceiptHandleError(
+                f"receipt handle of popTime {pop_time} is stale at {_where(key, offset)}: "
                 f"the message was delivered again at {entry.pop_time}"
             )
         return entry
 
+    def _in_flight(
+        self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle
+    ) -> InFlight:
+        key = (group, topic, queue_id)
+        _check_place(key, offset, handle)
+        found = self._refusal(key, offset, handle.pop_time, handle.topic_type, handle.broker_name)
+        if isinstance(found, StaleReceiptHandleError):
+            raise found
+        return found
+
     def ack(self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle) -> None:
         """Forget a delivered message for good; a stale or forged handle raises and changes nothing."""
-        refusal = self.ack_all(group, topic, queue_id, [(offset, handle)])[0]
+        _check_place((group, topic, queue_id), offset, handle)
+        delivery = (offset, handle.pop_time, handle.topic_type, handle.broker_name)
+        refusal = self.ack_all(group, topic, queue_id, [delivery])[0]
         if refusal is not None:
             raise refusal
 
     def ack_all(
-        self, group: str, topic: str, queue_id: int, acks: list[tuple[int, ReceiptHandle]]
+        self, group: str, topic: str, queue_id: int, acks: list[tuple[int, int, str, str]]
     ) -> list[StaleReceiptHandleError | None]:
-        """`ack` of several deliveries of one queue, in order (one AckMessage's entries): each
-        one's refusal or None; the accepted ones go to the log in one ACK record (up to
-        `MAX_BATCH` offsets each) and the queue's offset is committed once."""
+        """`ack` of several deliveries of one queue, in order (one AckMessage's entries), each
+        (offset, popTime, topic type, broker name) as its handle reads: each one's refusal or
+        None; the accepted ones go to the log in one ACK record (up to `MAX_BATCH` offsets each)
+        and the queue's offset is committed once. No handle object per entry: the 5.x AckMessage
+        reads these fields of a batch of handles in one call (`protocol.proto.speedups.handle_fields`)."""
         key = (group, topic, queue_id)
         refusals: list[StaleReceiptHandleError | None] = []
         accepted: list[int] = []
         with self.table.lock:
-            for offset, handle in acks:
-                try:
-                    self._in_flight(group, topic, queue_id, offset, handle)
-                except StaleReceiptHandleError as exc:
-                    refusals.append(exc)
+            state = self.table.queues.get(key)
+            in_flight = state.in_flight if state is not None else {}
+            dead, mine = self._dead, self.broker_name
+            for offset, pop_time, topic_type, broker_name in acks:
+                entry = in_flight.get(offset)
+                if (
+                    entry is None
+                    or entry.pop_time != pop_time
+                    or topic_type != NORMAL_TOPIC
+                    or broker_name != mine
+                    or (dead and (key, offset) in dead)
+                ):  # refused: `_refusal` says why
+                    found = self._refusal(key, offset, pop_time, topic_type, broker_name)
+                    assert isinstance(found, StaleReceiptHandleError)
+                    refusals.append(found)
                     continue
-                del self.table.queues[key].in_flight[offset]
+                del in_flight[offset]
                 accepted.append(offset)
                 refusals.append(None)
             if accepted:
@@ -440,6 +485,8 @@ class PopService:
             entry = self._in_flight(group, topic, queue_id, offset, handle)
             entry.pop_time = max(self.clock.now_ms(), entry.pop_time + 1)
             entry.deadline = entry.pop_time + invisible_time
+            state = self.table.queues[(group, topic, queue_id)]
+            state.due_from = min(state.due_from, entry.deadline)
             key = (group, topic, queue_id)
             self.table.log.append(change_record(key, offset, entry.pop_time, entry.deadline))
             return entry.pop_time
@@ -487,3 +534,17 @@ class PopService:
                 o: InFlight(f.pop_time, f.deadline, f.attempts)
                 for o, f in (state.in_flight.items() if state else ())
             }
+
+
+def _where(key: QueueKey, offset: int) -> str:
+    group, topic, queue_id = key
+    return f"{topic}:{queue_id} offset {offset} for group {group}"
+
+
+def _check_place(key: QueueKey, offset: int, handle: ReceiptHandle) -> None:
+    """A handle naming another queue or offset than the request is refused."""
+    if handle.queue_id != key[2] or handle.queue_offset not in (None, offset):
+        raise StaleReceiptHandleError(
+            f"receipt handle names queue {handle.queue_id} offset {handle.queue_offset}, "
+            f"the request {_where(key, offset)}"
+        )

@@ -5,13 +5,22 @@ few: the OK one, and a refusal's), so an entry is three length-delimited fields 
 object. The bytes are the ones `SerializeToString` writes for the same message: fields in number
 order, empty strings left out (proto3), a set `Status` always written, even empty
 (`tests/protocol/test_acks.py` pins the two with hypothesis).
+
+`handle_fields` reads the entries' receipt handles in one call: the fields an ack checks, as
+plain values, with no `ReceiptHandle` object per entry. A handle it does not take (7 fields,
+malformed, too long) is left to `ReceiptHandle.parse`, which refuses it naming the cause.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["ack_response"]
+from rocketlite.protocol.wire.pop import MAX_HANDLE_LEN, WELL_FORMED_HANDLE
+
+__all__ = ["HandleFields", "ack_response", "handle_fields"]
+
+HandleFields = tuple[int, int, str, str, int, int]
+"""(popTime, invisibleTime, topic type, broker name, queueId, queueOffset) of a receipt handle."""
 
 
 def _varint(value: int) -> bytes:
@@ -50,3 +59,17 @@ def ack_response(status: bytes, entries: Iterable[tuple[str, str, bytes]]) -> by
         out += _varint(len(entry))
         out += entry
     return bytes(out)
+
+
+def handle_fields(texts: Iterable[str]) -> list[HandleFields | None]:
+    """Each receipt handle of the common shape (RocketMQ's 8 fields, at most `MAX_HANDLE_LEN`
+    characters, as `WELL_FORMED_HANDLE` matches) read into `HandleFields`; None for any other."""
+    out: list[HandleFields | None] = []
+    for text in texts:
+        found = WELL_FORMED_HANDLE.fullmatch(text) if len(text) <= MAX_HANDLE_LEN else None
+        if found is None or found[8] is None:
+            out.append(None)
+            continue
+        _, pop_time, invisible, _, kind, broker, queue_id, queue_offset = found.groups()
+        out.append((int(pop_time), int(invisible), kind, broker, int(queue_id), int(queue_offset)))
+    return out

@@ -16,6 +16,9 @@ writers or their references.
   expect (`tests/protocol/test_send_fields.py`).
 * `ok_answer` (the lane's SendMessageResponse of one stored message): `send_fields.ok_answer`;
   compiled in `_native/_send_fields.pyx` (both pinned against `SerializeToString`).
+* `handle_fields` (an AckMessage's receipt handles read in one call, no object per handle):
+  `acks.handle_fields` (one regex match each); compiled in `_native/_delivery.pyx`
+  (`tests/protocol/test_acks.py` pins the two).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the gRPC endpoint imports this name from here and nowhere else.
@@ -30,6 +33,7 @@ from typing import Final
 from rocketlite import native
 from rocketlite.protocol.proto import acks, delivery
 from rocketlite.protocol.proto import send_fields as _send_fields
+from rocketlite.protocol.proto.acks import HandleFields
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
 from rocketlite.protocol.proto.send_fields import SendFields
 
@@ -40,6 +44,7 @@ __all__ = [
     "Codecs",
     "ack_response",
     "delivery_response",
+    "handle_fields",
     "ok_answer",
     "send_fields",
 ]
@@ -54,6 +59,7 @@ class Codecs:
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
     send_fields: Callable[[bytes], SendFields | None]
     ok_answer: Callable[[str, int], bytes]
+    handle_fields: Callable[[Iterable[str]], list[HandleFields | None]]
 
 
 REFERENCE: Final = Codecs(
@@ -62,6 +68,7 @@ REFERENCE: Final = Codecs(
     ack_response=acks.ack_response,
     send_fields=_send_fields.send_fields,
     ok_answer=_send_fields.ok_answer,
+    handle_fields=acks.handle_fields,
 )
 
 NATIVE_MODULES: Final = (
@@ -75,3 +82,4 @@ delivery_response: Final = CHOSEN.delivery_response
 ack_response: Final = CHOSEN.ack_response
 send_fields: Final = CHOSEN.send_fields
 ok_answer: Final = CHOSEN.ok_answer
+handle_fields: Final = CHOSEN.handle_fields

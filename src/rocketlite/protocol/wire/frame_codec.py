@@ -42,6 +42,7 @@ __all__ = [
     "check_prefix",
     "decode_frames_over",
     "encode_command_over",
+    "peek_code",
 ]
 
 DEFAULT_MAX_FRAME_LENGTH: Final = 16 * 1024 * 1024  # bytes on the wire, length field included
@@ -66,6 +67,32 @@ DecodeFrames = Callable[[bytes, int], tuple[list[RemotingCommand], int]]
 EncodeCommand = Callable[[RemotingCommand], bytes]
 DecodeJson = Callable[[bytes | bytearray | memoryview], RemotingCommand]
 EncodeJson = Callable[[RemotingCommand], bytes]
+
+
+_CODE_KEY: Final = b'{"code":'
+_CODE_AT: Final = FRAME_PREFIX.size + len(_CODE_KEY)
+
+
+def peek_code(src: bytes, pos: int) -> int | None:
+    """The code of the frame at `src[pos:]`, read without decoding it, when it is where clients
+    put it: first in a ROCKETMQ header, or as the first key of a JSON header (Java's fastjson,
+    Go's and C++'s encoders and ours write it so: keys sorted, or the struct's first field);
+    None when it is not read that way (a torn prefix, another spelling). A hint for choosing a
+    handler (`remoting.connection.chain_raw`), which then reads the frame itself."""
+    if len(src) - pos < FRAME_PREFIX.size + 2:
+        return None
+    kind = src[pos + LENGTH.size]
+    if kind == 1:  # ROCKETMQ: the code is the header's first two bytes
+        return int.from_bytes(src[pos + FRAME_PREFIX.size : pos + FRAME_PREFIX.size + 2], "big", signed=True)
+    if kind != 0 or not src.startswith(_CODE_KEY, pos + FRAME_PREFIX.size):
+        return None
+    at = pos + _CODE_AT
+    end = at
+    while end < len(src) and end - at < 6 and 48 <= src[end] <= 57:
+        end += 1
+    if end == at or end >= len(src) or src[end] != 44:  # the number must end, at a ","
+        return None
+    return int(src[at:end])
 
 
 def check_prefix(buf: bytes | bytearray, pos: int, max_frame_length: int) -> int:

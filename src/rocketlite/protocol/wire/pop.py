@@ -56,11 +56,11 @@ RETRY_TOPIC: Final = "1"
 INIT_MODE_MAX: Final = 0
 INIT_MODE_MIN: Final = 1
 
-_MAX_HANDLE_LEN: Final = 512
+MAX_HANDLE_LEN: Final = 512
 # A well-formed handle in one match (what `ReceiptHandle.parse` accepts field by field, which it
 # still does to name the field of a malformed one).
 _NUMBER = "([0-9]{1,19})"
-_WELL_FORMED: Final = re.compile(
+WELL_FORMED_HANDLE: Final = re.compile(
     " ".join([_NUMBER] * 4 + ["([01])", "([^ ]+)", _NUMBER]) + f"(?: {_NUMBER})?"
 )
 
@@ -162,9 +162,9 @@ class ReceiptHandle:
     @classmethod
     def parse(cls, text: str) -> ReceiptHandle:
         """Read an `extraInfo`; anything but RocketMQ's 7 or 8 fields is refused naming the cause."""
-        if len(text) > _MAX_HANDLE_LEN:
-            raise MalformedReceiptHandleError(f"receipt handle longer than {_MAX_HANDLE_LEN} characters")
-        found = _WELL_FORMED.fullmatch(text)
+        if len(text) > MAX_HANDLE_LEN:
+            raise MalformedReceiptHandleError(f"receipt handle longer than {MAX_HANDLE_LEN} characters")
+        found = WELL_FORMED_HANDLE.fullmatch(text)
         if found is not None:
             ck, pop_time, invisible, revive, kind, broker, queue_id, queue_offset = found.groups()
             return cls(

@@ -19,7 +19,10 @@ the same commands, bytes and errors, pinned together by the differential tests
   per-read calls: the common-path requests of a read, as commands or as the read's bytes, to
   their records' entries, keys and answers; those answers as one bytes): `send_lane` over the
   references above; compiled in `_native/_send_lane.pyx` and `_native/_wire.pyx`
-  (`tests/protocol/test_native_send_lane.py`, `test_native_raw_sends.py`).
+  (`tests/protocol/test_native_send_lane.py`, `test_native_raw_sends.py`);
+* `read_raw_pull`, `encode_pull_found` (the PULL_MESSAGE lane's per-request calls: a pull read
+  from a read's bytes, the FOUND answer's frame up to its body): `pull_lane` over the references
+  above; compiled in `_native/_send_lane.pyx` (`tests/protocol/test_native_pull_lane.py`).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the frame layer, the broker and the clients import these names from here and nowhere else.
@@ -45,6 +48,12 @@ from rocketlite.protocol.wire.frame_codec import (
     encode_command_over,
 )
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from rocketlite.protocol.wire.pull_lane import (
+    EncodePullFound,
+    ReadRawPull,
+    encode_pull_found_over,
+    read_raw_pull_over,
+)
 from rocketlite.protocol.wire.send_lane import (
     EncodeSendOks,
     GatherRawSends,
@@ -67,11 +76,13 @@ __all__ = [
     "decode_send_header_v2",
     "encode_command",
     "encode_json_header",
+    "encode_pull_found",
     "encode_rocketmq_header",
     "encode_send_ok",
     "encode_send_oks",
     "gather_raw_sends",
     "gather_sends",
+    "read_raw_pull",
 ]
 
 
@@ -92,11 +103,14 @@ class Codecs:
     gather_sends: GatherSends
     gather_raw_sends: GatherRawSends
     encode_send_oks: EncodeSendOks
+    read_raw_pull: ReadRawPull
+    encode_pull_found: EncodePullFound
 
 
 _ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_ref.encode_json_header)
 _SEND_HEADER_REFERENCE: Final = decoder_for(SendMessageRequestHeader, SendMessageRequestHeader.V2_NAMES)
 _SEND_OK_REFERENCE: Final = send_ok_over(_ENCODE_COMMAND_REFERENCE)
+_PULL_HEADER_REFERENCE: Final = decoder_for(PullMessageRequestHeader, None)
 
 REFERENCE: Final = Codecs(
     name="reference",
@@ -110,13 +124,18 @@ REFERENCE: Final = Codecs(
     # SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE headers (letters a..n): the class's generated decoder.
     decode_send_header_v2=_SEND_HEADER_REFERENCE,
     # PULL_MESSAGE headers: the class's generated decoder (what `from_ext` calls).
-    decode_pull_header=decoder_for(PullMessageRequestHeader, None),
+    decode_pull_header=_PULL_HEADER_REFERENCE,
     # the coalescing lane's per-read calls (`send_lane`): over the references above
     gather_sends=gather_sends_over(_SEND_HEADER_REFERENCE),
     gather_raw_sends=gather_raw_sends_over(
         decode_frames_over(json_header_ref.decode_json_header), gather_sends_over(_SEND_HEADER_REFERENCE)
     ),
     encode_send_oks=encode_send_oks_over(_SEND_OK_REFERENCE),
+    # the PULL_MESSAGE lane's per-request calls (`pull_lane`): over the references above
+    read_raw_pull=read_raw_pull_over(
+        decode_frames_over(json_header_ref.decode_json_header), _PULL_HEADER_REFERENCE
+    ),
+    encode_pull_found=encode_pull_found_over(_ENCODE_COMMAND_REFERENCE),
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -140,3 +159,5 @@ decode_pull_header: Final = CHOSEN.decode_pull_header
 gather_sends: Final = CHOSEN.gather_sends
 gather_raw_sends: Final = CHOSEN.gather_raw_sends
 encode_send_oks: Final = CHOSEN.encode_send_oks
+read_raw_pull: Final = CHOSEN.read_raw_pull
+encode_pull_found: Final = CHOSEN.encode_pull_found

@@ -399,14 +399,13 @@ class GrpcConnection(asyncio.Protocol):
 
     def _answer(self, stream_id: int, call: _Call, answer: Any) -> None:
         """An answer written to its stream; a list (a streaming handler's batch) is written
-        answer after answer in one step."""
+        answer after answer in one call to the session."""
         if not call.done:
-            encode, send = call.method.encode, self.session.send_message
+            encode = call.method.encode
             if isinstance(answer, list):
-                for item in answer:
-                    send(stream_id, encode(item))
+                self.session.send_messages(stream_id, [encode(item) for item in answer])
             else:
-                send(stream_id, encode(answer))
+                self.session.send_message(stream_id, encode(answer))
             self.schedule_flush()
 
     def _finish(self, stream_id: int, call: _Call, status: int, message: str = "") -> None:

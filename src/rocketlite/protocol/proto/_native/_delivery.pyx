@@ -17,6 +17,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
+    bint PyUnicode_IS_ASCII(object unicode)
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdio cimport snprintf
 from libc.stdlib cimport free, malloc
@@ -26,6 +27,7 @@ import hashlib
 
 from rocketlite.protocol.formats.record import MESSAGE_MAGIC_CODE
 from rocketlite.protocol.message import MessageConst, MessageSysFlag
+from rocketlite.protocol.proto import acks as _acks
 from rocketlite.protocol.proto import delivery as _ref
 from rocketlite.protocol.reserved import RETRY_GROUP_TOPIC_PREFIX
 
@@ -471,3 +473,67 @@ def ack_response(bytes status not None, entries):
         return out
     finally:
         free(sizes)
+
+
+cdef object _handle_fields_ref = _acks.handle_fields
+cdef Py_ssize_t _MAX_HANDLE = _acks.MAX_HANDLE_LEN
+cdef str _NORMAL_KIND = "0"
+cdef str _RETRY_KIND = "1"
+
+
+cdef inline Py_ssize_t _handle_number(const char* s, Py_ssize_t i, Py_ssize_t n, uint64_t* out) noexcept:
+    """1 to 19 ASCII digits from `i` up to the next space or the end: the index after them, or -1."""
+    cdef Py_ssize_t start = i
+    cdef uint64_t v = 0
+    while i < n and s[i] != 32:
+        if s[i] < 48 or s[i] > 57 or i - start >= 19:
+            return -1
+        v = v * 10 + <uint64_t>(s[i] - 48)
+        i += 1
+    if i == start:
+        return -1
+    out[0] = v
+    return i
+
+
+cdef object _one_handle(str text):
+    """`acks.handle_fields` of one ASCII text: split at single spaces as `WELL_FORMED_HANDLE`."""
+    cdef Py_ssize_t n, i = 0, field, broker_start
+    cdef const char* s = PyUnicode_AsUTF8AndSize(text, &n)
+    cdef uint64_t v[6]
+    if n > _MAX_HANDLE:
+        return None
+    for field in range(4):  # ckQueueOffset, popTime, invisibleTime, reviveQid
+        i = _handle_number(s, i, n, &v[field])
+        if i < 0 or i >= n:
+            return None
+        i += 1  # the space the number stopped at
+    if i + 1 >= n or (s[i] != 48 and s[i] != 49) or s[i + 1] != 32:
+        return None
+    kind = _NORMAL_KIND if s[i] == 48 else _RETRY_KIND
+    i += 2
+    broker_start = i
+    while i < n and s[i] != 32:
+        i += 1
+    if i == broker_start or i >= n:
+        return None
+    broker = text[broker_start:i]
+    i = _handle_number(s, i + 1, n, &v[4])  # queueId
+    if i < 0 or i >= n:  # 7 fields (no queue offset) or malformed
+        return None
+    i = _handle_number(s, i + 1, n, &v[5])  # queueOffset, the last field
+    if i != n:
+        return None
+    return (v[1], v[2], kind, broker, v[4], v[5])
+
+
+def handle_fields(texts):
+    """The compiled twin of `acks.handle_fields`: ASCII handles read here, any other text by the
+    reference (the broker name may be any text without a space)."""
+    cdef list out = []
+    for text in texts:
+        if type(text) is str and PyUnicode_IS_ASCII(text):
+            out.append(_one_handle(<str>text))
+        else:
+            out.append(_handle_fields_ref([text])[0])
+    return out

@@ -5,6 +5,7 @@
 # failure (`_NO`) for anything it does not take; the caller then gives the whole header to the
 # Python codec (or the handler), which decides exactly as the reference does.
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint32_t
@@ -248,9 +249,25 @@ cdef bint _letter(const unsigned char* p, Py_ssize_t start, Py_ssize_t length, i
     return False
 
 
-cdef bint _json_letters(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, list slots):
-    """`{"k":"v",...}` at p[pos[0]]: the values of the letters a..m into `slots` (the last one of
-    a key wins, as in a dict; other keys are read and dropped); False for anything else."""
+cdef bint _slot_of(const unsigned char* p, Py_ssize_t start, Py_ssize_t length, tuple names, int* slot):
+    """Whether the key `p[start:start+length]` is one that is kept: a letter a..m when `names` is
+    None, else one of `names` (ASCII bytes, at most 13), its index in `slot`."""
+    cdef Py_ssize_t k
+    cdef bytes name
+    if names is None:
+        return _letter(p, start, length, slot)
+    for k in range(len(names)):
+        name = <bytes>names[k]
+        if PyBytes_GET_SIZE(name) == length and memcmp(PyBytes_AS_STRING(name), p + start, length) == 0:
+            slot[0] = <int>k
+            return True
+    return False
+
+
+cdef bint _json_letters(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, list slots, tuple names):
+    """`{"k":"v",...}` at p[pos[0]]: the values of the keys kept (`_slot_of`: the letters a..m,
+    or `names`) into `slots` (the last one of a key wins, as in a dict; other keys are read and
+    dropped); False for anything else."""
     cdef Py_ssize_t i = pos[0], key_start, key_length
     cdef int slot
     cdef object value
@@ -280,7 +297,7 @@ cdef bint _json_letters(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, l
         value = _json_string(p, n, &i)
         if value is _NO:
             return False
-        if _letter(p, key_start, key_length, &slot):
+        if _slot_of(p, key_start, key_length, names, &slot):
             slots[slot] = value
         if i < n and p[i] == 44:
             i += 1
@@ -293,11 +310,13 @@ cdef bint _json_letters(const unsigned char* p, Py_ssize_t n, Py_ssize_t* pos, l
 
 cdef class _Head:
     """What `_json_head` read of a header's top level: the command's fields, and its ext fields
-    as a dict (`ext`), or, when `slots` is a list, only the values of the letters a..m in it."""
+    as a dict (`ext`), or, when `slots` is a list, only the values of the keys kept in it (the
+    letters a..m, or `names` when it is a tuple: `_slot_of`)."""
     cdef long long code, opaque, version, flag
     cdef bint has_code, has_opaque
     cdef object language, remark, ext
     cdef list slots
+    cdef tuple names
 
 
 cdef bint _json_head(const unsigned char* p, Py_ssize_t n, _Head h):
@@ -338,7 +357,7 @@ cdef bint _json_head(const unsigned char* p, Py_ssize_t n, _Head h):
         c = p[i]
         if _key_is(p, key_start, key_length, b"extFields", 9):
             if h.slots is not None:
-                if not _json_letters(p, n, &i, h.slots):
+                if not _json_letters(p, n, &i, h.slots, h.names):
                     return False
             else:
                 h.ext = _json_ext(p, n, &i)

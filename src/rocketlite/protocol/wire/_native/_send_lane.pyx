@@ -3,7 +3,7 @@
 
 `gather_sends` reads each request's letter-keyed header straight from its ext dict (no header
 object): the strings as they are, the numbers only in the spellings every client writes (1 to 9
-ASCII digits for an int, 1 to 18 for a long, or "-1"; booleans "true", "false", "1", "0";
+ASCII digits for an int, 1 to 18 for a long, after any leading zeros, or "-1"; booleans "true", "false", "1", "0";
 an empty optional number or boolean as absent), which the reference decoder reads as the same
 values. A header spelled otherwise ends the run here, and the handler reads it with the
 reference decoder: the run is shorter, what is stored and answered is the same. The per-topic
@@ -57,15 +57,20 @@ cdef enum:
 
 
 cdef int _number(object text, int digits, long long* out):
-    """`text` as a number in a client's spelling: 1..`digits` ASCII digits, or "-1"."""
-    cdef Py_ssize_t n, i
+    """`text` as a number in a client's spelling: ASCII digits, at most `digits` of them after
+    any leading zeros (a fixed-width writer pads with them: Java reads "0032" as 32), or "-1"."""
+    cdef Py_ssize_t n, i, lead = 0
     cdef const char* s
     cdef long long v = 0
     if type(text) is not str or not PyUnicode_IS_ASCII(text):
         return _BAD
     s = PyUnicode_DATA(text)  # an ASCII str's characters, one byte each
     n = len(<str>text)
-    if n == 0 or n > digits:
+    if n == 0 or n > 64:
+        return _BAD
+    while lead < n - 1 and s[lead] == 48:
+        lead += 1
+    if n - lead > digits:
         return _BAD
     if n == 2 and s[0] == 45 and s[1] == 49:  # "-1"
         out[0] = -1
@@ -269,3 +274,4 @@ def gather_sends(list commands, Py_ssize_t start, dict table, set legal, dict fa
 
 
 include "_send_lane_raw.pxi"  # gather_raw_sends: the same, from the frames' bytes
+include "_pull_lane.pxi"  # read_raw_pull, encode_pull_found: the PULL_MESSAGE lane

@@ -33,7 +33,7 @@ cdef object _utf8_text(const unsigned char* p, Py_ssize_t n):
 
 cdef bint _binary_head(const unsigned char* p, Py_ssize_t size, _Head h):
     """A ROCKETMQ header as `command.decode_rocketmq_header` reads it, without a remark, into `h`
-    (code, flag, opaque and the letters in `h.slots`; an empty key or value drops its entry, as
+    (code, flag, opaque and the keys kept in `h.slots` (`_slot_of`); an empty key or value drops its entry, as
     there); False for anything else (the decoder then reads it, or refuses it)."""
     cdef Py_ssize_t pos, end
     cdef long long ext_len, key_len, value_len
@@ -60,7 +60,7 @@ cdef bint _binary_head(const unsigned char* p, Py_ssize_t size, _Head h):
         pos += 2
         if key_len < 0 or pos + key_len + 4 > end:
             return False
-        letter = _letter(p, pos, key_len, &slot)
+        letter = _slot_of(p, pos, key_len, h.names, &slot)
         if not letter and key_len and _utf8_text(p + pos, key_len) is _NO:
             return False
         pos += key_len

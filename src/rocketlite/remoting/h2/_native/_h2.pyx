@@ -236,14 +236,23 @@ cdef class H2Session:
     def send_message(self, int32_t stream_id, bytes payload not None):
         """Queue one gRPC message on the stream (the response headers go first, once). False when
         the stream is gone."""
+        return self.send_messages(stream_id, [payload])
+
+    def send_messages(self, int32_t stream_id, list payloads not None):
+        """`send_message` of each of `payloads` (bytes) in order, with one hand-off to nghttp2: a
+        streaming handler's batch (a ReceiveMessage's answers) is one call, not one per answer."""
         cdef _Stream stream = self.streams.get(stream_id)
-        cdef Py_ssize_t n = len(payload)
+        cdef Py_ssize_t n
         if stream is None or stream.finished:
             return False
+        if not payloads:
+            return True
         out = stream.out
-        out.append(0)
-        out += n.to_bytes(4, "big")
-        out += payload
+        for payload in payloads:
+            n = len(<bytes?>payload)
+            out.append(0)
+            out += n.to_bytes(4, "big")
+            out += payload
         if not stream.started:
             stream.started = True
             if not self._respond(stream_id, RESPONSE, True):

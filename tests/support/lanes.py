@@ -1,0 +1,69 @@
+"""What the differential tests of the 4.x lanes (`test_send_group.py`, `test_pull_lane.py`) share:
+a broker on a fixed clock and store host, reads cut anywhere, one connection fed those reads, and
+the two brokers' runs side by side."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.send_path import StubTransport
+from hypothesis import strategies as st
+
+from rocketlite.broker.config import BrokerConfig
+from rocketlite.broker.controller import BrokerController, BrokerParts
+from rocketlite.clock import ManualClock
+from rocketlite.protocol.message import HostAddress
+from rocketlite.remoting.connection import Connection
+from rocketlite.store.config import StoreConfig
+
+
+@asynccontextmanager
+async def fixed_broker(
+    store_cfg: StoreConfig, broker: BrokerConfig
+) -> AsyncIterator[tuple[BrokerController, BrokerParts]]:
+    """A started broker whose records do not depend on the run: a fixed clock, a fixed store host."""
+    controller = BrokerController(broker, store_cfg, clock=ManualClock())
+    await controller.start()
+    try:
+        parts = controller.parts
+        assert parts is not None
+        parts.send.store_host = HostAddress.parse("192.168.0.9:10911")
+        yield controller, parts
+    finally:
+        await controller.close()
+
+
+def cut_anywhere(draw: st.DrawFn, reads: list[bytes]) -> list[bytes]:
+    """`reads` as they are, or (drawn) the same bytes cut anywhere: frames split across reads."""
+    if not draw(st.booleans()):
+        return reads
+    stream = b"".join(reads)
+    cuts = sorted(draw(st.lists(st.integers(1, len(stream) - 1), max_size=6, unique=True)))
+    return [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+
+
+async def feed(controller: BrokerController, data: list[bytes]) -> bytes:
+    """Feed `data` (one read each) to one new connection of `controller`'s table; its answers,
+    once the dispatch has caught up with what the reads stored."""
+    conn = Connection(controller.table)
+    transport = StubTransport(keep=True)  # the in-process bench's: peer 127.0.0.1:50000
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    for chunk in data:
+        conn.data_received(chunk)
+    await asyncio.sleep(0)
+    assert await asyncio.to_thread(controller.store.wait_dispatched, 10.0)
+    return b"".join(transport.kept or [])
+
+
+Serve = Callable[[Path, list[bytes], bool], Coroutine[Any, Any, tuple[Any, ...]]]
+
+
+def side_by_side(serve: Serve, data: list[bytes]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """`serve` on a fresh store each with the lane and without: (with, without)."""
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        return asyncio.run(serve(Path(a), data, True)), asyncio.run(serve(Path(b), data, False))
