@@ -80,12 +80,23 @@ _CURSOR_STAYS = frozenset(
 
 @dataclass(slots=True)
 class Popped:
-    """One message handed out: its record bytes (RECONSUMETIMES patched) and where it is."""
+    """One message handed out and where it is: its record is `data[pos:pos + size]` (all of
+    `data` when `size` is -1). The new messages of a batch share the `bytes` of their store read
+    (one copy per run of records); a redelivery has its own (RECONSUMETIMES patched)."""
 
     queue_id: int
     queue_offset: int
-    record: bytes
+    data: bytes
     attempts: int
+    pos: int = 0
+    size: int = -1
+
+    @property
+    def record(self) -> bytes:
+        """The record's bytes (a copy when `data` holds more than the record)."""
+        if self.size < 0 or (self.pos == 0 and self.size == len(self.data)):
+            return self.data
+        return self.data[self.pos : self.pos + self.size]
 
 
 @dataclass(slots=True)
@@ -379,10 +390,13 @@ class PopService:
             group, topic, queue_id, state.cursor, left, message_filter, record_filter=record_filter
         )
         try:
-            out: list[Taken] = [
-                (state, Popped(queue_id, offset, bytes(view), 0), None)
-                for view, offset in zip(found.messages, found.queue_offsets, strict=True)
-            ]
+            out: list[Taken] = []
+            offsets = iter(found.queue_offsets)
+            for data, sizes in found.copied_runs():  # one copy per run: the answer outlives the read
+                pos = 0
+                for size in sizes:
+                    out.append((state, Popped(queue_id, next(offsets), data, 0, pos, size), None))
+                    pos += size
             if found.status not in _CURSOR_STAYS and found.next_begin_offset != state.cursor:
                 state.cursor = found.next_begin_offset  # found, filtered, or corrected past a gap
                 if not out:  # with messages, their POP record carries the cursor
