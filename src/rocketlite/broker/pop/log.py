@@ -125,9 +125,31 @@ class QueuePopState:
     # No message in flight is due before this (wall ms; a lower bound, 0 when not known): a pop
     # scans the in-flight messages for due ones only from then on. Memory only.
     due_from: int = field(default=0, compare=False)
+    # Every offset in flight was put there in ascending order (`keep`), so the lowest is the
+    # dict's first key: the committed offset without a look at the others. An offset put
+    # there out of order (a cursor corrected backwards, a state loaded from disk) clears it
+    # until nothing is in flight. `last`: the highest offset put there. Memory only.
+    ordered: bool = field(default=False, compare=False)
+    last: int = field(default=-1, compare=False)
+
+    def keep(self, offset: int, entry: InFlight) -> None:
+        """Put `offset` in flight (a new one, or a redelivery's new popTime and deadline)."""
+        in_flight = self.in_flight
+        if offset not in in_flight:
+            if not in_flight:
+                self.ordered, self.last = True, offset
+            elif offset > self.last:
+                self.last = offset
+            else:
+                self.ordered = False
+        in_flight[offset] = entry
 
     def committed(self) -> int:
-        return min(self.in_flight, default=self.cursor)
+        """The lowest offset in flight, or the cursor when none is."""
+        in_flight = self.in_flight
+        if not in_flight:
+            return self.cursor
+        return next(iter(in_flight)) if self.ordered else min(in_flight)
 
 
 States = dict[QueueKey, QueuePopState]

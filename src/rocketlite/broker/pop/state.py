@@ -276,7 +276,7 @@ class PopService:
             last_queue = -1
             for state, msg, _ in taken:  # msg.attempts: its last delivery's + 1, or 0
                 offset = msg.queue_offset
-                state.in_flight[offset] = InFlight(pop_time, deadline, msg.attempts)
+                state.keep(offset, InFlight(pop_time, deadline, msg.attempts))
                 if msg.queue_id != last_queue:  # a batch takes a queue's messages in a row
                     last_queue = msg.queue_id
                     state.due_from = min(state.due_from, deadline)
@@ -516,15 +516,22 @@ class PopService:
         return self.store.get_max_offset_in_queue(topic, queue_id) > cursor
 
     def next_deadline(self, group: str, topic: str, queue_ids: list[int]) -> int | None:
-        """The earliest deadline in flight on these queues (ms), when a held pop must look again."""
+        """When a held pop must look again (ms): no later than the earliest deadline in flight on
+        these queues. Each queue's `due_from` bound, with no scan of its messages: a bound
+        earlier than the real deadline (an acked message's, 0 after a restart) only makes the
+        held pop look once sooner, and that look's scan makes the bound exact."""
+        due: int | None = None
         with self.table.lock:
-            deadlines = [
-                f.deadline
-                for q in queue_ids
-                if (state := self.table.queues.get((group, topic, q))) is not None
-                for f in state.in_flight.values()
-            ]
-        return min(deadlines, default=None)
+            for q in queue_ids:
+                state = self.table.queues.get((group, topic, q))
+                if state is None or not state.in_flight:
+                    continue
+                at = state.due_from
+                if at >= _NEVER:  # not known (cannot be, with messages in flight): look
+                    at = min(f.deadline for f in state.in_flight.values())
+                if due is None or at < due:
+                    due = at
+        return due
 
     def revive_behind(self) -> tuple[int, int]:
         """Messages whose invisible time is over and that no pop has taken back yet, and how long
