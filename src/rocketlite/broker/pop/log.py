@@ -111,8 +111,11 @@ class PopLogError(ValueError):
     """A snapshot or log that is not this format (bad magic or version): refused naming the file."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class InFlight:
+    """One delivery in flight. Frozen: the messages of one pop share one (a change replaces a
+    message's own), so a batch makes one, not one per message."""
+
     pop_time: int
     deadline: int  # wall-clock ms; due for redelivery from then on
     attempts: int  # deliveries before this one (0 on the first)
@@ -261,7 +264,7 @@ def apply(states: States, body: bytes) -> None:
         offset, pop_time, deadline = CHANGE.unpack_from(body, pos)
         entry = state.in_flight.get(offset)
         if entry is not None:
-            entry.pop_time, entry.deadline = pop_time, deadline
+            state.in_flight[offset] = InFlight(pop_time, deadline, entry.attempts)
     elif kind not in (ACK, CHANGE_KIND):
         raise PopLogError(f"unknown POP log record kind {kind}")
 

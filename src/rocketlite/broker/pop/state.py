@@ -274,9 +274,13 @@ class PopService:
             by_queue: dict[int, list[tuple[int, int]]] = {}
             entries: list[tuple[int, int]] = []
             last_queue = -1
+            shared: dict[int, InFlight] = {}  # one per attempts count: most batches make one
             for state, msg, _ in taken:  # msg.attempts: its last delivery's + 1, or 0
                 offset = msg.queue_offset
-                state.keep(offset, InFlight(pop_time, deadline, msg.attempts))
+                delivery = shared.get(msg.attempts)
+                if delivery is None:
+                    delivery = shared[msg.attempts] = InFlight(pop_time, deadline, msg.attempts)
+                state.keep(offset, delivery)
                 if msg.queue_id != last_queue:  # a batch takes a queue's messages in a row
                     last_queue = msg.queue_id
                     state.due_from = min(state.due_from, deadline)
@@ -345,8 +349,9 @@ class PopService:
                         group, topic, queue_id, offset, entry.attempts,
                     )  # fmt: skip
                     if confirm_dead_letter:  # hidden (in memory only) until the DLQ copy is durable
-                        entry.deadline = now + DLQ_CONFIRM_MS
-                        state.due_from = min(state.due_from, entry.deadline)
+                        hidden = InFlight(entry.pop_time, now + DLQ_CONFIRM_MS, entry.attempts)
+                        state.in_flight[offset] = hidden
+                        state.due_from = min(state.due_from, hidden.deadline)
                         self._dead.add((key, offset))
                     else:
                         del state.in_flight[offset]
@@ -496,12 +501,13 @@ class PopService:
         """Move a delivered message's deadline to now + `invisible_time`; returns the new popTime,
         which the client's new handle carries (the old handle is stale from then on)."""
         with self.table.lock:
-            entry = self._in_flight(group, topic, queue_id, offset, handle)
-            entry.pop_time = max(self.clock.now_ms(), entry.pop_time + 1)
-            entry.deadline = entry.pop_time + invisible_time
-            state = self.table.queues[(group, topic, queue_id)]
-            state.due_from = min(state.due_from, entry.deadline)
+            old = self._in_flight(group, topic, queue_id, offset, handle)
+            pop_time = max(self.clock.now_ms(), old.pop_time + 1)
+            entry = InFlight(pop_time, pop_time + invisible_time, old.attempts)
             key = (group, topic, queue_id)
+            state = self.table.queues[key]
+            state.in_flight[offset] = entry
+            state.due_from = min(state.due_from, entry.deadline)
             self.table.log.append(change_record(key, offset, entry.pop_time, entry.deadline))
             return entry.pop_time
 
