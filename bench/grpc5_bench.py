@@ -21,9 +21,12 @@ saturated (>= 85% of a core).
 `--native` runs the same comparison with an independent generator instead (bench/grpc5/native.py):
 bench/peers/loadgen's gRPC mode (google.golang.org/grpc, prebuilt protobuf bytes) for 5.x and its
 prebuilt remoting frames for 4.x, so neither side is bounded by a Python client
-(`make peersgen` builds it). Its latency phase is the generator's `e2e -proto grpc`: paced
-SendMessage calls with the send time in the body, long-polling receivers that ack without
-waiting, latency on the generator's own clock (`--phases latency` runs only that one).
+(`make peersgen` builds it). `--source5` picks the 5.x produce load source: `grpcraw` (default),
+prebuilt HTTP/2 frames written one call per write like the 4.x side's frames, or `grpc`
+(grpc-go, whose own CPU per call is several times the broker's). Its latency phase is the
+generator's `e2e -proto grpc`: paced SendMessage calls with the send time in the body,
+long-polling receivers that ack without waiting, latency on the generator's own clock
+(`--phases latency` runs only that one).
 
 `--ghz` adds a third, unrelated generator to the produce comparison (bench/grpc5/ghz.py): ghz,
 a gRPC load tool that compiles our .proto files and builds each SendMessageRequest from JSON
@@ -67,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--native", action="store_true", help="the native Go generator on both sides")
     parser.add_argument("--ghz", action="store_true", help="5.x SendMessage from ghz too")
+    parser.add_argument(
+        "--source5",
+        choices=native.SOURCES5,
+        default=native.SOURCES5[0],
+        help="--native/--ghz 5.x produce: prebuilt HTTP/2 frames (grpcraw) or grpc-go (grpc)",
+    )
     parser.add_argument(
         "--impl",
         default="grpcio,nghttp2",
@@ -126,6 +135,7 @@ def native_settings(args: argparse.Namespace, work: Path, impl: str, *, consume:
         latency="latency" in args.phases,
         latency_rate=args.latency_rate,
         latency_seconds=2.0 if args.quick else 5.0,
+        source5=args.source5,
     )
 
 

@@ -5,9 +5,14 @@ one run, both driven by the native generator (bench/peers/loadgen, `-proto grpc`
 The 5.x requests are serialized here once with rocketlite's generated stubs (one 1 KiB NORMAL
 message per SendMessageRequest, a distinct message id per connection; a ReceiveMessageRequest of
 32 for any queue of the topic, as the 5.x clients' POP receive asks) and handed to the generator
-as bytes; it sends them through google.golang.org/grpc with a pass-through codec. The 4.x frames
-are bench/peers/frames.py's. Both sides: 16 connections (HTTP/2 connections on the 5.x side);
-4.x keeps 32 requests in flight per connection, 5.x `window` calls.
+as bytes. `source5` picks how the generator sends SendMessage: "grpcraw" (the default) writes
+prebuilt HTTP/2 frames (x/net/http2's Framer and hpack, the header block encoded once, one write per
+call), as the 4.x side writes prebuilt remoting frames, so both sides cost the generator about the
+same; "grpc" calls through google.golang.org/grpc with a pass-through codec, whose transport costs
+the generator several times the broker's CPU per call (on 2 cores it then starves the broker).
+Consume and latency always use grpc-go. The 4.x frames are bench/peers/frames.py's. Both sides:
+16 connections (HTTP/2 connections on the 5.x side); 4.x keeps 32 requests in flight per
+connection, 5.x `window` calls.
 
 The latency phase (`e2e -proto grpc`, bench/peers/loadgen/grpce2e.go) paces SendMessage calls
 at `latency_rate` over LATENCY_CONNS connections, each body stamped with the generator's
@@ -42,8 +47,19 @@ from bench.peers.frames import write_frames
 from bench.peers.servers import GENERATOR
 from rocketlite.remoting.connection import Connection
 
-__all__ = ["GENERATOR", "Native", "Served", "produce", "run", "serving", "table", "write_grpc_frames"]
+__all__ = [
+    "GENERATOR",
+    "SOURCES5",
+    "Native",
+    "Served",
+    "produce",
+    "run",
+    "serving",
+    "table",
+    "write_grpc_frames",
+]
 
+SOURCES5 = ("grpcraw", "grpc")  # the generator's 5.x produce load sources (-proto)
 SATURATED = 0.85  # share of one core
 TOPIC4, TOPIC5, GROUP5 = "Native4", "Native5", "Native5Group"
 TOPIC5E, GROUP5E = "Native5E2E", "Native5E2EGroup"
@@ -66,6 +82,7 @@ class Native:
     latency: bool = False
     latency_rate: float = 1000.0
     latency_seconds: float = 5.0
+    source5: str = "grpcraw"  # the 5.x produce load source: grpcraw (prebuilt frames) | grpc (grpc-go)
 
 
 def write_grpc_frames(
@@ -139,10 +156,15 @@ def us_per_msg(r: dict[str, Any]) -> float:
     return float(r["server_cpu_s"]) / r["messages"] * 1e6 if r.get("messages") else float("nan")
 
 
+def gen_us_per_msg(r: dict[str, Any]) -> float:
+    return float(r.get("gen_cpu_s", 0.0)) / r["messages"] * 1e6 if r.get("messages") else float("nan")
+
+
 def line(name: str, r: dict[str, Any]) -> str:
     lat = f"p50 {r['p50_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms  " if r.get("samples") else ""
     text = (
-        f"  {name:32s} {r['rate']:>10,.0f} msg/s  {us_per_msg(r):6.1f} us/msg broker CPU  {lat}"
+        f"  {name:32s} {r['rate']:>10,.0f} msg/s  {us_per_msg(r):6.1f} us/msg broker CPU  "
+        f"{gen_us_per_msg(r):6.1f} us/msg generator CPU  {lat}"
         f"broker {cores(r, 'server_cpu_s'):.2f} / generator {cores(r, 'gen_cpu_s'):.2f} / "
         f"machine {cores(r, 'machine_busy_s'):.2f} cores  saturated: {saturated(r)}"
     )
@@ -191,7 +213,7 @@ async def produce(s: Native, b: Served) -> None:
     timed = ["-seconds", str(s.seconds), "-warmup", str(s.warmup), "-size", str(s.size)]
     await phase(s, b.broker, "4.x SEND_MESSAGE_V2", "send4", "produce", "remoting", b.port,
                 *timed, "-window", str(WINDOW), "-frames", str(b.frames4))  # fmt: skip
-    await phase(s, b.broker, "5.x SendMessage", "send5", "produce", "grpc", b.grpc_port,
+    await phase(s, b.broker, f"5.x SendMessage ({s.source5})", "send5", "produce", s.source5, b.grpc_port,
                 *timed, "-window", str(s.window), "-frames", str(b.frames5))  # fmt: skip
 
 
@@ -249,8 +271,8 @@ def table(rows: dict[str, dict[str, Any]]) -> list[str]:
     """4.x and 5.x side by side, the native generator on both."""
     head = [
         "| figure (native generator) | 4.x remoting | 5.x gRPC | 5.x / 4.x | broker CPU/msg 4.x / 5.x "
-        "| p50 / p99 4.x | p50 / p99 5.x | saturated 4.x / 5.x |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| generator CPU/msg 4.x / 5.x | p50 / p99 4.x | p50 / p99 5.x | saturated 4.x / 5.x |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     lines: list[str] = []
 
@@ -265,7 +287,8 @@ def table(rows: dict[str, dict[str, Any]]) -> list[str]:
         ratio = f"{b['rate'] / a['rate']:.2f}x" if a["rate"] else "n/a"
         lines.append(
             f"| {label} | {a['rate']:,.0f} msg/s | {b['rate']:,.0f} msg/s | {ratio} | "
-            f"{us_per_msg(a):.1f} / {us_per_msg(b):.1f} µs | {lat(a)} | {lat(b)} | "
+            f"{us_per_msg(a):.1f} / {us_per_msg(b):.1f} µs | "
+            f"{gen_us_per_msg(a):.1f} / {gen_us_per_msg(b):.1f} µs | {lat(a)} | {lat(b)} | "
             f"{saturated(a)} / {saturated(b)} |"
         )
     lines = head + lines if lines else []

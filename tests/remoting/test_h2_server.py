@@ -16,6 +16,7 @@ import pytest
 from tests.support.aio import run
 
 try:
+    from rocketlite.remoting.h2.group import GroupedContext
     from rocketlite.remoting.h2.server import H2GrpcServer, Method
 except ImportError as exc:
     if os.environ.get("CI", "").lower() == "true":
@@ -201,5 +202,45 @@ def test_a_group_handler_serves_the_calls_of_a_read_in_order() -> None:
             assert answer == (b"one:" if request.startswith(b"x") else b"grp:") + request
         assert sorted(grouped.served) == sorted(requests)  # each served once, "boom" by nobody
         assert grouped.largest > 1  # several calls of one read were offered together
+
+    run(scenario())
+
+
+def test_a_grouped_call_the_group_leaves_is_parsed_then_and_its_context_has_the_metadata() -> None:
+    """A plain call comes to the group handler as its bytes, with a context that reads the call's
+    metadata; one the group leaves is parsed by the method's `decode` only then, and a request
+    that does not parse ends INTERNAL."""
+    seen: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
+
+    def decode(data: bytes) -> bytes:
+        if data == b"xbad":
+            raise ValueError("not a request")
+        return data
+
+    def group(calls: list[tuple[Any, Any]], start: int) -> list[bytes]:
+        request, context = calls[start]
+        seen.append((context.peer(), tuple(context.invocation_metadata())))
+        assert isinstance(request, bytes) and isinstance(context, GroupedContext)  # GROUPED by the session
+        return [] if request.startswith(b"x") else [b"grp:" + request]
+
+    async def one(request: bytes, context: Any) -> bytes:
+        return b"one:" + request
+
+    async def scenario() -> None:
+        server = H2GrpcServer({"/t.S/Put": Method("unary", decode, _same, one, group)}, max_message=1 << 20)
+        port = await server.start("127.0.0.1", 0)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                put = channel.unary_unary("/t.S/Put")
+                assert await put(b"a", metadata=(("x-mq-client-id", "c7"),)) == b"grp:a"
+                assert await put(b"xgood") == b"one:xgood"
+                with pytest.raises(grpc.aio.AioRpcError) as failed:
+                    await put(b"xbad")
+                assert failed.value.code() == grpc.StatusCode.INTERNAL
+                assert "cannot parse the request" in (failed.value.details() or "")
+        finally:
+            await server.close()
+        peer, metadata = seen[0]
+        assert peer.startswith("ipv4:127.0.0.1:") and ("x-mq-client-id", "c7") in metadata
 
     run(scenario())

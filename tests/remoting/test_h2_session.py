@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -209,16 +210,182 @@ def test_fuzz_random_bytes_after_the_preface(data: bytes) -> None:
         max_size=12,
     ),
     st.integers(1, 50),
+    st.booleans(),
 )
-def test_fuzz_random_frames_in_random_chunks(parts: list[tuple[int, int, int, bytes]], chunk: int) -> None:
+def test_fuzz_random_frames_in_random_chunks(
+    parts: list[tuple[int, int, int, bytes]], chunk: int, group: bool
+) -> None:
+    """`group`: the requests' path is grouped (`set_grouped`), GROUPED calls answered with
+    `answer_ok`."""
     session = opened()
+    if group:
+        session.set_grouped({b"/pkg.Svc/Call"})
     data = b"".join(frame(kind, flags, stream_id, payload) for kind, flags, stream_id, payload in parts)
     for at in range(0, len(data), chunk):
         if not session.open:
             break
-        _fed(session, data[at : at + chunk])
+        try:
+            events = session.receive(data[at : at + chunk])
+        except _h2.H2Error:
+            assert GOAWAY in [f[0] for f in frames(session.send())]
+            assert not session.open
+            break
+        ids = [stream_id for kind, stream_id, _ in events if kind == _h2.GROUPED]
+        session.answer_ok(ids, [b"answer"] * len(ids))
         for stream_id in range(1, 6, 2):  # answer whatever was opened, as the server would
             session.send_message(stream_id, b"answer")
             session.finish(stream_id, 0)
         session.send()
         session.take_events()
+
+
+# -- grouped paths: a plain unary call as one GROUPED event -------------------------------------
+
+GROUPED_PATH = b"/pkg.Svc/Call"
+
+
+def grouped() -> _h2.H2Session:
+    session = opened()
+    session.set_grouped({GROUPED_PATH})
+    return session
+
+
+def test_a_plain_call_of_a_grouped_path_is_one_grouped_event_answered_without_a_closed_event() -> None:
+    session = grouped()
+    headers = request_headers(GROUPED_PATH, (b"grpc-timeout", b"3S"), (b"x-mq-client-id", b"c1"))
+    events = session.receive(
+        frame(HEADERS, END_HEADERS, 1, headers) + frame(DATA, END_STREAM, 1, grpc_message(b"req"))
+    )
+    assert [e[:2] for e in events] == [(_h2.GROUPED, 1)]
+    path, message, fields = events[0][2]
+    assert (path, message) == (GROUPED_PATH, b"req")
+    assert (b"x-mq-client-id", b"c1") in fields and (b"grpc-timeout", b"3S") in fields
+    session.answer_ok([1], [b"answer"])
+    written = [f for f in frames(session.send()) if f[2] == 1]
+    assert b"".join(f[3] for f in written if f[0] == DATA) == grpc_message(b"answer")
+    assert [(f[0], f[1] & END_STREAM) for f in written] == [(HEADERS, 0), (DATA, 0), (HEADERS, END_STREAM)]
+    assert session.take_events() == [] and session.stream_count == 0
+
+
+def test_answer_ok_writes_the_frames_send_message_and_finish_write() -> None:
+    outs = []
+    for fast in (True, False):
+        session = grouped() if fast else opened()
+        session.receive(
+            frame(HEADERS, END_HEADERS, 1, request_headers()) + frame(DATA, END_STREAM, 1, grpc_message(b"q"))
+        )
+        if fast:
+            session.answer_ok([1], [b"x" * 300])
+        else:
+            session.send_message(1, b"x" * 300)
+            session.finish(1, 0)
+        outs.append(session.send())
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize(
+    ("why", "extra", "payload"),
+    [
+        ("a path not grouped", [(b":path", b"/pkg.Svc/Other")], [grpc_message(b"q")]),
+        ("a deadline already past", [(b"grpc-timeout", b"0m")], [grpc_message(b"q")]),
+        ("a deadline that does not parse", [(b"grpc-timeout", b"5x")], [grpc_message(b"q")]),
+        ("another content-type", [(b"content-type", b"application/json")], [grpc_message(b"q")]),
+        ("a compressed message", [(b"grpc-encoding", b"gzip")], [grpc_message(b"q", compressed=1)]),
+        ("two messages", [], [grpc_message(b"q"), grpc_message(b"r")]),
+        ("no message", [], []),
+    ],
+)
+def test_an_unusual_call_goes_the_ordinary_way(
+    why: str, extra: list[tuple[bytes, bytes]], payload: list[bytes]
+) -> None:
+    session = grouped()
+    fields = dict([(b":path", GROUPED_PATH), (b"content-type", b"application/grpc"), *extra])
+    headers = request_headers(
+        fields.pop(b":path"), *[(n, v) for n, v in fields.items() if n != b"content-type"]
+    )
+    headers = headers.replace(b"application/grpc", fields[b"content-type"])
+    events = session.receive(
+        frame(HEADERS, END_HEADERS, 1, headers) + frame(DATA, END_STREAM, 1, b"".join(payload))
+    )
+    kinds = [e[0] for e in events]
+    assert _h2.GROUPED not in kinds, why
+    assert kinds[0] == _h2.HEADERS and kinds[-1] == _h2.END, why
+
+
+def test_a_call_whose_end_comes_in_a_later_read_is_released_at_the_end_of_the_first() -> None:
+    session = grouped()
+    first = session.receive(
+        frame(HEADERS, END_HEADERS, 1, request_headers()) + frame(DATA, 0, 1, grpc_message(b"q"))
+    )
+    assert [(e[0], e[1]) for e in first] == [(_h2.HEADERS, 1), (_h2.MESSAGE, 1)]
+    assert session.receive(frame(DATA, END_STREAM, 1, b"")) == [(_h2.END, 1, None)]
+
+
+def test_a_held_call_reset_before_its_end_is_dropped_unseen() -> None:
+    session = grouped()
+    events = session.receive(
+        frame(HEADERS, END_HEADERS, 1, request_headers())
+        + frame(DATA, 0, 1, grpc_message(b"q"))
+        + frame(RST_STREAM, 0, 1, struct.pack(">I", _h2.CANCEL))
+    )
+    assert events == [] and session.stream_count == 0
+
+
+def _by_stream(events: list[tuple[int, int, Any]]) -> dict[int, list[tuple[int, object]]]:
+    """Each stream's events, a GROUPED one spelled out as the HEADERS, MESSAGE and END it stands for."""
+    out: dict[int, list[tuple[int, object]]] = {}
+    for kind, stream_id, value in events:
+        seq = out.setdefault(stream_id, [])
+        if kind == _h2.GROUPED:
+            _path, message, headers = value
+            seq += [(_h2.HEADERS, headers), (_h2.MESSAGE, message), (_h2.END, None)]
+        else:
+            seq.append((kind, value))
+    return out
+
+
+REQUEST_PARTS = st.lists(
+    st.tuples(
+        st.sampled_from([1, 3, 5]),
+        st.sampled_from(["headers", "timeout0", "json", "message", "zipped", "end", "message_end", "reset"]),
+    ),
+    max_size=14,
+)
+
+
+@FUZZ
+@given(REQUEST_PARTS, st.integers(1, 80))
+def test_grouped_events_are_the_ordinary_events_of_the_same_bytes(
+    parts: list[tuple[int, str]], chunk: int
+) -> None:
+    """The same bytes, in the same chunks, to a session with the path grouped and one without:
+    each stream's events are the same once a GROUPED event is spelled out, but for a held call
+    reset before its END, which the grouped session drops unseen."""
+    pieces = {
+        "headers": lambda sid: frame(HEADERS, END_HEADERS, sid, request_headers()),
+        "timeout0": lambda sid: frame(
+            HEADERS, END_HEADERS, sid, request_headers(GROUPED_PATH, (b"grpc-timeout", b"0S"))
+        ),
+        "json": lambda sid: frame(HEADERS, END_HEADERS, sid, request_headers().replace(b"/grpc", b"/json")),
+        "message": lambda sid: frame(DATA, 0, sid, grpc_message(b"m%d" % sid)),
+        "zipped": lambda sid: frame(DATA, 0, sid, grpc_message(b"z", compressed=1)),
+        "end": lambda sid: frame(DATA, END_STREAM, sid, b""),
+        "message_end": lambda sid: frame(DATA, END_STREAM, sid, grpc_message(b"e%d" % sid)),
+        "reset": lambda sid: frame(RST_STREAM, 0, sid, struct.pack(">I", _h2.CANCEL)),
+    }
+    data = b"".join(pieces[what](sid) for sid, what in parts)
+    seen = []
+    for session in (opened(), grouped()):
+        events = []
+        for at in range(0, len(data), chunk):
+            try:
+                events += session.receive(data[at : at + chunk])
+            except _h2.H2Error:
+                break
+        seen.append(_by_stream(events))
+    plain, fast = seen
+    for sid in plain.keys() | fast.keys():
+        if sid not in fast:  # held, then reset before its END
+            assert plain[sid][-1][0] == _h2.CLOSED and all(kind != _h2.END for kind, _ in plain[sid])
+        else:
+            assert fast[sid] == plain[sid]

@@ -67,6 +67,7 @@ type Result struct {
 	SendP99ms   float64 `json:"send_p99_ms,omitempty"`
 	ServerWait  float64 `json:"server_wait_s,omitempty"`
 	GenWait     float64 `json:"gen_wait_s,omitempty"`
+	FlowWaits   int64   `json:"flow_waits,omitempty"` // grpcraw: requests held back by HTTP/2 flow control
 }
 
 var clkTck = 100.0 // USER_HZ; Linux reports /proc times in 1/100 s on every common build
@@ -193,7 +194,7 @@ func main() {
 	mode := os.Args[1]
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	p := Params{}
-	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | grpc | kafka | nats | redis")
+	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | grpc | grpcraw (produce: prebuilt HTTP/2 frames) | kafka | nats | redis")
 	fs.StringVar(&p.Addr, "addr", "127.0.0.1:10911", "server address")
 	fs.IntVar(&p.Conns, "conns", 16, "connections (one queue / partition / subject / stream each)")
 	fs.IntVar(&p.Window, "window", 32, "requests in flight per connection")
@@ -215,6 +216,8 @@ func main() {
 	switch {
 	case mode == "produce" && p.Proto == "grpc":
 		res, err = grpcProduce(p)
+	case mode == "produce" && p.Proto == "grpcraw":
+		res, err = grpcRawProduce(p)
 	case mode == "consume" && p.Proto == "grpc":
 		res, err = grpcConsume(p)
 	case mode == "produce":

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from rocketlite.broker.subscription_group import SubscriptionGroupConfig
+from rocketlite.protocol.requests.offsets import build_query_consumer_offset, parse_query_consumer_offset
 from tests.support.aio import run
 from tests.support.broker_harness import BrokerUnderTest, broker_under_test, stored_by_uniq_key
 from tests.support.foreign_clients.grpc5 import endpoint_address, require_python5, start_python5
@@ -64,7 +65,9 @@ def test_python_push_consumer_failures_are_redelivered_then_dead_lettered(tmp_pa
                 assert list(dlq) == ["ID-PUSH"]
                 body, props = dlq["ID-PUSH"]
                 assert body == b"fails" and props["RETRY_TOPIC"] == "PushT"
-                assert broker.controller.offsets.query("PushG", "PushT", 0) == 1  # consumed, by the DLQ
+                # consumed, by the DLQ: the offset moves once the DLQ copy is on disk, a little after
+                # it can be pulled (the store dispatches before it flushes)
+                assert await _committed_offset(broker, "PushG", "PushT", 0, until=1, timeout=10) == 1
             finally:
                 ended = await client.finish(5)  # closes its stdin; killed if its shutdown lingers
             deliveries = [json.loads(line) for line in ended.lines() if line.startswith('{"id"')]
@@ -87,3 +90,24 @@ async def _dead_lettered(
                 return stored
         await asyncio.sleep(0.2)
     raise AssertionError(f"nothing reached {topic} within {timeout} s")
+
+
+async def _committed_offset(
+    broker: BrokerUnderTest, group: str, topic: str, queue_id: int, *, until: int, timeout: float
+) -> int | None:
+    """The group's committed offset as QUERY_CONSUMER_OFFSET answers it, asked again until it is
+    `until` or `timeout` seconds have passed (then the last answer, which the caller's assert shows).
+
+    The POP state forgets a dead-lettered message, and commits the offset past it, only once its
+    DLQ copy is flushed (`PopMessageProcessor.dead_letter`); the copy is dispatched to the DLQ's consume
+    queue, where a pull finds it, before that, as a 5.x proxy acks only after its DLQ send returns."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        answer = await broker.client.invoke(
+            broker.addr, build_query_consumer_offset(group, topic, queue_id), 5.0
+        )
+        offset = parse_query_consumer_offset(answer)
+        if offset == until or loop.time() >= deadline:
+            return offset
+        await asyncio.sleep(0.05)

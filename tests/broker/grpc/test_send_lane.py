@@ -8,7 +8,7 @@ handler (FIFO, DELAY and TRANSACTION types, user properties, a bad digest, no me
 resource namespace, two messages in one call, a topic not yet found legal, a TIMER_ tag, a topic
 that does not exist and cannot be created). The answer bytes (HTTP/2 frames, in order), the commit
 log's segments (small: groups split where a segment rolls) and every consume queue file must be
-the same. `ok_answer` is pinned to `SerializeToString` on its own.
+the same, and so must the put stats. `ok_answer` is pinned in `tests/protocol/test_send_fields.py`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ from typing import Any
 import pytest
 from bench.grpc5_h2_path import StubTransport, capture
 from bench.grpc5_probe import SERVICE
-from hypothesis import given
-from hypothesis import strategies as st
 
 from rocketlite.broker.config import BrokerConfig, GrpcServerImpl
 from rocketlite.broker.controller import BrokerController
 from rocketlite.broker.grpc import h2door
-from rocketlite.broker.grpc.send_lane import SendMessageLane, ok_answer
+from rocketlite.broker.grpc.send_lane import SendMessageLane
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.formats import speedups
@@ -109,15 +107,33 @@ async def client_reads(calls: list[tuple[str, bytes]]) -> list[bytes]:
     return await capture(methods, calls, 16)  # with bench/grpc5_probe.py's client metadata
 
 
+def put_stats(stats: Any) -> Any:
+    """What the sends added to the broker's stats: totals, per-topic items, traffic histograms."""
+    traffic = {key: (t.messages, t.size, list(t.buckets), t.size_sum) for key, t in stats.traffic_in.items()}
+    slots = {
+        topic: [(item.value, item.times) for item in slot[:3]] for topic, slot in stats._put_slots.items()
+    }
+    return stats.put_nums, stats.put_size, traffic, slots
+
+
 def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 async def serve(
     root: Path, reads: list[bytes], lane: bool
-) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int]:
-    """Feed `reads` to a fresh broker's h2 methods; (answers, commit log, consume queues, lane count)."""
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, int, Any]:
+    """Feed `reads` to a fresh broker's h2 methods; (answers, commit log, consume queues, lane count,
+    calls opened the ordinary way: with a `_Call` and `CallContext` of their own, the put stats)."""
     from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
+
+    opened = 0
+
+    class Counting(GrpcConnection):
+        def open_call(self, stream_id: int, headers: list[tuple[bytes, bytes]]) -> Any:
+            nonlocal opened
+            opened += 1
+            return super().open_call(stream_id, headers)
 
     store_cfg = StoreConfig(
         store_path_root_dir=root, maped_file_size_commit_log=32 * 1024,
@@ -141,7 +157,7 @@ async def serve(
         methods = parts.grpc.h2.methods
         if not lane:
             methods = {path: dataclasses.replace(m, group=None) for path, m in methods.items()}
-        conn = GrpcConnection(methods, 4 << 20)
+        conn = Counting(methods, 4 << 20)
         transport = StubTransport()
         conn.connection_made(transport)
         for data in reads:
@@ -155,6 +171,8 @@ async def serve(
             files_under(root / "commitlog"),
             files_under(root / "consumequeue"),
             lane_obj.taken,
+            opened,
+            put_stats(parts.send.stats),
         )
     finally:
         await controller.close()
@@ -169,17 +187,10 @@ def test_the_lane_stores_and_answers_what_the_per_message_path_does(seed: int) -
         slow = asyncio.run(serve(Path(b), reads, lane=False))
     assert slow[3] == 0
     assert fast[3] > 40  # most common sends went through the lane
+    assert slow[4] == 160  # every call its own `_Call` and context
+    assert fast[4] < 160 - 40  # the lane's were GROUPED by the session: none of their own
     assert len(fast[1]) >= 3  # the commit log rolled over segments
     assert fast[0] == slow[0]  # the answers, HTTP/2 frames byte for byte, in order
     assert fast[1] == slow[1]  # the commit log's segments
     assert fast[2] == slow[2]  # every consume queue file
-
-
-@given(st.text(max_size=300), st.integers(0, 2**63 - 1))
-def test_ok_answer_is_what_protobuf_serializes(message_id: str, offset: int) -> None:
-    status = pb.Status(code=pb.Code.OK)
-    entry = spb.SendResultEntry(
-        status=status, message_id=message_id, offset=offset, transaction_id=message_id
-    )
-    expected = spb.SendMessageResponse(status=status, entries=[entry]).SerializeToString()
-    assert ok_answer(message_id, offset) == expected
+    assert fast[5] == slow[5] and fast[5][0] > 40  # the put stats

@@ -35,6 +35,7 @@ import hashlib
 import inspect
 import time
 import zlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rocketlite.broker.grpc.kit import GrpcPeer, ProtoKit, RefusedError
@@ -121,11 +122,18 @@ def common_properties(system: pb.SystemProperties, topic: str) -> str:
     """The properties string of a NORMAL message with no user properties, as
     `properties_to_string` writes the same map (tag, keys, UNIQ_KEY, the producer group = the
     topic), built straight."""
-    text = f"{UNIQ_KEY}{system.message_id}{PGROUP}{topic}"
-    if system.keys:
-        text = f"{KEYS}{' '.join(system.keys)}{SEP}{text}"
-    if system.HasField("tag"):
-        text = f"{TAGS}{system.tag}{SEP}{text}"
+    return properties_text(
+        system.message_id, system.tag if system.HasField("tag") else None, system.keys, topic
+    )
+
+
+def properties_text(message_id: str, tag: str | None, keys: Sequence[str], topic: str) -> str:
+    """`common_properties` from the fields themselves (tag None: not set)."""
+    text = f"{UNIQ_KEY}{message_id}{PGROUP}{topic}"
+    if keys:
+        text = f"{KEYS}{' '.join(keys)}{SEP}{text}"
+    if tag is not None:
+        text = f"{TAGS}{tag}{SEP}{text}"
     return text
 
 

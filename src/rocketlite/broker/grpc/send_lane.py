@@ -6,7 +6,8 @@ For the leading calls it takes, it does what `ProducerService.send_message` ->
 `SendMessageProcessor._put` does for one, once for all: their records encoded into one buffer
 (`speedups.encode_group`), appended under one lock with one clock read and one dispatch wake-up
 (`StoreAPI.put_group_nowait`), each answered with its `SendMessageResponse`, serialized by
-`ok_answer` (the bytes `SerializeToString` gives the same message). It returns the answers of the
+`ok_answer` (`protocol/proto/send_fields.py`, compiled in `_native/_send_fields.pyx`: the bytes
+`SerializeToString` gives the same message). It returns the answers of the
 calls it took; the connection hands the first call it did not take to the guarded handler and
 offers the rest again, so the calls are stored in the order they arrived, with the queue ids and
 offsets the per-message path gives them.
@@ -24,31 +25,27 @@ and goes through the handler, which answers it as it does today):
 
 `tests/broker/grpc/test_send_lane.py` pins the stored bytes (commit log and consume queues) and the
 answers against the per-message path, replaying a real client's bytes.
-
-The answer's bytes (`ok_answer`): SendMessageResponse{1: Status{1: OK}, 2: SendResultEntry{1:
-Status{1: OK}, 2: message_id, 3: transaction_id = message_id, 4: offset}}, each field a tag byte,
-the length-delimited ones a varint length first, empty and zero ones left out (proto3).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
-from zlib import crc32
 
 from rocketlite.broker.config import BrokerRole
-from rocketlite.broker.grpc.send import common_properties, digest_problem
-from rocketlite.broker.stats import message_type
+from rocketlite.broker.grpc.send import digest_problem, properties_text
+from rocketlite.broker.stats import NORMAL, message_type
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import GroupEntry, encode_group, send_properties
 from rocketlite.protocol.message import MessageSysFlag
+from rocketlite.protocol.proto.send_fields import fields_of
+from rocketlite.protocol.proto.speedups import ok_answer, send_fields
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 
 if TYPE_CHECKING:
     from rocketlite.broker.grpc.auth import GrpcGuard
     from rocketlite.broker.grpc.send import ProducerService
 
-_NORMAL: Final = int(pb.MessageType.NORMAL)
 _CRC32: Final = int(pb.DigestType.CRC32)
 _PERM_WRITE: Final = perm.PERM_WRITE
 _RETRY_PREFIX: Final = reserved.RETRY_GROUP_TOPIC_PREFIX
@@ -56,40 +53,6 @@ _MULTI_TAGS_FLAG: Final = int(MessageSysFlag.MULTI_TAGS_FLAG)
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _DELAY_NEEDLE: Final = "DELAY\x01"
 _TIMER_NEEDLE: Final = "TIMER_"
-
-
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return _SMALL[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL: Final = [bytes((i,)) for i in range(0x80)]
-
-
-def _field(tag: int, data: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(data)) + data
-
-
-_OK_STATUS: Final = _field(0x0A, b"\x08" + _varint(int(pb.Code.OK)))
-
-
-def ok_answer(message_id: str, offset: int) -> bytes:
-    """The serialized SendMessageResponse of one message stored at queue `offset` (>= 0)."""
-    mid = message_id.encode()
-    n = len(mid)
-    entry = _OK_STATUS
-    if n:  # (proto3 leaves empty and zero fields out)
-        size = _SMALL[n] if n < 0x80 else _varint(n)
-        entry = b"%s\x12%s%s\x1a%s%s" % (entry, size, mid, size, mid)
-    if offset:
-        entry += b"\x20" + _varint(offset)
-    return b"%s\x12%s%s" % (_OK_STATUS, _varint(len(entry)), entry)
 
 
 class SendMessageLane:
@@ -134,23 +97,18 @@ class SendMessageLane:
         entries: list[GroupEntry] = []
         sizes: list[int] = []
         keys: list[str] = []
-        taken: list[tuple[str, str]] = []  # message id, kind
+        taken: list[str] = []  # message ids
+        kinds: list[str] = []  # the stats' message type, when not NORMAL ("": NORMAL)
         for i in range(start, len(calls)):
             request, context = calls[i]
-            messages = request.messages
-            if len(messages) != 1 or context.peer() != peer_text:
+            if context.peer() != peer_text:
                 break
-            message = messages[0]
-            system = message.system_properties
-            resource = message.topic
-            topic = resource.name
-            message_id = system.message_id
-            body = message.body
-            if (
-                system.message_type != _NORMAL or not message_id or message.user_properties
-                or system.HasField("message_group") or system.HasField("delivery_timestamp")
-                or len(body) > max_body or resource.resource_namespace
-            ):  # fmt: skip
+            # a GROUPED call's request is its bytes, read by the compiled reader; another's parsed
+            fields = send_fields(request) if type(request) is bytes else fields_of(request)
+            if fields is None:
+                break
+            topic, body, message_id, tag, message_keys, digest_type, checksum, seconds, nanos, crc_ok = fields
+            if len(body) > max_body:
                 break
             topic_state = ready.get(topic)
             if topic_state is None:
@@ -161,15 +119,10 @@ class SendMessageLane:
                     break
                 multi = tc.topic_filter_type == "MULTI_TAG"
                 topic_state = ready[topic] = (max(tc.write_queue_nums, 1), _MULTI_TAGS_FLAG if multi else 0)
-            digest = system.body_digest
-            checksum = digest.checksum
-            if (digest.type != _CRC32 or checksum != f"{crc32(body):08X}") and digest_problem(
-                body, digests.get(digest.type, ""), checksum
-            ) is not None:
+            if not crc_ok and digest_problem(body, digests.get(digest_type, ""), checksum) is not None:
                 break
-            text = common_properties(system, topic)
-            stamp = system.born_timestamp
-            born_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
+            text = properties_text(message_id, tag, message_keys, topic)
+            born_ms = seconds * 1000 + nanos // 1_000_000
             if not _LONG_MIN <= born_ms <= _LONG_MAX:
                 break
             properties, _code, _uniq, _keys, delay = send_properties(text, cluster)
@@ -187,7 +140,8 @@ class SendMessageLane:
             entries.append((topic, body, properties, qid, 0, topic_state[1], born_ms, 0))
             sizes.append(size)
             keys.append(f"{topic}-{qid}")
-            taken.append((message_id, message_type(properties, False, None)))
+            taken.append(message_id)
+            kinds.append(message_type(properties, False, None) if "__S" in properties else "")
         if not entries:
             return []
         assert encode_group is not None
@@ -196,11 +150,26 @@ class SendMessageLane:
         except (TypeError, ValueError, OverflowError):  # not expected after the checks; nothing placed
             return []  # the handler serves them one by one
         _ids, qoffs = p.store.put_group_nowait(buf, sizes, keys, store_host)
-        record_put = p.stats.record_put
-        answers = []
-        for k, queue_offset in enumerate(qoffs):
-            message_id, kind = taken[k]
-            record_put(entries[k][0], 1, sizes[k], kind)
-            answers.append(ok_answer(message_id, queue_offset))
+        answers = [ok_answer(taken[k], queue_offset) for k, queue_offset in enumerate(qoffs)]
+        self._record(entries, sizes, kinds)
         self.taken += len(answers)
         return answers
+
+    def _record(self, entries: list[GroupEntry], sizes: list[int], kinds: list[str]) -> None:
+        """The stats of the stored calls, each a send of one message: the NORMAL ones by run of
+        one topic (`record_single_puts`, the counters `record_put` per call would give)."""
+        stats = self.producer.send.stats
+        run: list[int] = []
+        topic = ""
+        for k, entry in enumerate(entries):
+            kind = kinds[k]
+            if kind and kind != NORMAL:
+                stats.record_put(entry[0], 1, sizes[k], kind)
+                continue
+            if entry[0] != topic and run:
+                stats.record_single_puts(topic, run)
+                run = []
+            topic = entry[0]
+            run.append(sizes[k])
+        if run:
+            stats.record_single_puts(topic, run)

@@ -10,6 +10,12 @@ writers or their references.
 * `ack_response` (an AckMessage's answer as bytes from its serialized statuses): `acks.ack_response`;
   compiled in `_native/_delivery.pyx` (`tests/protocol/test_acks.py` pins both against
   `SerializeToString`).
+* `send_fields` (the fields of a serialized `SendMessageRequest` 5.x SendMessage's group lane
+  needs): `send_fields.send_fields`, through the protobuf classes; compiled in
+  `_native/_send_fields.pyx`, which reads the wire format itself and declines what it does not
+  expect (`tests/protocol/test_send_fields.py`).
+* `ok_answer` (the lane's SendMessageResponse of one stored message): `send_fields.ok_answer`;
+  compiled in `_native/_send_fields.pyx` (both pinned against `SerializeToString`).
 * `handle_fields` (an AckMessage's receipt handles read in one call, no object per handle):
   `acks.handle_fields` (one regex match each); compiled in `_native/_delivery.pyx`
   (`tests/protocol/test_acks.py` pins the two).
@@ -26,8 +32,10 @@ from typing import Final, Protocol
 
 from rocketlite import native
 from rocketlite.protocol.proto import acks, delivery
+from rocketlite.protocol.proto import send_fields as _send_fields
 from rocketlite.protocol.proto.acks import HandleFields
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
+from rocketlite.protocol.proto.send_fields import SendFields
 
 __all__ = [
     "CHOSEN",
@@ -37,6 +45,8 @@ __all__ = [
     "ack_response",
     "delivery_response",
     "handle_fields",
+    "ok_answer",
+    "send_fields",
 ]
 
 
@@ -55,6 +65,8 @@ class Codecs:
     name: str
     delivery_response: DeliveryWriter
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
+    send_fields: Callable[[bytes], SendFields | None]
+    ok_answer: Callable[[str, int], bytes]
     handle_fields: Callable[[Iterable[str]], list[HandleFields | None]]
 
 
@@ -62,13 +74,20 @@ REFERENCE: Final = Codecs(
     name="reference",
     delivery_response=delivery.delivery_response,
     ack_response=acks.ack_response,
+    send_fields=_send_fields.send_fields,
+    ok_answer=_send_fields.ok_answer,
     handle_fields=acks.handle_fields,
 )
 
-NATIVE_MODULES: Final = ("rocketlite.protocol.proto._native._delivery",)
+NATIVE_MODULES: Final = (
+    "rocketlite.protocol.proto._native._delivery",
+    "rocketlite.protocol.proto._native._send_fields",
+)
 
 CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
 
 delivery_response: Final = CHOSEN.delivery_response
 ack_response: Final = CHOSEN.ack_response
+send_fields: Final = CHOSEN.send_fields
+ok_answer: Final = CHOSEN.ok_answer
 handle_fields: Final = CHOSEN.handle_fields

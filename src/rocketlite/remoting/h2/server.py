@@ -22,10 +22,7 @@ vanished without closing its socket is let go.
 from __future__ import annotations
 
 import asyncio
-import base64
-import contextlib
 import logging
-import re
 import ssl
 import zlib
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
@@ -37,12 +34,14 @@ from rocketlite.remoting.h2._native._h2 import (
     CLOSED,
     COMPRESSED,
     END,
+    GROUPED,
     HEADERS,
     MESSAGE,
     H2Error,
     H2Session,
 )
 from rocketlite.remoting.h2.group import GroupHandler, serve_grouped
+from rocketlite.remoting.h2.headers import Parsed, parse_headers, timeout_seconds
 from rocketlite.remoting.h2.status import (
     DEADLINE_EXCEEDED,
     INTERNAL,
@@ -55,11 +54,6 @@ from rocketlite.remoting.h2.status import (
 log = logging.getLogger("rocketlite.remoting.h2")
 
 Shape = Literal["unary", "server_stream", "bidi"]
-TIMEOUT_UNITS: Final = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
-TIMEOUT = re.compile(rb"(\d{1,8})([HMSmun])")
-NOT_METADATA: Final = frozenset(
-    {b"content-type", b"te", b"grpc-timeout", b"grpc-encoding", b"grpc-accept-encoding"}
-)
 
 
 MAX_PARSED: Final = 256  # distinct header lists remembered per connection
@@ -67,29 +61,6 @@ MAX_PARSED: Final = 256  # distinct header lists remembered per connection
 
 # grpc-encoding -> zlib's wbits for it: gzip is RFC 1952, gRPC's "deflate" is zlib's RFC 1950
 ENCODINGS: Final = {b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
-Parsed = tuple[bytes, tuple[tuple[str, str | bytes], ...], bytes | None]
-
-
-def parse_headers(headers: tuple[tuple[bytes, bytes], ...]) -> Parsed:
-    """A request's `:path`, its metadata (`-bin` keys base64-decoded), `grpc-timeout` apart, and
-    its `grpc-encoding` (None: none given)."""
-    path = b""
-    encoding: bytes | None = None
-    metadata: list[tuple[str, str | bytes]] = []
-    for name, value in headers:
-        if name[:1] == b":":
-            if name == b":path":
-                path = value
-        elif name == b"grpc-encoding":
-            encoding = value
-        elif name not in NOT_METADATA:
-            key = name.decode("latin-1")
-            if key.endswith("-bin"):
-                with contextlib.suppress(ValueError):
-                    metadata.append((key, base64.b64decode(value + b"==")))
-            else:
-                metadata.append((key, value.decode("latin-1")))
-    return path, tuple(metadata), encoding
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +170,11 @@ class GrpcConnection(asyncio.Protocol):
         self.pending: dict[int, _Unary] = {}
         self.flush_scheduled = False
         self.parsed: dict[tuple[tuple[bytes, bytes], ...], Parsed] = {}
-        self.grouped: list[tuple[int, _Call, Any, CallContext]] = []  # this read's, for `Method.group`
+        # this read's calls for `Method.group`: (stream id, call, request, context), or, for a call
+        # the session reported GROUPED, (stream id, None, (path, message, headers), None)
+        self.grouped: list[tuple[int, _Call | None, Any, CallContext | None]] = []
+        self.gone: set[int] = set()  # streams closed in this read (GROUPED calls reset meanwhile)
+        self.session.set_grouped({path for path, method in methods.items() if method.group is not None})
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -221,8 +196,11 @@ class GrpcConnection(asyncio.Protocol):
             self.flush()
             self.transport.close()
             return
+        grouped = self.grouped
         for kind, stream_id, value in events:
-            if kind == MESSAGE:
+            if kind == GROUPED:  # (first: a busy producer's calls are mostly these)
+                grouped.append((stream_id, None, value, None))
+            elif kind == MESSAGE:
                 self._message(stream_id, value)
             elif kind == HEADERS:
                 self._headers(stream_id, value)
@@ -230,12 +208,15 @@ class GrpcConnection(asyncio.Protocol):
                 self._end(stream_id)
             elif kind == CLOSED:
                 self._closed(stream_id)
+                if self.grouped:
+                    self.gone.add(stream_id)
             elif kind == COMPRESSED:
                 self._compressed(stream_id, value)
             elif kind == BAD:
                 self._fail(stream_id, RESOURCE_EXHAUSTED if "exceeds" in value else UNIMPLEMENTED, value)
         if self.grouped:
             serve_grouped(self)
+            self.gone.clear()
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -252,8 +233,42 @@ class GrpcConnection(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------------
 
     def _headers(self, stream_id: int, headers: list[tuple[bytes, bytes]]) -> None:
-        # HPACK hands a client's calls the same fields every time (a deadline's `grpc-timeout`
-        # aside): the path and metadata are parsed once per distinct header list and connection.
+        opened = self.open_call(stream_id, headers)
+        if opened is None:
+            return
+        call, context = opened
+        if call.method.shape == "bidi":
+            call.requests = asyncio.Queue()
+            call.task = self.loop.create_task(self._bidi(stream_id, call, context))
+        else:
+            self.pending[stream_id] = _Unary(call.method, context)
+
+    def open_call(
+        self, stream_id: int, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[_Call, CallContext] | None:
+        """A request's call and context from its header list, its deadline timer set (None: no
+        such method, answered UNIMPLEMENTED)."""
+        (path, metadata, encoding), timeout = self.parse(headers)
+        deadline: float | None = None
+        if timeout is not None:
+            seconds = timeout_seconds(timeout)
+            if seconds is not None:
+                deadline = self.loop.time() + seconds
+        method = self.methods.get(path)
+        if method is None:
+            self.session.finish(stream_id, UNIMPLEMENTED, f"Method not found: {path.decode('latin-1')}")
+            return None
+        context = CallContext(self.peer, metadata, deadline, self.loop)
+        call = self.calls[stream_id] = _Call(method, encoding)
+        if deadline is not None:
+            call.timer = self.loop.call_at(deadline, self._expire, stream_id, call)
+        return call, context
+
+    def parse(self, headers: list[tuple[bytes, bytes]]) -> tuple[Parsed, bytes | None]:
+        """A header list parsed (`parse_headers`), and its `grpc-timeout` (None: none).
+
+        HPACK hands a client's calls the same fields every time (a deadline's `grpc-timeout`
+        aside): the path and metadata are parsed once per distinct header list and connection."""
         timeout: bytes | None = None
         key: list[tuple[bytes, bytes]] = []
         for field in headers:
@@ -267,25 +282,7 @@ class GrpcConnection(asyncio.Protocol):
             if len(self.parsed) >= MAX_PARSED:
                 self.parsed.clear()
             parsed = self.parsed[fields] = parse_headers(fields)
-        path, metadata, encoding = parsed
-        deadline: float | None = None
-        if timeout is not None:
-            match = TIMEOUT.fullmatch(timeout)
-            if match:
-                deadline = self.loop.time() + int(match[1]) * TIMEOUT_UNITS[match[2]]
-        method = self.methods.get(path)
-        if method is None:
-            self.session.finish(stream_id, UNIMPLEMENTED, f"Method not found: {path.decode('latin-1')}")
-            return
-        context = CallContext(self.peer, metadata, deadline, self.loop)
-        call = self.calls[stream_id] = _Call(method, encoding)
-        if method.shape == "bidi":
-            call.requests = asyncio.Queue()
-            call.task = self.loop.create_task(self._bidi(stream_id, call, context))
-        else:
-            self.pending[stream_id] = _Unary(method, context)
-        if deadline is not None:
-            call.timer = self.loop.call_at(deadline, self._expire, stream_id, call)
+        return parsed, timeout
 
     def _message(self, stream_id: int, payload: bytes) -> None:
         call = self.calls.get(stream_id)

@@ -16,6 +16,17 @@ tuples `(kind, stream_id, value)`:
 - `BAD`: the stream's gRPC framing is unusable (value says why: a compressed flag other than 0
   or 1, or a message larger than `max_message`); the caller finishes the stream with an error
   status.
+- `GROUPED`: a whole plain call of a grouped path (`set_grouped`), ended in this read; value is
+  `(path, message, headers)`. It replaces the call's HEADERS, MESSAGE and END events.
+
+Grouped paths (`set_grouped`) are unary methods whose calls the caller serves together, answered
+with `answer_ok`. A call of such a path is held back (its HEADERS not reported) while it stays
+plain: `content-type` `application/grpc` or `application/grpc+proto`, a `grpc-timeout` that
+parses and is not zero when there is one, one message, not compressed. If its END comes in the
+same read, it is reported as one `GROUPED` event; otherwise (anything unusual, or the read ends
+first) its HEADERS and MESSAGE are reported then, in order, and it goes the ordinary way. A held
+call reset before its END is dropped unseen, and a call answered with `answer_ok` reports no
+CLOSED.
 
 A protocol error raises `H2Error`; the session has then queued GOAWAY, which `send()` returns.
 
@@ -38,99 +49,12 @@ data provider as flow control allows; an empty buffer answers NGHTTP2_ERR_DEFERR
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, uint8_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
-cdef extern from "nghttp2/nghttp2.h":
-    ctypedef struct nghttp2_session:
-        pass
-    ctypedef struct nghttp2_session_callbacks:
-        pass
-    ctypedef struct nghttp2_nv:
-        uint8_t *name
-        uint8_t *value
-        size_t namelen
-        size_t valuelen
-        uint8_t flags
-    ctypedef struct nghttp2_frame_hd:
-        size_t length
-        int32_t stream_id
-        uint8_t type
-        uint8_t flags
-    ctypedef enum nghttp2_headers_category:
-        NGHTTP2_HCAT_REQUEST
-    ctypedef struct nghttp2_headers:
-        nghttp2_frame_hd hd
-        nghttp2_headers_category cat
-    ctypedef union nghttp2_frame:
-        nghttp2_frame_hd hd
-        nghttp2_headers headers
-    ctypedef union nghttp2_data_source:
-        int fd
-        void *ptr
-    ctypedef ssize_t (*nghttp2_data_source_read_callback)(
-        nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
-        uint32_t *data_flags, nghttp2_data_source *source, void *user_data) noexcept
-    ctypedef struct nghttp2_data_provider:
-        nghttp2_data_source source
-        nghttp2_data_source_read_callback read_callback
-    ctypedef struct nghttp2_settings_entry:
-        int32_t settings_id
-        uint32_t value
+include "_nghttp2.pxi"  # the libnghttp2 API used here
 
-    ctypedef int (*begin_headers_cb)(nghttp2_session *, const nghttp2_frame *, void *) noexcept
-    ctypedef int (*header_cb)(nghttp2_session *, const nghttp2_frame *, const uint8_t *, size_t,
-                              const uint8_t *, size_t, uint8_t, void *) noexcept
-    ctypedef int (*frame_recv_cb)(nghttp2_session *, const nghttp2_frame *, void *) noexcept
-    ctypedef int (*data_chunk_cb)(nghttp2_session *, uint8_t, int32_t, const uint8_t *, size_t,
-                                  void *) noexcept
-    ctypedef int (*stream_close_cb)(nghttp2_session *, int32_t, uint32_t, void *) noexcept
-
-    int nghttp2_session_callbacks_new(nghttp2_session_callbacks **callbacks_ptr)
-    void nghttp2_session_callbacks_del(nghttp2_session_callbacks *callbacks)
-    void nghttp2_session_callbacks_set_on_begin_headers_callback(nghttp2_session_callbacks *, begin_headers_cb)
-    void nghttp2_session_callbacks_set_on_header_callback(nghttp2_session_callbacks *, header_cb)
-    void nghttp2_session_callbacks_set_on_frame_recv_callback(nghttp2_session_callbacks *, frame_recv_cb)
-    void nghttp2_session_callbacks_set_on_data_chunk_recv_callback(nghttp2_session_callbacks *, data_chunk_cb)
-    void nghttp2_session_callbacks_set_on_stream_close_callback(nghttp2_session_callbacks *, stream_close_cb)
-    int nghttp2_session_server_new(nghttp2_session **session_ptr, const nghttp2_session_callbacks *callbacks,
-                                   void *user_data)
-    void nghttp2_session_del(nghttp2_session *session)
-    int nghttp2_submit_settings(nghttp2_session *session, uint8_t flags, const nghttp2_settings_entry *iv,
-                                size_t niv)
-    int nghttp2_session_set_local_window_size(nghttp2_session *session, uint8_t flags, int32_t stream_id,
-                                              int32_t window_size)
-    ssize_t nghttp2_session_mem_recv(nghttp2_session *session, const uint8_t *data, size_t inlen)
-    ssize_t nghttp2_session_mem_send(nghttp2_session *session, const uint8_t **data_ptr)
-    int nghttp2_submit_response(nghttp2_session *session, int32_t stream_id, const nghttp2_nv *nva,
-                                size_t nvlen, const nghttp2_data_provider *data_prd)
-    int nghttp2_submit_trailer(nghttp2_session *session, int32_t stream_id, const nghttp2_nv *nva, size_t nvlen)
-    int nghttp2_session_resume_data(nghttp2_session *session, int32_t stream_id)
-    int nghttp2_submit_rst_stream(nghttp2_session *session, uint8_t flags, int32_t stream_id, uint32_t error_code)
-    int nghttp2_session_terminate_session(nghttp2_session *session, uint32_t error_code)
-    int nghttp2_session_want_read(nghttp2_session *session)
-    int nghttp2_session_want_write(nghttp2_session *session)
-    const char *nghttp2_strerror(int lib_error_code)
-
-    enum:
-        NGHTTP2_DATA
-        NGHTTP2_HEADERS
-        NGHTTP2_FLAG_NONE
-        NGHTTP2_FLAG_END_STREAM
-        NGHTTP2_FLAG_END_HEADERS
-        NGHTTP2_ERR_DEFERRED
-        NGHTTP2_ERR_CALLBACK_FAILURE
-        NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
-        NGHTTP2_DATA_FLAG_EOF
-        NGHTTP2_DATA_FLAG_NO_END_STREAM
-        NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS
-        NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE
-        NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE
-        NGHTTP2_NV_FLAG_NONE
-        NGHTTP2_NO_ERROR
-        NGHTTP2_PROTOCOL_ERROR
-        NGHTTP2_INTERNAL_ERROR
-        NGHTTP2_CANCEL
 
 HEADERS = 1
 MESSAGE = 2
@@ -138,6 +62,7 @@ END = 3
 CLOSED = 4
 BAD = 5
 COMPRESSED = 6
+GROUPED = 7
 
 NO_ERROR = NGHTTP2_NO_ERROR
 PROTOCOL_ERROR = NGHTTP2_PROTOCOL_ERROR
@@ -163,6 +88,12 @@ cdef class _Stream:
     cdef bint finished  # trailers given: sent once `out` is drained
     cdef bint bad  # framing refused: later DATA is dropped
     cdef list trailers
+    cdef bint fast  # of a grouped path and plain so far (see the module doc)
+    cdef bint held  # HEADERS not reported: on the grouped way
+    cdef bint quiet  # answered by `answer_ok`: no CLOSED event
+    cdef bint typed  # a gRPC content-type seen
+    cdef bytes path
+    cdef bytes message  # the held call's message
 
     def __cinit__(self):
         self.headers = []
@@ -173,9 +104,16 @@ cdef class _Stream:
         self.finished = False
         self.bad = False
         self.trailers = None
+        self.fast = False
+        self.held = False
+        self.quiet = False
+        self.typed = False
+        self.path = None
+        self.message = None
 
 
 cdef list RESPONSE = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+cdef list OK_TRAILERS = [(b"grpc-status", b"0")]
 
 
 cdef class H2Session:
@@ -187,6 +125,8 @@ cdef class H2Session:
     cdef object error  # an exception raised inside a callback, re-raised by receive()
     cdef Py_ssize_t max_message
     cdef nghttp2_data_provider provider
+    cdef frozenset grouped  # paths of the grouped methods
+    cdef list holding  # stream ids held back in this read
 
     def __cinit__(self, Py_ssize_t max_message=4 * 1024 * 1024 + 1024):
         cdef nghttp2_session_callbacks *callbacks
@@ -196,6 +136,8 @@ cdef class H2Session:
         self.events = []
         self.error = None
         self.max_message = max_message
+        self.grouped = frozenset()
+        self.holding = []
         self.provider.source.ptr = NULL
         self.provider.read_callback = _read_out
         if nghttp2_session_callbacks_new(&callbacks) != 0:
@@ -230,6 +172,8 @@ cdef class H2Session:
             rv = nghttp2_session_mem_recv(self.session, &data[0], data.shape[0])
         else:
             rv = 0
+        if self.holding:
+            self._release_held()
         if self.error is not None:
             error, self.error = self.error, None
             nghttp2_session_terminate_session(self.session, NGHTTP2_INTERNAL_ERROR)
@@ -239,6 +183,32 @@ cdef class H2Session:
             raise H2Error(nghttp2_strerror(<int>rv).decode())
         events, self.events = self.events, []
         return events
+
+    def set_grouped(self, paths):
+        """The paths (bytes) of the unary methods whose plain calls come as GROUPED events."""
+        self.grouped = frozenset(paths)
+
+    def answer_ok(self, list stream_ids not None, list payloads not None):
+        """Answer GROUPED calls: each stream's one message (serialized), then `grpc-status` 0; a
+        stream that is gone is skipped. As `send_message` then `finish(OK)`, without their CLOSED."""
+        cdef Py_ssize_t i, n
+        cdef _Stream stream
+        cdef bytes payload
+        for i in range(len(stream_ids)):
+            stream = self.streams.get(stream_ids[i])
+            if stream is None or stream.finished or stream.started:
+                continue
+            payload = payloads[i]
+            n = len(payload)
+            out = stream.out
+            out.append(0)
+            out += n.to_bytes(4, "big")
+            out += payload
+            stream.started = True
+            stream.finished = True
+            stream.quiet = True
+            stream.trailers = OK_TRAILERS
+            self._respond(stream_ids[i], RESPONSE, True)
 
     def take_events(self):
         """The events that came up while sending (streams that closed once their end went out),
@@ -324,6 +294,27 @@ cdef class H2Session:
     def stream_count(self):
         return len(self.streams)
 
+    cdef int _unhold(self, int32_t stream_id, _Stream stream) except -1:
+        """A held call goes the ordinary way: its HEADERS (and its held message) reported now."""
+        stream.held = False
+        stream.fast = False
+        self.events.append((HEADERS, stream_id, stream.headers))
+        stream.headers = []
+        if stream.message is not None:
+            self.events.append((MESSAGE, stream_id, stream.message))
+            stream.message = None
+        return 0
+
+    cdef int _release_held(self) except -1:
+        """The read is over: calls still held (their END not read yet) go the ordinary way."""
+        cdef _Stream stream
+        holding, self.holding = self.holding, []
+        for sid in holding:
+            stream = self.streams.get(sid)
+            if stream is not None and stream.held:
+                self._unhold(sid, stream)
+        return 0
+
     cdef bint _respond(self, int32_t stream_id, list headers, bint with_data):
         cdef nghttp2_nv nva[MAX_FIELDS]
         cdef Py_ssize_t n = _fill_nv(nva, headers)
@@ -335,36 +326,57 @@ cdef class H2Session:
         cdef Py_ssize_t n = _fill_nv(nva, trailers)
         return nghttp2_submit_trailer(self.session, stream_id, nva, n)
 
-    cdef int _data(self, int32_t stream_id, const uint8_t *data, size_t length) except -1:
-        cdef _Stream stream = self.streams.get(stream_id)
-        cdef const unsigned char *p
-        cdef Py_ssize_t size, at, n
-        if stream is None or stream.bad:
+    cdef int _data(self, _Stream stream, int32_t stream_id, const uint8_t *data,
+                   size_t length) except -1:
+        """A DATA chunk: the whole gRPC messages in it are taken from it where they are (most
+        messages come in one chunk), the rest kept in the stream's `inbuf` until it completes."""
+        cdef Py_ssize_t at
+        if stream.bad:
             return 0
         inbuf = stream.inbuf
+        if PyByteArray_GET_SIZE(inbuf) == 0:
+            at = self._messages(stream, stream_id, data, length)
+            if not stream.bad and <size_t>at < length:
+                inbuf += (<const char *>data + at)[:length - at]
+            return 0
         inbuf += (<const char *>data)[:length]
-        at = 0
-        size = PyByteArray_GET_SIZE(inbuf)
-        p = <const unsigned char *>PyByteArray_AS_STRING(inbuf)
-        while size - at >= 5:
-            n = (<Py_ssize_t>p[at + 1] << 24) | (p[at + 2] << 16) | (p[at + 3] << 8) | p[at + 4]
-            if p[at] > 1:
-                stream.bad = True
-                self.events.append((BAD, stream_id, f"compressed flag {p[at]} is neither 0 nor 1"))
-                break
-            if n > self.max_message:
-                stream.bad = True
-                self.events.append((BAD, stream_id, f"message of {n} bytes exceeds the limit of {self.max_message}"))
-                break
-            if size - at - 5 < n:
-                break
-            self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, bytes(inbuf[at + 5:at + 5 + n])))
-            at += 5 + n
+        at = self._messages(
+            stream, stream_id, <const uint8_t *>PyByteArray_AS_STRING(inbuf), PyByteArray_GET_SIZE(inbuf)
+        )
         if stream.bad:
             inbuf.clear()
         elif at:
             del inbuf[:at]
         return 0
+
+    cdef Py_ssize_t _messages(self, _Stream stream, int32_t stream_id, const uint8_t *p,
+                              Py_ssize_t size) except -1:
+        """The whole gRPC messages at the start of `p[:size]` as events (or held); how many
+        bytes they took."""
+        cdef Py_ssize_t at = 0, n
+        while size - at >= 5:
+            n = (<Py_ssize_t>p[at + 1] << 24) | (p[at + 2] << 16) | (p[at + 3] << 8) | p[at + 4]
+            if stream.held and (p[at] or size - at - 5 >= n and stream.message is not None):
+                self._unhold(stream_id, stream)  # compressed, or a second message
+            if p[at] > 1:
+                stream.bad = True
+                self.events.append((BAD, stream_id, f"compressed flag {p[at]} is neither 0 nor 1"))
+                break
+            if n > self.max_message:
+                if stream.held:
+                    self._unhold(stream_id, stream)
+                stream.bad = True
+                self.events.append((BAD, stream_id, f"message of {n} bytes exceeds the limit of {self.max_message}"))
+                break
+            if size - at - 5 < n:
+                break
+            message = PyBytes_FromStringAndSize(<const char *>p + at + 5, n)
+            if stream.held:
+                stream.message = message
+            else:
+                self.events.append((COMPRESSED if p[at] else MESSAGE, stream_id, message))
+            at += 5 + n
+        return at
 
 
 cdef Py_ssize_t _fill_nv(nghttp2_nv *nva, list fields) except -1:
@@ -384,6 +396,27 @@ cdef Py_ssize_t _fill_nv(nghttp2_nv *nva, list fields) except -1:
     return n
 
 
+cdef bint _grpc_content_type(const uint8_t *value, size_t n) noexcept:
+    return (n == 16 and memcmp(value, b"application/grpc", 16) == 0) or (
+        n == 22 and memcmp(value, b"application/grpc+proto", 22) == 0)
+
+
+cdef bint _live_timeout(const uint8_t *value, size_t n) noexcept:
+    """A grpc-timeout the server reads (1 to 8 digits and a unit) and not zero: a call with none
+    that parses, or already past, goes the ordinary way."""
+    cdef size_t i
+    cdef bint nonzero = False
+    if n < 2 or n > 9:
+        return False
+    for i in range(n - 1):
+        if value[i] < 0x30 or value[i] > 0x39:
+            return False
+        if value[i] != 0x30:
+            nonzero = True
+    i = value[n - 1]
+    return nonzero and (i == 0x48 or i == 0x4D or i == 0x53 or i == 0x6D or i == 0x75 or i == 0x6E)
+
+
 cdef _percent_encode(str message):
     """grpc-message: printable ASCII but '%' as is, every other byte %XX (of the UTF-8)."""
     out = bytearray()
@@ -399,7 +432,9 @@ cdef int _on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
     cdef H2Session self = <H2Session>user_data
     if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
         try:
-            self.streams[frame.hd.stream_id] = _Stream()
+            stream = _Stream()
+            self.streams[frame.hd.stream_id] = stream  # (which keeps it alive while nghttp2 points at it)
+            nghttp2_session_set_stream_user_data(session, frame.hd.stream_id, <void *>stream)
         except BaseException as exc:
             self.error = exc
             return NGHTTP2_ERR_CALLBACK_FAILURE
@@ -413,13 +448,31 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     if frame.hd.type != NGHTTP2_HEADERS or frame.headers.cat != NGHTTP2_HCAT_REQUEST:
         return 0  # request trailers: nothing in gRPC needs them
     try:
-        stream = self.streams.get(frame.hd.stream_id)
+        stream = _stream_of(session, frame.hd.stream_id)
         if stream is not None:
-            stream.headers.append(((<const char *>name)[:namelen], (<const char *>value)[:valuelen]))
+            field = ((<const char *>name)[:namelen], (<const char *>value)[:valuelen])
+            stream.headers.append(field)
+            if namelen == 5 and memcmp(name, b":path", 5) == 0:
+                stream.path = field[1]
+                stream.fast = self.grouped and stream.path in self.grouped
+            elif stream.fast and name[0] != 0x3A:  # (pseudo-headers come first)
+                if namelen == 12 and memcmp(name, b"content-type", 12) == 0:
+                    stream.typed = _grpc_content_type(value, valuelen)
+                    stream.fast = stream.typed
+                elif namelen == 12 and memcmp(name, b"grpc-timeout", 12) == 0:
+                    if not _live_timeout(value, valuelen):
+                        stream.fast = False
     except BaseException as exc:
         self.error = exc
         return NGHTTP2_ERR_CALLBACK_FAILURE
     return 0
+
+
+cdef inline _Stream _stream_of(nghttp2_session *session, int32_t stream_id):
+    """A request stream's `_Stream`, without a dict lookup: nghttp2 keeps a pointer to it from
+    `_on_begin_headers` to `_on_stream_close` (`streams` holds the reference); None: none."""
+    cdef void *found = nghttp2_session_get_stream_user_data(session, stream_id)
+    return <_Stream>found if found != NULL else None
 
 
 cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data) noexcept:
@@ -428,15 +481,29 @@ cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
     cdef int32_t sid = frame.hd.stream_id
     try:
         if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
-            stream = self.streams.get(sid)
+            stream = _stream_of(session, sid)
             if stream is not None:
-                self.events.append((HEADERS, sid, stream.headers))
-                stream.headers = []
+                if stream.fast and stream.typed:
+                    stream.held = True
+                    self.holding.append(sid)
+                else:
+                    stream.fast = False
+                    self.events.append((HEADERS, sid, stream.headers))
+                    stream.headers = []
         if (frame.hd.type == NGHTTP2_HEADERS or frame.hd.type == NGHTTP2_DATA) and (
             frame.hd.flags & NGHTTP2_FLAG_END_STREAM
         ):
-            if sid in self.streams:
-                self.events.append((END, sid, None))
+            stream = _stream_of(session, sid)
+            if stream is not None:
+                if stream.held and stream.message is not None and PyByteArray_GET_SIZE(stream.inbuf) == 0:
+                    stream.held = False
+                    self.events.append((GROUPED, sid, (stream.path, stream.message, stream.headers)))
+                    stream.message = None
+                    stream.headers = []
+                else:
+                    if stream.held:
+                        self._unhold(sid, stream)
+                    self.events.append((END, sid, None))
     except BaseException as exc:
         self.error = exc
         return NGHTTP2_ERR_CALLBACK_FAILURE
@@ -446,8 +513,11 @@ cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
 cdef int _on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data,
                         size_t length, void *user_data) noexcept:
     cdef H2Session self = <H2Session>user_data
+    cdef _Stream stream = _stream_of(session, stream_id)
+    if stream is None:
+        return 0
     try:
-        self._data(stream_id, data, length)
+        self._data(stream, stream_id, data, length)
     except BaseException as exc:
         self.error = exc
         return NGHTTP2_ERR_CALLBACK_FAILURE
@@ -457,8 +527,11 @@ cdef int _on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_
 cdef int _on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
                           void *user_data) noexcept:
     cdef H2Session self = <H2Session>user_data
+    cdef _Stream stream
     try:
-        if self.streams.pop(stream_id, None) is not None:
+        nghttp2_session_set_stream_user_data(session, stream_id, NULL)  # (the dict's reference goes now)
+        stream = self.streams.pop(stream_id, None)
+        if stream is not None and not stream.held and not stream.quiet:
             self.events.append((CLOSED, stream_id, error_code))
     except BaseException as exc:
         self.error = exc

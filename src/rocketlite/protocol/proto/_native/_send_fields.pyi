@@ -1,0 +1,6 @@
+"""Type stub of the compiled SendMessageRequest field reader (`_send_fields.pyx`)."""
+
+from rocketlite.protocol.proto.send_fields import SendFields
+
+def send_fields(data: bytes) -> SendFields | None: ...
+def ok_answer(message_id: str, offset: int) -> bytes: ...
