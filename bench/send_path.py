@@ -253,26 +253,19 @@ async def main() -> None:
             for size in sizes:
                 for phase in args.phases.split(","):
                     if phase == "pull":
-                        reads = build_pulls(controller)
+                        reads, per_read = build_pulls(controller), PULL_BATCH
                         check_answers(controller, reads[0][:1])  # warm-up: the subscription parsed
-                        results = [await run_once(controller, reads, PULL_BATCH) for _ in range(args.runs)]
-                        cpu, loop_cpu, handling, faults = (min(r[i] for r in results) for i in range(4))
-                        print(
-                            f"pull   {size:4d} B, µs per message: process CPU {cpu:6.2f}, "
-                            f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f} "
-                            f"({sum(map(len, reads))} pulls of {PULL_BATCH}); "
-                            f"loop thread page faults per 1,000 messages {faults:6.1f}"
-                        )
-                        continue
-                    batch = phase == "batch"
-                    per_read = BATCH if batch else WINDOW
-                    reads = build_reads(args.messages, size, batch)
-                    check_answers(controller, reads[0][:2])  # warm-up, topic created, answers SUCCESS
+                        note = f" ({sum(map(len, reads))} pulls of {PULL_BATCH})"
+                    else:
+                        batch = phase == "batch"
+                        per_read, note = (BATCH if batch else WINDOW), ""
+                        reads = build_reads(args.messages, size, batch)
+                        check_answers(controller, reads[0][:2])  # warm-up, topic created, answers SUCCESS
                     results = [await run_once(controller, reads, per_read) for _ in range(args.runs)]
                     cpu, loop_cpu, handling, faults = (min(r[i] for r in results) for i in range(4))
                     print(
                         f"{phase:6s} {size:4d} B, µs per message: process CPU {cpu:6.2f}, "
-                        f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f}; "
+                        f"loop thread CPU {loop_cpu:6.2f}, handling (wall) {handling:6.2f}{note}; "
                         f"loop thread page faults per 1,000 messages {faults:6.1f}"
                     )
         finally:

@@ -106,6 +106,31 @@ def test_the_chosen_writer_gives_the_references_bytes(
     assert chosen == outcome(record, stamp, now, delivery.delivery_response)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records(), st.binary(max_size=40), st.binary(max_size=40), stamps(), millis)
+def test_a_record_inside_a_batchs_bytes_is_written_as_the_record_alone(
+    record: bytes, before: bytes, after: bytes, stamp: delivery.PopStamp, now: int
+) -> None:
+    """POP hands the writer a run's bytes with each record's place in them (no copy per record):
+    both writers give what the record alone gives, and refuse a span outside the bytes."""
+    shared = before + record + after
+    alone = outcome(record, stamp, now, delivery.delivery_response)
+    for writer in (speedups.delivery_response, delivery.delivery_response):
+        assert outcome_at(shared, len(before), len(record), stamp, now, writer) == alone
+        if not after:
+            assert outcome_at(shared, len(before), -1, stamp, now, writer) == alone
+        span = outcome_at(shared, len(before), len(shared) - len(before) + 1, stamp, now, writer)
+        assert isinstance(span, tuple) and span[0] is ValueError, span
+        assert outcome_at(shared, -1, 1, stamp, now, writer)[0] is ValueError  # type: ignore[index]
+
+
+def outcome_at(data: bytes, pos: int, size: int, stamp: delivery.PopStamp, now_ms: int, fn: object) -> object:
+    try:
+        return fn(data, stamp, now_ms, pos, size)  # type: ignore[operator]
+    except Exception as exc:
+        return type(exc), str(exc)
+
+
 @settings(max_examples=200, deadline=None)
 @given(records(), stamps(), millis)
 def test_the_bytes_are_the_message_message_of_builds(

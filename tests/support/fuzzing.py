@@ -110,16 +110,21 @@ async def throughput(b: BrokerUnderTest, seconds: float) -> float:
 
 
 async def hold_idle_connections(b: BrokerUnderTest, count: int, seconds: float) -> tuple[float, float, int]:
-    """Throughput without, then with `count` idle connections held; and how many the broker holds."""
+    """Throughput without, then with `count` idle connections held; and how many the broker holds.
+
+    Each rate is the best of three windows of `seconds / 2`: one send in flight at a time is
+    bound by scheduling, and a single window on a loaded machine (CI's two workers, other
+    processes) once measured 5,164 then 2,064 sends/s with nothing wrong. Starvation by idle
+    connections lowers every window; another process's burst lowers only some."""
     await throughput(b, 0.3)  # warm-up: topic creation, caches
-    baseline = await throughput(b, seconds)
+    baseline = max([await throughput(b, seconds / 2) for _ in range(3)])
     idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
     for _ in range(count):
         idle.append(await asyncio.open_connection("127.0.0.1", b.controller.port))
     # Half of them hold a partial frame (a header word, no more), the rest nothing at all.
     for _r, w in idle[::2]:
         w.write(SAMPLES[0][:6])
-    with_idle = await throughput(b, seconds)
+    with_idle = max([await throughput(b, seconds / 2) for _ in range(3)])
     held = sum(1 for r, w in idle if not r.at_eof() and not w.is_closing())
     for _r, w in idle:
         w.close()

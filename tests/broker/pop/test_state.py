@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlite.broker.pop.log import PopLogError
+from rocketlite.broker.pop.log import InFlight, PopLogError, QueuePopState
 from rocketlite.broker.pop.state import PopBatch, PopService
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import ManualClock
@@ -250,3 +250,51 @@ def test_a_shortened_or_restarted_deadline_is_seen_by_the_next_pop(
     restarted = service(store, cfg, clock)  # what the log says, no bound carried over
     clock.advance(60_000)
     assert sorted(m.queue_offset for m in pop(restarted).messages) == [0, 1, 2]
+
+
+def test_the_committed_offset_is_the_lowest_in_flight_in_any_order_of_puts() -> None:
+    """`QueuePopState.committed` reads the first key while offsets were put in ascending order,
+    and falls back to a look at all of them once one came out of order, until none is left."""
+    state = QueuePopState(10)
+    assert state.committed() == 10
+    for offset in (5, 7, 8):
+        state.keep(offset, InFlight(1, 2, 0))
+    state.keep(7, InFlight(3, 4, 1))  # a redelivery keeps its place
+    assert state.ordered and state.committed() == 5
+    del state.in_flight[5]
+    assert state.committed() == 7
+    state.keep(6, InFlight(1, 2, 0))  # out of order (a cursor corrected backwards)
+    assert not state.ordered and state.committed() == 6
+    state.in_flight.clear()
+    state.keep(12, InFlight(1, 2, 0))  # nothing was in flight: in order again
+    assert state.ordered and state.committed() == 12
+    loaded = QueuePopState(10, {9: InFlight(1, 2, 0), 3: InFlight(1, 2, 0)})  # as a snapshot loads
+    assert loaded.committed() == 3
+
+
+def test_a_held_pops_next_look_is_no_later_than_the_earliest_deadline(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """`next_deadline` answers from each queue's bound (no scan): never after a deadline in
+    flight, exact once a look has scanned, and None with nothing in flight."""
+    store = open_store()
+    clock = ManualClock()
+    cfg = tmp_path / "cfg"
+    svc = service(store, cfg, clock)
+    put(store, 2, 0)
+    put(store, 2, 1)
+    assert svc.next_deadline(GROUP, TOPIC, [0, 1]) is None
+    first = pop(svc, 2, invisible=60_000, queues=[0])
+    clock.advance(1_000)
+    second = pop(svc, 2, invisible=5_000, queues=[1])
+    assert svc.next_deadline(GROUP, TOPIC, [0, 1]) == second.pop_time + 5_000
+    assert svc.next_deadline(GROUP, TOPIC, [0]) == first.pop_time + 60_000
+    for i in range(2):
+        svc.ack(GROUP, TOPIC, 1, i, handle(second, i))
+    assert svc.next_deadline(GROUP, TOPIC, [1]) is None
+    svc.table.log.sync()
+    svc.table.log.close()
+    restarted = service(store, cfg, clock)  # no bound carried over: look at once
+    assert restarted.next_deadline(GROUP, TOPIC, [0, 1]) == 0
+    assert pop(restarted, queues=[0, 1]).messages == []  # that look finds nothing due ...
+    assert restarted.next_deadline(GROUP, TOPIC, [0, 1]) == first.pop_time + 60_000  # ... and is exact

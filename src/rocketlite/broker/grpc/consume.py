@@ -283,7 +283,7 @@ class ConsumerService:
             batch.pop_time, batch.invisible_time, REVIVE_QID, self.broker.broker_name, batch.start_offsets
         )
         now = self.pop.service.clock.now_ms()
-        return [delivery_response(popped.record, stamp, now) for popped in batch.messages]
+        return [delivery_response(p.data, stamp, now, p.pos, p.size) for p in batch.messages]
 
     def _nack_later(self, group: str, messages: list[Delivered]) -> None:
         """Messages popped but not written to the stream: visible again after a second (Java)."""

@@ -111,8 +111,11 @@ class PopLogError(ValueError):
     """A snapshot or log that is not this format (bad magic or version): refused naming the file."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class InFlight:
+    """One delivery in flight. Frozen: the messages of one pop share one (a change replaces a
+    message's own), so a batch makes one, not one per message."""
+
     pop_time: int
     deadline: int  # wall-clock ms; due for redelivery from then on
     attempts: int  # deliveries before this one (0 on the first)
@@ -125,9 +128,31 @@ class QueuePopState:
     # No message in flight is due before this (wall ms; a lower bound, 0 when not known): a pop
     # scans the in-flight messages for due ones only from then on. Memory only.
     due_from: int = field(default=0, compare=False)
+    # Every offset in flight was put there in ascending order (`keep`), so the lowest is the
+    # dict's first key: the committed offset without a look at the others. An offset put
+    # there out of order (a cursor corrected backwards, a state loaded from disk) clears it
+    # until nothing is in flight. `last`: the highest offset put there. Memory only.
+    ordered: bool = field(default=False, compare=False)
+    last: int = field(default=-1, compare=False)
+
+    def keep(self, offset: int, entry: InFlight) -> None:
+        """Put `offset` in flight (a new one, or a redelivery's new popTime and deadline)."""
+        in_flight = self.in_flight
+        if offset not in in_flight:
+            if not in_flight:
+                self.ordered, self.last = True, offset
+            elif offset > self.last:
+                self.last = offset
+            else:
+                self.ordered = False
+        in_flight[offset] = entry
 
     def committed(self) -> int:
-        return min(self.in_flight, default=self.cursor)
+        """The lowest offset in flight, or the cursor when none is."""
+        in_flight = self.in_flight
+        if not in_flight:
+            return self.cursor
+        return next(iter(in_flight)) if self.ordered else min(in_flight)
 
 
 States = dict[QueueKey, QueuePopState]
@@ -239,7 +264,7 @@ def apply(states: States, body: bytes) -> None:
         offset, pop_time, deadline = CHANGE.unpack_from(body, pos)
         entry = state.in_flight.get(offset)
         if entry is not None:
-            entry.pop_time, entry.deadline = pop_time, deadline
+            state.in_flight[offset] = InFlight(pop_time, deadline, entry.attempts)
     elif kind not in (ACK, CHANGE_KIND):
         raise PopLogError(f"unknown POP log record kind {kind}")
 

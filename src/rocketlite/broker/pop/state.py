@@ -80,12 +80,23 @@ _CURSOR_STAYS = frozenset(
 
 @dataclass(slots=True)
 class Popped:
-    """One message handed out: its record bytes (RECONSUMETIMES patched) and where it is."""
+    """One message handed out and where it is: its record is `data[pos:pos + size]` (all of
+    `data` when `size` is -1). The new messages of a batch share the `bytes` of their store read
+    (one copy per run of records); a redelivery has its own (RECONSUMETIMES patched)."""
 
     queue_id: int
     queue_offset: int
-    record: bytes
+    data: bytes
     attempts: int
+    pos: int = 0
+    size: int = -1
+
+    @property
+    def record(self) -> bytes:
+        """The record's bytes (a copy when `data` holds more than the record)."""
+        if self.size < 0 or (self.pos == 0 and self.size == len(self.data)):
+            return self.data
+        return self.data[self.pos : self.pos + self.size]
 
 
 @dataclass(slots=True)
@@ -263,9 +274,13 @@ class PopService:
             by_queue: dict[int, list[tuple[int, int]]] = {}
             entries: list[tuple[int, int]] = []
             last_queue = -1
+            shared: dict[int, InFlight] = {}  # one per attempts count: most batches make one
             for state, msg, _ in taken:  # msg.attempts: its last delivery's + 1, or 0
                 offset = msg.queue_offset
-                state.in_flight[offset] = InFlight(pop_time, deadline, msg.attempts)
+                delivery = shared.get(msg.attempts)
+                if delivery is None:
+                    delivery = shared[msg.attempts] = InFlight(pop_time, deadline, msg.attempts)
+                state.keep(offset, delivery)
                 if msg.queue_id != last_queue:  # a batch takes a queue's messages in a row
                     last_queue = msg.queue_id
                     state.due_from = min(state.due_from, deadline)
@@ -334,8 +349,9 @@ class PopService:
                         group, topic, queue_id, offset, entry.attempts,
                     )  # fmt: skip
                     if confirm_dead_letter:  # hidden (in memory only) until the DLQ copy is durable
-                        entry.deadline = now + DLQ_CONFIRM_MS
-                        state.due_from = min(state.due_from, entry.deadline)
+                        hidden = InFlight(entry.pop_time, now + DLQ_CONFIRM_MS, entry.attempts)
+                        state.in_flight[offset] = hidden
+                        state.due_from = min(state.due_from, hidden.deadline)
                         self._dead.add((key, offset))
                     else:
                         del state.in_flight[offset]
@@ -379,10 +395,13 @@ class PopService:
             group, topic, queue_id, state.cursor, left, message_filter, record_filter=record_filter
         )
         try:
-            out: list[Taken] = [
-                (state, Popped(queue_id, offset, bytes(view), 0), None)
-                for view, offset in zip(found.messages, found.queue_offsets, strict=True)
-            ]
+            out: list[Taken] = []
+            offsets = iter(found.queue_offsets)
+            for data, sizes in found.copied_runs():  # one copy per run: the answer outlives the read
+                pos = 0
+                for size in sizes:
+                    out.append((state, Popped(queue_id, next(offsets), data, 0, pos, size), None))
+                    pos += size
             if found.status not in _CURSOR_STAYS and found.next_begin_offset != state.cursor:
                 state.cursor = found.next_begin_offset  # found, filtered, or corrected past a gap
                 if not out:  # with messages, their POP record carries the cursor
@@ -482,12 +501,13 @@ class PopService:
         """Move a delivered message's deadline to now + `invisible_time`; returns the new popTime,
         which the client's new handle carries (the old handle is stale from then on)."""
         with self.table.lock:
-            entry = self._in_flight(group, topic, queue_id, offset, handle)
-            entry.pop_time = max(self.clock.now_ms(), entry.pop_time + 1)
-            entry.deadline = entry.pop_time + invisible_time
-            state = self.table.queues[(group, topic, queue_id)]
-            state.due_from = min(state.due_from, entry.deadline)
+            old = self._in_flight(group, topic, queue_id, offset, handle)
+            pop_time = max(self.clock.now_ms(), old.pop_time + 1)
+            entry = InFlight(pop_time, pop_time + invisible_time, old.attempts)
             key = (group, topic, queue_id)
+            state = self.table.queues[key]
+            state.in_flight[offset] = entry
+            state.due_from = min(state.due_from, entry.deadline)
             self.table.log.append(change_record(key, offset, entry.pop_time, entry.deadline))
             return entry.pop_time
 
@@ -502,15 +522,22 @@ class PopService:
         return self.store.get_max_offset_in_queue(topic, queue_id) > cursor
 
     def next_deadline(self, group: str, topic: str, queue_ids: list[int]) -> int | None:
-        """The earliest deadline in flight on these queues (ms), when a held pop must look again."""
+        """When a held pop must look again (ms): no later than the earliest deadline in flight on
+        these queues. Each queue's `due_from` bound, with no scan of its messages: a bound
+        earlier than the real deadline (an acked message's, 0 after a restart) only makes the
+        held pop look once sooner, and that look's scan makes the bound exact."""
+        due: int | None = None
         with self.table.lock:
-            deadlines = [
-                f.deadline
-                for q in queue_ids
-                if (state := self.table.queues.get((group, topic, q))) is not None
-                for f in state.in_flight.values()
-            ]
-        return min(deadlines, default=None)
+            for q in queue_ids:
+                state = self.table.queues.get((group, topic, q))
+                if state is None or not state.in_flight:
+                    continue
+                at = state.due_from
+                if at >= _NEVER:  # not known (cannot be, with messages in flight): look
+                    at = min(f.deadline for f in state.in_flight.values())
+                if due is None or at < due:
+                    due = at
+        return due
 
     def revive_behind(self) -> tuple[int, int]:
         """Messages whose invisible time is over and that no pop has taken back yet, and how long

@@ -193,9 +193,17 @@ class Delivered(NamedTuple):
     message_id: str
 
 
-def delivery_response(record: bytes, stamp: PopStamp, now_ms: int) -> Delivered:
-    """The reference: `record` (one commit-log record) decoded, its receipt handle built, its
+def delivery_response(record: bytes, stamp: PopStamp, now_ms: int, pos: int = 0, size: int = -1) -> Delivered:
+    """The reference: `record[pos:pos + size]` (one commit-log record; the whole of `record` by
+    default, as a batch's records may share one `bytes`) decoded, its receipt handle built, its
     `Message` built by `message_of` and serialized with upb's deterministic map order."""
+    total = len(record)
+    if size < 0:
+        size = total - pos
+    if pos < 0 or pos > total or size > total - pos:
+        raise ValueError(f"record span {pos}+{size} is outside its {total} bytes")
+    if pos or size != total:
+        record = bytes(record[pos : pos + size])
     stored = decode_record(record)
     handle = ReceiptHandle(
         ck_queue_offset=stamp.start_offsets.get(stored.queue_id, stored.queue_offset),

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from rocketlite import native
 from rocketlite.protocol.proto import acks, delivery
@@ -50,12 +50,20 @@ __all__ = [
 ]
 
 
+class DeliveryWriter(Protocol):
+    """`delivery.delivery_response`'s shape: `record[pos:pos + size]` (all of it by default)."""
+
+    def __call__(
+        self, record: bytes, stamp: PopStamp, now_ms: int, pos: int = ..., size: int = ...
+    ) -> Delivered: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Codecs:
     """One implementation of every codec of the gRPC delivery family (built by keyword)."""
 
     name: str
-    delivery_response: Callable[[bytes, PopStamp, int], Delivered]
+    delivery_response: DeliveryWriter
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
     send_fields: Callable[[bytes], SendFields | None]
     ok_answer: Callable[[str, int], bytes]

@@ -13,6 +13,8 @@ MD5 digest is hashlib's.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.buffer cimport PyBUF_READ
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 cdef extern from "Python.h":
@@ -158,13 +160,20 @@ cdef Py_ssize_t _ip4(char* out, const uint8_t* ip) noexcept:
     return snprintf(out, 16, "%u.%u.%u.%u", ip[0], ip[1], ip[2], ip[3])
 
 
-def delivery_response(record, stamp, long long now_ms):
+def delivery_response(record, stamp, long long now_ms, Py_ssize_t pos=0, Py_ssize_t size=-1):
+    """`record[pos:pos + size]` (the whole of `record` by default: a batch's records may share
+    one `bytes`, read from the store in one copy) written without a copy of the record."""
     if not PyBytes_Check(record):
-        return _reference(record, stamp, now_ms)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(record)
-    cdef const char* r = PyBytes_AS_STRING(record)
+        return _reference(record, stamp, now_ms, pos, size)
+    cdef Py_ssize_t total = PyBytes_GET_SIZE(record)
+    if size < 0:
+        size = total - pos
+    if pos < 0 or pos > total or size > total - pos:
+        raise ValueError(f"record span {pos}+{size} is outside its {total} bytes")
+    cdef Py_ssize_t n = size
+    cdef const char* r = PyBytes_AS_STRING(record) + pos
     if n < _HEAD + 3 or _get32(r) != n or _get32(r + 4) != _MAGIC:
-        return _reference(record, stamp, now_ms)
+        return _reference(record, stamp, now_ms, pos, size)
     cdef int32_t sys_flag = _get32(r + 36)
     cdef int32_t queue_id = _get32(r + 12)
     cdef int64_t queue_offset = _get64(r + 20)
@@ -176,23 +185,23 @@ def delivery_response(record, stamp, long long now_ms):
     if (sys_flag & _V6_FLAGS or born_ts < 0 or born_ts > _MAX_MS or store_ts < 0 or store_ts > _MAX_MS
             or reconsume < 0 or reconsume >= 0x7FFFFFFF or body_len < 0 or invisible < 0
             or invisible > 315576000000000 or _HEAD + <Py_ssize_t>body_len + 3 > n):
-        return _reference(record, stamp, now_ms)
+        return _reference(record, stamp, now_ms, pos, size)
     cdef const char* body = r + _HEAD
     cdef const char* topic = body + body_len
     cdef Py_ssize_t topic_len = <uint8_t>topic[0]
     topic += 1
     if (topic - r) + topic_len + 2 > n:
-        return _reference(record, stamp, now_ms)
+        return _reference(record, stamp, now_ms, pos, size)
     cdef const char* props_s = topic + topic_len
     cdef Py_ssize_t props_len = <uint16_t>_get16(props_s)
     props_s += 2
     if (props_s - r) + props_len != n or not _valid_utf8(<const uint8_t*>topic, topic_len) or not _valid_utf8(
             <const uint8_t*>props_s, props_len):
-        return _reference(record, stamp, now_ms)
+        return _reference(record, stamp, now_ms, pos, size)
     cdef _Prop props[_PROPS_CAP]
     cdef Py_ssize_t count = _props_parse(props_s, props_len, props, _PROPS_CAP)
     if count < 0:
-        return _reference(record, stamp, now_ms)
+        return _reference(record, stamp, now_ms, pos, size)
 
     # the properties read, and the user ones (sorted)
     cdef _Prop* tags = NULL
@@ -241,7 +250,7 @@ def delivery_response(record, stamp, long long now_ms):
             user[at] = i
             users += 1
     if dlq_topic and dlq_id:
-        return _reference(record, stamp, now_ms)
+        return _reference(record, stamp, now_ms, pos, size)
 
     # the delivery time (TIMER_DELAY_SEC first, as the reference reads them)
     cdef int64_t due = -1, value
@@ -249,17 +258,17 @@ def delivery_response(record, stamp, long long now_ms):
     if delay_sec != NULL:
         got = _digits(delay_sec, 12, &value)
         if got < 0:
-            return _reference(record, stamp, now_ms)
+            return _reference(record, stamp, now_ms, pos, size)
         if got:
             due = now_ms + value * 1000
     if due < 0 and deliver_ms != NULL:
         got = _digits(deliver_ms, 18, &value)
         if got < 0:
-            return _reference(record, stamp, now_ms)
+            return _reference(record, stamp, now_ms, pos, size)
         if got:
             due = value
     if due > _MAX_MS:
-        return _reference(record, stamp, now_ms)
+        return _reference(record, stamp, now_ms, pos, size)
     cdef int kind = _NORMAL
     if tran:
         kind = _TRANSACTION
@@ -285,7 +294,7 @@ def delivery_response(record, stamp, long long now_ms):
         if not blank:
             born_s, born_n = born.v, born.vl
         elif unsure:
-            return _reference(record, stamp, now_ms)
+            return _reference(record, stamp, now_ms, pos, size)
     if born_n == 0:
         born_n = _ip4(born_text, <const uint8_t*>(r + 48))
     cdef char store_text[32]
@@ -315,8 +324,8 @@ def delivery_response(record, stamp, long long now_ms):
     cdef Py_ssize_t handle_n
     cdef const char* handle_s = _utf8_or_null(handle, &handle_n)
     if handle_s == NULL:
-        return _reference(record, stamp, now_ms)
-    digest = _md5(record[_HEAD:_HEAD + body_len]).digest()
+        return _reference(record, stamp, now_ms, pos, size)
+    digest = _md5(PyMemoryView_FromMemory(<char*>body, body_len, PyBUF_READ)).digest()
     cdef const uint8_t* d = <const uint8_t*>PyBytes_AS_STRING(digest)
     cdef char hexdigest[36]
     hexdigest[0] = 0x08
