@@ -5,6 +5,7 @@ the two brokers' runs side by side."""
 from __future__ import annotations
 
 import asyncio
+import random
 import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -16,7 +17,9 @@ from hypothesis import strategies as st
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController, BrokerParts
+from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import ManualClock
+from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.message import HostAddress
 from rocketlite.remoting.connection import Connection
 from rocketlite.store.config import StoreConfig
@@ -36,6 +39,40 @@ async def fixed_broker(
         yield controller, parts
     finally:
         await controller.close()
+
+
+@asynccontextmanager
+async def send_broker(
+    root: Path, commit_log_bytes: int, max_message_size: int
+) -> AsyncIterator[tuple[BrokerController, BrokerParts]]:
+    """`fixed_broker` as the send lanes' differential tests use it: small segments, topics
+    auto-created, a seeded queue generator and a MULTI_TAG topic `MultiT`."""
+    store_cfg = StoreConfig(
+        store_path_root_dir=root, maped_file_size_commit_log=commit_log_bytes,
+        maped_file_size_consume_queue=20 * 64, max_message_size=max_message_size,
+    )  # fmt: skip
+    broker = BrokerConfig(
+        listen_port=0, listen_host="127.0.0.1", grpc_server_port=0, auto_create_topic_enable=True
+    )
+    async with fixed_broker(store_cfg, broker) as (controller, parts):
+        parts.send.rng = random.Random(7)
+        controller.topics.update(TopicConfig("MultiT", 4, 4, topic_filter_type="MULTI_TAG"))
+        yield controller, parts
+
+
+def stats_of(stats: BrokerStats) -> object:
+    """What the sends added to: the broker's totals, each topic's put items, the traffic."""
+    items = stats.items
+    return (
+        stats.put_nums,
+        stats.put_size,
+        {name: {k: (i.value, i.times) for k, i in found.items.items()} for name, found in items.sets.items()},
+        {k: (t.messages, t.size, list(t.buckets), t.size_sum) for k, t in stats.traffic_in.items()},
+    )
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def cut_anywhere(draw: st.DrawFn, reads: list[bytes]) -> list[bytes]:

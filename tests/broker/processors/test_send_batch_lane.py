@@ -12,7 +12,6 @@ batches roll over several) and every consume queue file; and the stats must end 
 from __future__ import annotations
 
 import asyncio
-import random
 import tempfile
 from pathlib import Path
 
@@ -20,9 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.processors.send_batch_lane import SendBatchLane
-from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
@@ -30,9 +27,7 @@ from rocketlite.protocol.message import MessageSysFlag, properties_to_string
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
-from rocketlite.store.config import StoreConfig
-from tests.broker.processors.test_send_group import files_under, stats_of
-from tests.support.lanes import cut_anywhere, feed, fixed_broker, side_by_side
+from tests.support.lanes import cut_anywhere, feed, files_under, send_broker, side_by_side, stats_of
 
 pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
 
@@ -94,16 +89,7 @@ async def serve(
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, how
     many the batch lane took, stats)."""
-    store_cfg = StoreConfig(
-        store_path_root_dir=root, maped_file_size_commit_log=32 * 1024,
-        maped_file_size_consume_queue=20 * 64, max_message_size=6000,
-    )  # fmt: skip
-    broker = BrokerConfig(
-        listen_port=0, listen_host="127.0.0.1", grpc_server_port=0, auto_create_topic_enable=True
-    )
-    async with fixed_broker(store_cfg, broker) as (controller, parts):
-        parts.send.rng = random.Random(7)
-        controller.topics.update(TopicConfig("MultiT", 4, 4, topic_filter_type="MULTI_TAG"))
+    async with send_broker(root, 32 * 1024, 6000) as (controller, parts):
         groups = controller.table.groups
         lane_obj = groups.get(int(RequestCode.SEND_BATCH_MESSAGE))
         assert isinstance(lane_obj, SendBatchLane)

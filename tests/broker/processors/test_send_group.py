@@ -13,7 +13,6 @@ counts and sizes, the per-topic items, the traffic and its size histogram) must 
 from __future__ import annotations
 
 import asyncio
-import random
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,18 +21,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.processors.send_group import SendGroupLane, other_request_first
-from rocketlite.broker.stats import BrokerStats
-from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.message import MessageSysFlag, properties_to_string
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
-from rocketlite.store.config import StoreConfig
-from tests.support.lanes import cut_anywhere, feed, fixed_broker, side_by_side
+from tests.support.lanes import cut_anywhere, feed, files_under, send_broker, side_by_side, stats_of
 
 pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
 
@@ -84,36 +79,12 @@ def reads(draw: st.DrawFn) -> list[bytes]:
     return cut_anywhere(draw, out)
 
 
-def stats_of(stats: BrokerStats) -> object:
-    """What the sends added to: the broker's totals, each topic's put items, the traffic."""
-    items = stats.items
-    return (
-        stats.put_nums,
-        stats.put_size,
-        {name: {k: (i.value, i.times) for k, i in found.items.items()} for name, found in items.sets.items()},
-        {k: (t.messages, t.size, list(t.buckets), t.size_sum) for k, t in stats.traffic_in.items()},
-    )
-
-
-def files_under(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 async def serve(
     root: Path, data: list[bytes], lane: bool | str, observed: list[int] | None = None
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane
     count (`lane="raw"`: of those served from the bytes), stats)."""
-    store_cfg = StoreConfig(
-        store_path_root_dir=root, maped_file_size_commit_log=16 * 1024,
-        maped_file_size_consume_queue=20 * 64, max_message_size=2400,
-    )  # fmt: skip
-    broker = BrokerConfig(
-        listen_port=0, listen_host="127.0.0.1", grpc_server_port=0, auto_create_topic_enable=True
-    )
-    async with fixed_broker(store_cfg, broker) as (controller, parts):
-        parts.send.rng = random.Random(7)
-        controller.topics.update(TopicConfig("MultiT", 4, 4, topic_filter_type="MULTI_TAG"))
+    async with send_broker(root, 16 * 1024, 2400) as (controller, parts):
         lanes = controller.table.groups
         lane_obj = lanes.get(int(RequestCode.SEND_MESSAGE_V2))
         assert isinstance(lane_obj, SendGroupLane)
