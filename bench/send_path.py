@@ -232,6 +232,10 @@ async def main() -> None:
         "off: no coalescing lane for single sends (the per-message path)",
     )  # fmt: skip
     ap.add_argument(
+        "--batch-lane", choices=("on", "off"), default="on",
+        help="off: no batch lane (every SEND_BATCH_MESSAGE served by SendMessageProcessor)",
+    )  # fmt: skip
+    ap.add_argument(
         "--pull-lane", choices=("on", "off"), default="on",
         help="off: no pull lane (every pull decoded and served by PullMessageProcessor)",
     )  # fmt: skip
@@ -254,6 +258,8 @@ async def main() -> None:
             controller.table.raw = None
         if args.lane == "off":
             controller.table.groups.clear()
+        if args.batch_lane == "off":
+            controller.table.groups.pop(int(RequestCode.SEND_BATCH_MESSAGE), None)
         lane = "off" if not controller.table.groups else "on" if controller.table.raw else "commands"
         print(f"coalescing lane: {lane}")
         try:
