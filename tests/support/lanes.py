@@ -75,6 +75,21 @@ def files_under(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def reads_of(
+    draw: st.DrawFn, frame: Callable[[int], st.SearchStrategy[bytes]], most_reads: int, most_frames: int
+) -> list[bytes]:
+    """Up to `most_reads` reads of up to `most_frames` frames each (`frame(opaque)`, the opaques
+    counting from 1), then `cut_anywhere`."""
+    out, opaque = [], 1
+    for _ in range(draw(st.integers(1, most_reads))):
+        frames = []
+        for _ in range(draw(st.integers(1, most_frames))):
+            frames.append(draw(frame(opaque)))
+            opaque += 1
+        out.append(b"".join(frames))
+    return cut_anywhere(draw, out)
+
+
 def cut_anywhere(draw: st.DrawFn, reads: list[bytes]) -> list[bytes]:
     """`reads` as they are, or (drawn) the same bytes cut anywhere: frames split across reads."""
     if not draw(st.booleans()):

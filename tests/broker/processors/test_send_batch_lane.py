@@ -27,7 +27,7 @@ from rocketlite.protocol.message import MessageSysFlag, properties_to_string
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
-from tests.support.lanes import cut_anywhere, feed, files_under, send_broker, side_by_side, stats_of
+from tests.support.lanes import feed, files_under, reads_of, send_broker, side_by_side, stats_of
 
 pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
 
@@ -74,14 +74,7 @@ def request_frames(draw: st.DrawFn, opaque: int) -> bytes:
 
 @st.composite
 def reads(draw: st.DrawFn) -> list[bytes]:
-    out, opaque = [], 1
-    for _ in range(draw(st.integers(1, 5))):
-        frames = []
-        for _ in range(draw(st.integers(1, 8))):
-            frames.append(draw(request_frames(opaque)))
-            opaque += 1
-        out.append(b"".join(frames))
-    return cut_anywhere(draw, out)
+    return reads_of(draw, request_frames, 5, 8)
 
 
 async def serve(
