@@ -142,7 +142,9 @@ def register_requests(
     if encode_group is not None:  # the coalescing lane of single sends (compiled only)
         lane = SendGroupLane(send)
         table.groups[C.SEND_MESSAGE_V2] = lane
-        table.groups[C.SEND_BATCH_MESSAGE] = SendBatchLane(send, lane)
+        batches = SendBatchLane(send, lane)
+        table.groups[C.SEND_BATCH_MESSAGE] = batches
+        raws[C.SEND_BATCH_MESSAGE] = batches.raw
         raws[C.SEND_MESSAGE_V2] = lane.raw
     if wire_speedups.CHOSEN is not wire_speedups.REFERENCE:  # the pull lane (compiled only)
         raws[C.PULL_MESSAGE] = PullLane(pull).raw

@@ -78,10 +78,10 @@ def reads(draw: st.DrawFn) -> list[bytes]:
 
 
 async def serve(
-    root: Path, data: list[bytes], lane: bool
+    root: Path, data: list[bytes], lane: bool | str
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, how
-    many the batch lane took, stats)."""
+    many the batch lane took (`lane="raw"`: of those, how many from the read's bytes), stats)."""
     async with send_broker(root, 32 * 1024, 6000) as (controller, parts):
         groups = controller.table.groups
         lane_obj = groups.get(int(RequestCode.SEND_BATCH_MESSAGE))
@@ -93,7 +93,7 @@ async def serve(
             await feed(controller, data),
             files_under(root / "commitlog"),
             files_under(root / "consumequeue"),
-            lane_obj.taken,
+            lane_obj.raw_taken if lane == "raw" else lane_obj.taken,
             stats_of(parts.send.stats),
         )
 
@@ -131,6 +131,8 @@ def test_a_read_of_common_batches_is_one_append_across_segment_rolls() -> None:
         fast = asyncio.run(serve(Path(a), common_batches(20), lane=True))
         slow = asyncio.run(serve(Path(b), common_batches(20), lane=False))
     assert fast[3] == 19
+    with tempfile.TemporaryDirectory() as c:  # all of them from the bytes: no command made
+        assert asyncio.run(serve(Path(c), common_batches(20), lane="raw"))[3] == 19
     assert len(fast[1]) >= 3  # 80 KiB over 32 KiB segments
     assert fast[:3] == slow[:3]
     assert fast[4] == slow[4]

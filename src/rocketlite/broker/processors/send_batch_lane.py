@@ -40,7 +40,7 @@ from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH
 from rocketlite.protocol.formats.speedups import encode_batch_records
 from rocketlite.protocol.message import MessageSysFlag
 from rocketlite.protocol.wire.command import RemotingCommand
-from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_oks
+from rocketlite.protocol.wire.speedups import decode_send_header_v2, encode_send_oks, read_raw_batch
 from rocketlite.remoting.connection import Connection
 
 _BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
@@ -57,56 +57,110 @@ class SendBatchLane:
         self.processor = processor
         self._singles = singles  # whose `_open` says whether the store takes grouped appends now
         self.taken = 0  # requests served by the lane (tests, diagnostics)
+        self.raw_taken = 0  # of those, served straight from the read's bytes (`raw`)
 
     def __call__(self, conn: Connection, commands: list[RemotingCommand], start: int) -> int:
         """Serve the leading requests of `commands[start:]` that are on the common path; their
         answers go to `conn` in order, as one write. Returns how many were served (0: none)."""
         if not self._singles._open():
             return 0
-        p = self.processor
-        store = p.store
-        config = store.config
-        max_size = config.max_message_size
-        room = config.maped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
-        table = p.topics.table
-        legal = p._legal_topics
-        cluster = p.broker.broker_cluster_name
-        born = born_host_of(conn)
-        store_host = p.store_host
-        batches: list[tuple[EncodedBatch, str, int]] = []
-        answers: list[tuple[int, SerializeType, int, str | None]] = []
+        run = _Run(self.processor, conn)
         for i in range(start, len(commands)):
             cmd = commands[i]
             if cmd.code != _BATCH or cmd.flag & _ONEWAY:
                 break
             try:
-                header = decode_send_header_v2(cmd.ext_fields)  # as `handle_wire` (320 is a V2 code)
+                h = decode_send_header_v2(cmd.ext_fields)  # as `handle_wire` (320 is a V2 code)
             except Exception:  # the handler decodes it again and answers the error
                 break
-            topic = header.topic
-            queue_id = header.queue_id
-            tc = table.get(topic) if topic in legal else None
-            if (
-                tc is None or not tc.perm & _PERM_WRITE or topic.startswith(_RETRY) or queue_id < 0
-                or (queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums)
+            if not run.take(
+                cmd.opaque, cmd.serialize_type, h.topic, h.queue_id, h.sys_flag, h.born_timestamp,
+                h.properties or "", h.reconsume_times, cmd.body or b"",
             ):  # fmt: skip
                 break
-            target = BatchTarget(
-                header.properties or "", cluster, topic, born, store_host, queue_id,
-                header.sys_flag & _NOT_TRANSACTION, header.born_timestamp, header.reconsume_times or 0,
-                max_size,
-            )  # fmt: skip
-            try:
-                encoded = encode_batch_records(cmd.body or b"", target)
-            except Exception:  # a torn body: the handler answers it
-                break
-            if encoded.outcome != BATCH_OK or not encoded.messages or len(encoded.records) > room:
-                break
-            batches.append((encoded, topic, queue_id))
-            answers.append((cmd.opaque, cmd.serialize_type, queue_id, None))
+        placed = run.place(conn)
+        self.taken += placed
+        return placed
+
+    def raw(self, conn: Connection, src: bytes, pos: int) -> int:
+        """`RequestTable.raw`: serve the leading SEND_BATCH_MESSAGE frames of `src[pos:]` that are
+        on the common path straight from their bytes (`read_raw_batch`: no command, no ext dict,
+        each body encoded from its span of the read); returns the position after the last one
+        served."""
+        if not self._singles._open():
+            return pos
+        start = pos
+        run = _Run(self.processor, conn)
+        ends: list[int] = []
+        max_frame = conn.decoder.max_frame_length
+        with memoryview(src) as view:
+            while (ask := read_raw_batch(src, pos, max_frame)) is not None:
+                end, opaque, serialize_type, body_start, topic, queue_id, sys_flag, born, props, reconsume = (
+                    ask
+                )
+                with view[body_start:end] as body:
+                    if not run.take(
+                        opaque, serialize_type, topic, queue_id, sys_flag, born, props, reconsume, body
+                    ):
+                        break
+                ends.append(end)
+                pos = end
+        placed = run.place(conn)
+        self.taken += placed
+        self.raw_taken += placed
+        return ends[placed - 1] if placed else start
+
+
+class _Run:
+    """The batches of one read taken so far, and what judging the next needs."""
+
+    __slots__ = ("answers", "batches", "born", "cluster", "legal", "max_size", "p", "room", "table")
+
+    def __init__(self, p: SendMessageProcessor, conn: Connection) -> None:
+        self.p = p
+        config = p.store.config
+        self.max_size = config.max_message_size
+        self.room = config.maped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
+        self.table = p.topics.table
+        self.legal = p._legal_topics
+        self.cluster = p.broker.broker_cluster_name
+        self.born = born_host_of(conn)
+        self.batches: list[tuple[EncodedBatch, str, int]] = []
+        self.answers: list[tuple[int, SerializeType, int, str | None]] = []
+
+    def take(
+        self, opaque: int, serialize_type: SerializeType, topic: str, queue_id: int, sys_flag: int, born: int,
+        properties: str, reconsume: int | None, body: bytes | memoryview,
+    ) -> bool:  # fmt: skip
+        """Judge one request and encode its records (`_put_batch`'s); False leaves it (and the
+        rest) to the handler."""
+        tc = self.table.get(topic) if topic in self.legal else None
+        if (
+            tc is None or not tc.perm & _PERM_WRITE or topic.startswith(_RETRY) or queue_id < 0
+            or (queue_id >= tc.write_queue_nums and queue_id >= tc.read_queue_nums)
+        ):  # fmt: skip
+            return False
+        target = BatchTarget(
+            properties, self.cluster, topic, self.born, self.p.store_host, queue_id,
+            sys_flag & _NOT_TRANSACTION, born, reconsume or 0, self.max_size,
+        )  # fmt: skip
+        try:
+            encoded = encode_batch_records(body, target)
+        except Exception:  # a torn body: the handler answers it
+            return False
+        if encoded.outcome != BATCH_OK or not encoded.messages or len(encoded.records) > self.room:
+            return False
+        self.batches.append((encoded, topic, queue_id))
+        self.answers.append((opaque, serialize_type, queue_id, None))
+        return True
+
+    def place(self, conn: Connection) -> int:
+        """Append the batches taken as one and answer those placed; how many were."""
+        batches = self.batches
         if not batches:
             return 0
-        placed = store.put_encoded_batches_nowait(batches, store_host)
+        p = self.p
+        placed = p.store.put_encoded_batches_nowait(batches, p.store_host)
         if not placed:
             return 0
         record = p.stats.record_put
@@ -118,7 +172,8 @@ class SendBatchLane:
             qoffs.append(res.logics_offset)
         broker = p.broker
         conn.send_raw(
-            encode_send_oks(answers, ids, qoffs, broker.region_id, "true" if broker.trace_on else "false")
+            encode_send_oks(
+                self.answers, ids, qoffs, broker.region_id, "true" if broker.trace_on else "false"
+            )
         )
-        self.taken += len(placed)
         return len(placed)
