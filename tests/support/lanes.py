@@ -21,7 +21,7 @@ from rocketlite.broker.stats import BrokerStats
 from rocketlite.clock import ManualClock
 from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.message import HostAddress
-from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.connection import Connection, RequestObserver
 from rocketlite.store.config import StoreConfig
 
 
@@ -58,6 +58,30 @@ async def send_broker(
         parts.send.rng = random.Random(7)
         controller.topics.update(TopicConfig("MultiT", 4, 4, topic_filter_type="MULTI_TAG"))
         yield controller, parts
+
+
+async def serve_lane(
+    root: Path, data: list[bytes], lane: bool | str, code: int, commit_log_bytes: int, max_message_size: int,
+    observer: RequestObserver | None = None,
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:  # fmt: skip
+    """Feed `data` (one read each) to a fresh `send_broker` with its lanes (`lane` true or
+    "raw") or none; (answers, commit log, consume queues, how many the group lane of `code` took
+    (`lane="raw"`: of those, how many from the read's bytes), stats)."""
+    async with send_broker(root, commit_log_bytes, max_message_size) as (controller, parts):
+        lanes = controller.table.groups
+        lane_obj: Any = lanes.get(code)
+        assert lane_obj is not None
+        if not lane:
+            lanes.clear()
+            controller.table.raw = None
+        controller.table.observer = observer
+        return (
+            await feed(controller, data),
+            files_under(root / "commitlog"),
+            files_under(root / "consumequeue"),
+            lane_obj.raw_taken if lane == "raw" else lane_obj.taken,
+            stats_of(parts.send.stats),
+        )
 
 
 def stats_of(stats: BrokerStats) -> object:

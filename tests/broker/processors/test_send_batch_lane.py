@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.broker.processors.send_batch_lane import SendBatchLane
 from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
@@ -27,7 +26,7 @@ from rocketlite.protocol.message import MessageSysFlag, properties_to_string
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
-from tests.support.lanes import feed, files_under, reads_of, send_broker, side_by_side, stats_of
+from tests.support.lanes import reads_of, serve_lane, side_by_side
 
 pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
 
@@ -82,20 +81,7 @@ async def serve(
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, how
     many the batch lane took (`lane="raw"`: of those, how many from the read's bytes), stats)."""
-    async with send_broker(root, 32 * 1024, 6000) as (controller, parts):
-        groups = controller.table.groups
-        lane_obj = groups.get(int(RequestCode.SEND_BATCH_MESSAGE))
-        assert isinstance(lane_obj, SendBatchLane)
-        if not lane:
-            groups.clear()
-            controller.table.raw = None
-        return (
-            await feed(controller, data),
-            files_under(root / "commitlog"),
-            files_under(root / "consumequeue"),
-            lane_obj.raw_taken if lane == "raw" else lane_obj.taken,
-            stats_of(parts.send.stats),
-        )
+    return await serve_lane(root, data, lane, int(RequestCode.SEND_BATCH_MESSAGE), 32 * 1024, 6000)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

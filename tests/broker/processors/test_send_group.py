@@ -21,14 +21,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.broker.processors.send_group import SendGroupLane, other_request_first
+from rocketlite.broker.processors.send_group import other_request_first
 from rocketlite.protocol.codes import RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.message import MessageSysFlag, properties_to_string
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
-from tests.support.lanes import feed, files_under, reads_of, send_broker, side_by_side, stats_of
+from rocketlite.remoting.connection import RequestObserver
+from tests.support.lanes import reads_of, serve_lane, side_by_side
 
 pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
 
@@ -77,22 +78,10 @@ async def serve(
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane
     count (`lane="raw"`: of those served from the bytes), stats)."""
-    async with send_broker(root, 16 * 1024, 2400) as (controller, parts):
-        lanes = controller.table.groups
-        lane_obj = lanes.get(int(RequestCode.SEND_MESSAGE_V2))
-        assert isinstance(lane_obj, SendGroupLane)
-        if not lane:
-            lanes.clear()
-            controller.table.raw = None
-        if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
-            controller.table.observer = lambda code, answer, ms, held, result: observed.append(code)
-        return (
-            await feed(controller, data),
-            files_under(root / "commitlog"),
-            files_under(root / "consumequeue"),
-            lane_obj.raw_taken if lane == "raw" else lane_obj.taken,
-            stats_of(parts.send.stats),
-        )
+    observer: RequestObserver | None = None
+    if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
+        observer = lambda code, answer, ms, held, result: observed.append(code)  # noqa: E731
+    return await serve_lane(root, data, lane, int(RequestCode.SEND_MESSAGE_V2), 16 * 1024, 2400, observer)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -26,15 +26,12 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from rocketlite.protocol.codes import CommandFlag, RequestCode, SerializeType
-from rocketlite.protocol.errors import ProtocolError
 from rocketlite.protocol.wire.frame_codec import (
     FRAME_PREFIX,
-    HEADER_LENGTH_MASK,
-    HEADER_WORD,
-    LENGTH,
     DecodeFrames,
 )
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
+from rocketlite.protocol.wire.pull_lane import frame_at
 
 __all__ = ["BatchAsk", "ReadRawBatch", "read_raw_batch_over"]
 
@@ -54,20 +51,10 @@ def read_raw_batch_over(
     """`read_raw_batch` over a frame decoder and a V2 send header decoder."""
 
     def read_raw_batch(src: bytes, pos: int, max_frame_length: int) -> BatchAsk | None:
-        if len(src) - pos < FRAME_PREFIX.size:
+        found = frame_at(decode_frames, src, pos, max_frame_length)
+        if found is None:
             return None
-        length, word = FRAME_PREFIX.unpack_from(src, pos)
-        if not HEADER_WORD.size <= length <= max_frame_length - LENGTH.size:
-            return None
-        end = pos + LENGTH.size + length
-        header_length = word & HEADER_LENGTH_MASK
-        if header_length > length - HEADER_WORD.size or end > len(src):
-            return None
-        try:
-            decoded, _ = decode_frames(src[pos:end], max_frame_length)
-        except ProtocolError:  # the connection's decoder refuses it
-            return None
-        req = decoded[0]
+        req, end, header_length = found
         if req.code != _BATCH or req.flag & _NOT_ANSWERED:
             return None
         try:

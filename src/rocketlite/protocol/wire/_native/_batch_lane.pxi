@@ -19,30 +19,15 @@ def read_raw_batch(bytes src, Py_ssize_t pos, Py_ssize_t max_frame_length):
     (also where the reference reads a spelling this reader does not take)."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(src)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(src), end
-    cdef long long length, queue_id, sys_flag, born, dummy, reconsume = 0
-    cdef unsigned int word, header_length, serialize_type
-    cdef bint ok, flag_k, flag_m
+    cdef long long queue_id, sys_flag, born, dummy, reconsume = 0
+    cdef unsigned int header_length, serialize_type
+    cdef bint flag_k, flag_m
     cdef int found_j
     cdef _Head h = _batch_head
     cdef list s = _batch_slots
-    if pos < 0 or size - pos < 8:
+    if not _raw_head(p, size, pos, max_frame_length, h, &end, &serialize_type, &header_length):
         return None
-    length = _get32(p + pos)
-    word = _getu32(p + pos + 4)
-    header_length = word & 0x00FFFFFF
-    if not 4 <= length <= max_frame_length - 4 or header_length > length - 4:
-        return None
-    end = pos + 4 + length
-    if end > size:
-        return None
-    serialize_type = word >> 24
-    if serialize_type == 0:
-        ok = _json_head(p + pos + 8, header_length, h)
-    elif serialize_type == 1:
-        ok = _binary_head(p + pos + 8, header_length, h)
-    else:
-        return None
-    if not ok or h.code != _BATCH_CODE or h.flag & _NOT_ANSWERED:
+    if h.code != _BATCH_CODE or h.flag & _NOT_ANSWERED:
         return None
     # the header as `decode_send_header_v2` reads it: a, b, c strings; d..h numbers (required);
     # i a string; j, l numbers; k, m booleans
