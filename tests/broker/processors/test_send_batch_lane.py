@@ -87,12 +87,11 @@ async def serve(
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reads())
 def test_the_batch_lane_stores_and_answers_what_the_per_request_path_does(data: list[bytes]) -> None:
-    fast, slow = side_by_side(serve, data)
-    assert slow[3] == 0
-    assert fast[0] == slow[0]  # the answer frames, byte for byte, in order
-    assert fast[1] == slow[1]  # the commit log's segments
-    assert fast[2] == slow[2]  # every consume queue file
-    assert fast[4] == slow[4]  # the stats
+    with_lane, reference = side_by_side(serve, data)
+    assert reference[3] == 0  # the reference run took nothing through the lane
+    # the answer frames byte for byte and in order, the commit log's segments, every consume
+    # queue file, the stats
+    assert with_lane[:3] + with_lane[4:] == reference[:3] + reference[4:]
 
 
 def common_batches(n: int, per: int = 4) -> list[bytes]:
