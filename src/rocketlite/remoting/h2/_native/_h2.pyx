@@ -7,7 +7,8 @@ validation of the HTTP/2 messaging rules are nghttp2's; this module adds gRPC's 
 `receive(data)` returns the events of that read (and any `send()` raised before), in order, as
 tuples `(kind, stream_id, value)`:
 
-- `HEADERS`: a request opened; value is its header list `[(name, value), ...]` (bytes);
+- `HEADERS`: a request opened; value is its header list `[(name, value), ...]` (bytes; a field
+  equal to the one at its place in the previous request's list is that same tuple);
 - `MESSAGE`: one whole gRPC message of that stream (its protobuf bytes);
 - `COMPRESSED`: one whole gRPC message sent compressed (its compressed bytes, as they came: the
   caller decompresses them by the stream's `grpc-encoding`);
@@ -49,7 +50,7 @@ data provider as flow control allows; an empty buffer answers NGHTTP2_ERR_DEFERR
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memcpy
 
@@ -127,6 +128,7 @@ cdef class H2Session:
     cdef nghttp2_data_provider provider
     cdef frozenset grouped  # paths of the grouped methods
     cdef list holding  # stream ids held back in this read
+    cdef list last_fields  # the last request's header list: its equal fields are handed out again
 
     def __cinit__(self, Py_ssize_t max_message=4 * 1024 * 1024 + 1024):
         cdef nghttp2_session_callbacks *callbacks
@@ -138,6 +140,7 @@ cdef class H2Session:
         self.max_message = max_message
         self.grouped = frozenset()
         self.holding = []
+        self.last_fields = []
         self.provider.source.ptr = NULL
         self.provider.read_callback = _read_out
         if nghttp2_session_callbacks_new(&callbacks) != 0:
@@ -450,7 +453,9 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     try:
         stream = _stream_of(session, frame.hd.stream_id)
         if stream is not None:
-            field = ((<const char *>name)[:namelen], (<const char *>value)[:valuelen])
+            field = _same_field(self.last_fields, len(stream.headers), name, namelen, value, valuelen)
+            if field is None:
+                field = ((<const char *>name)[:namelen], (<const char *>value)[:valuelen])
             stream.headers.append(field)
             if namelen == 5 and memcmp(name, b":path", 5) == 0:
                 stream.path = field[1]
@@ -468,6 +473,27 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     return 0
 
 
+cdef inline object _same_field(list last, Py_ssize_t at, const uint8_t *name, size_t namelen,
+                               const uint8_t *value, size_t valuelen):
+    """The field at `at` of the last request's header list when it is this one (HPACK hands a
+    client's calls the same fields, mostly in the same order): the same tuple, none made; None
+    otherwise."""
+    cdef tuple field
+    cdef bytes n, v
+    if at >= len(last):
+        return None
+    field = <tuple>last[at]
+    n = <bytes>field[0]
+    v = <bytes>field[1]
+    if (
+        <size_t>PyBytes_GET_SIZE(n) == namelen and <size_t>PyBytes_GET_SIZE(v) == valuelen
+        and memcmp(PyBytes_AS_STRING(v), value, valuelen) == 0
+        and memcmp(PyBytes_AS_STRING(n), name, namelen) == 0
+    ):
+        return field
+    return None
+
+
 cdef inline _Stream _stream_of(nghttp2_session *session, int32_t stream_id):
     """A request stream's `_Stream`, without a dict lookup: nghttp2 keeps a pointer to it from
     `_on_begin_headers` to `_on_stream_close` (`streams` holds the reference); None: none."""
@@ -483,6 +509,7 @@ cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
         if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
             stream = _stream_of(session, sid)
             if stream is not None:
+                self.last_fields = stream.headers
                 if stream.fast and stream.typed:
                     stream.held = True
                     self.holding.append(sid)
