@@ -35,12 +35,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketlite.broker.config import BrokerRole
+from rocketlite.broker.grpc.kit import born_host
 from rocketlite.broker.grpc.send import digest_problem, properties_text
 from rocketlite.broker.stats import NORMAL, message_type
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import GroupEntry, encode_group, send_properties
-from rocketlite.protocol.message import MessageSysFlag
+from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.proto.send_fields import SendRun, fields_of
 from rocketlite.protocol.proto.speedups import ok_answers, send_fields, send_run
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
@@ -58,7 +59,7 @@ _DELAY_NEEDLE: Final = "DELAY\x01"
 _TIMER_NEEDLE: Final = "TIMER_"
 
 
-_KEYS_KEPT: Final = 4096  # topics whose consume-queue keys the lane keeps; beyond, it starts over
+_KEYS_KEPT: Final = 4096  # topics (peers) whose queue keys (born host) the lane keeps; beyond, it starts over
 
 TopicFacts = tuple[int, int, tuple[str, ...]]  # write queues (>= 1), sys flag, consume-queue keys
 
@@ -73,6 +74,7 @@ class SendMessageLane:
         self.taken = 0  # calls served by the lane (tests, diagnostics)
         self.compiled = 0  # of those, the ones `send_run` took (tests, diagnostics)
         self.queue_keys: dict[str, tuple[str, ...]] = {}  # topic -> f"{topic}-{queue id}" by id
+        self.born: dict[str, HostAddress] = {}  # peer -> born host
 
     def _open(self) -> bool:
         p = self.producer.send
@@ -113,6 +115,9 @@ class SendMessageLane:
         """The stats of the stored calls, each a send of one message: the NORMAL ones by run of
         one topic (`record_single_puts`, the counters `record_put` per call would give)."""
         stats = self.producer.send.stats
+        if not kinds and len({entry[0] for entry in entries}) == 1:  # (the common case: one topic)
+            stats.record_single_puts(entries[0][0], sizes)
+            return
         run: list[int] = []
         topic = ""
         for k, entry in enumerate(entries):
@@ -140,7 +145,12 @@ class Run:
         p = producer.send
         self.lane = lane
         self.peer_text = first.peer()
-        self.born = producer.kit.peer(first).attrs["born_host"]
+        born = lane.born.get(self.peer_text)
+        if born is None:  # (`kit.peer(first).attrs["born_host"]`, kept by peer: one per connection)
+            if len(lane.born) >= _KEYS_KEPT:
+                lane.born.clear()
+            born = lane.born[self.peer_text] = born_host(self.peer_text)
+        self.born = born
         store_host = p.store_host
         self.head = (
             V4_BODY_POS + (12 if len(self.born.ip) == 16 else 0) + (12 if len(store_host.ip) == 16 else 0) + 3

@@ -49,7 +49,7 @@ data provider as flow control allows; an empty buffer answers NGHTTP2_ERR_DEFERR
 `send_message` or `finish` resumes the stream.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memcpy
@@ -194,19 +194,27 @@ cdef class H2Session:
     def answer_ok(self, list stream_ids not None, list payloads not None):
         """Answer GROUPED calls: each stream's one message (serialized), then `grpc-status` 0; a
         stream that is gone is skipped. As `send_message` then `finish(OK)`, without their CLOSED."""
-        cdef Py_ssize_t i, n
+        cdef Py_ssize_t i, n, at, k
         cdef _Stream stream
         cdef bytes payload
+        cdef bytearray out
+        cdef char *w
         for i in range(len(stream_ids)):
             stream = self.streams.get(stream_ids[i])
             if stream is None or stream.finished or stream.started:
                 continue
             payload = payloads[i]
             n = len(payload)
+            if n > 0xFFFFFFFF:
+                raise OverflowError("a gRPC message is at most 4 GiB")
             out = stream.out
-            out.append(0)
-            out += n.to_bytes(4, "big")
-            out += payload
+            at = PyByteArray_GET_SIZE(out)
+            PyByteArray_Resize(out, at + 5 + n)  # the gRPC message frame, written in place
+            w = PyByteArray_AS_STRING(out) + at
+            w[0] = 0
+            for k in range(4):
+                w[1 + k] = <char>((n >> (24 - 8 * k)) & 0xFF)
+            memcpy(w + 5, PyBytes_AS_STRING(payload), n)
             stream.started = True
             stream.finished = True
             stream.quiet = True
@@ -476,22 +484,17 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
 cdef inline object _same_field(list last, Py_ssize_t at, const uint8_t *name, size_t namelen,
                                const uint8_t *value, size_t valuelen):
     """The field at `at` of the last request's header list when it is this one (HPACK hands a
-    client's calls the same fields, mostly in the same order): the same tuple, none made; None
-    otherwise."""
-    cdef tuple field
-    cdef bytes n, v
+    client's calls the same fields, mostly in the same order): that tuple, none made; else None."""
     if at >= len(last):
         return None
     field = <tuple>last[at]
-    n = <bytes>field[0]
-    v = <bytes>field[1]
-    if (
-        <size_t>PyBytes_GET_SIZE(n) == namelen and <size_t>PyBytes_GET_SIZE(v) == valuelen
-        and memcmp(PyBytes_AS_STRING(v), value, valuelen) == 0
-        and memcmp(PyBytes_AS_STRING(n), name, namelen) == 0
-    ):
+    if _equal(<bytes>field[1], value, valuelen) and _equal(<bytes>field[0], name, namelen):
         return field
     return None
+
+
+cdef inline bint _equal(bytes b, const uint8_t *s, size_t n):
+    return <size_t>PyBytes_GET_SIZE(b) == n and memcmp(PyBytes_AS_STRING(b), s, n) == 0
 
 
 cdef inline _Stream _stream_of(nghttp2_session *session, int32_t stream_id):
