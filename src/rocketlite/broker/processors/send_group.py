@@ -101,7 +101,7 @@ class SendGroupLane:
         p = self.processor
         head, max_size = self._limits(conn)
         gathered = gather_sends(
-            commands, start, p.topics.table, p._legal_topics, self._facts, p.broker.broker_cluster_name,
+            commands, start, p.topics.table, p.legal_topics, self._facts, p.broker.broker_cluster_name,
             head, max_size, MAX_PROPERTIES_LENGTH, p.rng, send_properties,
         )  # fmt: skip
         placed = self._place(conn, gathered)
@@ -118,7 +118,7 @@ class SendGroupLane:
         p = self.processor
         head, max_size = self._limits(conn)
         gathered, ends = gather_raw_sends(
-            src, pos, conn.decoder.max_frame_length, p.topics.table, p._legal_topics, self._facts,
+            src, pos, conn.decoder.max_frame_length, p.topics.table, p.legal_topics, self._facts,
             p.broker.broker_cluster_name, head, max_size, MAX_PROPERTIES_LENGTH, p.rng, send_properties,
         )  # fmt: skip
         placed = self._place(conn, gathered, src, ends)
