@@ -88,9 +88,9 @@ class SendMessageLane:
         config = p.store.config
         max_size = min(config.max_message_size, config.maped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH)
         max_body = producer.max_body_size
-        digests = producer._digests
+        digest_name = producer.digest_name
         cluster = p.broker.broker_cluster_name
-        legal = p._legal_topics
+        legal = p.legal_topics
         select = p.topics.select
         rng = p.rng
         ready: dict[str, tuple[int, int]] = {}  # topic -> (write queues, sys flag) of those checked
@@ -119,7 +119,7 @@ class SendMessageLane:
                     break
                 multi = tc.topic_filter_type == "MULTI_TAG"
                 topic_state = ready[topic] = (max(tc.write_queue_nums, 1), _MULTI_TAGS_FLAG if multi else 0)
-            if not crc_ok and digest_problem(body, digests.get(digest_type, ""), checksum) is not None:
+            if not crc_ok and digest_problem(body, digest_name(digest_type), checksum) is not None:
                 break
             text = properties_text(message_id, tag, message_keys, topic)
             born_ms = seconds * 1000 + nanos // 1_000_000
