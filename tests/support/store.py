@@ -1,5 +1,6 @@
 """Real stores for tests: the shared test data, small segment sizes, the store factory type, a
-message to put, and messages put as one batch through the store's batch entry point."""
+message to put, messages put as one batch through the store's batch entry point, and the
+records a key finds."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from rocketlite.protocol.formats.batch import (
     encode_batch,
     send_batch_messages,
 )
-from rocketlite.protocol.formats.record import MessageInner, enters_consume_queue
+from rocketlite.protocol.formats.record import MessageInner, decode_record, enters_consume_queue
 from rocketlite.protocol.message import HostAddress, properties_to_string
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.message_store import MessageStore
@@ -134,3 +135,16 @@ def stored_batch(msgs: Sequence[MessageInner], appended: AppendResult) -> list[M
         )
         for i, (m, msg_id) in enumerate(zip(stored, appended.msg_id.split(","), strict=True))
     ]
+
+
+def key_hits(store: MessageStore, topic: str, key: str) -> list[int]:
+    """Commit-log offsets of the records of `topic` stored under KEYS `key` (the index answers
+    hash matches; filtered as a client filters them)."""
+    found = store.query_message(topic, key, 32, 0, 2**62)
+    hits = []
+    for view in found.messages:
+        rec = decode_record(view)
+        if rec.keys == key:
+            hits.append(rec.physical_offset)
+        view.release()
+    return hits
