@@ -282,9 +282,22 @@ func grpcConsume(p Params) (*Result, error) {
 			}
 		}(q)
 	}
+	win = drainWindow(p, win, &stop, &lastAck, wg.Wait)
+	res, lat := collect(stats)
+	for _, n := range msgs {
+		res.Messages += n
+	}
+	win.fill(res)
+	percentiles(res, lat)
+	return res, nil
+}
+
+// drainWindow is a consume phase's measurement, opened (win) before the receivers start: `stop`
+// is set after p.Seconds; `wait` returns once every receiver is done. The window closes at the
+// last ack (lastAck: its time), not after the empty long polls (5 s at least) that end each
+// receiver: every 20 ms after an ack, the CPU counters are read again and kept.
+func drainWindow(p Params, win Window, stop *atomic.Bool, lastAck *atomic.Int64, wait func()) Window {
 	timer := time.AfterFunc(time.Duration(p.Seconds*float64(time.Second)), func() { stop.Store(true) })
-	// The window closes at the last ack, not after the empty long polls (5 s at least) that end
-	// each receiver: every 20 ms after an ack, the CPU counters are read again and kept.
 	var cut Window
 	cut.Start(p.ServerPID)
 	cut.t0, cut.srv0, cut.gen0, cut.mach0 = win.t0, win.srv0, win.gen0, win.mach0
@@ -308,7 +321,7 @@ func grpcConsume(p Params) (*Result, error) {
 			}
 		}
 	}()
-	wg.Wait()
+	wait()
 	close(done)
 	<-sampled
 	timer.Stop()
@@ -316,13 +329,7 @@ func grpcConsume(p Params) (*Result, error) {
 	if cut.finished {
 		win = cut
 	}
-	res, lat := collect(stats)
-	for _, n := range msgs {
-		res.Messages += n
-	}
-	win.fill(res)
-	percentiles(res, lat)
-	return res, nil
+	return win
 }
 
 // openReceive starts one ReceiveMessage call (server streaming) with the prebuilt request.

@@ -45,14 +45,15 @@ const (
 	h2DefaultWindow = 65535
 )
 
-// rawHeaderBlock is the HPACK block of a SendMessage call's request headers, encoded once.
-func rawHeaderBlock(addr string, md map[string]string) []byte {
+// rawHeaderBlock is the HPACK block of a call's request headers (`method` of the service),
+// encoded once.
+func rawHeaderBlock(addr, method string, md map[string]string) []byte {
 	var buf bytes.Buffer
 	enc := hpack.NewEncoder(&buf)
 	fields := []hpack.HeaderField{
 		{Name: ":method", Value: "POST"},
 		{Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: grpcService + "SendMessage"},
+		{Name: ":path", Value: grpcService + method},
 		{Name: ":authority", Value: addr},
 		{Name: "content-type", Value: "application/grpc+proto"},
 		{Name: "user-agent", Value: "peersgen-grpcraw"},
@@ -187,20 +188,8 @@ func (rc *rawConn) send() error {
 // rawVerdict reads an answer ("" when it is OK): grpc-status 0 in the trailers, and status code
 // 20000 in the message (the DATA frames' bytes, a length-prefixed SendMessageResponse).
 func rawVerdict(trailers []hpack.HeaderField, resp []byte) string {
-	status := ""
-	for _, f := range trailers {
-		if f.Name == "grpc-status" {
-			status = f.Value
-		}
-	}
-	if status != "0" {
-		msg := ""
-		for _, f := range trailers {
-			if f.Name == "grpc-message" {
-				msg = f.Value
-			}
-		}
-		return fmt.Sprintf("grpc-status %q: %s", status, msg)
+	if why := grpcStatusOK(trailers); why != "" {
+		return why
 	}
 	if len(resp) < 5 {
 		return "no answer message"
@@ -213,6 +202,46 @@ func rawVerdict(trailers []hpack.HeaderField, resp []byte) string {
 		return fmt.Sprintf("status %d: %s", code, msg)
 	}
 	return ""
+}
+
+// data takes a DATA frame: its bytes go to the stream's answer, and what was read is given back
+// with WINDOW_UPDATEs (the connection's every quarter window, a stream's every half window).
+func (rc *rawConn) data(f *http2.DataFrame) {
+	n := f.Header().Length // flow control counts padding too
+	rc.unacked += n
+	if s := rc.streams[f.StreamID]; s != nil {
+		s.resp = append(s.resp, f.Data()...)
+		if s.read += n; s.read >= rawStreamWindow/2 && !f.StreamEnded() {
+			_ = rc.wfr.WriteWindowUpdate(f.StreamID, s.read)
+			s.read = 0
+		}
+	}
+	if rc.unacked >= rawConnWindow/4 {
+		_ = rc.wfr.WriteWindowUpdate(0, rc.unacked)
+		rc.unacked = 0
+	}
+}
+
+// control takes the connection's own frames: the server's window updates, SETTINGS (acked),
+// PINGs (answered) and GOAWAY (an error); anything else is ignored.
+func (rc *rawConn) control(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			rc.sendConn += int64(f.Increment)
+		}
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			return rc.settings(f)
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			_ = rc.wfr.WritePing(true, f.Data)
+		}
+	case *http2.GoAwayFrame:
+		return fmt.Errorf("GOAWAY %v: %s", f.ErrCode, f.DebugData())
+	}
+	return nil
 }
 
 // drive keeps `window` calls in flight until stopped or, with a quota, that many are answered.
@@ -252,19 +281,7 @@ func (rc *rawConn) drive(window int, quota int64, st *connStats, measuring, stop
 		}
 		switch f := f.(type) {
 		case *http2.DataFrame:
-			n := f.Header().Length // flow control counts padding too
-			rc.unacked += n
-			if s := rc.streams[f.StreamID]; s != nil {
-				s.resp = append(s.resp, f.Data()...)
-				if s.read += n; s.read >= rawStreamWindow/2 && !f.StreamEnded() {
-					_ = rc.wfr.WriteWindowUpdate(f.StreamID, s.read)
-					s.read = 0
-				}
-			}
-			if rc.unacked >= rawConnWindow/4 {
-				_ = rc.wfr.WriteWindowUpdate(0, rc.unacked)
-				rc.unacked = 0
-			}
+			rc.data(f)
 			if f.StreamEnded() { // an answer without trailers
 				rc.finish(f.StreamID, nil, st, measuring)
 				answered++
@@ -285,20 +302,6 @@ func (rc *rawConn) drive(window int, quota int64, st *connStats, measuring, stop
 					return err
 				}
 			}
-		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
-				rc.sendConn += int64(f.Increment)
-			}
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				if err := rc.settings(f); err != nil {
-					return err
-				}
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				_ = rc.wfr.WritePing(true, f.Data)
-			}
 		case *http2.RSTStreamFrame:
 			if rc.streams[f.StreamID] == nil {
 				continue // a stream already answered
@@ -310,8 +313,10 @@ func (rc *rawConn) drive(window int, quota int64, st *connStats, measuring, stop
 					return err
 				}
 			}
-		case *http2.GoAwayFrame:
-			return fmt.Errorf("GOAWAY %v: %s", f.ErrCode, f.DebugData())
+		default:
+			if err := rc.control(f); err != nil {
+				return err
+			}
 		}
 		if err := release(); err != nil {
 			return err
@@ -357,7 +362,7 @@ func grpcRawProduce(p Params) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	block := rawHeaderBlock(p.Addr, f.Metadata)
+	block := rawHeaderBlock(p.Addr, "SendMessage", f.Metadata)
 	quota := int64(p.Count / p.Conns)
 	if p.Count > 0 && quota*int64(p.Conns) != int64(p.Count) {
 		return nil, fmt.Errorf("count %d is not a multiple of conns %d", p.Count, p.Conns)

@@ -194,7 +194,7 @@ func main() {
 	mode := os.Args[1]
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	p := Params{}
-	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | grpc | grpcraw (produce: prebuilt HTTP/2 frames) | kafka | nats | redis")
+	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | grpc | grpcraw (produce, consume: prebuilt HTTP/2 frames) | kafka | nats | redis")
 	fs.StringVar(&p.Addr, "addr", "127.0.0.1:10911", "server address")
 	fs.IntVar(&p.Conns, "conns", 16, "connections (one queue / partition / subject / stream each)")
 	fs.IntVar(&p.Window, "window", 32, "requests in flight per connection")
@@ -220,6 +220,8 @@ func main() {
 		res, err = grpcRawProduce(p)
 	case mode == "consume" && p.Proto == "grpc":
 		res, err = grpcConsume(p)
+	case mode == "consume" && p.Proto == "grpcraw":
+		res, err = grpcRawConsume(p)
 	case mode == "produce":
 		res, err = produce(p)
 	case mode == "consume":
