@@ -368,16 +368,17 @@ func receiveBatch(s grpc.ClientStream, ackPrefix []byte, each func(m []byte)) ([
 }
 
 // appendAckEntry appends to an AckMessageRequest the entry (message id, receipt handle) of a
-// received Message m (system_properties = 3: message_id = 3, receipt_handle = 12).
+// received Message m (system_properties = 3: message_id = 3, receipt_handle = 12), with no
+// allocation of its own.
 func appendAckEntry(ack, m []byte) []byte {
 	sys, _, _ := field(m, 3)
 	id, _, _ := field(sys, 3)
 	handle, _, _ := field(sys, 12)
-	var e []byte
-	e = protowire.AppendTag(e, 1, protowire.BytesType)
-	e = protowire.AppendBytes(e, id)
-	e = protowire.AppendTag(e, 2, protowire.BytesType)
-	e = protowire.AppendBytes(e, handle)
+	size := 2 + protowire.SizeBytes(len(id)) + protowire.SizeBytes(len(handle)) // two 1-byte tags
 	ack = protowire.AppendTag(ack, ackEntriesField, protowire.BytesType)
-	return protowire.AppendBytes(ack, e)
+	ack = protowire.AppendVarint(ack, uint64(size))
+	ack = protowire.AppendTag(ack, 1, protowire.BytesType)
+	ack = protowire.AppendBytes(ack, id)
+	ack = protowire.AppendTag(ack, 2, protowire.BytesType)
+	return protowire.AppendBytes(ack, handle)
 }

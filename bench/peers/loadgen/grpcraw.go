@@ -113,6 +113,7 @@ func dialRaw(addr string, block, msg []byte) (*rawConn, error) {
 		sendConn: h2DefaultWindow, peerInit: h2DefaultWindow, peerMax: 1 << 30, maxFrame: 16384}
 	rc.fr = http2.NewFramer(nil, bufio.NewReaderSize(c, 64<<10))
 	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc.fr.SetReuseFrames() // a DATA frame's bytes are copied out before the next ReadFrame
 	rc.wfr = http2.NewFramer(&rc.out, nil)
 	rc.out.WriteString(http2.ClientPreface)
 	_ = rc.wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: rawStreamWindow},

@@ -42,8 +42,9 @@ type rawReceiver struct {
 	pendingBlock     []byte
 	pendingID        uint32
 	recvID, ackID    uint32
-	started          int64 // when the current receive was written
-	batch            int   // messages of the receive being acked
+	started          int64  // when the current receive was written
+	batch            int    // messages of the receive being acked
+	spare, ackBuf    []byte // reused: an answer's bytes, the AckMessage request
 }
 
 // call writes HEADERS and the DATA of one call on a new stream (DATA split at the server's
@@ -55,7 +56,7 @@ func (r *rawReceiver) call(block, msg []byte) (uint32, error) {
 	}
 	id := rc.next
 	rc.next += 2
-	rc.streams[id] = &rawStream{}
+	rc.streams[id] = &rawStream{resp: r.spare[:0]} // one call at a time: one answer buffer
 	if rc.sendConn < int64(len(msg)) {
 		rc.waits++
 		r.pending, r.pendingBlock, r.pendingID = msg, block, id
@@ -84,10 +85,11 @@ func (r *rawReceiver) write(id uint32, block, msg []byte) error {
 	return rc.flush()
 }
 
-// receiveAnswer reads a ReceiveMessage answer stream's messages: the AckMessageRequest (prefix and
-// an entry per Message) and how many Messages came, or why the answer is not one.
-func receiveAnswer(prefix, resp []byte) ([]byte, int, string) {
-	ack := append([]byte(nil), prefix...)
+// receiveAnswer reads a ReceiveMessage answer stream's messages into an AckMessageRequest as one
+// length-prefixed gRPC message (in buf: the prefix and an entry per Message), and says how many
+// Messages came, or why the answer is not one.
+func receiveAnswer(buf, prefix, resp []byte) ([]byte, int, string) {
+	ack := append(append(buf[:0], 0, 0, 0, 0, 0), prefix...)
 	n := 0
 	for len(resp) > 0 {
 		if len(resp) < 5 {
@@ -109,6 +111,8 @@ func receiveAnswer(prefix, resp []byte) ([]byte, int, string) {
 			}
 		}
 	}
+	size := len(ack) - 5
+	ack[1], ack[2], ack[3], ack[4] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
 	return ack, n, ""
 }
 
@@ -140,20 +144,21 @@ func (r *rawReceiver) run(st *connStats, msgs *int64, stop *atomic.Bool, lastAck
 			if s == nil {
 				return fmt.Errorf("an answer on stream %d, which is not in flight", f.StreamID)
 			}
+			r.spare = s.resp[:0] // read before the next call reuses it
 			switch f.StreamID {
 			case r.recvID:
 				if why := grpcStatusOK(f.Fields); why != "" {
 					return fmt.Errorf("receive: %s", why)
 				}
-				ack, n, why := receiveAnswer(r.prefix, s.resp)
+				ack, n, why := receiveAnswer(r.ackBuf, r.prefix, s.resp)
 				if why != "" {
 					return fmt.Errorf("receive: %s", why)
 				}
 				if n == 0 {
 					return nil // drained
 				}
-				r.batch = n
-				if r.ackID, err = r.call(r.ackBlock, lengthPrefixed(ack)); err != nil {
+				r.batch, r.ackBuf = n, ack
+				if r.ackID, err = r.call(r.ackBlock, ack); err != nil {
 					return err
 				}
 			case r.ackID:

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -209,7 +210,19 @@ func main() {
 	fs.IntVar(&p.ServerPID, "server-pid", 0, "server process whose CPU is measured")
 	fs.IntVar(&p.Count, "count", 0, "produce: send this many requests in all, then stop (no warm-up; 0: timed)")
 	fs.IntVar(&p.Receivers, "receivers", 4, "e2e -proto grpc: long-polling ReceiveMessage loops")
+	profile := fs.String("cpuprofile", "", "write this process's CPU profile (runtime/pprof) to the file")
 	_ = fs.Parse(os.Args[2:])
+	if *profile != "" {
+		pf, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(pf)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peersgen:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	var res *Result
 	var err error
@@ -235,6 +248,7 @@ func main() {
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "peersgen:", err)
 		os.Exit(1)
 	}
