@@ -13,7 +13,11 @@ Consume (`peersgen consume`): after such a fill, the receivers (ReceiveMessage o
 AckMessage per batch, read and built from the raw frames) take every stored message exactly once
 and ack it: the count equals what the topic holds, the group's committed offset of every queue
 reaches the queue's max offset (the POP state commits an offset only once everything below it is
-acked), and a second consume finds nothing (no message left in flight or redelivered).
+acked): none is left in flight, none was taken twice.
+
+E2E (`peersgen e2e`): paced SendMessage calls with the send time in the body, while long-polling
+receivers take each message as its DATA frame arrives and ack every batch without waiting: every
+sent message is received once, with a latency sample, and the group's offsets reach the topic's end.
 
 Not a speed test: the counts are. `make test` builds the generator (`clients` →
 .clients/peers/bin/peersgen); without it the tests skip, with CI=true they fail.
@@ -52,9 +56,9 @@ def need_generator() -> None:
         pytest.skip(why)
 
 
-def generate(b: native.Served, mode: str, *args: str) -> dict[str, Any]:
+def generate(b: native.Served, mode: str, *args: str, frames: Path | None = None) -> dict[str, Any]:
     return native.generate(mode, "grpcraw", f"127.0.0.1:{b.grpc_port}", b.broker.pid, *args,
-                           "-frames", str(b.frames5))  # fmt: skip
+                           "-frames", str(frames or b.frames5))  # fmt: skip
 
 
 async def fill(b: native.Served) -> tuple[dict[str, Any], int, int]:
@@ -66,11 +70,11 @@ async def fill(b: native.Served) -> tuple[dict[str, Any], int, int]:
     return r, before, after
 
 
-def run(s: native.Native, work: Any) -> Any:
-    """`work(b)` on a broker of `s`, the broker stopped after."""
+def run(s: native.Native, work: Any, topics: tuple[str, ...] = ()) -> Any:
+    """`work(b)` on a broker of `s` (with `topics` too), the broker stopped after."""
 
     async def main() -> Any:
-        async with native.serving(s) as b:
+        async with native.serving(s, topics) as b:
             return await work(b)
 
     try:
@@ -96,28 +100,55 @@ async def offsets(conn: Connection, build: Any, parse: Any) -> list[int | None]:
     return [parse(await submit(conn, build(q))) for q in range(CONNECTIONS)]
 
 
+async def progress(conn: Connection, topic: str, group: str) -> tuple[list[Any], list[Any]]:
+    """The topic's max offsets and the group's committed offsets, queue by queue."""
+    maxes = await offsets(conn, lambda q: build_get_max_offset(topic, q), parse_get_max_offset)
+    committed = await offsets(
+        conn, lambda q: build_query_consumer_offset(group, topic, q), parse_query_consumer_offset
+    )
+    return maxes, committed
+
+
 @pytest.mark.parametrize("impl", ["grpcio", "nghttp2"])
 def test_grpcraw_consume_receives_and_acks_every_message_once(tmp_path: Path, impl: str) -> None:
     need_generator()
 
-    async def work(b: native.Served) -> tuple[int, dict[str, Any], dict[str, Any], list[Any], list[Any]]:
+    async def work(b: native.Served) -> tuple[int, dict[str, Any], list[Any], list[Any]]:
         _, _, stored = await fill(b)
         first = generate(b, "consume", "-seconds", "60")
-        again = generate(b, "consume", "-seconds", "60")
-        conn = b.conns[0]
-        topic, group = native.TOPIC5, native.GROUP5
-        maxes = await offsets(conn, lambda q: build_get_max_offset(topic, q), parse_get_max_offset)
-        committed = await offsets(
-            conn, lambda q: build_query_consumer_offset(group, topic, q), parse_query_consumer_offset
-        )
-        return stored, first, again, maxes, committed
+        maxes, committed = await progress(b.conns[0], native.TOPIC5, native.GROUP5)
+        return stored, first, maxes, committed
 
-    stored, first, again, maxes, committed = run(native.Native(work=tmp_path, impl=impl, consume=True), work)
+    stored, first, maxes, committed = run(native.Native(work=tmp_path, impl=impl, consume=True), work)
     assert stored == CONNECTIONS + CALLS
     assert (first["messages"], first["errors"]) == (stored, 0), first.get("first_error")
     # one request and one latency sample per receive + ack round, of up to 32 messages
     assert stored / 32 <= first["requests"] == first["samples"] < stored
     assert first["server_cpu_s"] > 0 and first["gen_cpu_s"] > 0
-    assert (again["messages"], again["requests"], again["errors"]) == (0, 0, 0), again.get("first_error")
     assert committed == maxes
     assert sum(maxes) == stored
+
+
+@pytest.mark.parametrize("impl", ["grpcio", "nghttp2"])
+def test_grpcraw_e2e_receives_every_stamped_message_and_acks_it(tmp_path: Path, impl: str) -> None:
+    """The e2e phase (paced stamped sends, long-polling receivers acking without waiting) from raw
+    frames: every sent message is received (each with a latency sample) and acked."""
+    need_generator()
+    topic, group = native.TOPIC5E, native.GROUP5E
+
+    async def work(b: native.Served) -> tuple[dict[str, Any], int, list[Any], list[Any]]:
+        conn = b.conns[0]
+        warm = await ghz.wait_stored(conn, topic, CONNECTIONS)  # the warm-up messages, received too
+        frames = native.write_grpc_frames(tmp_path / "e2e.json", topic, group, 1024, stamp=True, poll=5)
+        r = generate(b, "e2e", "-rate", "500", "-seconds", "1", "-size", "1024", "-conns", "4",
+                     "-receivers", "4", frames=frames)  # fmt: skip
+        return r, warm, *await progress(conn, topic, group)
+
+    r, warm, maxes, committed = run(native.Native(work=tmp_path, impl=impl, consume=False), work, (topic,))
+    assert r["errors"] == 0, r.get("first_error")
+    assert (
+        400 <= r["sent"] == r["messages"] == r["requests"] == r["samples"]
+    )  # every send answered and received
+    assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"] and 0 < r["send_p50_ms"] <= r["send_p99_ms"]
+    assert sum(maxes) == warm + r["sent"]
+    assert committed == maxes  # the warm-up messages and every stamped one acked

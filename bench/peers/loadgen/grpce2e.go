@@ -132,12 +132,17 @@ func grpcE2E(p Params) (*Result, error) {
 	log.mu.Lock()
 	res.MaxMs = maxMs(log.us)
 	log.mu.Unlock()
+	sendPercentiles(res, sendUs)
+	return res, nil
+}
+
+// sendPercentiles sets the send answers' p50/p99 (ms) from their round trips in microseconds.
+func sendPercentiles(res *Result, sendUs []uint32) {
 	sort.Slice(sendUs, func(i, j int) bool { return sendUs[i] < sendUs[j] })
 	if n := len(sendUs); n > 0 {
 		res.SendP50ms = float64(sendUs[n/2]) / 1000
 		res.SendP99ms = float64(sendUs[int(0.99*float64(n-1))]) / 1000
 	}
-	return res, nil
 }
 
 func maxMs(us []uint32) float64 {

@@ -81,9 +81,16 @@ type rawStream struct {
 	sent int64
 	resp []byte
 	read uint32 // DATA bytes read on the stream not yet given back
+	// consume and e2e (grpcrawconsume.go): what the call is, and for a receive the answer's
+	// bytes scanned so far, its messages and the AckMessageRequest built from them
+	kind    callKind
+	scanned int
+	n       int
+	ack     []byte
 }
 
 type rawConn struct {
+	queued   []queuedCall // consume, e2e: calls waiting for the server's windows, in order
 	c        net.Conn
 	fr       *http2.Framer // reads from c
 	wfr      *http2.Framer // writes into out

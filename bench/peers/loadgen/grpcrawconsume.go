@@ -12,9 +12,11 @@ package main
 // nothing was found), a Message (field 2) or a delivery timestamp (field 3). A Message is read
 // with protowire for what the ack needs (field(): system_properties.message_id and
 // receipt_handle, appendAckEntry), and the AckMessageRequest is the harness's prefix (group,
-// topic) with those entries appended: no protobuf object is made. Frames are split at the
-// server's SETTINGS_MAX_FRAME_SIZE, and a call is written only when the server's connection
-// window and a new stream's window hold it (otherwise it waits for a WINDOW_UPDATE).
+// topic) with those entries appended, in a buffer reused from call to call: no protobuf object
+// is made. A call's DATA is split at the server's SETTINGS_MAX_FRAME_SIZE, and a call is written
+// only when the server's connection window, a new stream's window and its concurrency limit hold
+// it; otherwise it waits, in order, for a WINDOW_UPDATE or an answer (a stream id is taken when
+// the call is written, so ids rise in the order the streams open).
 
 import (
 	"fmt"
@@ -25,6 +27,21 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
+// callKind is what a raw consume / e2e stream carries.
+type callKind uint8
+
+const (
+	callSend callKind = iota
+	callReceive
+	callAck
+)
+
+// queuedCall is a call not written yet: its header block, message and stream.
+type queuedCall struct {
+	block, msg []byte
+	s          *rawStream
+}
+
 // lengthPrefixed is msg as one gRPC message (not compressed).
 func lengthPrefixed(msg []byte) []byte {
 	n := len(msg)
@@ -33,40 +50,40 @@ func lengthPrefixed(msg []byte) []byte {
 	return append(out, msg...)
 }
 
-// rawReceiver is one connection's receive + ack loop.
-type rawReceiver struct {
-	rc               *rawConn
-	recvBlock, recv  []byte // ReceiveMessage's header block and length-prefixed request
-	ackBlock, prefix []byte // AckMessage's header block and the request's prefix (no entries)
-	pending          []byte // a call's message waiting for the server's window (0 or 1 call)
-	pendingBlock     []byte
-	pendingID        uint32
-	recvID, ackID    uint32
-	started          int64  // when the current receive was written
-	batch            int    // messages of the receive being acked
-	spare, ackBuf    []byte // reused: an answer's bytes, the AckMessage request
+// open starts a call: written now (not flushed) if nothing waits before it and the server's
+// windows and concurrency limit hold it, else queued until release() can write it.
+func (rc *rawConn) open(block, msg []byte, s *rawStream) error {
+	if int64(len(msg)) > rc.peerInit {
+		return fmt.Errorf("a request of %d bytes exceeds the server's stream window %d", len(msg), rc.peerInit)
+	}
+	if len(rc.queued) > 0 || !rc.fits(msg) {
+		rc.waits++
+		rc.queued = append(rc.queued, queuedCall{block, msg, s})
+		return nil
+	}
+	return rc.writeCall(block, msg, s)
 }
 
-// call writes HEADERS and the DATA of one call on a new stream (DATA split at the server's
-// maximum frame size), or keeps it until the server's windows hold it; returns the stream id.
-func (r *rawReceiver) call(block, msg []byte) (uint32, error) {
-	rc := r.rc
-	if int64(len(msg)) > rc.peerInit {
-		return 0, fmt.Errorf("a request of %d bytes exceeds the server's stream window %d", len(msg), rc.peerInit)
+func (rc *rawConn) fits(msg []byte) bool {
+	return rc.sendConn >= int64(len(msg)) && rc.peerInit >= int64(len(msg)) && len(rc.streams) < rc.peerMax
+}
+
+// release writes the queued calls that the server's windows now hold, in order.
+func (rc *rawConn) release() error {
+	for len(rc.queued) > 0 && rc.fits(rc.queued[0].msg) {
+		q := rc.queued[0]
+		rc.queued = rc.queued[1:]
+		if err := rc.writeCall(q.block, q.msg, q.s); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// writeCall puts HEADERS and the DATA frames of one call on the next stream into the buffer.
+func (rc *rawConn) writeCall(block, msg []byte, s *rawStream) error {
 	id := rc.next
 	rc.next += 2
-	rc.streams[id] = &rawStream{resp: r.spare[:0]} // one call at a time: one answer buffer
-	if rc.sendConn < int64(len(msg)) {
-		rc.waits++
-		r.pending, r.pendingBlock, r.pendingID = msg, block, id
-		return id, nil
-	}
-	return id, r.write(id, block, msg)
-}
-
-func (r *rawReceiver) write(id uint32, block, msg []byte) error {
-	rc := r.rc
 	if err := rc.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block,
 		EndHeaders: true}); err != nil {
 		return err
@@ -81,50 +98,95 @@ func (r *rawReceiver) write(id uint32, block, msg []byte) error {
 		}
 	}
 	rc.sendConn -= int64(len(msg))
-	rc.streams[id].sent = nowNs()
-	return rc.flush()
+	s.sent = nowNs()
+	rc.streams[id] = s
+	return nil
 }
 
-// receiveAnswer reads a ReceiveMessage answer stream's messages into an AckMessageRequest as one
-// length-prefixed gRPC message (in buf: the prefix and an entry per Message), and says how many
-// Messages came, or why the answer is not one.
-func receiveAnswer(buf, prefix, resp []byte) ([]byte, int, string) {
-	ack := append(append(buf[:0], 0, 0, 0, 0, 0), prefix...)
-	n := 0
-	for len(resp) > 0 {
+// startAck begins the AckMessageRequest of a receive, as one length-prefixed gRPC message, in buf.
+func startAck(buf, prefix []byte) []byte {
+	return append(append(buf[:0], 0, 0, 0, 0, 0), prefix...)
+}
+
+// scanReceive reads the complete ReceiveMessageResponses of a receive's answer not scanned yet:
+// each Message is counted, seen by `each` (if not nil) and given an entry in s.ack; "" or why the
+// answer is not one.
+func scanReceive(s *rawStream, each func(m []byte)) string {
+	for {
+		resp := s.resp[s.scanned:]
 		if len(resp) < 5 {
-			return nil, 0, fmt.Sprintf("a gRPC message cut short (%d bytes)", len(resp))
+			return ""
 		}
 		size := int(resp[1])<<24 | int(resp[2])<<16 | int(resp[3])<<8 | int(resp[4])
-		if resp[0] != 0 || len(resp) < 5+size {
-			return nil, 0, fmt.Sprintf("bad gRPC message prefix (flag %d, length %d of %d)", resp[0], size, len(resp)-5)
+		if resp[0] != 0 {
+			return fmt.Sprintf("a compressed or bad gRPC message (flag %d)", resp[0])
+		}
+		if len(resp) < 5+size {
+			return "" // the rest comes in the next DATA frame
 		}
 		item := resp[5 : 5+size]
-		resp = resp[5+size:]
+		s.scanned += 5 + size
 		if m, _, ok := field(item, 2); ok {
-			ack = appendAckEntry(ack, m)
-			n++
+			if each != nil {
+				each(m)
+			}
+			s.ack = appendAckEntry(s.ack, m)
+			s.n++
 		} else if st, _, ok := field(item, 1); ok {
 			if _, code, _ := field(st, 1); code != grpcOK && code != grpcNotFound {
 				msg, _, _ := field(st, 2)
-				return nil, 0, fmt.Sprintf("receive status %d: %s", code, msg)
+				return fmt.Sprintf("receive status %d: %s", code, msg)
 			}
 		}
 	}
-	size := len(ack) - 5
-	ack[1], ack[2], ack[3], ack[4] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
-	return ack, n, ""
+}
+
+// endReceive checks a receive's trailers and that its answer was read to the end, and sets the
+// length of s.ack's gRPC prefix; "" or why not.
+func endReceive(s *rawStream, trailers []hpack.HeaderField) string {
+	if why := grpcStatusOK(trailers); why != "" {
+		return why
+	}
+	if why := scanReceive(s, nil); why != "" {
+		return why
+	}
+	if s.scanned != len(s.resp) {
+		return fmt.Sprintf("a gRPC message cut short (%d bytes)", len(s.resp)-s.scanned)
+	}
+	size := len(s.ack) - 5
+	s.ack[1], s.ack[2], s.ack[3], s.ack[4] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+	return ""
+}
+
+// rawReceiver is one connection's receive + ack loop.
+type rawReceiver struct {
+	rc               *rawConn
+	recvBlock, recv  []byte // ReceiveMessage's header block and length-prefixed request
+	ackBlock, prefix []byte // AckMessage's header block and the request's prefix (no entries)
+	started          int64  // when the current receive was opened
+	batch            int    // messages of the receive being acked
+	spare, ackBuf    []byte // reused: an answer's bytes, the AckMessage request
+}
+
+func (r *rawReceiver) receive() error {
+	r.started = nowNs()
+	s := &rawStream{kind: callReceive, resp: r.spare[:0], ack: startAck(r.ackBuf, r.prefix)}
+	return r.rc.open(r.recvBlock, r.recv, s)
 }
 
 // run receives and acks until a receive finds nothing or *stop; counts into st and msgs.
 func (r *rawReceiver) run(st *connStats, msgs *int64, stop *atomic.Bool, lastAck *atomic.Int64) error {
 	rc := r.rc
-	var err error
-	r.started = nowNs()
-	if r.recvID, err = r.call(r.recvBlock, r.recv); err != nil {
+	if err := r.receive(); err != nil {
 		return err
 	}
 	for {
+		if err := rc.release(); err != nil {
+			return err
+		}
+		if err := rc.flush(); err != nil { // calls, acks and window updates of this frame
+			return err
+		}
 		f, err := rc.fr.ReadFrame()
 		if err != nil {
 			return err
@@ -145,23 +207,19 @@ func (r *rawReceiver) run(st *connStats, msgs *int64, stop *atomic.Bool, lastAck
 				return fmt.Errorf("an answer on stream %d, which is not in flight", f.StreamID)
 			}
 			r.spare = s.resp[:0] // read before the next call reuses it
-			switch f.StreamID {
-			case r.recvID:
-				if why := grpcStatusOK(f.Fields); why != "" {
+			switch s.kind {
+			case callReceive:
+				if why := endReceive(s, f.Fields); why != "" {
 					return fmt.Errorf("receive: %s", why)
 				}
-				ack, n, why := receiveAnswer(r.ackBuf, r.prefix, s.resp)
-				if why != "" {
-					return fmt.Errorf("receive: %s", why)
-				}
-				if n == 0 {
+				if s.n == 0 {
 					return nil // drained
 				}
-				r.batch, r.ackBuf = n, ack
-				if r.ackID, err = r.call(r.ackBlock, ack); err != nil {
+				r.batch, r.ackBuf = s.n, s.ack
+				if err := rc.open(r.ackBlock, s.ack, &rawStream{kind: callAck, resp: s.resp[:0]}); err != nil {
 					return err
 				}
-			case r.ackID:
+			case callAck:
 				if why := rawVerdict(f.Fields, s.resp); why != "" {
 					return fmt.Errorf("ack: %s", why)
 				}
@@ -172,8 +230,7 @@ func (r *rawReceiver) run(st *connStats, msgs *int64, stop *atomic.Bool, lastAck
 				if stop.Load() {
 					return nil
 				}
-				r.started = nowNs()
-				if r.recvID, err = r.call(r.recvBlock, r.recv); err != nil {
+				if err := r.receive(); err != nil {
 					return err
 				}
 			}
@@ -183,16 +240,6 @@ func (r *rawReceiver) run(st *connStats, msgs *int64, stop *atomic.Bool, lastAck
 			if err := rc.control(f); err != nil {
 				return err
 			}
-		}
-		if r.pending != nil && rc.sendConn >= int64(len(r.pending)) {
-			msg, block := r.pending, r.pendingBlock
-			r.pending, r.pendingBlock = nil, nil
-			if err := r.write(r.pendingID, block, msg); err != nil {
-				return err
-			}
-		}
-		if err := rc.flush(); err != nil { // acks and window updates of this frame
-			return err
 		}
 	}
 }
@@ -214,6 +261,14 @@ func grpcStatusOK(trailers []hpack.HeaderField) string {
 	return ""
 }
 
+// rawBlocks are the header blocks of the three calls, each encoded once.
+type rawBlocks struct{ send, receive, ack []byte }
+
+func newRawBlocks(addr string, md map[string]string) rawBlocks {
+	return rawBlocks{rawHeaderBlock(addr, "SendMessage", md), rawHeaderBlock(addr, "ReceiveMessage", md),
+		rawHeaderBlock(addr, "AckMessage", md)}
+}
+
 // grpcRawConsume: grpcConsume's phase (one receiver per prebuilt receive request, each on a
 // connection of its own) from prebuilt HTTP/2 frames; the same counts and window.
 func grpcRawConsume(p Params) (*Result, error) {
@@ -221,8 +276,7 @@ func grpcRawConsume(p Params) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	recvBlock := rawHeaderBlock(p.Addr, "ReceiveMessage", f.Metadata)
-	ackBlock := rawHeaderBlock(p.Addr, "AckMessage", f.Metadata)
+	blocks := newRawBlocks(p.Addr, f.Metadata)
 	receivers := make([]*rawReceiver, len(recvs))
 	for q, req := range recvs {
 		rc, err := dialRaw(p.Addr, nil, nil)
@@ -230,8 +284,8 @@ func grpcRawConsume(p Params) (*Result, error) {
 			return nil, fmt.Errorf("connection %d: %w", q, err)
 		}
 		defer rc.c.Close()
-		receivers[q] = &rawReceiver{rc: rc, recvBlock: recvBlock, recv: lengthPrefixed(req),
-			ackBlock: ackBlock, prefix: ackPrefix}
+		receivers[q] = &rawReceiver{rc: rc, recvBlock: blocks.receive, recv: lengthPrefixed(req),
+			ackBlock: blocks.ack, prefix: ackPrefix}
 	}
 	var stop atomic.Bool
 	var lastAck atomic.Int64
