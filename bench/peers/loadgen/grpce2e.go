@@ -55,17 +55,27 @@ func (s *stampedSend) at(t int64) []byte {
 	return out
 }
 
-// grpcE2E runs the phase; the window (rates, CPU) is the paced sending.
-func grpcE2E(p Params) (*Result, error) {
+// loadStampedFrames reads the e2e phase's frames: the sends ready to be stamped, the receive
+// requests and the ack prefix.
+func loadStampedFrames(p Params) (*GrpcFrames, []*stampedSend, [][]byte, []byte, error) {
 	f, sends, recvs, ackPrefix, err := loadGrpcFrames(p.Frames)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	stamped := make([]*stampedSend, len(sends))
 	for i, r := range sends {
 		if stamped[i], err = newStampedSend(r, p.Size); err != nil {
-			return nil, err
+			return nil, nil, nil, nil, err
 		}
+	}
+	return f, stamped, recvs, ackPrefix, nil
+}
+
+// grpcE2E runs the phase; the window (rates, CPU) is the paced sending.
+func grpcE2E(p Params) (*Result, error) {
+	f, stamped, recvs, ackPrefix, err := loadStampedFrames(p)
+	if err != nil {
+		return nil, err
 	}
 	ctx := withMetadata(f.Metadata)
 	conns := make([]*grpc.ClientConn, p.Conns)

@@ -230,66 +230,72 @@ func grpcConsume(p Params) (*Result, error) {
 		return nil, err
 	}
 	ctx := withMetadata(f.Metadata)
+	return consumeRun(p, len(recvs), func(q int, st *connStats, msgs *int64, stop *atomic.Bool,
+		lastAck *atomic.Int64) error {
+		c, err := dialGrpc(p.Addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		req := recvs[q]
+		var resp []byte
+		for !stop.Load() {
+			t := nowNs()
+			s, err := openReceive(ctx, c, req)
+			if err != nil {
+				return err
+			}
+			ack, n := receiveBatch(s, ackPrefix, nil)
+			if n == 0 {
+				return nil // drained
+			}
+			if err := c.Invoke(ctx, grpcService+"AckMessage", &ack, &resp); err != nil {
+				return err
+			}
+			if code, msg := statusOf(resp); code != grpcOK {
+				return fmt.Errorf("ack status %d: %s", code, msg)
+			}
+			*msgs += int64(n)
+			lastAck.Store(nowNs())
+			st.requests++
+			st.lat = append(st.lat, uint32((nowNs()-t)/1000))
+		}
+		return nil
+	}), nil
+}
+
+// consumeRun is a consume phase around n receivers: receiver q runs in a goroutine of its own,
+// counting its rounds into st and its messages into msgs, until drained or *stop (an error it
+// returns is counted as st's); the window is drainWindow's.
+func consumeRun(p Params, n int, receiver func(q int, st *connStats, msgs *int64, stop *atomic.Bool,
+	lastAck *atomic.Int64) error) *Result {
 	var stop atomic.Bool
 	var lastAck atomic.Int64
-	stats := make([]connStats, len(recvs))
-	msgs := make([]int64, len(recvs))
+	stats := make([]connStats, n)
+	msgs := make([]int64, n)
 	var win Window
 	win.Start(p.ServerPID)
 	var wg sync.WaitGroup
-	for q := range recvs {
+	for q := 0; q < n; q++ {
 		wg.Add(1)
 		go func(q int) {
 			defer wg.Done()
-			st := &stats[q]
-			fail := func(why string) {
-				st.errors++
-				if st.firstErr == "" {
-					st.firstErr = why
+			if err := receiver(q, &stats[q], &msgs[q], &stop, &lastAck); err != nil {
+				stats[q].errors++
+				if stats[q].firstErr == "" {
+					stats[q].firstErr = err.Error()
 				}
-			}
-			c, err := dialGrpc(p.Addr)
-			if err != nil {
-				fail(err.Error())
-				return
-			}
-			defer c.Close()
-			req := recvs[q]
-			var resp []byte
-			for !stop.Load() {
-				t := nowNs()
-				s, err := openReceive(ctx, c, req)
-				if err != nil {
-					fail(err.Error())
-					return
-				}
-				ack, n := receiveBatch(s, ackPrefix, nil)
-				if n == 0 {
-					return // drained
-				}
-				if err := c.Invoke(ctx, grpcService+"AckMessage", &ack, &resp); err != nil {
-					fail(err.Error())
-					return
-				}
-				if code, msg := statusOf(resp); code != grpcOK {
-					fail(fmt.Sprintf("ack status %d: %s", code, msg))
-					return
-				}
-				msgs[q] += int64(n)
-				lastAck.Store(nowNs())
-				st.requests++
-				st.lat = append(st.lat, uint32((nowNs()-t)/1000))
 			}
 		}(q)
 	}
 	win = drainWindow(p, win, &stop, &lastAck, wg.Wait)
 	res, lat := collect(stats)
-	for _, n := range msgs {
-		res.Messages += n
+	for _, m := range msgs {
+		res.Messages += m
 	}
 	win.fill(res)
 	percentiles(res, lat)
-	return res, nil
+	return res
 }
 
 // drainWindow is a consume phase's measurement, opened (win) before the receivers start: `stop`

@@ -20,7 +20,6 @@ package main
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/net/http2"
@@ -287,30 +286,12 @@ func grpcRawConsume(p Params) (*Result, error) {
 		receivers[q] = &rawReceiver{rc: rc, recvBlock: blocks.receive, recv: lengthPrefixed(req),
 			ackBlock: blocks.ack, prefix: ackPrefix}
 	}
-	var stop atomic.Bool
-	var lastAck atomic.Int64
-	stats := make([]connStats, len(recvs))
-	msgs := make([]int64, len(recvs))
-	var win Window
-	win.Start(p.ServerPID)
-	var wg sync.WaitGroup
-	for q, r := range receivers {
-		wg.Add(1)
-		go func(q int, r *rawReceiver) {
-			defer wg.Done()
-			if err := r.run(&stats[q], &msgs[q], &stop, &lastAck); err != nil {
-				stats[q].errors++
-				stats[q].firstErr = err.Error()
-			}
-		}(q, r)
+	res := consumeRun(p, len(receivers), func(q int, st *connStats, msgs *int64, stop *atomic.Bool,
+		lastAck *atomic.Int64) error {
+		return receivers[q].run(st, msgs, stop, lastAck)
+	})
+	for _, r := range receivers {
+		res.FlowWaits += r.rc.waits
 	}
-	win = drainWindow(p, win, &stop, &lastAck, wg.Wait)
-	res, lat := collect(stats)
-	for q, n := range msgs {
-		res.Messages += n
-		res.FlowWaits += receivers[q].rc.waits
-	}
-	win.fill(res)
-	percentiles(res, lat)
 	return res, nil
 }

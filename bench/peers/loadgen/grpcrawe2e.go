@@ -143,15 +143,9 @@ func settled(grace time.Duration, done func() bool) {
 
 // grpcRawE2E runs the phase; the window (rates, CPU) is the paced sending.
 func grpcRawE2E(p Params) (*Result, error) {
-	f, sends, recvs, ackPrefix, err := loadGrpcFrames(p.Frames)
+	f, stamped, recvs, ackPrefix, err := loadStampedFrames(p)
 	if err != nil {
 		return nil, err
-	}
-	stamped := make([]*stampedSend, len(sends))
-	for i, r := range sends {
-		if stamped[i], err = newStampedSend(r, p.Size); err != nil {
-			return nil, err
-		}
 	}
 	blocks := newRawBlocks(p.Addr, f.Metadata)
 	conns := make([]*rawE2EConn, p.Conns)
