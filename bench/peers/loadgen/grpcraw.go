@@ -1,6 +1,7 @@
 package main
 
-// RocketMQ 5.x SendMessage from prebuilt HTTP/2 frames (proto "grpcraw", produce only): the cheap
+// RocketMQ 5.x SendMessage from prebuilt HTTP/2 frames (proto "grpcraw"; its consume and e2e
+// phases, on these connections, are grpcrawconsume.go and grpcrawe2e.go): the cheap
 // 5.x load source, shaped like the 4.x side (prebuilt requests, one write per request), so the
 // broker and not the generator is measured. grpc-go (proto "grpc") spends several times the
 // broker's CPU per call on its transport; this mode spends what golang.org/x/net/http2's Framer
@@ -90,7 +91,6 @@ type rawStream struct {
 }
 
 type rawConn struct {
-	queued   []queuedCall // consume, e2e: calls waiting for the server's windows, in order
 	c        net.Conn
 	fr       *http2.Framer // reads from c
 	wfr      *http2.Framer // writes into out
@@ -103,8 +103,9 @@ type rawConn struct {
 	peerInit int64 // the server's SETTINGS_INITIAL_WINDOW_SIZE
 	peerMax  int   // the server's SETTINGS_MAX_CONCURRENT_STREAMS
 	maxFrame uint32
-	unacked  uint32 // connection-level bytes read, not yet given back
-	waits    int64  // requests that waited for the server's window or concurrency limit
+	unacked  uint32       // connection-level bytes read, not yet given back
+	waits    int64        // requests that waited for the server's window or concurrency limit
+	queued   []queuedCall // consume, e2e: calls waiting for the server's windows, in order
 }
 
 // dialRaw opens the connection and reads the server's first SETTINGS.
