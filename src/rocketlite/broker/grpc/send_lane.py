@@ -159,7 +159,7 @@ class Run:
         segment = config.maped_file_size_commit_log
         self.max_size = min(config.max_message_size, segment - END_FILE_MIN_BLANK_LENGTH)
         self.max_body = producer.max_body_size
-        self.digests = producer._digests
+        self.digest_name = producer.digest_name
         self.cluster = p.broker.broker_cluster_name
         self.rng = p.rng
         self.ready: dict[str, TopicFacts] = {}  # of the topics checked in this offer
@@ -176,7 +176,7 @@ class Run:
         if facts is not None:
             return facts
         p = self.lane.producer.send
-        if topic not in p._legal_topics or topic.startswith(_RETRY_PREFIX):
+        if topic not in p.legal_topics or topic.startswith(_RETRY_PREFIX):
             return None
         tc = p.topics.select(topic)
         if tc is None or not tc.perm & _PERM_WRITE:
@@ -220,7 +220,7 @@ class Run:
         facts = self.topic_facts(topic)
         if facts is None:
             return False
-        if not crc_ok and digest_problem(body, self.digests.get(digest_type, ""), checksum) is not None:
+        if not crc_ok and digest_problem(body, self.digest_name(digest_type), checksum) is not None:
             return False
         text = properties_text(message_id, tag, message_keys, topic)
         born_ms = seconds * 1000 + nanos // 1_000_000
