@@ -55,14 +55,14 @@ class SendBatchLane:
 
     def __init__(self, processor: SendMessageProcessor, singles: SendGroupLane) -> None:
         self.processor = processor
-        self._singles = singles  # whose `_open` says whether the store takes grouped appends now
+        self._singles = singles  # whose `accepting` says whether the store takes grouped appends now
         self.taken = 0  # requests served by the lane (tests, diagnostics)
         self.raw_taken = 0  # of those, served straight from the read's bytes (`raw`)
 
     def __call__(self, conn: Connection, commands: list[RemotingCommand], start: int) -> int:
         """Serve the leading requests of `commands[start:]` that are on the common path; their
         answers go to `conn` in order, as one write. Returns how many were served (0: none)."""
-        if not self._singles._open():
+        if not self._singles.accepting():
             return 0
         run = _Run(self.processor, conn)
         for i in range(start, len(commands)):
@@ -87,7 +87,7 @@ class SendBatchLane:
         on the common path straight from their bytes (`read_raw_batch`: no command, no ext dict,
         each body encoded from its span of the read); returns the position after the last one
         served."""
-        if not self._singles._open():
+        if not self._singles.accepting():
             return pos
         start = pos
         run = _Run(self.processor, conn)
@@ -122,7 +122,7 @@ class _Run:
         self.max_size = config.max_message_size
         self.room = config.maped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         self.table = p.topics.table
-        self.legal = p._legal_topics
+        self.legal = p.legal_topics
         self.cluster = p.broker.broker_cluster_name
         self.born = born_host_of(conn)
         self.batches: list[tuple[EncodedBatch, str, int]] = []
