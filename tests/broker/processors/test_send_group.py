@@ -183,15 +183,16 @@ def test_frames_of_other_codes_never_reach_the_send_lanes_reader(monkeypatch: py
         others += [encode_command(batch), encode_command(v1), encode_command(pull)]
     data = [
         first,  # the topic created and found legal by the handler
-        others[0] + single[0] + others[4],  # a batch first: the lane is not offered the read
-        single[1] + single[2] + others[3] + single[3] + others[1],  # singles, then a batch: offered once
+        others[0] + single[0] + others[4],  # a batch first (the batch lane's): then single[0] offered
+        single[1] + single[2] + others[3] + single[3] + others[1],  # offered at single[1] and single[3]
         others[2] + single[4] + others[5] + single[5],  # a pull (of an empty queue: its lane leaves it) first
         b"".join(single[6:]) + others[0],
     ]
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         fast = asyncio.run(serve(Path(a), data, "raw"))
         slow = asyncio.run(serve(Path(b), data, False))
-    assert offered == [int(RequestCode.SEND_MESSAGE_V2)] * 3  # the reads that start with a single
-    assert fast[3] == 4  # the singles that lead those reads (the first creates the topic), from the bytes
+    # offered at the first frame of reads 1, 3 and 5, and after the batch lane took a batch (reads 2, 3)
+    assert offered == [int(RequestCode.SEND_MESSAGE_V2)] * 5
+    assert fast[3] == 6  # the singles served from the bytes (was 4 before the batch lane)
     assert fast[:3] == slow[:3]
     assert fast[4] == slow[4]
