@@ -144,6 +144,20 @@ def test_encode_batch_records_examples() -> None:
         assert err[0] is ProtocolError and "torn" in err[1]
 
 
+@settings(max_examples=100)
+@given(st.integers(60, 90), st.sampled_from(["", "DELAY\x013", "XDELAY\x01x", "K\x01DELAY\x01"]), properties,
+       st.integers(0, 3))  # fmt: skip
+def test_entries_with_many_properties_match_reference(n: int, extra: str, other: str, at: int) -> None:
+    """An entry past the compiled path's property array (`_PROPS_CAP`), with or without a DELAY
+    key, among ordinary ones: the entry's properties are parsed in the first pass only when they
+    hold "DELAY\x01", so the second pass is the one that hands such an entry to the reference."""
+    many = "\x02".join([*(f"K{i}\x01v{i}" for i in range(n)), extra])
+    batch = [BatchEntry(i, b"x" * i, other) for i in range(3)]
+    batch.insert(min(at, len(batch)), BatchEntry(7, b"many", many))
+    for max_size in (1 << 22, 300):
+        both(encode_batch(batch), BatchTarget("WAIT\x01true", "C", "T", V4, V4, 1, 0, 5, 0, max_size))
+
+
 # -- stamp_batch ------------------------------------------------------------------------------------
 @settings(max_examples=200)
 @given(

@@ -32,14 +32,16 @@ assert _batch_py.DELAY_NEEDLE == "DELAY\x01"
 
 
 cdef bint _has_needle(const char* s, Py_ssize_t n) noexcept:
-    """"DELAY\\x01" occurs in s[:n] (the store's substring test, `batch.DELAY_NEEDLE`)."""
-    cdef Py_ssize_t pos = 0
+    """"DELAY\\x01" occurs in s[:n] (the store's substring test, `batch.DELAY_NEEDLE`). The scan
+    is for the \\x01 (one per property) and looks back at the five bytes before it: a scan for
+    the 'D' stopped at every hex digit D of a UNIQ_KEY and every cluster name's capital."""
+    cdef Py_ssize_t pos = 5
     cdef const char* hit
-    while n - pos >= 6:
-        hit = <const char*>memchr(s + pos, 68, n - pos - 5)  # 'D'
+    while pos < n:
+        hit = <const char*>memchr(s + pos, 1, n - pos)
         if hit == NULL:
             return False
-        if memcmp(hit, b"DELAY\x01", 6) == 0:
+        if hit[-5] == 68 and hit[-4] == 69 and hit[-3] == 76 and hit[-2] == 65 and hit[-1] == 89:  # DELAY
             return True
         pos = hit - s + 1
     return False
@@ -130,7 +132,9 @@ def encode_batch_records(body, target):
                     PyUnicode_DecodeUTF8(<const char*>p + props_start, props_len, NULL)
                 except UnicodeDecodeError as exc:
                     raise ProtocolError(f"batch entry at byte {pos}: properties are not UTF-8") from exc
-            if not delayed and not fallback:
+            # a DELAY key needs "DELAY\x01" in the string: only then is it parsed here (the
+            # second pass parses every entry, and hands one past _PROPS_CAP to the reference)
+            if not delayed and not fallback and _has_needle(<const char*>p + props_start, props_len):
                 count = _props_parse(<const char*>p + props_start, props_len, props, _PROPS_CAP)
                 if count < 0:
                     fallback = True
@@ -161,10 +165,18 @@ def encode_batch_records(body, target):
                 props_len = _get16(p + pos + 20 + body_len)
                 props_start = pos + 22 + body_len
                 count = _props_parse(<const char*>p + props_start, props_len, props, _PROPS_CAP)
+                if count < 0:
+                    return _batch_py.encode_batch_records(body, target)  # past _PROPS_CAP
                 _props_drop(props, count, b"WAIT", 4)
                 for i in range(nbatch):
                     if batch[i].live and _props_find(props, count, batch[i].k, batch[i].kl) < 0:
-                        props[count] = batch[i]
+                        # field by field: a struct copy compiles to `rep movs`, whose stores the
+                        # loads of `_props_size` right after cannot forward from (a stall)
+                        props[count].k = batch[i].k
+                        props[count].kl = batch[i].kl
+                        props[count].v = batch[i].v
+                        props[count].vl = batch[i].vl
+                        props[count].live = True
                         count += 1
                 r.props_len = _props_size(props, count)
                 if r.props_len > _MAX_PROPS:
