@@ -47,6 +47,7 @@ entries = st.lists(
     st.builds(BatchEntry, st.integers(-(2**31), 2**31 - 1), st.binary(max_size=300), properties),
     max_size=6,
 )
+clusters = st.sampled_from(["DefaultCluster", "", "DELAY\x01x", "MYDELAY"])  # a needle, and not one
 topics = st.sampled_from(["TopicA", "T", "é" * 70, "x" * 128])
 hosts = st.sampled_from([V4, V6])
 max_sizes = st.sampled_from([4 * 1024 * 1024, 400, 200, 100])
@@ -67,7 +68,7 @@ def both(*args: Any) -> Any:
 
 
 @settings(max_examples=500)
-@given(entries, header_properties, st.sampled_from(["DefaultCluster", ""]), topics, hosts, hosts, max_sizes)
+@given(entries, header_properties, clusters, topics, hosts, hosts, max_sizes)
 def test_encode_batch_records_matches_reference(
     batch: list[BatchEntry], header_props: str, cluster: str, topic: str, born: HostAddress,
     store: HostAddress, max_size: int,

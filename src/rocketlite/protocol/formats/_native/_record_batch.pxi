@@ -59,7 +59,7 @@ def encode_batch_records(body, target):
     cdef const unsigned char* p
     cdef char* scratch
     cdef char* out
-    cdef bint delayed = False, fallback = False
+    cdef bint delayed = False, fallback = False, needle = False
     cdef const char* h
     cdef const char* c
     if type(target) is not _BatchTarget:
@@ -134,12 +134,14 @@ def encode_batch_records(body, target):
                     raise ProtocolError(f"batch entry at byte {pos}: properties are not UTF-8") from exc
             # a DELAY key needs "DELAY\x01" in the string: only then is it parsed here (the
             # second pass parses every entry, and hands one past _PROPS_CAP to the reference)
-            if not delayed and not fallback and _has_needle(<const char*>p + props_start, props_len):
-                count = _props_parse(<const char*>p + props_start, props_len, props, _PROPS_CAP)
-                if count < 0:
-                    fallback = True
-                elif _props_find(props, count, b"DELAY", 5) >= 0:
-                    delayed = True
+            if _has_needle(<const char*>p + props_start, props_len):
+                needle = True
+                if not delayed and not fallback:
+                    count = _props_parse(<const char*>p + props_start, props_len, props, _PROPS_CAP)
+                    if count < 0:
+                        fallback = True
+                    elif _props_find(props, count, b"DELAY", 5) >= 0:
+                        delayed = True
             n_entries += 1
             bound += r.head_size + 3 + r.topic_len + body_len + props_len + 1 + batch_size
             pos = end
@@ -149,6 +151,11 @@ def encode_batch_records(body, target):
             return _EncodedBatch(bytearray(), 0, 0, 1, "")
         if n_entries == 0:
             return _EncodedBatch(bytearray(), 0, 0, 0, "")
+        # A stored string holds the needle only if one of its sources does: the needle has one
+        # \x01, at its end, so it lies within one `key\x01value` pair, and each pair written is
+        # (as bytes) in the entry's string, the header's, or is "CLUSTER\x01" + the cluster name.
+        # Without the needle in any of them, no record's string is searched for it.
+        needle = needle or _has_needle(h, hn) or _has_needle(c, cn)
         # past max_size the batch is refused, so no more than that is ever written: a few
         # thousand empty entries and a long header never cost entries x header bytes
         if bound > max_size:
@@ -182,7 +189,7 @@ def encode_batch_records(body, target):
                 if r.props_len > _MAX_PROPS:
                     return _batch_py.encode_batch_records(body, target)  # BATCH_TOO_LARGE, or a needle first
                 _props_write(props, count, scratch)
-                if _has_needle(scratch, r.props_len):
+                if needle and _has_needle(scratch, r.props_len):
                     return _EncodedBatch(bytearray(), n_entries, 0, 2, "")
                 r.props = scratch
                 r.body = <const char*>p + pos + 20
