@@ -3,7 +3,8 @@
 protobuf wire format (see that module for the layout), no message object made. It takes the plain
 encoding a client's serializer writes: each known field at most once (but `keys`), with its own
 wire type, varints of at most 10 bytes, strings valid UTF-8; of the system properties, those up to
-`born_host` (8) and `trace_context` (18). Anything else is declined (None), and the lane sends that
+`born_host` (8), `queue_id` (13, set by Java and Node; unused) and `trace_context` (18). Anything
+else is declined (None), and the lane sends that
 call the ordinary way, where protobuf parses it. `ok_answer`, the lane's answer, is written here
 byte for byte as the reference writes it. The reader (`_read`) gives the fields as spans of the
 request's bytes; `send_fields` makes them objects (a request of more than `_KEYS_CAP` keys goes to
