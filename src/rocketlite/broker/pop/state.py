@@ -224,9 +224,10 @@ class PopService:
         taken: list[Taken] = []
         count = 0  # messages in `taken` (a new run holds several)
         rest = 0
+        looked: dict[int, QueuePopState] = {}
         with self.table.lock:
             for queue_id in queue_ids:
-                state = self._state(group, topic, queue_id, init_mode)
+                state = looked[queue_id] = self._state(group, topic, queue_id, init_mode)
                 if count < max_nums:
                     due = self._due(
                         (group, topic, queue_id), state, now, max_nums - count, max_reconsume_times,
@@ -273,8 +274,8 @@ class PopService:
                     record = pop_columns(key, cursor, pop_time, deadline, offsets[part], attempts[part])
                     self.table.log.append(record)
                     self.revive_in[(group, topic, "CK")] += 1
-            for queue_id in queue_ids:
-                self._commit(group, topic, queue_id)
+            # every queue looked at: its lowest offset in flight, in one call
+            self.offsets.commit_all(group, topic, {q: s.committed() for q, s in looked.items()})
         return PopBatch(pop_time, invisible_time, [run for _, run, _ in taken], starts, rest, count)
 
     def _due(
