@@ -23,8 +23,10 @@ bench/peers/loadgen's gRPC mode (google.golang.org/grpc, prebuilt protobuf bytes
 prebuilt remoting frames for 4.x, so neither side is bounded by a Python client
 (`make peersgen` builds it). `--source5` picks the 5.x produce load source: `grpcraw` (default),
 prebuilt HTTP/2 frames written one call per write like the 4.x side's frames, or `grpc`
-(grpc-go, whose own CPU per call is several times the broker's). Its latency phase is the
-generator's `e2e -proto grpc`: paced SendMessage calls with the send time in the body,
+(grpc-go, whose own CPU per call is several times the broker's); `--source5c` picks the source
+of the 5.x phases that receive (consume: ReceiveMessage + AckMessage; latency) the same way,
+`grpcraw` by default. Its latency phase is the generator's `e2e -proto grpcraw` (or `grpc`):
+paced SendMessage calls with the send time in the body,
 long-polling receivers that ack without waiting, latency on the generator's own clock
 (`--phases latency` runs only that one).
 
@@ -75,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=native.SOURCES5,
         default=native.SOURCES5[0],
         help="--native/--ghz 5.x produce: prebuilt HTTP/2 frames (grpcraw) or grpc-go (grpc)",
+    )
+    parser.add_argument(
+        "--source5c",
+        choices=native.SOURCES5,
+        default=native.SOURCES5[0],
+        help="--native 5.x consume and latency: prebuilt HTTP/2 frames (grpcraw) or grpc-go (grpc)",
     )
     parser.add_argument(
         "--impl",
@@ -136,6 +144,7 @@ def native_settings(args: argparse.Namespace, work: Path, impl: str, *, consume:
         latency_rate=args.latency_rate,
         latency_seconds=2.0 if args.quick else 5.0,
         source5=args.source5,
+        source5c=args.source5c,
     )
 
 

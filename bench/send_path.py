@@ -52,12 +52,13 @@ from bench.broker.config import BATCH, CONNECTIONS, MIB, WINDOW
 from bench.broker.loadgen import Sender
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.controller import BrokerController
+from rocketlite.broker.processors.send_group import SendGroupLane
 from rocketlite.protocol.codes import PullSysFlag, RequestCode
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader
-from rocketlite.remoting.connection import Connection
+from rocketlite.remoting.connection import Connection, chain_raw
 from rocketlite.store.config import StoreConfig
 
 TOPIC = "SendPathTopic"
@@ -240,8 +241,13 @@ async def main() -> None:
         controller = BrokerController(broker, store_cfg)
         await controller.start()
         send_lane = controller.table.groups.get(int(RequestCode.SEND_MESSAGE_V2))
-        if args.pull_lane == "off":  # the raw send lane alone
-            controller.table.raw = getattr(send_lane, "raw", None)
+        if args.pull_lane == "off":  # the raw send lane alone, offered only its code's frames as the broker's
+            raws = (
+                {int(RequestCode.SEND_MESSAGE_V2): send_lane.raw}
+                if isinstance(send_lane, SendGroupLane)
+                else {}
+            )
+            controller.table.raw = chain_raw(raws)
         if args.lane != "on":
             controller.table.raw = None
         if args.lane == "off":

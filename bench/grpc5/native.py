@@ -10,13 +10,17 @@ prebuilt HTTP/2 frames (x/net/http2's Framer and hpack, the header block encoded
 call), as the 4.x side writes prebuilt remoting frames, so both sides cost the generator about the
 same; "grpc" calls through google.golang.org/grpc with a pass-through codec, whose transport costs
 the generator several times the broker's CPU per call (on 2 cores it then starves the broker).
-Consume and latency always use grpc-go. The 4.x frames are bench/peers/frames.py's. Both sides:
+`source5c` picks the source of the phases that receive (consume and latency) the same way:
+"grpcraw" (the default) sends the ReceiveMessage, AckMessage (and, in the latency phase,
+SendMessage) calls as prebuilt HTTP/2 frames and reads the answer streams with the Framer and a
+minimal protobuf reader (bench/peers/loadgen/grpcrawconsume.go, grpcrawe2e.go), "grpc" through
+grpc-go. The 4.x frames are bench/peers/frames.py's. Both sides:
 16 connections (HTTP/2 connections on the 5.x side); 4.x keeps 32 requests in flight per
 connection, 5.x `window` calls.
 
-The latency phase (`e2e -proto grpc`, bench/peers/loadgen/grpce2e.go) paces SendMessage calls
-at `latency_rate` over LATENCY_CONNS connections, each body stamped with the generator's
-monotonic send time, while LATENCY_RECEIVERS loops long-poll ReceiveMessage (batches of 32,
+The latency phase (`e2e -proto grpcraw` or `grpc`: bench/peers/loadgen/grpcrawe2e.go, grpce2e.go)
+paces SendMessage calls at `latency_rate` over LATENCY_CONNS connections, each body stamped with
+the generator's monotonic send time, while LATENCY_RECEIVERS loops long-poll ReceiveMessage (batches of 32,
 5 s long polling, 60 s invisible) on another topic and group and ack each batch without waiting
 for the answer; it reports sent / received, e2e p50 / p99 / max, the send answer's p50 / p99,
 the broker's CPU per delivered message and how long the broker's and the generator's threads
@@ -59,7 +63,7 @@ __all__ = [
     "write_grpc_frames",
 ]
 
-SOURCES5 = ("grpcraw", "grpc")  # the generator's 5.x produce load sources (-proto)
+SOURCES5 = ("grpcraw", "grpc")  # the generator's 5.x produce and consume load sources (-proto)
 SATURATED = 0.85  # share of one core
 TOPIC4, TOPIC5, GROUP5 = "Native4", "Native5", "Native5Group"
 TOPIC5E, GROUP5E = "Native5E2E", "Native5E2EGroup"
@@ -83,6 +87,7 @@ class Native:
     latency_rate: float = 1000.0
     latency_seconds: float = 5.0
     source5: str = "grpcraw"  # the 5.x produce load source: grpcraw (prebuilt frames) | grpc (grpc-go)
+    source5c: str = "grpcraw"  # the 5.x consume and latency load source: grpcraw | grpc
 
 
 def write_grpc_frames(
@@ -227,8 +232,8 @@ async def run(s: Native) -> dict[str, dict[str, Any]]:
             cap = ["-seconds", str(max(10.0, 4 * s.seconds))]
             await phase(s, b.broker, "4.x PULL_MESSAGE of 32", "consume4", "consume", "remoting", b.port,
                         *cap, "-frames", str(b.frames4))  # fmt: skip
-            await phase(s, b.broker, "5.x ReceiveMessage of 32 + Ack", "consume5", "consume", "grpc",
-                        b.grpc_port, *cap, "-frames", str(b.frames5))  # fmt: skip
+            await phase(s, b.broker, f"5.x ReceiveMessage of 32 + Ack ({s.source5c})", "consume5", "consume",
+                        s.source5c, b.grpc_port, *cap, "-frames", str(b.frames5))  # fmt: skip
     return s.rows
 
 
@@ -236,7 +241,7 @@ async def latency(s: Native, b: Served) -> None:
     """5.x e2e latency at `s.latency_rate` from the generator's `e2e -proto grpc`."""
     frames = write_grpc_frames(s.work / "frames5e.json", TOPIC5E, GROUP5E, s.size, stamp=True, poll=5)
     await settle()
-    r = generate("e2e", "grpc", f"127.0.0.1:{b.grpc_port}", b.broker.pid, "-frames", str(frames),
+    r = generate("e2e", s.source5c, f"127.0.0.1:{b.grpc_port}", b.broker.pid, "-frames", str(frames),
                  "-rate", str(s.latency_rate), "-seconds", str(s.latency_seconds), "-size", str(s.size),
                  "-conns", str(LATENCY_CONNS), "-receivers", str(LATENCY_RECEIVERS))  # fmt: skip
     s.rows["latency5"] = r

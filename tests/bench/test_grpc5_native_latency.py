@@ -2,6 +2,8 @@
 bench/grpc5/native.py) counts right against a real broker's gRPC endpoint: every paced
 SendMessage is answered OK, and every stamped message is received back by the long-polling
 receivers (acked without waiting), none missing; the latencies and the broker's CPU are read.
+The phase's default source, prebuilt HTTP/2 frames (`-proto grpcraw`), is
+tests/bench/test_grpc5_native_grpcraw.py's.
 
 Not a speed test (no latency is judged): the counts are. `make test` builds the generator
 (`clients` → .clients/peers/bin/peersgen); without it the test skips, with CI=true it fails.
@@ -29,7 +31,7 @@ def test_native_latency_phase_receives_every_message_it_sent(tmp_path: Path, imp
         pytest.skip(why)
     s = native.Native(
         work=tmp_path, impl=impl, produce=False, consume=False, latency=True,
-        latency_rate=RATE, latency_seconds=SECONDS,
+        latency_rate=RATE, latency_seconds=SECONDS, source5c="grpc",
     )  # fmt: skip
     try:
         rows = asyncio.run(native.run(s))

@@ -127,6 +127,12 @@ def test_timer_pop_and_transaction_families(metrics_cluster: tuple[Any, int]) ->
     assert value(done, "rocketmq_pop_revive_out_message_total", **g, revive_message_type="CK") == 1
     assert value(done, "rocketmq_pop_revive_retry_messages_total", **g, put_status="PUT_OK") == 1
     assert value(done, "rocketmq_pop_revive_lag", queue_id="0") == 0
+    # the POP log's lengths: its 16-byte header and the records of those two pops and the ack
+    written, flushed = (
+        value(done, "rocketlite_pop_log_written_bytes"),
+        value(done, "rocketlite_pop_log_flushed_bytes"),
+    )
+    assert 16 <= flushed <= written and written > 16 and value(done, "rocketlite_pop_log_epoch") == 0
 
     assert value(done, "rocketmq_commit_messages_total", topic=tx_topic) == 1
     assert value(done, "rocketmq_rollback_messages_total", topic=tx_topic) == 1

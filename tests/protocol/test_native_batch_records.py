@@ -32,16 +32,13 @@ from rocketlite.protocol.formats.batch import (
 )
 from rocketlite.protocol.formats.record import decode_records
 from rocketlite.protocol.message import HostAddress
+from tests.support.properties import outcome, property_strategies
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 4000)
 V6 = HostAddress(bytes(15) + b"\x01", 10911)
 KNOWN = ["WAIT", "TAGS", "DELAY", "UNIQ_KEY", "KEYS", "CLUSTER", "XDELAY", "PGROUP"]
 
-_chars = st.characters(codec=None, exclude_categories=["Cs"])
-text = st.text(alphabet=st.one_of(st.sampled_from("\x01\x02 aAé=😀D"), _chars), max_size=12)
-key = st.one_of(st.sampled_from(KNOWN), st.text(alphabet=st.sampled_from("aTé😀\x01 "), max_size=4))
-value = st.one_of(st.just(""), st.sampled_from(["true", "3", "TagA", "k1 k2", "DELAY\x01"]), text)
-segment = st.one_of(st.tuples(key, value).map(lambda kv: f"{kv[0]}\x01{kv[1]}"), key, st.just(""), text)
+text, segment = property_strategies(KNOWN, ["true", "3", "TagA", "k1 k2", "DELAY\x01"], extra_chars="D")
 properties = st.lists(segment, max_size=10).map("\x02".join)
 header_properties = st.one_of(
     properties, st.just("\ud800"), st.lists(segment, min_size=60, max_size=90).map("\x02".join)
@@ -53,14 +50,6 @@ entries = st.lists(
 topics = st.sampled_from(["TopicA", "T", "é" * 70, "x" * 128])
 hosts = st.sampled_from([V4, V6])
 max_sizes = st.sampled_from([4 * 1024 * 1024, 400, 200, 100])
-
-
-def outcome(fn: Any, *args: Any) -> Any:
-    """The result, or the error as (type, message, type of its cause)."""
-    try:
-        return fn(*args)
-    except Exception as exc:  # the error is the result under comparison
-        return (type(exc), str(exc), type(exc.__cause__))
 
 
 def old_path(body: bytes, target: BatchTarget) -> Any:

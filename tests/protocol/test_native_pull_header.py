@@ -12,7 +12,6 @@ the comparison is skipped.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -22,7 +21,8 @@ from hypothesis import strategies as st
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.custom_header import BadHeaderFieldError, MissingHeaderFieldError
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader
-from tests.support.header_values import numbers, odd
+from tests.support.header_values import ext_fields as ext_values
+from tests.support.header_values import numbers, odd, outcome
 from tests.support.native import compiled_or
 
 REFERENCE: Any = speedups.REFERENCE.decode_pull_header
@@ -41,24 +41,8 @@ def value_for(name: str) -> st.SearchStrategy[Any]:
     return st.one_of(plain, odd) if name in ("topic", "queueOffset", "subscription") else plain
 
 
-@st.composite
-def ext_fields(draw: st.DrawFn) -> dict[str, Any]:
-    ext: dict[str, Any] = {}
-    for name in NAMES:
-        if draw(st.integers(0, 9)) == 0:
-            continue  # absent
-        ext[name] = draw(value_for(name))
-    if draw(st.booleans()):
-        ext["extra"] = "x"
-    return ext
-
-
-def outcome(fn: Any, ext: Any) -> tuple[Any, ...]:
-    try:
-        header = fn(ext)
-    except Exception as exc:
-        return ("raised", type(exc), str(exc))
-    return ("ok", header, tuple(type(getattr(header, f.name)) for f in dataclasses.fields(header)))
+def ext_fields() -> st.SearchStrategy[dict[str, Any]]:
+    return ext_values(NAMES, value_for, ("extra", "x"))
 
 
 def canonical() -> dict[str, str]:

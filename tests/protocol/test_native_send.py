@@ -10,7 +10,6 @@ compare the reference to itself; the example tests pin the reference's own answe
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,33 +24,16 @@ from rocketlite.protocol.formats.batch import (
     send_batch_messages,
 )
 from rocketlite.protocol.message import HostAddress, java_string_hash, send_properties
+from tests.support.properties import outcome, property_strategies
 
 V4 = HostAddress(b"\x7f\x00\x00\x01", 4000)
 V6 = HostAddress(bytes(15) + b"\x01", 10911)
 KNOWN = ["WAIT", "TAGS", "DELAY", "UNIQ_KEY", "KEYS", "CLUSTER", "TRAN_MSG", "PGROUP"]
 
-# Text with the separators, astral characters and now and then a lone surrogate (no UTF-8 form).
-_chars = st.characters(codec=None, exclude_categories=["Cs"])
-text = st.text(alphabet=st.one_of(st.sampled_from("\x01\x02 aAé=😀"), _chars, st.just("\ud800")), max_size=12)
-key = st.one_of(st.sampled_from(KNOWN), st.text(alphabet=st.sampled_from("aTé😀\x01 "), max_size=4))
-value = st.one_of(st.just(""), st.sampled_from(["true", "3", "TagA", "k1 k2", "0", "-1"]), text)
-segment = st.one_of(
-    st.tuples(key, value).map(lambda kv: f"{kv[0]}\x01{kv[1]}"),
-    key,  # no separator
-    st.just(""),
-    text,
-)
+text, segment = property_strategies(KNOWN, ["true", "3", "TagA", "k1 k2", "0", "-1"], lone_surrogate=True)
 properties = st.one_of(st.lists(segment, max_size=12).map("\x02".join), text)
 many_properties = st.lists(segment, min_size=60, max_size=150).map("\x02".join)
 cluster = st.one_of(st.just("DefaultCluster"), st.just(""), text)
-
-
-def outcome(fn: Any, *args: Any) -> Any:
-    """The result, or the error as (type, message, type of its cause)."""
-    try:
-        return fn(*args)
-    except Exception as exc:  # the error is the result under comparison
-        return (type(exc), str(exc), type(exc.__cause__))
 
 
 # -- properties ---------------------------------------------------------------------------------

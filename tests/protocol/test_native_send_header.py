@@ -12,7 +12,6 @@ the comparison is skipped.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -22,7 +21,8 @@ from hypothesis import strategies as st
 from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
-from tests.support.header_values import numbers, odd
+from tests.support.header_values import ext_fields as ext_values
+from tests.support.header_values import numbers, odd, outcome
 from tests.support.native import compiled_or
 
 REFERENCE: Any = speedups.REFERENCE.decode_send_header_v2
@@ -40,24 +40,8 @@ def value_for(letter: str) -> st.SearchStrategy[Any]:
     return st.one_of(KIND.get(letter, numbers), odd) if letter in "dl" else KIND.get(letter, numbers)
 
 
-@st.composite
-def ext_fields(draw: st.DrawFn) -> dict[str, Any]:
-    ext: dict[str, Any] = {}
-    for letter in LETTERS:
-        if draw(st.integers(0, 9)) == 0:
-            continue  # absent
-        ext[letter] = draw(value_for(letter))
-    if draw(st.booleans()):
-        ext["z"] = "extra"
-    return ext
-
-
-def outcome(fn: Any, ext: Any) -> tuple[Any, ...]:
-    try:
-        header = fn(ext)
-    except Exception as exc:
-        return ("raised", type(exc), str(exc))
-    return ("ok", header, tuple(type(getattr(header, f.name)) for f in dataclasses.fields(header)))
+def ext_fields() -> st.SearchStrategy[dict[str, Any]]:
+    return ext_values(LETTERS, value_for, ("z", "extra"))
 
 
 def canonical() -> dict[str, str]:

@@ -12,34 +12,22 @@ comparison is skipped, saying why.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite import native
 from rocketlite.protocol.codes import SerializeType
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.send_response import send_ok_command
+from tests.support.native import compiled_or_none
 
 REFERENCE = speedups.REFERENCE
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _candidate() -> Any:
-    if native.REFERENCE_ONLY:
-        return REFERENCE
-    try:
-        module: ModuleType = importlib.import_module("rocketlite.protocol.wire._native._wire")
-    except ImportError:
-        return None
-    return module
-
-
-NATIVE = _candidate()
+NATIVE: Any = compiled_or_none(REFERENCE, "rocketlite.protocol.wire._native._wire")
 native_only = pytest.mark.skipif(NATIVE is None, reason="the compiled _wire module is not built")
 
 TEXT = st.text(

@@ -10,39 +10,26 @@ comparison is skipped, saying why.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import struct
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite import native
 from rocketlite.protocol.codes import LanguageCode, RequestCode, SerializeType
 from rocketlite.protocol.wire import speedups
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.frame_codec import DEFAULT_MAX_FRAME_LENGTH, FRAME_PREFIX
+from tests.support.native import compiled_or
 
 REFERENCE = speedups.REFERENCE
 
 
-def _candidate() -> Any:
-    if native.REFERENCE_ONLY:
-        return REFERENCE
-    try:
-        module: ModuleType = importlib.import_module("rocketlite.protocol.wire._native._wire")
-    except ImportError:
-        return None
-    return module
-
-
-NATIVE = _candidate()
-pytestmark = pytest.mark.skipif(NATIVE is None, reason="the compiled _wire module is not built")
+NATIVE: Any = compiled_or(REFERENCE, "rocketlite.protocol.wire._native._wire")
 FLIP = st.tuples(st.integers(0, 1 << 10), st.integers(0, 255))  # (where, new byte)
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -149,3 +149,13 @@ def test_ok_answer_is_what_protobuf_serializes(message_id: str, offset: int) -> 
     expected = spb.SendMessageResponse(status=status, entries=[entry]).SerializeToString()
     assert send_fields.ok_answer(message_id, offset) == expected
     assert speedups.ok_answer(message_id, offset) == expected
+
+
+def test_more_keys_than_the_compiled_reader_holds_are_read_by_the_reference() -> None:
+    system = pb.SystemProperties(message_id="01AB", message_type=pb.MessageType.NORMAL)
+    system.keys.extend([f"k{i}" for i in range(40)])  # past `_KEYS_CAP` (16)
+    message = pb.Message(topic=pb.Resource(name="T"), body=b"x", system_properties=system)
+    data = spb.SendMessageRequest(messages=[message]).SerializeToString()
+    got = speedups.send_fields(data)
+    assert got is not None and got == send_fields.send_fields(data)
+    assert got[4] == tuple(f"k{i}" for i in range(40))

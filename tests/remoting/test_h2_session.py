@@ -95,6 +95,18 @@ def test_a_unary_call_is_headers_one_message_and_end_and_its_answer_ends_with_tr
     assert session.stream_count == 0
 
 
+def test_a_field_equal_to_the_last_requests_at_its_place_is_its_tuple_and_others_are_their_own() -> None:
+    session = opened()
+    first = session.receive(frame(HEADERS, END_HEADERS, 1, request_headers(b"/p/A", (b"x-id", b"c1"))))
+    second = session.receive(frame(HEADERS, END_HEADERS, 3, request_headers(b"/p/B", (b"x-id", b"c1"))))
+    third = session.receive(frame(HEADERS, END_HEADERS, 5, request_headers(b"/p/B", (b"x-id", b"c2"))))
+    a, b, c = first[0][2], second[0][2], third[0][2]
+    assert a[:2] == b[:2] and a[0] is b[0] and a[1] is b[1]  # :method, :scheme: none made again
+    assert a[2] == (b":path", b"/p/A") and b[2] == (b":path", b"/p/B") and c[2] is b[2]
+    assert b[-1] is a[-1] and c[-1] == (b"x-id", b"c2")  # a changed value is a field of its own
+    assert len(a) == len(b) == len(c) == 7
+
+
 def test_an_error_before_any_message_is_one_trailers_only_headers_frame() -> None:
     session = opened()
     session.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, request_headers()))

@@ -35,7 +35,7 @@ from rocketlite.store.message_store import MessageStore
 from rocketlite.store.recovery import RecoveryReport
 from rocketlite.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.processes import ROCKETLITE
-from tests.support.store import REAL_STORE, StoreFactory, small_config
+from tests.support.store import REAL_STORE, StoreFactory, key_hits, small_config
 
 HOST = HostAddress.parse("127.0.0.1:10911")
 TOPIC = "T"
@@ -139,19 +139,7 @@ def check_intact(store: MessageStore, written: list[Written]) -> None:
         rec = decode_record(got.messages[0], verify_crc=True)
         got.release()
         assert (rec.keys, rec.physical_offset, rec.total_size) == (w.key, w.phy, w.size), w
-        assert key_hits(store, w.key) == [w.phy], w
-
-
-def key_hits(store: MessageStore, key: str) -> list[int]:
-    """Offsets of records stored under `key` (the index answers hash matches; filter like a client)."""
-    found = store.query_message(TOPIC, key, 32, 0, 2**62)
-    hits = []
-    for view in found.messages:
-        rec = decode_record(view)
-        if rec.keys == key:
-            hits.append(rec.physical_offset)
-        view.release()
-    return hits
+        assert key_hits(store, TOPIC, w.key) == [w.phy], w
 
 
 def check_consume_queues(store: MessageStore) -> dict[int, int]:
@@ -186,7 +174,7 @@ def check_dropped(store: MessageStore, w: Written, queue_end: int) -> None:
         else GetMessageStatus.OFFSET_OVERFLOW_BADLY
     )
     assert got.status is expected
-    assert key_hits(store, w.key) == []
+    assert key_hits(store, TOPIC, w.key) == []
 
 
 def check_append(store: MessageStore, queue_id: int, *, phy: int, queue_offset: int) -> None:
@@ -195,7 +183,7 @@ def check_append(store: MessageStore, queue_id: int, *, phy: int, queue_offset: 
     assert res.status is PutMessageStatus.PUT_OK and res.append is not None
     assert (res.append.wrote_offset, res.append.logics_offset) == (phy, queue_offset)
     assert store.wait_dispatched()
-    assert key_hits(store, "after") == [phy]
+    assert key_hits(store, TOPIC, "after") == [phy]
 
 
 def check_clean_after_shutdown(store: MessageStore, root: Path) -> None:

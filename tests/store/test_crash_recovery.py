@@ -32,6 +32,7 @@ from rocketlite.store.message_store import MessageStore
 from rocketlite.store.results import GetMessageStatus, PutMessageStatus
 from tests.support.crash.store_child import QUEUES, TOPIC, body_for, crash_config, make_message
 from tests.support.processes import ROCKETLITE
+from tests.support.store import key_hits
 
 CHILD = Path(__file__).resolve().parents[1] / "support" / "crash" / "store_child.py"
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,18 +96,6 @@ def run_child_until_killed(root: Path, cycle: int, kill_after: int, stderr_path:
     return acks
 
 
-def key_hits(store: MessageStore, key: str) -> list[int]:
-    """Offsets of records stored under `key` (the index answers hash matches; filter like a client)."""
-    found = store.query_message(TOPIC, key, 32, 0, 2**62)
-    hits = []
-    for view in found.messages:
-        rec = decode_record(view)
-        if rec.keys == key:
-            hits.append(rec.physical_offset)
-        view.release()
-    return hits
-
-
 def check_acknowledged(store: MessageStore, acks: list[Ack]) -> list[Ack]:
     """Every ack is readable at its queue offset, with the bytes the child wrote; by its key, the
     index finds no other record. Returns the acks it does not find exactly once (INDEX_BUG)."""
@@ -120,7 +109,7 @@ def check_acknowledged(store: MessageStore, acks: list[Ack]) -> list[Ack]:
             a.key, a.queue_id, a.queue_offset, a.commit_log_offset,
         ), a  # fmt: skip
         assert rec.body == body_for(a.key, len(rec.body)), a
-        hits = key_hits(store, a.key)
+        hits = key_hits(store, TOPIC, a.key)
         assert set(hits) <= {a.commit_log_offset}, (a, hits)
         if len(hits) != 1:
             index_anomalies.append(a)
@@ -279,7 +268,7 @@ def test_crash_right_after_an_index_roll_indexes_every_key_once(tmp_path: Path) 
         report = store.recovery_report
         assert report is not None and report.redispatched_records == 200  # not the whole log again
         for key, offset in keys.items():
-            assert key_hits(store, key) == [offset], key
+            assert key_hits(store, TOPIC, key) == [offset], key
     finally:
         store.shutdown()
     assert verify_store(tmp_path / "image").ok
@@ -295,7 +284,9 @@ def test_crash_right_after_an_index_roll_indexes_every_key_once(tmp_path: Path) 
 def test_keys_indexed_before_a_crash_stay_queryable(tmp_path: Path, before: int, during: int) -> None:
     store, keys = _crash_image(before, during, tmp_path)
     try:
-        wrong = {key: hits for key, offset in keys.items() if (hits := key_hits(store, key)) != [offset]}
+        wrong = {
+            key: hits for key, offset in keys.items() if (hits := key_hits(store, TOPIC, key)) != [offset]
+        }
     finally:
         store.shutdown()
     assert wrong == {}

@@ -24,25 +24,13 @@ from hypothesis import strategies as st
 from rocketlite.protocol.formats import record as record_format
 from rocketlite.protocol.formats import record_ref
 from rocketlite.protocol.formats.record import MessageInner, decode_records
-from rocketlite.protocol.message import HostAddress, make_msg_id
+from rocketlite.protocol.message import make_msg_id
 from tests.support.native import compiled_or
+from tests.support.store import V4, inner_messages
 
 NATIVE: Any = compiled_or(record_format, "rocketlite.protocol.formats._native._record")
 
-V4 = HostAddress(b"\x7f\x00\x00\x01", 10911)
-V6 = HostAddress(bytes(range(16)), 10911)
-
-hosts = st.sampled_from([V4, V6, HostAddress(b"\x0a\x00\x00\x02", 4321)])
-messages = st.builds(
-    MessageInner,
-    topic=st.sampled_from(["T", "TopicTest", "%RETRY%g"]),
-    body=st.binary(max_size=2048),
-    born_host=hosts,
-    store_host=hosts,
-    queue_id=st.integers(0, 7),
-    born_timestamp=st.integers(0, 2**41),
-    properties_string=st.sampled_from(["", "TAGS\x01a\x02", "UNIQ_KEY\x01ABC\x02KEYS\x01k1 k2\x02"]),
-)
+messages = inner_messages()
 
 
 def placed(fn: Any, target: Any, head: Any, *args: Any) -> tuple[Any, ...]:

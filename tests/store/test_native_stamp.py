@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from rocketlite import native
 from rocketlite.protocol.formats import record_ref
 from rocketlite.protocol.formats.record import MessageInner, decode_records
-from rocketlite.protocol.message import HostAddress, MessageSysFlag, make_msg_id
+from rocketlite.protocol.message import MessageSysFlag, make_msg_id
+from tests.support.store import V4, inner_messages
 
 NATIVE: Any
 if native.REFERENCE_ONLY:
@@ -32,20 +33,8 @@ else:
         "rocketlite.protocol.formats._native._record", reason="the compiled data plane is not built"
     )
 
-V4 = HostAddress(b"\x7f\x00\x00\x01", 10911)
-V6 = HostAddress(bytes(range(16)), 10911)
-
-hosts = st.sampled_from([V4, V6, HostAddress(b"\x0a\x00\x00\x02", 4321)])
-messages = st.builds(
-    MessageInner,
-    topic=st.sampled_from(["T", "TopicTest", "%RETRY%g"]),
-    body=st.binary(max_size=2048),
-    born_host=hosts,
-    store_host=hosts,
-    queue_id=st.integers(0, 7),
-    sys_flag=st.sampled_from([0, MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.COMPRESSED_FLAG]),
-    born_timestamp=st.integers(0, 2**41),
-    properties_string=st.sampled_from(["", "TAGS\x01a\x02", "UNIQ_KEY\x01ABC\x02KEYS\x01k1 k2\x02"]),
+messages = inner_messages(
+    sys_flags=(0, MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.COMPRESSED_FLAG)
 )
 
 

@@ -55,17 +55,27 @@ func (s *stampedSend) at(t int64) []byte {
 	return out
 }
 
-// grpcE2E runs the phase; the window (rates, CPU) is the paced sending.
-func grpcE2E(p Params) (*Result, error) {
+// loadStampedFrames reads the e2e phase's frames: the sends ready to be stamped, the receive
+// requests and the ack prefix.
+func loadStampedFrames(p Params) (*GrpcFrames, []*stampedSend, [][]byte, []byte, error) {
 	f, sends, recvs, ackPrefix, err := loadGrpcFrames(p.Frames)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, nil, err
 	}
 	stamped := make([]*stampedSend, len(sends))
 	for i, r := range sends {
 		if stamped[i], err = newStampedSend(r, p.Size); err != nil {
-			return nil, err
+			return nil, nil, nil, nil, err
 		}
+	}
+	return f, stamped, recvs, ackPrefix, nil
+}
+
+// grpcE2E runs the phase; the window (rates, CPU) is the paced sending.
+func grpcE2E(p Params) (*Result, error) {
+	f, stamped, recvs, ackPrefix, err := loadStampedFrames(p)
+	if err != nil {
+		return nil, err
 	}
 	ctx := withMetadata(f.Metadata)
 	conns := make([]*grpc.ClientConn, p.Conns)
@@ -132,12 +142,17 @@ func grpcE2E(p Params) (*Result, error) {
 	log.mu.Lock()
 	res.MaxMs = maxMs(log.us)
 	log.mu.Unlock()
+	sendPercentiles(res, sendUs)
+	return res, nil
+}
+
+// sendPercentiles sets the send answers' p50/p99 (ms) from their round trips in microseconds.
+func sendPercentiles(res *Result, sendUs []uint32) {
 	sort.Slice(sendUs, func(i, j int) bool { return sendUs[i] < sendUs[j] })
 	if n := len(sendUs); n > 0 {
 		res.SendP50ms = float64(sendUs[n/2]) / 1000
 		res.SendP99ms = float64(sendUs[int(0.99*float64(n-1))]) / 1000
 	}
-	return res, nil
 }
 
 func maxMs(us []uint32) float64 {

@@ -230,61 +230,80 @@ func grpcConsume(p Params) (*Result, error) {
 		return nil, err
 	}
 	ctx := withMetadata(f.Metadata)
+	return consumeRun(p, len(recvs), func(q int, st *connStats, msgs *int64, stop *atomic.Bool,
+		lastAck *atomic.Int64) error {
+		c, err := dialGrpc(p.Addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		req := recvs[q]
+		var resp []byte
+		for !stop.Load() {
+			t := nowNs()
+			s, err := openReceive(ctx, c, req)
+			if err != nil {
+				return err
+			}
+			ack, n := receiveBatch(s, ackPrefix, nil)
+			if n == 0 {
+				return nil // drained
+			}
+			if err := c.Invoke(ctx, grpcService+"AckMessage", &ack, &resp); err != nil {
+				return err
+			}
+			if code, msg := statusOf(resp); code != grpcOK {
+				return fmt.Errorf("ack status %d: %s", code, msg)
+			}
+			*msgs += int64(n)
+			lastAck.Store(nowNs())
+			st.requests++
+			st.lat = append(st.lat, uint32((nowNs()-t)/1000))
+		}
+		return nil
+	}), nil
+}
+
+// consumeRun is a consume phase around n receivers: receiver q runs in a goroutine of its own,
+// counting its rounds into st and its messages into msgs, until drained or *stop (an error it
+// returns is counted as st's); the window is drainWindow's.
+func consumeRun(p Params, n int, receiver func(q int, st *connStats, msgs *int64, stop *atomic.Bool,
+	lastAck *atomic.Int64) error) *Result {
 	var stop atomic.Bool
 	var lastAck atomic.Int64
-	stats := make([]connStats, len(recvs))
-	msgs := make([]int64, len(recvs))
+	stats := make([]connStats, n)
+	msgs := make([]int64, n)
 	var win Window
 	win.Start(p.ServerPID)
 	var wg sync.WaitGroup
-	for q := range recvs {
+	for q := 0; q < n; q++ {
 		wg.Add(1)
 		go func(q int) {
 			defer wg.Done()
-			st := &stats[q]
-			fail := func(why string) {
-				st.errors++
-				if st.firstErr == "" {
-					st.firstErr = why
+			if err := receiver(q, &stats[q], &msgs[q], &stop, &lastAck); err != nil {
+				stats[q].errors++
+				if stats[q].firstErr == "" {
+					stats[q].firstErr = err.Error()
 				}
-			}
-			c, err := dialGrpc(p.Addr)
-			if err != nil {
-				fail(err.Error())
-				return
-			}
-			defer c.Close()
-			req := recvs[q]
-			var resp []byte
-			for !stop.Load() {
-				t := nowNs()
-				s, err := openReceive(ctx, c, req)
-				if err != nil {
-					fail(err.Error())
-					return
-				}
-				ack, n := receiveBatch(s, ackPrefix, nil)
-				if n == 0 {
-					return // drained
-				}
-				if err := c.Invoke(ctx, grpcService+"AckMessage", &ack, &resp); err != nil {
-					fail(err.Error())
-					return
-				}
-				if code, msg := statusOf(resp); code != grpcOK {
-					fail(fmt.Sprintf("ack status %d: %s", code, msg))
-					return
-				}
-				msgs[q] += int64(n)
-				lastAck.Store(nowNs())
-				st.requests++
-				st.lat = append(st.lat, uint32((nowNs()-t)/1000))
 			}
 		}(q)
 	}
+	win = drainWindow(p, win, &stop, &lastAck, wg.Wait)
+	res, lat := collect(stats)
+	for _, m := range msgs {
+		res.Messages += m
+	}
+	win.fill(res)
+	percentiles(res, lat)
+	return res
+}
+
+// drainWindow is a consume phase's measurement, opened (win) before the receivers start: `stop`
+// is set after p.Seconds; `wait` returns once every receiver is done. The window closes at the
+// last ack (lastAck: its time), not after the empty long polls (5 s at least) that end each
+// receiver: every 20 ms after an ack, the CPU counters are read again and kept.
+func drainWindow(p Params, win Window, stop *atomic.Bool, lastAck *atomic.Int64, wait func()) Window {
 	timer := time.AfterFunc(time.Duration(p.Seconds*float64(time.Second)), func() { stop.Store(true) })
-	// The window closes at the last ack, not after the empty long polls (5 s at least) that end
-	// each receiver: every 20 ms after an ack, the CPU counters are read again and kept.
 	var cut Window
 	cut.Start(p.ServerPID)
 	cut.t0, cut.srv0, cut.gen0, cut.mach0 = win.t0, win.srv0, win.gen0, win.mach0
@@ -308,7 +327,7 @@ func grpcConsume(p Params) (*Result, error) {
 			}
 		}
 	}()
-	wg.Wait()
+	wait()
 	close(done)
 	<-sampled
 	timer.Stop()
@@ -316,13 +335,7 @@ func grpcConsume(p Params) (*Result, error) {
 	if cut.finished {
 		win = cut
 	}
-	res, lat := collect(stats)
-	for _, n := range msgs {
-		res.Messages += n
-	}
-	win.fill(res)
-	percentiles(res, lat)
-	return res, nil
+	return win
 }
 
 // openReceive starts one ReceiveMessage call (server streaming) with the prebuilt request.
@@ -361,16 +374,17 @@ func receiveBatch(s grpc.ClientStream, ackPrefix []byte, each func(m []byte)) ([
 }
 
 // appendAckEntry appends to an AckMessageRequest the entry (message id, receipt handle) of a
-// received Message m (system_properties = 3: message_id = 3, receipt_handle = 12).
+// received Message m (system_properties = 3: message_id = 3, receipt_handle = 12), with no
+// allocation of its own.
 func appendAckEntry(ack, m []byte) []byte {
 	sys, _, _ := field(m, 3)
 	id, _, _ := field(sys, 3)
 	handle, _, _ := field(sys, 12)
-	var e []byte
-	e = protowire.AppendTag(e, 1, protowire.BytesType)
-	e = protowire.AppendBytes(e, id)
-	e = protowire.AppendTag(e, 2, protowire.BytesType)
-	e = protowire.AppendBytes(e, handle)
+	size := 2 + protowire.SizeBytes(len(id)) + protowire.SizeBytes(len(handle)) // two 1-byte tags
 	ack = protowire.AppendTag(ack, ackEntriesField, protowire.BytesType)
-	return protowire.AppendBytes(ack, e)
+	ack = protowire.AppendVarint(ack, uint64(size))
+	ack = protowire.AppendTag(ack, 1, protowire.BytesType)
+	ack = protowire.AppendBytes(ack, id)
+	ack = protowire.AppendTag(ack, 2, protowire.BytesType)
+	return protowire.AppendBytes(ack, handle)
 }

@@ -1,6 +1,7 @@
 package main
 
-// RocketMQ 5.x SendMessage from prebuilt HTTP/2 frames (proto "grpcraw", produce only): the cheap
+// RocketMQ 5.x SendMessage from prebuilt HTTP/2 frames (proto "grpcraw"; its consume and e2e
+// phases, on these connections, are grpcrawconsume.go and grpcrawe2e.go): the cheap
 // 5.x load source, shaped like the 4.x side (prebuilt requests, one write per request), so the
 // broker and not the generator is measured. grpc-go (proto "grpc") spends several times the
 // broker's CPU per call on its transport; this mode spends what golang.org/x/net/http2's Framer
@@ -45,14 +46,15 @@ const (
 	h2DefaultWindow = 65535
 )
 
-// rawHeaderBlock is the HPACK block of a SendMessage call's request headers, encoded once.
-func rawHeaderBlock(addr string, md map[string]string) []byte {
+// rawHeaderBlock is the HPACK block of a call's request headers (`method` of the service),
+// encoded once.
+func rawHeaderBlock(addr, method string, md map[string]string) []byte {
 	var buf bytes.Buffer
 	enc := hpack.NewEncoder(&buf)
 	fields := []hpack.HeaderField{
 		{Name: ":method", Value: "POST"},
 		{Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: grpcService + "SendMessage"},
+		{Name: ":path", Value: grpcService + method},
 		{Name: ":authority", Value: addr},
 		{Name: "content-type", Value: "application/grpc+proto"},
 		{Name: "user-agent", Value: "peersgen-grpcraw"},
@@ -80,6 +82,12 @@ type rawStream struct {
 	sent int64
 	resp []byte
 	read uint32 // DATA bytes read on the stream not yet given back
+	// consume and e2e (grpcrawconsume.go): what the call is, and for a receive the answer's
+	// bytes scanned so far, its messages and the AckMessageRequest built from them
+	kind    callKind
+	scanned int
+	n       int
+	ack     []byte
 }
 
 type rawConn struct {
@@ -95,8 +103,9 @@ type rawConn struct {
 	peerInit int64 // the server's SETTINGS_INITIAL_WINDOW_SIZE
 	peerMax  int   // the server's SETTINGS_MAX_CONCURRENT_STREAMS
 	maxFrame uint32
-	unacked  uint32 // connection-level bytes read, not yet given back
-	waits    int64  // requests that waited for the server's window or concurrency limit
+	unacked  uint32       // connection-level bytes read, not yet given back
+	waits    int64        // requests that waited for the server's window or concurrency limit
+	queued   []queuedCall // consume, e2e: calls waiting for the server's windows, in order
 }
 
 // dialRaw opens the connection and reads the server's first SETTINGS.
@@ -112,6 +121,7 @@ func dialRaw(addr string, block, msg []byte) (*rawConn, error) {
 		sendConn: h2DefaultWindow, peerInit: h2DefaultWindow, peerMax: 1 << 30, maxFrame: 16384}
 	rc.fr = http2.NewFramer(nil, bufio.NewReaderSize(c, 64<<10))
 	rc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	rc.fr.SetReuseFrames() // a DATA frame's bytes are copied out before the next ReadFrame
 	rc.wfr = http2.NewFramer(&rc.out, nil)
 	rc.out.WriteString(http2.ClientPreface)
 	_ = rc.wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: rawStreamWindow},
@@ -187,20 +197,8 @@ func (rc *rawConn) send() error {
 // rawVerdict reads an answer ("" when it is OK): grpc-status 0 in the trailers, and status code
 // 20000 in the message (the DATA frames' bytes, a length-prefixed SendMessageResponse).
 func rawVerdict(trailers []hpack.HeaderField, resp []byte) string {
-	status := ""
-	for _, f := range trailers {
-		if f.Name == "grpc-status" {
-			status = f.Value
-		}
-	}
-	if status != "0" {
-		msg := ""
-		for _, f := range trailers {
-			if f.Name == "grpc-message" {
-				msg = f.Value
-			}
-		}
-		return fmt.Sprintf("grpc-status %q: %s", status, msg)
+	if why := grpcStatusOK(trailers); why != "" {
+		return why
 	}
 	if len(resp) < 5 {
 		return "no answer message"
@@ -213,6 +211,46 @@ func rawVerdict(trailers []hpack.HeaderField, resp []byte) string {
 		return fmt.Sprintf("status %d: %s", code, msg)
 	}
 	return ""
+}
+
+// data takes a DATA frame: its bytes go to the stream's answer, and what was read is given back
+// with WINDOW_UPDATEs (the connection's every quarter window, a stream's every half window).
+func (rc *rawConn) data(f *http2.DataFrame) {
+	n := f.Header().Length // flow control counts padding too
+	rc.unacked += n
+	if s := rc.streams[f.StreamID]; s != nil {
+		s.resp = append(s.resp, f.Data()...)
+		if s.read += n; s.read >= rawStreamWindow/2 && !f.StreamEnded() {
+			_ = rc.wfr.WriteWindowUpdate(f.StreamID, s.read)
+			s.read = 0
+		}
+	}
+	if rc.unacked >= rawConnWindow/4 {
+		_ = rc.wfr.WriteWindowUpdate(0, rc.unacked)
+		rc.unacked = 0
+	}
+}
+
+// control takes the connection's own frames: the server's window updates, SETTINGS (acked),
+// PINGs (answered) and GOAWAY (an error); anything else is ignored.
+func (rc *rawConn) control(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			rc.sendConn += int64(f.Increment)
+		}
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			return rc.settings(f)
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			_ = rc.wfr.WritePing(true, f.Data)
+		}
+	case *http2.GoAwayFrame:
+		return fmt.Errorf("GOAWAY %v: %s", f.ErrCode, f.DebugData())
+	}
+	return nil
 }
 
 // drive keeps `window` calls in flight until stopped or, with a quota, that many are answered.
@@ -252,19 +290,7 @@ func (rc *rawConn) drive(window int, quota int64, st *connStats, measuring, stop
 		}
 		switch f := f.(type) {
 		case *http2.DataFrame:
-			n := f.Header().Length // flow control counts padding too
-			rc.unacked += n
-			if s := rc.streams[f.StreamID]; s != nil {
-				s.resp = append(s.resp, f.Data()...)
-				if s.read += n; s.read >= rawStreamWindow/2 && !f.StreamEnded() {
-					_ = rc.wfr.WriteWindowUpdate(f.StreamID, s.read)
-					s.read = 0
-				}
-			}
-			if rc.unacked >= rawConnWindow/4 {
-				_ = rc.wfr.WriteWindowUpdate(0, rc.unacked)
-				rc.unacked = 0
-			}
+			rc.data(f)
 			if f.StreamEnded() { // an answer without trailers
 				rc.finish(f.StreamID, nil, st, measuring)
 				answered++
@@ -285,20 +311,6 @@ func (rc *rawConn) drive(window int, quota int64, st *connStats, measuring, stop
 					return err
 				}
 			}
-		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
-				rc.sendConn += int64(f.Increment)
-			}
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				if err := rc.settings(f); err != nil {
-					return err
-				}
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				_ = rc.wfr.WritePing(true, f.Data)
-			}
 		case *http2.RSTStreamFrame:
 			if rc.streams[f.StreamID] == nil {
 				continue // a stream already answered
@@ -310,8 +322,10 @@ func (rc *rawConn) drive(window int, quota int64, st *connStats, measuring, stop
 					return err
 				}
 			}
-		case *http2.GoAwayFrame:
-			return fmt.Errorf("GOAWAY %v: %s", f.ErrCode, f.DebugData())
+		default:
+			if err := rc.control(f); err != nil {
+				return err
+			}
 		}
 		if err := release(); err != nil {
 			return err
@@ -357,7 +371,7 @@ func grpcRawProduce(p Params) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	block := rawHeaderBlock(p.Addr, f.Metadata)
+	block := rawHeaderBlock(p.Addr, "SendMessage", f.Metadata)
 	quota := int64(p.Count / p.Conns)
 	if p.Count > 0 && quota*int64(p.Conns) != int64(p.Count) {
 		return nil, fmt.Errorf("count %d is not a multiple of conns %d", p.Count, p.Conns)

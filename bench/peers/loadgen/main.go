@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,7 +195,7 @@ func main() {
 	mode := os.Args[1]
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	p := Params{}
-	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | grpc | grpcraw (produce: prebuilt HTTP/2 frames) | kafka | nats | redis")
+	fs.StringVar(&p.Proto, "proto", "remoting", "remoting | grpc | grpcraw (5.x from prebuilt HTTP/2 frames) | kafka | nats | redis")
 	fs.StringVar(&p.Addr, "addr", "127.0.0.1:10911", "server address")
 	fs.IntVar(&p.Conns, "conns", 16, "connections (one queue / partition / subject / stream each)")
 	fs.IntVar(&p.Window, "window", 32, "requests in flight per connection")
@@ -208,8 +209,20 @@ func main() {
 	fs.StringVar(&p.Frames, "frames", "", "remoting, grpc: JSON file of prebuilt frames / protobuf requests")
 	fs.IntVar(&p.ServerPID, "server-pid", 0, "server process whose CPU is measured")
 	fs.IntVar(&p.Count, "count", 0, "produce: send this many requests in all, then stop (no warm-up; 0: timed)")
-	fs.IntVar(&p.Receivers, "receivers", 4, "e2e -proto grpc: long-polling ReceiveMessage loops")
+	fs.IntVar(&p.Receivers, "receivers", 4, "e2e -proto grpc, grpcraw: long-polling ReceiveMessage loops")
+	profile := fs.String("cpuprofile", "", "write this process's CPU profile (runtime/pprof) to the file")
 	_ = fs.Parse(os.Args[2:])
+	if *profile != "" {
+		pf, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(pf)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peersgen:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	var res *Result
 	var err error
@@ -220,6 +233,8 @@ func main() {
 		res, err = grpcRawProduce(p)
 	case mode == "consume" && p.Proto == "grpc":
 		res, err = grpcConsume(p)
+	case mode == "consume" && p.Proto == "grpcraw":
+		res, err = grpcRawConsume(p)
 	case mode == "produce":
 		res, err = produce(p)
 	case mode == "consume":
@@ -233,6 +248,7 @@ func main() {
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
 	if err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "peersgen:", err)
 		os.Exit(1)
 	}
@@ -261,6 +277,8 @@ func e2e(p Params) (*Result, error) {
 		return remotingE2E(p)
 	case "grpc":
 		return grpcE2E(p)
+	case "grpcraw":
+		return grpcRawE2E(p)
 	case "kafka":
 		return kafkaE2E(p)
 	case "nats":

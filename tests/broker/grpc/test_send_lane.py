@@ -8,7 +8,9 @@ handler (FIFO, DELAY and TRANSACTION types, user properties, a bad digest, no me
 resource namespace, two messages in one call, a topic not yet found legal, a TIMER_ tag, a topic
 that does not exist and cannot be created). The answer bytes (HTTP/2 frames, in order), the commit
 log's segments (small: groups split where a segment rolls) and every consume queue file must be
-the same, and so must the put stats. `ok_answer` is pinned in `tests/protocol/test_send_fields.py`.
+the same, and so must the put stats. Most of the lane's calls are taken by its compiled loop
+(`speedups.send_run`; `test_send_run.py` pins it against the lane's per-call Python step).
+`ok_answer` is pinned in `tests/protocol/test_send_fields.py`.
 """
 
 from __future__ import annotations
@@ -122,9 +124,10 @@ def files_under(root: Path) -> dict[str, bytes]:
 
 async def serve(
     root: Path, reads: list[bytes], lane: bool
-) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, int, Any]:
+) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, int, Any, int]:
     """Feed `reads` to a fresh broker's h2 methods; (answers, commit log, consume queues, lane count,
-    calls opened the ordinary way: with a `_Call` and `CallContext` of their own, the put stats)."""
+    calls opened the ordinary way: with a `_Call` and `CallContext` of their own, the put stats,
+    the lane's calls its compiled loop took)."""
     from rocketlite.remoting.h2.server import GrpcConnection  # noqa: PLC0415
 
     opened = 0
@@ -173,6 +176,7 @@ async def serve(
             lane_obj.taken,
             opened,
             put_stats(parts.send.stats),
+            lane_obj.compiled,
         )
     finally:
         await controller.close()
@@ -187,6 +191,7 @@ def test_the_lane_stores_and_answers_what_the_per_message_path_does(seed: int) -
         slow = asyncio.run(serve(Path(b), reads, lane=False))
     assert slow[3] == 0
     assert fast[3] > 40  # most common sends went through the lane
+    assert fast[6] > 30  # most by its compiled loop
     assert slow[4] == 160  # every call its own `_Call` and context
     assert fast[4] < 160 - 40  # the lane's were GROUPED by the session: none of their own
     assert len(fast[1]) >= 3  # the commit log rolled over segments

@@ -255,6 +255,7 @@ def test_crash_between_snapshot_and_log_reset_ignores_the_old_log(tmp_path: Path
     shutil.copy(tmp_path / "popState.log", tmp_path / "old.log")
     states = {KEY: QueuePopState(1)}
     log.compact(states, contextlib.nullcontext())
+    assert log.positions() == (1, FILE_HEADER.size, FILE_HEADER.size)  # the next epoch's file, synced
     log.close()
     # the crash: the snapshot was renamed, the log not yet reset (and only the pop survived in it)
     old = (tmp_path / "old.log").read_bytes()
@@ -290,11 +291,14 @@ def test_async_flush_answers_once_written_and_syncs_in_the_background(tmp_path: 
 
         await asyncio.gather(*(change(i) for i in range(50)))
         assert log.flushes == 0  # answered without waiting for the disk
+        size = (tmp_path / "popState.log").stat().st_size
+        assert log.positions() == (0, FILE_HEADER.size, size)  # GET /metrics: only the header synced
         assert PopLog(tmp_path).load() == {KEY: QueuePopState(49)}  # but written: a kill keeps it
         deadline = asyncio.get_running_loop().time() + 10
         while log.flushes == 0 and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.01)
         assert log.flushes == 1  # one background fdatasync for all fifty
+        assert log.positions() == (0, size, size)
         log.close()
 
     run(scenario(), timeout=30)

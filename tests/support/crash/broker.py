@@ -187,8 +187,9 @@ _GAUGES = {
 }
 
 
-async def read_positions(metrics_port: int) -> LogPositions:
-    """GET /metrics; ConnectionError if the broker is gone (or goes) before answering in full."""
+async def read_gauges(metrics_port: int, names: dict[str, str]) -> dict[str, int]:
+    """GET /metrics: the value of each family in `names` (one sample each), by `names`' value;
+    ConnectionError if the broker is gone (or goes) before answering in full."""
     reader, writer = await asyncio.open_connection("127.0.0.1", metrics_port)
     try:
         writer.write(b"GET /metrics HTTP/1.1\r\nHost: crash\r\n\r\n")
@@ -198,11 +199,16 @@ async def read_positions(metrics_port: int) -> LogPositions:
     values: dict[str, int] = {}
     for line in raw.decode("utf-8", "replace").splitlines():
         name, _, value = line.partition("{")
-        if name in _GAUGES:
-            values[_GAUGES[name]] = int(float(value.rpartition(" ")[2]))
-    if len(values) != len(_GAUGES):
+        if name in names:
+            values[names[name]] = int(float(value.rpartition(" ")[2]))
+    if len(values) != len(names):
         raise ConnectionError(f"incomplete metrics answer ({len(raw)} bytes)")
-    return LogPositions(at=time.monotonic(), **values)
+    return values
+
+
+async def read_positions(metrics_port: int) -> LogPositions:
+    """The commit log's positions from GET /metrics (see `read_gauges`)."""
+    return LogPositions(at=time.monotonic(), **await read_gauges(metrics_port, _GAUGES))
 
 
 def cut_commit_log(commit_log_dir: Path, offset: int, segment_bytes: int) -> int:

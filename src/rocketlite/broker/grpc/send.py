@@ -172,6 +172,11 @@ class ProducerService:
         self._types = {pb.MessageType.Value(n): n for n in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")}
         self._digests: dict[int, str] = {number: name for name, number in pb.DigestType.items()}
 
+    def digest_name(self, digest_type: int) -> str:
+        """The name `digest_problem` takes for a message's `Digest.type` number ("" when unknown):
+        the send lane (`send_lane.py`) checks a body's digest the way `_send_one` does."""
+        return self._digests.get(digest_type, "")
+
     async def send_message(self, request: spb.SendMessageRequest, context: Any) -> spb.SendMessageResponse:
         kit = self.kit
         peer = kit.peer(context)
@@ -235,7 +240,7 @@ class ProducerService:
         if len(body) > self.max_body_size:
             raise RefusedError("MESSAGE_BODY_TOO_LARGE", f"body of {len(body)} bytes > {self.max_body_size}")
         digest = system.body_digest
-        problem = digest_problem(body, self._digests.get(digest.type, ""), digest.checksum)
+        problem = digest_problem(body, self.digest_name(digest.type), digest.checksum)
         if problem is not None:
             raise RefusedError("MESSAGE_CORRUPTED", problem)
         topic = message.topic.name

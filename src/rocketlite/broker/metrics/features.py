@@ -25,7 +25,10 @@ Names and labels are RocketMQ 5.3's (`DefaultStoreMetricsConstant`, `PopMetricsC
   {consumer_group, topic, put_status}: messages delivered again after their invisible time (RocketMQ
   puts them to the POP retry topic; here they come back in place); `rocketmq_pop_revive_lag` /
   `_latency` {queue_id}: messages past their invisible time that no pop took back yet, and how long
-  (ms) the oldest has waited.
+  (ms) the oldest has waited. rocketlite's own: `rocketlite_pop_log_flushed_bytes` /
+  `_written_bytes`: the length of `config/popState.log` at its last fdatasync, and now (page
+  cache included): under ASYNC_FLUSH a power loss keeps the first flushed bytes, of the file of
+  `rocketlite_pop_log_epoch` (a compaction starts the file over under the next epoch).
 - transactions (broker/transaction.py), {topic} = the real topic:
   `rocketmq_half_messages`: halves sent since start and not ended; `rocketmq_commit_messages_total`,
   `rocketmq_rollback_messages_total`; `rocketmq_finish_message_latency`: seconds from the half's
@@ -159,6 +162,27 @@ class FeatureCollector(LabelledCollector):
         ):
             gauge = self._gauge(name, doc, ("queue_id",))
             gauge.add_metric(self._values(REVIVE_QUEUE_ID), value)
+            yield gauge
+        epoch, flushed, written = pop.table.log.positions()
+        for name, doc, value in (
+            (
+                "rocketlite_pop_log_epoch",
+                "Generation of config/popState.log (a compaction starts the next)",
+                epoch,
+            ),
+            (
+                "rocketlite_pop_log_flushed_bytes",
+                "Length of config/popState.log at its last fdatasync",
+                flushed,
+            ),
+            (
+                "rocketlite_pop_log_written_bytes",
+                "Length of config/popState.log, page cache included",
+                written,
+            ),
+        ):
+            gauge = self._gauge(name, doc)
+            gauge.add_metric(self._values(), value)
             yield gauge
 
     # -- transactions --------------------------------------------------------------------------

@@ -345,6 +345,7 @@ class PopLog:
         self._log_bytes = 0
         self._snap_bytes = 0
         self._written = 0  # appended bytes in the file (maybe only in the page cache)
+        self._synced_bytes = 0  # the file's length at its last fdatasync (see `positions`)
         self._flushing: asyncio.Future[None] | None = None
         self._syncing: asyncio.Handle | asyncio.Future[None] | None = None  # ASYNC_FLUSH's fdatasync
         self._executor: ThreadPoolExecutor | None = None
@@ -391,7 +392,7 @@ class PopLog:
             os.ftruncate(self._fd, log_end)
         os.fsync(self._fd)
         os.lseek(self._fd, log_end, os.SEEK_SET)
-        self._log_bytes = log_end
+        self._log_bytes = self._synced_bytes = log_end
         if upgraded:
             self.compact(states, contextlib.nullcontext())
             self.json_path.unlink(missing_ok=True)
@@ -447,6 +448,8 @@ class PopLog:
         if data:
             self.writes += 1
         self._log_bytes = start + len(data)
+        if fdatasync:
+            self._synced_bytes = self._log_bytes
         with self._lock:
             self._written = max(self._written, upto)
             if fdatasync:
@@ -508,6 +511,7 @@ class PopLog:
             if upto <= self._durable:
                 return
             os.fdatasync(self._fd)
+            self._synced_bytes = self._log_bytes
             with self._lock:
                 self.flushes += 1
                 self._durable = max(self._durable, upto)
@@ -523,6 +527,15 @@ class PopLog:
             await asyncio.get_running_loop().run_in_executor(self._worker(), self._write_pending)
         finally:
             self._flushing = None
+
+    def positions(self) -> tuple[int, int, int]:
+        """(epoch, flushed bytes, written bytes) of the log file: its length at the last
+        fdatasync, and its length now (the page cache included). What survives a power loss is
+        the file's first `flushed` bytes, while the epoch stays the same (a compaction starts the
+        file over under the next one); an operator reads these in GET /metrics. The flushed
+        length is read first, so it never exceeds the written one."""
+        flushed = self._synced_bytes
+        return self._epoch, flushed, max(self._log_bytes, flushed)
 
     # -- compaction
     def wants_compaction(self) -> bool:
@@ -548,7 +561,7 @@ class PopLog:
             os.fdatasync(self._fd)
             os.lseek(self._fd, FILE_HEADER.size, os.SEEK_SET)
             self._epoch = epoch
-            self._log_bytes = FILE_HEADER.size
+            self._log_bytes = self._synced_bytes = FILE_HEADER.size
             self._snap_bytes = len(data)
             self.compactions += 1
             with self._lock:

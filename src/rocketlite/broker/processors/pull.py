@@ -104,7 +104,8 @@ _PULL_OFFSET_MOVED: Final = int(ResponseCode.PULL_OFFSET_MOVED)
 # is frozen. Cleared when it grows past this size.
 _PARSED_SUBSCRIPTIONS: Final = 4096
 _ParsedKey = tuple[str, str, str | None, str | None, int]
-_Parsed = tuple[SubscriptionData, RecordFilter | None]
+# a subscription as `process` parsed it: the data and its compiled SQL92 filter (None for tags)
+ParsedSubscription = tuple[SubscriptionData, RecordFilter | None]
 
 
 def _code_for(status: GetMessageStatus, request_offset: int) -> ResponseCode:
@@ -150,7 +151,7 @@ class PullMessageProcessor:
         self.clients = clients
         self.offsets = offsets
         self.stats = stats
-        self._parsed: dict[_ParsedKey, _Parsed] = {}
+        self._parsed: dict[_ParsedKey, ParsedSubscription] = {}
         interval_ms = (
             broker.long_polling_check_interval_ms
             if broker.long_polling_enable
@@ -228,7 +229,9 @@ class PullMessageProcessor:
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{remote}]",
             )
 
-    def _subscription(self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig) -> _Parsed:
+    def _subscription(
+        self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig
+    ) -> ParsedSubscription:
         """From the request (SUBSCRIPTION flag) or from the group's heartbeat, with the SQL92
         filter of a subscription that is not a tag expression."""
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
@@ -241,7 +244,16 @@ class PullMessageProcessor:
                 flt = retry_matcher(self.filters, group)
         return sub, flt
 
-    def _from_request(self, header: PullMessageRequestHeader) -> _Parsed:
+    def parsed_subscription(
+        self, group: str, topic: str, expression: str | None, kind: str | None, version: int
+    ) -> ParsedSubscription | None:
+        """What a pull carrying this subscription (SUBSCRIPTION flag) was parsed into here, or
+        None when none has been (or its parse was refused); a lookup, never a parse. The pull
+        lane serves from a read's bytes only subscriptions this processor already parsed, so a
+        parse, and the answer to one that fails, always happen here."""
+        return self._parsed.get((group, topic, expression, kind, version))
+
+    def _from_request(self, header: PullMessageRequestHeader) -> ParsedSubscription:
         key = (
             header.consumer_group, header.topic, header.subscription, header.expression_type,
             header.sub_version,
@@ -277,7 +289,9 @@ class PullMessageProcessor:
         parsed = self._parsed[key] = (sub, flt)
         return parsed
 
-    def _registered(self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig) -> _Parsed:
+    def _registered(
+        self, header: PullMessageRequestHeader, cfg: SubscriptionGroupConfig
+    ) -> ParsedSubscription:
         group = header.consumer_group
         info = self.clients.consumer_group(group)
         if info is None:
@@ -338,8 +352,10 @@ class PullMessageProcessor:
 
         return probe
 
-    def _suggest_broker(self, cfg: SubscriptionGroupConfig, result: GetMessageResult) -> int:
-        """Which broker of the group the client should pull from next (see the module doc)."""
+    def suggest_broker(self, cfg: SubscriptionGroupConfig, result: GetMessageResult) -> int:
+        """Which broker of the group the client should pull from next (see the module doc).
+        Public because the pull lane (`pull_lane.py`) answers a pull it serves with the same
+        suggestion as this processor."""
         b = self.broker
         if not b.slave_read_enable:
             return MASTER_ID
@@ -407,7 +423,7 @@ class PullMessageProcessor:
         # PullMessageResponseHeader.to_ext, written out (same keys, same order)
         ext = {
             "suggestWhichBrokerId": (
-                str(self._suggest_broker(cfg, result)) if self.broker.slave_read_enable else _MASTER
+                str(self.suggest_broker(cfg, result)) if self.broker.slave_read_enable else _MASTER
             ),
             "nextBeginOffset": str(next_begin),
             "minOffset": str(result.min_offset),

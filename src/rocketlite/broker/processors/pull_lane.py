@@ -24,7 +24,7 @@ the run; the handler serves it and gives the answer it gives today):
   spellings), no CLASS_FILTER flag, a group that exists (no auto-creation here) with
   consumeEnable, a topic that exists and is readable, a valid queue id, and a TAG subscription
   (by tag or "*"): carried in the request (SUBSCRIPTION flag) and already parsed by the
-  processor (its `_parsed` cache: a consumer sends the same one every time, so only its first
+  processor (`parsed_subscription`: a consumer sends the same one every time, so only its first
   pull goes through the handler), or the group's registered one, as recent as the request's,
   not broadcast unless the group allows it; and the store read FOUND messages. A pull at or past
   the queue's end (a long-polling consumer's next pull, to be held) is left to the handler before
@@ -89,7 +89,7 @@ class PullLane:
             return pos
         p = self.processor
         groups, topics, clients, store = p.groups.table, p.topics.table, p.clients, p.store
-        broker = p.broker
+        broker, parsed_subscription = p.broker, p.parsed_subscription
         max_frame = conn.decoder.max_frame_length
         served = 0
         while True:
@@ -106,7 +106,7 @@ class PullLane:
             if tc is None or not tc.perm & _READ or not 0 <= qid < tc.read_queue_nums:
                 break
             if sys_flag & _SUBSCRIPTION:
-                parsed = p._parsed.get((group, topic, expr, kind, version))
+                parsed = parsed_subscription(group, topic, expr, kind, version)
                 if parsed is None or parsed[1] is not None:
                     break  # parsed (or refused) by the handler first; an SQL92 filter
                 sub = parsed[0]
@@ -128,7 +128,7 @@ class PullLane:
             if sys_flag & _COMMIT_OFFSET:
                 p.offsets.commit(group, topic, qid, commit)
             next_begin = result.next_begin_offset
-            suggest = p._suggest_broker(cfg, result) if broker.slave_read_enable else MASTER_ID
+            suggest = p.suggest_broker(cfg, result) if broker.slave_read_enable else MASTER_ID
             parts = result.parts
             size = result.buffer_total_size
             p.stats.record_get(group, result.message_count, topic, qid, next_begin, size)

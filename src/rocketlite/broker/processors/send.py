@@ -224,6 +224,15 @@ class SendMessageProcessor:
         self.flush_waiters = 0  # SYNC_FLUSH sends awaiting the group commit (flow control)
         self._legal_topics: set[str] = set()
 
+    @property
+    def legal_topics(self) -> set[str]:
+        """The topic names this processor has found legal (the name rule, not a reserved topic),
+        live: the coalescing lanes (`send_group.py`, the 5.x `grpc/send_lane.py`) take a request
+        only when its topic is in it, so a name is always judged, and a bad one answered, by the
+        processor first. A `set` (not a read-only view) because the compiled gather reads it as
+        one; the lanes only read it, and only `_check_topic_name` adds to it."""
+        return self._legal_topics
+
     # -- checks -----------------------------------------------------------------------------
     def msg_check(self, header: SendMessageRequestHeader, remote: str) -> TopicConfig:
         """RocketMQ's `AbstractSendMessageProcessor.msgCheck`; raises with the answer to give."""

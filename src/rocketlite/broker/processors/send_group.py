@@ -18,7 +18,11 @@ request it did not take to the ordinary handler and offers the rest again, so re
 stored and answered in the order they arrived: the queue offsets are those the per-message path
 assigns.
 
-Before the read is decoded at all, `raw` (`RequestTable.raw`) is offered its bytes: the leading
+Before the read is decoded at all, `raw` is offered its bytes, always through `chain_raw`
+(`RequestTable.raw`), the one place that picks a raw lane by a frame's code (`peek_code`): a frame
+of another code (a batch, a pull) never reaches this lane's checks or its reader, which had cost a
+128 B batch request about 5 us when every read was offered here (docs/benchmarks.md); only a frame
+whose code is not read that way is offered to every lane, and this one's reader refuses it. The leading
 frames on the common path are gathered from them in place (`gather_raw_sends`: no command and no
 ext dict per request) and placed the same way, each body copied once, from the read's bytes into
 its record (the entries hold where each body starts in the read; `encode_group(..., src, ends)`);
@@ -49,29 +53,14 @@ from __future__ import annotations
 from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.processors.send import SendMessageProcessor, born_host_of
 from rocketlite.protocol import perm
-from rocketlite.protocol.codes import RequestCode
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import encode_group, send_properties
 from rocketlite.protocol.wire.command import RemotingCommand
-from rocketlite.protocol.wire.frame_codec import peek_code
 from rocketlite.protocol.wire.send_lane import Gathered, RawGathered, TopicFacts
 from rocketlite.protocol.wire.speedups import encode_send_oks, gather_raw_sends, gather_sends
 from rocketlite.remoting.connection import Connection
 
 _PERM_WRITE = perm.PERM_WRITE
-_V2 = int(RequestCode.SEND_MESSAGE_V2)
-
-
-def other_request_first(src: bytes, pos: int) -> bool:
-    """Whether the frame at `src[pos:]` plainly is not a SEND_MESSAGE_V2, seen from a few bytes
-    (`peek_code`: a ROCKETMQ header's code, or a JSON header that starts with its code, as
-    clients write it). A connection of batches or pulls then costs the raw lane nothing per read:
-    the lane's checks and its reader's parse of a header it then refused had cost a 128 B batch
-    request about 5 us (`bench/send_path.py --phases batch`). False when in doubt: the lane's
-    reader decides, and a frame it stops at is served as before. (The broker's `chain_raw`
-    already offers the lane only frames of its code; this keeps the lane cheap on its own.)"""
-    code = peek_code(src, pos)
-    return code is not None and code != _V2
 
 
 class SendGroupLane:
@@ -112,7 +101,7 @@ class SendGroupLane:
         p = self.processor
         head, max_size = self._limits(conn)
         gathered = gather_sends(
-            commands, start, p.topics.table, p._legal_topics, self._facts, p.broker.broker_cluster_name,
+            commands, start, p.topics.table, p.legal_topics, self._facts, p.broker.broker_cluster_name,
             head, max_size, MAX_PROPERTIES_LENGTH, p.rng, send_properties,
         )  # fmt: skip
         placed = self._place(conn, gathered)
@@ -120,14 +109,16 @@ class SendGroupLane:
         return placed
 
     def raw(self, conn: Connection, src: bytes, pos: int) -> int:
-        """`RequestTable.raw`: serve the leading frames of `src[pos:]` that are on the common path
-        straight from their bytes; returns the position after the last one served."""
-        if other_request_first(src, pos) or not self._open():
+        """A `RawGroupHandler` for `chain_raw` under SEND_MESSAGE_V2 (never `RequestTable.raw` on
+        its own: the chain keeps frames of other codes away): serve the leading frames of
+        `src[pos:]` that are on the common path straight from their bytes; returns the position
+        after the last one served."""
+        if not self._open():
             return pos
         p = self.processor
         head, max_size = self._limits(conn)
         gathered, ends = gather_raw_sends(
-            src, pos, conn.decoder.max_frame_length, p.topics.table, p._legal_topics, self._facts,
+            src, pos, conn.decoder.max_frame_length, p.topics.table, p.legal_topics, self._facts,
             p.broker.broker_cluster_name, head, max_size, MAX_PROPERTIES_LENGTH, p.rng, send_properties,
         )  # fmt: skip
         placed = self._place(conn, gathered, src, ends)

@@ -34,6 +34,7 @@ varint length first, empty and zero ones left out (proto3); the bytes `Serialize
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any, Final
 
 from google.protobuf.message import DecodeError
@@ -41,11 +42,15 @@ from google.protobuf.message import DecodeError
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
 
-__all__ = ["SendFields", "fields_of", "ok_answer", "send_fields"]
+__all__ = ["SendFields", "SendRun", "fields_of", "ok_answer", "ok_answers", "send_fields", "send_run"]
 
 # topic, body, message id, tag (None: none), keys, digest type, checksum, born seconds, born nanos,
 # a matching CRC32 digest
 SendFields = tuple[str, bytes, str, str | None, tuple[str, ...], int, str, int, int, bool]
+
+# (calls, start, conn, facts, topic_facts, cluster, head, max_size, max_body, max_props, rng, entries,
+# sizes, keys, ids) -> the index of the first call not taken (`send_run`)
+SendRun = Callable[..., int]
 
 _NORMAL: Final = int(pb.MessageType.NORMAL)
 _CRC32: Final = int(pb.DigestType.CRC32)
@@ -116,3 +121,15 @@ def ok_answer(message_id: str, offset: int) -> bytes:
     if offset:
         entry += b"\x20" + _varint(offset)
     return b"%s\x12%s%s" % (_OK_STATUS, _varint(len(entry)), entry)
+
+
+def ok_answers(ids: list[str], offsets: list[int]) -> list[bytes]:
+    """`ok_answer` of each stored call of a run (as many as `offsets`)."""
+    return [ok_answer(ids[k], offset) for k, offset in enumerate(offsets)]
+
+
+def send_run(calls: list[tuple[Any, Any]], start: int, *args: Any) -> int:
+    """The reference of the lane's compiled loop over a run of calls (`_native/_send_run.pxi`,
+    which says what it takes and appends): it takes none, and the lane's per-call Python step,
+    which the compiled loop is pinned against, serves them all."""
+    return start

@@ -16,7 +16,12 @@ writers or their references.
   `_native/_send_fields.pyx`, which reads the wire format itself and declines what it does not
   expect (`tests/protocol/test_send_fields.py`).
 * `ok_answer` (the lane's SendMessageResponse of one stored message): `send_fields.ok_answer`;
-  compiled in `_native/_send_fields.pyx` (both pinned against `SerializeToString`).
+  compiled in `_native/_send_fields.pyx` (both pinned against `SerializeToString`);
+  `ok_answers`, those of a run of calls in one call.
+* `send_run` (the lane's loop over a run of calls: fields read and checked, properties written,
+  queues drawn, `encode_group` entries made): `send_fields.send_run` takes none (the lane's
+  per-call Python step is the reference and serves them all); compiled in
+  `_native/_send_run.pxi` (`tests/broker/grpc/test_send_run.py` pins it against that step).
 * `handle_fields` (an AckMessage's receipt handles read in one call, no object per handle):
   `acks.handle_fields` (one regex match each); compiled in `_native/_delivery.pyx`
   (`tests/protocol/test_acks.py` pins the two).
@@ -36,7 +41,7 @@ from rocketlite.protocol.proto import acks, delivery
 from rocketlite.protocol.proto import send_fields as _send_fields
 from rocketlite.protocol.proto.acks import HandleFields
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
-from rocketlite.protocol.proto.send_fields import SendFields
+from rocketlite.protocol.proto.send_fields import SendFields, SendRun
 
 __all__ = [
     "CHOSEN",
@@ -48,7 +53,9 @@ __all__ = [
     "delivery_responses",
     "handle_fields",
     "ok_answer",
+    "ok_answers",
     "send_fields",
+    "send_run",
 ]
 
 
@@ -70,6 +77,8 @@ class Codecs:
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
     send_fields: Callable[[bytes], SendFields | None]
     ok_answer: Callable[[str, int], bytes]
+    ok_answers: Callable[[list[str], list[int]], list[bytes]]
+    send_run: SendRun
     handle_fields: Callable[[Iterable[str]], list[HandleFields | None]]
 
 
@@ -80,6 +89,8 @@ REFERENCE: Final = Codecs(
     ack_response=acks.ack_response,
     send_fields=_send_fields.send_fields,
     ok_answer=_send_fields.ok_answer,
+    ok_answers=_send_fields.ok_answers,
+    send_run=_send_fields.send_run,
     handle_fields=acks.handle_fields,
 )
 
@@ -95,4 +106,6 @@ delivery_responses: Final = CHOSEN.delivery_responses
 ack_response: Final = CHOSEN.ack_response
 send_fields: Final = CHOSEN.send_fields
 ok_answer: Final = CHOSEN.ok_answer
+ok_answers: Final = CHOSEN.ok_answers
+send_run: Final = CHOSEN.send_run
 handle_fields: Final = CHOSEN.handle_fields

@@ -1,11 +1,13 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The compiled twin of `send_fields.send_fields`: a `SendMessageRequest`'s bytes read as the
 protobuf wire format (see that module for the layout), no message object made. It takes the plain
 encoding a client's serializer writes: each known field at most once (but `keys`), with its own
 wire type, varints of at most 10 bytes, strings valid UTF-8; of the system properties, those up to
 `born_host` (8) and `trace_context` (18). Anything else is declined (None), and the lane sends that
 call the ordinary way, where protobuf parses it. `ok_answer`, the lane's answer, is written here
-byte for byte as the reference writes it.
+byte for byte as the reference writes it. The reader (`_read`) gives the fields as spans of the
+request's bytes; `send_fields` makes them objects (a request of more than `_KEYS_CAP` keys goes to
+the reference), and the lane's compiled loop (`_send_run.pxi`, included below) uses the spans.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -19,6 +21,7 @@ cdef const char *_HEX = b"0123456789ABCDEF"
 
 include "_crc32.pxi"
 include "_crc32_clmul.pxi"
+include "_text.pxi"  # ASCII and strict UTF-8 checks
 
 
 cdef struct Cursor:
@@ -55,14 +58,6 @@ cdef inline bint _span(Cursor *c, Py_ssize_t *start, Py_ssize_t *length) noexcep
     return True
 
 
-cdef inline object _text(const unsigned char *p, Py_ssize_t start, Py_ssize_t length):
-    """A proto3 string: valid UTF-8, else None (protobuf refuses the request)."""
-    try:
-        return PyUnicode_DecodeUTF8(<const char *>p + start, length, NULL)
-    except UnicodeDecodeError:
-        return None
-
-
 cdef bint _pair(const unsigned char *p, Py_ssize_t start, Py_ssize_t length, bint varints, uint64_t *first,
                 uint64_t *second, Py_ssize_t *at, Py_ssize_t *n) noexcept:
     """A message of two fields, each at most once: 1 a varint, 2 a varint (`varints`) or bytes
@@ -94,12 +89,30 @@ cdef bint _pair(const unsigned char *p, Py_ssize_t start, Py_ssize_t length, bin
     return True
 
 
-cdef object _read_text(Cursor *c):
-    """A length-delimited string field at the cursor (None: cut short, or not UTF-8)."""
-    cdef Py_ssize_t start, length
-    if not _span(c, &start, &length):
-        return None
-    return _text(c.p, start, length)
+cdef enum:
+    _KEYS_CAP = 16  # keys held per request; beyond, `send_fields` asks the reference
+
+
+cdef struct _Fields:
+    # spans of the request's bytes (start -1: absent)
+    Py_ssize_t topic_at, topic_len, body_at, body_len, id_at, id_len, tag_at, tag_len, sum_at, sum_len
+    Py_ssize_t key_at[_KEYS_CAP]
+    Py_ssize_t key_len[_KEYS_CAP]
+    int nkeys
+    int64_t seconds
+    int32_t nanos, digest_type
+    bint crc_ok  # a CRC32 digest as `f"{crc:08X}"` writes it
+    bint crc_any_case  # ... or with lowercase letters (`send.digest_problem` takes both)
+
+
+cdef bint _text_ok(const unsigned char *p, Py_ssize_t start, Py_ssize_t length) noexcept:
+    """A proto3 string: valid UTF-8 (protobuf refuses the request otherwise)."""
+    return _ascii(p + start, length) or _valid_utf8(p + start, length)
+
+
+cdef bint _read_span(Cursor *c, Py_ssize_t *at, Py_ssize_t *n) noexcept:
+    """A length-delimited string field at the cursor, valid UTF-8."""
+    return _span(c, at, n) and _text_ok(c.p, at[0], n[0])
 
 
 cdef bint _inner(Cursor *c, Cursor *inner) noexcept:
@@ -113,131 +126,161 @@ cdef bint _inner(Cursor *c, Cursor *inner) noexcept:
     return True
 
 
-def send_fields(bytes data not None):
+cdef int _read(const unsigned char *p, Py_ssize_t size, _Fields *f) noexcept:
+    """The lane's fields of a request's bytes into `f`: 1; 0 declined; -1 more keys than `f` holds."""
     cdef Cursor c, m, s
     cdef uint64_t key, v, w
-    cdef Py_ssize_t start, length, mstart = -1, mlength = 0, body_at = -1, body_len = 0
-    cdef Py_ssize_t sum_at = 0, sum_len = 0
+    cdef Py_ssize_t start, length, mstart = -1, mlength = 0
     cdef uint32_t crc
     cdef char hexed[8]
-    cdef bint crc_ok = False
     cdef int i
-    cdef int64_t seconds = 0
-    cdef int32_t nanos = 0, digest_type = 0, message_type = 0
+    cdef int32_t message_type = 0
     cdef unsigned int seen = 0
-    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(data)
+    f.topic_at = f.body_at = f.id_at = f.tag_at = -1
+    f.topic_len = f.body_len = f.id_len = f.tag_len = f.sum_at = f.sum_len = 0
+    f.nkeys = 0
+    f.seconds = 0
+    f.nanos = f.digest_type = 0
+    f.crc_ok = f.crc_any_case = False
     c.p = p
     c.at = 0
-    c.end = PyBytes_GET_SIZE(data)
+    c.end = size
     # SendMessageRequest: exactly one `messages`
     while c.at < c.end:
         if not _varint(&c, &key) or key != 0x0A or mstart >= 0:
-            return None
+            return 0
         if not _span(&c, &mstart, &mlength):
-            return None
+            return 0
     if mstart < 0:
-        return None
-    topic = None
-    message_id = None
-    tag = None
-    checksum = ""
-    keys = []
+        return 0
     m.p = p
     m.at = mstart
     m.end = mstart + mlength
     while m.at < m.end:
         if not _varint(&m, &key):
-            return None
+            return 0
         if key == 0x0A and not seen & 1:  # topic: Resource
             seen |= 1
             if not _inner(&m, &s):
-                return None
+                return 0
             while s.at < s.end:
                 if not _varint(&s, &key) or not _span(&s, &start, &length):
-                    return None
+                    return 0
                 if key == 0x0A:  # resource_namespace: the lane takes none
                     if length:
-                        return None
-                elif key == 0x12 and topic is None:
-                    topic = _text(p, start, length)
-                    if topic is None:
-                        return None
+                        return 0
+                elif key == 0x12 and f.topic_at < 0:
+                    if not _text_ok(p, start, length):
+                        return 0
+                    f.topic_at = start
+                    f.topic_len = length
                 else:
-                    return None
+                    return 0
         elif key == 0x1A and not seen & 2:  # system_properties
             seen |= 2
             if not _inner(&m, &s):
-                return None
+                return 0
             while s.at < s.end:
                 if not _varint(&s, &key):
-                    return None
+                    return 0
                 if key == 0x0A and not seen & 4:  # tag
                     seen |= 4
-                    tag = _read_text(&s)
-                    if tag is None:
-                        return None
+                    if not _read_span(&s, &f.tag_at, &f.tag_len):
+                        return 0
                 elif key == 0x12:  # keys
-                    text = _read_text(&s)
-                    if text is None:
-                        return None
-                    keys.append(text)
+                    if not _read_span(&s, &start, &length):
+                        return 0
+                    if f.nkeys == _KEYS_CAP:
+                        return -1
+                    f.key_at[f.nkeys] = start
+                    f.key_len[f.nkeys] = length
+                    f.nkeys += 1
                 elif key == 0x1A and not seen & 8:  # message_id
                     seen |= 8
-                    message_id = _read_text(&s)
-                    if message_id is None:
-                        return None
+                    if not _read_span(&s, &f.id_at, &f.id_len):
+                        return 0
                 elif key == 0x22 and not seen & 16:  # body_digest: Digest{1 type, 2 checksum}
                     seen |= 16
                     if not _span(&s, &start, &length):
-                        return None
-                    if not _pair(p, start, length, False, &v, &w, &sum_at, &sum_len):
-                        return None
-                    digest_type = <int32_t>v
-                    if sum_len:
-                        checksum = _text(p, sum_at, sum_len)
-                        if checksum is None:
-                            return None
+                        return 0
+                    if not _pair(p, start, length, False, &v, &w, &f.sum_at, &f.sum_len):
+                        return 0
+                    f.digest_type = <int32_t>v
+                    if f.sum_len and not _text_ok(p, f.sum_at, f.sum_len):
+                        return 0
                 elif key == 0x28 and not seen & 128:  # body_encoding (not used by the lane)
                     seen |= 128
                     if not _varint(&s, &v):
-                        return None
+                        return 0
                 elif key == 0x30 and not seen & 256:  # message_type
                     seen |= 256
                     if not _varint(&s, &v):
-                        return None
+                        return 0
                     message_type = <int32_t>v
                 elif key == 0x3A and not seen & 512:  # born_timestamp: Timestamp{1 seconds, 2 nanos}
                     seen |= 512
                     if not _span(&s, &start, &length):
-                        return None
+                        return 0
                     if not _pair(p, start, length, True, &v, &w, NULL, NULL):
-                        return None
-                    seconds = <int64_t>v
-                    nanos = <int32_t>w
+                        return 0
+                    f.seconds = <int64_t>v
+                    f.nanos = <int32_t>w
                 elif (key == 0x42 and not seen & 4096) or (key == 0x92 and not seen & 8192):
                     # born_host (8), trace_context (18): not used by the lane, valid UTF-8
                     seen |= 4096 if key == 0x42 else 8192
-                    if _read_text(&s) is None:
-                        return None
+                    if not _read_span(&s, &start, &length):
+                        return 0
                 else:
-                    return None
-        elif key == 0x22 and body_at < 0:  # body
-            if not _span(&m, &body_at, &body_len):
-                return None
+                    return 0
+        elif key == 0x22 and f.body_at < 0:  # body
+            if not _span(&m, &f.body_at, &f.body_len):
+                return 0
         else:  # user_properties (2), unknown fields, repeats
-            return None
-    if message_type != NORMAL or not message_id:
-        return None
-    if digest_type == CRC32 and sum_len == 8:  # the body's CRC32 as `f"{crc:08X}"` writes it
-        crc = _crc32_fast(p + body_at, body_len) if body_at >= 0 else 0
+            return 0
+    if message_type != NORMAL or f.id_len == 0:
+        return 0
+    if f.digest_type == CRC32 and f.sum_len == 8:  # the body's CRC32 as `f"{crc:08X}"` writes it
+        crc = _crc32_fast(p + f.body_at, f.body_len) if f.body_at >= 0 else 0
         for i in range(8):
             hexed[i] = _HEX[(crc >> (28 - 4 * i)) & 0xF]
-        crc_ok = memcmp(hexed, p + sum_at, 8) == 0
+        f.crc_ok = memcmp(hexed, p + f.sum_at, 8) == 0
+        f.crc_any_case = f.crc_ok
+        if not f.crc_ok:
+            f.crc_any_case = True
+            for i in range(8):  # (hexed: digits and A-F; a lowercase letter is its | 0x20)
+                if p[f.sum_at + i] != hexed[i] and (hexed[i] < 65 or p[f.sum_at + i] != (hexed[i] | 0x20)):
+                    f.crc_any_case = False
+                    break
+    return 1
+
+
+def send_fields(bytes data not None):
+    cdef _Fields f
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(data)
+    cdef int got = _read(p, PyBytes_GET_SIZE(data), &f)
+    if got == 0:
+        return None
+    if got < 0:
+        return _reference_send_fields(data)
     return (
-        topic if topic is not None else "",
-        PyBytes_FromStringAndSize(<const char *>p + body_at, body_len) if body_at >= 0 else b"",
-        message_id, tag, tuple(keys), digest_type, checksum, seconds, nanos, crc_ok,
+        _decode(p, f.topic_at, f.topic_len) if f.topic_at >= 0 else "",
+        PyBytes_FromStringAndSize(<const char *>p + f.body_at, f.body_len) if f.body_at >= 0 else b"",
+        _decode(p, f.id_at, f.id_len),
+        _decode(p, f.tag_at, f.tag_len) if f.tag_at >= 0 else None,
+        tuple([_decode(p, f.key_at[i], f.key_len[i]) for i in range(f.nkeys)]),
+        f.digest_type,
+        _decode(p, f.sum_at, f.sum_len) if f.sum_len else "",
+        f.seconds, f.nanos, f.crc_ok,
     )
+
+
+cdef inline str _decode(const unsigned char *p, Py_ssize_t start, Py_ssize_t length):
+    return PyUnicode_DecodeUTF8(<const char *>p + start, length, NULL)
+
+
+cdef object _reference_send_fields(bytes data):
+    from rocketlite.protocol.proto.send_fields import send_fields as reference  # noqa: PLC0415
+    return reference(data)
 
 
 cdef bytes _OK_STATUS = _ref_ok_status()
@@ -269,7 +312,10 @@ cdef inline Py_ssize_t _varint_size(uint64_t value) noexcept:
 def ok_answer(str message_id not None, uint64_t offset):
     """The compiled twin of `send_fields.ok_answer` (see there)."""
     cdef bytes mid = message_id.encode()
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(mid)
+    return _answer(PyBytes_AS_STRING(mid), PyBytes_GET_SIZE(mid), offset)
+
+
+cdef bytes _answer(const char *mid, Py_ssize_t n, uint64_t offset):
     cdef Py_ssize_t status = PyBytes_GET_SIZE(_OK_STATUS)
     cdef Py_ssize_t entry = status
     if n:
@@ -292,15 +338,18 @@ def ok_answer(str message_id not None, uint64_t offset):
         w[at] = 0x12
         at += 1
         at += _put_varint(w + at, n)
-        memcpy(w + at, PyBytes_AS_STRING(mid), n)
+        memcpy(w + at, mid, n)
         at += n
         w[at] = 0x1A
         at += 1
         at += _put_varint(w + at, n)
-        memcpy(w + at, PyBytes_AS_STRING(mid), n)
+        memcpy(w + at, mid, n)
         at += n
     if offset:
         w[at] = 0x20
         at += 1
         at += _put_varint(w + at, offset)
     return out
+
+
+include "_send_run.pxi"  # the lane's compiled loop over a run of calls, and their answers

@@ -7,7 +7,8 @@ validation of the HTTP/2 messaging rules are nghttp2's; this module adds gRPC's 
 `receive(data)` returns the events of that read (and any `send()` raised before), in order, as
 tuples `(kind, stream_id, value)`:
 
-- `HEADERS`: a request opened; value is its header list `[(name, value), ...]` (bytes);
+- `HEADERS`: a request opened; value is its header list `[(name, value), ...]` (bytes; a field
+  equal to the one at its place in the previous request's list is that same tuple);
 - `MESSAGE`: one whole gRPC message of that stream (its protobuf bytes);
 - `COMPRESSED`: one whole gRPC message sent compressed (its compressed bytes, as they came: the
   caller decompresses them by the stream's `grpc-encoding`);
@@ -48,8 +49,8 @@ data provider as flow control allows; an empty buffer answers NGHTTP2_ERR_DEFERR
 `send_message` or `finish` resumes the stream.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memcpy
 
@@ -127,6 +128,7 @@ cdef class H2Session:
     cdef nghttp2_data_provider provider
     cdef frozenset grouped  # paths of the grouped methods
     cdef list holding  # stream ids held back in this read
+    cdef list last_fields  # the last request's header list: its equal fields are handed out again
 
     def __cinit__(self, Py_ssize_t max_message=4 * 1024 * 1024 + 1024):
         cdef nghttp2_session_callbacks *callbacks
@@ -138,6 +140,7 @@ cdef class H2Session:
         self.max_message = max_message
         self.grouped = frozenset()
         self.holding = []
+        self.last_fields = []
         self.provider.source.ptr = NULL
         self.provider.read_callback = _read_out
         if nghttp2_session_callbacks_new(&callbacks) != 0:
@@ -191,19 +194,27 @@ cdef class H2Session:
     def answer_ok(self, list stream_ids not None, list payloads not None):
         """Answer GROUPED calls: each stream's one message (serialized), then `grpc-status` 0; a
         stream that is gone is skipped. As `send_message` then `finish(OK)`, without their CLOSED."""
-        cdef Py_ssize_t i, n
+        cdef Py_ssize_t i, n, at, k
         cdef _Stream stream
         cdef bytes payload
+        cdef bytearray out
+        cdef char *w
         for i in range(len(stream_ids)):
             stream = self.streams.get(stream_ids[i])
             if stream is None or stream.finished or stream.started:
                 continue
             payload = payloads[i]
             n = len(payload)
+            if n > 0xFFFFFFFF:
+                raise OverflowError("a gRPC message is at most 4 GiB")
             out = stream.out
-            out.append(0)
-            out += n.to_bytes(4, "big")
-            out += payload
+            at = PyByteArray_GET_SIZE(out)
+            PyByteArray_Resize(out, at + 5 + n)  # the gRPC message frame, written in place
+            w = PyByteArray_AS_STRING(out) + at
+            w[0] = 0
+            for k in range(4):
+                w[1 + k] = <char>((n >> (24 - 8 * k)) & 0xFF)
+            memcpy(w + 5, PyBytes_AS_STRING(payload), n)
             stream.started = True
             stream.finished = True
             stream.quiet = True
@@ -450,7 +461,9 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     try:
         stream = _stream_of(session, frame.hd.stream_id)
         if stream is not None:
-            field = ((<const char *>name)[:namelen], (<const char *>value)[:valuelen])
+            field = _same_field(self.last_fields, len(stream.headers), name, namelen, value, valuelen)
+            if field is None:
+                field = ((<const char *>name)[:namelen], (<const char *>value)[:valuelen])
             stream.headers.append(field)
             if namelen == 5 and memcmp(name, b":path", 5) == 0:
                 stream.path = field[1]
@@ -468,6 +481,22 @@ cdef int _on_header(nghttp2_session *session, const nghttp2_frame *frame, const 
     return 0
 
 
+cdef inline object _same_field(list last, Py_ssize_t at, const uint8_t *name, size_t namelen,
+                               const uint8_t *value, size_t valuelen):
+    """The field at `at` of the last request's header list when it is this one (HPACK hands a
+    client's calls the same fields, mostly in the same order): that tuple, none made; else None."""
+    if at >= len(last):
+        return None
+    field = <tuple>last[at]
+    if _equal(<bytes>field[1], value, valuelen) and _equal(<bytes>field[0], name, namelen):
+        return field
+    return None
+
+
+cdef inline bint _equal(bytes b, const uint8_t *s, size_t n):
+    return <size_t>PyBytes_GET_SIZE(b) == n and memcmp(PyBytes_AS_STRING(b), s, n) == 0
+
+
 cdef inline _Stream _stream_of(nghttp2_session *session, int32_t stream_id):
     """A request stream's `_Stream`, without a dict lookup: nghttp2 keeps a pointer to it from
     `_on_begin_headers` to `_on_stream_close` (`streams` holds the reference); None: none."""
@@ -483,6 +512,7 @@ cdef int _on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, vo
         if frame.hd.type == NGHTTP2_HEADERS and frame.headers.cat == NGHTTP2_HCAT_REQUEST:
             stream = _stream_of(session, sid)
             if stream is not None:
+                self.last_fields = stream.headers
                 if stream.fast and stream.typed:
                     stream.held = True
                     self.holding.append(sid)
