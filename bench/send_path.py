@@ -98,8 +98,9 @@ class StubTransport:
         pass
 
 
-def build_reads(n_messages: int, size: int, batch: bool) -> list[list[bytes]]:
-    """Per connection, its reads: each the bytes of WINDOW requests (or one batch request)."""
+def build_reads(n_messages: int, size: int, batch: bool, batches_per_read: int = 1) -> list[list[bytes]]:
+    """Per connection, its reads: each the bytes of WINDOW requests (or of `batches_per_read`
+    batch requests: a producer with that many batches in flight)."""
     body = os.urandom(size)
     reads: list[list[bytes]] = []
     per_conn = max(1, n_messages // CONNECTIONS)
@@ -107,10 +108,13 @@ def build_reads(n_messages: int, size: int, batch: bool) -> list[list[bytes]]:
         sender = Sender(TOPIC, q, batch=batch)
         conn_reads: list[bytes] = []
         if batch:
+            frames = []
             for i in range(max(1, per_conn // BATCH)):
                 cmd = sender.batch_of(body, BATCH)
                 cmd.opaque = i + 1
-                conn_reads.append(encode_command(cmd))
+                frames.append(encode_command(cmd))
+            step = batches_per_read
+            conn_reads = [b"".join(frames[i : i + step]) for i in range(0, len(frames), step)]
         else:
             frames = []
             for i in range(per_conn):
@@ -218,11 +222,19 @@ async def main() -> None:
     ap.add_argument("--sizes", default="1024,128", help="body sizes, comma-separated")
     ap.add_argument("--size", type=int, help="one body size (instead of --sizes)")
     ap.add_argument("--phases", default="single,batch")
+    ap.add_argument(
+        "--batches-per-read", type=int, default=1,
+        help="SEND_BATCH_MESSAGE requests per read in the batch phase (batches in flight per connection)",
+    )  # fmt: skip
     ap.add_argument("--segment-mib", type=int, default=64)
     ap.add_argument(
         "--lane", choices=("on", "commands", "off"), default="on",
         help="commands: the lane over decoded commands only (no raw lane, as before it); "
         "off: no coalescing lane for single sends (the per-message path)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--batch-lane", choices=("on", "off"), default="on",
+        help="off: no batch lane (every SEND_BATCH_MESSAGE served by SendMessageProcessor)",
     )  # fmt: skip
     ap.add_argument(
         "--pull-lane", choices=("on", "off"), default="on",
@@ -252,6 +264,8 @@ async def main() -> None:
             controller.table.raw = None
         if args.lane == "off":
             controller.table.groups.clear()
+        if args.batch_lane == "off":
+            controller.table.groups.pop(int(RequestCode.SEND_BATCH_MESSAGE), None)
         lane = "off" if not controller.table.groups else "on" if controller.table.raw else "commands"
         print(f"coalescing lane: {lane}")
         try:
@@ -264,8 +278,8 @@ async def main() -> None:
                         note = f" ({sum(map(len, reads))} pulls of {PULL_BATCH})"
                     else:
                         batch = phase == "batch"
-                        per_read, note = (BATCH if batch else WINDOW), ""
-                        reads = build_reads(args.messages, size, batch)
+                        per_read, note = (BATCH * args.batches_per_read if batch else WINDOW), ""
+                        reads = build_reads(args.messages, size, batch, args.batches_per_read)
                         check_answers(controller, reads[0][:2])  # warm-up, topic created, answers SUCCESS
                     results = [await run_once(controller, reads, per_read) for _ in range(args.runs)]
                     cpu, loop_cpu, handling, faults = (min(r[i] for r in results) for i in range(4))

@@ -58,11 +58,22 @@ def test_async_flush_sigkill_loses_no_ack(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_async_flush_sigkill_loses_no_batched_ack(tmp_path: Path) -> None:
+    """Every other request a batch of 3 (served by the batch lane: one append per read): a kill
+    loses none of their acks, and each batch's messages lie where its answer said."""
+    state = CrashState(tmp_path, flush="ASYNC_FLUSH", batches=True)
+    asyncio.run(crash_cycles(state, 5, random.Random(20261128), 300))
+    lost = asyncio.run(verify(state))
+    assert state.cycles == 5 and len(state.acks) > 0
+    assert lost == 0 and not state.lost and not state.violations
+
+
+@pytest.mark.slow
 def test_async_flush_power_loss_loses_only_unflushed_acks(tmp_path: Path) -> None:
     """A commit log cut at the flushed offset read before each kill: the broker recovers (queues
     contiguous, no duplicates, every other ack there by queue and by key) and no ack below that
     offset is lost. Flushing every 20 ms puts that offset inside the cycles' writes."""
-    state = CrashState(tmp_path, flush="ASYNC_FLUSH", power_loss=True, flush_interval_ms=20)
+    state = CrashState(tmp_path, flush="ASYNC_FLUSH", power_loss=True, flush_interval_ms=20, batches=True)
     asyncio.run(crash_cycles(state, 5, random.Random(20261126), 1500))
     lost = asyncio.run(verify(state))
     print(f"\nacked per cycle: {[len(k.acks) for k in state.kills]}, "

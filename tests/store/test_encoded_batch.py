@@ -169,3 +169,38 @@ def test_refusals(tmp_path: Path) -> None:
         assert summary(put(small, body, "", "T", 0, reference=reference)) == (
             PutMessageStatus.SERVICE_NOT_AVAILABLE, "store is shut down", None
         )  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.lists(st.tuples(entries, st.integers(0, 2)), min_size=1, max_size=8), min_size=1, max_size=4)
+)
+def test_several_batches_in_one_append_land_as_one_by_one(tmp_path_factory: Any, rounds: list[Any]) -> None:
+    """`put_encoded_batches_nowait` (the batch lane's: several batches under one lock, those of a
+    segment in one `pwritev`) stores what `put_encoded_nowait` of each in turn stores, across
+    segment rolls, and gives the same results; it stops at a batch over the limit, which the
+    caller leaves to the per-request path (here: put one by one, as the handler would)."""
+    root = tmp_path_factory.mktemp("g")
+    ref = MessageStore(small_config(root / "ref", max_message_size=9000), clock=ManualClock(7))
+    new = MessageStore(small_config(root / "new", max_message_size=9000), clock=ManualClock(7))
+    ref.start()
+    new.start()
+    chosen = speedups.CHOSEN.encode_batch_records
+    try:
+        for batches in rounds:
+            encoded = [
+                (chosen(encode_batch(batch), target("", "T", q, 9000)), "T", q) for batch, q in batches
+            ]
+            expected = [summary(ref.put_encoded_nowait(enc, t, q, STORE)) for enc, t, q in encoded]
+            placed = new.put_encoded_batches_nowait(encoded, STORE)
+            got = [(PutMessageStatus.PUT_OK, "", (a.status, a.wrote_offset, a.wrote_bytes, a.msg_id,
+                                                  a.logics_offset, a.msg_num)) for a in placed]  # fmt: skip
+            assert got == expected[: len(placed)]
+            for enc, t, q in encoded[len(placed) :]:  # what the lane leaves to the handler
+                new.put_encoded_nowait(enc, t, q, STORE)
+        assert log_bytes(new) == log_bytes(ref)
+        for q in range(3):
+            assert units(new, "T", q) == units(ref, "T", q)
+    finally:
+        ref.shutdown()
+        new.shutdown()

@@ -19,6 +19,8 @@ import asyncio
 import time
 from collections.abc import Mapping
 
+from rocketlite.protocol.codes import RequestCode
+from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.message import properties_to_string
 from rocketlite.protocol.requests.pull import PullResult, PullStatus, build_pull, parse_pull
@@ -26,6 +28,7 @@ from rocketlite.protocol.requests.query import build_query_message, matches_key,
 from rocketlite.protocol.requests.response import ResponseError
 from rocketlite.protocol.requests.send import build_send
 from rocketlite.protocol.wire.command import RemotingCommand, make_request
+from rocketlite.protocol.wire.headers import SendMessageRequestHeader
 from rocketlite.remoting.client import RemotingClient
 
 TOPIC = "CrashTopic"
@@ -66,6 +69,21 @@ def send_command(topic: str, body: bytes, *, queue_id: int, group: str, tags: st
         born_timestamp=int(time.time() * 1000) if born_timestamp is None else born_timestamp,
         reconsume_times=reconsume_times,
     )
+
+
+def batch_request(keys: list[str], queue_id: int) -> RemotingCommand:
+    """SEND_BATCH_MESSAGE to TOPIC of one message per key (KEYS=key, body ``body-<key>``), as a
+    Java producer's `send(Collection)` writes it."""
+    entries = [
+        BatchEntry(0, f"body-{key}".encode(), properties_to_string({"TAGS": "t", "KEYS": key}))
+        for key in keys
+    ]
+    header = SendMessageRequestHeader(
+        producer_group="crash_pg", topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=queue_id, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0, properties="",
+        batch=True,
+    )  # fmt: skip
+    return make_request(RequestCode.SEND_BATCH_MESSAGE, header.to_ext_v2(), encode_batch(entries))
 
 
 async def pull_until_end(

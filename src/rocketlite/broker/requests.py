@@ -25,6 +25,7 @@ from rocketlite.broker.processors.pull_lane import PullLane
 from rocketlite.broker.processors.query import QueryMessageProcessor
 from rocketlite.broker.processors.reply import ReplyMessageProcessor
 from rocketlite.broker.processors.send import SendMessageProcessor
+from rocketlite.broker.processors.send_batch_lane import SendBatchLane
 from rocketlite.broker.processors.send_group import SendGroupLane
 from rocketlite.broker.rebalance_lock import RebalanceLockManager
 from rocketlite.broker.transaction import TransactionalMessageService
@@ -141,6 +142,9 @@ def register_requests(
     if encode_group is not None:  # the coalescing lane of single sends (compiled only)
         lane = SendGroupLane(send)
         table.groups[C.SEND_MESSAGE_V2] = lane
+        batches = SendBatchLane(send, lane)
+        table.groups[C.SEND_BATCH_MESSAGE] = batches
+        raws[C.SEND_BATCH_MESSAGE] = batches.raw
         raws[C.SEND_MESSAGE_V2] = lane.raw
     if wire_speedups.CHOSEN is not wire_speedups.REFERENCE:  # the pull lane (compiled only)
         raws[C.PULL_MESSAGE] = PullLane(pull).raw

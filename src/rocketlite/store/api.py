@@ -80,6 +80,14 @@ class StoreAPI(Protocol):
         self, enc: EncodedBatch, topic: str, queue: int, host: HostAddress, *, paced: bool = False
     ) -> PendingPut: ...
 
+    def put_encoded_batches_nowait(
+        self, batches: list[tuple[EncodedBatch, str, int]], host: HostAddress
+    ) -> list[AppendResult]:
+        """Several batches (encoded, topic, queue id) appended in one go
+        (`CommitLog.append_encoded_batches`), for ASYNC_FLUSH (`takes_group`): the results of the
+        leading ones placed, fewer than asked where `put_encoded_nowait` would refuse one or a
+        segment could not be created."""
+
     def takes_group(self) -> bool:
         """Whether `put_group_nowait` serves now: the group codecs are compiled, ASYNC_FLUSH,
         and the store takes puts."""

@@ -201,6 +201,56 @@ class CommitLog:
                 self.topic_queue_table[key] = qoff0 + count
         return AppendResult(_APPEND_OK, base, total, msg_ids, now, qoff0, count)
 
+    def append_encoded_batches(
+        self, batches: list[tuple[EncodedBatch, str, int]], store_host: HostAddress
+    ) -> tuple[list[AppendResult], SegmentCreateError | None]:
+        """`append_encoded_batch` of several batches (encoded, topic, queue id) one after the
+        other, as if appended one by one, under one lock and one clock read; the batches that
+        share a segment are written with one `MappedFile.append_many` (one `pwritev`). The
+        AppendResults of the leading batches placed, and the segment failure that stopped it.
+        A batch `append_encoded_batch` would refuse (over a limit) stops it too, before it is
+        placed: the caller leaves it and the rest to the per-request path, which answers it."""
+        prefix = self._msg_id_prefix(store_host)
+        table = self.topic_queue_table
+        out: list[AppendResult] = []
+        parts: list[bytearray] = []
+        failed: SegmentCreateError | None = None
+        mf: MappedFile | None = None
+        end = 0  # where the pending parts end in `mf`
+        with self._lock:
+            now = self.clock.now_ms()
+            for (buf, count, sys_flag, found, _remark), topic, queue_id in batches:
+                total = len(buf)
+                if found == BATCH_TOO_LARGE or total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                    break
+                if mf is None or total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - end:
+                    if parts:
+                        assert mf is not None
+                        mf.append_many(parts)
+                        mf.store_timestamp = now
+                        parts = []
+                    try:
+                        mf = self._segment_for(total)
+                    except SegmentCreateError as exc:
+                        failed = exc
+                        break
+                    end = mf.wrote_position
+                base = mf.file_from_offset + end
+                key = f"{topic}-{queue_id}"
+                advances = sys_flag & _TRANSACTION_MASK in _IN_CONSUME_QUEUE  # `enters_consume_queue`
+                qoff0 = table.get(key, 0) if advances else 0
+                msg_ids = stamp_batch(buf, count, qoff0, advances, base, now, prefix)
+                if advances:
+                    table[key] = qoff0 + count
+                parts.append(buf)
+                end += total
+                out.append(AppendResult(_APPEND_OK, base, total, msg_ids, now, qoff0, count))
+            if parts:
+                assert mf is not None
+                mf.append_many(parts)
+                mf.store_timestamp = now
+        return out, failed
+
     def append_group(
         self, buf: bytearray, sizes: list[int], keys: list[str], store_host: HostAddress
     ) -> tuple[list[str], list[int], int, SegmentCreateError | None]:

@@ -13,7 +13,6 @@ counts and sizes, the per-topic items, the traffic and its size histogram) must 
 from __future__ import annotations
 
 import asyncio
-import random
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,10 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.processors.send_group import SendGroupLane
-from rocketlite.broker.stats import BrokerStats
-from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import PullSysFlag, RequestCode, SerializeType
 from rocketlite.protocol.formats import speedups
 from rocketlite.protocol.formats.batch import BatchEntry, encode_batch
@@ -34,9 +30,8 @@ from rocketlite.protocol.wire.command import make_request
 from rocketlite.protocol.wire.frame import encode_command
 from rocketlite.protocol.wire.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketlite.protocol.wire.speedups import REFERENCE as WIRE_REFERENCE
-from rocketlite.remoting.connection import Connection
-from rocketlite.store.config import StoreConfig
-from tests.support.lanes import cut_anywhere, feed, fixed_broker, side_by_side
+from rocketlite.remoting.connection import Connection, RequestObserver
+from tests.support.lanes import reads_of, serve_lane, side_by_side
 
 pytestmark = pytest.mark.skipif(speedups.encode_group is None, reason="the lane runs only compiled")
 
@@ -77,29 +72,7 @@ def request_frames(draw: st.DrawFn, opaque: int) -> bytes:
 
 @st.composite
 def reads(draw: st.DrawFn) -> list[bytes]:
-    out, opaque = [], 1
-    for _ in range(draw(st.integers(1, 6))):
-        frames = []
-        for _ in range(draw(st.integers(1, 12))):
-            frames.append(draw(request_frames(opaque)))
-            opaque += 1
-        out.append(b"".join(frames))
-    return cut_anywhere(draw, out)
-
-
-def stats_of(stats: BrokerStats) -> object:
-    """What the sends added to: the broker's totals, each topic's put items, the traffic."""
-    items = stats.items
-    return (
-        stats.put_nums,
-        stats.put_size,
-        {name: {k: (i.value, i.times) for k, i in found.items.items()} for name, found in items.sets.items()},
-        {k: (t.messages, t.size, list(t.buckets), t.size_sum) for k, t in stats.traffic_in.items()},
-    )
-
-
-def files_under(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return reads_of(draw, request_frames, 6, 12)
 
 
 async def serve(
@@ -107,31 +80,10 @@ async def serve(
 ) -> tuple[bytes, dict[str, bytes], dict[str, bytes], int, object]:
     """Feed `data` (one read each) to a fresh broker; (answers, commit log, consume queues, lane
     count (`lane="raw"`: of those served from the bytes), stats)."""
-    store_cfg = StoreConfig(
-        store_path_root_dir=root, maped_file_size_commit_log=16 * 1024,
-        maped_file_size_consume_queue=20 * 64, max_message_size=2400,
-    )  # fmt: skip
-    broker = BrokerConfig(
-        listen_port=0, listen_host="127.0.0.1", grpc_server_port=0, auto_create_topic_enable=True
-    )
-    async with fixed_broker(store_cfg, broker) as (controller, parts):
-        parts.send.rng = random.Random(7)
-        controller.topics.update(TopicConfig("MultiT", 4, 4, topic_filter_type="MULTI_TAG"))
-        lanes = controller.table.groups
-        lane_obj = lanes.get(int(RequestCode.SEND_MESSAGE_V2))
-        assert isinstance(lane_obj, SendGroupLane)
-        if not lane:
-            lanes.clear()
-            controller.table.raw = None
-        if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
-            controller.table.observer = lambda code, answer, ms, held, result: observed.append(code)
-        return (
-            await feed(controller, data),
-            files_under(root / "commitlog"),
-            files_under(root / "consumequeue"),
-            lane_obj.raw_taken if lane == "raw" else lane_obj.taken,
-            stats_of(parts.send.stats),
-        )
+    observer: RequestObserver | None = None
+    if observed is not None:  # RocketMQ 5's rpc latency: each request is timed on its own
+        observer = lambda code, answer, ms, held, result: observed.append(code)  # noqa: E731
+    return await serve_lane(root, data, lane, int(RequestCode.SEND_MESSAGE_V2), 16 * 1024, 2400, observer)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -231,15 +183,16 @@ def test_frames_of_other_codes_never_reach_the_send_lanes_reader(monkeypatch: py
         others += [encode_command(batch), encode_command(v1), encode_command(pull)]
     data = [
         first,  # the topic created and found legal by the handler
-        others[0] + single[0] + others[4],  # a batch first: the lane is not offered the read
-        single[1] + single[2] + others[3] + single[3] + others[1],  # singles, then a batch: offered once
+        others[0] + single[0] + others[4],  # a batch first (the batch lane's): then single[0] offered
+        single[1] + single[2] + others[3] + single[3] + others[1],  # offered at single[1] and single[3]
         others[2] + single[4] + others[5] + single[5],  # a pull (of an empty queue: its lane leaves it) first
         b"".join(single[6:]) + others[0],
     ]
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         fast = asyncio.run(serve(Path(a), data, "raw"))
         slow = asyncio.run(serve(Path(b), data, False))
-    assert offered == [int(RequestCode.SEND_MESSAGE_V2)] * 3  # the reads that start with a single
-    assert fast[3] == 4  # the singles that lead those reads (the first creates the topic), from the bytes
+    # offered at the first frame of reads 1, 3 and 5, and after the batch lane took a batch (reads 2, 3)
+    assert offered == [int(RequestCode.SEND_MESSAGE_V2)] * 5
+    assert fast[3] == 6  # the singles served from the bytes (was 4 before the batch lane)
     assert fast[:3] == slow[:3]
     assert fast[4] == slow[4]

@@ -21,7 +21,7 @@ from rocketlite.protocol.codes import ResponseCode
 from rocketlite.remoting.client import RemotingClient
 from tests.support import processes
 from tests.support.ports import broker_port, free_port
-from tests.support.wire import QUEUES, pull_queue, query_key, send_request
+from tests.support.wire import QUEUES, batch_request, pull_queue, query_key, send_request
 
 PRODUCERS = 4
 CYCLES = 15
@@ -95,6 +95,7 @@ class CrashState:
     segment_bytes: int = SEGMENT_BYTES
     flush_interval_ms: int = 0  # flushIntervalCommitLog; 0 = the broker's default (500)
     conf_lines: tuple[str, ...] = ()  # more `key=value` lines for broker.conf
+    batches: bool = False  # every other request a SEND_BATCH_MESSAGE of 3 (the batch lane's)
     acks: dict[str, Ack] = field(default_factory=dict)  # every ack that must survive
     lost: dict[str, Ack] = field(default_factory=dict)  # acks lost where a loss was allowed
     violations: list[str] = field(default_factory=list)  # losses or moves that were not allowed
@@ -273,9 +274,11 @@ async def load_until_killed(state: CrashState, broker: BrokerProcess, kill_after
                 state.seq += 1
                 key = f"c{state.cycles}-p{pid}-{state.seq}"
                 queue_id = state.seq % QUEUES
-                state.sent += 1
+                keys = [f"{key}-{i}" for i in range(3)] if state.batches and state.seq % 2 else [key]
+                state.sent += len(keys)
+                request = batch_request(keys, queue_id) if len(keys) > 1 else send_request(key, queue_id)
                 try:
-                    r = await client.invoke(broker.addr, send_request(key, queue_id), timeout=10.0)
+                    r = await client.invoke(broker.addr, request, timeout=10.0)
                 except (ConnectionError, OSError, TimeoutError):
                     return  # the broker is gone: this message is unacknowledged
                 if r.code == ResponseCode.SYSTEM_BUSY:
@@ -286,10 +289,14 @@ async def load_until_killed(state: CrashState, broker: BrokerProcess, kill_after
                 assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
                 ext = r.ext_fields
                 # An answer read after the kill decision is a real ack all the same: it counts.
-                ack = Ack(key, int(ext["queueId"]), int(ext["queueOffset"]), int(ext["msgId"][-16:], 16),
-                          time.monotonic())  # fmt: skip
-                state.acks[key] = ack
-                kill.acks.append(ack)
+                # A batch's: msgId the comma-joined ids, queueOffset the first message's.
+                ids = ext["msgId"].split(",")
+                assert len(ids) == len(keys), (ids, keys)
+                for i, (k, msg_id) in enumerate(zip(keys, ids, strict=True)):
+                    ack = Ack(k, int(ext["queueId"]), int(ext["queueOffset"]) + i, int(msg_id[-16:], 16),
+                              time.monotonic())  # fmt: skip
+                    state.acks[k] = ack
+                    kill.acks.append(ack)
                 if killed.is_set():
                     return
                 if len(kill.acks) >= kill_after and not killing:

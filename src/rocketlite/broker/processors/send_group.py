@@ -72,7 +72,9 @@ class SendGroupLane:
         self.raw_taken = 0  # of those, served straight from the read's bytes (`raw`)
         self._facts: dict[str, TopicFacts] = {}  # `gather_sends`' per-topic cache
 
-    def _open(self) -> bool:
+    def accepting(self) -> bool:
+        """Whether the store takes grouped appends now (master, writable, started, not
+        rejecting): the batch lane asks this too, so both lanes decline alike."""
         p = self.processor
         b = p.broker
         return (
@@ -96,7 +98,7 @@ class SendGroupLane:
     def __call__(self, conn: Connection, commands: list[RemotingCommand], start: int) -> int:
         """Serve the leading requests of `commands[start:]` that are on the common path; their
         answers go to `conn` in order, as one write. Returns how many were served (0: none)."""
-        if not self._open():
+        if not self.accepting():
             return 0
         p = self.processor
         head, max_size = self._limits(conn)
@@ -113,7 +115,7 @@ class SendGroupLane:
         its own: the chain keeps frames of other codes away): serve the leading frames of
         `src[pos:]` that are on the common path straight from their bytes; returns the position
         after the last one served."""
-        if not self._open():
+        if not self.accepting():
             return pos
         p = self.processor
         head, max_size = self._limits(conn)

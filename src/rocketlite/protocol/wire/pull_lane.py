@@ -47,6 +47,7 @@ __all__ = [
     "PullAsk",
     "ReadRawPull",
     "encode_pull_found_over",
+    "frame_at",
     "read_raw_pull_over",
 ]
 
@@ -63,6 +64,27 @@ _SUCCESS: Final = int(ResponseCode.SUCCESS)
 _RESPONSE_FLAG: Final = int(CommandFlag.RESPONSE)
 
 
+def frame_at(
+    decode_frames: DecodeFrames, src: bytes, pos: int, max_frame_length: int
+) -> tuple[RemotingCommand, int, int] | None:
+    """The frame at `src[pos:]` decoded, where it ends and its header's length, when it is
+    complete and the connection's decoder takes it; else None (the raw lanes' references)."""
+    if len(src) - pos < FRAME_PREFIX.size:
+        return None
+    length, word = FRAME_PREFIX.unpack_from(src, pos)
+    if not HEADER_WORD.size <= length <= max_frame_length - LENGTH.size:
+        return None
+    end = pos + LENGTH.size + length
+    header_length = word & HEADER_LENGTH_MASK
+    if header_length > length - HEADER_WORD.size or end > len(src):
+        return None
+    try:
+        decoded, _ = decode_frames(src[pos:end], max_frame_length)
+    except ProtocolError:  # the connection's decoder refuses it
+        return None
+    return decoded[0], end, header_length
+
+
 def read_raw_pull_over(
     decode_frames: DecodeFrames,
     decode_pull_header: Callable[[Mapping[str, str] | None], PullMessageRequestHeader],
@@ -70,19 +92,10 @@ def read_raw_pull_over(
     """`read_raw_pull` over a frame decoder and a pull header decoder."""
 
     def read_raw_pull(src: bytes, pos: int, max_frame_length: int) -> PullAsk | None:
-        if len(src) - pos < FRAME_PREFIX.size:
+        found = frame_at(decode_frames, src, pos, max_frame_length)
+        if found is None:
             return None
-        length, word = FRAME_PREFIX.unpack_from(src, pos)
-        if not HEADER_WORD.size <= length <= max_frame_length - LENGTH.size:
-            return None
-        end = pos + LENGTH.size + length
-        if word & HEADER_LENGTH_MASK > length - HEADER_WORD.size or end > len(src):
-            return None
-        try:
-            decoded, _ = decode_frames(src[pos:end], max_frame_length)
-        except ProtocolError:  # the connection's decoder refuses it
-            return None
-        req = decoded[0]
+        req, end, _header_length = found
         if req.code != _PULL or req.flag & _NOT_ANSWERED:
             return None
         try:

@@ -22,7 +22,10 @@ the same commands, bytes and errors, pinned together by the differential tests
   (`tests/protocol/test_native_send_lane.py`, `test_native_raw_sends.py`);
 * `read_raw_pull`, `encode_pull_found` (the PULL_MESSAGE lane's per-request calls: a pull read
   from a read's bytes, the FOUND answer's frame up to its body): `pull_lane` over the references
-  above; compiled in `_native/_send_lane.pyx` (`tests/protocol/test_native_pull_lane.py`).
+  above; compiled in `_native/_send_lane.pyx` (`tests/protocol/test_native_pull_lane.py`);
+* `read_raw_batch` (the SEND_BATCH_MESSAGE lane's read of a request from a read's bytes):
+  `batch_lane` over the references above; compiled in `_native/_send_lane.pyx`
+  (`tests/protocol/test_native_batch_lane.py`).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the frame layer, the broker and the clients import these names from here and nowhere else.
@@ -39,6 +42,7 @@ from typing import Final
 
 from rocketlite import native
 from rocketlite.protocol.wire import command, json_header_ref
+from rocketlite.protocol.wire.batch_lane import ReadRawBatch, read_raw_batch_over
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.custom_header import decoder_for
 from rocketlite.protocol.wire.frame_codec import (
@@ -82,6 +86,7 @@ __all__ = [
     "encode_send_oks",
     "gather_raw_sends",
     "gather_sends",
+    "read_raw_batch",
     "read_raw_pull",
 ]
 
@@ -105,6 +110,7 @@ class Codecs:
     encode_send_oks: EncodeSendOks
     read_raw_pull: ReadRawPull
     encode_pull_found: EncodePullFound
+    read_raw_batch: ReadRawBatch
 
 
 _ENCODE_COMMAND_REFERENCE: Final = encode_command_over(json_header_ref.encode_json_header)
@@ -136,6 +142,10 @@ REFERENCE: Final = Codecs(
         decode_frames_over(json_header_ref.decode_json_header), _PULL_HEADER_REFERENCE
     ),
     encode_pull_found=encode_pull_found_over(_ENCODE_COMMAND_REFERENCE),
+    # the SEND_BATCH_MESSAGE lane's read (`batch_lane`): over the references above
+    read_raw_batch=read_raw_batch_over(
+        decode_frames_over(json_header_ref.decode_json_header), _SEND_HEADER_REFERENCE
+    ),
 )
 
 # The compiled modules, each providing some of the `Codecs` fields under the same names.
@@ -161,3 +171,4 @@ gather_raw_sends: Final = CHOSEN.gather_raw_sends
 encode_send_oks: Final = CHOSEN.encode_send_oks
 read_raw_pull: Final = CHOSEN.read_raw_pull
 encode_pull_found: Final = CHOSEN.encode_pull_found
+read_raw_batch: Final = CHOSEN.read_raw_batch

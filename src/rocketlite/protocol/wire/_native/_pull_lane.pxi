@@ -27,36 +27,45 @@ cdef long long _PULL_VERSION = _DEFAULT_VERSION_PY
 cdef object _pull_found_py = _encode_pull_found_over(_encode_command_over(_json_ref.encode_json_header))
 
 
+cdef bint _raw_head(const unsigned char* p, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t max_frame_length,
+                    _Head h, Py_ssize_t* end, unsigned int* serialize_type, unsigned int* header_length):
+    """The complete frame at `p[pos:size]`: its prefix checked as the decoder checks it and its
+    header read into `h` (JSON or ROCKETMQ), where it ends, its serialization and header length;
+    False for anything else (the per-code readers' common start)."""
+    cdef long long length
+    cdef unsigned int word
+    if pos < 0 or size - pos < 8:
+        return False
+    length = _get32(p + pos)
+    word = _getu32(p + pos + 4)
+    header_length[0] = word & 0x00FFFFFF
+    if not 4 <= length <= max_frame_length - 4 or header_length[0] > length - 4:
+        return False
+    end[0] = pos + 4 + length
+    if end[0] > size:
+        return False
+    serialize_type[0] = word >> 24
+    if serialize_type[0] == 0:
+        return _json_head(p + pos + 8, header_length[0], h)
+    if serialize_type[0] == 1:
+        return _binary_head(p + pos + 8, header_length[0], h)
+    return False
+
+
 def read_raw_pull(bytes src, Py_ssize_t pos, Py_ssize_t max_frame_length):
     """`pull_lane.read_raw_pull_over(...)`: the pull at `src[pos:]` as a `PullAsk`, or None (also
     where the reference reads a spelling this reader does not take)."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(src)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(src), end
-    cdef long long length, num[7]
-    cdef unsigned int word, header_length, serialize_type
-    cdef bint ok
+    cdef long long num[7]
+    cdef unsigned int header_length, serialize_type
     cdef _Head h = _pull_head
     cdef list slots = _pull_slots
     cdef int k
     cdef tuple digits = (9, 18, 9, 9, 18, 18)
-    if pos < 0 or size - pos < 8:
+    if not _raw_head(p, size, pos, max_frame_length, h, &end, &serialize_type, &header_length):
         return None
-    length = _get32(p + pos)
-    word = _getu32(p + pos + 4)
-    header_length = word & 0x00FFFFFF
-    if not 4 <= length <= max_frame_length - 4 or header_length > length - 4:
-        return None
-    end = pos + 4 + length
-    if end > size:
-        return None
-    serialize_type = word >> 24
-    if serialize_type == 0:
-        ok = _json_head(p + pos + 8, header_length, h)
-    elif serialize_type == 1:
-        ok = _binary_head(p + pos + 8, header_length, h)
-    else:
-        return None
-    if not ok or h.code != _PULL or h.flag & _NOT_ANSWERED:
+    if h.code != _PULL or h.flag & _NOT_ANSWERED:
         return None
     group, topic = slots[0], slots[1]
     sub, expr = slots[8], slots[10]

@@ -377,3 +377,4 @@ def gather_sends(list commands, Py_ssize_t start, dict table, set legal, dict fa
 
 include "_send_lane_raw.pxi"  # gather_raw_sends: the same, from the frames' bytes
 include "_pull_lane.pxi"  # read_raw_pull, encode_pull_found: the PULL_MESSAGE lane
+include "_batch_lane.pxi"  # read_raw_batch: the SEND_BATCH_MESSAGE lane
