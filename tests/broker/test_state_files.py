@@ -30,6 +30,18 @@ def test_consumer_offsets_format_and_round_trip(tmp_path: Path) -> None:
     assert again.query_all("g", "TopicTest") == {}
 
 
+def test_commit_all_is_commit_per_queue(tmp_path: Path) -> None:
+    """A pop's commit of every queue it looked at, in one call: the same table as one commit each,
+    the queues it does not name left as they were."""
+    one, many = ConsumerOffsetTable(tmp_path / "one"), ConsumerOffsetTable(tmp_path / "many")
+    for table in (one, many):
+        table.commit("g", "T", 3, 30)
+    for queue_id, offset in ((0, 5), (1, 0), (2, 9)):
+        one.commit("g", "T", queue_id, offset)
+    many.commit_all("g", "T", {0: 5, 1: 0, 2: 9})
+    assert one.query_all("g", "T") == many.query_all("g", "T") == {0: 5, 1: 0, 2: 9, 3: 30}
+
+
 def test_reads_files_written_by_rocketmq(tmp_path: Path) -> None:
     (tmp_path / "delayOffset.json").write_text('{"offsetTable":{1:0,2:5}}')
     delay = DelayOffsetTable(tmp_path)

@@ -124,6 +124,27 @@ def test_a_record_inside_a_batchs_bytes_is_written_as_the_record_alone(
         assert outcome_at(shared, -1, 1, stamp, now, writer)[0] is ValueError  # type: ignore[index]
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(records(), min_size=1, max_size=4), st.booleans(), stamps(), millis)
+def test_a_run_is_written_in_one_call_as_its_records_one_by_one(
+    run: list[bytes], rest: bool, stamp: delivery.PopStamp, now: int
+) -> None:
+    """A pop's run of back-to-back records (`PoppedRun`): both run writers give, record by
+    record, what the reference gives for each record alone; a last size of -1 is the rest."""
+    data = b"".join(run)
+    sizes = [len(record) for record in run]
+    if rest:
+        sizes[-1] = -1
+    alone = [outcome(record, stamp, now, delivery.delivery_response) for record in run]
+    for writer in (speedups.delivery_responses, delivery.delivery_responses):
+        try:
+            written: object = writer(data, sizes, stamp, now)
+        except Exception as exc:  # a record the reference refuses: the same refusal
+            assert (type(exc), str(exc)) in alone
+            continue
+        assert written == alone
+
+
 def outcome_at(data: bytes, pos: int, size: int, stamp: delivery.PopStamp, now_ms: int, fn: object) -> object:
     try:
         return fn(data, stamp, now_ms, pos, size)  # type: ignore[operator]

@@ -113,6 +113,12 @@ class ConsumerOffsetTable(JsonConfigFile):
         with self.lock:
             self.offset_table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
 
+    def commit_all(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """`commit` of several queues of one group and topic (queue id -> offset): one lock and one
+        key for a pop that looked at every queue of its topic."""
+        with self.lock:
+            self.offset_table.setdefault(f"{topic}@{group}", {}).update(offsets)
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset (a pending reset's, if any), or -1 when the group has none."""
         key = f"{topic}@{group}"

@@ -149,17 +149,11 @@ class QueueRead:
         base = self.base_offset
         return [base + i for i in self.picked[2::3]]
 
-    def copied_runs(self) -> list[tuple[bytes, list[int]]]:
-        """Each run of back-to-back records copied out of the commit log in one `bytes`, with
-        its records' sizes in queue order: what a reader that keeps the records past `release`
-        (POP, whose answer waits for its log) takes, with no view or copy per record."""
-        sizes = self.picked[1::3]
-        runs: list[tuple[bytes, list[int]]] = []
-        k = 0
-        for part, end in zip(self.parts, self.part_ends, strict=True):
-            runs.append((bytes(part), sizes[k:end].tolist()))
-            k = end
-        return runs
+    def copied(self) -> tuple[bytes, list[int]]:
+        """Every record of the read copied out back to back in one `bytes` (the runs joined), with
+        their sizes in queue order: one object for the whole read, where a queue's records are
+        interleaved with other queues' in the commit log and each run is one record."""
+        return b"".join(self.parts), self.picked[1::3].tolist()
 
     def last_message(self) -> memoryview | None:
         """A view of the last record (the pull's slave suggestion reads its PHYSICALOFFSET),
@@ -212,9 +206,9 @@ class GetMessageResult:
     def queue_offsets(self) -> list[int]:
         return self.found.queue_offsets if self.found is not None else []
 
-    def copied_runs(self) -> list[tuple[bytes, list[int]]]:
-        """See `QueueRead.copied_runs`."""
-        return self.found.copied_runs() if self.found is not None else []
+    def copied(self) -> tuple[bytes, list[int]]:
+        """See `QueueRead.copied`."""
+        return self.found.copied() if self.found is not None else (b"", [])
 
     def last_message(self) -> memoryview | None:
         return self.found.last_message() if self.found is not None else None

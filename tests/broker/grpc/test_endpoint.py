@@ -201,9 +201,14 @@ def test_bad_input_gets_its_code(tmp_path: Path, impl: str) -> None:
                     spb.SendMessageRequest(messages=[_message("NoSuchT", body, good, message_id="")]),
                     timeout=5,
                 )
+                # a digit `int` does not read, more digits than it reads: refused, not raised
+                odd = [pb.Digest(type=pb.DigestType.CRC32, checksum=text) for text in ("²", "1" * 5000)]
+                requests = [spb.SendMessageRequest(messages=[_message("NoSuchT", body, d)]) for d in odd]
+                odd_digits = [await stub.SendMessage(r, timeout=5) for r in requests]
             assert unknown.status.code == pb.Code.TOPIC_NOT_FOUND, unknown.status.message
             assert corrupted.status.code == pb.Code.MESSAGE_CORRUPTED
             assert "DEADBEEF" in corrupted.status.message
+            assert [a.status.code for a in odd_digits] == [pb.Code.MESSAGE_CORRUPTED] * 2
             assert no_id.status.code == pb.Code.ILLEGAL_MESSAGE_ID
 
     run(scenario())

@@ -13,13 +13,14 @@ from pathlib import Path
 
 from tests.support import pop_client
 from tests.support.aio import run
-from tests.support.broker_harness import broker_under_test
+from tests.support.broker_harness import BrokerUnderTest, broker_under_test
 from tests.support.foreign_clients.grpc5 import endpoint_address, require_python5, start_python5
 
 COUNT = 40
 
 # Receives (batches of 4, acked one by one) until a receive finds nothing after it had found some,
-# printing each message id as one JSON line; `ready` once started.
+# printing each message id as one JSON line; `ready` once started, then it waits for a line on
+# stdin (the test's go, once the remoting side has taken its first messages).
 PYTHON_RECEIVER = """
 import json, sys, time
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
@@ -29,6 +30,7 @@ config = ClientConfiguration(endpoint, Credentials(), request_timeout=3)
 consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=5)
 consumer.startup()
 print(json.dumps({"ready": True}), flush=True)
+sys.stdin.readline()
 seen = 0
 deadline = time.time() + 60
 try:
@@ -65,16 +67,16 @@ def test_remoting_pop_and_python_5x_share_a_group_each_message_once(tmp_path: Pa
             reader = asyncio.create_task(_ids_printed(python.proc.stdout, via_5x))
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 60
+            go = python.proc.stdin
+            assert go is not None
+            # The 5.x side starts once the remoting side has its first messages: otherwise a fast
+            # 5.x receiver may take them all while they are sent, and the test would show nothing.
+            while not remoting and loop.time() < deadline:
+                await take_by_remoting(broker, remoting)
+            go.write(b"go\n")
+            await go.drain()
             while len(remoting) + len(via_5x) < COUNT + 1 and loop.time() < deadline:
-                popped = await pop_client.pop(
-                    broker.client, broker.addr, "MixG", "MixT", max_nums=2, poll_ms=1000
-                )
-                if popped.code != 0:  # 210: nothing visible right now (the 5.x side holds it)
-                    continue
-                for record, handle in pop_client.handles(popped, broker.controller.broker.broker_name):
-                    acked = await pop_client.ack(broker.client, broker.addr, "MixG", record, handle)
-                    assert acked.code == 0, acked.remark
-                    remoting.append(record.get_property("UNIQ_KEY") or "")
+                await take_by_remoting(broker, remoting)
             await asyncio.wait_for(reader, 60)  # it stops after a receive that finds nothing
             ended = await python.finish(10)
             assert ended.returncode == 0, ended.explain()
@@ -88,6 +90,17 @@ def test_remoting_pop_and_python_5x_share_a_group_each_message_once(tmp_path: Pa
         return via_5x
 
     run(scenario())
+
+
+async def take_by_remoting(broker: BrokerUnderTest, into: list[str]) -> None:
+    """One remoting POP of up to 2 (held up to a second), each message acked and its id kept."""
+    popped = await pop_client.pop(broker.client, broker.addr, "MixG", "MixT", max_nums=2, poll_ms=1000)
+    if popped.code != 0:  # 210: nothing visible right now (the 5.x side holds it)
+        return
+    for record, handle in pop_client.handles(popped, broker.controller.broker.broker_name):
+        acked = await pop_client.ack(broker.client, broker.addr, "MixG", record, handle)
+        assert acked.code == 0, acked.remark
+        into.append(record.get_property("UNIQ_KEY") or "")
 
 
 async def _ids_printed(stdout: asyncio.StreamReader | None, into: list[str]) -> None:

@@ -1,6 +1,7 @@
 """The unmodified 5.x Node client (npm rocketmq-client-nodejs 1.0.8) sends NORMAL messages over the
 gRPC endpoint: it needs the Telemetry settings reply to finish startup (it hangs forever without
-one, hence `timeout`), and writes CRC32 digests as decimal strings. Messages are read back through
+one, hence `timeout`). Its SendMessage carries no body digest (it checks, as decimal CRC32 or hex
+MD5/SHA1, the digest of a message it receives). Messages are read back through
 the 4.x pull path. Installed by `make test` into `.clients/npm5`; HOME is a temp dir (its log)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.aio import run
-from tests.support.broker_harness import broker_under_test
+from tests.support.broker_harness import broker_under_test, stored_by_uniq_key
 from tests.support.foreign_clients.grpc5 import (
     DOORS,
     check_stored,
@@ -54,6 +55,49 @@ def test_node_producer_sends_normal_messages(tmp_path: Path, impl: str) -> None:
             assert all(transaction_id == message_id for message_id, transaction_id in receipts), receipts
             ids = [message_id for message_id, _ in receipts]
             await check_stored(broker, "Node5T", ids, "node5")
+
+    run(scenario())
+
+
+# A NORMAL send with a tag and keys and no user properties: the shape the send lane serves.
+PLAIN_PRODUCER = """
+const [mod, endpoint, topic, count] = process.argv.slice(1);
+const { Producer } = require(mod);
+(async () => {
+  const producer = new Producer({ endpoints: endpoint, topics: [topic], requestTimeout: 3000 });
+  await producer.startup();
+  for (let i = 0; i < Number(count); i++) {
+    const body = Buffer.from(`node5-${i}`);
+    console.log((await producer.send({ topic, tag: 'TagA', keys: [`key${i}`], body })).messageId);
+  }
+  await producer.shutdown();
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
+def test_node_sends_are_taken_by_the_compiled_loop(tmp_path: Path) -> None:
+    """Node's SendMessage (no body digest; the queue it addresses in `queue_id`) on the h2 door:
+    every call served by the send lane's compiled loop (`speedups.send_run`), none by its Python
+    step or the handler, and stored as sent."""
+    require_node5()
+    from rocketlite.broker.grpc.send_lane import SendMessageLane  # noqa: PLC0415
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path / "store", **door("nghttp2")) as broker:
+            await broker.send("Node5L")  # the topic exists before the producer asks for its route
+            parts = broker.controller.parts
+            assert parts is not None and parts.grpc is not None
+            lane = parts.grpc.send_lane
+            assert isinstance(lane, SendMessageLane)
+            address = endpoint_address(broker)
+            done = await run_node5(PLAIN_PRODUCER, address, "Node5L", "6", home=tmp_path / "home")
+            ids = done.out.split()
+            assert len(ids) == 6
+            assert (lane.taken, lane.compiled) == (6, 6)
+            stored = await stored_by_uniq_key(broker, "Node5L")
+            for i, message_id in enumerate(ids):
+                body, props = stored[message_id]
+                assert (body, props["TAGS"], props["KEYS"]) == (f"node5-{i}".encode(), "TagA", f"key{i}")
 
     run(scenario())
 

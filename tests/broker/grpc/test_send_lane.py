@@ -4,7 +4,8 @@ SendMessage calls (several in flight, so several end in one read) is captured on
 are then fed, read for read, to two real brokers (temporary stores, the same fixed clock, store
 host and queue generator seed) through a `GrpcConnection` on a stub transport: one with the lane,
 one with `Method.group` taken away. The calls mix common sends with ones the lane leaves to the
-handler (FIFO, DELAY and TRANSACTION types, user properties, a bad digest, no message id, a
+handler (FIFO, DELAY and TRANSACTION types, user properties, bad CRC32, MD5 and SHA1 digests
+(right ones, and none, are the lane's), no message id, a
 resource namespace, two messages in one call, a topic not yet found legal, a TIMER_ tag, a topic
 that does not exist and cannot be created). The answer bytes (HTTP/2 frames, in order), the commit
 log's segments (small: groups split where a segment rolls) and every consume queue file must be
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import random
 import tempfile
 import time
@@ -48,18 +50,32 @@ pytestmark = pytest.mark.skipif(
 
 TOPICS = ("LaneT", "LaneT", "LaneT", "MultiT", "Fresh5")
 TAGS = (None, "a", "TagB", "日本", "TIMER_x")
-KINDS = ["common"] * 10 + [
-    "fifo", "delay", "transaction", "user_props", "bad_digest", "no_id", "namespace", "two", "denied"
+KINDS = ["common"] * 10 + ["no_digest"] * 4 + [
+    "fifo", "delay", "transaction", "user_props", "bad_digest", "no_id", "namespace", "two", "denied",
+    "crc_decimal", "md5", "sha1", "bad_md5", "bad_sha1",
 ]  # fmt: skip
+
+
+def digest(body: bytes, kind: str) -> pb.Digest | None:
+    """None (what the official clients send), or a CRC32, MD5 or SHA1 digest, right or wrong."""
+    crc = zlib.crc32(body)
+    if kind == "no_digest":
+        return None
+    if kind in ("md5", "sha1", "bad_md5", "bad_sha1"):
+        name = kind.removeprefix("bad_")
+        text = hashlib.new(name, body + (b"x" if kind.startswith("bad_") else b"")).hexdigest().upper()
+        return pb.Digest(type=pb.DigestType.MD5 if name == "md5" else pb.DigestType.SHA1, checksum=text)
+    checksum = {"bad_digest": "0", "crc_decimal": str(crc)}.get(kind, f"{crc:08x}")
+    return pb.Digest(type=pb.DigestType.CRC32, checksum=checksum)
 
 
 def message(rng: random.Random, i: int, kind: str) -> pb.Message:
     body = bytes([i % 251]) * rng.choice([1, 100, 1024, 3000])
-    checksum = f"{zlib.crc32(body):08x}" if kind != "bad_digest" else "0"
     system = pb.SystemProperties(
         message_id="" if kind == "no_id" else f"01{i:032X}",
         message_type=pb.MessageType.NORMAL,
-        body_digest=pb.Digest(type=pb.DigestType.CRC32, checksum=checksum),
+        body_digest=digest(body, kind),
+        queue_id=rng.choice([0, 0, 1, 3]),  # (Java and Node set the queue they address)
     )
     system.born_timestamp.FromMilliseconds(1_700_000_000_000 + i)
     tag = rng.choice(TAGS)

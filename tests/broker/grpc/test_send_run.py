@@ -1,8 +1,9 @@
 """The compiled loop of SendMessage's group lane (`speedups.send_run`, `_native/_send_run.pxi`)
 pinned against its reference, the lane's per-call Python step (`Run.take`), with hypothesis:
 for a run of calls (mostly the lane's shape, with the values that take a call off the compiled
-path: property separators, "TIMER_", "__S", non-ASCII text, empty tags and keys, digests in other
-spellings, born times at Java's limits, parsed requests, unknown topics), `Run.gather` with the
+path: property separators, "TIMER_", "__S", non-ASCII text, empty tags and keys, born times at
+Java's limits, parsed requests, unknown topics; and every digest type, none to SHA1, right and
+wrong, in the spellings `send.digest_problem` takes and others), `Run.gather` with the
 compiled loop must give the same `encode_group` entries, record sizes, consume-queue keys,
 message ids and stats kinds as with the reference loop (which leaves every call to `Run.take`),
 drawing the same queues from generators of the same seed. The records and answers of real runs
@@ -12,6 +13,7 @@ are pinned by `test_send_lane.py`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import tempfile
 import zlib
@@ -85,20 +87,40 @@ def lane() -> Iterator[tuple[SendMessageLane, Any]]:
             loop.close()
 
 
+def spellings(body: bytes, kind: str) -> st.SearchStrategy[str]:
+    """A digest's checksum of `kind` for `body`: the spellings `send.digest_problem` takes (each
+    case, decimal with leading zeros, unpadded hex) and ones it does not (another body's, cut
+    short, padded too far, non-ASCII digits, "²"), or any text."""
+    crc = zlib.crc32(body)
+    if kind == "CRC32":
+        mixed = f"{crc:08X}"[:4] + f"{crc:08x}"[4:]
+        right = [f"{crc:08X}", f"{crc:08x}", mixed, str(crc), f"00{crc}", f"{crc:x}"]
+        wrong = [str(crc + 1), f"{crc ^ 1:08X}", f"0{crc:08x}", f"{crc:08X}"[:7], "0", "²", "", " 1", "+1"]
+        arabic = "".join(chr(0x660 + int(d)) for d in str(crc))  # `int` reads them; `isdigit` too
+        wrong += [arabic, "0" * 5000]
+    elif kind in ("MD5", "SHA1"):
+        h = hashlib.new(kind.lower(), body).hexdigest()
+        other = hashlib.new(kind.lower(), body + b"x").hexdigest()
+        right = [h.upper(), h, h[:10].upper() + h[10:]]
+        wrong = [other.upper(), h[:-1], h + "0", "", f"{crc:08X}", h[:-1] + "\u0130"]
+    else:
+        right, wrong = ["", f"{crc:08X}", "anything"], []
+    return st.sampled_from(right * 2 + wrong) | st.text(max_size=12)
+
+
 @st.composite
 def message(draw: st.DrawFn) -> pb.Message:
     body = draw(st.sampled_from([b"", b"x", b"hello" * 30]) | st.binary(max_size=80))
-    crc = zlib.crc32(body)
     system = pb.SystemProperties(
         message_id=draw(st.sampled_from(["01ABCDEF", "01" + "F" * 30]) | TEXT),
         message_type=draw(st.sampled_from([1] * 8 + [2])),  # type: ignore[arg-type]
     )
-    if draw(st.integers(0, 5)):
-        system.body_digest.type = pb.DigestType.CRC32
-        system.body_digest.checksum = draw(
-            st.sampled_from([f"{crc:08X}"] * 6 + [f"{crc:08x}", f"{crc:08X}"[:4] + f"{crc:08x}"[4:]])
-            | st.sampled_from([str(crc), "0"])
-        )
+    kind = draw(st.sampled_from(["none", "CRC32", "CRC32", "CRC32", "MD5", "SHA1", "other"]))
+    if kind != "none":
+        system.body_digest.type = {"CRC32": 1, "MD5": 2, "SHA1": 3}.get(kind, 0)  # type: ignore[assignment]
+        system.body_digest.checksum = draw(spellings(body, kind))
+    if draw(st.integers(0, 3)) == 0:
+        system.queue_id = draw(st.sampled_from([0, 1, 3, -1, 2**31 - 1]))  # (Java and Node set it)
     if draw(st.booleans()):
         system.tag = draw(TEXT)
     system.keys.extend(draw(st.lists(TEXT, max_size=3)))
@@ -148,8 +170,15 @@ def test_common_sends_are_taken_by_the_compiled_loop(lane: tuple[SendMessageLane
         body = b"b%d" % i * 50
         system = pb.SystemProperties(message_id=f"01{i:030X}", message_type=pb.MessageType.NORMAL, tag="t")
         system.keys.extend(["k1", f"k{i}"][: i % 3])
-        system.body_digest.type = pb.DigestType.CRC32
-        system.body_digest.checksum = f"{zlib.crc32(body):08X}" if i != 7 else str(zlib.crc32(body))
+        if i % 5:  # (none: what the official clients send)
+            kind = ("CRC32", "CRC32", "MD5", "SHA1")[i % 4]
+            system.body_digest.type = {"CRC32": 1, "MD5": 2, "SHA1": 3}[kind]  # type: ignore[assignment]
+            crc = zlib.crc32(body)
+            hexed = f"{crc:08X}" if kind == "CRC32" else hashlib.new(kind.lower(), body).hexdigest().upper()
+            system.body_digest.checksum = str(crc) if i % 8 == 1 else hexed  # (decimal, lower case too)
+            if i % 3 == 2:
+                system.body_digest.checksum = system.body_digest.checksum.lower()
+        system.queue_id = i % 4
         system.born_timestamp.seconds = 1_700_000_000 + i
         msg = pb.Message(topic=pb.Resource(name=TOPICS[i % 3]), body=body, system_properties=system)
         request = spb.SendMessageRequest(messages=[msg]).SerializeToString()
@@ -157,5 +186,5 @@ def test_common_sends_are_taken_by_the_compiled_loop(lane: tuple[SendMessageLane
     fast = gather(found, calls, speedups.send_run, 3)
     slow = gather(found, calls, send_fields.send_run, 3)
     assert len(fast.entries) == 20
-    assert fast.stepped == 1  # the decimal digest (Node's): the Python step
+    assert fast.stepped == 0  # every digest spelling, and none, taken by the compiled loop
     assert outcome(fast) == outcome(slow)

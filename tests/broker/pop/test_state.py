@@ -298,3 +298,25 @@ def test_a_held_pops_next_look_is_no_later_than_the_earliest_deadline(
     assert restarted.next_deadline(GROUP, TOPIC, [0, 1]) == 0
     assert pop(restarted, queues=[0, 1]).messages == []  # that look finds nothing due ...
     assert restarted.next_deadline(GROUP, TOPIC, [0, 1]) == first.pop_time + 60_000  # ... and is exact
+
+
+def test_a_batch_counts_messages_not_runs(open_store: StoreFactory, tmp_path: Path) -> None:
+    """A read of back-to-back records is one run of several messages: the batch size still counts
+    messages, across queues and with a redelivery first, and each record is the one stored."""
+    store = open_store()
+    clock = ManualClock()
+    svc = service(store, tmp_path / "cfg", clock)
+    put(store, 5, queue_id=0)
+    put(store, 5, queue_id=1)
+    first = pop(svc, 3, queues=[0, 1])
+    assert first.count == 3 and len(first.runs) == 1
+    assert [(m.queue_id, m.queue_offset) for m in first.messages] == [(0, 0), (0, 1), (0, 2)]
+    second = pop(svc, 4, invisible=60_000, queues=[0, 1])
+    assert [(m.queue_id, m.queue_offset) for m in second.messages] == [(0, 3), (0, 4), (1, 0), (1, 1)]
+    assert [decode_record(m.record).body for m in second.messages] == [b"m3", b"m4", b"m0", b"m1"]
+    clock.advance(10_001)  # the first batch is due again: it comes back before anything new
+    third = pop(svc, 4, queues=[0, 1])
+    assert [(m.queue_id, m.queue_offset, m.attempts) for m in third.messages] == [
+        (0, 0, 1), (0, 1, 1), (0, 2, 1), (1, 2, 0)
+    ]  # fmt: skip
+    assert [decode_record(m.record).reconsume_times for m in third.messages] == [1, 1, 1, 0]

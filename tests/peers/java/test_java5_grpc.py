@@ -117,6 +117,26 @@ def test_fifo_messages_in_group_order(cluster: EmbeddedCluster, java: JavaClient
     assert all(m["messageGroup"] == held[m["messageId"]].get_property(MessageConst.SHARDING_KEY) for m in got)
 
 
+@pytest.mark.parametrize("cluster", ["nghttp2"], indirect=True)
+def test_normal_send_is_taken_by_the_compiled_loop(cluster: EmbeddedCluster, java: JavaClients) -> None:
+    """Java's SendMessage of a NORMAL message with a tag (no body digest; the queue it addresses in
+    `queue_id`) on the h2 door: served by the send lane's compiled loop (`speedups.send_run`); the
+    DELAY one before it by the handler."""
+    from rocketlite.broker.grpc.send_lane import SendMessageLane  # noqa: PLC0415
+
+    topic, group = unique("J5Lane"), unique("j5l")
+    create_topic(cluster, topic)
+    parts = cluster.broker.parts
+    assert parts is not None and parts.grpc is not None
+    lane = parts.grpc.send_lane
+    assert isinstance(lane, SendMessageLane)
+    cp = java.run(LINE, "delay", endpoint(cluster), topic=topic, group=group, delayMs=500)
+    sent = {e["body"]: e for e in events(cp, "sent")}
+    assert (lane.taken, lane.compiled) == (1, 1)
+    now = by_uniq_key(records(cluster, topic))[sent["now"]["receipt"]["messageId"]]
+    assert (now.body, now.get_property("TAGS")) == (b"now", "TagD")
+
+
 def test_delay_message(cluster: EmbeddedCluster, java: JavaClients) -> None:
     """A DELAY message is parked with TIMER_DELIVER_MS = its delivery time, and received at (not
     before) that time; a NORMAL one sent after it comes first."""

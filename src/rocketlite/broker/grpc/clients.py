@@ -355,6 +355,8 @@ class Renewals:
     async def release_all(self, handles: list[str]) -> list[str]:
         """`release` of several handles (one AckMessage's entries), in order; only a renewal under
         way is waited for."""
+        if not self._tracked:  # no auto-renew receive in flight: every handle is the client's
+            return handles
         out: list[str] = []
         for handle in handles:
             entry = self._tracked.pop(handle, None)

@@ -6,7 +6,7 @@ As Java's proxy in local mode, each RPC is served by the broker's own POP cores,
 CHANGE_MESSAGE_INVISIBLETIME call): the same checks, long polling (woken by new messages),
 redelivery with attempt+1, DLQ after the group's `retryMaxTimes`, and the state persisted before
 each answer. What this module adds is the 5.x shape around it (each message as
-`convert.delivery_response` writes it):
+`convert.delivery_responses` writes it):
 
 - ReceiveMessage pops across every readable queue of the topic (the queue a client names is only
   where it found this broker, as in Java); the long polling time is clamped to 5-20 s and to the
@@ -15,8 +15,8 @@ each answer. What this module adds is the 5.x shape around it (each message as
   them (a malformed one answers ILLEGAL_FILTER_EXPRESSION naming the error). The stream is a
   `status`, then one `message` per message, then a `delivery_timestamp`; nothing found is
   MESSAGE_NOT_FOUND. Each `message` answer is written as bytes straight from the popped record
-  (`convert.delivery_response`, compiled), not built as a protobuf object. Errors are a status on the stream,
-  never an aborted call.
+  (`convert.delivery_responses`, compiled, one call per run of records), not built as a
+  protobuf object. Errors are a status on the stream, never an aborted call.
 - Receipt handles are the POP `extraInfo` text (with the queue offset), opaque to clients. A
   malformed, forged, stale (acked, redelivered since) or expired handle answers
   INVALID_RECEIPT_HANDLE for its entry, and nothing is acked twice.
@@ -40,7 +40,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
-from rocketlite.broker.grpc.convert import Delivered, PopStamp, delivery_response
+from rocketlite.broker.grpc.convert import Delivered, PopStamp, delivery_responses
 from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService, no_route
 from rocketlite.broker.pop.processor import (
@@ -208,7 +208,7 @@ class ConsumerService:
                 status=kit.status("INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
             )
         else:
-            if batch.messages:
+            if batch.runs:
                 messages = self._messages(batch)
                 answers: list[Any] = [spb.ReceiveMessageResponse(status=kit.status("OK", "OK"))]
                 answers += [message.response for message in messages]
@@ -283,7 +283,10 @@ class ConsumerService:
             batch.pop_time, batch.invisible_time, REVIVE_QID, self.broker.broker_name, batch.start_offsets
         )
         now = self.pop.service.clock.now_ms()
-        return [delivery_response(p.data, stamp, now, p.pos, p.size) for p in batch.messages]
+        out: list[Delivered] = []
+        for run in batch.runs:  # one call per run of back-to-back records, none per message
+            out += delivery_responses(run.data, run.sizes, stamp, now)
+        return out
 
     def _nack_later(self, group: str, messages: list[Delivered]) -> None:
         """Messages popped but not written to the stream: visible again after a second (Java)."""

@@ -1,7 +1,8 @@
 """Stored records as 5.x `apache.rocketmq.v2.Message`s for the endpoint's RPCs: the builder itself
 (what each field is, after RocketMQ 5's `GrpcConverter.buildMessage`) is sans-IO, in
 `protocol.proto.delivery`; a delivery's `ReceiveMessageResponse` bytes come from the chosen writer
-of `protocol.proto.speedups` (`delivery_response`), built straight from the record's bytes."""
+of `protocol.proto.speedups` (`delivery_response`, or `delivery_responses` for a run), built
+straight from the record's bytes."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from rocketlite.broker.grpc.kit import ProtoKit
 from rocketlite.protocol.formats.record import StoredRecord
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp, Receipt
 from rocketlite.protocol.proto.delivery import message_of as build_message
-from rocketlite.protocol.proto.speedups import delivery_response
+from rocketlite.protocol.proto.speedups import delivery_response, delivery_responses
 
 if TYPE_CHECKING:
     from rocketlite.protocol.proto.v2 import definition_pb2
 
-__all__ = ["Delivered", "PopStamp", "Receipt", "delivery_response", "message_of"]
+__all__ = ["Delivered", "PopStamp", "Receipt", "delivery_response", "delivery_responses", "message_of"]
 
 
 def message_of(kit: ProtoKit, record: StoredRecord, receipt: Receipt | None = None) -> definition_pb2.Message:

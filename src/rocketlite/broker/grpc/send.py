@@ -85,12 +85,15 @@ SEND_CODES: dict[int, str] = {
 
 
 def digest_problem(body: bytes, digest_type: str, checksum: str) -> str | None:
-    """Check a body against the client's `Digest`, by type: the Python client writes CRC32 as hex,
-    Node as a decimal string, Java MD5 in uppercase hex (cases compared insensitively).
+    """Check a body against the client's `Digest`, by type: CRC32 as a decimal number (ASCII digits,
+    leading zeros allowed) or in hex, 8 digits or unpadded; MD5 and SHA1 in hex (cases compared
+    insensitively). The official 5.x clients (Python 5.1, Java 5.2, Node 1.0.8) send no digest
+    with SendMessage; they check, in these spellings, the digest a received message carries.
     None when it matches; else what is wrong."""
     if digest_type == "CRC32":
         crc = zlib.crc32(body) & 0xFFFFFFFF
-        if checksum.isdigit() and int(checksum) == crc:
+        digits = checksum.lstrip("0")  # (`int` refuses more than 4300 digits, and "²" is a digit)
+        if checksum.isascii() and checksum.isdigit() and len(digits) <= 10 and int(digits or "0") == crc:
             return None
         if checksum.lower() == f"{crc:08x}" or checksum.lower() == f"{crc:x}":
             return None

@@ -68,7 +68,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any, Final
 
@@ -147,6 +146,20 @@ class QueuePopState:
                 self.ordered = False
         in_flight[offset] = entry
 
+    def keep_all(self, offsets: list[int], entry: InFlight) -> None:
+        """`keep` for each of `offsets` (ascending), with one dict update when they all lie past
+        every offset put in flight before (a pop's new messages)."""
+        in_flight = self.in_flight
+        if not in_flight:
+            self.ordered, self.last = True, offsets[-1]
+        elif offsets[0] > self.last:
+            self.last = offsets[-1]
+        else:
+            for offset in offsets:
+                self.keep(offset, entry)
+            return
+        in_flight.update(dict.fromkeys(offsets, entry))
+
     def committed(self) -> int:
         """The lowest offset in flight, or the cursor when none is."""
         in_flight = self.in_flight
@@ -173,8 +186,19 @@ def pop_record(
     key: QueueKey, cursor: int, pop_time: int, deadline: int, entries: list[tuple[int, int]]
 ) -> bytes:
     """`entries`: (offset, attempts) handed out at `pop_time` until `deadline`."""
-    n = len(entries)
-    body = _repeated(POP_ENTRY, n).pack(*chain.from_iterable(entries))
+    return pop_columns(key, cursor, pop_time, deadline, [o for o, _ in entries], [a for _, a in entries])
+
+
+def pop_columns(
+    key: QueueKey, cursor: int, pop_time: int, deadline: int, offsets: list[int], attempts: list[int]
+) -> bytes:
+    """`pop_record` with its entries as two columns (a pop's runs give them so, no tuple per
+    message): `attempts[k]` is that of `offsets[k]`."""
+    n = len(offsets)
+    flat: list[int] = [0] * (2 * n)
+    flat[0::2] = offsets
+    flat[1::2] = attempts
+    body = _repeated(POP_ENTRY, n).pack(*flat)
     return _frame(POP, key, POP_HEAD.pack(cursor, pop_time, deadline, n) + body)
 
 

@@ -265,17 +265,17 @@ class PopMessageProcessor:
                 batch = await self._pop_once(r, queue_ids, max_times, filters)
                 self.looks += 1
                 left = poll_until - loop.time()
-                if batch.messages or left <= 0:
+                if batch.runs or left <= 0:
                     break
                 self._arm_redelivery(loop, r, waiter.queue_ids)
                 await wait_event(waiter.event, left)
         finally:
             polling.pass_on(waiter)  # out of the line; a wake it did not use goes to the next
-        if batch.messages and batch.rest_num > 0:  # more than it took (a full batch): the next looks
+        if batch.runs and batch.rest_num > 0:  # more than it took (a full batch): the next looks
             polling.wake_one(r.topic, r.group, queue_ids)
         if polling.waiting(r.topic, r.group):  # its batch's deadlines, for the pops still held
             self._arm_redelivery(loop, r, waiter.queue_ids)
-        if batch.messages:
+        if batch.runs:
             await self._persist()
         return batch
 
@@ -306,7 +306,7 @@ class PopMessageProcessor:
         for record in dead:
             if await self.dead_letter(r.group, record):
                 self.service.dead_lettered(r.group, r.topic, record.queue_id, record.queue_offset)
-        if dead and not batch.messages:  # with messages, the answer's persist covers it
+        if dead and not batch.runs:  # with messages, the answer's persist covers it
             await self._persist()
         return batch
 

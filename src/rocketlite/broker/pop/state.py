@@ -38,9 +38,9 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from rocketlite.broker.pop.batch import PopBatch, Popped, PoppedRun  # (Popped: re-exported)
 from rocketlite.broker.pop.log import (
     COMPACT_MIN_BYTES,
     MAX_BATCH,
@@ -52,7 +52,7 @@ from rocketlite.broker.pop.log import (
     ack_record,
     change_record,
     cursor_record,
-    pop_record,
+    pop_columns,
 )
 from rocketlite.broker.state_files import ConsumerOffsetTable
 from rocketlite.clock import Clock
@@ -63,7 +63,7 @@ from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
 
-__all__ = ["InFlight", "PopBatch", "PopService", "Popped", "QueuePopState"]
+__all__ = ["InFlight", "PopBatch", "PopService", "Popped", "PoppedRun", "QueuePopState"]
 
 _INT_MAX = 2**31 - 1
 _NEVER = 2**63 - 1  # a deadline later than any
@@ -78,37 +78,8 @@ _CURSOR_STAYS = frozenset(
 )
 
 
-@dataclass(slots=True)
-class Popped:
-    """One message handed out and where it is: its record is `data[pos:pos + size]` (all of
-    `data` when `size` is -1). The new messages of a batch share the `bytes` of their store read
-    (one copy per run of records); a redelivery has its own (RECONSUMETIMES patched)."""
-
-    queue_id: int
-    queue_offset: int
-    data: bytes
-    attempts: int
-    pos: int = 0
-    size: int = -1
-
-    @property
-    def record(self) -> bytes:
-        """The record's bytes (a copy when `data` holds more than the record)."""
-        if self.size < 0 or (self.pos == 0 and self.size == len(self.data)):
-            return self.data
-        return self.data[self.pos : self.pos + self.size]
-
-
-@dataclass(slots=True)
-class PopBatch:
-    pop_time: int
-    invisible_time: int
-    messages: list[Popped]
-    start_offsets: dict[int, int]  # queue id -> first offset handed out
-    rest_num: int  # messages left in the queues after the cursor
-
-
-Taken = tuple[QueuePopState, Popped, "InFlight | None"]  # a message picked, and its last delivery
+# messages picked, and a redelivery's last delivery
+Taken = tuple[QueuePopState, PoppedRun, "InFlight | None"]
 
 
 class PopStateTable:
@@ -251,54 +222,61 @@ class PopService:
         move is never lost). The caller awaits `durable` before answering."""
         now = self.clock.now_ms()
         taken: list[Taken] = []
+        count = 0  # messages in `taken` (a new run holds several)
         rest = 0
+        looked: dict[int, QueuePopState] = {}
         with self.table.lock:
             for queue_id in queue_ids:
-                state = self._state(group, topic, queue_id, init_mode)
-                left = max_nums - len(taken)
-                if left > 0:
-                    taken += self._due(
-                        (group, topic, queue_id), state, now, left, max_reconsume_times, dead_letter,
-                        confirm_dead_letter,
+                state = looked[queue_id] = self._state(group, topic, queue_id, init_mode)
+                if count < max_nums:
+                    due = self._due(
+                        (group, topic, queue_id), state, now, max_nums - count, max_reconsume_times,
+                        dead_letter, confirm_dead_letter,
                     )  # fmt: skip
-                    if not (order and state.in_flight):
-                        taken += self._new(
-                            group, topic, queue_id, state, max_nums - len(taken), message_filter,
-                            record_filter,
-                        )  # fmt: skip
+                    taken += due
+                    count += len(due)  # runs of one
+                    if not (order and state.in_flight) and count < max_nums:
+                        new = self._new(
+                            group, topic, queue_id, state, max_nums - count, message_filter, record_filter
+                        )
+                        taken += new
+                        count += sum(len(run.offsets) for _, run, _ in new)
                 rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
             deadline = pop_time + invisible_time
             starts: dict[int, int] = {}
-            by_queue: dict[int, list[tuple[int, int]]] = {}
-            entries: list[tuple[int, int]] = []
+            # per queue, its offsets handed out and their attempts (columns of its POP record)
+            by_queue: dict[int, tuple[list[int], list[int]]] = {}
+            offsets: list[int] = []
+            attempts: list[int] = []
             last_queue = -1
             shared: dict[int, InFlight] = {}  # one per attempts count: most batches make one
-            for state, msg, _ in taken:  # msg.attempts: its last delivery's + 1, or 0
-                offset = msg.queue_offset
-                delivery = shared.get(msg.attempts)
+            for state, run, _ in taken:  # run.attempts: its last delivery's + 1, or 0
+                delivery = shared.get(run.attempts)
                 if delivery is None:
-                    delivery = shared[msg.attempts] = InFlight(pop_time, deadline, msg.attempts)
-                state.keep(offset, delivery)
-                if msg.queue_id != last_queue:  # a batch takes a queue's messages in a row
-                    last_queue = msg.queue_id
+                    delivery = shared[run.attempts] = InFlight(pop_time, deadline, run.attempts)
+                state.keep_all(run.offsets, delivery)
+                if run.queue_id != last_queue:  # a batch takes a queue's messages in a row
+                    last_queue = run.queue_id
                     state.due_from = min(state.due_from, deadline)
                     if last_queue not in by_queue:
-                        by_queue[last_queue] = []
-                        starts[last_queue] = offset
-                    entries = by_queue[last_queue]
-                entries.append((offset, msg.attempts))
-            for queue_id, entries in by_queue.items():  # one record per queue, whatever the count
+                        by_queue[last_queue] = ([], [])
+                        starts[last_queue] = run.offsets[0]
+                    offsets, attempts = by_queue[last_queue]
+                offsets += run.offsets
+                attempts += [run.attempts] * len(run.offsets)
+            for queue_id, (offsets, attempts) in by_queue.items():  # one record per queue, whatever the count
                 key = (group, topic, queue_id)
                 cursor = self.table.queues[key].cursor
-                for i in range(0, len(entries), MAX_BATCH):
-                    chunk = entries[i : i + MAX_BATCH]
-                    self.table.log.append(pop_record(key, cursor, pop_time, deadline, chunk))
+                for i in range(0, len(offsets), MAX_BATCH):
+                    part = slice(i, i + MAX_BATCH)
+                    record = pop_columns(key, cursor, pop_time, deadline, offsets[part], attempts[part])
+                    self.table.log.append(record)
                     self.revive_in[(group, topic, "CK")] += 1
-            for queue_id in queue_ids:
-                self._commit(group, topic, queue_id)
-        return PopBatch(pop_time, invisible_time, [m for _, m, _ in taken], starts, rest)
+            # every queue looked at: its lowest offset in flight, in one call
+            self.offsets.commit_all(group, topic, {q: s.committed() for q, s in looked.items()})
+        return PopBatch(pop_time, invisible_time, [run for _, run, _ in taken], starts, rest, count)
 
     def _due(
         self,
@@ -360,7 +338,7 @@ class PopService:
                 record = with_reconsume_times(found.messages[0], entry.attempts + 1)
             finally:
                 found.release()
-            out.append((state, Popped(queue_id, offset, record, entry.attempts + 1), entry))
+            out.append((state, PoppedRun(queue_id, [offset], record, [-1], entry.attempts + 1), entry))
             self.retried[(group, topic)] += 1
         if out or gone:
             self.revive_out[(group, topic, "CK")] += len(out) + len(gone)
@@ -396,12 +374,9 @@ class PopService:
         )
         try:
             out: list[Taken] = []
-            offsets = iter(found.queue_offsets)
-            for data, sizes in found.copied_runs():  # one copy per run: the answer outlives the read
-                pos = 0
-                for size in sizes:
-                    out.append((state, Popped(queue_id, next(offsets), data, 0, pos, size), None))
-                    pos += size
+            if found.message_count:  # one copy of the read: the answer outlives it
+                data, sizes = found.copied()
+                out.append((state, PoppedRun(queue_id, found.queue_offsets, data, sizes, 0), None))
             if found.status not in _CURSOR_STAYS and found.next_begin_offset != state.cursor:
                 state.cursor = found.next_begin_offset  # found, filtered, or corrected past a gap
                 if not out:  # with messages, their POP record carries the cursor

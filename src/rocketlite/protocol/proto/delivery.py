@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -191,6 +191,17 @@ class Delivered(NamedTuple):
     topic: str
     handle: str
     message_id: str
+
+
+def delivery_responses(data: bytes, sizes: Iterable[int], stamp: PopStamp, now_ms: int) -> list[Delivered]:
+    """The records of one run, back to back in `data` (`sizes` in order; a size of -1 is the
+    rest of `data`), each as `delivery_response` writes it."""
+    out: list[Delivered] = []
+    pos = 0
+    for size in sizes:
+        out.append(delivery_response(data, stamp, now_ms, pos, size))
+        pos += size
+    return out
 
 
 def delivery_response(record: bytes, stamp: PopStamp, now_ms: int, pos: int = 0, size: int = -1) -> Delivered:

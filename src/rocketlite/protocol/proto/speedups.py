@@ -6,7 +6,8 @@ writers or their references.
   `delivery.delivery_response` (the protobuf classes, upb's deterministic serialization);
   compiled in `_native/_delivery.pyx`, which writes the protobuf wire format itself and hands a
   record outside its common shape to the reference (`tests/protocol/test_native_delivery.py`
-  pins the two byte for byte).
+  pins the two byte for byte). `delivery_responses` writes a run of back-to-back records (a
+  pop's `PoppedRun`) in one call.
 * `ack_response` (an AckMessage's answer as bytes from its serialized statuses): `acks.ack_response`;
   compiled in `_native/_delivery.pyx` (`tests/protocol/test_acks.py` pins both against
   `SerializeToString`).
@@ -49,6 +50,7 @@ __all__ = [
     "Codecs",
     "ack_response",
     "delivery_response",
+    "delivery_responses",
     "handle_fields",
     "ok_answer",
     "ok_answers",
@@ -71,6 +73,7 @@ class Codecs:
 
     name: str
     delivery_response: DeliveryWriter
+    delivery_responses: Callable[[bytes, list[int], PopStamp, int], list[Delivered]]
     ack_response: Callable[[bytes, Iterable[tuple[str, str, bytes]]], bytes]
     send_fields: Callable[[bytes], SendFields | None]
     ok_answer: Callable[[str, int], bytes]
@@ -82,6 +85,7 @@ class Codecs:
 REFERENCE: Final = Codecs(
     name="reference",
     delivery_response=delivery.delivery_response,
+    delivery_responses=delivery.delivery_responses,
     ack_response=acks.ack_response,
     send_fields=_send_fields.send_fields,
     ok_answer=_send_fields.ok_answer,
@@ -98,6 +102,7 @@ NATIVE_MODULES: Final = (
 CHOSEN: Final = native.load(REFERENCE, NATIVE_MODULES)
 
 delivery_response: Final = CHOSEN.delivery_response
+delivery_responses: Final = CHOSEN.delivery_responses
 ack_response: Final = CHOSEN.ack_response
 send_fields: Final = CHOSEN.send_fields
 ok_answer: Final = CHOSEN.ok_answer

@@ -40,6 +40,7 @@ include "_props.pxi"
 cdef object _md5 = hashlib.md5
 cdef object _reference = _ref.delivery_response
 cdef object _Delivered = _ref.Delivered
+cdef object _tuple_new = tuple.__new__  # a NamedTuple made without its Python-level __new__
 cdef int32_t _MAGIC = MESSAGE_MAGIC_CODE
 cdef int32_t _V6_FLAGS = int(MessageSysFlag.BORNHOST_V6_FLAG) | int(MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
 cdef int32_t _COMPRESSED = int(MessageSysFlag.COMPRESSED_FLAG)
@@ -163,6 +164,23 @@ cdef Py_ssize_t _ip4(char* out, const uint8_t* ip) noexcept:
 def delivery_response(record, stamp, long long now_ms, Py_ssize_t pos=0, Py_ssize_t size=-1):
     """`record[pos:pos + size]` (the whole of `record` by default: a batch's records may share
     one `bytes`, read from the store in one copy) written without a copy of the record."""
+    return _deliver(record, stamp, now_ms, pos, size)
+
+
+def delivery_responses(data, sizes, stamp, long long now_ms):
+    """The records of one run, back to back in `data` (`sizes` in order; a size of -1 is the
+    rest of `data`), each as `delivery_response` writes it: one call per run, not per message."""
+    cdef list out = []
+    cdef Py_ssize_t pos = 0
+    cdef Py_ssize_t size
+    for item in sizes:
+        size = item
+        out.append(_deliver(data, stamp, now_ms, pos, size))
+        pos += size
+    return out
+
+
+cdef object _deliver(object record, object stamp, long long now_ms, Py_ssize_t pos, Py_ssize_t size):
     if not PyBytes_Check(record):
         return _reference(record, stamp, now_ms, pos, size)
     cdef Py_ssize_t total = PyBytes_GET_SIZE(record)
@@ -389,12 +407,12 @@ def delivery_response(record, stamp, long long now_ms, Py_ssize_t pos=0, Py_ssiz
             q = _bytes_field(q, b"\x8a\x01", 2, group.v, group.vl)
         if trace != NULL:
             q = _bytes_field(q, b"\x92\x01", 2, trace.v, trace.vl)
-        return _Delivered(
+        return _tuple_new(_Delivered, (
             _response(topic, topic_len, props, user, users, sys_buf, q - sys_buf, body, body_len),
             PyUnicode_DecodeUTF8(topic, topic_len, NULL),
             handle,
             PyUnicode_DecodeUTF8(id_s, id_n, NULL),
-        )
+        ))
     finally:
         free(sys_buf)
 

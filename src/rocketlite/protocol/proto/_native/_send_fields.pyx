@@ -3,7 +3,8 @@
 protobuf wire format (see that module for the layout), no message object made. It takes the plain
 encoding a client's serializer writes: each known field at most once (but `keys`), with its own
 wire type, varints of at most 10 bytes, strings valid UTF-8; of the system properties, those up to
-`born_host` (8) and `trace_context` (18). Anything else is declined (None), and the lane sends that
+`born_host` (8), `queue_id` (13, set by Java and Node; unused) and `trace_context` (18). Anything
+else is declined (None), and the lane sends that
 call the ordinary way, where protobuf parses it. `ok_answer`, the lane's answer, is written here
 byte for byte as the reference writes it. The reader (`_read`) gives the fields as spans of the
 request's bytes; `send_fields` makes them objects (a request of more than `_KEYS_CAP` keys goes to
@@ -17,6 +18,8 @@ from libc.string cimport memcmp, memcpy
 
 DEF NORMAL = 1  # MessageType.NORMAL
 DEF CRC32 = 1  # DigestType.CRC32
+DEF MD5 = 2
+DEF SHA1 = 3
 cdef const char *_HEX = b"0123456789ABCDEF"
 
 include "_crc32.pxi"
@@ -102,7 +105,7 @@ cdef struct _Fields:
     int64_t seconds
     int32_t nanos, digest_type
     bint crc_ok  # a CRC32 digest as `f"{crc:08X}"` writes it
-    bint crc_any_case  # ... or with lowercase letters (`send.digest_problem` takes both)
+    bint digest_ok  # a digest `send.digest_problem` takes, in an ASCII spelling (see `_digest_ok`)
 
 
 cdef bint _text_ok(const unsigned char *p, Py_ssize_t start, Py_ssize_t length) noexcept:
@@ -141,7 +144,7 @@ cdef int _read(const unsigned char *p, Py_ssize_t size, _Fields *f) noexcept:
     f.nkeys = 0
     f.seconds = 0
     f.nanos = f.digest_type = 0
-    f.crc_ok = f.crc_any_case = False
+    f.crc_ok = f.digest_ok = False
     c.p = p
     c.at = 0
     c.end = size
@@ -225,6 +228,10 @@ cdef int _read(const unsigned char *p, Py_ssize_t size, _Fields *f) noexcept:
                         return 0
                     f.seconds = <int64_t>v
                     f.nanos = <int32_t>w
+                elif key == 0x68 and not seen & 1024:  # queue_id (Java, Node): the broker picks the queue
+                    seen |= 1024
+                    if not _varint(&s, &v):
+                        return 0
                 elif (key == 0x42 and not seen & 4096) or (key == 0x92 and not seen & 8192):
                     # born_host (8), trace_context (18): not used by the lane, valid UTF-8
                     seen |= 4096 if key == 0x42 else 8192
@@ -239,20 +246,73 @@ cdef int _read(const unsigned char *p, Py_ssize_t size, _Fields *f) noexcept:
             return 0
     if message_type != NORMAL or f.id_len == 0:
         return 0
-    if f.digest_type == CRC32 and f.sum_len == 8:  # the body's CRC32 as `f"{crc:08X}"` writes it
+    if f.digest_type == CRC32:
         crc = _crc32_fast(p + f.body_at, f.body_len) if f.body_at >= 0 else 0
-        for i in range(8):
-            hexed[i] = _HEX[(crc >> (28 - 4 * i)) & 0xF]
-        f.crc_ok = memcmp(hexed, p + f.sum_at, 8) == 0
-        f.crc_any_case = f.crc_ok
-        if not f.crc_ok:
-            f.crc_any_case = True
-            for i in range(8):  # (hexed: digits and A-F; a lowercase letter is its | 0x20)
-                if p[f.sum_at + i] != hexed[i] and (hexed[i] < 65 or p[f.sum_at + i] != (hexed[i] | 0x20)):
-                    f.crc_any_case = False
-                    break
+        if f.sum_len == 8:  # the body's CRC32 as `f"{crc:08X}"` writes it
+            for i in range(8):
+                hexed[i] = _HEX[(crc >> (28 - 4 * i)) & 0xF]
+            f.crc_ok = memcmp(hexed, p + f.sum_at, 8) == 0
+        f.digest_ok = f.crc_ok or _crc_spelled(p + f.sum_at, f.sum_len, crc)
+    elif f.digest_type != MD5 and f.digest_type != SHA1:
+        f.digest_ok = True  # none (what the official clients send), or a type nothing checks
     return 1
 
+
+cdef inline int _hex_value(unsigned char c) noexcept:
+    """An ASCII hex digit's value, either case; -1 for anything else."""
+    if 48 <= c <= 57:
+        return c - 48
+    c |= 0x20
+    if 97 <= c <= 102:
+        return c - 87
+    return -1
+
+
+cdef bint _crc_spelled(const unsigned char *s, Py_ssize_t n, uint32_t crc) noexcept:
+    """`crc` as `send.digest_problem` takes it, in ASCII: decimal (leading zeros allowed),
+    `f"{crc:08x}"` or `f"{crc:x}"` in either case. Other spellings (non-ASCII digits) are left
+    to the Python step."""
+    cdef Py_ssize_t i, start = 0
+    cdef uint64_t value = 0
+    cdef int d
+    if n == 0:
+        return False
+    for i in range(n):  # decimal
+        if not 48 <= s[i] <= 57:
+            break
+    else:
+        while start < n - 1 and s[start] == 48:
+            start += 1
+        if n - start <= 10:
+            for i in range(start, n):
+                value = value * 10 + (s[i] - 48)
+            if value == crc:
+                return True
+    if n != 8:  # hex: 8 digits, or unpadded (no leading zero but for 0 itself)
+        if n > 8 or (s[0] == 48 and n > 1):
+            return False
+    value = 0
+    for i in range(n):
+        d = _hex_value(s[i])
+        if d < 0:
+            return False
+        value = (value << 4) | <uint64_t>d
+    return value == crc
+
+
+cdef bint _hex_matches(const unsigned char *s, Py_ssize_t n, bytes digest) noexcept:
+    """`s` is `digest.hex()` in either case (ASCII only)."""
+    cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(digest)
+    cdef Py_ssize_t i
+    cdef int hi, lo
+    if n != 2 * PyBytes_GET_SIZE(digest):
+        return False
+    for i in range(0, n, 2):
+        hi = _hex_value(s[i])
+        lo = _hex_value(s[i + 1])
+        if hi < 0 or lo < 0 or ((hi << 4) | lo) != d[i >> 1]:
+            return False
+    return True
 
 def send_fields(bytes data not None):
     cdef _Fields f

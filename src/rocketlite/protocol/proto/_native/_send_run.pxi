@@ -3,10 +3,12 @@
 #
 # `send_run` takes the leading calls of `calls[start:]` that are on its path and returns the index
 # of the first it did not take; for each taken call it appends what the lane's per-call Python
-# step (`SendMessageLane._take`, its reference) appends: the `encode_group` entry, the record
+# step (`Run.take`, its reference) appends: the `encode_group` entry, the record
 # size, the consume-queue key and the message id. Its path is a narrower one than the lane's:
 # a GROUPED call (the request still bytes) of `conn`, read by `_read` (the plain encoding), a
-# CRC32 digest that matches as `f"{crc:08X}"` or `f"{crc:08x}"` writes it, a topic `topic_facts` finds writable
+# body digest `send.digest_problem` takes (none, as the official Python, Java and Node clients
+# send; CRC32 in decimal or hex; MD5 or SHA1 in hex, hashed by hashlib, OpenSSL's; ASCII spellings
+# only), a topic `topic_facts` finds writable
 # (its `(write queues, sys flag, queue keys)` kept in `facts`), a body within `max_body`, and a
 # tag, keys, message id and topic free of the property separators (\x00-\x02 declined too),
 # "TIMER_" and "__S" (the lane's DELAY/TIMER checks and the stats' message type then have
@@ -19,6 +21,7 @@
 # run; so the order of records and answers is the arrival order either way.
 
 import random as _random
+from hashlib import md5 as _md5, sha1 as _sha1
 
 cdef type _PLAIN_RANDOM = _random.Random
 cdef Py_ssize_t _PROPS_STACK = 4096  # properties written on the stack; longer ones: the Python step
@@ -85,7 +88,13 @@ def send_run(list calls, Py_ssize_t start, conn, dict facts, topic_facts, str cl
         if type(request) is not bytes or item[1].conn is not conn:
             break
         p = <const unsigned char *>PyBytes_AS_STRING(request)
-        if _read(p, PyBytes_GET_SIZE(request), &f) != 1 or not f.crc_any_case or f.body_len > max_body:
+        if _read(p, PyBytes_GET_SIZE(request), &f) != 1 or f.body_len > max_body:
+            break
+        body = PyBytes_FromStringAndSize(<const char *>p + f.body_at, f.body_len) if f.body_at >= 0 else b""
+        if not f.digest_ok and not (
+            (f.digest_type == MD5 or f.digest_type == SHA1) and f.sum_len
+            and _hex_matches(p + f.sum_at, f.sum_len, (_md5 if f.digest_type == MD5 else _sha1)(body).digest())
+        ):
             break
         if f.topic_len == 0:
             break
@@ -153,7 +162,7 @@ def send_run(list calls, Py_ssize_t start, conn, dict facts, topic_facts, str cl
         qkeys = (<tuple>state)[2]
         entries.append((
             topic,
-            PyBytes_FromStringAndSize(<const char *>p + f.body_at, f.body_len) if f.body_at >= 0 else b"",
+            body,
             PyUnicode_DecodeUTF8(props, at, NULL),
             qid, 0, (<tuple>state)[1], born, 0,
         ))
