@@ -439,9 +439,13 @@ def test_tag_filter_and_batch_listener(embedded_cluster: EmbeddedCluster) -> Non
             await got.add(*msgs)
             return ConsumeStatus.CONSUME_SUCCESS
 
+        # From the first offset: queue 0 may still be empty (the "create" message went to another
+        # queue) when the consumer asks for its offset (QUERY_NOT_FOUND), and the batch may land
+        # before it reads the max offset, which would then start it past all 18 messages.
         consumer = AsyncPushConsumer(
-            group, embedded_cluster.namesrv_addr, instance_name="tags-1", consume_message_batch_max_size=8
-        )
+            group, embedded_cluster.namesrv_addr, instance_name="tags-1", consume_message_batch_max_size=8,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )  # fmt: skip
         consumer.subscribe(topic, "TagA || TagB")
         consumer.register_message_listener(listener)
         async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
