@@ -102,3 +102,43 @@ def test_handle_fields_of_a_handle_the_broker_wrote() -> None:
             (1_700_000_000_000, 60_000, "0", "broker-a", 3, 42),
             None,  # 7 fields: no queue offset, refused by the endpoint naming that
         ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(handles() | st.text(max_size=40), max_size=20),
+    st.integers(0, 2**64) | st.just(1_700_000_000_000),
+    _BROKER,
+)
+def test_handle_columns_compiled_is_the_reference(texts: list[str], now: int, broker: str) -> None:
+    """The compiled column reader takes exactly the entries the reference takes, with the same
+    values; those are the handles `handle_fields` reads of this broker, topic type 0, and still
+    within their invisible time."""
+    now = min(now, 2**63 - 1)
+    expected = acks.handle_columns(texts, now, broker)
+    assert speedups.handle_columns(texts, now, broker) == expected
+    fields = acks.handle_fields(texts)
+    taken = [
+        i
+        for i, f in enumerate(fields)
+        if f is not None and f[2] == "0" and f[3] == broker and f[0] + f[1] > now
+    ]
+    assert expected.at == taken
+    assert expected.queue_ids == [fields[i][4] for i in taken]  # type: ignore[index]
+    assert expected.offsets == [fields[i][5] for i in taken]  # type: ignore[index]
+    assert expected.pop_times == [fields[i][0] for i in taken]  # type: ignore[index]
+
+
+def test_handle_columns_of_handles_the_broker_wrote() -> None:
+    live = ReceiptHandle(5, 1_700_000_000_000, 60_000, 0, "0", "broker-a", 3, 42).build()
+    other = ReceiptHandle(5, 1_700_000_000_000, 60_000, 0, "0", "broker-b", 3, 43).build()
+    retry = ReceiptHandle(5, 1_700_000_000_000, 60_000, 0, "1", "broker-a", 3, 44).build()
+    texts = [live, other, retry, live[: live.rindex(" ")], "garbage", live]
+    for read in (acks.handle_columns, speedups.handle_columns):
+        assert read(texts, 1_700_000_059_999, "broker-a") == (
+            [0, 5],
+            [3, 3],
+            [42, 42],
+            [1_700_000_000_000] * 2,
+        )
+        assert read(texts, 1_700_000_060_000, "broker-a").at == []  # expired at popTime + invisibleTime

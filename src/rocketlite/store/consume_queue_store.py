@@ -82,6 +82,11 @@ class ConsumeQueueStore:
             queues = self._table.get(topic)
             return queues.get(queue_id) if queues is not None else None
 
+    def of_topic(self, topic: str) -> dict[int, ConsumeQueue]:
+        """The topic's queues by id, a snapshot (empty when it has none)."""
+        with self._lock:
+            return dict(self._table.get(topic, {}))
+
     def queues(self) -> Iterator[ConsumeQueue]:
         """Every queue, from a snapshot taken under the lock (safe while queues are created)."""
         with self._lock:

@@ -534,6 +534,9 @@ class MessageStore:
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return self.reader.get_max_offset_in_queue(topic, queue_id)
 
+    def get_max_offsets_in_queues(self, topic: str, queue_ids: list[int]) -> list[int]:
+        return self.reader.get_max_offsets_in_queues(topic, queue_ids)
+
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return self.reader.get_min_offset_in_queue(topic, queue_id)
 

@@ -85,6 +85,12 @@ class StoreReader:
         cq = self.cq_store.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
+    def get_max_offsets_in_queues(self, topic: str, queue_ids: list[int]) -> list[int]:
+        """Each queue's max offset (0 for one the store does not hold), the topic looked up once
+        (a POP's rest count over every queue of its topic)."""
+        queues = self.cq_store.of_topic(topic)
+        return [cq.max_offset if (cq := queues.get(q)) is not None else 0 for q in queue_ids]
+
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.cq_store.get(topic, queue_id)
         return cq.min_offset if cq is not None else -1

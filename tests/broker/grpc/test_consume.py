@@ -293,3 +293,46 @@ def test_fifo_group_gets_a_queue_per_assignment_and_one_batch_in_flight(tmp_path
                 assert third.system_properties.message_id == "F2"
 
     run(scenario())
+
+
+def test_a_mixed_ack_answers_each_entry(tmp_path: Path) -> None:
+    """One AckMessage of valid, stale, malformed, expired-shape and duplicate entries on two queues:
+    each entry answered with its own code and cause, in order, each echoing its message id and
+    handle, and only the valid ones acked (once)."""
+    require_endpoint()
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as broker:
+            await _sent(broker, "MixT", 4)
+            channel, stub = raw_stub(broker)
+            async with channel:
+                status, messages, _ = await _receive(stub, _receive_request("MixT", "G"))
+                assert status.code == OK and len(messages) == 4
+                by_id = {m.system_properties.message_id: m for m in messages}
+                a, b, c, d = (by_id[f"ID{i}"] for i in range(4))  # queues 0, 1, 0, 1
+                assert (await _ack(stub, "MixT", "G", c)).status.code == OK  # c is stale from now on
+                h = {m.system_properties.message_id: m.system_properties.receipt_handle for m in messages}
+                no_offset = h["ID1"][: h["ID1"].rindex(" ")]
+                acked = await _ack(
+                    stub, "MixT", "G", a, c, b, a, d, b,
+                    handles=[h["ID0"], h["ID2"], "garbage", h["ID0"], h["ID3"], no_offset],
+                )  # fmt: skip
+                codes = [e.status.code for e in acked.entries]
+                bad = pb.Code.INVALID_RECEIPT_HANDLE
+                assert codes == [OK, bad, bad, bad, OK, bad], acked
+                assert acked.status.code == pb.Code.MULTIPLE_RESULTS
+                assert [(e.message_id, e.receipt_handle) for e in acked.entries] == [
+                    ("ID0", h["ID0"]), ("ID2", h["ID2"]), ("ID1", "garbage"), ("ID0", h["ID0"]),
+                    ("ID3", h["ID3"]), ("ID1", no_offset),
+                ]  # fmt: skip
+                messages_of = [e.status.message for e in acked.entries]
+                assert "acked already" in messages_of[1] and "acked already" in messages_of[3]
+                assert "has 1 fields" in messages_of[2]
+                assert "no queue offset" in messages_of[5]
+                # b is still in flight: acked now, once
+                again = await _ack(stub, "MixT", "G", b, b)
+                assert [e.status.code for e in again.entries] == [OK, bad]
+            assert broker.controller.offsets.query("G", "MixT", 0) == 2
+            assert broker.controller.offsets.query("G", "MixT", 1) == 2
+
+    run(scenario())

@@ -320,3 +320,39 @@ def test_a_batch_counts_messages_not_runs(open_store: StoreFactory, tmp_path: Pa
         (0, 0, 1), (0, 1, 1), (0, 2, 1), (1, 2, 0)
     ]  # fmt: skip
     assert [decode_record(m.record).reconsume_times for m in third.messages] == [1, 1, 1, 0]
+
+
+def test_ack_columns_answers_each_entry_and_acks_nothing_twice(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """One call of mixed entries on two queues: each refusal names its entry's cause, a duplicate
+    is refused the second time, and only the accepted offsets leave the in-flight set (the one
+    path and the per-entry one give the same state)."""
+    store = open_store()
+    clock = ManualClock()
+    svc = service(store, tmp_path / "cfg", clock)
+    put(store, 3, queue_id=0)
+    put(store, 2, queue_id=1)
+    batch = pop(svc, queues=[0, 1])
+    t = batch.pop_time
+    assert svc.ack_columns(GROUP, TOPIC, [0], [0], [t]) == {}  # offset 0 of queue 0 acked before
+    refused = svc.ack_columns(
+        GROUP, TOPIC,
+        [0, 0, 1, 0, 1, 1, 0],
+        [1, 0, 0, 1, 1, 9, 2],
+        [t, t, t, t, t + 1, t, t],
+    )  # fmt: skip
+    assert sorted(refused) == [1, 3, 4, 5]
+    assert "acked already" in str(refused[1])  # acked by the first call
+    assert "acked already" in str(refused[3])  # the duplicate of entry 0
+    assert "stale" in str(refused[4])  # another popTime
+    assert "acked already or never popped" in str(refused[5])  # never popped
+    assert svc.in_flight(GROUP, TOPIC, 0) == {} and list(svc.in_flight(GROUP, TOPIC, 1)) == [1]
+    assert svc.offsets.query(GROUP, TOPIC, 0) == 3 and svc.offsets.query(GROUP, TOPIC, 1) == 1
+    # the one-queue path: all in flight, distinct; then the same again, every entry refused
+    assert svc.ack_columns(GROUP, TOPIC, [1], [1], [t]) == {}
+    assert sorted(svc.ack_columns(GROUP, TOPIC, [1, 1], [0, 1], [t, t])) == [0, 1]
+    assert svc.offsets.query(GROUP, TOPIC, 1) == 2
+    svc.close()
+    again = service(store, tmp_path / "cfg", clock)  # the log holds the acks
+    assert again.in_flight(GROUP, TOPIC, 0) == {} and again.in_flight(GROUP, TOPIC, 1) == {}

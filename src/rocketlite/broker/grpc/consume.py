@@ -60,7 +60,7 @@ from rocketlite.protocol.bodies.route import TopicConfig
 from rocketlite.protocol.codes import ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.record import StoredRecord, decode_records
-from rocketlite.protocol.proto.speedups import ack_response, handle_fields
+from rocketlite.protocol.proto.speedups import ack_response, handle_columns
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
 from rocketlite.protocol.wire.pop import INIT_MODE_MAX, MalformedReceiptHandleError, ReceiptHandle
@@ -317,48 +317,60 @@ class ConsumerService:
                 raise RefusedError("BAD_REQUEST", "no entries to acknowledge")
         except RefusedError as exc:
             return spb.AckMessageResponse(status=kit.status(exc.status, str(exc)))
-        statuses: list[Any] = [None] * len(request.entries)
-        todo: list[HandleAck] = []
-        at: list[int] = []
         entries = request.entries
-        texts = await self.renewals.release_all([entry.receipt_handle for entry in entries])
-        now = self.pop.service.clock.now_ms()
-        for i, (text, read) in enumerate(zip(texts, handle_fields(texts), strict=True)):
-            fields = read
-            if fields is None or fields[0] + fields[1] <= now:  # refused here, naming the cause
-                try:
-                    handle, offset = self._parse_handle(text, now)
-                except RefusedError as exc:
-                    statuses[i] = kit.status(exc.status, str(exc))
-                    continue
-                fields = (*_fields(handle), offset)
-            pop_time, _, kind, broker, queue_id, offset = fields
-            todo.append((queue_id, offset, pop_time, kind, broker))
-            at.append(i)
-        ok = self._ok
-        for i, refusal in zip(at, await self.pop.ack_all(group, topic, todo), strict=True):
-            if refusal is None:
-                statuses[i] = ok
-            else:
-                refused = _refused(refusal)
-                statuses[i] = kit.status(refused.status, str(refused))
-        if all(status is ok for status in statuses):
-            overall = ok_bytes = self._ok_bytes
-            written = [ok_bytes] * len(statuses)
+        handles = [entry.receipt_handle for entry in entries]
+        texts = await self.renewals.release_all(handles)
+        service = self.pop.service
+        now = service.clock.now_ms()
+        taken = handle_columns(texts, now, service.broker_name)
+        refused = await self.pop.ack_columns(group, topic, taken.queue_ids, taken.offsets, taken.pop_times)
+        ok = self._ok_bytes
+        if not refused and len(taken.at) == len(texts):  # every entry acked: one status for all
+            return ack_response(
+                ok, [(entry.message_id, handle, ok) for entry, handle in zip(entries, handles, strict=True)]
+            )
+        statuses: list[Any] = [self._ok] * len(texts)
+        for k, refusal in refused.items():
+            as_refused = _refused(refusal)
+            statuses[taken.at[k]] = kit.status(as_refused.status, str(as_refused))
+        left = set(range(len(texts))).difference(taken.at)
+        if left:  # not taken by `handle_columns`: each one refused or acked here, naming the cause
+            await self._ack_left(group, topic, texts, sorted(left), statuses, now)
+        written = [ok if status is self._ok else bytes(status.SerializeToString()) for status in statuses]
+        if len({status.code for status in statuses}) == 1:  # one code: the first entry's status
+            overall = written[0]
         else:
-            written = [bytes(status.SerializeToString()) for status in statuses]
-            if len({status.code for status in statuses}) == 1:
-                overall = written[0]
-            else:
-                overall = kit.status("MULTIPLE_RESULTS", "the entries were answered differently")
-                overall = bytes(overall.SerializeToString())
+            overall = kit.status("MULTIPLE_RESULTS", "the entries were answered differently")
+            overall = bytes(overall.SerializeToString())
         return ack_response(
             overall,
             [
-                (entry.message_id, entry.receipt_handle, status)
-                for entry, status in zip(entries, written, strict=True)
+                (entry.message_id, handle, status)
+                for entry, handle, status in zip(entries, handles, written, strict=True)
             ],
         )
+
+    async def _ack_left(
+        self, group: str, topic: str, texts: list[str], left: list[int], statuses: list[Any], now: int
+    ) -> None:
+        """The entries `handle_columns` left: a malformed, expired or foreign handle refused
+        naming why; one the reader does not take but `ReceiptHandle.parse` does (non-ASCII, a
+        broker of another spelling) acked through `PopMessageProcessor.ack_all`."""
+        kit = self.kit
+        todo: list[HandleAck] = []
+        at: list[int] = []
+        for i in left:
+            try:
+                handle, offset = self._parse_handle(texts[i], now)
+            except RefusedError as exc:
+                statuses[i] = kit.status(exc.status, str(exc))
+                continue
+            todo.append((handle.queue_id, offset, handle.pop_time, handle.topic_type, handle.broker_name))
+            at.append(i)
+        for i, refusal in zip(at, await self.pop.ack_all(group, topic, todo), strict=True):
+            if refusal is not None:
+                refused = _refused(refusal)
+                statuses[i] = kit.status(refused.status, str(refused))
 
     def _parse_handle(self, text: str, now: int | None = None) -> tuple[ReceiptHandle, int]:
         """A client's receipt handle and its queue offset, refused when malformed, without its
@@ -487,11 +499,6 @@ def _check_invisible(invisible_ms: int, minimum: int) -> None:
             "ILLEGAL_INVISIBLE_TIME",
             f"invisible duration {invisible_ms} ms is above the maximum {MAX_INVISIBLE_MS} ms",
         )
-
-
-def _fields(handle: ReceiptHandle) -> tuple[int, int, str, str, int]:
-    """A parsed handle's fields as `handle_fields` reads them, but for the queue offset."""
-    return handle.pop_time, handle.invisible_time, handle.topic_type, handle.broker_name, handle.queue_id
 
 
 def _now_ts(kit: ProtoKit) -> Any:  # a google.protobuf Timestamp (untyped here)

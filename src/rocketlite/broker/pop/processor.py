@@ -46,7 +46,7 @@ from typing import Final
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.consumer_filter import subscription_filters
 from rocketlite.broker.pop.polling import PopPolling, Waiter
-from rocketlite.broker.pop.state import PopBatch, PopService
+from rocketlite.broker.pop.state import PopBatch, PopService, check_place
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
 from rocketlite.broker.topic_config import TopicConfigManager
 from rocketlite.protocol import perm, reserved
@@ -57,6 +57,7 @@ from rocketlite.protocol.message import MessageConst, properties_to_string, stri
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.pop import (
     INIT_MODE_MIN,
+    NORMAL_TOPIC,
     POLLING_TIMEOUT,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -315,41 +316,71 @@ class PopMessageProcessor:
         no delivery in flight, raises with NO_MESSAGE."""
         r = request
         self._check(r.group, r.topic, r.queue_id)
-        self.service.ack(r.group, r.topic, r.queue_id, r.offset, ReceiptHandle.parse(r.handle))
-        self._acked(r.group, r.topic, {r.queue_id})
-        await self._persist()
+        handle = ReceiptHandle.parse(r.handle)
+        check_place((r.group, r.topic, r.queue_id), r.offset, handle)
+        one: HandleAck = (r.queue_id, r.offset, handle.pop_time, handle.topic_type, handle.broker_name)
+        refusal = (await self.ack_all(r.group, r.topic, [one]))[0]
+        if refusal is not None:
+            raise refusal
 
     async def ack_all(self, group: str, topic: str, acks: list[HandleAck]) -> list[RocketliteError | None]:
-        """`ack` of several deliveries of one group and topic (one AckMessage's entries), each
-        (queueId, offset, popTime, topic type, broker name) as its handle reads, with one wait
-        for the POP log: one fdatasync for all of them, not one each. Returns each one's refusal,
-        or None; every accepted one is durable when this returns (if the log cannot be written,
-        each of them gets that refusal)."""
+        """`ack` of several deliveries of one group and topic, each (queueId, offset, popTime, topic
+        type, broker name) as its handle reads: each one's refusal, or None (`ack_columns` does
+        the work; a handle of another broker or topic type is refused here)."""
         refusals: list[RocketliteError | None] = [None] * len(acks)
-        # by queue, in order: each queue's acks applied together (one log record, one commit)
-        by_queue: dict[int, list[int]] = {}
-        for i, one in enumerate(acks):
-            by_queue.setdefault(one[0], []).append(i)
-        freed: set[int] = set()
-        for queue_id, at in by_queue.items():
+        at: list[int] = []
+        queue_ids: list[int] = []
+        offsets: list[int] = []
+        pop_times: list[int] = []
+        service = self.service
+        for i, (queue_id, offset, pop_time, kind, broker_name) in enumerate(acks):
+            if kind != NORMAL_TOPIC or broker_name != service.broker_name:  # refused, naming why
+                refusals[i] = service.ack_all(
+                    group, topic, queue_id, [(offset, pop_time, kind, broker_name)]
+                )[0]
+                continue
+            at.append(i)
+            queue_ids.append(queue_id)
+            offsets.append(offset)
+            pop_times.append(pop_time)
+        for k, refusal in (await self.ack_columns(group, topic, queue_ids, offsets, pop_times)).items():
+            refusals[at[k]] = refusal
+        return refusals
+
+    async def ack_columns(
+        self, group: str, topic: str, queue_ids: list[int], offsets: list[int], pop_times: list[int]
+    ) -> dict[int, RocketliteError]:
+        """The core of every ack (4.x ACK_MESSAGE, 5.x AckMessage): entry k acks queue
+        `queue_ids[k]`'s offset `offsets[k]` delivered at `pop_times[k]`, by a handle of this
+        broker for a normal topic (the caller refuses the others). The checks once per queue, the
+        state changed in one call (`PopService.ack_columns`), one wait for the POP log for all
+        of them (one fdatasync, not one each). Returns the refused entries by place; every
+        accepted one is durable when this returns (if the log cannot be written, each of them
+        gets that refusal)."""
+        n = len(offsets)
+        refused: dict[int, RocketliteError] = {}
+        queues = set(queue_ids)
+        places: list[int] | None = None  # when some queues are refused: the places of the rest
+        for queue_id in sorted(queues):
             try:
                 self._check(group, topic, queue_id)
             except RocketliteError as exc:
-                for i in at:
-                    refusals[i] = exc
-                continue
-            entries = [acks[i][1:] for i in at]
-            for i, refusal in zip(at, self.service.ack_all(group, topic, queue_id, entries), strict=True):
-                refusals[i] = refusal
-                if refusal is None:
-                    freed.add(queue_id)
-        if freed:
-            self._acked(group, topic, freed)
+                refused.update((k, exc) for k, q in enumerate(queue_ids) if q == queue_id)
+        if refused:
+            places = [k for k in range(n) if k not in refused]
+            queue_ids = [queue_ids[k] for k in places]
+            offsets = [offsets[k] for k in places]
+            pop_times = [pop_times[k] for k in places]
+            queues = set(queue_ids)
+        stale = self.service.ack_columns(group, topic, queue_ids, offsets, pop_times)
+        refused.update((k if places is None else places[k], exc) for k, exc in stale.items())
+        if len(stale) < len(offsets):  # some were acked
+            self._acked(group, topic, queues)
             try:
                 await self._persist()
             except RocketliteError as exc:
-                return [refusal or exc for refusal in refusals]
-        return refusals
+                return {k: refused.get(k, exc) for k in range(n)}
+        return refused
 
     def _acked(self, group: str, topic: str, queue_ids: set[int]) -> None:
         """After acks: a queue they left with nothing in flight and messages waiting wakes one

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,7 +63,7 @@ from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
 
-__all__ = ["InFlight", "PopBatch", "PopService", "Popped", "PoppedRun", "QueuePopState"]
+__all__ = ["InFlight", "PopBatch", "PopService", "Popped", "PoppedRun", "QueuePopState", "check_place"]
 
 _INT_MAX = 2**31 - 1
 _NEVER = 2**63 - 1  # a deadline later than any
@@ -223,8 +223,8 @@ class PopService:
         now = self.clock.now_ms()
         taken: list[Taken] = []
         count = 0  # messages in `taken` (a new run holds several)
-        rest = 0
         looked: dict[int, QueuePopState] = {}
+        ends: dict[int, int] = {}  # max offsets the reads saw, by queue
         with self.table.lock:
             for queue_id in queue_ids:
                 state = looked[queue_id] = self._state(group, topic, queue_id, init_mode)
@@ -237,11 +237,16 @@ class PopService:
                     count += len(due)  # runs of one
                     if not (order and state.in_flight) and count < max_nums:
                         new = self._new(
-                            group, topic, queue_id, state, max_nums - count, message_filter, record_filter
-                        )
+                            group, topic, queue_id, state, max_nums - count, message_filter, record_filter,
+                            ends,
+                        )  # fmt: skip
                         taken += new
                         count += sum(len(run.offsets) for _, run, _ in new)
-                rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
+            # the rest count: the queues not read asked in one call (a 5.x receive looks at all)
+            unread = [q for q in queue_ids if q not in ends]
+            if unread:
+                ends.update(zip(unread, self.store.get_max_offsets_in_queues(topic, unread), strict=True))
+            rest = sum(max(0, ends[q] - s.cursor) for q, s in looked.items())
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
             deadline = pop_time + invisible_time
@@ -365,13 +370,16 @@ class PopService:
         state: QueuePopState,
         left: int,
         message_filter: MessageFilter | None,
-        record_filter: RecordFilter | None = None,
+        record_filter: RecordFilter | None,
+        ends: dict[int, int],
     ) -> list[Taken]:
+        """New messages from the cursor; `ends` gets the queue's max offset as the read saw it."""
         if left <= 0:
             return []
         found: GetMessageResult = self.store.get_message(
             group, topic, queue_id, state.cursor, left, message_filter, record_filter=record_filter
         )
+        ends[queue_id] = found.max_offset
         try:
             out: list[Taken] = []
             if found.message_count:  # one copy of the read: the answer outlives it
@@ -418,7 +426,7 @@ class PopService:
         self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle
     ) -> InFlight:
         key = (group, topic, queue_id)
-        _check_place(key, offset, handle)
+        check_place(key, offset, handle)
         found = self._refusal(key, offset, handle.pop_time, handle.topic_type, handle.broker_name)
         if isinstance(found, StaleReceiptHandleError):
             raise found
@@ -426,7 +434,7 @@ class PopService:
 
     def ack(self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle) -> None:
         """Forget a delivered message for good; a stale or forged handle raises and changes nothing."""
-        _check_place((group, topic, queue_id), offset, handle)
+        check_place((group, topic, queue_id), offset, handle)
         delivery = (offset, handle.pop_time, handle.topic_type, handle.broker_name)
         refusal = self.ack_all(group, topic, queue_id, [delivery])[0]
         if refusal is not None:
@@ -435,40 +443,89 @@ class PopService:
     def ack_all(
         self, group: str, topic: str, queue_id: int, acks: list[tuple[int, int, str, str]]
     ) -> list[StaleReceiptHandleError | None]:
-        """`ack` of several deliveries of one queue, in order (one AckMessage's entries), each
-        (offset, popTime, topic type, broker name) as its handle reads: each one's refusal or
-        None; the accepted ones go to the log in one ACK record (up to `MAX_BATCH` offsets each)
-        and the queue's offset is committed once. No handle object per entry: the 5.x AckMessage
-        reads these fields of a batch of handles in one call (`protocol.proto.speedups.handle_fields`)."""
-        key = (group, topic, queue_id)
-        refusals: list[StaleReceiptHandleError | None] = []
-        accepted: list[int] = []
-        with self.table.lock:
-            state = self.table.queues.get(key)
-            in_flight = state.in_flight if state is not None else {}
-            dead, mine = self._dead, self.broker_name
-            for offset, pop_time, topic_type, broker_name in acks:
-                entry = in_flight.get(offset)
-                if (
-                    entry is None
-                    or entry.pop_time != pop_time
-                    or topic_type != NORMAL_TOPIC
-                    or broker_name != mine
-                    or (dead and (key, offset) in dead)
-                ):  # refused: `_refusal` says why
-                    found = self._refusal(key, offset, pop_time, topic_type, broker_name)
-                    assert isinstance(found, StaleReceiptHandleError)
-                    refusals.append(found)
-                    continue
-                del in_flight[offset]
-                accepted.append(offset)
-                refusals.append(None)
-            if accepted:
-                for at in range(0, len(accepted), MAX_BATCH):
-                    self.table.log.append(ack_record(key, accepted[at : at + MAX_BATCH]))
-                self.revive_in[(group, topic, "ACK")] += len(accepted)
-                self._commit(group, topic, queue_id)
+        """`ack` of several deliveries of one queue, in order, each (offset, popTime, topic type,
+        broker name) as its handle reads: each one's refusal or None (`ack_columns` does the
+        work; a handle of another broker or topic type is refused here)."""
+        refusals: list[StaleReceiptHandleError | None] = [None] * len(acks)
+        at: list[int] = []
+        offsets: list[int] = []
+        pop_times: list[int] = []
+        for i, (offset, pop_time, topic_type, broker_name) in enumerate(acks):
+            if topic_type != NORMAL_TOPIC or broker_name != self.broker_name:
+                found = self._refusal((group, topic, queue_id), offset, pop_time, topic_type, broker_name)
+                assert isinstance(found, StaleReceiptHandleError)
+                refusals[i] = found
+                continue
+            at.append(i)
+            offsets.append(offset)
+            pop_times.append(pop_time)
+        refused = self.ack_columns(group, topic, [queue_id] * len(at), offsets, pop_times)
+        for k, refusal in refused.items():
+            refusals[at[k]] = refusal
         return refusals
+
+    def ack_columns(
+        self, group: str, topic: str, queue_ids: list[int], offsets: list[int], pop_times: list[int]
+    ) -> dict[int, StaleReceiptHandleError]:
+        """`ack` of several deliveries (one AckMessage's entries) given as columns: entry k acks
+        queue `queue_ids[k]`'s offset `offsets[k]` delivered at `pop_times[k]`, by a handle of
+        this broker for a normal topic (the caller checked those). Returns the refused entries by
+        place (a delivery not in flight at that popTime: acked already, earlier in the same call
+        too, redelivered since, never popped); nothing is acked twice. Each queue's accepted
+        offsets go to the log in one ACK record (up to `MAX_BATCH` offsets each) and its offset is
+        committed once. An ack whose entries are all on one queue, distinct and in flight (the
+        common case: a receive's batch comes from one queue's run) makes no Python step per entry."""
+        n = len(offsets)
+        if not n:
+            return {}
+        with self.table.lock:
+            first = queue_ids[0]
+            if not self._dead and queue_ids.count(first) == n and len(set(offsets)) == n:
+                key = (group, topic, first)
+                state = self.table.queues.get(key)
+                if state is not None:
+                    in_flight = state.in_flight
+                    try:
+                        delivered = [f.pop_time for f in map(in_flight.__getitem__, offsets)]
+                    except KeyError:  # one of them is not in flight: refused below, naming why
+                        delivered = []
+                    if delivered == pop_times:
+                        deque(map(in_flight.__delitem__, offsets), maxlen=0)
+                        self._acked(key, offsets)
+                        return {}
+            return self._ack_each(group, topic, queue_ids, offsets, pop_times)
+
+    def _ack_each(
+        self, group: str, topic: str, queue_ids: list[int], offsets: list[int], pop_times: list[int]
+    ) -> dict[int, StaleReceiptHandleError]:
+        """`ack_columns` entry by entry (under the lock), each refusal naming its cause."""
+        refused: dict[int, StaleReceiptHandleError] = {}
+        accepted: dict[int, list[int]] = {}
+        queues, dead = self.table.queues, self._dead
+        for k, (queue_id, offset, pop_time) in enumerate(zip(queue_ids, offsets, pop_times, strict=True)):
+            key = (group, topic, queue_id)
+            state = queues.get(key)
+            entry = state.in_flight.get(offset) if state is not None else None
+            if entry is None or entry.pop_time != pop_time or (dead and (key, offset) in dead):
+                found = self._refusal(key, offset, pop_time, NORMAL_TOPIC, self.broker_name)
+                assert isinstance(found, StaleReceiptHandleError)
+                refused[k] = found
+                continue
+            assert state is not None
+            del state.in_flight[offset]
+            accepted.setdefault(queue_id, []).append(offset)
+        for queue_id, acked in accepted.items():
+            self._acked((group, topic, queue_id), acked)
+        return refused
+
+    def _acked(self, key: QueueKey, offsets: list[int]) -> None:
+        """After `offsets` of a queue left the in-flight set: their ACK records, the count, the
+        queue's committed offset."""
+        group, topic, queue_id = key
+        for at in range(0, len(offsets), MAX_BATCH):
+            self.table.log.append(ack_record(key, offsets[at : at + MAX_BATCH]))
+        self.revive_in[(group, topic, "ACK")] += len(offsets)
+        self._commit(group, topic, queue_id)
 
     def change_invisible_time(
         self, group: str, topic: str, queue_id: int, offset: int, handle: ReceiptHandle, invisible_time: int
@@ -543,7 +600,7 @@ def _where(key: QueueKey, offset: int) -> str:
     return f"{topic}:{queue_id} offset {offset} for group {group}"
 
 
-def _check_place(key: QueueKey, offset: int, handle: ReceiptHandle) -> None:
+def check_place(key: QueueKey, offset: int, handle: ReceiptHandle) -> None:
     """A handle naming another queue or offset than the request is refused."""
     if handle.queue_id != key[2] or handle.queue_offset not in (None, offset):
         raise StaleReceiptHandleError(

@@ -9,18 +9,34 @@ order, empty strings left out (proto3), a set `Status` always written, even empt
 `handle_fields` reads the entries' receipt handles in one call: the fields an ack checks, as
 plain values, with no `ReceiptHandle` object per entry. A handle it does not take (7 fields,
 malformed, too long) is left to `ReceiptHandle.parse`, which refuses it naming the cause.
+
+`handle_columns` reads them as columns for the common case of an ack: the handles this broker
+issued for a normal topic that are still within their invisible time, their queue ids, offsets
+and popTimes in three lists and their places in a fourth. Every other entry is left out, for the
+caller to refuse one by one (naming the cause); so an ack of N entries makes no object per entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
-from rocketlite.protocol.wire.pop import MAX_HANDLE_LEN, WELL_FORMED_HANDLE
+from rocketlite.protocol.wire.pop import MAX_HANDLE_LEN, NORMAL_TOPIC, WELL_FORMED_HANDLE
 
-__all__ = ["HandleFields", "ack_response", "handle_fields"]
+__all__ = ["HandleColumns", "HandleFields", "ack_response", "handle_columns", "handle_fields"]
 
 HandleFields = tuple[int, int, str, str, int, int]
 """(popTime, invisibleTime, topic type, broker name, queueId, queueOffset) of a receipt handle."""
+
+
+class HandleColumns(NamedTuple):
+    """The entries `handle_columns` took: entry `at[k]` names queue `queue_ids[k]`, offset
+    `offsets[k]`, delivered at `pop_times[k]`."""
+
+    at: list[int]
+    queue_ids: list[int]
+    offsets: list[int]
+    pop_times: list[int]
 
 
 def _varint(value: int) -> bytes:
@@ -73,3 +89,21 @@ def handle_fields(texts: Iterable[str]) -> list[HandleFields | None]:
         _, pop_time, invisible, _, kind, broker, queue_id, queue_offset = found.groups()
         out.append((int(pop_time), int(invisible), kind, broker, int(queue_id), int(queue_offset)))
     return out
+
+
+def handle_columns(texts: Iterable[str], now_ms: int, broker_name: str) -> HandleColumns:
+    """The handles `handle_fields` reads that `broker_name` issued for a normal topic (type "0")
+    and whose invisible time is not over at `now_ms` (popTime + invisibleTime > now), as columns
+    with their places; the others are left out."""
+    columns = HandleColumns([], [], [], [])
+    for i, fields in enumerate(handle_fields(texts)):
+        if fields is None:
+            continue
+        pop_time, invisible, kind, broker, queue_id, offset = fields
+        if kind != NORMAL_TOPIC or broker != broker_name or pop_time + invisible <= now_ms:
+            continue
+        columns.at.append(i)
+        columns.queue_ids.append(queue_id)
+        columns.offsets.append(offset)
+        columns.pop_times.append(pop_time)
+    return columns

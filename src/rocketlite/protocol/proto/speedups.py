@@ -25,6 +25,9 @@ writers or their references.
 * `handle_fields` (an AckMessage's receipt handles read in one call, no object per handle):
   `acks.handle_fields` (one regex match each); compiled in `_native/_delivery.pyx`
   (`tests/protocol/test_acks.py` pins the two).
+* `handle_columns` (the handles of an AckMessage this broker can take, as columns: places, queue
+  ids, offsets, popTimes): `acks.handle_columns`; compiled in `_native/_delivery.pyx` (pinned
+  the same way).
 
 `rocketlite.native` holds the one setting (`ROCKETLITE_NATIVE`) every family's chooser reads;
 the gRPC endpoint imports this name from here and nowhere else.
@@ -39,7 +42,7 @@ from typing import Final, Protocol
 from rocketlite import native
 from rocketlite.protocol.proto import acks, delivery
 from rocketlite.protocol.proto import send_fields as _send_fields
-from rocketlite.protocol.proto.acks import HandleFields
+from rocketlite.protocol.proto.acks import HandleColumns, HandleFields
 from rocketlite.protocol.proto.delivery import Delivered, PopStamp
 from rocketlite.protocol.proto.send_fields import SendFields, SendRun
 
@@ -51,6 +54,7 @@ __all__ = [
     "ack_response",
     "delivery_response",
     "delivery_responses",
+    "handle_columns",
     "handle_fields",
     "ok_answer",
     "ok_answers",
@@ -80,6 +84,7 @@ class Codecs:
     ok_answers: Callable[[list[str], list[int]], list[bytes]]
     send_run: SendRun
     handle_fields: Callable[[Iterable[str]], list[HandleFields | None]]
+    handle_columns: Callable[[Iterable[str], int, str], HandleColumns]
 
 
 REFERENCE: Final = Codecs(
@@ -92,6 +97,7 @@ REFERENCE: Final = Codecs(
     ok_answers=_send_fields.ok_answers,
     send_run=_send_fields.send_run,
     handle_fields=acks.handle_fields,
+    handle_columns=acks.handle_columns,
 )
 
 NATIVE_MODULES: Final = (
@@ -109,3 +115,4 @@ ok_answer: Final = CHOSEN.ok_answer
 ok_answers: Final = CHOSEN.ok_answers
 send_run: Final = CHOSEN.send_run
 handle_fields: Final = CHOSEN.handle_fields
+handle_columns: Final = CHOSEN.handle_columns
