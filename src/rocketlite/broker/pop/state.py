@@ -224,7 +224,9 @@ class PopService:
         taken: list[Taken] = []
         count = 0  # messages in `taken` (a new run holds several)
         looked: dict[int, QueuePopState] = {}
-        ends: dict[int, int] = {}  # max offsets the reads saw, by queue
+        # Every queue's max offset in one call: a queue whose cursor is there has nothing new
+        # and is not read (a 5.x receive looks at every queue of its topic, most of them drained).
+        ends = dict(zip(queue_ids, self.store.get_max_offsets_in_queues(topic, queue_ids), strict=True))
         with self.table.lock:
             for queue_id in queue_ids:
                 state = looked[queue_id] = self._state(group, topic, queue_id, init_mode)
@@ -235,17 +237,17 @@ class PopService:
                     )  # fmt: skip
                     taken += due
                     count += len(due)  # runs of one
-                    if not (order and state.in_flight) and count < max_nums:
+                    if (
+                        count < max_nums
+                        and state.cursor != ends[queue_id]
+                        and not (order and state.in_flight)
+                    ):
                         new = self._new(
                             group, topic, queue_id, state, max_nums - count, message_filter, record_filter,
                             ends,
                         )  # fmt: skip
                         taken += new
                         count += sum(len(run.offsets) for _, run, _ in new)
-            # the rest count: the queues not read asked in one call (a 5.x receive looks at all)
-            unread = [q for q in queue_ids if q not in ends]
-            if unread:
-                ends.update(zip(unread, self.store.get_max_offsets_in_queues(topic, unread), strict=True))
             rest = sum(max(0, ends[q] - s.cursor) for q, s in looked.items())
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
@@ -373,7 +375,8 @@ class PopService:
         record_filter: RecordFilter | None,
         ends: dict[int, int],
     ) -> list[Taken]:
-        """New messages from the cursor; `ends` gets the queue's max offset as the read saw it."""
+        """New messages from the cursor; `ends` gets the queue's max offset as the read saw it
+        (for the rest count)."""
         if left <= 0:
             return []
         found: GetMessageResult = self.store.get_message(
