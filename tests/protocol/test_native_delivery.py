@@ -202,3 +202,18 @@ def test_a_common_delivery_field_by_field() -> None:
     # upb's deterministic map order: by bytes, a key before its own prefix
     at = out.response.index
     assert at(b"\n\x02aa") < at(b"\n\x01a\x12") < at(b"\n\x01b")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 253402300799 * 10**9 + 999_999_999) | st.sampled_from([0, 1, 10**9, 1_700_000_000 * 10**9])
+)
+def test_the_timestamp_answer_is_serialize_to_string(time_ns: int) -> None:
+    """A receive's last answer (`delivery_timestamp`) written as bytes is what upb writes."""
+    from google.protobuf.timestamp_pb2 import Timestamp  # noqa: PLC0415
+
+    seconds, nanos = divmod(time_ns, 10**9)
+    expected = spb.ReceiveMessageResponse(
+        delivery_timestamp=Timestamp(seconds=seconds, nanos=nanos)
+    ).SerializeToString()
+    assert delivery.timestamp_answer(time_ns) == expected

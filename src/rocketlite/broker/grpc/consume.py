@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -40,7 +41,7 @@ from google.protobuf.duration_pb2 import Duration
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
-from rocketlite.broker.grpc.convert import Delivered, PopStamp, delivery_responses
+from rocketlite.broker.grpc.convert import Delivered, PopStamp, delivery_responses, timestamp_answer
 from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService, no_route
 from rocketlite.broker.pop.processor import (
@@ -119,6 +120,8 @@ class ConsumerService:
         self.clients.gone.append(self.renewals.forget_client)
         self._ok = kit.status("OK", "OK")  # an acknowledged entry's status, and its bytes
         self._ok_bytes = bytes(self._ok.SerializeToString())
+        # a receive's first answer when it found messages, written once
+        self._found = bytes(spb.ReceiveMessageResponse(status=self._ok).SerializeToString())
 
     # -- checks shared by the RPCs ----------------------------------------------------------
     def _names(
@@ -210,9 +213,9 @@ class ConsumerService:
         else:
             if batch.runs:
                 messages = self._messages(batch)
-                answers: list[Any] = [spb.ReceiveMessageResponse(status=kit.status("OK", "OK"))]
+                answers: list[Any] = [self._found]
                 answers += [message.response for message in messages]
-                answers.append(spb.ReceiveMessageResponse(delivery_timestamp=_now_ts(kit)))
+                answers.append(timestamp_answer(time.time_ns()))
                 try:
                     yield answers
                 except BaseException:  # the client went away: what was not written comes back soon
@@ -225,7 +228,7 @@ class ConsumerService:
                     self._track(request.group.name, context, batch, messages)
                 return
             yield spb.ReceiveMessageResponse(status=kit.status("MESSAGE_NOT_FOUND", "no new message"))
-        yield spb.ReceiveMessageResponse(delivery_timestamp=_now_ts(kit))
+        yield timestamp_answer(time.time_ns())
 
     def _track(self, group: str, context: Any, batch: PopBatch, messages: list[Delivered]) -> None:
         """Auto-renew receives: each message written is renewed while its client is registered."""
@@ -499,9 +502,3 @@ def _check_invisible(invisible_ms: int, minimum: int) -> None:
             "ILLEGAL_INVISIBLE_TIME",
             f"invisible duration {invisible_ms} ms is above the maximum {MAX_INVISIBLE_MS} ms",
         )
-
-
-def _now_ts(kit: ProtoKit) -> Any:  # a google.protobuf Timestamp (untyped here)
-    stamp = kit.timestamp()
-    stamp.GetCurrentTime()
-    return stamp

@@ -10,14 +10,22 @@ from typing import TYPE_CHECKING
 
 from rocketlite.broker.grpc.kit import ProtoKit
 from rocketlite.protocol.formats.record import StoredRecord
-from rocketlite.protocol.proto.delivery import Delivered, PopStamp, Receipt
+from rocketlite.protocol.proto.delivery import Delivered, PopStamp, Receipt, timestamp_answer
 from rocketlite.protocol.proto.delivery import message_of as build_message
 from rocketlite.protocol.proto.speedups import delivery_response, delivery_responses
 
 if TYPE_CHECKING:
     from rocketlite.protocol.proto.v2 import definition_pb2
 
-__all__ = ["Delivered", "PopStamp", "Receipt", "delivery_response", "delivery_responses", "message_of"]
+__all__ = [
+    "Delivered",
+    "PopStamp",
+    "Receipt",
+    "delivery_response",
+    "delivery_responses",
+    "message_of",
+    "timestamp_answer",
+]
 
 
 def message_of(kit: ProtoKit, record: StoredRecord, receipt: Receipt | None = None) -> definition_pb2.Message:

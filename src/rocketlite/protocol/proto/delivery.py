@@ -229,3 +229,25 @@ def delivery_response(record: bytes, stamp: PopStamp, now_ms: int, pos: int = 0,
     message = message_of(stored, Receipt(handle, stamp.invisible_time), now_ms)
     data = spb.ReceiveMessageResponse(message=message).SerializeToString(deterministic=True)
     return Delivered(data, stored.topic, handle, message.system_properties.message_id)
+
+
+def timestamp_answer(time_ns: int) -> bytes:
+    """The stream's last answer, `ReceiveMessageResponse{delivery_timestamp}` at `time_ns` (ns
+    since the epoch, not before it), as the bytes `SerializeToString` writes: no message object
+    per call (`tests/protocol/test_native_delivery.py` pins the two)."""
+    seconds, nanos = divmod(time_ns, 1_000_000_000)
+    inner = bytearray()
+    if seconds:
+        inner += b"\x08" + _varint(seconds)
+    if nanos:
+        inner += b"\x10" + _varint(nanos)
+    return b"\x1a" + _varint(len(inner)) + bytes(inner)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
