@@ -349,8 +349,8 @@ class GrpcConnection(asyncio.Protocol):
             self.grouped.append((stream_id, call, request, unary.context))
         elif unary.method.shape == "unary":
             self._start(call, self._run(stream_id, call, call.method.handler(request, unary.context)))
-        else:
-            call.task = self.loop.create_task(self._stream(stream_id, call, request, unary.context))
+        else:  # a server stream too: a Task only once it waits (a receive that finds messages does not)
+            self._start(call, self._stream(stream_id, call, request, unary.context))
 
     def _closed(self, stream_id: int) -> None:
         """The stream is gone (answered, or reset by the client): a running call is cancelled."""
@@ -433,8 +433,9 @@ class GrpcConnection(asyncio.Protocol):
             self._finish(stream_id, call, OK)
 
     def _start(self, call: _Call, body: Coroutine[Any, Any, None]) -> None:
-        """Runs a unary call at once, in this loop turn: most handlers answer without waiting, and
-        those need no Task. One that waits continues in a Task from where it stopped."""
+        """Runs a unary or server-streaming call at once, in this loop turn: most handlers answer
+        without waiting, and those need no Task. One that waits continues in a Task from where
+        it stopped."""
         try:
             waiting = body.send(None)
         except StopIteration:
