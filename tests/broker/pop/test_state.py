@@ -349,10 +349,19 @@ def test_ack_columns_answers_each_entry_and_acks_nothing_twice(
     assert "acked already or never popped" in str(refused[5])  # never popped
     assert svc.in_flight(GROUP, TOPIC, 0) == {} and list(svc.in_flight(GROUP, TOPIC, 1)) == [1]
     assert svc.offsets.query(GROUP, TOPIC, 0) == 3 and svc.offsets.query(GROUP, TOPIC, 1) == 1
+    # the one-step path over two queues, then the same again: every entry refused
+    put(store, 1, queue_id=0)
+    put(store, 1, queue_id=1)
+    late = pop(svc, queues=[0, 1])
+    assert sorted((m.queue_id, m.queue_offset) for m in late.messages) == [(0, 3), (1, 2)]
+    lt = late.pop_time
+    assert svc.ack_columns(GROUP, TOPIC, [1, 0], [2, 3], [lt, lt]) == {}
+    assert sorted(svc.ack_columns(GROUP, TOPIC, [1, 0], [2, 3], [lt, lt])) == [0, 1]
+    assert svc.offsets.query(GROUP, TOPIC, 0) == 4
     # the one-queue path: all in flight, distinct; then the same again, every entry refused
     assert svc.ack_columns(GROUP, TOPIC, [1], [1], [t]) == {}
     assert sorted(svc.ack_columns(GROUP, TOPIC, [1, 1], [0, 1], [t, t])) == [0, 1]
-    assert svc.offsets.query(GROUP, TOPIC, 1) == 2
+    assert svc.offsets.query(GROUP, TOPIC, 1) == 3
     svc.close()
     again = service(store, tmp_path / "cfg", clock)  # the log holds the acks
     assert again.in_flight(GROUP, TOPIC, 0) == {} and again.in_flight(GROUP, TOPIC, 1) == {}

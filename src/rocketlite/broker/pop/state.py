@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rocketlite.broker.pop.batch import PopBatch, Popped, PoppedRun  # (Popped: re-exported)
+from rocketlite.broker.pop.columns import in_flight_runs
 from rocketlite.broker.pop.log import (
     COMPACT_MIN_BYTES,
     MAX_BATCH,
@@ -470,33 +471,20 @@ class PopService:
     def ack_columns(
         self, group: str, topic: str, queue_ids: list[int], offsets: list[int], pop_times: list[int]
     ) -> dict[int, StaleReceiptHandleError]:
-        """`ack` of several deliveries (one AckMessage's entries) given as columns: entry k acks
-        queue `queue_ids[k]`'s offset `offsets[k]` delivered at `pop_times[k]`, by a handle of
-        this broker for a normal topic (the caller checked those). Returns the refused entries by
-        place (a delivery not in flight at that popTime: acked already, earlier in the same call
-        too, redelivered since, never popped); nothing is acked twice. Each queue's accepted
-        offsets go to the log in one ACK record (up to `MAX_BATCH` offsets each) and its offset is
-        committed once. An ack whose entries are all on one queue, distinct and in flight (the
-        common case: a receive's batch comes from one queue's run) makes no Python step per entry."""
-        n = len(offsets)
-        if not n:
-            return {}
+        """`ack` of several deliveries given as columns: entry k acks queue `queue_ids[k]`'s offset
+        `offsets[k]` delivered at `pop_times[k]`, by a handle of this broker for a normal topic
+        (the caller checked those). Returns the refused entries by place, so nothing is acked
+        twice. Each queue's accepted offsets make one ACK record and one offset commit; the
+        common case takes no Python step per entry (`columns.in_flight_runs`)."""
         with self.table.lock:
-            first = queue_ids[0]
-            if not self._dead and queue_ids.count(first) == n and len(set(offsets)) == n:
-                key = (group, topic, first)
-                state = self.table.queues.get(key)
-                if state is not None:
-                    in_flight = state.in_flight
-                    try:
-                        delivered = [f.pop_time for f in map(in_flight.__getitem__, offsets)]
-                    except KeyError:  # one of them is not in flight: refused below, naming why
-                        delivered = []
-                    if delivered == pop_times:
-                        deque(map(in_flight.__delitem__, offsets), maxlen=0)
-                        self._acked(key, offsets)
-                        return {}
-            return self._ack_each(group, topic, queue_ids, offsets, pop_times)
+            dead, queues = self._dead, self.table.queues
+            runs = None if dead else in_flight_runs(queues, group, topic, queue_ids, offsets, pop_times)
+            if runs is None:
+                return self._ack_each(group, topic, queue_ids, offsets, pop_times)
+            for key, (in_flight, acked) in runs.items():
+                deque(map(in_flight.__delitem__, acked), maxlen=0)
+                self._acked(key, acked)
+            return {}
 
     def _ack_each(
         self, group: str, topic: str, queue_ids: list[int], offsets: list[int], pop_times: list[int]

@@ -1,0 +1,53 @@
+"""An ack's entries as columns (queue ids, offsets, popTimes: `protocol.proto.acks.handle_columns`
+reads them from an AckMessage's handles), taken by queue in one step each when they are the
+common case: every entry distinct and in flight at its popTime. `PopService.ack_columns` then
+removes each queue's offsets with one mapped delete; anything else goes entry by entry there, so
+that each refusal names its cause.
+"""
+
+from __future__ import annotations
+
+from rocketlite.broker.pop.log import InFlight, QueueKey, QueuePopState
+
+__all__ = ["Runs", "in_flight_runs"]
+
+Runs = dict[QueueKey, tuple[dict[int, InFlight], list[int]]]
+"""By queue, its in-flight table and the offsets acked in it."""
+
+
+def in_flight_runs(
+    queues: dict[QueueKey, QueuePopState],
+    group: str,
+    topic: str,
+    queue_ids: list[int],
+    offsets: list[int],
+    pop_times: list[int],
+) -> Runs | None:
+    """The entries by queue if every one is distinct and in flight at its popTime, else None.
+    One queue's entries (a receive's batch is mostly one queue's run) take no Python step each:
+    the look-ups are mapped and compared as lists."""
+    n = len(offsets)
+    if not n or len(set(zip(queue_ids, offsets, strict=True))) != n:
+        return None
+    columns: dict[int, tuple[list[int], list[int]]]
+    if queue_ids.count(queue_ids[0]) == n:
+        columns = {queue_ids[0]: (offsets, pop_times)}
+    else:
+        columns = {}
+        for queue_id, offset, pop_time in zip(queue_ids, offsets, pop_times, strict=True):
+            column = columns.get(queue_id) or columns.setdefault(queue_id, ([], []))
+            column[0].append(offset)
+            column[1].append(pop_time)
+    runs: Runs = {}
+    for queue_id, (acked, times) in columns.items():
+        key = (group, topic, queue_id)
+        state = queues.get(key)
+        if state is None:
+            return None
+        try:
+            if [f.pop_time for f in map(state.in_flight.__getitem__, acked)] != times:
+                return None
+        except KeyError:  # one is not in flight
+            return None
+        runs[key] = (state.in_flight, acked)
+    return runs
