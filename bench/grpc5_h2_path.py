@@ -17,10 +17,12 @@ ReceiveMessage of up to `--batch` (32) messages and one AckMessage of their hand
 servicer's guarded handlers (requests parsed from bytes, answers serialized; the HTTP/2 framing,
 shared by the batch, left out) until every one of them was received: a receive may hand out
 fewer than 32 (a pop takes what its look at the queues found), so there may be more pairs than
-`--calls`. The figure is per message received; the pairs made are printed too.
+`--calls`. The figure is per message received; the pairs made are printed too. The messages
+are spread over `--queues` queues of the topic (4 by default; `grpc5_bench.py` uses 16), one each
+in turn, so a receive drains the queues one after the other.
 
     .venv/bin/python bench/grpc5_h2_path.py [--calls 2000] [--runs 5] [--profile] [--no-lane]
-                                            [--rpc send|receive]
+                                            [--rpc send|receive] [--queues 4]
 
 Opens a loopback socket for the capture (port 0): run it in a network namespace of its own when
 other brokers share the machine.
@@ -128,6 +130,13 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with broker_under_test(Path(tmp), store_maped_file_size_commit_log=64 << 20) as broker:
             await broker.send(TOPIC)  # the topic exists
+            if args.queues != 4:
+                topics = broker.controller.topics
+                found = topics.select(TOPIC)
+                assert found is not None
+                topics.update(
+                    dataclasses.replace(found, read_queue_nums=args.queues, write_queue_nums=args.queues)
+                )
             parts = broker.controller.parts
             assert parts is not None and parts.grpc is not None and parts.grpc.h2 is not None
             methods = parts.grpc.h2.methods
@@ -161,11 +170,11 @@ async def receive_main(broker: Any, servicer: Any, args: argparse.Namespace) -> 
     from rocketlite.protocol.proto.v2 import service_pb2 as spb  # noqa: PLC0415
 
     count = args.calls * args.batch
-    await refill(broker, count)  # a warm-up run, which also takes the message that made the topic
+    await refill(broker, count, args.queues)  # a warm-up run, which also takes the topic's first message
     await receive_ack(broker, servicer, count + 1, args.batch, pb, spb)
     best, split, pairs = float("inf"), (0.0, 0.0), 0
     for _ in range(args.runs):
-        await refill(broker, count)
+        await refill(broker, count, args.queues)
         (receiving, acking), pairs = await receive_ack(broker, servicer, count, args.batch, pb, spb)
         if receiving + acking < best:
             best, split = receiving + acking, (receiving, acking)
@@ -175,7 +184,7 @@ async def receive_main(broker: Any, servicer: Any, args: argparse.Namespace) -> 
         f"{count} messages in {pairs} pairs in the last run)"
     )
     if args.profile:
-        await refill(broker, count)
+        await refill(broker, count, args.queues)
         profiler = cProfile.Profile(time.thread_time)  # CPU of the loop's thread, not wall time
         profiler.enable()
         await receive_ack(broker, servicer, count, args.batch, pb, spb)
@@ -183,9 +192,9 @@ async def receive_main(broker: Any, servicer: Any, args: argparse.Namespace) -> 
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.top)
 
 
-async def refill(broker: Any, count: int) -> None:
+async def refill(broker: Any, count: int, queues: int) -> None:
     for i in range(count):
-        await broker.send(TOPIC, b"x" * 1024, queue_id=i % 4)
+        await broker.send(TOPIC, b"x" * 1024, queue_id=i % queues)
     await broker.dispatched()
 
 
@@ -250,6 +259,7 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--queues", type=int, default=4, help="queues of the topic the receive pops")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--no-lane", action="store_true", help="SendMessage without its group lane")
