@@ -228,6 +228,11 @@ class PopService:
         with self.table.lock:
             for queue_id in queue_ids:
                 state = looked[queue_id] = self._state(group, topic, queue_id, init_mode)
+                # A queue with nothing past the cursor is not read: the read would answer
+                # OFFSET_OVERFLOW_ONE (or NO_MESSAGE_IN_QUEUE) and leave the cursor where it is.
+                # Most queues of a look at a low rate are such: 16 reads a look were the e2e's
+                # largest cost (docs/benchmarks.md, "where the per-message CPU went").
+                max_offset = self.store.get_max_offset_in_queue(topic, queue_id)
                 if count < max_nums:
                     due = self._due(
                         (group, topic, queue_id), state, now, max_nums - count, max_reconsume_times,
@@ -235,13 +240,13 @@ class PopService:
                     )  # fmt: skip
                     taken += due
                     count += len(due)  # runs of one
-                    if not (order and state.in_flight) and count < max_nums:
+                    if not (order and state.in_flight) and count < max_nums and max_offset != state.cursor:
                         new = self._new(
                             group, topic, queue_id, state, max_nums - count, message_filter, record_filter
                         )
                         taken += new
                         count += sum(len(run.offsets) for _, run, _ in new)
-                rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - state.cursor)
+                rest += max(0, max_offset - state.cursor)
             # One popTime for the answer; later than any earlier delivery of what it redelivers.
             pop_time = max([now] + [old.pop_time + 1 for _, _, old in taken if old is not None])
             deadline = pop_time + invisible_time
