@@ -1,7 +1,8 @@
 """Held 4.x POP_MESSAGE requests over 127.0.0.1 and the POP core's lines of held pops
 (`broker/pop/polling.py`): an arrival wakes one held pop of the group; a full batch wakes the next
 one, so a burst is spread over as many pops as it needs; a woken pop that goes away before it
-looked hands its wake on; an arrival while a woken pop has not looked yet goes to that pop."""
+looked hands its wake on; an arrival while a woken pop has not looked yet goes to that pop; a pop
+joining a line held on its queues waits without a look."""
 
 from __future__ import annotations
 
@@ -251,3 +252,44 @@ def test_a_wake_with_no_pop_in_line_goes_to_one_woken_already() -> None:
     polling.join(second)  # it looks: no longer woken
     polling.arrived("T", 3)
     assert second.woken_for == frozenset({3}) and polling.wakeups == 3
+
+
+def test_a_pop_joining_a_line_held_on_its_queues_waits_without_a_look(tmp_path: Path) -> None:
+    """The held pop looked at every queue when it joined, and every arrival since wakes a waiter:
+    a second pop of the group would find nothing, so it joins the line behind it at once."""
+
+    async def scenario() -> None:
+        async with broker_under_test(tmp_path) as b:
+            topic, group = "SkipT", "SkipG"
+            assert (await b.send(topic, b"first", queue_id=0)).code == 0
+            assert _bodies(await pop(b.client, b.addr, group, topic)) == [b"first"]
+            core = _pops(b)
+            first = asyncio.ensure_future(pop(b.client, b.addr, group, topic, poll_ms=15_000))
+            await _until_waiting(core, topic, group, 1)
+            looks, skipped = core.looks, core.skipped
+            second = asyncio.ensure_future(pop(b.client, b.addr, group, topic, poll_ms=15_000))
+            await _until_waiting(core, topic, group, 2)
+            assert (core.looks - looks, core.skipped - skipped) == (0, 1)
+            assert (await b.send(topic, b"a", queue_id=1)).code == 0
+            assert _bodies(await asyncio.wait_for(first, 10)) == [b"a"]  # the first in line
+            assert (await b.send(topic, b"b", queue_id=2)).code == 0
+            assert _bodies(await asyncio.wait_for(second, 10)) == [b"b"]
+            assert core.looks - looks == 2  # one each, when woken
+
+    run(scenario())
+
+
+def test_a_look_that_leaves_messages_behind_makes_the_next_pop_look() -> None:
+    polling = PopPolling()
+    held, queues = Waiter("T", "G", frozenset({0, 1})), frozenset({0, 1})
+    assert not polling.accounted(Waiter("T", "G", queues))  # nobody in line: a pop must look
+    polling.join(held)
+    assert polling.accounted(Waiter("T", "G", queues))
+    assert not polling.accounted(Waiter("T", "G", frozenset({0})))  # other queues
+    assert not polling.accounted(Waiter("T", "Other", queues))
+    polling.looked(held, every_queue=False, left_behind=True)  # e.g. a read that moved a cursor only
+    assert not polling.accounted(Waiter("T", "G", queues))
+    polling.looked(held, every_queue=False, left_behind=False)  # a look at some queues: still not
+    assert not polling.accounted(Waiter("T", "G", queues))
+    polling.looked(held, every_queue=True, left_behind=False)
+    assert polling.accounted(Waiter("T", "G", queues))

@@ -76,6 +76,8 @@ class PopPolling:
         self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self.wakeups = 0  # waiters woken, for whatever reason (tests, diagnostics)
         self.joined = 0  # wakes added to a waiter woken already (tests, diagnostics)
+        # (topic, group)s whose last look left messages it did not take nor hand on (`looked`)
+        self._left: set[tuple[str, str]] = set()
 
     def has_topic(self, topic: str) -> bool:
         return topic in self._lines or topic in self._woken
@@ -83,6 +85,28 @@ class PopPolling:
     def waiting(self, topic: str, group: str) -> int:
         """How many pops of `group` wait on `topic`."""
         return len(self._lines.get(topic, {}).get(group, ()))
+
+    def accounted(self, waiter: Waiter) -> bool:
+        """Whether every message past the group's cursors on `waiter`'s queues is on its way to a
+        waiter already: one of the same group and queues is in line (since the line was last
+        empty, a look at every queue was made, and each arrival after it woke a waiter or was
+        added to a woken one's wake), and no look left messages behind since. Then `waiter` joins
+        the line without a look of its own, which would find nothing."""
+        if (waiter.topic, waiter.group) in self._left:
+            return False
+        return any(
+            w.queue_ids == waiter.queue_ids for w in self._lines.get(waiter.topic, {}).get(waiter.group, ())
+        )
+
+    def looked(self, waiter: Waiter, every_queue: bool, left_behind: bool) -> None:
+        """After a look of `waiter` (at `every_queue` of it, or at those its wake named): it found
+        nothing but messages are past the cursors (`left_behind`: a read that only moved a cursor,
+        an ordered queue in flight), which no wake will announce: the next pop must look."""
+        key = (waiter.topic, waiter.group)
+        if left_behind:
+            self._left.add(key)
+        elif every_queue:
+            self._left.discard(key)
 
     def join(self, waiter: Waiter) -> None:
         """Put `waiter` at the end of its line (where it is already, if it is in it): it looks

@@ -146,6 +146,7 @@ class PopMessageProcessor:
         self.groups = groups
         self.polling = PopPolling()  # the held pops, by topic and group
         self.looks = 0  # looks at the queues by pops (a held pop looks again when woken)
+        self.skipped = 0  # first looks not made (`PopPolling.accounted`)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
 
@@ -260,14 +261,23 @@ class PopMessageProcessor:
         polling = self.polling
         waiter = Waiter(r.topic, r.group, frozenset(queue_ids))
         look_at = queue_ids
+        # a pop joining a line that accounts for every message of its queues waits at once
+        skip = not r.order and r.poll_ms > 0 and polling.accounted(waiter)
         try:
             while True:
                 polling.join(waiter)  # before looking: an arrival during the look wakes it
-                batch = await self._pop_once(r, look_at, max_times, filters)
-                self.looks += 1
+                if skip:
+                    skip = False
+                    self.skipped += 1
+                else:
+                    batch = await self._pop_once(r, look_at, max_times, filters)
+                    self.looks += 1
+                    polling.looked(
+                        waiter, len(look_at) == len(queue_ids), not batch.runs and batch.rest_num > 0
+                    )
+                    if batch.runs or loop.time() >= poll_until:
+                        break
                 left = poll_until - loop.time()
-                if batch.runs or left <= 0:
-                    break
                 self._arm_redelivery(loop, r, waiter.queue_ids)
                 await wait_event(waiter.event, left)
                 over = loop.time() >= poll_until  # the last look is at every queue
