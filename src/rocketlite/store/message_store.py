@@ -52,7 +52,7 @@ from rocketlite.store.config import LIVE_STORE_FIELDS, StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import ArrivalListener, Dispatcher, ReputService
 from rocketlite.store.flush import GroupCommitService
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.service import IndexService
 from rocketlite.store.queue_view import QueueView
 from rocketlite.store.reader import StoreReader
 from rocketlite.store.recovery import RecoveryReport, recover
