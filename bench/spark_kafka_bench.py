@@ -19,6 +19,11 @@ path: started from the project's venv it re-runs itself there. Both sources are 
    against N. One untimed read each, then `--repeat` rounds alternating the two; each reader's
    best round is kept. Rows/s and the ratio rocketmq / Kafka are printed, with the load average
    at the start and the end (the machine is shared: compare the ratio, not the rates).
+
+A lone "Traceback (most recent call last):" (or a whole `BrokenPipeError` traceback from
+`pyspark/daemon.py`) printed at `spark.stop()` is PySpark's, not the bench's: an idle reused Python
+worker whose socket the stop closes (docs/spark.md, "Errors"). It comes after both reads were
+checked and timed.
 """
 
 from __future__ import annotations

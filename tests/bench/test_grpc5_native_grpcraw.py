@@ -18,6 +18,8 @@ acked): none is left in flight, none was taken twice.
 E2E (`peersgen e2e`): paced SendMessage calls with the send time in the body, while long-polling
 receivers take each message as its DATA frame arrives and ack every batch without waiting: every
 sent message is received once, with a latency sample, and the group's offsets reach the topic's end.
+At the end the receives parked in their long polls are cancelled (RST_STREAM CANCEL, as grpc-go's
+cancelled context), then GOAWAY: the server's late frames on them are not errors.
 
 Not a speed test: the counts are. `make test` builds the generator (`clients` →
 .clients/peers/bin/peersgen); without it the tests skip, with CI=true they fail.
@@ -152,3 +154,4 @@ def test_grpcraw_e2e_receives_every_stamped_message_and_acks_it(tmp_path: Path, 
     assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"] and 0 < r["send_p50_ms"] <= r["send_p99_ms"]
     assert sum(maxes) == warm + r["sent"]
     assert committed == maxes  # the warm-up messages and every stamped one acked
+    assert 1 <= r["cancelled"] <= 4  # the receivers' parked long polls, cancelled at the end

@@ -207,7 +207,13 @@ def test_orderly_consumer_keeps_order_and_retries_in_place(embedded_cluster: Emb
             await got.add((ctx.queue.queue_id, body, msgs[0].reconsume_times))
             return ConsumeOrderlyStatus.SUCCESS
 
-        consumer = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="orderly-1")
+        # From the first offset: the sends start while the consumer still claims its queues, and a
+        # queue claimed empty (QUERY_NOT_FOUND) that a send lands on before its max-offset read
+        # would otherwise start past that message (as in test_tag_filter_and_batch_listener).
+        consumer = AsyncPushConsumer(
+            group, embedded_cluster.namesrv_addr, instance_name="orderly-1",
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )  # fmt: skip
         consumer.subscribe(topic)
         consumer.register_message_listener_orderly(listener)
         async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
@@ -273,7 +279,12 @@ def test_retry_then_dead_letter(embedded_cluster: EmbeddedCluster) -> None:
                 await attempts.add(m)
             return ConsumeStatus.RECONSUME_LATER
 
-        consumer = AsyncPushConsumer(group, embedded_cluster.namesrv_addr, instance_name="retry-1")
+        # From the first offset: "poison" is sent while the consumer still claims its queues (see
+        # test_orderly_consumer_keeps_order_and_retries_in_place)
+        consumer = AsyncPushConsumer(
+            group, embedded_cluster.namesrv_addr, instance_name="retry-1",
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )  # fmt: skip
         consumer.subscribe(topic)
         consumer.register_message_listener(listener)
         async with AsyncProducer(unique("pg"), embedded_cluster.namesrv_addr) as producer:
@@ -516,9 +527,15 @@ def test_orderly_consumers_share_queues_through_broker_locks(embedded_cluster: E
                     allocated[name] = mine
                     changed.push(name)
 
+            # From the first offset: a consumer's listener hears of its queues even when it could
+            # not lock them yet (the other still held them); it claims them on a later round, maybe
+            # while the sends land (see test_orderly_consumer_keeps_order_and_retries_in_place). A
+            # queue the other consumed from is unlocked only after its offset is committed, so this
+            # never reads a message twice.
             c = AsyncPushConsumer(
-                group, embedded_cluster.namesrv_addr, instance_name=f"lock-{name}", queue_listener=on_change
-            )
+                group, embedded_cluster.namesrv_addr, instance_name=f"lock-{name}", queue_listener=on_change,
+                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            )  # fmt: skip
             c.subscribe(topic)
             c.register_message_listener_orderly(listener)
             return c

@@ -214,7 +214,7 @@ def test_sigkill_cycles_lose_no_acknowledged_message(tmp_path: Path) -> None:
 # are still those of the last clean shutdown while their slots and entries have moved on.
 
 INDEX_BUG = (
-    "known bug (index_file.py): after a crash an index file's header, written only by flush, can "
+    "known bug (index/file.py): after a crash an index file's header, written only by flush, can "
     "count fewer entries than its slots already point at; IndexFile treats a slot value > "
     "indexCount as empty and one == indexCount as valid (valid entries are 1..indexCount-1), so "
     "re-indexing after recovery cuts hash chains (keys written before the crash are lost) or links "

@@ -16,8 +16,8 @@ from rocketlite.clock import ManualClock
 from rocketlite.protocol.formats.index_layout import ENTRY, HEADER, index_file_size
 from rocketlite.protocol.formats.record import DispatchRequest
 from rocketlite.protocol.message import index_key_hash
-from rocketlite.store.index_file import IndexFile, index_file_name, next_index_file_name
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.file import IndexFile, index_file_name, next_index_file_name
+from rocketlite.store.index.service import IndexService
 
 T0 = 1_700_000_000_000
 SLOTS = 100

@@ -1,4 +1,4 @@
-"""Put latency sampling (`message_store` docstring): an ASYNC_FLUSH single put reads the clock one
+"""Put latency sampling (`writer` docstring): an ASYNC_FLUSH single put reads the clock one
 time in `PUT_TIMING_EVERY`, the puts in between take the last sample's bucket; the counts stay
 exact and a slow sample is counted (and warned about) once, not for every put after it."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from rocketlite.protocol.formats.record import MessageInner
 from rocketlite.protocol.message import HostAddress, properties_to_string
-from rocketlite.store.message_store import PUT_TIMING_EVERY
+from rocketlite.store.writer import PUT_TIMING_EVERY
 from tests.support.store import StoreFactory
 
 HOST = HostAddress.parse("127.0.0.1:10911")

@@ -10,11 +10,16 @@ package main
 // touch the connection under its mutex. A message's receive time is taken when the DATA frame
 // that completes its ReceiveMessageResponse is read, before the lock, as grpc-go's receivers take
 // it when the stream item arrives. Receiver r runs on connection r % conns, each connection's
-// receivers with the prebuilt receive request of its index. At the end, the parked long polls
-// are not cancelled one by one: once every send and ack was answered, the connections close.
+// receivers with the prebuilt receive request of its index. At the end, once every send and ack
+// was answered, each connection ends as grpc-go's does when its calls' context is cancelled and
+// the ClientConn closed (grpce2e.go): RST_STREAM CANCEL on every ReceiveMessage still parked in
+// its long poll, GOAWAY, the write side shut; the server's frames of the cancelled streams still
+// on their way are taken and dropped, and the connection is closed once the server closed its side
+// (at most a second later).
 
 import (
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,10 +36,31 @@ type rawE2EConn struct {
 	prefix []byte // the AckMessageRequest's prefix
 	acks   int    // AckMessage calls not answered yet
 	sendUs []uint32
+	// receives cancelled at the end (`cancel`): after it, the server's frames on streams not in
+	// flight (their answers' ends, RST_STREAM) and its GOAWAY are dropped, not errors
+	cancelled int
 }
 
 func (c *rawE2EConn) receive() error {
 	return c.rc.open(c.blocks.receive, c.recv, &rawStream{kind: callReceive, ack: startAck(nil, c.prefix)})
+}
+
+// cancel ends the connection's calls (under the mutex): RST_STREAM CANCEL on each receive in
+// flight, the calls not written yet dropped, then GOAWAY (no server-initiated stream processed).
+func (c *rawE2EConn) cancel() error {
+	rc := c.rc
+	rc.queued = rc.queued[:0]
+	for id, s := range rc.streams {
+		if s.kind != callReceive {
+			continue
+		}
+		if err := rc.wfr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+			return err
+		}
+		delete(rc.streams, id)
+		c.cancelled++
+	}
+	return rc.wfr.WriteGoAway(0, http2.ErrCodeNo, nil)
 }
 
 // locked runs fn under the mutex, then writes the calls it released and queued frames.
@@ -96,6 +122,9 @@ func (c *rawE2EConn) take(f http2.Frame, now int64, log *latencyLog, t *tally, s
 		s := rc.streams[f.StreamID]
 		delete(rc.streams, f.StreamID)
 		if s == nil {
+			if c.cancelled > 0 {
+				return nil // a cancelled receive's end
+			}
 			return fmt.Errorf("an answer on stream %d, which is not in flight", f.StreamID)
 		}
 		switch s.kind {
@@ -126,7 +155,15 @@ func (c *rawE2EConn) take(f http2.Frame, now int64, log *latencyLog, t *tally, s
 			}
 		}
 	case *http2.RSTStreamFrame:
+		if c.cancelled > 0 && rc.streams[f.StreamID] == nil {
+			return nil // a cancelled receive
+		}
 		return fmt.Errorf("RST_STREAM %v on stream %d", f.ErrCode, f.StreamID)
+	case *http2.GoAwayFrame:
+		if c.cancelled > 0 {
+			return nil // the server's answer to ours
+		}
+		return rc.control(f)
 	default:
 		return rc.control(f)
 	}
@@ -200,6 +237,23 @@ func grpcRawE2E(p Params) (*Result, error) {
 		return n == 0
 	})
 	for _, c := range conns {
+		if err := c.locked(c.cancel); err != nil {
+			answers.fail("cancel: " + err.Error())
+		}
+		if tc, ok := c.rc.c.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		readers.Wait()
+		close(closed)
+	}()
+	select {
+	case <-closed: // the server closed every connection
+	case <-time.After(time.Second):
+	}
+	for _, c := range conns {
 		_ = c.rc.c.Close()
 	}
 	readers.Wait()
@@ -211,6 +265,7 @@ func grpcRawE2E(p Params) (*Result, error) {
 	for _, c := range conns {
 		sendUs = append(sendUs, c.sendUs...)
 		res.FlowWaits += c.rc.waits
+		res.Cancelled += int64(c.cancelled)
 	}
 	sendPercentiles(res, sendUs)
 	return res, nil

@@ -69,6 +69,7 @@ type Result struct {
 	ServerWait  float64 `json:"server_wait_s,omitempty"`
 	GenWait     float64 `json:"gen_wait_s,omitempty"`
 	FlowWaits   int64   `json:"flow_waits,omitempty"` // grpcraw: requests held back by HTTP/2 flow control
+	Cancelled   int64   `json:"cancelled,omitempty"`  // grpcraw e2e: parked receives ended by RST_STREAM CANCEL
 }
 
 var clkTck = 100.0 // USER_HZ; Linux reports /proc times in 1/100 s on every common build

@@ -142,7 +142,7 @@ def register_requests(
     if encode_group is not None:  # the coalescing lane of single sends (compiled only)
         lane = SendGroupLane(send)
         table.groups[C.SEND_MESSAGE_V2] = lane
-        batches = SendBatchLane(send, lane)
+        batches = SendBatchLane(send)
         table.groups[C.SEND_BATCH_MESSAGE] = batches
         raws[C.SEND_BATCH_MESSAGE] = batches.raw
         raws[C.SEND_MESSAGE_V2] = lane.raw

@@ -28,7 +28,7 @@ from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.config import StoreConfig
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.flush import ServiceThread
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.service import IndexService
 
 log = logging.getLogger("rocketlite.store.clean")
 

@@ -48,7 +48,7 @@ from rocketlite.store.codec.dispatch_ref import QueueBatch
 from rocketlite.store.codec.speedups import dispatch_batch, queue_runs, scan_messages
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.service import IndexService
 
 log = logging.getLogger("rocketlite.store.dispatch")
 

@@ -24,7 +24,7 @@ from rocketlite.store.checkpoint import StoreCheckpoint
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import Dispatcher
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.service import IndexService
 
 log = logging.getLogger("rocketlite.store.flush")
 

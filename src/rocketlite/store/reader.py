@@ -22,7 +22,7 @@ from rocketlite.protocol.formats.record import StoredRecord, decode_record
 from rocketlite.store.api import MessageFilter, RecordFilter
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.service import IndexService
 from rocketlite.store.queue_view import QueueView, pull_from
 from rocketlite.store.results import GetMessageResult, GetMessageStatus, QueryMessageResult
 from rocketlite.store.stats import StoreStats

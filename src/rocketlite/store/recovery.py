@@ -42,7 +42,7 @@ from rocketlite.store.codec.speedups import check_records, scan_record
 from rocketlite.store.commit_log import CommitLog
 from rocketlite.store.consume_queue_store import ConsumeQueueStore
 from rocketlite.store.dispatch import Dispatcher
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.service import IndexService
 from rocketlite.store.mapped_file import MappedFile
 
 log = logging.getLogger("rocketlite.store.recovery")

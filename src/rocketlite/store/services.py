@@ -27,7 +27,7 @@ from rocketlite.store.flush import (
     GroupCommitService,
     ServiceThread,
 )
-from rocketlite.store.index_service import IndexService
+from rocketlite.store.index.service import IndexService
 
 
 class _Periodic(TypedDict):

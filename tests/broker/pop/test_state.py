@@ -4,6 +4,7 @@ attempt+1, stale and forged handles, and a restart that keeps acks and in-flight
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -14,6 +15,7 @@ from rocketlite.clock import ManualClock
 from rocketlite.protocol.formats.record import MessageInner, StoredRecord, decode_record
 from rocketlite.protocol.message import HostAddress
 from rocketlite.protocol.wire.pop import INIT_MODE_MIN, ReceiptHandle, StaleReceiptHandleError
+from rocketlite.store.api import StoreAPI
 from rocketlite.store.message_store import MessageStore
 from tests.support.store import StoreFactory
 
@@ -365,3 +367,48 @@ def test_ack_columns_answers_each_entry_and_acks_nothing_twice(
     svc.close()
     again = service(store, tmp_path / "cfg", clock)  # the log holds the acks
     assert again.in_flight(GROUP, TOPIC, 0) == {} and again.in_flight(GROUP, TOPIC, 1) == {}
+
+
+class CountedReads:
+    """The real store, its reads counted: how many queues a pop reads."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self.reads = 0
+
+    def get_message(self, *args: Any, **kwargs: Any) -> Any:
+        self.reads += 1
+        return self.store.get_message(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_a_pop_reads_only_the_queues_with_messages_past_its_cursor(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """A look over 16 queues at a low rate finds one message, or none: the queues with nothing
+    past the group's cursor are not read (the read would only say so)."""
+    store = open_store()
+    counted = CountedReads(store)
+    offsets = ConsumerOffsetTable(tmp_path / "cfg")
+    offsets.load()
+    svc = PopService(cast(StoreAPI, counted), offsets, ManualClock(), tmp_path / "cfg", BROKER)
+    svc.load()
+    queues = list(range(16))
+    for queue_id in queues:
+        put(store, 1, queue_id)
+    assert len(pop(svc, queues=queues).messages) == 16
+    assert counted.reads == 16
+    put(store, 1, 5)
+    counted.reads = 0
+    batch = pop(svc, queues=queues)
+    assert [(m.queue_id, m.queue_offset) for m in batch.messages] == [(5, 1)]
+    assert counted.reads == 1  # queue 5 only
+    assert pop(svc, queues=queues).messages == []
+    assert counted.reads == 1  # nothing past any cursor: nothing read
+    # a queue with no consume queue yet is not read either; the one written to then is
+    put(store, 2, 16)
+    batch = pop(svc, queues=[*queues, 16, 17])
+    assert [(m.queue_id, m.queue_offset) for m in batch.messages] == [(16, 0), (16, 1)]
+    assert counted.reads == 2 and batch.rest_num == 0

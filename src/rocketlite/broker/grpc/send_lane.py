@@ -18,8 +18,9 @@ arrived, with the queue ids and offsets the per-message path gives them.
 The common path, judged per call before anything is changed (a call that is not on it ends the run
 and goes through the handler, which answers it as it does today):
 - the lane as a whole: no plain ACL and no ACL 2.0 checks (the guard would authenticate each
-  call), the group codecs compiled, ASYNC_FLUSH and a writable store (`StoreAPI.takes_group`), no
-  slave to wait on, the broker writable, a master, accepting sends, not rejecting them;
+  call), and what `SendMessageProcessor.accepts_group` answers, as the 4.x lanes ask it: the group
+  codecs compiled, ASYNC_FLUSH and a writable store (`StoreAPI.takes_group`), no slave to wait on,
+  the broker writable, a master, accepting sends, not rejecting them;
 - per call: the connection's peer (one born host for the group), one message, of type NORMAL, no
   user properties, no message group, no delivery time, a message id, a body within the limit and
   matching its digest, a topic without a resource namespace, already found legal, existing and
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.grpc.kit import born_host
 from rocketlite.broker.grpc.send import digest_problem, properties_text
 from rocketlite.broker.stats import NORMAL, message_type
@@ -77,16 +77,9 @@ class SendMessageLane:
         self.born: dict[str, HostAddress] = {}  # peer -> born host
 
     def _open(self) -> bool:
-        p = self.producer.send
-        b = p.broker
+        """No per-call check of the guard's to run, and the processor `accepts_group`."""
         g = self.guard
-        return (
-            encode_group is not None and g.validator is None and g.auth is None and p.replica is None
-            and b.broker_role is not BrokerRole.SLAVE and bool(b.broker_permission & _PERM_WRITE)
-            and p.store.takes_group()
-            and not (p.start_accept_send_ms and p.clock.now_ms() < p.start_accept_send_ms)
-            and not p.reject_request()
-        )  # fmt: skip
+        return g.validator is None and g.auth is None and self.producer.send.accepts_group()
 
     def __call__(self, calls: list[tuple[Any, Any]], start: int) -> list[bytes]:
         if not self._open():

@@ -147,6 +147,7 @@ class PopMessageProcessor:
         self.groups = groups
         self.polling = PopPolling()  # the held pops, by topic and group
         self.looks = 0  # looks at the queues by pops (a held pop looks again when woken)
+        self.skipped = 0  # first looks not made (`PopPolling.accounted`)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
 
@@ -260,16 +261,28 @@ class PopMessageProcessor:
         poll_until = loop.time() + min(max(r.poll_ms, 0), MAX_POLL_MS) / 1000
         polling = self.polling
         waiter = Waiter(r.topic, r.group, frozenset(queue_ids))
+        look_at = queue_ids
+        # a pop joining a line that accounts for every message of its queues waits at once
+        skip = not r.order and r.poll_ms > 0 and polling.accounted(waiter)
         try:
             while True:
                 polling.join(waiter)  # before looking: an arrival during the look wakes it
-                batch = await self._pop_once(r, queue_ids, max_times, filters)
-                self.looks += 1
+                if skip:
+                    skip = False
+                    self.skipped += 1
+                else:
+                    batch = await self._pop_once(r, look_at, max_times, filters)
+                    self.looks += 1
+                    polling.looked(
+                        waiter, len(look_at) == len(queue_ids), not batch.runs and batch.rest_num > 0
+                    )
+                    if batch.runs or loop.time() >= poll_until:
+                        break
                 left = poll_until - loop.time()
-                if batch.runs or left <= 0:
-                    break
                 self._arm_redelivery(loop, r, waiter.queue_ids)
                 await wait_event(waiter.event, left)
+                over = loop.time() >= poll_until  # the last look is at every queue
+                look_at = queue_ids if over else _woken_queues(queue_ids, waiter.woken_for)
         finally:
             polling.pass_on(waiter)  # out of the line; a wake it did not use goes to the next
         if batch.runs and batch.rest_num > 0:  # more than it took (a full batch): the next looks
@@ -463,6 +476,14 @@ class PopMessageProcessor:
             pop_time=pop_time, invisible_time=h.invisible_time, revive_qid=REVIVE_QID
         ).to_ext()
         return make_response(request, ResponseCode.SUCCESS, None, ext)
+
+
+def _woken_queues(queue_ids: list[int], woken_for: frozenset[int] | None) -> list[int]:
+    """The queues a woken pop looks at: those its wake names (`PopPolling`: since its first
+    look, at all of them, every arrival on another queue went to another waiter)."""
+    if woken_for is None:
+        return queue_ids
+    return [q for q in queue_ids if q in woken_for] or queue_ids
 
 
 async def _flushed(store: StoreAPI, end: int) -> bool:

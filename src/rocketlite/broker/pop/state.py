@@ -225,8 +225,11 @@ class PopService:
         taken: list[Taken] = []
         count = 0  # messages in `taken` (a new run holds several)
         looked: dict[int, QueuePopState] = {}
-        # Every queue's max offset in one call: a queue whose cursor is there has nothing new
-        # and is not read (a 5.x receive looks at every queue of its topic, most of them drained).
+        # Every queue's max offset in one call. A queue with nothing past the cursor is not read:
+        # the read would answer OFFSET_OVERFLOW_ONE (or NO_MESSAGE_IN_QUEUE) and leave the cursor
+        # where it is. A 5.x receive looks at every queue of its topic, and most are such: at a
+        # low rate 16 reads a look were the e2e's largest cost, at saturation the drained ones
+        # (docs/benchmarks.md, "where the per-message CPU went" and "the ack as columns").
         ends = dict(zip(queue_ids, self.store.get_max_offsets_in_queues(topic, queue_ids), strict=True))
         with self.table.lock:
             for queue_id in queue_ids:

@@ -50,7 +50,7 @@ from rocketlite.protocol.codes import RequestCode, ResponseCode
 from rocketlite.protocol.errors import RocketliteError
 from rocketlite.protocol.formats.batch import BATCH_DELAYED_ENTRY, BatchTarget
 from rocketlite.protocol.formats.record import MessageInner
-from rocketlite.protocol.formats.speedups import encode_batch_records, send_properties
+from rocketlite.protocol.formats.speedups import encode_batch_records, encode_group, send_properties
 from rocketlite.protocol.message import HostAddress, MessageSysFlag
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.headers import SendMessageRequestHeader
@@ -317,6 +317,19 @@ class SendMessageProcessor:
             or self.store.transient_store_pool_deficient()
         )
 
+    def accepts_group(self) -> bool:
+        """Whether sends may go in as one grouped append now (`StoreAPI.put_group_nowait`), which
+        every coalescing lane asks before its own conditions (else `_put` serves and answers them):
+        the group codecs compiled, no slave to wait on, a writable master, a store that takes
+        grouped appends (ASYNC_FLUSH, writable), past the start-accept time, not rejecting sends."""
+        b = self.broker
+        return (
+            encode_group is not None and self.replica is None and b.broker_role is not _SLAVE
+            and bool(b.broker_permission & _PERM_WRITE) and self.store.takes_group()
+            and not (self.start_accept_send_ms and self.clock.now_ms() < self.start_accept_send_ms)
+            and not self.reject_request()
+        )  # fmt: skip
+
     # -- the typed core ---------------------------------------------------------------------
     def put(
         self, request: SendRequest, peer: Peer, *, paced: bool = False
@@ -386,18 +399,9 @@ class SendMessageProcessor:
             sys_flag |= _MULTI_TAGS_FLAG
         host = peer.attrs.get("born_host")
         msg = MessageInner(
-            topic,
-            body,
-            host if host is not None else born_host_of(peer),
-            self.store_host,
-            queue_id,
-            header.flag,
-            sys_flag,
-            header.born_timestamp,
-            header.reconsume_times or 0,
-            0,
-            properties,
-        )
+            topic, body, host if host is not None else born_host_of(peer), self.store_host, queue_id,
+            header.flag, sys_flag, header.born_timestamp, header.reconsume_times or 0, 0, properties,
+        )  # fmt: skip
         if sys_flag & _TRANSACTION_MASK == _TRANSACTION_PREPARED:
             if broker.reject_transaction_message or self.half_message_hook is None:
                 return PutOutcome(

@@ -16,9 +16,9 @@ answered in the order they arrived.
 
 The common path, judged per request before anything is changed (a request not on it ends the run
 and goes through the handler, which gives the answer it gives today):
-- the lane as a whole: what `SendGroupLane` asks (no ACL or observer table, the group codecs
-  compiled, ASYNC_FLUSH and a writable store, no slave to wait on, a writable master accepting
-  sends, not rejecting them);
+- the lane as a whole: what `SendGroupLane` asks (no ACL or observer table, and
+  `SendMessageProcessor.accepts_group`: the group codecs compiled, ASYNC_FLUSH and a writable
+  store, no slave to wait on, a writable master accepting sends, not rejecting them);
 - per request: SEND_BATCH_MESSAGE answered (not one-way), a header that decodes, a topic already
   found legal and existing and writable (nothing created), a queue id from 0 to the topic's
   queues (a negative one is drawn by the handler: the lane draws nothing, so the generator's
@@ -32,7 +32,6 @@ queues), the answer frames and the stats against the per-request path.
 from __future__ import annotations
 
 from rocketlite.broker.processors.send import SendMessageProcessor, born_host_of
-from rocketlite.broker.processors.send_group import SendGroupLane
 from rocketlite.protocol import perm, reserved
 from rocketlite.protocol.codes import CommandFlag, RequestCode, SerializeType
 from rocketlite.protocol.formats.batch import BATCH_OK, BatchTarget, EncodedBatch
@@ -53,16 +52,15 @@ _NOT_TRANSACTION = ~int(MessageSysFlag.TRANSACTION_MASK)
 class SendBatchLane:
     """`Connection`'s group handler for SEND_BATCH_MESSAGE (`RequestTable.groups`)."""
 
-    def __init__(self, processor: SendMessageProcessor, singles: SendGroupLane) -> None:
+    def __init__(self, processor: SendMessageProcessor) -> None:
         self.processor = processor
-        self._singles = singles  # whose `accepting` says whether the store takes grouped appends now
         self.taken = 0  # requests served by the lane (tests, diagnostics)
         self.raw_taken = 0  # of those, served straight from the read's bytes (`raw`)
 
     def __call__(self, conn: Connection, commands: list[RemotingCommand], start: int) -> int:
         """Serve the leading requests of `commands[start:]` that are on the common path; their
         answers go to `conn` in order, as one write. Returns how many were served (0: none)."""
-        if not self._singles.accepting():
+        if not self.processor.accepts_group():
             return 0
         run = _Run(self.processor, conn)
         for i in range(start, len(commands)):
@@ -87,7 +85,7 @@ class SendBatchLane:
         on the common path straight from their bytes (`read_raw_batch`: no command, no ext dict,
         each body encoded from its span of the read); returns the position after the last one
         served."""
-        if not self._singles.accepting():
+        if not self.processor.accepts_group():
             return pos
         start = pos
         run = _Run(self.processor, conn)

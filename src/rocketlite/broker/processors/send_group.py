@@ -33,9 +33,10 @@ answer write.
 The common path, judged per request before anything is changed (a request that is not on it ends
 the run and goes through the handler, which gives the answer it gives today):
 - the lane as a whole: no ACL or auth table, no request observer (the connection checks both: those
-  tables have no lane), the group codecs compiled (not under ROCKETLITE_NATIVE=0), ASYNC_FLUSH and a
-  writable store (`StoreAPI.takes_group`), no slave to wait on, the broker writable, a master,
-  accepting sends, not rejecting them (`reject_request`);
+  tables have no lane), and what `SendMessageProcessor.accepts_group` answers, which every lane asks:
+  the group codecs compiled (not under ROCKETLITE_NATIVE=0), ASYNC_FLUSH and a writable store
+  (`StoreAPI.takes_group`), no slave to wait on, the broker writable, a master, accepting sends, not
+  rejecting them (`reject_request`);
 - per request: SEND_MESSAGE_V2 answered (not one-way), a header that decodes, not a batch, a topic
   already found legal and existing and writable, a valid queue id, no transaction type, not a retry
   topic (no DLQ decision), no DELAY, no TIMER_ and no `__S` property (no delay level, no timer hook;
@@ -50,17 +51,13 @@ segment rolls; if a segment cannot be created the requests not placed go through
 
 from __future__ import annotations
 
-from rocketlite.broker.config import BrokerRole
 from rocketlite.broker.processors.send import SendMessageProcessor, born_host_of
-from rocketlite.protocol import perm
 from rocketlite.protocol.formats.record import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, V4_BODY_POS
 from rocketlite.protocol.formats.speedups import encode_group, send_properties
 from rocketlite.protocol.wire.command import RemotingCommand
 from rocketlite.protocol.wire.send_lane import Gathered, RawGathered, TopicFacts
 from rocketlite.protocol.wire.speedups import encode_send_oks, gather_raw_sends, gather_sends
 from rocketlite.remoting.connection import Connection
-
-_PERM_WRITE = perm.PERM_WRITE
 
 
 class SendGroupLane:
@@ -71,18 +68,6 @@ class SendGroupLane:
         self.taken = 0  # requests served by the lane (tests, diagnostics)
         self.raw_taken = 0  # of those, served straight from the read's bytes (`raw`)
         self._facts: dict[str, TopicFacts] = {}  # `gather_sends`' per-topic cache
-
-    def accepting(self) -> bool:
-        """Whether the store takes grouped appends now (master, writable, started, not
-        rejecting): the batch lane asks this too, so both lanes decline alike."""
-        p = self.processor
-        b = p.broker
-        return (
-            encode_group is not None and p.replica is None and b.broker_role is not BrokerRole.SLAVE
-            and bool(b.broker_permission & _PERM_WRITE) and p.store.takes_group()
-            and not (p.start_accept_send_ms and p.clock.now_ms() < p.start_accept_send_ms)
-            and not p.reject_request()
-        )  # fmt: skip
 
     def _limits(self, conn: Connection) -> tuple[int, int]:
         """The fixed part of a record for `conn`'s address families, and the largest record."""
@@ -98,7 +83,7 @@ class SendGroupLane:
     def __call__(self, conn: Connection, commands: list[RemotingCommand], start: int) -> int:
         """Serve the leading requests of `commands[start:]` that are on the common path; their
         answers go to `conn` in order, as one write. Returns how many were served (0: none)."""
-        if not self.accepting():
+        if not self.processor.accepts_group():  # (the connection checked the ACL and observer tables)
             return 0
         p = self.processor
         head, max_size = self._limits(conn)
@@ -115,7 +100,7 @@ class SendGroupLane:
         its own: the chain keeps frames of other codes away): serve the leading frames of
         `src[pos:]` that are on the common path straight from their bytes; returns the position
         after the last one served."""
-        if not self.accepting():
+        if not self.processor.accepts_group():
             return pos
         p = self.processor
         head, max_size = self._limits(conn)

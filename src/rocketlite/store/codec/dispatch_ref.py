@@ -15,7 +15,7 @@
   requests grouped by queue into runs of packed units;
 * `dispatch_batch`: the scan, `queue_runs` and `index_entries` in one call; the compiled twin
   goes from commit-log bytes to unit bytes and key hashes without the GIL or a request object;
-* `index_entries`: the index entries of dispatched records (`store/index_service.py`): each
+* `index_entries`: the index entries of dispatched records (`store/index/service.py`): each
   record's UNIQ_KEY and KEYS tokens as `indexKeyHashMethod("topic#key")` (Java `String.hashCode`)
   with its offset and store time;
 * `index_put`: those entries written into an index file's mapping (`IndexFile.put_run`), as

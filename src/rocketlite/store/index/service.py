@@ -29,7 +29,7 @@ from typing import Final
 from rocketlite.clock import Clock
 from rocketlite.protocol.formats.record import DispatchRequest
 from rocketlite.store.codec.speedups import index_entries
-from rocketlite.store.index_file import IndexFile, next_index_file_name
+from rocketlite.store.index.file import IndexFile, next_index_file_name
 from rocketlite.store.mapped_file import fill_holes
 
 log = logging.getLogger("rocketlite.store.index_service")
