@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from rocketlite.protocol.proto.varint import encode_varint
 from rocketlite.protocol.wire.pop import MAX_HANDLE_LEN, NORMAL_TOPIC, WELL_FORMED_HANDLE
 
 __all__ = ["HandleColumns", "HandleFields", "ack_response", "handle_columns", "handle_fields"]
@@ -39,40 +40,29 @@ class HandleColumns(NamedTuple):
     pop_times: list[int]
 
 
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def ack_response(status: bytes, entries: Iterable[tuple[str, str, bytes]]) -> bytes:
     """The serialized `AckMessageResponse` of `status` (a serialized `Status`) and `entries`, each
     (message id, receipt handle, its serialized `Status`)."""
     out = bytearray(b"\x0a")
-    out += _varint(len(status))
+    out += encode_varint(len(status))
     out += status
     for message_id, handle, entry_status in entries:
         entry = bytearray()
         if message_id:
             text = message_id.encode()
             entry += b"\x0a"
-            entry += _varint(len(text))
+            entry += encode_varint(len(text))
             entry += text
         if handle:
             text = handle.encode()
             entry += b"\x12"
-            entry += _varint(len(text))
+            entry += encode_varint(len(text))
             entry += text
         entry += b"\x1a"
-        entry += _varint(len(entry_status))
+        entry += encode_varint(len(entry_status))
         entry += entry_status
         out += b"\x12"
-        out += _varint(len(entry))
+        out += encode_varint(len(entry))
         out += entry
     return bytes(out)
 

@@ -44,6 +44,7 @@ from rocketlite.protocol.formats.record import StoredRecord, decode_record
 from rocketlite.protocol.message import HostAddress, MessageConst, MessageSysFlag, string_to_properties
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
+from rocketlite.protocol.proto.varint import encode_varint
 from rocketlite.protocol.wire.pop import ReceiptHandle, topic_type
 
 # RocketMQ's MessageConst.STRING_HASH_SET: the properties a 5.x message never shows as its own.
@@ -238,16 +239,7 @@ def timestamp_answer(time_ns: int) -> bytes:
     seconds, nanos = divmod(time_ns, 1_000_000_000)
     inner = bytearray()
     if seconds:
-        inner += b"\x08" + _varint(seconds)
+        inner += b"\x08" + encode_varint(seconds)
     if nanos:
-        inner += b"\x10" + _varint(nanos)
-    return b"\x1a" + _varint(len(inner)) + bytes(inner)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+        inner += b"\x10" + encode_varint(nanos)
+    return b"\x1a" + encode_varint(len(inner)) + bytes(inner)

@@ -41,6 +41,7 @@ from google.protobuf.message import DecodeError
 
 from rocketlite.protocol.proto.v2 import definition_pb2 as pb
 from rocketlite.protocol.proto.v2 import service_pb2 as spb
+from rocketlite.protocol.proto.varint import encode_varint
 
 __all__ = ["SendFields", "SendRun", "fields_of", "ok_answer", "ok_answers", "send_fields", "send_run"]
 
@@ -89,25 +90,11 @@ def send_fields(data: bytes) -> SendFields | None:
     return fields_of(request)
 
 
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return _SMALL[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL: Final = [bytes((i,)) for i in range(0x80)]
-
-
 def _field(tag: int, data: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(data)) + data
+    return bytes((tag,)) + encode_varint(len(data)) + data
 
 
-_OK_STATUS: Final = _field(0x0A, b"\x08" + _varint(int(pb.Code.OK)))
+_OK_STATUS: Final = _field(0x0A, b"\x08" + encode_varint(int(pb.Code.OK)))
 
 
 def ok_answer(message_id: str, offset: int) -> bytes:
@@ -116,11 +103,11 @@ def ok_answer(message_id: str, offset: int) -> bytes:
     n = len(mid)
     entry = _OK_STATUS
     if n:  # (proto3 leaves empty and zero fields out)
-        size = _SMALL[n] if n < 0x80 else _varint(n)
+        size = encode_varint(n)
         entry = b"%s\x12%s%s\x1a%s%s" % (entry, size, mid, size, mid)
     if offset:
-        entry += b"\x20" + _varint(offset)
-    return b"%s\x12%s%s" % (_OK_STATUS, _varint(len(entry)), entry)
+        entry += b"\x20" + encode_varint(offset)
+    return b"%s\x12%s%s" % (_OK_STATUS, encode_varint(len(entry)), entry)
 
 
 def ok_answers(ids: list[str], offsets: list[int]) -> list[bytes]:
