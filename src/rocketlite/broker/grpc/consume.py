@@ -44,12 +44,12 @@ from rocketlite.broker.grpc.clients import GrpcClients, Renewal, Renewals
 from rocketlite.broker.grpc.convert import Delivered, PopStamp, delivery_responses, timestamp_answer
 from rocketlite.broker.grpc.kit import ProtoKit, RefusedError, client_id
 from rocketlite.broker.grpc.route import RouteService, no_route
+from rocketlite.broker.pop.columns import HandleAck
 from rocketlite.broker.pop.processor import (
     MAX_POP_NUMS,
     REVIVE_QID,
     AckRequest,
     ChangeInvisibleRequest,
-    HandleAck,
     PopMessageProcessor,
     PopRequest,
 )

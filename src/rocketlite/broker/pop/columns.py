@@ -3,13 +3,21 @@ reads them from an AckMessage's handles), taken by queue in one step each when t
 common case: every entry distinct and in flight at its popTime. `PopService.ack_columns` then
 removes each queue's offsets with one mapped delete; anything else goes entry by entry there, so
 that each refusal names its cause.
+
+Before that, `split_acks` refuses the entries whose handles another broker (or a topic of
+another type) issued, for every ack path alike (4.x ACK_MESSAGE, 5.x AckMessage, `PopService.ack`).
 """
 
 from __future__ import annotations
 
 from rocketlite.broker.pop.log import InFlight, QueueKey, QueuePopState
+from rocketlite.protocol.proto.acks import HandleColumns
+from rocketlite.protocol.wire.pop import NORMAL_TOPIC, StaleReceiptHandleError
 
-__all__ = ["Runs", "in_flight_runs"]
+__all__ = ["HandleAck", "Runs", "foreign_refusal", "in_flight_runs", "split_acks"]
+
+HandleAck = tuple[int, int, int, str, str]
+"""One entry of an ack as its handle reads: (queueId, offset, popTime, topic type, broker name)."""
 
 Runs = dict[QueueKey, tuple[dict[int, InFlight], list[int]]]
 """By queue, its in-flight table and the offsets acked in it."""
@@ -51,3 +59,34 @@ def in_flight_runs(
             return None
         runs[key] = (state.in_flight, acked)
     return runs
+
+
+def foreign_refusal(topic_type: str, broker_name: str, mine: str) -> StaleReceiptHandleError | None:
+    """Why a handle of `broker_name` for a topic of `topic_type` is not this broker's (`mine`)
+    normal one to ack, or None when it is."""
+    if topic_type == NORMAL_TOPIC and broker_name == mine:
+        return None
+    return StaleReceiptHandleError(
+        f"receipt handle of broker {broker_name!r} (topic type {topic_type}) "
+        f"was not issued by this broker ({mine!r})"
+    )
+
+
+def split_acks(
+    acks: list[HandleAck], mine: str
+) -> tuple[list[StaleReceiptHandleError | None], HandleColumns]:
+    """An ack's entries by whose handles they are: one not of broker `mine` for a normal topic
+    refused, naming why (in the list, by place); the others as the columns `ack_columns` takes
+    (entry `at[k]` of `acks` is column place k)."""
+    refusals: list[StaleReceiptHandleError | None] = [None] * len(acks)
+    ours = HandleColumns([], [], [], [])
+    for i, (queue_id, offset, pop_time, topic_type, broker_name) in enumerate(acks):
+        refusal = foreign_refusal(topic_type, broker_name, mine)
+        if refusal is not None:
+            refusals[i] = refusal
+            continue
+        ours.at.append(i)
+        ours.queue_ids.append(queue_id)
+        ours.offsets.append(offset)
+        ours.pop_times.append(pop_time)
+    return refusals, ours

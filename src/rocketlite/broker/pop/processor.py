@@ -45,6 +45,7 @@ from typing import Final
 
 from rocketlite.broker.config import BrokerConfig
 from rocketlite.broker.consumer_filter import subscription_filters
+from rocketlite.broker.pop.columns import HandleAck, split_acks
 from rocketlite.broker.pop.polling import PopPolling, Waiter
 from rocketlite.broker.pop.state import PopBatch, PopService, check_place
 from rocketlite.broker.subscription_group import SubscriptionGroupManager
@@ -57,7 +58,6 @@ from rocketlite.protocol.message import MessageConst, properties_to_string, stri
 from rocketlite.protocol.wire.command import RemotingCommand, make_response
 from rocketlite.protocol.wire.pop import (
     INIT_MODE_MIN,
-    NORMAL_TOPIC,
     POLLING_TIMEOUT,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -113,10 +113,6 @@ class AckRequest:
     queue_id: int
     offset: int
     handle: str
-
-
-HandleAck = tuple[int, int, int, str, str]
-"""One entry of `PopMessageProcessor.ack_all`: (queueId, offset, popTime, topic type, broker name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,26 +334,14 @@ class PopMessageProcessor:
 
     async def ack_all(self, group: str, topic: str, acks: list[HandleAck]) -> list[RocketliteError | None]:
         """`ack` of several deliveries of one group and topic, each (queueId, offset, popTime, topic
-        type, broker name) as its handle reads: each one's refusal, or None (`ack_columns` does
-        the work; a handle of another broker or topic type is refused here)."""
-        refusals: list[RocketliteError | None] = [None] * len(acks)
-        at: list[int] = []
-        queue_ids: list[int] = []
-        offsets: list[int] = []
-        pop_times: list[int] = []
-        service = self.service
-        for i, (queue_id, offset, pop_time, kind, broker_name) in enumerate(acks):
-            if kind != NORMAL_TOPIC or broker_name != service.broker_name:  # refused, naming why
-                refusals[i] = service.ack_all(
-                    group, topic, queue_id, [(offset, pop_time, kind, broker_name)]
-                )[0]
-                continue
-            at.append(i)
-            queue_ids.append(queue_id)
-            offsets.append(offset)
-            pop_times.append(pop_time)
-        for k, refusal in (await self.ack_columns(group, topic, queue_ids, offsets, pop_times)).items():
-            refusals[at[k]] = refusal
+        type, broker name) as its handle reads: each one's refusal, or None (`columns.split_acks`
+        refuses a handle of another broker or topic type; `ack_columns` does the rest)."""
+        found, mine = split_acks(acks, self.service.broker_name)
+        refusals: list[RocketliteError | None] = list(found)
+        for k, refusal in (
+            await self.ack_columns(group, topic, mine.queue_ids, mine.offsets, mine.pop_times)
+        ).items():
+            refusals[mine.at[k]] = refusal
         return refusals
 
     async def ack_columns(

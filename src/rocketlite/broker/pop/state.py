@@ -41,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rocketlite.broker.pop.batch import PopBatch, Popped, PoppedRun  # (Popped: re-exported)
-from rocketlite.broker.pop.columns import in_flight_runs
+from rocketlite.broker.pop.columns import foreign_refusal, in_flight_runs, split_acks
 from rocketlite.broker.pop.log import (
     COMPACT_MIN_BYTES,
     MAX_BATCH,
@@ -64,7 +64,15 @@ from rocketlite.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger("rocketlite.broker.pop")
 
-__all__ = ["InFlight", "PopBatch", "PopService", "Popped", "PoppedRun", "QueuePopState", "check_place"]
+__all__ = [
+    "InFlight",
+    "PopBatch",
+    "PopService",
+    "Popped",
+    "PoppedRun",
+    "QueuePopState",
+    "check_place",
+]
 
 _INT_MAX = 2**31 - 1
 _NEVER = 2**63 - 1  # a deadline later than any
@@ -411,11 +419,9 @@ class PopService:
     ) -> StaleReceiptHandleError | InFlight:
         """The delivery in flight at `offset` that a handle of this popTime, topic type and broker
         names, or why it names none (the handle's queue and offset checked already)."""
-        if topic_type != NORMAL_TOPIC or broker_name != self.broker_name:
-            return StaleReceiptHandleError(
-                f"receipt handle of broker {broker_name!r} (topic type {topic_type}) "
-                f"was not issued by this broker ({self.broker_name!r})"
-            )
+        foreign = foreign_refusal(topic_type, broker_name, self.broker_name)
+        if foreign is not None:
+            return foreign
         state = self.table.queues.get(key)
         entry = state.in_flight.get(offset) if state is not None else None
         if entry is None or (self._dead and (key, offset) in self._dead):
@@ -451,24 +457,13 @@ class PopService:
         self, group: str, topic: str, queue_id: int, acks: list[tuple[int, int, str, str]]
     ) -> list[StaleReceiptHandleError | None]:
         """`ack` of several deliveries of one queue, in order, each (offset, popTime, topic type,
-        broker name) as its handle reads: each one's refusal or None (`ack_columns` does the
-        work; a handle of another broker or topic type is refused here)."""
-        refusals: list[StaleReceiptHandleError | None] = [None] * len(acks)
-        at: list[int] = []
-        offsets: list[int] = []
-        pop_times: list[int] = []
-        for i, (offset, pop_time, topic_type, broker_name) in enumerate(acks):
-            if topic_type != NORMAL_TOPIC or broker_name != self.broker_name:
-                found = self._refusal((group, topic, queue_id), offset, pop_time, topic_type, broker_name)
-                assert isinstance(found, StaleReceiptHandleError)
-                refusals[i] = found
-                continue
-            at.append(i)
-            offsets.append(offset)
-            pop_times.append(pop_time)
-        refused = self.ack_columns(group, topic, [queue_id] * len(at), offsets, pop_times)
-        for k, refusal in refused.items():
-            refusals[at[k]] = refusal
+        broker name) as its handle reads: each one's refusal or None (`columns.split_acks`, then
+        `ack_columns`)."""
+        refusals, mine = split_acks([(queue_id, *one) for one in acks], self.broker_name)
+        for k, refusal in self.ack_columns(
+            group, topic, mine.queue_ids, mine.offsets, mine.pop_times
+        ).items():
+            refusals[mine.at[k]] = refusal
         return refusals
 
     def ack_columns(

@@ -16,9 +16,10 @@ answered in the order they arrived.
 
 The common path, judged per request before anything is changed (a request not on it ends the run
 and goes through the handler, which gives the answer it gives today):
-- the lane as a whole: what `SendGroupLane` asks (no ACL or observer table, and
-  `SendMessageProcessor.accepts_group`: the group codecs compiled, ASYNC_FLUSH and a writable
-  store, no slave to wait on, a writable master accepting sends, not rejecting them);
+- the lane as a whole: no ACL or observer table (the connection checks both, as for
+  `SendGroupLane`), and `SendMessageProcessor.accepts_group`: the group codecs compiled,
+  ASYNC_FLUSH and a writable store, no slave to wait on, a writable master accepting sends, not
+  rejecting them;
 - per request: SEND_BATCH_MESSAGE answered (not one-way), a header that decodes, a topic already
   found legal and existing and writable (nothing created), a queue id from 0 to the topic's
   queues (a negative one is drawn by the handler: the lane draws nothing, so the generator's
