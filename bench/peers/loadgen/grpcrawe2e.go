@@ -45,6 +45,20 @@ func (c *rawE2EConn) receive() error {
 	return c.rc.open(c.blocks.receive, c.recv, &rawStream{kind: callReceive, ack: startAck(nil, c.prefix)})
 }
 
+// owed is what the connection still owes the server before it may cancel (under the mutex): its
+// AckMessage calls not answered, and its receives that delivered messages but have not ended
+// (their ack is sent at their end). Counting only the first, a receive whose last message was
+// read but whose trailers were not yet was cancelled, and its batch was never acked.
+func (c *rawE2EConn) owed() int {
+	n := c.acks
+	for _, s := range c.rc.streams {
+		if s.kind == callReceive && s.n > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // cancel ends the connection's calls (under the mutex): RST_STREAM CANCEL on each receive in
 // flight, the calls not written yet dropped, then GOAWAY (no server-initiated stream processed).
 func (c *rawE2EConn) cancel() error {
@@ -231,7 +245,7 @@ func grpcRawE2E(p Params) (*Result, error) {
 		n := 0
 		for _, c := range conns {
 			c.mu.Lock()
-			n += c.acks
+			n += c.owed()
 			c.mu.Unlock()
 		}
 		return n == 0
